@@ -1,0 +1,97 @@
+# spotdrain — build, test, demo, install.  `make check` is the test command; `make demo` the main job.
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+BUILD ?= build
+VERSION := 0.1.0
+
+PKGS := libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
+	-Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing -Iinclude -Isrc \
+	-DSPOTDRAIN_VERSION=\"$(VERSION)\"
+OPT ?= -O2 -g
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+
+# MODULES and TESTS narrow a build to some modules / test binaries (e.g. make unit MODULES="core sim" TESTS=test_yaml).
+MODULES ?= $(notdir $(wildcard src/*))
+LIB_SRC := $(sort $(filter-out src/cli/main.c,$(wildcard $(patsubst %,src/%/*.c,$(MODULES)))))
+HDRS := $(wildcard include/spotdrain/*.h src/*/*.h)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+ifdef TESTS
+TEST_SRC := $(filter $(patsubst %,tests/unit/%.c,$(TESTS)),$(TEST_SRC))
+endif
+TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
+
+# $(1) = build dir, $(2) = extra flags
+define variant
+$(1)/obj/%.o: %.c $(HDRS) $(DEPS_STAMP)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS_BASE) $$(OPT) $(2) $$(PKG_CFLAGS) -c $$< -o $$@
+$(1)/libspotdrain.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/spotdrain: $(1)/obj/src/cli/main.o $(1)/libspotdrain.a
+	$$(CC) $(2) -o $$@ $$^ $$(PKG_LIBS)
+$(1)/tests/%: $(1)/obj/tests/unit/%.o $$(patsubst %.c,$(1)/obj/%.o,$$(TEST_HELPERS)) $(1)/libspotdrain.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(2) -o $$@ $$^ $$(PKG_LIBS) $$(CMOCKA_LIBS)
+endef
+
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+$(eval $(call variant,$(BUILD),))
+$(eval $(call variant,$(BUILD)/asan,$(SAN)))
+
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
+
+.PHONY: all check unit unit-asan unit-valgrind integration demo install format format-check clean deps fuzz
+.DEFAULT_GOAL := all
+all: $(BUILD)/spotdrain $(BUILD)/libspotdrain.a
+
+# Installs missing Debian packages only when a pkg-config or command check fails.
+$(DEPS_STAMP): scripts/install-deps
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PKGS) cmocka \
+	   || ! command -v clang >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 \
+	   || ! /usr/bin/python3 -c 'import yaml, botocore' >/dev/null 2>&1 \
+	   || ! command -v kubectl >/dev/null 2>&1; then \
+		echo "make: missing build or test dependencies; running scripts/install-deps"; \
+		./scripts/install-deps; \
+	fi
+	@mkdir -p $(BUILD) && touch $@
+deps: $(DEPS_STAMP)
+
+unit: $(UNIT_BINS)
+	@scripts/run-tests $(UNIT_BINS)
+unit-asan: $(ASAN_BINS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		scripts/run-tests $(ASAN_BINS)
+unit-valgrind: $(UNIT_BINS)
+	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
+		scripts/run-tests $(UNIT_BINS)
+integration: $(BUILD)/spotdrain $(BUILD)/asan/spotdrain
+	@scripts/run-integration tests/integration/*.sh
+
+check: all unit unit-asan integration format-check
+
+demo: $(BUILD)/spotdrain
+	@scripts/demo
+
+install: $(BUILD)/spotdrain
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/spotdrain $(DESTDIR)$(PREFIX)/bin/spotdrain
+
+format:
+	clang-format -i $(wildcard src/*/*.c src/*/*.h include/spotdrain/*.h tests/unit/*.c tests/unit/*.h)
+format-check:
+	@out=$$(for f in $(wildcard src/*/*.c src/*/*.h include/spotdrain/*.h tests/unit/*.c tests/unit/*.h); do \
+		clang-format --dry-run --Werror $$f >/dev/null 2>&1 || echo $$f; done); \
+	if [ -n "$$out" ]; then echo "format-check: not clang-formatted (run make format):"; echo "$$out"; exit 1; fi; \
+	echo "format-check: ok"
+
+clean:
+	rm -rf $(BUILD)
+.SECONDARY:

@@ -1,0 +1,59 @@
+/* Where and how to reach the Kubernetes API: kubeconfig files and the in-cluster service account. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kube_exec {
+        char *api_version; /* client.authentication.k8s.io/v1 or v1beta1 */
+        char **argv;       /* command followed by args; run directly, never through a shell */
+        char **env;        /* extra "NAME=value" entries */
+        char *interactive_mode;
+        bool provide_cluster_info;
+};
+
+struct kube_config {
+        char *source;  /* the kubeconfig path, or "in-cluster" */
+        char *context; /* context name used */
+        char *server;  /* https://host:port (no trailing slash) */
+        char *namespace;
+        char *tls_server_name;
+        /* TLS: a file path or in-memory PEM (decoded *-data), never both */
+        char *ca_file, *ca_pem;
+        char *cert_file, *cert_pem;
+        char *key_file, *key_pem;
+        /* credentials: a static token, a token file re-read on its TTL and after a 401, or an exec plugin */
+        char *token;
+        char *token_file;
+        struct kube_exec *exec;
+        char *username, *password; /* basic auth (rare; supported for completeness) */
+
+        /* credential cache (owned here) */
+        char *cached_token;
+        uint64_t cached_token_expiry_usec; /* engine clock; 0 = none */
+        uint64_t token_read_usec;
+        uint64_t token_reread_usec; /* how often token_file is re-read; default 60 s */
+};
+
+/* Loads a kubeconfig (context NULL = current-context). Errors name file, line and key. */
+int kube_config_load_file(const char *path, const char *context, struct kube_config **ret, char **ret_error);
+/* The in-cluster service account. root overrides /var/run/secrets/kubernetes.io/serviceaccount (tests); the
+ * server comes from KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT. */
+int kube_config_load_incluster(const char *root, struct kube_config **ret, char **ret_error);
+/* --kubeconfig FILE, else $KUBECONFIG (first of a colon list), else ~/.kube/config if present, else
+ * in-cluster. */
+int kube_config_load_auto(const char *flag_path, const char *context, struct kube_config **ret,
+                          char **ret_error);
+struct kube_config *kube_config_free(struct kube_config *c);
+static inline void kube_config_freep(struct kube_config **c)
+{
+        kube_config_free(*c);
+}
+
+/* The bearer token to send now (NULL when the config uses none, e.g. client certificates only). Static token
+ * as is; token_file re-read when older than token_reread_usec; exec plugin run (argv, no shell) and its
+ * token cached until its expirationTimestamp. May also set client cert/key PEM from an exec plugin answer.
+ * Never logs the token. */
+int kube_config_token(struct kube_config *c, const char **ret_token, char **ret_error);
+/* After a 401: forget cached credentials so the next kube_config_token re-reads or re-runs. */
+void kube_config_invalidate(struct kube_config *c);

@@ -1,0 +1,27 @@
+/* The command-line front end: one function per verb, dispatched from main.c's table. */
+#pragma once
+
+#include <stdbool.h>
+
+/* Common options (CONTRACTS §1). Parsed by cli_common_option(); each verb handles its own. */
+struct cli_common {
+        const char *config;
+        const char *kubeconfig;
+        bool json;
+        bool dry_run;
+        const char *log_format;
+        const char *log_level;
+};
+
+/* Exit codes (CONTRACTS §1). */
+enum {
+        EXIT_OK = 0,
+        EXIT_ERROR = 1,
+        EXIT_USAGE = 2,
+        EXIT_DEADLINE_MISSED = 3,
+        EXIT_INFEASIBLE = 4,
+        EXIT_DATAERR = 65,
+};
+
+int cmd_sim(int argc, char **argv);
+int cmd_version(int argc, char **argv);

@@ -1,0 +1,47 @@
+/* spotdrain: spot-interruption handler and deadline-aware drain agent for Kubernetes on AWS. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "spotdrain/core.h"
+
+struct command {
+        const char *name;
+        int (*run)(int argc, char **argv);
+        const char *summary;
+};
+
+static const struct command commands[] = {
+        { "sim", cmd_sim,
+          "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
+        { "version", cmd_version, "print the version" },
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: spotdrain COMMAND [OPTIONS]\n\ncommands:\n");
+        for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+                fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "\ncommon options: --config FILE --kubeconfig FILE --json --log-format json|text "
+                   "--log-level LEVEL --dry-run --help --version\n");
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
+                usage(stdout);
+                return EXIT_OK;
+        }
+        if (streq(argv[1], "--version"))
+                return cmd_version(argc - 1, argv + 1);
+        for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+                if (streq(argv[1], commands[i].name))
+                        return commands[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "spotdrain: unknown command '%s'\n\n", argv[1]);
+        usage(stderr);
+        return EXIT_USAGE;
+}

@@ -1,0 +1,135 @@
+/* The simulator's world: scenario, Kubernetes objects and controllers, clock, change log, result.
+ *
+ * Contract between the model (scenario.c, model.c, render.c) and the HTTP surfaces (server.c and later IMDS,
+ * SQS, EC2, STS surfaces). The model is single-threaded state guarded by one mutex: every function below
+ * except sim_new/sim_free/sim_lock/sim_unlock/sim_wait must be called with the lock held. Objects cross this
+ * boundary as Kubernetes JSON (cJSON, rendered exactly as kube-apiserver would render them), so the server
+ * can filter by label and field selectors generically and stream watch events. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sim;
+struct ynode;
+
+/* Resource kinds the simulated API server serves. */
+enum sim_kind {
+        SIM_NAMESPACE,
+        SIM_NODE,
+        SIM_POD,
+        SIM_PDB,
+        SIM_REPLICASET,
+        SIM_DEPLOYMENT,
+        SIM_STATEFULSET,
+        SIM_DAEMONSET,
+        SIM_EVENT, /* core/v1 Event (events.k8s.io/v1 is served from the same store) */
+        SIM_LEASE,
+        _SIM_KIND_MAX,
+};
+
+struct sim_options {
+        double time_scale; /* scenario seconds per real second; default 1 */
+        const char *mode;  /* "agent" | "controller" | NULL (the scenario's) */
+        uint64_t seed;     /* 0: the scenario's */
+};
+
+/* ---- life cycle ---- */
+/* Loads and validates a scenario file. Errors name file, line and key: "FILE:LINE: workloads[2].pdb: ..." */
+int sim_scenario_load(const char *path, struct ynode **ret_tree, char **ret_error);
+/* Builds the world from a loaded scenario (pods placed, PDB status computed, all pods Running and Ready at
+ * t=0). */
+int sim_new(const struct ynode *scenario, const struct sim_options *opt, struct sim **ret, char **ret_error);
+struct sim *sim_free(struct sim *s);
+
+void sim_lock(struct sim *s);
+void sim_unlock(struct sim *s);
+/* With the lock held: waits (releasing it meanwhile) until the resource version passes after_rv, the clock
+ * reaches the next due action, or timeout_usec passes. */
+void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec);
+/* Wakes every sim_wait (a change happened). */
+void sim_broadcast(struct sim *s);
+
+/* ---- clock ----
+ * Scenario seconds since start = real elapsed seconds × time_scale. The scenario's t=0 is the wall-clock
+ * moment of sim_start() (epoch below). */
+void sim_start(struct sim *s);                         /* starts the clock; before it, sim_now() is 0 */
+double sim_now(const struct sim *s);                   /* scenario seconds */
+uint64_t sim_wall_usec(const struct sim *s, double t); /* wall-clock usec of scenario time t */
+double sim_time_scale(const struct sim *s);
+/* Runs every timed action due at or before sim_now(): scenario events, pods turning Ready, pods exiting,
+ * pods killed at the end of their grace, nodes terminated at their deadline, replacements created and
+ * scheduled, PDB status recomputed. Returns the scenario time of the next due action, or a negative number
+ * when none. */
+double sim_advance(struct sim *s);
+bool sim_finished(
+    const struct sim *s); /* every scenario event happened and every interrupted node is gone */
+
+/* ---- objects (JSON in the Kubernetes wire form) ---- */
+uint64_t sim_resource_version(const struct sim *s); /* the store's current resourceVersion */
+/* A new array of the objects of a kind (all namespaces when ns is NULL); the caller filters and owns it. */
+int sim_list(struct sim *s, enum sim_kind kind, const char *ns, cJSON **ret_items);
+/* -ENOENT when absent. */
+int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name, cJSON **ret_obj);
+
+/* Answers of the write operations: an HTTP status and the JSON body to send (an object or a metav1 Status).
+ */
+struct sim_answer {
+        int status;
+        cJSON *body;
+};
+
+/* POST .../pods/NAME/eviction, exactly as kube-apiserver's eviction REST: 201 Success, 429 TooManyRequests
+ * with cause DisruptionBudget, 500 for several PDBs, 404 when the pod is gone, 409 on a UID precondition
+ * mismatch. eviction: the request body (policy/v1 or v1beta1 Eviction; its deleteOptions honoured). client:
+ * the user agent, for the result's accounting. */
+int sim_evict(struct sim *s, const char *ns, const char *name, const cJSON *eviction, const char *client,
+              struct sim_answer *ret);
+/* DELETE pod: grace_seconds < 0 means the pod's own; uid precondition optional. Counts a PDB breach when it
+ * drops a PDB below its desired healthy count. Answers 200 with the pod (now carrying deletionTimestamp) or
+ * a Status. */
+int sim_delete_pod(struct sim *s, const char *ns, const char *name, int64_t grace_seconds, const char *uid,
+                   const char *client, struct sim_answer *ret);
+/* PATCH node (strategic merge or merge patch of spec.unschedulable, spec.taints,
+ * metadata.labels/annotations), or JSON patch (content_type application/json-patch+json). Answers 200 with
+ * the node, 404, 409 on a resourceVersion precondition mismatch, 422 on a malformed patch. */
+int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const char *content_type,
+              const cJSON *patch, struct sim_answer *ret);
+/* POST (create) and PUT (replace) for events and leases (and nodes' annotations through PUT). 409
+ * AlreadyExists / Conflict as kube-apiserver answers. */
+int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *obj, struct sim_answer *ret);
+int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const cJSON *obj,
+                struct sim_answer *ret);
+
+/* ---- change log (for watch) ----
+ * Every change gets the next resourceVersion. The log keeps the most recent changes; asking for an older
+ * version answers -ESTALE (the server sends a 410 Expired ERROR event). */
+struct sim_change {
+        uint64_t rv;
+        enum sim_kind kind;
+        const char *type; /* "ADDED", "MODIFIED", "DELETED" */
+        const cJSON *object;
+};
+/* Calls fn for each change of kind (ns NULL = all) with rv > after_rv, in order. */
+int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_t after_rv,
+                      void (*fn)(const struct sim_change *c, void *userdata), void *userdata);
+
+/* ---- accounting and result (CONTRACTS §4) ---- */
+void sim_count_request(struct sim *s); /* every API request served */
+cJSON *sim_result(struct sim *s);      /* the simulation result object */
+/* Alerts the engine raised, recorded into the result (kind, node, at = sim_now()). */
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message);
+
+/* Scenario facts the other surfaces need. */
+const char *sim_scenario_name(const struct sim *s);
+const char *sim_mode(const struct sim *s);
+double sim_budget_seconds(const struct sim *s);
+size_t sim_node_count(const struct sim *s);
+const char *sim_node_name(const struct sim *s, size_t i);
+const char *sim_node_instance_id(const struct sim *s, size_t i);
+const char *sim_node_zone(const struct sim *s, size_t i);
+
+/* Kind names: "pods", "nodes", ... (the REST resource), and back. */
+const char *sim_kind_resource(enum sim_kind k);
+int sim_kind_from_resource(const char *resource);
