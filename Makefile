@@ -24,7 +24,7 @@ TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 ifdef TESTS
 TEST_SRC := $(filter $(patsubst %,tests/unit/%.c,$(TESTS)),$(TEST_SRC))
 endif
-TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
+TEST_HELPERS := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 
 # $(1) = build dir, $(2) = extra flags
 define variant
@@ -72,8 +72,8 @@ unit-asan: $(ASAN_BINS)
 unit-valgrind: $(UNIT_BINS)
 	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
-integration: $(BUILD)/spotdrain $(BUILD)/asan/spotdrain
-	@scripts/run-integration tests/integration/*.sh
+integration: $(BUILD)/spotdrain
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration tests/integration/*.sh
 
 check: all unit unit-asan integration format-check
 
@@ -95,3 +95,4 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 .SECONDARY:
+.DELETE_ON_ERROR:

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <syslog.h>
 
 #include "spotdrain/util.h"
@@ -19,12 +20,19 @@ typedef struct sd_event_source sd_event_source;
 void clk_set_scale(double scale);
 double clk_scale(void);
 uint64_t clk_now(void);
-/* Converts an engine-clock instant into the CLOCK_MONOTONIC instant (usec) when it will be reached. */
+/* Converts an engine-clock instant into the CLOCK_MONOTONIC instant (usec) when it will be reached (instants
+ * already passed map to "now"). Timers armed before a scale change keep their monotonic instant. */
 uint64_t clk_to_monotonic(uint64_t clk_usec);
 
 /* ---- event loop ---- */
 struct loop;
-int loop_new(struct loop **ret); /* installs SIGTERM/SIGINT handlers that end loop_run() */
+/* Blocks SIGTERM/SIGINT (sigprocmask, so call it before starting threads) and handles them on the loop: the
+ * first one sets loop_stopping() and, unless a stop handler is set, ends loop_run() with 0; with a stop
+ * handler, the handler runs instead and decides when to call loop_exit(). A second signal always ends the
+ * loop with 0. */
+int loop_new(struct loop **ret);
+/* Frees the loop. HTTP calls still in flight are cancelled (their done callbacks are not called and their
+ * handles become invalid); see timer_start() for timers. NULL-safe. */
 struct loop *loop_free(struct loop *l);
 static inline void loop_freep(struct loop **l)
 {
@@ -34,17 +42,22 @@ sd_event *loop_event(struct loop *l);
 int loop_run(struct loop *l); /* until loop_exit() or a signal; returns the exit code */
 void loop_exit(struct loop *l, int code);
 bool loop_stopping(struct loop *l); /* SIGTERM seen: finish what is under way */
-/* Runs the loop until *done becomes true or timeout_usec passes (-ETIMEDOUT). For one-shot commands and
- * tests. */
+typedef void (*loop_stop_fn)(struct loop *l, void *userdata);
+void loop_set_stop_handler(struct loop *l, loop_stop_fn fn, void *userdata);
+/* Runs the loop until *done becomes true (0) or timeout_usec of real time passes (-ETIMEDOUT; UINT64_MAX =
+ * no limit). -ECANCELED when loop_exit() or a signal ended the loop first. For one-shot commands and tests.
+ */
 int loop_run_until(struct loop *l, const bool *done, uint64_t timeout_usec);
 
-/* One-shot timer at an engine-clock instant; the callback runs once. Returns a handle that can be cancelled.
- */
+/* One-shot timer at an engine-clock instant; the callback runs once. The timer is released when it fires,
+ * before the callback runs, so forget the handle in the callback (as with http calls). timer_cancel() stops
+ * and releases a timer that has not fired. ret may be NULL. Handles of timers still armed at loop_free()
+ * stay valid for timer_cancel() only (loop-owned ones, ret == NULL, are released with the loop). */
 typedef void (*timer_fn)(void *userdata);
 struct timer;
 int timer_start(struct loop *l, uint64_t at_clk_usec, timer_fn fn, void *userdata, struct timer **ret);
 int timer_start_in(struct loop *l, uint64_t after_usec, timer_fn fn, void *userdata, struct timer **ret);
-struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL */
+struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL; not after it fired */
 
 /* ---- HTTP client ----
  * Async, on the loop. TLS is always verified. Redirects are not followed. https only, except loopback
@@ -64,21 +77,23 @@ struct http_request {
         const char *url;
         const char *const *headers; /* NULL-terminated "Name: value" strings */
         const char *body;
-        size_t body_len;
+        size_t body_len;          /* 0 = strlen(body) */
         const char *bearer_token; /* sent as Authorization: Bearer; never logged */
         const struct http_tls *tls;
+        /* Timeouts are real time, not engine time: the network does not run faster in a simulation. */
         uint64_t timeout_usec;         /* whole request; 0 = 30 s; streaming requests: 0 = none */
         uint64_t connect_timeout_usec; /* 0 = 5 s */
         size_t max_body;               /* 0 = 64 MiB; larger answers fail with -EFBIG */
-        /* Streaming (watch): called with each chunk as it arrives instead of buffering the body. Return <0
-         * to abort. */
+        /* Streaming (watch): called with each chunk of a 2xx answer as it arrives instead of buffering the
+         * body (other statuses are buffered into resp->body for the error message). Gets the userdata of
+         * http_send(). Return <0 to abort: the call then ends with that error. */
         int (*on_data)(const char *data, size_t len, void *userdata);
 };
 
 struct http_response {
         long status; /* 0 when no answer came */
         int error;   /* negative errno on transport failure (-ETIMEDOUT, -ECONNREFUSED, -EFBIG, ...) */
-        char *body;  /* NUL-terminated; NULL when streaming */
+        char *body;  /* NUL-terminated ("" when empty); NULL when streaming or when error < 0 */
         size_t body_len;
         char *content_type;
         char *retry_after; /* Retry-After header, if any */
@@ -88,17 +103,32 @@ struct http_response {
 typedef void (*http_done_fn)(const struct http_response *resp, void *userdata);
 struct http_call;
 /* Starts a request. done is called exactly once (unless cancelled), from the loop, never from inside
- * http_send. */
+ * http_send; the call (and resp) is released when done returns, so forget the handle in done. When http_send
+ * itself fails (<0: -EPROTONOSUPPORT for http:// to a host that is neither loopback nor IMDS, or another
+ * scheme; -EINVAL for a bad URL; -ENOMEM) nothing was sent and done is never called. ret may be NULL. */
 int http_send(struct loop *l, const struct http_request *req, http_done_fn done, void *userdata,
               struct http_call **ret);
-struct http_call *http_cancel(struct http_call *c); /* NULL-safe; done is not called after this */
-/* Blocking convenience for one-shot commands and tests: runs the loop until the answer. resp must be
- * released with http_response_clear(). */
+/* NULL-safe; done is not called after this. May be called from on_data and from any done callback (as may
+ * http_send(); http_send_sync() and loop_free() may not). */
+struct http_call *http_cancel(struct http_call *c);
+/* Blocking convenience for one-shot commands and tests: runs the loop until the answer. Returns
+ * http_send()'s error, or resp->error (0 when an answer of any status came), or -ECANCELED when the loop was
+ * ended. resp is filled whenever a transfer was attempted and must be released with http_response_clear().
+ */
 int http_send_sync(struct loop *l, const struct http_request *req, struct http_response *resp);
 void http_response_clear(struct http_response *resp);
-/* Maps an HTTP status to a negative errno (one place): 400 EINVAL, 401 EACCES(token), 403 EPERM, 404 ENOENT,
- * 409 EEXIST/ESTALE, 410 ESTALE, 422 EINVAL, 429 EBUSY, 5xx EIO, 503 EAGAIN, 504 ETIMEDOUT. */
+/* Maps an HTTP status to a negative errno (one place): 2xx 0, 400 EINVAL, 401 EACCES(token), 403 EPERM,
+ * 404 ENOENT, 409 EEXIST, 410 ESTALE, 422 EINVAL, 429 EBUSY, 5xx EIO, 503 EAGAIN, 504 ETIMEDOUT; other 4xx
+ * EINVAL, 1xx/3xx EPROTO, 0 (no answer) EIO. */
 int http_status_to_errno(long status);
+/* The same, but 409 depends on the method: AlreadyExists on POST (create) is -EEXIST, Conflict on
+ * PUT/PATCH/DELETE (stale resourceVersion or precondition) is -ESTALE. */
+int http_status_to_errno_method(const char *method, long status);
+
+/* Internal to src/core (loop.c <-> http.c), not for other modules: the slot where http.c keeps its per-loop
+ * state (curl multi handle, sockets, calls), and its teardown from loop_free(). */
+void **loop_http_state(struct loop *l);
+void http_loop_cleanup(struct loop *l);
 
 /* ---- backoff: one shared retry policy (exponential, full jitter) ---- */
 struct backoff {
@@ -107,7 +137,9 @@ struct backoff {
         unsigned attempt;
 };
 #define BACKOFF_INIT(base, max) ((struct backoff){ .base_usec = (base), .max_usec = (max) })
-uint64_t backoff_next(struct backoff *b); /* delay before the next try; grows with each call */
+/* Delay before the next try: uniform in [floor, min(max, base * 2^attempt)], attempt grows with each call.
+ * floor = max(base / 4, 1 usec) so that a retry loop never spins; 0 only when base is 0. max 0 = no cap. */
+uint64_t backoff_next(struct backoff *b);
 void backoff_reset(struct backoff *b);
 
 /* ---- logging ----
@@ -119,10 +151,15 @@ enum log_format {
         LOG_FORMAT_JSON,
         LOG_FORMAT_JOURNAL,
 };
-void log_setup(enum log_format format, int max_level);
+void log_setup(enum log_format format, int max_level); /* default: text, LOG_INFO */
+/* Where text/JSON lines go (NULL = stderr); for tests. */
+void log_set_output(FILE *f);
 int log_parse_level(const char *s);  /* "debug", "info", "warning", "error"; -EINVAL otherwise */
 int log_parse_format(const char *s); /* "text", "json", "journal", "auto" */
-/* fields: NULL-terminated key, value pairs (e.g. (const char *[]){"node", n, NULL}). Returns -abs(error) so
+/* Text: "2026-11-30T06:00:00.123Z info message key=value key2=\"quoted value\"" (engine-clock time).
+ * JSON: {"time":..,"level":..,"msg":..,"errno":..,"key":"value"}. Journal: MESSAGE, PRIORITY, ERRNO, and
+ * each field upper-cased (node → NODE). An error appends ": strerror(error)" to the message.
+ * fields: NULL-terminated key, value pairs (e.g. (const char *[]){"node", n, NULL}). Returns -abs(error) so
  * that `return log_full(LOG_ERR, r, NULL, "...")` propagates the error; 0 when error is 0. */
 int log_full(int level, int error, const char *const *fields, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -23,5 +23,9 @@ enum {
         EXIT_DATAERR = 65,
 };
 
+int cmd_audit(int argc, char **argv);
+int cmd_drain(int argc, char **argv);
+int cmd_event(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -1,10 +1,221 @@
-/* spotdrain sim serve SCENARIO (placeholder until the simulator server lands) */
+/* spotdrain sim serve SCENARIO: serves the simulator to outside clients (kubectl, the aws CLI, another
+ * spotdrain) until SIGTERM or SIGINT. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/random.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/core.h"
+#include "spotdrain/yaml.h"
+
+static void sim_usage(FILE *f)
+{
+        fprintf(
+            f,
+            "usage: spotdrain sim serve SCENARIO [--listen HOST:PORT] [--kubeconfig-out FILE]\n"
+            "                           [--endpoints-out FILE] [--time-scale N] [--mode agent|controller]\n"
+            "                           [--seed N] [--log-level LEVEL] [--log-format FORMAT]\n");
+}
+
+static void sim_freep(struct sim **s)
+{
+        sim_free(*s);
+}
+
+/* A token for the kubeconfig; the simulator accepts any, but clients expect credentials to exist. */
+static int random_token(char *buf, size_t len)
+{
+        unsigned char raw[16];
+
+        if (len < 2 * sizeof(raw) + 5 || getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+                return -EIO;
+        memcpy(buf, "sim-", 4);
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(buf + 4 + 2 * i, 3, "%02x", raw[i]);
+        return 0;
+}
+
+static int write_outputs(const char *url, const char *kubeconfig_out, const char *endpoints_out)
+{
+        int r;
+
+        if (kubeconfig_out) {
+                char token[64];
+                _cleanup_free_ char *kc = NULL;
+
+                r = random_token(token, sizeof(token));
+                if (r < 0)
+                        return log_error_errno(r, "cannot make a token");
+                kc = sim_server_kubeconfig(url, token);
+                if (!kc)
+                        return log_error_errno(-ENOMEM, "out of memory");
+                r = write_file_atomic(kubeconfig_out, kc, strlen(kc), 0600);
+                if (r < 0)
+                        return log_error_errno(r, "cannot write %s", kubeconfig_out);
+        }
+        if (endpoints_out) {
+                cJSON *o = cJSON_CreateObject();
+                _cleanup_free_ char *text = NULL;
+
+                if (o && cJSON_AddStringToObject(o, "kubernetes", url))
+                        text = cJSON_Print(o);
+                cJSON_Delete(o);
+                if (!text)
+                        return log_error_errno(-ENOMEM, "out of memory");
+                r = write_file_atomic(endpoints_out, text, strlen(text), 0644);
+                if (r < 0)
+                        return log_error_errno(r, "cannot write %s", endpoints_out);
+        }
+        return 0;
+}
+
+static int sim_serve(int argc, char **argv)
+{
+        static const struct option options[] = {
+                { "listen", required_argument, NULL, 'l' },
+                { "kubeconfig-out", required_argument, NULL, 'k' },
+                { "endpoints-out", required_argument, NULL, 'e' },
+                { "time-scale", required_argument, NULL, 't' },
+                { "mode", required_argument, NULL, 'm' },
+                { "seed", required_argument, NULL, 's' },
+                { "log-level", required_argument, NULL, 'L' },
+                { "log-format", required_argument, NULL, 'F' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        const char *listen = "127.0.0.1:0", *kubeconfig_out = NULL, *endpoints_out = NULL;
+        struct sim_options opt = { .time_scale = 1 };
+        int level = LOG_INFO, format = LOG_FORMAT_AUTO, c, r, sig;
+        _cleanup_(ynode_freep) struct ynode *tree = NULL;
+        _cleanup_(sim_freep) struct sim *s = NULL;
+        _cleanup_free_ char *error = NULL;
+        struct sim_server *srv = NULL;
+        sigset_t mask;
+        char *end;
+
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'l':
+                        listen = optarg;
+                        break;
+                case 'k':
+                        kubeconfig_out = optarg;
+                        break;
+                case 'e':
+                        endpoints_out = optarg;
+                        break;
+                case 't':
+                        opt.time_scale = strtod(optarg, &end);
+                        if (*end || !(opt.time_scale > 0)) {
+                                fprintf(stderr,
+                                        "spotdrain sim serve: --time-scale needs a positive number\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'm':
+                        if (!streq(optarg, "agent") && !streq(optarg, "controller")) {
+                                fprintf(stderr, "spotdrain sim serve: --mode is agent or controller\n");
+                                return EXIT_USAGE;
+                        }
+                        opt.mode = optarg;
+                        break;
+                case 's':
+                        opt.seed = strtoull(optarg, &end, 10);
+                        if (*end) {
+                                fprintf(stderr, "spotdrain sim serve: --seed needs a number\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'L':
+                        level = log_parse_level(optarg);
+                        if (level < 0) {
+                                fprintf(stderr, "spotdrain sim serve: unknown log level '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'F':
+                        format = log_parse_format(optarg);
+                        if (format < 0) {
+                                fprintf(stderr, "spotdrain sim serve: unknown log format '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'h':
+                        sim_usage(stdout);
+                        return EXIT_OK;
+                default:
+                        sim_usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind + 1 != argc) {
+                sim_usage(stderr);
+                return EXIT_USAGE;
+        }
+        log_setup((enum log_format)format, level);
+
+        r = sim_scenario_load(argv[optind], &tree, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain sim serve: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        r = sim_new(tree, &opt, &s, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain sim serve: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+
+        /* Every thread the server starts inherits this mask, so the signals reach sigwait() below. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        sim_lock(s);
+        sim_start(s);
+        sim_unlock(s);
+        r = sim_server_start(s, listen, &srv);
+        if (r < 0) {
+                log_error_errno(r, "cannot listen on %s", listen);
+                return EXIT_ERROR;
+        }
+        r = write_outputs(sim_server_url(srv), kubeconfig_out, endpoints_out);
+        if (r < 0) {
+                sim_server_stop(srv);
+                return EXIT_ERROR;
+        }
+        log_info("simulator for scenario %s serving the Kubernetes API at %s", sim_scenario_name(s),
+                 sim_server_url(srv));
+
+        while (sigwait(&mask, &sig) != 0)
+                ;
+        log_info("stopping on signal %d", sig);
+        sim_server_stop(srv);
+        return EXIT_OK;
+}
 
 int cmd_sim(int argc, char **argv)
 {
-        fprintf(stderr, "spotdrain sim: not available in this build\n");
-        return EXIT_ERROR;
+        if (argc < 2) {
+                sim_usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (streq(argv[1], "--help") || streq(argv[1], "-h")) {
+                sim_usage(stdout);
+                return EXIT_OK;
+        }
+        if (streq(argv[1], "serve"))
+                return sim_serve(argc - 1, argv + 1);
+        fprintf(stderr, "spotdrain sim: unknown subcommand '%s'\n", argv[1]);
+        sim_usage(stderr);
+        return EXIT_USAGE;
 }

@@ -12,6 +12,10 @@ struct command {
 };
 
 static const struct command commands[] = {
+        { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
+        { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
+        { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },
+        { "event", cmd_event, "event parse [FILE|-]: normalize one SQS/EventBridge/SNS/IMDS notice body" },
         { "sim", cmd_sim,
           "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
         { "version", cmd_version, "print the version" },

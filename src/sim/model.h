@@ -4,7 +4,19 @@
  * SQS, EC2, STS surfaces). The model is single-threaded state guarded by one mutex: every function below
  * except sim_new/sim_free/sim_lock/sim_unlock/sim_wait must be called with the lock held. Objects cross this
  * boundary as Kubernetes JSON (cJSON, rendered exactly as kube-apiserver would render them), so the server
- * can filter by label and field selectors generically and stream watch events. */
+ * can filter by label and field selectors generically and stream watch events.
+ *
+ * Modelling choices where Kubernetes/AWS leave room:
+ * - Every write operation and sim_list/sim_get first run whatever became due (sim_advance), so answers are
+ *   always current. Timed actions carry their own due time (a pod exits exactly at its exit instant).
+ * - At a node's deadline the instance is gone: every pod on it is removed and the Node object is deleted at
+ *   once (no NotReady phase). spot-interruption, scheduled-change and asg-lifecycle-terminate all set
+ *   deadline = at + budget_seconds; rebalance-recommendation only records its time.
+ * - The starting world: a workload's placement is exact on the nodes it names; its other pods go first-fit
+ * to the other nodes first. Starting pods were created an hour before t=0 and turned Ready startup_seconds
+ *   later, so creation → Ready reflects the startup time. DaemonSet pods run on every node and tolerate all.
+ * - Result accounting counts evictable pods only (not DaemonSet pods): pods_evictable are those on the node
+ *   from its first notice (rebalance or interruption) on; pods_graceful/pods_killed how they left. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -33,6 +45,7 @@ struct sim_options {
         double time_scale; /* scenario seconds per real second; default 1 */
         const char *mode;  /* "agent" | "controller" | NULL (the scenario's) */
         uint64_t seed;     /* 0: the scenario's */
+        bool manual_clock; /* tests: the clock only moves through sim_set_now() */
 };
 
 /* ---- life cycle ---- */
@@ -54,10 +67,15 @@ void sim_broadcast(struct sim *s);
 /* ---- clock ----
  * Scenario seconds since start = real elapsed seconds × time_scale. The scenario's t=0 is the wall-clock
  * moment of sim_start() (epoch below). */
-void sim_start(struct sim *s);                         /* starts the clock; before it, sim_now() is 0 */
-double sim_now(const struct sim *s);                   /* scenario seconds */
-uint64_t sim_wall_usec(const struct sim *s, double t); /* wall-clock usec of scenario time t */
+void sim_start(struct sim *s);       /* starts the clock; before it, sim_now() is 0 */
+double sim_now(const struct sim *s); /* scenario seconds */
+/* Wall-clock usec of scenario time t: the epoch plus t seconds (not divided by time_scale), i.e. the instant
+ * as a client on the engine clock (core.h clk_*, scaled by the same factor from sim_start on) sees it. */
+uint64_t sim_wall_usec(const struct sim *s, double t);
 double sim_time_scale(const struct sim *s);
+/* Manual clock only (sim_options.manual_clock): sets the scenario time; never moves backwards. Call
+ * sim_advance() (or any operation below, which advances first) to run what became due. */
+void sim_set_now(struct sim *s, double t);
 /* Runs every timed action due at or before sim_now(): scenario events, pods turning Ready, pods exiting,
  * pods killed at the end of their grace, nodes terminated at their deadline, replacements created and
  * scheduled, PDB status recomputed. Returns the scenario time of the next due action, or a negative number
@@ -96,8 +114,10 @@ int sim_delete_pod(struct sim *s, const char *ns, const char *name, int64_t grac
  * the node, 404, 409 on a resourceVersion precondition mismatch, 422 on a malformed patch. */
 int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const char *content_type,
               const cJSON *patch, struct sim_answer *ret);
-/* POST (create) and PUT (replace) for events and leases (and nodes' annotations through PUT). 409
- * AlreadyExists / Conflict as kube-apiserver answers. */
+/* POST (create) and PUT (replace) for events and leases (and nodes through PUT: labels, annotations,
+ * spec.unschedulable, spec.taints). POST also creates PodDisruptionBudgets (policy/v1 spec: selector
+ * matchLabels, minAvailable or maxUnavailable, unhealthyPodEvictionPolicy). 409 AlreadyExists / Conflict (a
+ * stale metadata.resourceVersion) as kube-apiserver answers; 405 for other kinds. */
 int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *obj, struct sim_answer *ret);
 int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const cJSON *obj,
                 struct sim_answer *ret);
@@ -129,6 +149,20 @@ size_t sim_node_count(const struct sim *s);
 const char *sim_node_name(const struct sim *s, size_t i);
 const char *sim_node_instance_id(const struct sim *s, size_t i);
 const char *sim_node_zone(const struct sim *s, size_t i);
+/* The node's interruption notice: kind ("spot-interruption", "scheduled-change", "asg-lifecycle-terminate"),
+ * notice and deadline in scenario seconds. -ENOENT when none has happened yet. */
+int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,
+                    double *ret_deadline_at);
+/* When the node got its rebalance recommendation, or a negative number. */
+double sim_node_rebalance_at(const struct sim *s, size_t i);
+/* The node was terminated (its object is gone). */
+bool sim_node_gone(const struct sim *s, size_t i);
+
+/* The scenario's faults (CONTRACTS §3): share of API calls to answer 500, and added latency. */
+double sim_api_error_rate(const struct sim *s);
+int64_t sim_api_latency_ms(const struct sim *s);
+/* A deterministic random number from the scenario's seed (for faults). */
+uint64_t sim_random(struct sim *s);
 
 /* Kind names: "pods", "nodes", ... (the REST resource), and back. */
 const char *sim_kind_resource(enum sim_kind k);

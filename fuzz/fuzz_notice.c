@@ -1,0 +1,81 @@
+/* libFuzzer target for the notice normalizer (src/aws/notice.c): every byte string must give either notices
+ * that format cleanly or an error with a reason, without a crash, a leak or undefined behaviour.
+ *
+ * Build and run from the repository root, the fixtures as seed corpus (new inputs go to the first folder):
+ *   clang -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+ *         fuzz/fuzz_notice.c src/aws/notice.c src/core/util.c src/core/clock.c \
+ *         $(pkg-config --cflags --libs libcjson) -lm -o build/fuzz_notice
+ *   mkdir -p build/fuzz-corpus
+ *   build/fuzz_notice -max_total_time=300 -max_len=8192 build/fuzz-corpus \
+ *         ../shared/fixtures/eventbridge ../shared/fixtures/imds ../shared/fixtures/sqs
+ *
+ * Each input is parsed as a queue body (detected form, with and without an instance and region) and as
+ * each IMDS document, so the seeds need no option bytes and every path sees every input.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/notice.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void one(const uint8_t *data, size_t size, const struct notice_parse_opts *opts)
+{
+        struct notice *v = NULL;
+        size_t n = 0;
+        char reason[256];
+        int r = notice_parse(data, size, opts, &v, &n, reason, sizeof(reason));
+        /* An error always explains itself and hands nothing back. */
+        if (r < 0) {
+                if (!reason[0] || v)
+                        abort();
+                return;
+        }
+        if ((n == 0) != (v == NULL))
+                abort();
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].kind != NOTICE_ASG_TEST_NOTIFICATION && !notice_instance_id_valid(v[i].instance_id))
+                        abort();
+                char *s = NULL;
+                if (notice_format_json(&v[i], &s) == 0)
+                        free(s);
+                s = NULL;
+                if (notice_format_human(&v[i], &s) == 0)
+                        free(s);
+        }
+        free(v);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        static const char *const paths[] = {
+                "spot/instance-action",
+                "spot/termination-time",
+                "events/recommendations/rebalance",
+                "events/maintenance/scheduled",
+                "events/maintenance/history",
+                "autoscaling/target-lifecycle-state",
+        };
+        struct notice_parse_opts opts = { .now_usec = 1715682115000000ULL };
+        one(data, size, &opts);
+        opts.instance_id = "i-0abcd1234ef567890";
+        opts.region = "us-east-1";
+        opts.asg_deadline_usec = UINT64_MAX - 1; /* saturates instead of wrapping */
+        one(data, size, &opts);
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                opts.imds_path = paths[i];
+                one(data, size, &opts);
+        }
+
+        /* The time parser on its own, on a NUL-terminated copy. */
+        if (size < 128) {
+                char buf[128];
+                memcpy(buf, data, size);
+                buf[size] = 0;
+                uint64_t u;
+                (void)notice_parse_time(buf, &u);
+        }
+        return 0;
+}

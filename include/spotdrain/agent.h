@@ -1,0 +1,118 @@
+/* agent: the DaemonSet front end. Polls this instance's IMDS for notices and acts on this node.
+ *
+ * Each tick (every poll interval, 1 s by default, engine clock) GETs the four notice paths at once:
+ * spot/instance-action, events/recommendations/rebalance, events/maintenance/scheduled and
+ * autoscaling/target-lifecycle-state. 404 means nothing. Every document goes through notice_parse() and
+ * each notice is handed to the actions once (dedupe on event_id, instance and state). When no path
+ * answers at all the next tick comes after a jittered backoff instead (at most 5 s).
+ *
+ * What it does with a notice:
+ *   spot-interruption, asg-lifecycle-terminate  drain by the notice's deadline (actions.drain)
+ *   rebalance-recommendation  soft taint AGENT_REBALANCE_TAINT_KEY:PreferNoSchedule (actions.soft_taint)
+ *                             and a replacement request (actions.replacement_request); both reverted
+ *                             (the taint removed) when no interruption follows within rebalance_revert
+ *                             of the notice time
+ *   scheduled-change (active) drain maintenance_lead before the event starts, with its start as deadline
+ *   scheduled-change (canceled) undo: the pending drain is dropped, or the node made schedulable again when
+ *                             the drain already began (actions.uncordon)
+ * A notice still in IMDS after a restart is seen again on the first poll and acted on again: the actions
+ * must be idempotent (a drain of a node already draining carries on). The agent's own pod
+ * (POD_NAMESPACE/POD_NAME) is passed with every drain so that it is never evicted.
+ *
+ * Identity: the node is agent_options.node_name, else $NODE_NAME, else IMDS local-hostname; the instance
+ * ID comes from IMDS instance-id. With a Kubernetes client, a node whose spec.providerID names another
+ * instance is warned about (the agent may be reading the wrong IMDS). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/notice.h"
+#include "spotdrain/util.h"
+
+struct imds_client;
+struct kube_client;
+struct loop;
+
+#define AGENT_REBALANCE_TAINT_KEY    "spotdrain.io/rebalance"
+#define AGENT_INTERRUPTION_TAINT_KEY "spotdrain.io/interruption"
+#define AGENT_DEFAULT_POLL_USEC      (1000ULL * 1000ULL)
+#define AGENT_DEFAULT_REVERT_USEC    (600ULL * 1000ULL * 1000ULL)
+#define AGENT_DEFAULT_MAINT_LEAD_USEC (600ULL * 1000ULL * 1000ULL)
+#define AGENT_DEFAULT_BACKOFF_MAX_USEC (5ULL * 1000ULL * 1000ULL)
+
+struct agent_drain_request {
+        const char *node;
+        const struct notice *notice; /* kind, instance, notice time, action */
+        uint64_t deadline_usec;      /* engine clock: the instance is gone (maintenance: the window starts) */
+        const char *self_namespace;  /* the agent's own pod, never evicted; NULL when unknown */
+        const char *self_name;
+};
+
+/* What the agent does to its node. Every function returns 0 once the action has started (or is already
+ * under way), <0 when it could not start; the agent logs failures and does not retry them itself (the
+ * notice stays delivered). Any member may be NULL (then that action is skipped). */
+struct agent_actions {
+        int (*drain)(void *userdata, const struct agent_drain_request *req);
+        /* Adds (add) or removes the PreferNoSchedule rebalance taint. */
+        int (*soft_taint)(void *userdata, const char *node, bool add);
+        /* Replacement capacity ahead of an interruption; the provisioning core of a later issue. */
+        int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
+        /* A canceled maintenance whose drain had begun: make the node schedulable again. */
+        int (*uncordon)(void *userdata, const char *node);
+        /* Every notice, once, as it is first seen (before the action). */
+        void (*notice_seen)(void *userdata, const struct notice *n);
+};
+
+struct agent;
+
+struct agent_options {
+        const char *node_name;          /* NULL: $NODE_NAME, else IMDS local-hostname */
+        const char *self_namespace;     /* NULL: $POD_NAMESPACE */
+        const char *self_name;          /* NULL: $POD_NAME */
+        const char *region;             /* for the notices; NULL: IMDS placement/region */
+        uint64_t poll_interval_usec;    /* engine clock; 0 = 1 s */
+        uint64_t rebalance_revert_usec; /* 0 = 10 min */
+        uint64_t maintenance_lead_usec; /* 0 = 10 min */
+        uint64_t backoff_max_usec;      /* when IMDS does not answer; 0 = 5 s */
+        /* After the first tick in which every path answered (200 or 404): the agent works. */
+        void (*on_ready)(struct agent *a, void *userdata);
+        /* After every tick (for metrics snapshots). */
+        void (*on_tick)(struct agent *a, void *userdata);
+        void *userdata; /* of on_ready and on_tick */
+};
+
+/* imds is borrowed; kube (may be NULL: no providerID check) is borrowed; actions is copied,
+ * actions_userdata borrowed. Nothing happens before agent_start(). */
+int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube, const struct agent_options *o,
+              const struct agent_actions *actions, void *actions_userdata, struct agent **ret);
+/* Looks up the identity (retrying with backoff while IMDS does not answer), then polls. */
+int agent_start(struct agent *a);
+/* Stops polling and every timer; no action runs after this. NULL-safe; returns NULL. */
+struct agent *agent_free(struct agent *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent *, agent_free);
+
+const char *agent_node_name(const struct agent *a);   /* NULL until known */
+const char *agent_instance_id(const struct agent *a); /* NULL until known */
+bool agent_ready(const struct agent *a);
+
+struct agent_stats {
+        uint64_t ticks;          /* polls of the four paths */
+        uint64_t tick_errors;    /* ticks in which no path answered */
+        uint64_t path_errors;    /* single GETs that failed (not 404) */
+        uint64_t parse_errors;   /* documents notice_parse refused */
+        uint64_t notices;        /* notices delivered (after dedupe) */
+        uint64_t duplicates;     /* notices seen again and dropped */
+        uint64_t drains;         /* drain actions started */
+        uint64_t action_errors;  /* actions that could not start */
+        uint64_t last_ok_usec;   /* engine clock of the latest tick with an answer; 0 = never */
+        uint64_t notice_counts[_NOTICE_KIND_MAX];
+};
+void agent_stats(const struct agent *a, struct agent_stats *ret);
+
+/* Actions on Kubernetes through kube.h, userdata = struct kube_client *: soft_taint and uncordon as
+ * documented above (uncordon also removes AGENT_INTERRUPTION_TAINT_KEY); drain cordons the node and adds
+ * the NoSchedule taint AGENT_INTERRUPTION_TAINT_KEY=KIND — the first step of a drain; the drain engine
+ * (engine.h, drain_exec_start) replaces this member to evict the pods. replacement_request is a no-op. */
+extern const struct agent_actions agent_kube_actions;

@@ -1,0 +1,69 @@
+/* alert: one bus for everything a stage has to tell people, fanned out to several sinks (the log, a
+ * Kubernetes Event on the node, a callback such as the simulator's result). A stage emits; the sinks decide
+ * how to deliver. Emitting never fails the caller's work: a sink that cannot deliver logs at debug level. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/util.h"
+
+struct kube_client;
+
+enum alert_kind {
+        ALERT_NOTICE_RECEIVED,
+        ALERT_DRAIN_INFEASIBLE, /* predicted at notice time: the PDBs make the deadline impossible */
+        ALERT_DEADLINE_MISSED,  /* the deadline came with pods still on the node */
+        ALERT_DRAIN_COMPLETED,
+        ALERT_PODS_FORCED, /* pods deleted around their PDB at their last safe moment */
+        ALERT_REPLACEMENT_LAUNCHED,
+        ALERT_REPLACEMENT_FAILED,
+        ALERT_QUEUE_UNREADABLE,
+        _ALERT_KIND_MAX,
+};
+
+/* "drain-infeasible" (CONTRACTS §4 spelling), and back (-EINVAL when unknown). */
+const char *alert_kind_to_string(enum alert_kind k);
+int alert_kind_from_string(const char *s);
+/* The Kubernetes Event reason: the kind in CamelCase ("DrainInfeasible"). */
+const char *alert_kind_reason(enum alert_kind k);
+/* Bad news (Event type Warning, log level warning) rather than information. */
+bool alert_kind_is_warning(enum alert_kind k);
+
+/* One alert as the sinks see it; everything is borrowed for the duration of the sink call. */
+struct alert {
+        enum alert_kind kind;
+        const char *node;          /* may be NULL (e.g. queue-unreadable) */
+        const char *const *fields; /* NULL-terminated key, value pairs; may be NULL */
+        const char *message;       /* one line for humans */
+        uint64_t at_usec;          /* engine clock */
+};
+
+typedef void (*alert_sink_fn)(const struct alert *a, void *userdata);
+
+struct alert_bus;
+int alert_bus_new(struct alert_bus **ret);
+/* NULL-safe; returns NULL. Kubernetes Events still in flight are left to the kube client (its callbacks do
+ * not reference the bus). */
+struct alert_bus *alert_bus_free(struct alert_bus *b);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct alert_bus *, alert_bus_free);
+
+/* Sinks are called in the order added. */
+int alert_bus_add_sink(struct alert_bus *b, alert_sink_fn fn, void *userdata);
+/* The log: level warning for bad news, notice otherwise, with fields alert=KIND, node=NODE and the alert's
+ * own fields (structured in JSON and journal output). */
+int alert_bus_add_log_sink(struct alert_bus *b);
+/* A core/v1 Event on the Node (reason alert_kind_reason(), type Warning for bad news). The client is
+ * borrowed and must outlive the bus or be removed with it. */
+int alert_bus_add_kube_event_sink(struct alert_bus *b, struct kube_client *c);
+
+/* Sends one alert to every sink. fields: NULL-terminated key, value pairs (may be NULL). Returns 0, or
+ * -ENOMEM when the message could not be formatted (nothing is sent then). */
+int alert_emit(struct alert_bus *b, enum alert_kind kind, const char *node, const char *const *fields,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int alert_emitv(struct alert_bus *b, enum alert_kind kind, const char *node, const char *const *fields,
+                const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+/* Alerts emitted since the bus was made (all sinks). */
+unsigned alert_bus_count(const struct alert_bus *b, enum alert_kind kind);

@@ -1,0 +1,222 @@
+/* drain: the deadline-budget planner (pure) and, beside it, the executor that carries a plan out. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/pdb.h"
+#include "spotdrain/util.h"
+
+struct cJSON;
+
+/* ==== planner ====
+ * A pure function from (pods on the draining nodes, their PDBs, startup/shutdown estimates, now, deadlines)
+ * to a plan: per PDB the waves of evictions and the value that would fit the budget, per pod the time it is
+ * evicted and gone and its last safe moment, per node the predicted finish and a verdict. No I/O, no clock.
+ *
+ * The model: evicting a Ready pod takes one of its PDB's disruptions; a ReplicaSet (Deployment) or Job
+ * creates the replacement the moment the pod gets its deletionTimestamp, a StatefulSet only once the old pod
+ * has exited, and the slot comes back when the replacement turns Ready (startup estimate later). Bare pods
+ * and DaemonSet pods are not replaced, so their slot never comes back. All times are engine-clock
+ * microseconds. */
+
+/* What owns a pod, as far as replacement timing goes. Deployments own pods through a ReplicaSet. */
+enum drain_owner {
+        DRAIN_OWNER_NONE, /* a bare pod */
+        DRAIN_OWNER_REPLICASET,
+        DRAIN_OWNER_STATEFULSET,
+        DRAIN_OWNER_DAEMONSET,
+        DRAIN_OWNER_JOB,
+};
+
+enum drain_policy {
+        DRAIN_POLICY_FORCE,   /* at a pod's last safe moment, delete it around its PDB */
+        DRAIN_POLICY_RESPECT, /* never go around a PDB: a blocked pod is killed with the instance */
+};
+
+#define DRAIN_NEVER     UINT64_MAX
+#define DRAIN_ALL_NODES SIZE_MAX
+
+struct drain_node_in {
+        const char *name;
+        uint64_t deadline_usec; /* the instance is gone at this instant */
+        uint64_t margin_usec;   /* safety margin kept before the deadline */
+};
+
+struct drain_pod_in {
+        const char *uid; /* may be NULL */
+        const char *namespace;
+        const char *name;
+        size_t node; /* index into drain_input.nodes */
+        enum drain_owner owner;
+        const char *owner_key;      /* looks up drain_input.startups; NULL: the default startup */
+        int priority;               /* spec.priority */
+        const char *priority_class; /* spec.priorityClassName, may be NULL */
+        uint64_t grace_usec;        /* terminationGracePeriodSeconds */
+        uint64_t shutdown_usec; /* observed SIGTERM → exit; 0 = unknown (the grace period is assumed) */
+        bool do_not_disrupt;    /* karpenter.sh/do-not-disrupt: drained anyway (the node is going), warned */
+        bool mirror;            /* static pod mirror: never evicted */
+        bool emptydir;          /* its emptyDir data is lost: warned */
+        bool ready;             /* the Ready condition is true */
+        bool pending;           /* phase Pending: the eviction API lets it go without consulting PDBs */
+        bool deleting;          /* has a deletionTimestamp */
+        /* When the delete of a deleting pod was requested (deletionTimestamp - deletionGracePeriodSeconds);
+         * 0 = unknown, in which case its replacement is assumed to be counted in the PDB status already. */
+        uint64_t deleted_at_usec;
+        const size_t *pdbs; /* indices into drain_input.pdbs of every PDB that selects it */
+        size_t n_pdbs;
+};
+
+struct drain_pdb_in {
+        const char *namespace;
+        const char *name;
+        struct pdb_spec spec;
+        bool always_allow_unhealthy; /* spec.unhealthyPodEvictionPolicy: AlwaysAllow */
+        /* status */
+        int current_healthy;
+        int desired_healthy;
+        int expected_pods;
+        int disruptions_allowed;
+        int covered_pods; /* pods the selector matches, cluster-wide */
+};
+
+/* Median creation → Ready of an owner's pods. */
+struct drain_startup {
+        const char *owner_key;
+        uint64_t startup_usec;
+};
+
+struct drain_input {
+        uint64_t now_usec;
+        const struct drain_node_in *nodes;
+        size_t n_nodes;
+        const struct drain_pod_in *pods; /* the pods on those nodes */
+        size_t n_pods;
+        const struct drain_pdb_in *pdbs;
+        size_t n_pdbs;
+        const struct drain_startup *startups;
+        size_t n_startups;
+        uint64_t default_startup_usec; /* for owners without a measurement */
+        enum drain_policy policy;
+        bool evict_daemonsets; /* false (the default): DaemonSet pods are left */
+        /* Priority classes evicted in the last tier; NULL: system-cluster-critical and system-node-critical.
+         * Pods with priority >= 2000000000 (the system-critical range) are critical too. */
+        const char *const *critical_classes;
+        size_t n_critical_classes;
+};
+
+enum drain_verdict {
+        DRAIN_FEASIBLE,
+        DRAIN_INFEASIBLE_FORCED, /* finishes in time only by deleting some pods around their PDB */
+        DRAIN_INFEASIBLE_KILLED, /* some pod cannot finish its graceful stop before deadline - margin */
+};
+
+enum drain_action {
+        DRAIN_ACTION_EVICT,    /* through the eviction API */
+        DRAIN_ACTION_FORCE,    /* deleted around its PDB at its last safe moment (or at once when past it) */
+        DRAIN_ACTION_LEAVE,    /* DaemonSet or mirror pod, left on the node */
+        DRAIN_ACTION_DELETING, /* already going away */
+        DRAIN_ACTION_STUCK,    /* can never be evicted under the policy: killed with the instance */
+};
+
+/* drain_plan_pod.warnings */
+enum {
+        DRAIN_WARN_DO_NOT_DISRUPT = 1u << 0,
+        DRAIN_WARN_BARE = 1u << 1,      /* no owner: nothing recreates it */
+        DRAIN_WARN_EMPTYDIR = 1u << 2,  /* emptyDir data is lost */
+        DRAIN_WARN_MULTI_PDB = 1u << 3, /* several PDBs select it: the eviction API answers 500 */
+        DRAIN_WARN_NO_TIME = 1u << 4,   /* its shutdown does not fit in the time left, whatever happens */
+};
+
+struct drain_plan_pod {
+        char *uid; /* NULL when the input had none */
+        char *namespace;
+        char *name;
+        size_t node;
+        int pdb; /* index of its PDB (the first one when several), -1 for none */
+        size_t n_pdbs;
+        int tier; /* 0 normal, 1 critical: evicted once the node's normal pods are gone */
+        enum drain_action action;
+        uint64_t evict_usec; /* when its graceful stop starts; DRAIN_NEVER when left or stuck */
+        uint64_t gone_usec;  /* predicted exit; the deadline when killed; DRAIN_NEVER when left */
+        /* deadline - margin - shutdown: the latest moment a graceful stop can start and still finish before
+         * the instance dies; 0 when that moment is before the epoch. */
+        uint64_t last_safe_usec;
+        uint64_t shutdown_usec; /* the estimate used: observed, else the grace period */
+        uint64_t startup_usec;  /* its owner's startup estimate */
+        bool forced;
+        bool killed; /* predicted not to finish its graceful stop before deadline - margin */
+        unsigned warnings;
+};
+
+struct drain_plan_pdb {
+        char *namespace;
+        char *name;
+        int n;       /* its pods on the draining nodes that are to go (evicted or forced) */
+        int n_ready; /* of those, the ones an eviction takes a disruption for (Ready, one PDB) */
+        int k;       /* disruptions allowed now (0 while currentHealthy < desiredHealthy) */
+        int waves;   /* ceil(n_ready / k); 0 when k <= 0 */
+        int expected_pods;
+        uint64_t startup_usec; /* the largest startup estimate of its pods */
+        uint64_t
+            slot_return_usec; /* eviction → slot back: startup, or shutdown + startup for StatefulSets */
+        uint64_t finish_usec; /* its last pod gone, in the plan (forcing included); now when n == 0 */
+        uint64_t unforced_finish_usec; /* its last pod gone through the PDB alone; DRAIN_NEVER if it can't */
+        bool feasible;                 /* every pod evicted through the PDB by its last safe moment */
+        bool overlap;                  /* some pod is also selected by another PDB */
+        /* When infeasible: the disruptions that would fit, and the spec values that give at least that many
+         * under Kubernetes' rounding; -1 when no value of this PDB would make it fit. */
+        int fit_k;
+        int fit_max_unavailable;
+        int fit_max_unavailable_pct;
+        int fit_min_available;
+        int fit_min_available_pct;
+};
+
+struct drain_plan_node {
+        char *name;
+        uint64_t deadline_usec;
+        uint64_t margin_usec;
+        uint64_t finish_usec; /* every pod to go is gone; now when there is none */
+        enum drain_verdict verdict;
+        int limiting_pdb; /* -1 for none */
+        size_t n_to_go, n_forced, n_killed, n_left;
+        char *reason; /* one line for humans */
+};
+
+struct drain_plan {
+        uint64_t now_usec;
+        enum drain_policy policy;
+        struct drain_plan_node *nodes;
+        size_t n_nodes;
+        struct drain_plan_pdb *pdbs;
+        size_t n_pdbs;
+        struct drain_plan_pod *pods; /* in input order */
+        size_t n_pods;
+};
+
+/* Plans the drain of every node in the input at once; PDB slots shared by pods on several nodes go to the
+ * earliest last safe moment first. -EINVAL for an index out of range or a missing name, -ENOMEM. */
+int drain_plan_make(const struct drain_input *in, struct drain_plan **ret);
+/* NULL-safe; returns NULL. */
+struct drain_plan *drain_plan_free(struct drain_plan *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_plan *, drain_plan_free);
+
+/* The fastest any correct tool could drain NODE (or DRAIN_ALL_NODES), as a duration from now: the max over
+ * PDBs of (waves - 1) × slot return + shutdown (the last wave starts after waves - 1 replacements turned
+ * Ready, then its pods still shut down; slot return is startup, or shutdown + startup for StatefulSets), and
+ * the max shutdown of every pod to go. Ignores deadlines and tiers. DRAIN_NEVER when a PDB can never allow
+ * a disruption its pods need. */
+uint64_t drain_lower_bound_usec(const struct drain_input *in, size_t node);
+
+/* Whether the pod is evicted in the last tier. */
+bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_in *pod);
+
+/* Plain-text tables (nodes, PDBs, pods) for `spotdrain plan`. Times are seconds from now. */
+int drain_plan_format(const struct drain_plan *p, char **ret);
+/* The plan as JSON (for --json); times are seconds from now, null for never. */
+int drain_plan_to_json(const struct drain_plan *p, struct cJSON **ret);
+
+const char *drain_verdict_to_string(enum drain_verdict v);
+const char *drain_action_to_string(enum drain_action a);

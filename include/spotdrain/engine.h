@@ -1,0 +1,140 @@
+/* engine: carries drain plans out against the Kubernetes API (the executor), and builds the planner's input
+ * (struct drain_input, drain.h) from Kubernetes objects.
+ *
+ * What the executor does to a node, in order:
+ *  - cordons it (spec.unschedulable) and adds the NoSchedule taint ENGINE_TAINT_KEY_DEFAULT (the key is
+ *    configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
+ *    nothing new lands there and other tools can see why;
+ *  - records ENGINE_DRAIN_ANNOTATION on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
+ *  - watches the node's pods and every PDB, measures startup times of the pods' siblings, plans (drain.h),
+ *    and raises drain-infeasible at once when the plan says the deadline cannot be met;
+ *  - evicts: normal pods first, critical ones (drain.critical_priority_classes) once the normal ones are on
+ *    their way; as many at once as the PDBs allow; a 429 is retried the moment a PDB status or a pod
+ *    changes, or after a short jittered floor (drain.eviction_retry_floor_ms) when nothing is heard;
+ *  - under policy force, deletes a pod that is still there at its last safe moment with grace
+ *    min(its grace, time left - margin), at least 1 s, with a UID precondition (pods-forced);
+ *  - finishes when every pod to go is gone (a pod with the same name but a new UID counts as gone):
+ *    drain-completed, or at the deadline with pods left: deadline-missed.
+ * DaemonSet pods and mirror pods are left; the agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/drain.h"
+
+struct alert_bus;
+struct kube_client;
+struct kube_pod;
+struct spotdrain_config;
+
+#define ENGINE_TAINT_KEY_DEFAULT "spotdrain.io/interruption"
+#define ENGINE_DRAIN_ANNOTATION  "spotdrain.io/drain"
+
+/* ==== planner input from Kubernetes objects (inputs.c) ==== */
+
+struct drain_inputs_options {
+        uint64_t now_usec;
+        enum drain_policy policy;
+        bool evict_daemonsets;
+        uint64_t default_startup_usec;
+        const char *const *critical_classes; /* NULL: the planner's defaults */
+        size_t n_critical_classes;
+};
+
+/* Owns a struct drain_input and everything it points to. */
+struct drain_inputs;
+int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs **ret);
+struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
+int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
+                          uint64_t margin_usec, size_t *ret_index);
+/* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
+int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
+/* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
+int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
+/* Copies the measurements (owner keys included). */
+int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n);
+/* The input as it stands (valid until the next add or free). */
+const struct drain_input *drain_inputs_get(struct drain_inputs *di);
+/* The parsed pod of input index i (valid as above). */
+const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i);
+size_t drain_inputs_n_pdbs(const struct drain_inputs *di);
+
+/* "NAMESPACE/KIND/NAME" of the pod's owner, the key of startup measurements; NULL for a bare pod or ENOMEM.
+ */
+char *drain_owner_key(const struct kube_pod *p);
+/* A label selector that finds the pod's siblings: its labels without the per-pod ones (StatefulSet pod name
+ * and index, Job completion index). NULL when the pod has no labels, or ENOMEM. */
+char *drain_sibling_selector(const struct kube_pod *p);
+/* Median creation → Ready of the Ready pods in items (an array of Pod objects), per owner. Owner keys in
+ * the result are owned by it: release with drain_startups_free(). */
+int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n);
+void drain_startups_free(struct drain_startup *s, size_t n);
+
+/* ==== executor (executor.c) ==== */
+
+struct drain_exec_options {
+        const char *node;
+        const char *kind;       /* notice kind; the taint value. NULL = "manual" */
+        uint64_t notice_usec;   /* engine clock; 0 = now */
+        uint64_t deadline_usec; /* engine clock: the instance is gone */
+        uint64_t margin_usec;   /* safety margin kept before the deadline */
+        enum drain_policy policy;
+        const char *taint_key; /* NULL: ENGINE_TAINT_KEY_DEFAULT */
+        bool evict_daemonsets;
+        uint64_t default_startup_usec;       /* owners without a measurement; 0 = 30 s */
+        uint64_t retry_floor_usec;           /* 0 = 200 ms */
+        const char *const *critical_classes; /* NULL-terminated; NULL: the planner's defaults */
+        /* Never evicted; NULL: POD_NAMESPACE / POD_NAME from the environment. */
+        const char *self_namespace, *self_name;
+};
+/* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
+void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);
+
+enum drain_exec_outcome {
+        DRAIN_EXEC_DRAINED,         /* every pod to go was gone before the deadline */
+        DRAIN_EXEC_DEADLINE_MISSED, /* the deadline came with pods left */
+        DRAIN_EXEC_ERROR,           /* could not drain at all (e.g. no such node) */
+};
+
+struct drain_exec_result {
+        enum drain_exec_outcome outcome;
+        int error;                 /* DRAIN_EXEC_ERROR: negative errno */
+        const char *message;       /* a line for humans; borrowed from the executor */
+        unsigned evicted;          /* evictions accepted */
+        unsigned forced;           /* deleted around their PDB */
+        unsigned killed_predicted; /* the first plan's pods that could not finish a graceful stop */
+        unsigned left;             /* pods to go still on the node at the end */
+        unsigned blocked;          /* 429 answers */
+        unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
+        bool infeasible;           /* drain-infeasible was raised */
+        uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
+        uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
+};
+
+struct drain_exec;
+typedef void (*drain_exec_done_fn)(struct drain_exec *x, const struct drain_exec_result *r, void *userdata);
+
+/* Starts draining o->node on the client's loop. done runs once, from the loop, when the drain ends (it must
+ * not free x; free it after). The client and bus (may be NULL) are borrowed and must outlive x. */
+int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct drain_exec_options *o,
+                     drain_exec_done_fn done, void *userdata, struct drain_exec **ret);
+/* Stops whatever is under way (no callback). NULL-safe; returns NULL. */
+struct drain_exec *drain_exec_free(struct drain_exec *x);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);
+
+/* The latest plan (NULL before the first one); valid until control returns to the loop. */
+const struct drain_plan *drain_exec_plan(const struct drain_exec *x);
+/* Pods of the latest plan still to go: of one plan PDB index (-1: those without a PDB), or all of them. */
+#define DRAIN_EXEC_ALL_PDBS INT_MIN
+unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb);
+/* The result so far (final once done has run). */
+const struct drain_exec_result *drain_exec_result(const struct drain_exec *x);
+/* The names of the pods still to go, "ns/name" comma-separated (for deadline-missed and the CLI). */
+char *drain_exec_left_names(const struct drain_exec *x);
+
+const char *drain_exec_outcome_to_string(enum drain_exec_outcome o);

@@ -1,0 +1,350 @@
+/* kube: the Kubernetes API client (async on the core loop) and the object parsers the drain engine needs. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/core.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/pdb.h"
+
+/* ==== client ==== */
+
+struct kube_client_options {
+        double qps;                    /* client-side rate limit; 0 = default 20, <0 = unlimited */
+        unsigned burst;                /* token bucket size; 0 = default 30 */
+        unsigned max_retries;          /* retries of idempotent GETs and transport errors; 0 = default 3 */
+        uint64_t backoff_base_usec;    /* 0 = 200 ms */
+        uint64_t backoff_max_usec;     /* 0 = 10 s */
+        unsigned conflict_retries;     /* read-modify-write retries after 409; 0 = default 5 */
+        uint64_t request_timeout_usec; /* 0 = core's default */
+};
+
+struct kube_client;
+/* The client borrows cfg and l; both must outlive it. opts may be NULL. */
+int kube_client_new(struct loop *l, struct kube_config *cfg, const struct kube_client_options *opts,
+                    struct kube_client **ret);
+/* Cancels every call under way (no callbacks run). NULL-safe. Must not be called from a kube callback;
+ * watches and informers must be stopped first. */
+struct kube_client *kube_client_free(struct kube_client *c);
+static inline void kube_client_freep(struct kube_client **c)
+{
+        kube_client_free(*c);
+}
+struct loop *kube_client_loop(struct kube_client *c);
+/* Changes the rate limit (qps < 0: unlimited; burst 0: keep); the bucket starts full again. */
+void kube_client_set_rate(struct kube_client *c, double qps, unsigned burst);
+
+struct kube_client_stats {
+        uint64_t sent;      /* HTTP requests started (retries included) */
+        unsigned queued;    /* waiting for a rate-limiter token */
+        unsigned in_flight; /* HTTP requests under way */
+        unsigned max_in_flight;
+};
+void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
+
+/* A metav1.Status cause. */
+struct kube_cause {
+        char *reason;
+        char *message;
+        char *field;
+};
+
+/* The outcome of one operation. Callbacks may take `object` (TAKE_PTR); everything else is freed after the
+ * callback returns. */
+struct kube_result {
+        int error;        /* 0 or negative errno (http_status_to_errno, or transport error) */
+        long http_status; /* 0 when no answer came */
+        cJSON *object; /* the answer on success (for lists: {"metadata":{"resourceVersion"},"items":[..]}) */
+        char *message; /* why it failed, for a human; NULL on success */
+        /* metav1.Status of a failure, when the server sent one */
+        char *reason;
+        struct kube_cause *causes;
+        size_t n_causes;
+        /* evictions: the PDB named in a 429 cause, if any */
+        char *pdb_name;
+};
+void kube_result_clear(struct kube_result *r);
+
+struct kube_call;
+typedef void (*kube_done_fn)(struct kube_client *c, struct kube_result *r, void *userdata);
+
+/* Cancels an operation under way; its callback does not run. NULL-safe; returns NULL. Inside the call's own
+ * callback it does nothing; after the callback returned, the handle is invalid. */
+struct kube_call *kube_call_cancel(struct kube_call *call);
+
+/* Blocking use (one-shot commands, tests): pass kube_sync_done and a struct kube_sync to any async
+ * operation, then kube_sync_wait. The result belongs to the caller (kube_result_clear). */
+struct kube_sync {
+        bool done;
+        struct kube_result result;
+};
+void kube_sync_done(struct kube_client *c, struct kube_result *r, void *userdata);
+/* Runs the loop until the call finishes (returns its result's error) or timeout_usec passes (the call is
+ * cancelled, -ETIMEDOUT). call may be NULL when the operation could not start (then returns start_error). */
+int kube_sync_wait(struct kube_client *c, int start_error, struct kube_call *call, struct kube_sync *s,
+                   uint64_t timeout_usec);
+
+/* One-shot conveniences: the answer object (ret may be NULL) or the error with a message (ret_error may be
+ * NULL; free it). */
+int kube_get_sync(struct kube_client *c, const char *path, uint64_t timeout_usec, cJSON **ret,
+                  char **ret_error);
+struct kube_list_options;
+int kube_list_sync(struct kube_client *c, const char *path, const struct kube_list_options *o,
+                   uint64_t timeout_usec, cJSON **ret, char **ret_error);
+
+enum {
+        KUBE_REQ_PRIORITY = 1 << 0,   /* ahead of ordinary requests in the rate limiter's queue */
+        KUBE_REQ_IDEMPOTENT = 1 << 1, /* may be retried after 5xx, and 429 with Retry-After */
+};
+
+/* Any request. path is absolute ("/api/v1/nodes/n1?x=y"); body may be NULL. ret_call may be NULL. The verb
+ * and resource for a 403 message are derived from method and path. */
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *content_type,
+                 const char *body, unsigned flags, kube_done_fn done, void *userdata,
+                 struct kube_call **ret_call);
+
+/* Builds "/api/v1/namespaces/NS/pods/NAME" style paths: group NULL or "" is the core group. namespace NULL
+ * = cluster scope or all namespaces; name NULL = the collection. */
+char *kube_path(const char *group, const char *version, const char *namespace, const char *resource,
+                const char *name, const char *subresource);
+/* Percent-encodes a query value (everything but unreserved characters). NULL on ENOMEM. */
+char *kube_query_escape(const char *s);
+
+/* A streaming GET (watches): on_data gets the body as it arrives (return <0 to stop); done runs at the end
+ * with the status (the body of a failure went through on_data). Priority, never retried here. */
+int kube_request_stream(struct kube_client *c, const char *path,
+                        int (*on_data)(const char *data, size_t len, void *userdata), kube_done_fn done,
+                        void *userdata, struct kube_call **ret_call);
+
+int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *userdata,
+             struct kube_call **ret_call);
+
+struct kube_list_options {
+        const char *label_selector;
+        const char *field_selector;
+        unsigned limit; /* page size; 0 = 500 */
+        const char *resource_version;
+};
+/* Lists a collection path, following metadata.continue and concatenating items. */
+int kube_list(struct kube_client *c, const char *path, const struct kube_list_options *o, kube_done_fn done,
+              void *userdata, struct kube_call **ret_call);
+/* Helpers on an answer: its items array, metadata.resourceVersion (borrowed, may be NULL). */
+cJSON *kube_list_items(const cJSON *list);
+const char *kube_object_rv(const cJSON *obj);
+const char *kube_object_str(const cJSON *obj, const char *dotted_path); /* "metadata.name" */
+
+/* ---- watch ---- */
+enum kube_event_type {
+        KUBE_EVENT_ADDED,
+        KUBE_EVENT_MODIFIED,
+        KUBE_EVENT_DELETED,
+};
+struct kube_watch_ops {
+        /* obj is borrowed for the call */
+        void (*event)(void *userdata, enum kube_event_type type, const cJSON *obj);
+        /* after a (re)list: the complete current state; the watch resumes from rv */
+        void (*relisted)(void *userdata, const cJSON *items, const char *rv);
+        /* informative: a list or watch failed; the watch retries with backoff */
+        void (*error)(void *userdata, const struct kube_result *r);
+};
+struct kube_watch_options {
+        const char *path; /* collection path, e.g. /api/v1/pods */
+        const char *label_selector;
+        const char *field_selector;
+        const char *resource_version; /* NULL: start with a list (relisted is called) */
+        unsigned timeout_seconds;     /* server-side watch timeout; 0 = 300 */
+};
+struct kube_watch;
+int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
+                     const struct kube_watch_ops *ops, void *userdata, struct kube_watch **ret);
+struct kube_watch *kube_watch_stop(struct kube_watch *w); /* NULL-safe; no callback after this */
+const char *kube_watch_rv(const struct kube_watch *w);
+unsigned kube_watch_relists(const struct kube_watch *w);
+
+/* ---- informer: list + watch into a local store, with per-object callbacks ---- */
+struct kube_informer_ops {
+        void (*added)(void *userdata, const cJSON *obj);
+        void (*modified)(void *userdata, const cJSON *old_obj, const cJSON *obj);
+        void (*deleted)(void *userdata, const cJSON *obj);
+        void (*synced)(void *userdata); /* after the first list was delivered */
+};
+struct kube_informer;
+int kube_informer_start(struct kube_client *c, const struct kube_watch_options *o,
+                        const struct kube_informer_ops *ops, void *userdata, struct kube_informer **ret);
+struct kube_informer *kube_informer_stop(struct kube_informer *inf);
+bool kube_informer_synced(const struct kube_informer *inf);
+size_t kube_informer_size(const struct kube_informer *inf);
+/* The stored object (borrowed) by namespace (NULL for cluster-scoped) and name. */
+const cJSON *kube_informer_get(const struct kube_informer *inf, const char *namespace, const char *name);
+const cJSON *kube_informer_at(const struct kube_informer *inf, size_t i);
+
+/* ---- discovery ---- */
+/* "policy/v1" or "policy/v1beta1" once known (GET /api/v1 looked up), else NULL. */
+const char *kube_eviction_version(const struct kube_client *c);
+int kube_discover_eviction(struct kube_client *c, kube_done_fn done, void *userdata,
+                           struct kube_call **ret_call);
+
+/* ---- pods: eviction and delete ---- */
+enum kube_evict_outcome {
+        KUBE_EVICT_ERROR,    /* anything else; see error/message */
+        KUBE_EVICT_EVICTED,  /* 201 (or 200) */
+        KUBE_EVICT_BLOCKED,  /* 429: a PDB allows no disruption now; pdb_name and message say which */
+        KUBE_EVICT_MULTIPLE, /* 500: the pod has several PDBs; message from the server */
+        KUBE_EVICT_GONE,     /* 404: the pod no longer exists, which is what was wanted */
+        KUBE_EVICT_CONFLICT, /* 409: UID precondition failed (a different pod has this name now) */
+};
+enum kube_evict_outcome kube_evict_outcome(const struct kube_result *r);
+/* Eviction POST (policy/v1, or v1beta1 when discovery lacks v1; discovers first when not known yet).
+ * grace_seconds < 0: none given. uid may be NULL. Never retried on 429/500: the caller decides. */
+int kube_evict(struct kube_client *c, const char *namespace, const char *name, const char *uid,
+               int64_t grace_seconds, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* DELETE with gracePeriodSeconds (<0: none) and preconditions.uid (NULL: none). */
+int kube_pod_delete(struct kube_client *c, const char *namespace, const char *name, const char *uid,
+                    int64_t grace_seconds, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+
+/* ---- nodes ---- */
+struct kube_taint {
+        char *key;
+        char *value; /* may be NULL */
+        char *effect;
+};
+int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_done_fn done, void *userdata,
+                     struct kube_call **ret_call);
+/* Read-modify-write of spec.taints with the read resourceVersion; retried on 409 Conflict. Adding a taint
+ * whose key and effect exist replaces its value; removing matches key and effect (effect NULL: any). */
+int kube_node_taint(struct kube_client *c, const char *node, const struct kube_taint *t, bool add,
+                    kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* Merge patch of metadata.labels (annotations=false) or metadata.annotations: values[i] NULL removes
+ * keys[i]. */
+int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations, const char *const *keys,
+                       const char *const *values, size_t n, kube_done_fn done, void *userdata,
+                       struct kube_call **ret_call);
+
+/* ---- events ---- */
+struct kube_event_spec {
+        const char *involved_kind; /* "Node", "Pod" */
+        const char *involved_api_version;
+        const char *involved_namespace; /* NULL for cluster-scoped objects */
+        const char *involved_name;
+        const char *involved_uid;
+        const char *namespace; /* where the Event lives; NULL = involved_namespace or "default" */
+        const char *reason;
+        const char *message;
+        bool warning; /* type Warning, else Normal */
+};
+/* Creates a core/v1 Event (reportingComponent spotdrain); a repeat of the same object/reason/message from
+ * this client patches the earlier Event's count and lastTimestamp instead. */
+int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, kube_done_fn done,
+                      void *userdata, struct kube_call **ret_call);
+
+/* ---- leases (coordination.k8s.io/v1) ---- */
+struct kube_lease {
+        char *namespace, *name;
+        char *resource_version; /* from a get; sent with update */
+        char *holder_identity;
+        int lease_duration_seconds;
+        uint64_t acquire_time_usec; /* 0 = unset */
+        uint64_t renew_time_usec;
+        int lease_transitions;
+};
+int kube_lease_parse(const cJSON *obj, struct kube_lease *ret);
+void kube_lease_clear(struct kube_lease *l);
+int kube_lease_get(struct kube_client *c, const char *namespace, const char *name, kube_done_fn done,
+                   void *userdata, struct kube_call **ret_call);
+int kube_lease_create(struct kube_client *c, const struct kube_lease *l, kube_done_fn done, void *userdata,
+                      struct kube_call **ret_call);
+/* PUT with metadata.resourceVersion: someone else's update in between answers 409 (error -EEXIST/-ESTALE).
+ */
+int kube_lease_update(struct kube_client *c, const struct kube_lease *l, kube_done_fn done, void *userdata,
+                      struct kube_call **ret_call);
+
+/* ==== objects (kube_objects.c): cJSON → small structs ==== */
+
+struct kube_kv {
+        char *key;
+        char *value;
+};
+/* The value for key, or NULL. */
+const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key);
+
+struct kube_pod {
+        char *namespace, *name, *uid, *node_name;
+        char *phase; /* Pending, Running, Succeeded, Failed, Unknown */
+        bool ready;
+        uint64_t creation_usec;
+        uint64_t deletion_usec;         /* deletionTimestamp; 0 = not deleting */
+        uint64_t ready_transition_usec; /* Ready condition lastTransitionTime; 0 = unknown */
+        char *owner_kind, *owner_name;  /* the controller owner if any, else the first owner */
+        bool owner_controller;
+        bool has_priority;
+        int32_t priority;
+        char *priority_class;
+        int64_t grace_seconds; /* terminationGracePeriodSeconds, default 30 */
+        bool has_emptydir;
+        bool mirror; /* kubernetes.io/config.mirror annotation */
+        struct kube_kv *labels;
+        size_t n_labels;
+        struct kube_kv *annotations;
+        size_t n_annotations;
+};
+int kube_pod_parse(const cJSON *obj, struct kube_pod *ret);
+void kube_pod_clear(struct kube_pod *p);
+const char *kube_pod_annotation(const struct kube_pod *p, const char *key);
+
+struct kube_node {
+        char *name;
+        char *uid;
+        char *provider_id;
+        char *instance_id; /* from aws:///ZONE/i-..., NULL when not an EC2 instance */
+        bool unschedulable;
+        bool ready;
+        struct kube_taint *taints;
+        size_t n_taints;
+        struct kube_kv *labels;
+        size_t n_labels;
+        struct kube_kv *annotations;
+        size_t n_annotations;
+};
+int kube_node_parse(const cJSON *obj, struct kube_node *ret);
+void kube_node_clear(struct kube_node *n);
+
+enum kube_selector_op {
+        KUBE_SEL_IN,
+        KUBE_SEL_NOT_IN,
+        KUBE_SEL_EXISTS,
+        KUBE_SEL_DOES_NOT_EXIST,
+};
+struct kube_requirement {
+        char *key;
+        enum kube_selector_op op;
+        char **values;
+        size_t n_values;
+};
+struct kube_selector {
+        bool present; /* a nil selector matches nothing; an empty one matches everything */
+        struct kube_kv *match_labels;
+        size_t n_match_labels;
+        struct kube_requirement *exprs;
+        size_t n_exprs;
+};
+int kube_selector_parse(const cJSON *sel, struct kube_selector *ret);
+void kube_selector_clear(struct kube_selector *s);
+bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels);
+
+struct kube_pdb {
+        char *namespace, *name;
+        struct kube_selector selector;
+        struct intorstr min_available;
+        struct intorstr max_unavailable;
+        char *unhealthy_pod_eviction_policy; /* NULL = IfHealthyBudget */
+        int64_t generation;
+        int64_t observed_generation;
+        int current_healthy, desired_healthy, expected_pods, disruptions_allowed;
+};
+int kube_pdb_parse(const cJSON *obj, struct kube_pdb *ret);
+void kube_pdb_clear(struct kube_pdb *p);
+/* Same namespace and the selector matches the pod's labels. */
+bool kube_pdb_matches_pod(const struct kube_pdb *pdb, const struct kube_pod *pod);

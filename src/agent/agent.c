@@ -1,0 +1,776 @@
+/* The agent: identity from IMDS, the poll loop over the four notice paths, dedupe, and the actions.
+ *
+ * This is the top of agent mode (the caller of the IMDS and Kubernetes clients), so it logs what an
+ * operator must see at info/warning: notices, actions that failed, IMDS going away and coming back. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/agent.h"
+#include "spotdrain/core.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/notice.h"
+
+#define SEEN_MAX          256
+#define ID_BACKOFF_BASE   (200ULL * 1000ULL)
+#define BODY_COPY_MAX     IMDS_BODY_MAX
+
+enum {
+        PATH_INSTANCE_ACTION,
+        PATH_LIFECYCLE,
+        PATH_SCHEDULED,
+        PATH_REBALANCE,
+        _PATH_MAX,
+};
+
+/* In the order the answers are acted on: an interruption first, so that a rebalance recommendation seen in
+ * the same tick does not start a soft taint that the drain makes pointless. */
+static const char *const poll_paths[_PATH_MAX] = {
+        [PATH_INSTANCE_ACTION] = "spot/instance-action",
+        [PATH_LIFECYCLE] = "autoscaling/target-lifecycle-state",
+        [PATH_SCHEDULED] = "events/maintenance/scheduled",
+        [PATH_REBALANCE] = "events/recommendations/rebalance",
+};
+
+enum {
+        ID_INSTANCE,
+        ID_HOSTNAME,
+        ID_REGION,
+        _ID_MAX,
+};
+
+static const char *const id_paths[_ID_MAX] = {
+        [ID_INSTANCE] = "meta-data/instance-id",
+        [ID_HOSTNAME] = "meta-data/local-hostname",
+        [ID_REGION] = "meta-data/placement/region",
+};
+
+struct slot {
+        struct agent *agent;
+        unsigned index;
+        struct imds_get *get;
+        int error;
+        char *body;
+        size_t len;
+};
+
+struct maint {
+        struct agent *agent;
+        struct maint *next;
+        struct notice notice;
+        struct timer *timer;
+        bool drained;
+};
+
+struct agent {
+        struct loop *loop;
+        struct imds_client *imds;
+        struct kube_client *kube;
+        struct agent_actions actions;
+        void *actions_userdata;
+
+        char *node, *instance_id, *region, *self_ns, *self_name;
+        uint64_t interval, revert_after, maint_lead;
+        void (*on_ready)(struct agent *a, void *userdata);
+        void (*on_tick)(struct agent *a, void *userdata);
+        void *userdata;
+
+        /* identity */
+        struct slot id_slots[_ID_MAX];
+        unsigned id_pending;
+        struct timer *id_timer;
+        struct backoff id_backoff;
+        bool identified;
+        struct kube_call *node_call;
+
+        /* polling */
+        struct slot slots[_PATH_MAX];
+        unsigned pending;
+        struct timer *tick_timer;
+        uint64_t tick_started;
+        struct backoff backoff;
+        bool started, ready, failing, hop_hint;
+        int parse_failed[_PATH_MAX]; /* last notice_parse error per path, to warn once */
+
+        /* dedupe: a ring of "event_id|instance|state" keys */
+        char *seen[SEEN_MAX];
+        size_t seen_next;
+
+        /* rebalance */
+        struct timer *revert_timer;
+        bool soft_tainted, interrupted;
+
+        struct maint *maints;
+        struct agent_stats stats;
+};
+
+static void slot_clear(struct slot *s)
+{
+        s->get = imds_get_cancel(s->get);
+        free(s->body);
+        s->body = NULL;
+        s->len = 0;
+        s->error = 0;
+}
+
+static int slot_take(struct slot *s, const struct imds_reply *r)
+{
+        s->get = NULL;
+        s->error = r->error;
+        if (r->error == 0) {
+                s->body = strndup(r->body, r->body_len);
+                if (!s->body) {
+                        s->error = -ENOMEM;
+                        return -ENOMEM;
+                }
+                s->len = r->body_len;
+        }
+        return 0;
+}
+
+/* ---- actions ---- */
+
+static void action_failed(struct agent *a, const char *what, int r)
+{
+        a->stats.action_errors++;
+        log_full(LOG_ERR, r, (const char *[]){ "node", a->node, NULL }, "agent: %s of node %s failed", what,
+                 a->node);
+}
+
+static void do_drain(struct agent *a, const struct notice *n, uint64_t deadline)
+{
+        struct agent_drain_request req = {
+                .node = a->node,
+                .notice = n,
+                .deadline_usec = deadline ? deadline : clk_now(),
+                .self_namespace = a->self_ns,
+                .self_name = a->self_name,
+        };
+        char when[32] = "now";
+        int r;
+
+        if (!a->actions.drain)
+                return;
+        (void)format_rfc3339(req.deadline_usec, when, sizeof(when));
+        log_full(LOG_NOTICE, 0, (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), NULL },
+                 "agent: draining node %s by %s (%s)", a->node, when, notice_kind_to_string(n->kind));
+        a->stats.drains++;
+        r = a->actions.drain(a->actions_userdata, &req);
+        if (r < 0)
+                action_failed(a, "drain", r);
+}
+
+static void on_revert(void *userdata)
+{
+        struct agent *a = userdata;
+        int r;
+
+        a->revert_timer = NULL;
+        if (a->interrupted || !a->soft_tainted)
+                return;
+        log_info("agent: no interruption followed the rebalance recommendation; removing the soft taint");
+        a->soft_tainted = false;
+        if (a->actions.soft_taint && (r = a->actions.soft_taint(a->actions_userdata, a->node, false)) < 0)
+                action_failed(a, "removing the soft taint", r);
+}
+
+static void on_rebalance(struct agent *a, const struct notice *n)
+{
+        uint64_t at = n->notice_time + a->revert_after;
+        int r;
+
+        if (a->interrupted) {
+                log_debug("agent: rebalance recommendation after the interruption; the drain is under way");
+                return;
+        }
+        a->soft_tainted = true;
+        if (a->actions.soft_taint && (r = a->actions.soft_taint(a->actions_userdata, a->node, true)) < 0)
+                action_failed(a, "soft taint", r);
+        if (a->actions.replacement_request &&
+            (r = a->actions.replacement_request(a->actions_userdata, a->node, n)) < 0)
+                action_failed(a, "replacement request", r);
+        a->revert_timer = timer_cancel(a->revert_timer);
+        r = timer_start(a->loop, at, on_revert, a, &a->revert_timer);
+        if (r < 0)
+                action_failed(a, "arming the soft taint's revert", r);
+}
+
+static void on_interruption(struct agent *a, const struct notice *n)
+{
+        a->interrupted = true;
+        /* The soft taint stays: the node is going, nothing should land there. */
+        a->revert_timer = timer_cancel(a->revert_timer);
+        do_drain(a, n, n->deadline);
+}
+
+static void maint_free(struct maint *m)
+{
+        if (!m)
+                return;
+        timer_cancel(m->timer);
+        free(m);
+}
+
+static void maint_remove(struct agent *a, struct maint *m)
+{
+        for (struct maint **p = &a->maints; *p; p = &(*p)->next)
+                if (*p == m) {
+                        *p = m->next;
+                        break;
+                }
+        maint_free(m);
+}
+
+static struct maint *maint_find(struct agent *a, const char *event_id)
+{
+        for (struct maint *m = a->maints; m; m = m->next)
+                if (streq(m->notice.event_id, event_id))
+                        return m;
+        return NULL;
+}
+
+static void on_maint_due(void *userdata)
+{
+        struct maint *m = userdata;
+        m->timer = NULL;
+        m->drained = true;
+        do_drain(m->agent, &m->notice, m->notice.deadline);
+}
+
+static void on_scheduled(struct agent *a, const struct notice *n)
+{
+        struct maint *m = maint_find(a, n->event_id);
+        int r;
+
+        if (streq(n->state, "canceled") || streq(n->state, "completed")) {
+                if (!m)
+                        return;
+                if (m->drained && streq(n->state, "canceled")) {
+                        log_info("agent: scheduled maintenance %s was canceled; making node %s schedulable",
+                                 n->event_id, a->node);
+                        if (a->actions.uncordon && (r = a->actions.uncordon(a->actions_userdata, a->node)) < 0)
+                                action_failed(a, "uncordon", r);
+                }
+                maint_remove(a, m);
+                return;
+        }
+        if (m)
+                return;
+        m = calloc(1, sizeof(*m));
+        if (!m) {
+                action_failed(a, "scheduling the maintenance drain", -ENOMEM);
+                return;
+        }
+        m->agent = a;
+        m->notice = *n;
+        m->next = a->maints;
+        a->maints = m;
+        /* Drain ahead of the start; an instant already passed fires at once. */
+        r = timer_start(a->loop, n->deadline > a->maint_lead ? n->deadline - a->maint_lead : 0, on_maint_due, m,
+                        &m->timer);
+        if (r < 0) {
+                action_failed(a, "scheduling the maintenance drain", r);
+                maint_remove(a, m);
+        }
+}
+
+/* ---- dedupe and dispatch ---- */
+
+static int seen_check_add(struct agent *a, const struct notice *n)
+{
+        _cleanup_free_ char *key = strprintf("%s|%s|%s", n->event_id, n->instance_id, n->state);
+
+        if (!key)
+                return -ENOMEM;
+        for (size_t i = 0; i < SEEN_MAX; i++)
+                if (streq(a->seen[i], key))
+                        return 1;
+        free(a->seen[a->seen_next]);
+        a->seen[a->seen_next] = TAKE_PTR(key);
+        a->seen_next = (a->seen_next + 1) % SEEN_MAX;
+        return 0;
+}
+
+static void deliver(struct agent *a, const struct notice *n)
+{
+        _cleanup_free_ char *human = NULL;
+        int r = seen_check_add(a, n);
+
+        if (r > 0) {
+                a->stats.duplicates++;
+                return;
+        }
+        if (r < 0) {
+                /* Acting twice is harmless (the actions are idempotent); missing a notice is not. */
+                log_warning_errno(r, "agent: cannot remember the notice, acting on it anyway");
+        }
+        a->stats.notices++;
+        if (n->kind < _NOTICE_KIND_MAX)
+                a->stats.notice_counts[n->kind]++;
+        (void)notice_format_human(n, &human);
+        log_full(LOG_NOTICE, 0,
+                 (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), "event_id",
+                                   n->event_id, NULL },
+                 "agent: notice %s", human ? human : notice_kind_to_string(n->kind));
+        if (a->actions.notice_seen)
+                a->actions.notice_seen(a->actions_userdata, n);
+
+        switch (n->kind) {
+        case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_ASG_LIFECYCLE_TERMINATE:
+                on_interruption(a, n);
+                break;
+        case NOTICE_REBALANCE_RECOMMENDATION:
+                on_rebalance(a, n);
+                break;
+        case NOTICE_SCHEDULED_CHANGE:
+                on_scheduled(a, n);
+                break;
+        default:
+                log_debug("agent: nothing to do for a %s notice", notice_kind_to_string(n->kind));
+                break;
+        }
+}
+
+static void process(struct agent *a, unsigned i)
+{
+        struct slot *s = &a->slots[i];
+        _cleanup_free_ struct notice *ns = NULL;
+        size_t n = 0;
+        char reason[256] = "";
+        int r;
+
+        if (s->error == -ENOENT)
+                return; /* nothing there: the normal answer */
+        if (s->error < 0) {
+                a->stats.path_errors++;
+                log_debug_errno(s->error, "agent: GET %s failed", poll_paths[i]);
+                return;
+        }
+        if (i == PATH_SCHEDULED && strspn(s->body, " \t\r\n") == s->len)
+                return; /* an empty body: no events */
+
+        r = notice_parse(s->body, s->len,
+                         &(struct notice_parse_opts){
+                             .source = "imds",
+                             .instance_id = a->instance_id,
+                             .region = a->region,
+                             .imds_path = poll_paths[i],
+                             .now_usec = clk_now(),
+                         },
+                         &ns, &n, reason, sizeof(reason));
+        if (r < 0) {
+                a->stats.parse_errors++;
+                if (a->parse_failed[i] != r)
+                        log_warning_errno(r, "agent: IMDS %s answered a document that cannot be read (%s), "
+                                             "ignoring it until the next poll",
+                                          poll_paths[i], reason);
+                a->parse_failed[i] = r;
+                return;
+        }
+        a->parse_failed[i] = 0;
+        for (size_t k = 0; k < n; k++)
+                deliver(a, &ns[k]);
+}
+
+/* ---- poll loop ---- */
+
+static void tick(void *userdata);
+
+static void schedule_tick(struct agent *a, uint64_t at)
+{
+        int r = timer_start(a->loop, at, tick, a, &a->tick_timer);
+        if (r < 0) {
+                /* Without a timer the agent would go deaf: end the loop so that the pod restarts. */
+                log_error_errno(r, "agent: cannot arm the poll timer");
+                loop_exit(a->loop, 1);
+        }
+}
+
+static void tick_finish(struct agent *a)
+{
+        unsigned answered = 0;
+        uint64_t next;
+
+        a->stats.ticks++;
+        for (unsigned i = 0; i < _PATH_MAX; i++)
+                if (a->slots[i].error == 0 || a->slots[i].error == -ENOENT)
+                        answered++;
+        for (unsigned i = 0; i < _PATH_MAX; i++)
+                process(a, i);
+
+        if (answered > 0) {
+                if (a->failing)
+                        log_info("agent: IMDS answers again");
+                a->failing = false;
+                a->stats.last_ok_usec = clk_now();
+                backoff_reset(&a->backoff);
+                next = a->tick_started + a->interval;
+        } else {
+                struct imds_stats st;
+                imds_client_stats(a->imds, &st);
+                a->stats.tick_errors++;
+                if (!a->failing)
+                        log_full(LOG_WARNING, a->slots[0].error, NULL,
+                                 "agent: IMDS does not answer at %s, retrying with backoff",
+                                 imds_client_endpoint(a->imds));
+                if (st.last_token_error == -ETIMEDOUT && !a->hop_hint) {
+                        log_warning("agent: IMDSv2 token requests time out: if this pod is not on the host "
+                                    "network, the instance's metadata hop limit must be at least 2");
+                        a->hop_hint = true;
+                }
+                a->failing = true;
+                next = clk_now() + backoff_next(&a->backoff);
+        }
+        if (answered == _PATH_MAX && !a->ready) {
+                a->ready = true;
+                log_info("agent: polling IMDS every %.3g s for node %s (instance %s)", (double)a->interval / 1e6,
+                         a->node, a->instance_id);
+                if (a->on_ready)
+                        a->on_ready(a, a->userdata);
+        }
+        for (unsigned i = 0; i < _PATH_MAX; i++)
+                slot_clear(&a->slots[i]);
+        schedule_tick(a, next);
+        if (a->on_tick)
+                a->on_tick(a, a->userdata);
+}
+
+static void on_poll_done(struct imds_client *c, const struct imds_reply *r, void *userdata)
+{
+        struct slot *s = userdata;
+        struct agent *a = s->agent;
+
+        (void)slot_take(s, r);
+        if (--a->pending == 0)
+                tick_finish(a);
+}
+
+static void tick(void *userdata)
+{
+        struct agent *a = userdata;
+        unsigned failed = 0;
+
+        a->tick_timer = NULL;
+        a->tick_started = clk_now();
+        a->pending = _PATH_MAX;
+        /* All four at once: one slow path must not delay the others. */
+        for (unsigned i = 0; i < _PATH_MAX; i++) {
+                _cleanup_free_ char *path = strprintf("meta-data/%s", poll_paths[i]);
+                struct slot *s = &a->slots[i];
+                int r = path ? imds_get(a->imds, path, on_poll_done, s, &s->get) : -ENOMEM;
+                if (r < 0) {
+                        s->error = r;
+                        failed++;
+                }
+        }
+        a->pending -= failed;
+        if (a->pending == 0)
+                tick_finish(a);
+}
+
+/* ---- identity ---- */
+
+static void identify(struct agent *a);
+
+static void on_id_retry(void *userdata)
+{
+        struct agent *a = userdata;
+        a->id_timer = NULL;
+        identify(a);
+}
+
+static void on_node(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct agent *a = userdata;
+        struct kube_node node = {};
+
+        a->node_call = NULL;
+        if (r->error < 0) {
+                log_full(LOG_WARNING, r->error, (const char *[]){ "node", a->node, NULL },
+                         "agent: cannot read node %s (%s); is the node name right?", a->node,
+                         r->message ? r->message : "no message");
+                return;
+        }
+        if (kube_node_parse(r->object, &node) < 0)
+                return;
+        if (node.instance_id && !streq(node.instance_id, a->instance_id))
+                log_full(LOG_WARNING, 0, (const char *[]){ "node", a->node, NULL },
+                         "agent: node %s has providerID %s, which names instance %s, but IMDS says this is %s; "
+                         "the agent may be reading another instance's metadata",
+                         a->node, node.provider_id, node.instance_id, a->instance_id);
+        kube_node_clear(&node);
+}
+
+static void identified(struct agent *a)
+{
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        a->identified = true;
+        log_info("agent: node %s, instance %s, region %s", a->node, a->instance_id,
+                 a->region ? a->region : "unknown");
+        if (a->kube) {
+                path = kube_path(NULL, "v1", NULL, "nodes", a->node, NULL);
+                r = path ? kube_get(a->kube, path, on_node, a, &a->node_call) : -ENOMEM;
+                if (r < 0)
+                        log_warning_errno(r, "agent: cannot check node %s's providerID, ignoring", a->node);
+        }
+        tick(a);
+}
+
+static void id_retry(struct agent *a)
+{
+        int err = a->id_slots[ID_INSTANCE].error ? a->id_slots[ID_INSTANCE].error : a->id_slots[ID_HOSTNAME].error;
+        int r;
+
+        log_warning_errno(err ? err : -EBADMSG, "agent: cannot learn %s from IMDS at %s yet, retrying",
+                          !a->instance_id ? "the instance ID" : "the node name", imds_client_endpoint(a->imds));
+        r = timer_start_in(a->loop, backoff_next(&a->id_backoff), on_id_retry, a, &a->id_timer);
+        if (r < 0) {
+                log_error_errno(r, "agent: cannot arm the identity retry");
+                loop_exit(a->loop, 1);
+        }
+}
+
+static char *first_word(const char *s, size_t len)
+{
+        size_t skip = strspn(s, " \t\r\n");
+        size_t n = strcspn(s + skip, " \t\r\n");
+        return n > 0 && skip + n <= len ? strndup(s + skip, n) : NULL;
+}
+
+static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *userdata)
+{
+        struct slot *s = userdata;
+        struct agent *a = s->agent;
+        char **dst = s->index == ID_INSTANCE ? &a->instance_id : s->index == ID_HOSTNAME ? &a->node : &a->region;
+
+        s->get = NULL;
+        if (r->error == 0) {
+                char *w = first_word(r->body, r->body_len);
+                if (w && (s->index != ID_INSTANCE || notice_instance_id_valid(w))) {
+                        free(*dst);
+                        *dst = w;
+                } else {
+                        free(w);
+                        log_warning("agent: IMDS %s answered an unusable value", id_paths[s->index]);
+                }
+        } else if (s->index == ID_REGION && r->error == -ENOENT) {
+                /* No region in IMDS: notices go without one. */
+        } else
+                s->error = r->error;
+        if (--a->id_pending > 0)
+                return;
+
+        if (a->instance_id && a->node)
+                identified(a);
+        else
+                id_retry(a);
+}
+
+static void identify(struct agent *a)
+{
+        bool want[_ID_MAX] = {
+                [ID_INSTANCE] = !a->instance_id,
+                [ID_HOSTNAME] = !a->node,
+                [ID_REGION] = !a->region,
+        };
+        unsigned n = 0, failed = 0;
+
+        for (unsigned i = 0; i < _ID_MAX; i++)
+                if (want[i])
+                        n++;
+        a->id_pending = n;
+        for (unsigned i = 0; i < _ID_MAX; i++) {
+                struct slot *s = &a->id_slots[i];
+                int r;
+                if (!want[i])
+                        continue;
+                s->error = 0;
+                r = imds_get(a->imds, id_paths[i], on_id_done, s, &s->get);
+                if (r < 0) {
+                        s->error = r;
+                        failed++;
+                }
+        }
+        a->id_pending -= failed;
+        if (n == 0)
+                identified(a);
+        else if (a->id_pending == 0)
+                id_retry(a);
+}
+
+/* ---- life cycle ---- */
+
+static int dup_or_env(const char *v, const char *env, char **ret)
+{
+        if (isempty(v))
+                v = getenv(env);
+        if (isempty(v))
+                return 0;
+        *ret = strdup(v);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube, const struct agent_options *o,
+              const struct agent_actions *actions, void *actions_userdata, struct agent **ret)
+{
+        static const struct agent_options defaults = {};
+        _cleanup_(agent_freep) struct agent *a = NULL;
+
+        if (!l || !imds || !ret)
+                return -EINVAL;
+        if (!o)
+                o = &defaults;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->loop = l;
+        a->imds = imds;
+        a->kube = kube;
+        if (actions)
+                a->actions = *actions;
+        a->actions_userdata = actions_userdata;
+        a->interval = o->poll_interval_usec ? o->poll_interval_usec : AGENT_DEFAULT_POLL_USEC;
+        a->revert_after = o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC;
+        a->maint_lead = o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC;
+        a->backoff = BACKOFF_INIT(a->interval,
+                                  o->backoff_max_usec ? o->backoff_max_usec : AGENT_DEFAULT_BACKOFF_MAX_USEC);
+        a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE,
+                                     o->backoff_max_usec ? o->backoff_max_usec : AGENT_DEFAULT_BACKOFF_MAX_USEC);
+        a->on_ready = o->on_ready;
+        a->on_tick = o->on_tick;
+        a->userdata = o->userdata;
+        for (unsigned i = 0; i < _PATH_MAX; i++)
+                a->slots[i] = (struct slot){ .agent = a, .index = i };
+        for (unsigned i = 0; i < _ID_MAX; i++)
+                a->id_slots[i] = (struct slot){ .agent = a, .index = i };
+        if (dup_or_env(o->node_name, "NODE_NAME", &a->node) < 0 ||
+            dup_or_env(o->self_namespace, "POD_NAMESPACE", &a->self_ns) < 0 ||
+            dup_or_env(o->self_name, "POD_NAME", &a->self_name) < 0 ||
+            (o->region && !(a->region = strdup(o->region))))
+                return -ENOMEM;
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+int agent_start(struct agent *a)
+{
+        if (!a)
+                return -EINVAL;
+        if (a->started)
+                return -EALREADY;
+        a->started = true;
+        identify(a);
+        return 0;
+}
+
+struct agent *agent_free(struct agent *a)
+{
+        if (!a)
+                return NULL;
+        for (unsigned i = 0; i < _PATH_MAX; i++)
+                slot_clear(&a->slots[i]);
+        for (unsigned i = 0; i < _ID_MAX; i++)
+                slot_clear(&a->id_slots[i]);
+        timer_cancel(a->tick_timer);
+        timer_cancel(a->id_timer);
+        timer_cancel(a->revert_timer);
+        kube_call_cancel(a->node_call);
+        while (a->maints)
+                maint_remove(a, a->maints);
+        for (size_t i = 0; i < SEEN_MAX; i++)
+                free(a->seen[i]);
+        free(a->node);
+        free(a->instance_id);
+        free(a->region);
+        free(a->self_ns);
+        free(a->self_name);
+        free(a);
+        return NULL;
+}
+
+const char *agent_node_name(const struct agent *a)
+{
+        return a->identified ? a->node : NULL;
+}
+
+const char *agent_instance_id(const struct agent *a)
+{
+        return a->instance_id;
+}
+
+bool agent_ready(const struct agent *a)
+{
+        return a->ready;
+}
+
+void agent_stats(const struct agent *a, struct agent_stats *ret)
+{
+        *ret = a->stats;
+}
+
+/* ---- actions on Kubernetes ---- */
+
+static void on_kube_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        const char *what = userdata;
+        if (r->error < 0)
+                log_full(LOG_ERR, r->error, NULL, "agent: %s failed: %s", what,
+                         r->message ? r->message : "no message");
+}
+
+static int kube_drain(void *userdata, const struct agent_drain_request *req)
+{
+        struct kube_client *c = userdata;
+        struct kube_taint t = {
+                .key = (char *)AGENT_INTERRUPTION_TAINT_KEY,
+                .value = (char *)notice_kind_to_string(req->notice->kind),
+                .effect = (char *)"NoSchedule",
+        };
+        int r;
+
+        r = kube_node_cordon(c, req->node, true, on_kube_done, (void *)"cordon", NULL);
+        if (r < 0)
+                return r;
+        return kube_node_taint(c, req->node, &t, true, on_kube_done, (void *)"interruption taint", NULL);
+}
+
+static int kube_soft_taint(void *userdata, const char *node, bool add)
+{
+        struct kube_taint t = {
+                .key = (char *)AGENT_REBALANCE_TAINT_KEY,
+                .value = (char *)"rebalance-recommendation",
+                .effect = (char *)"PreferNoSchedule",
+        };
+        return kube_node_taint(userdata, node, &t, add, on_kube_done,
+                               add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint", NULL);
+}
+
+static int kube_uncordon(void *userdata, const char *node)
+{
+        struct kube_taint t = { .key = (char *)AGENT_INTERRUPTION_TAINT_KEY };
+        int r = kube_node_taint(userdata, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
+                                NULL);
+        if (r < 0)
+                return r;
+        return kube_node_cordon(userdata, node, false, on_kube_done, (void *)"uncordon", NULL);
+}
+
+static int kube_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        /* The provisioning core (a later issue) plugs in here; asking for nothing is the honest answer. */
+        log_debug("agent: replacement capacity for %s is not requested: no provisioning core", node);
+        return 0;
+}
+
+const struct agent_actions agent_kube_actions = {
+        .drain = kube_drain,
+        .soft_taint = kube_soft_taint,
+        .replacement_request = kube_replacement,
+        .uncordon = kube_uncordon,
+};

@@ -1,0 +1,804 @@
+/* spotdrain drain NODE, plan NODE, audit: the one-shot drain commands (CONTRACTS §1). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/config.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+
+#define USEC_PER_SEC UINT64_C(1000000)
+#define SYNC_TIMEOUT (60 * USEC_PER_SEC)
+#define REFRESH_USEC USEC_PER_SEC
+
+struct drain_cli {
+        const char *verb;
+        struct cli_common common;
+        const char *budget;
+        const char *deadline;
+        const char *policy;
+        const char *node;
+
+        struct spotdrain_config *cfg;
+        struct kube_config *kcfg;
+        struct loop *loop;
+        struct kube_client *client;
+        uint64_t now, deadline_usec;
+};
+
+static void drain_cli_done(struct drain_cli *d)
+{
+        kube_client_free(d->client);
+        loop_free(d->loop);
+        kube_config_free(d->kcfg);
+        config_free(d->cfg);
+}
+
+static void usage(FILE *f, const char *verb)
+{
+        if (streq(verb, "drain"))
+                fprintf(f, "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
+                           "force|respect]\n"
+                           "                       [--json] [--dry-run] [--kubeconfig F] [--config F]\n"
+                           "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
+        else if (streq(verb, "plan"))
+                fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
+                           "exit status: 0 feasible, 4 infeasible, 1 error, 2 usage\n");
+        else
+                fprintf(f, "usage: spotdrain audit [--budget S] [--json] [--kubeconfig F] [--config F]\n"
+                           "exit status: 0 no findings, 4 findings, 1 error, 2 usage\n");
+}
+
+/* Parses the options shared by the three verbs. Returns -1 to go on, else an exit status. */
+static int parse_args(struct drain_cli *d, int argc, char **argv)
+{
+        static const struct option options[] = {
+                { "budget", required_argument, NULL, 'b' },
+                { "deadline", required_argument, NULL, 'd' },
+                { "policy", required_argument, NULL, 'p' },
+                { "json", no_argument, NULL, 'j' },
+                { "dry-run", no_argument, NULL, 'n' },
+                { "kubeconfig", required_argument, NULL, 'k' },
+                { "config", required_argument, NULL, 'c' },
+                { "log-format", required_argument, NULL, 'F' },
+                { "log-level", required_argument, NULL, 'L' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        bool takes_node = !streq(d->verb, "audit");
+        int c;
+
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'b':
+                        d->budget = optarg;
+                        break;
+                case 'd':
+                        d->deadline = optarg;
+                        break;
+                case 'p':
+                        d->policy = optarg;
+                        break;
+                case 'j':
+                        d->common.json = true;
+                        break;
+                case 'n':
+                        d->common.dry_run = true;
+                        break;
+                case 'k':
+                        d->common.kubeconfig = optarg;
+                        break;
+                case 'c':
+                        d->common.config = optarg;
+                        break;
+                case 'F':
+                        d->common.log_format = optarg;
+                        break;
+                case 'L':
+                        d->common.log_level = optarg;
+                        break;
+                case 'h':
+                        usage(stdout, d->verb);
+                        return EXIT_OK;
+                default:
+                        usage(stderr, d->verb);
+                        return EXIT_USAGE;
+                }
+        }
+        if (argc - optind != (takes_node ? 1 : 0)) {
+                usage(stderr, d->verb);
+                return EXIT_USAGE;
+        }
+        if (takes_node)
+                d->node = argv[optind];
+        if (d->budget && d->deadline) {
+                fprintf(stderr, "spotdrain %s: --budget and --deadline exclude each other\n", d->verb);
+                return EXIT_USAGE;
+        }
+        if ((d->deadline || d->policy || d->common.dry_run) && !streq(d->verb, "drain")) {
+                fprintf(stderr, "spotdrain %s: --deadline, --policy and --dry-run are drain options\n",
+                        d->verb);
+                return EXIT_USAGE;
+        }
+        if (d->policy && !streq(d->policy, "force") && !streq(d->policy, "respect")) {
+                fprintf(stderr, "spotdrain %s: --policy is force or respect\n", d->verb);
+                return EXIT_USAGE;
+        }
+        return -1;
+}
+
+/* Logging, configuration, deadline, kubeconfig, loop and client. Returns -1 to go on, else an exit status.
+ */
+static int setup(struct drain_cli *d)
+{
+        int level = LOG_INFO, format = LOG_FORMAT_AUTO, r;
+        _cleanup_free_ char *error = NULL;
+
+        if (d->common.log_level && (level = log_parse_level(d->common.log_level)) < 0) {
+                fprintf(stderr, "spotdrain %s: unknown log level '%s'\n", d->verb, d->common.log_level);
+                return EXIT_USAGE;
+        }
+        if (d->common.log_format && (format = log_parse_format(d->common.log_format)) < 0) {
+                fprintf(stderr, "spotdrain %s: unknown log format '%s'\n", d->verb, d->common.log_format);
+                return EXIT_USAGE;
+        }
+        log_setup((enum log_format)format, level);
+
+        r = config_load(d->common.config, NULL, &d->cfg, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain %s: %s\n", d->verb, error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        d->now = clk_now();
+        if (d->deadline) {
+                if (parse_rfc3339(d->deadline, &d->deadline_usec) < 0) {
+                        fprintf(stderr, "spotdrain %s: --deadline needs an RFC 3339 time, got '%s'\n",
+                                d->verb, d->deadline);
+                        return EXIT_USAGE;
+                }
+        } else {
+                uint64_t budget = d->cfg->drain_budget_usec;
+                if (d->budget) {
+                        char *end;
+                        double s = strtod(d->budget, &end);
+                        if (*end || !(s > 0) || s > 1e7) {
+                                fprintf(stderr,
+                                        "spotdrain %s: --budget needs a positive number of seconds\n",
+                                        d->verb);
+                                return EXIT_USAGE;
+                        }
+                        budget = (uint64_t)llround(s * 1e6);
+                }
+                d->deadline_usec = d->now + budget;
+        }
+        if (d->policy)
+                d->cfg->drain_policy =
+                    streq(d->policy, "respect") ? CONFIG_DRAIN_POLICY_RESPECT : CONFIG_DRAIN_POLICY_FORCE;
+
+        r = kube_config_load_auto(d->common.kubeconfig ? d->common.kubeconfig : d->cfg->kubeconfig,
+                                  d->cfg->kube_context, &d->kcfg, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain %s: %s\n", d->verb, error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        r = loop_new(&d->loop);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the event loop");
+                return EXIT_ERROR;
+        }
+        struct kube_client_options ko = { .qps = d->cfg->kube_qps, .burst = (unsigned)d->cfg->kube_burst };
+        r = kube_client_new(d->loop, d->kcfg, &ko, &d->client);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the Kubernetes client");
+                return EXIT_ERROR;
+        }
+        return -1;
+}
+
+/* A blocking list; the answer is the caller's. */
+static int list_sync(struct drain_cli *d, const char *path, const char *label_selector,
+                     const char *field_selector, cJSON **ret)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        struct kube_list_options o = { .label_selector = label_selector, .field_selector = field_selector };
+        int r = kube_list(d->client, path, &o, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
+        if (r < 0) {
+                log_error_errno(r, "cannot list %s: %s", path,
+                                s.result.message ? s.result.message : "no answer");
+                kube_result_clear(&s.result);
+                return r;
+        }
+        *ret = TAKE_PTR(s.result.object);
+        kube_result_clear(&s.result);
+        return 0;
+}
+
+/* Startup estimates for the owners of the pods in items: one list of each owner's siblings. */
+static int node_startups(struct drain_cli *d, const cJSON *items, struct drain_startup **ret, size_t *ret_n)
+{
+        struct drain_startup *all = NULL;
+        size_t n_all = 0;
+        const cJSON *obj;
+
+        cJSON_ArrayForEach (obj, items) {
+                _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+                _cleanup_free_ char *key = NULL, *selector = NULL, *path = NULL;
+                bool known = false;
+
+                if (kube_pod_parse(obj, &p) < 0 || !(key = drain_owner_key(&p)))
+                        continue;
+                for (size_t i = 0; i < n_all && !known; i++)
+                        known = streq(all[i].owner_key, key);
+                if (known || !(selector = drain_sibling_selector(&p)) ||
+                    !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
+                        continue;
+                cJSON *list = NULL;
+                struct drain_startup *s = NULL;
+                size_t n = 0;
+                if (list_sync(d, path, selector, NULL, &list) < 0)
+                        continue;
+                int r = drain_startups_measure(kube_list_items(list), &s, &n);
+                cJSON_Delete(list);
+                if (r < 0)
+                        continue;
+                for (size_t i = 0; i < n; i++) {
+                        bool dup = false;
+                        for (size_t j = 0; j < n_all && !dup; j++)
+                                dup = streq(all[j].owner_key, s[i].owner_key);
+                        struct drain_startup *a = dup ? NULL : realloc(all, (n_all + 1) * sizeof(*a));
+                        if (!a)
+                                continue;
+                        all = a;
+                        all[n_all++] = s[i];
+                        s[i].owner_key = NULL;
+                }
+                drain_startups_free(s, n);
+        }
+        *ret = all;
+        *ret_n = n_all;
+        return 0;
+}
+
+static struct drain_inputs_options inputs_options(const struct drain_cli *d)
+{
+        size_t n = 0;
+        for (char **s = d->cfg->drain_critical_priority_classes; s && *s; s++)
+                n++;
+        return (struct drain_inputs_options){
+                .now_usec = d->now,
+                .policy = d->cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT
+                                                                              : DRAIN_POLICY_FORCE,
+                .evict_daemonsets = !d->cfg->drain_ignore_daemonsets,
+                .default_startup_usec = d->cfg->drain_default_startup_usec,
+                .critical_classes = (const char *const *)d->cfg->drain_critical_priority_classes,
+                .n_critical_classes = n,
+        };
+}
+
+/* The plan of one node as it stands now. */
+static int plan_node(struct drain_cli *d, struct drain_plan **ret)
+{
+        _cleanup_free_ char *field = strprintf("spec.nodeName=%s", d->node);
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        struct drain_startup *startups = NULL;
+        size_t n_startups = 0;
+        cJSON *pods = NULL, *pdbs = NULL, *node = NULL;
+        const cJSON *obj;
+        int r;
+
+        if (!field)
+                return -ENOMEM;
+        _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d->node, NULL);
+        if (!node_path)
+                return -ENOMEM;
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        r = kube_get(d->client, node_path, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
+        if (r < 0) {
+                log_error_errno(r, "cannot read node %s: %s", d->node,
+                                s.result.message ? s.result.message : "no answer");
+                kube_result_clear(&s.result);
+                return r;
+        }
+        node = TAKE_PTR(s.result.object);
+        kube_result_clear(&s.result);
+        cJSON_Delete(node);
+
+        r = list_sync(d, "/api/v1/pods", NULL, field, &pods);
+        if (r >= 0)
+                r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &pdbs);
+        if (r >= 0)
+                r = node_startups(d, kube_list_items(pods), &startups, &n_startups);
+        struct drain_inputs_options io = inputs_options(d);
+        if (r >= 0)
+                r = drain_inputs_new(&io, &di);
+        if (r >= 0)
+                r = drain_inputs_add_node(di, d->node, d->deadline_usec, d->cfg->drain_safety_margin_usec,
+                                          NULL);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, startups, n_startups);
+        cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
+                if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
+                        r = -ENOMEM;
+        }
+        const char *self_ns = getenv("POD_NAMESPACE"), *self = getenv("POD_NAME");
+        cJSON_ArrayForEach (obj, kube_list_items(pods)) {
+                if (self && streq_ptr(kube_object_str(obj, "metadata.name"), self) &&
+                    (!self_ns || streq_ptr(kube_object_str(obj, "metadata.namespace"), self_ns)))
+                        continue;
+                if (r >= 0 && drain_inputs_add_pod(di, 0, obj, NULL) == -ENOMEM)
+                        r = -ENOMEM;
+        }
+        if (r >= 0)
+                r = drain_plan_make(drain_inputs_get(di), ret);
+        cJSON_Delete(pods);
+        cJSON_Delete(pdbs);
+        drain_startups_free(startups, n_startups);
+        return r;
+}
+
+static int print_plan(struct drain_cli *d, const struct drain_plan *plan)
+{
+        if (d->common.json) {
+                cJSON *j = NULL;
+                _cleanup_free_ char *text = NULL;
+                int r = drain_plan_to_json(plan, &j);
+                if (r < 0)
+                        return r;
+                text = cJSON_Print(j);
+                cJSON_Delete(j);
+                if (!text)
+                        return -ENOMEM;
+                printf("%s\n", text);
+                return 0;
+        }
+        _cleanup_free_ char *text = NULL;
+        int r = drain_plan_format(plan, &text);
+        if (r < 0)
+                return r;
+        fputs(text, stdout);
+        return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+        struct drain_cli d = { .verb = "plan" };
+        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        int r;
+
+        r = parse_args(&d, argc, argv);
+        if (r < 0)
+                r = setup(&d);
+        if (r >= 0) {
+                drain_cli_done(&d);
+                return r;
+        }
+        r = plan_node(&d, &plan);
+        if (r >= 0)
+                r = print_plan(&d, plan);
+        drain_cli_done(&d);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node, strerror(-r));
+                return EXIT_ERROR;
+        }
+        return plan->nodes[0].verdict == DRAIN_FEASIBLE ? EXIT_OK : EXIT_INFEASIBLE;
+}
+
+/* ---- drain ---- */
+
+struct drain_run {
+        struct drain_cli *d;
+        struct drain_exec *x;
+        struct timer *refresh;
+        bool tty;
+        bool done;
+};
+
+static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
+{
+        struct drain_run *run = userdata;
+        run->done = true;
+}
+
+/* The live one-line view: countdown, pods left per PDB, predicted finish. */
+static void refresh(void *userdata)
+{
+        struct drain_run *run = userdata;
+        const struct drain_plan *plan = drain_exec_plan(run->x);
+        uint64_t now = clk_now();
+        _cleanup_(buf_free) struct buf b = { 0 };
+
+        run->refresh = NULL; /* released by the loop as it fired */
+        if (run->done)
+                return;
+        int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
+        if (buf_printf(&b, "%s: %" PRIi64 " s to deadline, %u pods left", run->d->node,
+                       left > 0 ? left / (int64_t)USEC_PER_SEC : 0,
+                       drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS)) < 0)
+                return;
+        for (size_t i = 0; plan && i < plan->n_pdbs; i++) {
+                unsigned n = drain_exec_pods_left(run->x, (int)i);
+                if (n > 0 && buf_printf(&b, ", %s %u", plan->pdbs[i].name, n) < 0)
+                        return;
+        }
+        if (plan && plan->nodes[0].finish_usec != DRAIN_NEVER &&
+            buf_printf(&b, "; predicted finish in %.0f s",
+                       plan->nodes[0].finish_usec > now
+                           ? (double)(plan->nodes[0].finish_usec - now) / (double)USEC_PER_SEC
+                           : 0.0) < 0)
+                return;
+        fprintf(stderr, "\r\033[K%s", b.data);
+        fflush(stderr);
+        timer_start_in(run->d->loop, REFRESH_USEC, refresh, run, &run->refresh);
+}
+
+static void print_result(const struct drain_cli *d, const struct drain_exec_result *res)
+{
+        char deadline[64] = "";
+        format_rfc3339(d->deadline_usec, deadline, sizeof(deadline));
+        if (!d->common.json) {
+                printf("%s\n", res->message ? res->message : drain_exec_outcome_to_string(res->outcome));
+                return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return;
+        cJSON_AddStringToObject(o, "node", d->node);
+        cJSON_AddStringToObject(o, "outcome", drain_exec_outcome_to_string(res->outcome));
+        cJSON_AddStringToObject(o, "deadline", deadline);
+        cJSON_AddNumberToObject(o, "seconds",
+                                (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC);
+        cJSON_AddNumberToObject(o, "evicted", res->evicted);
+        cJSON_AddNumberToObject(o, "forced", res->forced);
+        cJSON_AddNumberToObject(o, "left", res->left);
+        cJSON_AddNumberToObject(o, "blocked", res->blocked);
+        cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
+        cJSON_AddBoolToObject(o, "infeasible", res->infeasible);
+        cJSON_AddNumberToObject(o, "killed_predicted", res->killed_predicted);
+        if (res->predicted_finish_usec && res->predicted_finish_usec != DRAIN_NEVER)
+                cJSON_AddNumberToObject(o, "predicted_seconds",
+                                        (double)(res->predicted_finish_usec - res->started_usec) /
+                                            (double)USEC_PER_SEC);
+        else
+                cJSON_AddNullToObject(o, "predicted_seconds");
+        cJSON_AddStringToObject(o, "message", res->message ? res->message : "");
+        char *text = cJSON_Print(o);
+        if (text)
+                printf("%s\n", text);
+        free(text);
+        cJSON_Delete(o);
+}
+
+/* Lets the last requests (the alerts' Kubernetes Events) go out before the client is freed; bounded, as the
+ * API may be gone with the node. */
+static void flush(struct drain_cli *d)
+{
+        uint64_t end = now_monotonic_usec() + 2 * USEC_PER_SEC;
+        bool never = false;
+        for (;;) {
+                struct kube_client_stats st;
+                kube_client_stats(d->client, &st);
+                if ((st.in_flight == 0 && st.queued == 0) || now_monotonic_usec() >= end)
+                        return;
+                if (loop_run_until(d->loop, &never, 20 * 1000) == -ECANCELED)
+                        return;
+        }
+}
+
+int cmd_drain(int argc, char **argv)
+{
+        struct drain_cli d = { .verb = "drain" };
+        _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
+        struct drain_run run = { .d = &d };
+        int r, status;
+
+        r = parse_args(&d, argc, argv);
+        if (r < 0)
+                r = setup(&d);
+        if (r >= 0) {
+                drain_cli_done(&d);
+                return r;
+        }
+        if (d.common.dry_run) {
+                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+                r = plan_node(&d, &plan);
+                if (r >= 0)
+                        r = print_plan(&d, plan);
+                drain_cli_done(&d);
+                if (r < 0) {
+                        fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
+                                strerror(-r));
+                        return EXIT_ERROR;
+                }
+                return EXIT_OK;
+        }
+
+        r = alert_bus_new(&bus);
+        if (r >= 0)
+                r = alert_bus_add_log_sink(bus);
+        if (r >= 0)
+                r = alert_bus_add_kube_event_sink(bus, d.client);
+        struct drain_exec_options o = { 0 };
+        drain_exec_options_from_config(d.cfg, &o);
+        o.node = d.node;
+        o.kind = "manual";
+        o.notice_usec = d.now;
+        o.deadline_usec = d.deadline_usec;
+        if (r >= 0)
+                r = drain_exec_start(d.client, bus, &o, on_done, &run, &run.x);
+        if (r < 0) {
+                log_error_errno(r, "cannot start draining %s", d.node);
+                drain_cli_done(&d);
+                return EXIT_ERROR;
+        }
+        run.tty = isatty(STDERR_FILENO);
+        if (run.tty)
+                refresh(&run);
+        r = loop_run_until(d.loop, &run.done, UINT64_MAX);
+        run.refresh = timer_cancel(run.refresh);
+        if (run.tty)
+                fprintf(stderr, "\r\033[K");
+        if (r < 0) {
+                log_error_errno(r, "drain of %s interrupted", d.node);
+                status = EXIT_ERROR;
+        } else {
+                const struct drain_exec_result *res = drain_exec_result(run.x);
+                print_result(&d, res);
+                status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
+                         : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
+                                                                      : EXIT_ERROR;
+        }
+        drain_exec_free(run.x);
+        flush(&d);
+        bus = alert_bus_free(bus);
+        drain_cli_done(&d);
+        return status;
+}
+
+/* ---- audit ---- */
+
+struct audit_pod {
+        struct kube_pod pod;
+        const cJSON *obj;
+};
+
+static int audit_pod_cmp(const void *a, const void *b)
+{
+        const struct audit_pod *x = a, *y = b;
+        return strcmp(x->pod.namespace ? x->pod.namespace : "", y->pod.namespace ? y->pod.namespace : "");
+}
+
+struct audit_finding {
+        const struct kube_pdb *pdb;
+        const char *node;
+        int on_node;
+        size_t plan_node; /* index into plans */
+};
+
+int cmd_audit(int argc, char **argv)
+{
+        struct drain_cli d = { .verb = "audit" };
+        cJSON *pods = NULL, *pdbs = NULL;
+        struct audit_pod *ap = NULL;
+        struct kube_pdb *kp = NULL;
+        struct audit_finding *f = NULL;
+        struct drain_plan **plans = NULL;
+        const char **plan_nodes = NULL;
+        struct drain_startup *startups = NULL;
+        size_t n_ap = 0, n_kp = 0, n_f = 0, n_plans = 0, n_startups = 0;
+        unsigned findings = 0;
+        cJSON *json = NULL;
+        const cJSON *obj;
+        int r, status = EXIT_ERROR;
+
+        r = parse_args(&d, argc, argv);
+        if (r < 0)
+                r = setup(&d);
+        if (r >= 0) {
+                drain_cli_done(&d);
+                return r;
+        }
+        r = list_sync(&d, "/api/v1/pods", NULL, NULL, &pods);
+        if (r >= 0)
+                r = list_sync(&d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &pdbs);
+        if (r >= 0)
+                r = drain_startups_measure(kube_list_items(pods), &startups, &n_startups);
+        if (r < 0)
+                goto out;
+
+        int n_items = cJSON_GetArraySize(kube_list_items(pods));
+        ap = calloc((size_t)n_items + 1, sizeof(*ap));
+        kp = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*kp));
+        f = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*f));
+        plans = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*plans));
+        plan_nodes = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*plan_nodes));
+        if (!ap || !kp || !f || !plans || !plan_nodes) {
+                r = -ENOMEM;
+                goto out;
+        }
+        cJSON_ArrayForEach (obj, kube_list_items(pods)) {
+                if (kube_pod_parse(obj, &ap[n_ap].pod) < 0 || !ap[n_ap].pod.node_name ||
+                    streq_ptr(ap[n_ap].pod.phase, "Succeeded") || streq_ptr(ap[n_ap].pod.phase, "Failed")) {
+                        kube_pod_clear(&ap[n_ap].pod);
+                        continue;
+                }
+                ap[n_ap++].obj = obj;
+        }
+        /* By namespace, so that each PDB looks at its own namespace's pods only. */
+        qsort(ap, n_ap, sizeof(*ap), audit_pod_cmp);
+        cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
+                if (kube_pdb_parse(obj, &kp[n_kp]) >= 0)
+                        n_kp++;
+        }
+
+        /* Each PDB's worst node: the most of its pods on one node. */
+        for (size_t b = 0; b < n_kp; b++) {
+                struct audit_pod key = { .pod = { .namespace = kp[b].namespace } };
+                size_t lo = 0, hi = n_ap;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (audit_pod_cmp(&ap[mid], &key) < 0)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                const char *worst = NULL;
+                int worst_n = 0;
+                for (size_t i = lo; i < n_ap && audit_pod_cmp(&ap[i], &key) == 0; i++) {
+                        if (!kube_pdb_matches_pod(&kp[b], &ap[i].pod))
+                                continue;
+                        const char *node = ap[i].pod.node_name;
+                        if (worst && streq(worst, node))
+                                continue;
+                        int n = 0;
+                        for (size_t j = lo; j < n_ap && audit_pod_cmp(&ap[j], &key) == 0; j++)
+                                if (streq_ptr(ap[j].pod.node_name, node) &&
+                                    kube_pdb_matches_pod(&kp[b], &ap[j].pod))
+                                        n++;
+                        if (n > worst_n) {
+                                worst_n = n;
+                                worst = node;
+                        }
+                }
+                if (!worst)
+                        continue;
+                size_t pn = 0;
+                while (pn < n_plans && !streq(plan_nodes[pn], worst))
+                        pn++;
+                if (pn == n_plans)
+                        plan_nodes[n_plans++] = worst;
+                f[n_f++] = (struct audit_finding){
+                        .pdb = &kp[b], .node = worst, .on_node = worst_n, .plan_node = pn
+                };
+        }
+
+        /* One plan per worst node, with every pod on it and every PDB. */
+        for (size_t pn = 0; pn < n_plans; pn++) {
+                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+                struct drain_inputs_options io = inputs_options(&d);
+                r = drain_inputs_new(&io, &di);
+                if (r >= 0)
+                        r = drain_inputs_add_node(di, plan_nodes[pn], d.deadline_usec,
+                                                  d.cfg->drain_safety_margin_usec, NULL);
+                if (r >= 0)
+                        r = drain_inputs_add_startups(di, startups, n_startups);
+                cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
+                        if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
+                                r = -ENOMEM;
+                }
+                for (size_t i = 0; r >= 0 && i < n_ap; i++)
+                        if (streq_ptr(ap[i].pod.node_name, plan_nodes[pn]) &&
+                            drain_inputs_add_pod(di, 0, ap[i].obj, NULL) == -ENOMEM)
+                                r = -ENOMEM;
+                if (r >= 0)
+                        r = drain_plan_make(drain_inputs_get(di), &plans[pn]);
+                if (r < 0)
+                        goto out;
+        }
+
+        json = cJSON_CreateArray();
+        if (!json) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if (!d.common.json)
+                printf("%-40s %-24s %7s %7s %9s %s\n", "PDB", "WORST NODE", "PODS", "ALLOWED", "VERDICT",
+                       "WOULD FIT");
+        for (size_t i = 0; i < n_f; i++) {
+                const struct drain_plan *plan = plans[f[i].plan_node];
+                const struct drain_plan_pdb *pp = NULL;
+                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
+                        if (streq_ptr(plan->pdbs[j].namespace, f[i].pdb->namespace) &&
+                            streq_ptr(plan->pdbs[j].name, f[i].pdb->name))
+                                pp = &plan->pdbs[j];
+                if (!pp)
+                        continue;
+                bool finding = !pp->feasible;
+                findings += finding;
+                char fit[96] = "";
+                if (finding && pp->fit_max_unavailable >= 0)
+                        snprintf(fit, sizeof(fit), "maxUnavailable %d or minAvailable %d",
+                                 pp->fit_max_unavailable, pp->fit_min_available);
+                else if (finding)
+                        snprintf(fit, sizeof(fit), "no value fits");
+                if (!d.common.json) {
+                        _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
+                        printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, f[i].node,
+                               f[i].on_node, pp->k, finding ? "too-slow" : "ok", fit);
+                        continue;
+                }
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddItemToArray(json, o)) {
+                        cJSON_Delete(o);
+                        r = -ENOMEM;
+                        goto out;
+                }
+                cJSON_AddStringToObject(o, "namespace", pp->namespace);
+                cJSON_AddStringToObject(o, "pdb", pp->name);
+                cJSON_AddStringToObject(o, "worst_node", f[i].node);
+                cJSON_AddNumberToObject(o, "pods_on_node", f[i].on_node);
+                cJSON_AddNumberToObject(o, "allowed", pp->k);
+                cJSON_AddBoolToObject(o, "feasible", pp->feasible);
+                if (pp->unforced_finish_usec != DRAIN_NEVER)
+                        cJSON_AddNumberToObject(o, "predicted_seconds",
+                                                (double)(pp->unforced_finish_usec - plan->now_usec) /
+                                                    (double)USEC_PER_SEC);
+                else
+                        cJSON_AddNullToObject(o, "predicted_seconds");
+                if (finding && pp->fit_max_unavailable >= 0) {
+                        cJSON_AddNumberToObject(o, "fit_max_unavailable", pp->fit_max_unavailable);
+                        cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
+                }
+        }
+        if (d.common.json) {
+                cJSON *top = cJSON_CreateObject();
+                char *text = NULL;
+                if (top) {
+                        cJSON_AddNumberToObject(top, "budget_seconds",
+                                                (double)(d.deadline_usec - d.now) / (double)USEC_PER_SEC);
+                        cJSON_AddNumberToObject(top, "findings", findings);
+                        cJSON_AddItemToObject(top, "pdbs", TAKE_PTR(json));
+                        text = cJSON_Print(top);
+                }
+                if (text)
+                        printf("%s\n", text);
+                free(text);
+                cJSON_Delete(top);
+        }
+        status = findings > 0 ? EXIT_INFEASIBLE : EXIT_OK;
+out:
+        if (r < 0)
+                fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
+        cJSON_Delete(json);
+        for (size_t i = 0; i < n_plans; i++)
+                drain_plan_free(plans[i]);
+        free(plans);
+        free(plan_nodes);
+        free(f);
+        for (size_t i = 0; i < n_kp; i++)
+                kube_pdb_clear(&kp[i]);
+        free(kp);
+        for (size_t i = 0; i < n_ap; i++)
+                kube_pod_clear(&ap[i].pod);
+        free(ap);
+        drain_startups_free(startups, n_startups);
+        cJSON_Delete(pods);
+        cJSON_Delete(pdbs);
+        drain_cli_done(&d);
+        return r < 0 ? EXIT_ERROR : status;
+}

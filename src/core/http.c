@@ -1,0 +1,793 @@
+/* The HTTP client: one curl easy handle per request, driven by a curl multi handle whose sockets and timer
+ * live on the sd-event loop (the multi-socket API, as systemd's curl-util.c and curl's multi-event.c do). */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <systemd/sd-event.h>
+
+#include "spotdrain/core.h"
+
+_Static_assert(sizeof(((struct http_response *)0)->errbuf) >= CURL_ERROR_SIZE, "errbuf too small for curl");
+
+#define HTTP_TIMEOUT_USEC         (30ULL * 1000000ULL)
+#define HTTP_CONNECT_TIMEOUT_USEC (5ULL * 1000000ULL)
+#define HTTP_MAX_BODY             ((size_t)64 * 1024 * 1024)
+
+struct http_ctx;
+
+/* One socket curl asked us to watch. */
+struct curl_sock {
+        struct http_ctx *ctx;
+        sd_event_source *source;
+        struct curl_sock *prev, *next;
+};
+
+struct http_call {
+        struct http_ctx *ctx;
+        CURL *easy;
+        CURLU *url;
+        struct curl_slist *headers;
+        http_done_fn done;
+        void *userdata;
+        int (*on_data)(const char *data, size_t len, void *userdata);
+        bool streaming;    /* on_data and a 2xx answer: chunks go to on_data */
+        bool status_known; /* streaming decided */
+        bool cancelled;    /* cancelled from inside a curl callback; freed by http_dispatch() */
+        bool pending_add;  /* started from inside a curl callback; added by http_dispatch() */
+        bool finishing;    /* done is running; freed when it returns */
+        size_t max_body;
+        struct buf body;
+        int abort_error; /* why the write callback stopped the transfer */
+        struct http_response resp;
+        struct http_call *prev, *next;
+};
+
+/* Per-loop state, created on the first request. */
+struct http_ctx {
+        struct loop *loop;
+        CURLM *multi;
+        sd_event_source *timer;
+        struct curl_sock *socks;
+        struct http_call *calls;
+        unsigned in_curl; /* depth of curl_multi_socket_action(): no handle removal allowed inside */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+        curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void call_unlink(struct http_call *c)
+{
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (c->ctx->calls == c)
+                c->ctx->calls = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+}
+
+static void call_free(struct http_call *c)
+{
+        if (c->easy) {
+                curl_multi_remove_handle(c->ctx->multi, c->easy);
+                curl_easy_cleanup(c->easy);
+        }
+        curl_url_cleanup(c->url);
+        curl_slist_free_all(c->headers);
+        buf_free(&c->body);
+        http_response_clear(&c->resp);
+        call_unlink(c);
+        free(c);
+}
+
+static void sock_free(struct curl_sock *s)
+{
+        sd_event_source_disable_unref(s->source);
+        if (s->prev)
+                s->prev->next = s->next;
+        else
+                s->ctx->socks = s->next;
+        if (s->next)
+                s->next->prev = s->prev;
+        free(s);
+}
+
+static int curl_error_to_errno(struct http_call *c, CURLcode res)
+{
+        long os_errno = 0;
+
+        switch (res) {
+        case CURLE_OK:
+                return 0;
+        case CURLE_OPERATION_TIMEDOUT:
+                return -ETIMEDOUT;
+        case CURLE_COULDNT_CONNECT:
+                (void)curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &os_errno);
+                return os_errno > 0 ? -(int)os_errno : -ECONNREFUSED;
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+                return -EHOSTUNREACH;
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+        case CURLE_PARTIAL_FILE:
+                (void)curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &os_errno);
+                return os_errno > 0 ? -(int)os_errno : -ECONNRESET;
+        case CURLE_WRITE_ERROR:
+                return c->abort_error < 0 ? c->abort_error : -EIO;
+        case CURLE_FILESIZE_EXCEEDED:
+                return -EFBIG;
+        case CURLE_OUT_OF_MEMORY:
+                return -ENOMEM;
+        case CURLE_UNSUPPORTED_PROTOCOL:
+                return -EPROTONOSUPPORT;
+        case CURLE_URL_MALFORMAT:
+                return -EINVAL;
+        case CURLE_ABORTED_BY_CALLBACK:
+                return -ECANCELED;
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_CRL_BADFILE:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS:
+        case CURLE_SSL_SHUTDOWN_FAILED:
+        case CURLE_SSL_ENGINE_INITFAILED:
+        case CURLE_SSL_ENGINE_NOTFOUND:
+        case CURLE_SSL_ENGINE_SETFAILED:
+        case CURLE_USE_SSL_FAILED:
+        case CURLE_SSL_CLIENTCERT:
+                return -EBADMSG;
+        default:
+                return -EIO;
+        }
+}
+
+/* Takes the answer out of the finished easy handle, detaches the call, reports it, frees it. */
+static void call_finish(struct http_call *c, CURLcode res)
+{
+        struct http_response *resp = &c->resp;
+        const char *ct = NULL;
+        struct curl_header *h = NULL;
+        int r = 0;
+
+        if (c->cancelled) {
+                call_free(c);
+                return;
+        }
+
+        (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &resp->status);
+        resp->error = curl_error_to_errno(c, res);
+        if (resp->error == -EFBIG && c->abort_error == -EFBIG)
+                snprintf(resp->errbuf, sizeof(resp->errbuf), "response body larger than %zu bytes",
+                         c->max_body);
+        else if (resp->error < 0 && c->abort_error < 0 && res == CURLE_WRITE_ERROR)
+                snprintf(resp->errbuf, sizeof(resp->errbuf), "transfer aborted by the receiver: %s",
+                         strerror(-c->abort_error));
+        else if (resp->error < 0 && !resp->errbuf[0])
+                snprintf(resp->errbuf, sizeof(resp->errbuf), "%s", curl_easy_strerror(res));
+
+        if (curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
+                r = free_and_strdup(&resp->content_type, ct);
+        if (r >= 0 && curl_easy_header(c->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+                r = free_and_strdup(&resp->retry_after, h->value);
+        /* No body after a transport failure: what arrived is incomplete. */
+        if (r >= 0 && !c->streaming && resp->error == 0) {
+                /* Always a string, even for an empty answer, so callers can parse without NULL checks. */
+                if (!c->body.data)
+                        r = buf_append(&c->body, "", 0);
+                if (r >= 0) {
+                        resp->body_len = c->body.len;
+                        resp->body = TAKE_PTR(c->body.data);
+                        c->body = (struct buf){ 0 };
+                }
+        }
+        if (r < 0 && resp->error == 0)
+                resp->error = r;
+
+        curl_multi_remove_handle(c->ctx->multi, c->easy);
+        c->finishing = true;
+        if (c->done)
+                c->done(resp, c->userdata);
+        call_free(c);
+}
+
+static struct http_call *find_deferred(struct http_ctx *ctx)
+{
+        for (struct http_call *c = ctx->calls; c; c = c->next)
+                if (c->cancelled || c->pending_add)
+                        return c;
+        return NULL;
+}
+
+/* After curl_multi_socket_action(): report finished transfers, free calls cancelled from inside curl. */
+static void http_dispatch(struct http_ctx *ctx)
+{
+        CURLMsg *msg;
+        int left;
+
+        while ((msg = curl_multi_info_read(ctx->multi, &left))) {
+                char *priv = NULL;
+                if (msg->msg != CURLMSG_DONE)
+                        continue;
+                /* msg is invalid once the handle is removed: copy what is needed first. */
+                CURLcode res = msg->data.result;
+                if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv) != CURLE_OK || !priv)
+                        continue;
+                call_finish((struct http_call *)(void *)priv, res);
+        }
+
+        /* Searched from the head each time: a done callback may cancel or start any other call. */
+        for (struct http_call *c; (c = find_deferred(ctx));) {
+                if (c->cancelled) {
+                        call_free(c);
+                        continue;
+                }
+                c->pending_add = false;
+                if (curl_multi_add_handle(ctx->multi, c->easy) != CURLM_OK)
+                        call_finish(c, CURLE_OUT_OF_MEMORY);
+        }
+}
+
+static void http_socket_action(struct http_ctx *ctx, curl_socket_t fd, int action)
+{
+        int running;
+
+        ctx->in_curl++;
+        (void)curl_multi_socket_action(ctx->multi, fd, action, &running);
+        ctx->in_curl--;
+        http_dispatch(ctx);
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct curl_sock *sock = userdata;
+        int action = 0;
+
+        if (revents & EPOLLIN)
+                action |= CURL_CSELECT_IN;
+        if (revents & EPOLLOUT)
+                action |= CURL_CSELECT_OUT;
+        if (revents & (EPOLLERR | EPOLLHUP))
+                action |= CURL_CSELECT_ERR;
+        /* sock may be freed by curl's socket callback during the action: only ctx is used from here on. */
+        http_socket_action(sock->ctx, fd, action);
+        return 0;
+}
+
+static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+        struct http_ctx *ctx = userp;
+        struct curl_sock *sock = socketp;
+        uint32_t events = 0;
+        int r;
+
+        if (what == CURL_POLL_REMOVE) {
+                if (sock) {
+                        (void)curl_multi_assign(ctx->multi, fd, NULL);
+                        sock_free(sock);
+                }
+                return 0;
+        }
+
+        if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+                events |= EPOLLIN;
+        if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+                events |= EPOLLOUT;
+
+        if (!sock) {
+                sock = calloc(1, sizeof(*sock));
+                if (!sock)
+                        return -1;
+                sock->ctx = ctx;
+                r = sd_event_add_io(loop_event(ctx->loop), &sock->source, fd, events, on_io, sock);
+                if (r < 0) {
+                        free(sock);
+                        return -1;
+                }
+                if (curl_multi_assign(ctx->multi, fd, sock) != CURLM_OK) {
+                        sd_event_source_disable_unref(sock->source);
+                        free(sock);
+                        return -1;
+                }
+                sock->next = ctx->socks;
+                if (ctx->socks)
+                        ctx->socks->prev = sock;
+                ctx->socks = sock;
+        } else if (sd_event_source_set_io_events(sock->source, events) < 0)
+                return -1;
+
+        return sd_event_source_set_enabled(sock->source, events ? SD_EVENT_ON : SD_EVENT_OFF) < 0 ? -1 : 0;
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        http_socket_action(userdata, CURL_SOCKET_TIMEOUT, 0);
+        return 0;
+}
+
+/* curl wants one timer: re-armed (or stopped with -1) whenever its next timeout changes. Never calls into
+ * curl from here; the loop does on the next iteration. */
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+        struct http_ctx *ctx = userp;
+        uint64_t at;
+
+        if (timeout_ms < 0)
+                return ctx->timer && sd_event_source_set_enabled(ctx->timer, SD_EVENT_OFF) < 0 ? -1 : 0;
+
+        at = now_monotonic_usec() + (uint64_t)timeout_ms * 1000ULL;
+        if (!ctx->timer)
+                return sd_event_add_time(loop_event(ctx->loop), &ctx->timer, CLOCK_MONOTONIC, at, 1,
+                                         on_timer, ctx) < 0
+                           ? -1
+                           : 0;
+        if (sd_event_source_set_time(ctx->timer, at) < 0 ||
+            sd_event_source_set_enabled(ctx->timer, SD_EVENT_ONESHOT) < 0)
+                return -1;
+        return 0;
+}
+
+static int http_ctx_get(struct loop *l, struct http_ctx **ret)
+{
+        void **slot = loop_http_state(l);
+        struct http_ctx *ctx = *slot;
+
+        if (ctx) {
+                *ret = ctx;
+                return 0;
+        }
+        if (pthread_once(&curl_once, curl_init_once) != 0 || curl_init_result != CURLE_OK)
+                return -EIO;
+
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+                return -ENOMEM;
+        ctx->loop = l;
+        ctx->multi = curl_multi_init();
+        if (!ctx->multi) {
+                free(ctx);
+                return -ENOMEM;
+        }
+        if (curl_multi_setopt(ctx->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket) != CURLM_OK ||
+            curl_multi_setopt(ctx->multi, CURLMOPT_SOCKETDATA, ctx) != CURLM_OK ||
+            curl_multi_setopt(ctx->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer) != CURLM_OK ||
+            curl_multi_setopt(ctx->multi, CURLMOPT_TIMERDATA, ctx) != CURLM_OK) {
+                curl_multi_cleanup(ctx->multi);
+                free(ctx);
+                return -EIO;
+        }
+        *slot = ctx;
+        *ret = ctx;
+        return 0;
+}
+
+void http_loop_cleanup(struct loop *l)
+{
+        void **slot = loop_http_state(l);
+        struct http_ctx *ctx = *slot;
+
+        if (!ctx)
+                return;
+        /* In-flight calls are dropped without callbacks; removing them makes curl release their sockets. */
+        while (ctx->calls)
+                call_free(ctx->calls);
+        curl_multi_cleanup(ctx->multi);
+        /* Whatever curl did not report as removed (cached connections) is released here. */
+        while (ctx->socks)
+                sock_free(ctx->socks);
+        sd_event_source_disable_unref(ctx->timer);
+        free(ctx);
+        *slot = NULL;
+}
+
+/* Plain http is allowed only where there is no network to eavesdrop on: loopback, and the instance metadata
+ * service, which is link-local and speaks only http. */
+static bool host_allows_plain_http(const char *host)
+{
+        char buf[64];
+        size_t n = strlen(host);
+        struct in_addr a4;
+        struct in6_addr a6, imds6;
+
+        if (strcasecmp(host, "localhost") == 0)
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1) {
+                uint32_t a = ntohl(a4.s_addr);
+                return (a >> 24) == 127 || a == 0xa9fea9feU; /* 127.0.0.0/8, 169.254.169.254 */
+        }
+        if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+                if (n - 2 >= sizeof(buf))
+                        return false;
+                memcpy(buf, host + 1, n - 2);
+                buf[n - 2] = 0;
+                host = buf;
+        }
+        if (inet_pton(AF_INET6, host, &a6) != 1)
+                return false;
+        if (inet_pton(AF_INET6, "fd00:ec2::254", &imds6) != 1)
+                return false;
+        return IN6_IS_ADDR_LOOPBACK(&a6) || memcmp(&a6, &imds6, sizeof(a6)) == 0;
+}
+
+static int http_check_url(CURLU *u, const char *url)
+{
+        char *scheme = NULL, *host = NULL;
+        int r;
+
+        if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+                return -EINVAL;
+        if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+                r = -EINVAL;
+                goto out;
+        }
+        if (!streq(scheme, "https") && !streq(scheme, "http")) {
+                r = -EPROTONOSUPPORT;
+                goto out;
+        }
+        if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+                r = -EINVAL;
+                goto out;
+        }
+        r = streq(scheme, "https") || host_allows_plain_http(host) ? 0 : -EPROTONOSUPPORT;
+out:
+        curl_free(scheme);
+        curl_free(host);
+        return r;
+}
+
+static size_t on_curl_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+        struct http_call *c = userdata;
+        size_t n = size * nmemb;
+        int r;
+
+        if (c->cancelled)
+                return 0;
+
+        if (c->on_data && !c->status_known) {
+                long status = 0;
+                (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+                c->streaming = status >= 200 && status < 300;
+                c->status_known = true;
+        }
+        if (c->streaming) {
+                r = c->on_data(ptr, n, c->userdata);
+                if (r < 0) {
+                        c->abort_error = r;
+                        return 0;
+                }
+                return n;
+        }
+
+        if (n > c->max_body - c->body.len) {
+                c->abort_error = -EFBIG;
+                return 0;
+        }
+        r = buf_append(&c->body, ptr, n);
+        if (r < 0) {
+                c->abort_error = r;
+                return 0;
+        }
+        return n;
+}
+
+static int curl_code_to_errno(CURLcode cc)
+{
+        switch (cc) {
+        case CURLE_OK:
+                return 0;
+        case CURLE_OUT_OF_MEMORY:
+                return -ENOMEM;
+        case CURLE_UNKNOWN_OPTION:
+        case CURLE_NOT_BUILT_IN:
+                return -EOPNOTSUPP;
+        default:
+                return -EINVAL;
+        }
+}
+
+#define SETOPT(easy, opt, val)                                                 \
+        do {                                                                   \
+                int _r = curl_code_to_errno(curl_easy_setopt(easy, opt, val)); \
+                if (_r < 0)                                                    \
+                        return _r;                                             \
+        } while (0)
+
+static int set_blob(CURL *easy, CURLoption opt, const char *pem)
+{
+        struct curl_blob blob = { .data = (void *)pem, .len = strlen(pem), .flags = CURL_BLOB_COPY };
+        SETOPT(easy, opt, &blob);
+        return 0;
+}
+
+static int setup_tls(CURL *easy, const struct http_tls *tls)
+{
+        int r;
+
+        SETOPT(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        SETOPT(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (!tls)
+                return 0;
+        if (tls->ca_file)
+                SETOPT(easy, CURLOPT_CAINFO, tls->ca_file);
+        if (tls->ca_pem && (r = set_blob(easy, CURLOPT_CAINFO_BLOB, tls->ca_pem)) < 0)
+                return r;
+        if (tls->cert_file || tls->cert_pem)
+                SETOPT(easy, CURLOPT_SSLCERTTYPE, "PEM");
+        if (tls->cert_file)
+                SETOPT(easy, CURLOPT_SSLCERT, tls->cert_file);
+        if (tls->cert_pem && (r = set_blob(easy, CURLOPT_SSLCERT_BLOB, tls->cert_pem)) < 0)
+                return r;
+        if (tls->key_file || tls->key_pem)
+                SETOPT(easy, CURLOPT_SSLKEYTYPE, "PEM");
+        if (tls->key_file)
+                SETOPT(easy, CURLOPT_SSLKEY, tls->key_file);
+        if (tls->key_pem && (r = set_blob(easy, CURLOPT_SSLKEY_BLOB, tls->key_pem)) < 0)
+                return r;
+        return 0;
+}
+
+static int slist_add(struct curl_slist **l, const char *s)
+{
+        struct curl_slist *n = curl_slist_append(*l, s);
+        if (!n)
+                return -ENOMEM;
+        *l = n;
+        return 0;
+}
+
+static int setup_request(struct http_call *c, const struct http_request *req)
+{
+        CURL *easy = c->easy;
+        const char *method = req->method ? req->method : "GET";
+        size_t body_len = req->body && req->body_len == 0 ? strlen(req->body) : req->body_len;
+        bool streaming = req->on_data != NULL;
+        uint64_t timeout = req->timeout_usec ? req->timeout_usec : streaming ? 0 : HTTP_TIMEOUT_USEC;
+        uint64_t connect_timeout =
+            req->connect_timeout_usec ? req->connect_timeout_usec : HTTP_CONNECT_TIMEOUT_USEC;
+        int r;
+
+        SETOPT(easy, CURLOPT_CURLU, c->url);
+        SETOPT(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        SETOPT(easy, CURLOPT_FOLLOWLOCATION, 0L);
+        SETOPT(easy, CURLOPT_NOSIGNAL, 1L);
+        SETOPT(easy, CURLOPT_USERAGENT, "spotdrain/" SPOTDRAIN_VERSION);
+        SETOPT(easy, CURLOPT_PRIVATE, c);
+        SETOPT(easy, CURLOPT_ERRORBUFFER, c->resp.errbuf);
+        SETOPT(easy, CURLOPT_WRITEFUNCTION, on_curl_write);
+        SETOPT(easy, CURLOPT_WRITEDATA, c);
+        SETOPT(easy, CURLOPT_TIMEOUT_MS, (long)(timeout / 1000));
+        SETOPT(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout / 1000));
+        if (!streaming) {
+                /* A stalled answer fails well before the overall timeout would notice; watches may be idle.
+                 */
+                SETOPT(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+                SETOPT(easy, CURLOPT_LOW_SPEED_TIME, 30L);
+                SETOPT(easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_body);
+        }
+        SETOPT(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+        SETOPT(easy, CURLOPT_TCP_KEEPIDLE, 30L);
+        SETOPT(easy, CURLOPT_TCP_KEEPINTVL, 10L);
+        r = setup_tls(easy, req->tls);
+        if (r < 0)
+                return r;
+
+        if (streq(method, "GET"))
+                SETOPT(easy, CURLOPT_HTTPGET, 1L);
+        else if (streq(method, "HEAD"))
+                SETOPT(easy, CURLOPT_NOBODY, 1L);
+        else {
+                if (!streq(method, "POST"))
+                        SETOPT(easy, CURLOPT_CUSTOMREQUEST, method);
+                /* POST, PUT and PATCH always carry a body (maybe empty, so Content-Length: 0 is sent). */
+                if (req->body || streq(method, "POST") || streq(method, "PUT") || streq(method, "PATCH")) {
+                        SETOPT(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+                        SETOPT(easy, CURLOPT_COPYPOSTFIELDS, req->body ? req->body : "");
+                }
+        }
+
+        for (const char *const *h = req->headers; h && *h; h++)
+                if ((r = slist_add(&c->headers, *h)) < 0)
+                        return r;
+        /* No "Expect: 100-continue" round trip for larger bodies: the servers we talk to answer directly. */
+        if ((r = slist_add(&c->headers, "Expect:")) < 0)
+                return r;
+        if (req->bearer_token) {
+                _cleanup_free_ char *auth = strprintf("Authorization: Bearer %s", req->bearer_token);
+                if (!auth)
+                        return -ENOMEM;
+                r = slist_add(&c->headers, auth);
+                explicit_bzero(auth, strlen(auth));
+                if (r < 0)
+                        return r;
+        }
+        SETOPT(easy, CURLOPT_HTTPHEADER, c->headers);
+        return 0;
+}
+
+int http_send(struct loop *l, const struct http_request *req, http_done_fn done, void *userdata,
+              struct http_call **ret)
+{
+        struct http_ctx *ctx;
+        struct http_call *c;
+        int r;
+
+        if (!req || !req->url)
+                return -EINVAL;
+        r = http_ctx_get(l, &ctx);
+        if (r < 0)
+                return r;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->ctx = ctx;
+        c->done = done;
+        c->userdata = userdata;
+        c->on_data = req->on_data;
+        c->max_body = req->max_body ? req->max_body : HTTP_MAX_BODY;
+        c->url = curl_url();
+        c->easy = curl_easy_init();
+        if (!c->url || !c->easy) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = http_check_url(c->url, req->url);
+        if (r < 0)
+                goto fail;
+        r = setup_request(c, req);
+        if (r < 0)
+                goto fail;
+
+        c->next = ctx->calls;
+        if (ctx->calls)
+                ctx->calls->prev = c;
+        ctx->calls = c;
+        /* Inside a curl callback (on_data) curl refuses new handles: http_dispatch() adds it once curl
+         * returns. Otherwise adding only arms curl's timer: the transfer starts, and done is called, from
+         * the loop. */
+        if (ctx->in_curl > 0)
+                c->pending_add = true;
+        else if (curl_multi_add_handle(ctx->multi, c->easy) != CURLM_OK) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        if (ret)
+                *ret = c;
+        return 0;
+
+fail:
+        call_unlink(c);
+        curl_easy_cleanup(TAKE_PTR(c->easy));
+        call_free(c);
+        return r;
+}
+
+struct http_call *http_cancel(struct http_call *c)
+{
+        if (!c)
+                return NULL;
+        c->done = NULL;
+        /* A call whose done is running is freed when done returns; inside curl the handle cannot be removed
+         * yet, so http_dispatch() frees it once curl returns. */
+        if (c->finishing)
+                return NULL;
+        if (c->ctx->in_curl > 0) {
+                c->cancelled = true;
+                return NULL;
+        }
+        call_free(c);
+        return NULL;
+}
+
+struct sync_state {
+        bool done;
+        struct http_response *out;
+};
+
+static char *memdup_str(const char *s, size_t len)
+{
+        char *d = malloc(len + 1);
+        if (d) {
+                memcpy(d, s, len);
+                d[len] = 0;
+        }
+        return d;
+}
+
+static void sync_done(const struct http_response *resp, void *userdata)
+{
+        struct sync_state *st = userdata;
+        struct http_response *out = st->out;
+
+        out->status = resp->status;
+        out->error = resp->error;
+        memcpy(out->errbuf, resp->errbuf, sizeof(out->errbuf));
+        out->body_len = resp->body_len;
+        if ((resp->body && !(out->body = memdup_str(resp->body, resp->body_len))) ||
+            (resp->content_type && !(out->content_type = strdup(resp->content_type))) ||
+            (resp->retry_after && !(out->retry_after = strdup(resp->retry_after))))
+                out->error = -ENOMEM;
+        st->done = true;
+}
+
+int http_send_sync(struct loop *l, const struct http_request *req, struct http_response *resp)
+{
+        struct sync_state st = { .out = resp };
+        struct http_call *c = NULL;
+        int r;
+
+        *resp = (struct http_response){ 0 };
+        r = http_send(l, req, sync_done, &st, &c);
+        if (r < 0)
+                return r;
+        /* curl's own timeouts bound the wait; streaming requests without a timeout wait for the end. */
+        r = loop_run_until(l, &st.done, UINT64_MAX);
+        if (r < 0) {
+                http_cancel(c);
+                return r;
+        }
+        return resp->error;
+}
+
+void http_response_clear(struct http_response *resp)
+{
+        if (!resp)
+                return;
+        free(resp->body);
+        free(resp->content_type);
+        free(resp->retry_after);
+        *resp = (struct http_response){ 0 };
+}
+
+int http_status_to_errno(long status)
+{
+        if (status >= 200 && status < 300)
+                return 0;
+        switch (status) {
+        case 0:
+                return -EIO;
+        case 400:
+        case 422:
+                return -EINVAL;
+        case 401:
+                return -EACCES;
+        case 403:
+                return -EPERM;
+        case 404:
+                return -ENOENT;
+        case 409:
+                return -EEXIST;
+        case 410:
+                return -ESTALE;
+        case 429:
+                return -EBUSY;
+        case 503:
+                return -EAGAIN;
+        case 504:
+                return -ETIMEDOUT;
+        }
+        if (status >= 500 && status < 600)
+                return -EIO;
+        if (status >= 400 && status < 500)
+                return -EINVAL;
+        return -EPROTO;
+}
+
+int http_status_to_errno_method(const char *method, long status)
+{
+        if (status == 409 && method && !streq(method, "POST"))
+                return -ESTALE;
+        return http_status_to_errno(status);
+}

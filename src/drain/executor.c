@@ -1,0 +1,1161 @@
+/* The drain executor: carries a drain plan out against the Kubernetes API and re-plans as the cluster
+ * answers. Everything happens in act(), which runs on the loop after anything changed (coalesced through a
+ * zero-delay timer) and at the next instant something is due (a last safe moment, a retry floor, the
+ * deadline). act() reads the informers' state, re-plans (the planner is pure and cheap), then issues what
+ * the plan and the PDB budgets allow. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "spotdrain/alert.h"
+#include "spotdrain/config.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+
+#define USEC_PER_SEC         UINT64_C(1000000)
+#define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
+#define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
+#define MIN(a, b)            ((a) < (b) ? (a) : (b))
+
+enum xpod_state {
+        XPOD_IDLE,     /* nothing asked yet */
+        XPOD_EVICTING, /* eviction under way */
+        XPOD_BLOCKED,  /* 429 (or a failure): retried when a slot frees, or at retry_at */
+        XPOD_MULTI,    /* 500: several PDBs; only the force path can move it */
+        XPOD_EVICTED,  /* eviction accepted; waiting for it to be gone */
+        XPOD_DELETING, /* forced delete under way */
+        XPOD_FORCED,   /* deleted around its PDB; waiting for it to be gone */
+        XPOD_GONE,
+};
+
+struct xpod {
+        struct drain_exec *x;
+        char *namespace, *name, *uid;
+        enum xpod_state state;
+        struct kube_call *call;
+        uint64_t retry_at; /* engine clock: the earliest next eviction of a pod outside PDB accounting */
+        uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
+        int spent_pdb;     /* index into x->spent charged for the eviction under way, -1 none */
+        bool warned;
+};
+
+/* Evictions issued against a PDB since its status was last seen to change: the status lags our own
+ * evictions, and without this every stale "disruptionsAllowed: 1" would send one more doomed eviction. */
+struct spent {
+        char *key; /* namespace/name */
+        int n;
+        uint64_t probe_at; /* when a PDB without slots may be probed again with an eviction */
+};
+
+struct drain_exec {
+        struct kube_client *c;
+        struct loop *loop;
+        struct alert_bus *bus;
+        drain_exec_done_fn done;
+        void *userdata;
+
+        char *node, *kind, *taint_key, *self_namespace, *self_name;
+        char **critical;
+        size_t n_critical;
+        uint64_t deadline, margin, default_startup, floor;
+        enum drain_policy policy;
+        bool evict_daemonsets;
+
+        struct kube_informer *pods_inf, *pdbs_inf;
+        struct kube_call *cordon_call, *taint_call, *annotate_call;
+        bool cordoned, tainted;
+
+        struct startup_call *startup_calls;
+        size_t n_startup_calls, startups_pending;
+        bool startups_started;
+        struct drain_startup *startups;
+        size_t n_startups;
+
+        struct xpod **pods;
+        size_t n_pods;
+        struct spent *spent;
+        size_t n_spent;
+
+        struct drain_inputs *inputs;
+        struct drain_plan *plan;
+        struct xpod **plan_pods; /* plan pod index → its xpod */
+
+        struct timer *kick, *wake;
+        uint64_t wake_at;
+        bool finished;
+        struct drain_exec_result result;
+        char *message;
+};
+
+/* One list of sibling pods under way; the array is allocated once, so its elements can be userdata. */
+struct startup_call {
+        struct drain_exec *x;
+        struct kube_call *call;
+};
+
+static void act(struct drain_exec *x);
+
+static void kick_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->kick = NULL; /* released by the loop as it fired */
+        act(x);
+}
+
+/* Something changed: act soon, once for a burst of changes. */
+static void kick(struct drain_exec *x)
+{
+        if (x->finished || x->kick)
+                return;
+        if (timer_start_in(x->loop, 0, kick_fire, x, &x->kick) < 0)
+                act(x); /* no timer (ENOMEM): act now rather than never */
+}
+
+static uint64_t jitter(uint64_t range)
+{
+        uint32_t v = 0;
+        if (range == 0 || getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+                return 0;
+        return v % range;
+}
+
+/* The floor before retrying a blocked eviction when nothing is heard: short, and jittered so that many
+ * executors do not retry in step. */
+static uint64_t retry_delay(const struct drain_exec *x)
+{
+        return x->floor + jitter(x->floor / 2 + 1);
+}
+
+const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
+{
+        switch (o) {
+        case DRAIN_EXEC_DRAINED:
+                return "drained";
+        case DRAIN_EXEC_DEADLINE_MISSED:
+                return "deadline-missed";
+        case DRAIN_EXEC_ERROR:
+                return "error";
+        }
+        return NULL;
+}
+
+void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
+{
+        o->margin_usec = cfg->drain_safety_margin_usec;
+        o->policy =
+            cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        o->taint_key = cfg->drain_taint_key;
+        o->evict_daemonsets = !cfg->drain_ignore_daemonsets;
+        o->default_startup_usec = cfg->drain_default_startup_usec;
+        o->retry_floor_usec = cfg->drain_eviction_retry_floor_usec;
+        o->critical_classes = (const char *const *)cfg->drain_critical_priority_classes;
+}
+
+/* ---- pods ---- */
+
+static struct xpod *xpod_free(struct xpod *p)
+{
+        if (!p)
+                return NULL;
+        kube_call_cancel(p->call);
+        free(p->namespace);
+        free(p->name);
+        free(p->uid);
+        free(p);
+        return NULL;
+}
+
+static bool is_self(const struct drain_exec *x, const char *ns, const char *name)
+{
+        return x->self_name && streq_ptr(x->self_name, name) &&
+               (!x->self_namespace || streq_ptr(x->self_namespace, ns));
+}
+
+static struct xpod *xpod_find(const struct drain_exec *x, const char *ns, const char *name, const char *uid)
+{
+        for (size_t i = 0; i < x->n_pods; i++) {
+                struct xpod *p = x->pods[i];
+                if (p->state != XPOD_GONE && streq_ptr(p->namespace, ns) && streq_ptr(p->name, name) &&
+                    streq_ptr(p->uid, uid))
+                        return p;
+        }
+        return NULL;
+}
+
+static int xpod_add(struct drain_exec *x, const char *ns, const char *name, const char *uid)
+{
+        struct xpod **a = realloc(x->pods, (x->n_pods + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        x->pods = a;
+        struct xpod *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (struct xpod){ .x = x, .spent_pdb = -1 };
+        if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
+            (uid && !(p->uid = strdup(uid)))) {
+                xpod_free(p);
+                return -ENOMEM;
+        }
+        x->pods[x->n_pods++] = p;
+        return 0;
+}
+
+static void xpod_gone(struct xpod *p)
+{
+        p->call = kube_call_cancel(p->call);
+        p->state = XPOD_GONE;
+}
+
+static int spent_index(struct drain_exec *x, const char *ns, const char *name)
+{
+        _cleanup_free_ char *key = strprintf("%s/%s", ns ? ns : "", name);
+        if (!key)
+                return -ENOMEM;
+        for (size_t i = 0; i < x->n_spent; i++)
+                if (streq(x->spent[i].key, key))
+                        return (int)i;
+        struct spent *a = realloc(x->spent, (x->n_spent + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        x->spent = a;
+        x->spent[x->n_spent] = (struct spent){ .key = TAKE_PTR(key) };
+        return (int)x->n_spent++;
+}
+
+/* Brings the pod list in line with the informer: new pods are added, pods whose name is gone or now has
+ * another UID (a StatefulSet's successor) are gone. */
+static int sync_pods(struct drain_exec *x)
+{
+        for (size_t i = 0; i < x->n_pods; i++) {
+                struct xpod *p = x->pods[i];
+                if (p->state == XPOD_GONE)
+                        continue;
+                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
+                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid))
+                        xpod_gone(p);
+        }
+        for (size_t i = 0; i < kube_informer_size(x->pods_inf); i++) {
+                const cJSON *o = kube_informer_at(x->pods_inf, i);
+                const char *ns = kube_object_str(o, "metadata.namespace");
+                const char *name = kube_object_str(o, "metadata.name");
+                const char *uid = kube_object_str(o, "metadata.uid");
+                if (!name || is_self(x, ns, name) || xpod_find(x, ns ? ns : "", name, uid))
+                        continue;
+                int r = xpod_add(x, ns, name, uid);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- planning ---- */
+
+static bool namespace_has_pods(const struct drain_exec *x, const char *ns)
+{
+        for (size_t i = 0; i < x->n_pods; i++)
+                if (x->pods[i]->state != XPOD_GONE && streq_ptr(x->pods[i]->namespace, ns))
+                        return true;
+        return false;
+}
+
+static int replan(struct drain_exec *x, uint64_t now)
+{
+        struct drain_inputs_options io = {
+                .now_usec = now,
+                .policy = x->policy,
+                .evict_daemonsets = x->evict_daemonsets,
+                .default_startup_usec = x->default_startup,
+                .critical_classes = (const char *const *)x->critical,
+                .n_critical_classes = x->n_critical,
+        };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        _cleanup_free_ struct xpod **map = NULL;
+        size_t n = 0;
+        int r;
+
+        r = drain_inputs_new(&io, &di);
+        if (r < 0)
+                return r;
+        r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, NULL);
+        if (r < 0)
+                return r;
+        /* Only the PDBs of namespaces with pods here can select them: a cluster may have thousands. */
+        for (size_t i = 0; i < kube_informer_size(x->pdbs_inf); i++) {
+                const cJSON *o = kube_informer_at(x->pdbs_inf, i);
+                if (!namespace_has_pods(x, kube_object_str(o, "metadata.namespace")))
+                        continue;
+                r = drain_inputs_add_pdb(di, o);
+                if (r == -ENOMEM)
+                        return r;
+        }
+        map = calloc(x->n_pods + 1, sizeof(*map));
+        if (!map)
+                return -ENOMEM;
+        for (size_t i = 0; i < x->n_pods; i++) {
+                struct xpod *p = x->pods[i];
+                if (p->state == XPOD_GONE)
+                        continue;
+                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
+                if (!o)
+                        continue;
+                r = drain_inputs_add_pod(di, 0, o, NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0)
+                        map[n++] = p;
+        }
+        r = drain_inputs_add_startups(di, x->startups, x->n_startups);
+        if (r < 0)
+                return r;
+        r = drain_plan_make(drain_inputs_get(di), &plan);
+        if (r < 0)
+                return r;
+
+        drain_plan_free(x->plan);
+        drain_inputs_free(x->inputs);
+        free(x->plan_pods);
+        x->plan = TAKE_PTR(plan);
+        x->inputs = TAKE_PTR(di);
+        x->plan_pods = TAKE_PTR(map);
+        return 0;
+}
+
+static void alert_infeasible(struct drain_exec *x)
+{
+        const struct drain_plan_node *node = &x->plan->nodes[0];
+        char predicted[32], allowed[16] = "", here[16] = "", fit_max[16] = "", fit_min[16] = "";
+        const char *pdb_name = NULL;
+        _cleanup_free_ char *pdb_key = NULL;
+
+        snprintf(predicted, sizeof(predicted), "%.1f",
+                 (double)(node->finish_usec - x->plan->now_usec) / (double)USEC_PER_SEC);
+        if (node->limiting_pdb >= 0) {
+                const struct drain_plan_pdb *pdb = &x->plan->pdbs[node->limiting_pdb];
+                pdb_key = strprintf("%s/%s", pdb->namespace, pdb->name);
+                pdb_name = pdb_key;
+                snprintf(allowed, sizeof(allowed), "%d", pdb->k);
+                snprintf(here, sizeof(here), "%d", pdb->n);
+                if (pdb->fit_max_unavailable >= 0)
+                        snprintf(fit_max, sizeof(fit_max), "%d", pdb->fit_max_unavailable);
+                if (pdb->fit_min_available >= 0)
+                        snprintf(fit_min, sizeof(fit_min), "%d", pdb->fit_min_available);
+        }
+        const char *fields[] = {
+                "verdict",
+                drain_verdict_to_string(node->verdict),
+                "predicted_seconds",
+                predicted,
+                pdb_name ? "pdb" : NULL,
+                pdb_name,
+                "pods_on_node",
+                here,
+                "allowed",
+                allowed,
+                "fit_max_unavailable",
+                fit_max,
+                "fit_min_available",
+                fit_min,
+                NULL,
+        };
+        x->result.infeasible = true;
+        alert_emit(x->bus, ALERT_DRAIN_INFEASIBLE, x->node, fields, "drain of %s cannot finish in time: %s",
+                   x->node, node->reason ? node->reason : drain_verdict_to_string(node->verdict));
+}
+
+/* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */
+static void warn_pod(struct drain_exec *x, size_t i)
+{
+        const struct drain_plan_pod *pp = &x->plan->pods[i];
+        struct xpod *p = x->plan_pods[i];
+        if (p->warned || pp->action == DRAIN_ACTION_LEAVE)
+                return;
+        p->warned = true;
+        const char *fields[] = { "node", x->node, "pod", p->name, "namespace", p->namespace, NULL };
+        if (pp->warnings & DRAIN_WARN_BARE)
+                log_full(LOG_WARNING, 0, fields, "pod %s/%s has no controller: nothing will recreate it",
+                         p->namespace, p->name);
+        if (pp->warnings & DRAIN_WARN_EMPTYDIR)
+                log_full(LOG_WARNING, 0, fields, "pod %s/%s uses emptyDir: its data is lost with the node",
+                         p->namespace, p->name);
+        if (pp->warnings & DRAIN_WARN_DO_NOT_DISRUPT)
+                log_full(LOG_WARNING, 0, fields,
+                         "pod %s/%s is marked do-not-disrupt; drained anyway, the node is going away",
+                         p->namespace, p->name);
+}
+
+/* ---- finishing ---- */
+
+static unsigned count_left(const struct drain_exec *x)
+{
+        unsigned n = 0;
+        if (!x->plan)
+                return 0;
+        for (size_t i = 0; i < x->plan->n_pods; i++)
+                if (x->plan->pods[i].action != DRAIN_ACTION_LEAVE && x->plan_pods[i]->state != XPOD_GONE)
+                        n++;
+        return n;
+}
+
+char *drain_exec_left_names(const struct drain_exec *x)
+{
+        _cleanup_(buf_free) struct buf b = { 0 };
+        if (buf_append(&b, "", 1) < 0)
+                return NULL;
+        b.len = 0;
+        if (!x->plan)
+                return TAKE_PTR(b.data);
+        for (size_t i = 0; i < x->plan->n_pods; i++) {
+                const struct xpod *p = x->plan_pods[i];
+                if (x->plan->pods[i].action == DRAIN_ACTION_LEAVE || p->state == XPOD_GONE)
+                        continue;
+                if (buf_printf(&b, "%s%s/%s", b.len ? ", " : "", p->namespace, p->name) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(b.data);
+}
+
+static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why)
+{
+        uint64_t now = clk_now();
+        char secs[32], evicted[16], forced[16], left[16];
+
+        if (x->finished)
+                return;
+        x->finished = true;
+        x->kick = timer_cancel(x->kick);
+        x->wake = timer_cancel(x->wake);
+        for (size_t i = 0; i < x->n_pods; i++)
+                x->pods[i]->call = kube_call_cancel(x->pods[i]->call);
+
+        x->result.outcome = outcome;
+        x->result.error = error;
+        x->result.finished_usec = now;
+        x->result.left = count_left(x);
+        snprintf(secs, sizeof(secs), "%.1f", (double)(now - x->result.notice_usec) / (double)USEC_PER_SEC);
+        snprintf(evicted, sizeof(evicted), "%u", x->result.evicted);
+        snprintf(forced, sizeof(forced), "%u", x->result.forced);
+        snprintf(left, sizeof(left), "%u", x->result.left);
+        const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
+
+        if (outcome == DRAIN_EXEC_DRAINED) {
+                x->message = strprintf(
+                    "drained %s %s s after the notice (%.1f s before the deadline): %u evicted, %u forced; "
+                    "cordoned at %.1f s, planned at %.1f s",
+                    x->node, secs,
+                    (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC,
+                    x->result.evicted, x->result.forced,
+                    x->result.cordoned_usec
+                        ? (double)(x->result.cordoned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
+                        : -1.0,
+                    x->result.planned_usec
+                        ? (double)(x->result.planned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
+                        : -1.0);
+                alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
+                           x->message ? x->message : "drained");
+        } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED) {
+                _cleanup_free_ char *names = drain_exec_left_names(x);
+                x->message = strprintf("deadline of %s passed with %u pod%s left: %s", x->node,
+                                       x->result.left, x->result.left == 1 ? "" : "s", names ? names : "");
+                alert_emit(x->bus, ALERT_DEADLINE_MISSED, x->node, fields, "%s",
+                           x->message ? x->message : "deadline missed");
+        } else
+                x->message = strprintf("cannot drain %s: %s%s%s", x->node, why ? why : "", why ? ": " : "",
+                                       strerror(-error));
+        x->result.message = x->message;
+        if (x->done)
+                x->done(x, &x->result, x->userdata);
+}
+
+/* ---- evictions and deletes ---- */
+
+static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct buf *b)
+{
+        const struct drain_input *in = x->inputs ? drain_inputs_get(x->inputs) : NULL;
+        for (size_t i = 0; in && i < in->n_pods; i++) {
+                if (x->plan_pods[i] != p)
+                        continue;
+                for (size_t j = 0; j < in->pods[i].n_pdbs; j++) {
+                        const struct drain_pdb_in *pdb = &in->pdbs[in->pods[i].pdbs[j]];
+                        if (buf_printf(b, "%s%s/%s", j ? ", " : "", pdb->namespace, pdb->name) < 0)
+                                return;
+                }
+        }
+}
+
+static void unspend(struct xpod *p)
+{
+        if (p->spent_pdb >= 0 && p->x->spent[p->spent_pdb].n > 0)
+                p->x->spent[p->spent_pdb].n--;
+        p->spent_pdb = -1;
+}
+
+static void evict_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct xpod *p = userdata;
+        struct drain_exec *x = p->x;
+        uint64_t now = clk_now();
+
+        p->call = NULL;
+        switch (kube_evict_outcome(r)) {
+        case KUBE_EVICT_EVICTED:
+                p->state = XPOD_EVICTED;
+                p->spent_pdb = -1;
+                x->result.evicted++;
+                break;
+        case KUBE_EVICT_BLOCKED:
+                /* The status we went by was stale: probe that PDB again only after the floor. */
+                if (p->spent_pdb >= 0)
+                        x->spent[p->spent_pdb].probe_at = now + retry_delay(x);
+                unspend(p);
+                p->state = XPOD_BLOCKED;
+                p->retry_at = now + retry_delay(x);
+                x->result.blocked++;
+                log_debug("eviction of %s/%s blocked by PDB %s: %s", p->namespace, p->name,
+                          r->pdb_name ? r->pdb_name : "?", r->message ? r->message : "");
+                break;
+        case KUBE_EVICT_MULTIPLE: {
+                _cleanup_(buf_free) struct buf names = { 0 };
+                unspend(p);
+                p->state = XPOD_MULTI;
+                x->result.multi_pdb++;
+                pdb_names(x, p, &names);
+                const char *fields[] = { "node",      x->node,      "pod",  p->name,
+                                         "namespace", p->namespace, "pdbs", names.data ? names.data : "",
+                                         NULL };
+                log_full(LOG_WARNING, 0, fields,
+                         "pod %s/%s is selected by several PDBs (%s) and cannot be evicted (%s); %s",
+                         p->namespace, p->name, names.data ? names.data : "?",
+                         r->message ? r->message : "500",
+                         x->policy == DRAIN_POLICY_FORCE ? "it is deleted at its last safe moment"
+                                                         : "policy respect leaves it");
+                break;
+        }
+        case KUBE_EVICT_GONE:
+        case KUBE_EVICT_CONFLICT:
+                /* 404: gone, as wanted; 409: a new pod holds the name, ours is gone. */
+                xpod_gone(p);
+                break;
+        case KUBE_EVICT_ERROR:
+                unspend(p);
+                p->state = XPOD_BLOCKED;
+                p->retry_at = now + 4 * retry_delay(x);
+                log_debug_errno(r->error, "eviction of %s/%s failed: %s", p->namespace, p->name,
+                                r->message ? r->message : "no answer");
+                break;
+        }
+        kick(x);
+}
+
+static int evict(struct drain_exec *x, struct xpod *p, int spent_pdb)
+{
+        int r = kube_evict(x->c, p->namespace, p->name, p->uid, -1, evict_done, p, &p->call);
+        if (r < 0) {
+                p->state = XPOD_BLOCKED;
+                p->retry_at = clk_now() + 4 * retry_delay(x);
+                return r;
+        }
+        p->state = XPOD_EVICTING;
+        p->spent_pdb = spent_pdb;
+        if (spent_pdb >= 0)
+                x->spent[spent_pdb].n++;
+        return 0;
+}
+
+static void delete_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct xpod *p = userdata;
+        struct drain_exec *x = p->x;
+
+        p->call = NULL;
+        if (r->error >= 0) {
+                p->state = XPOD_FORCED;
+                x->result.forced++;
+        } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
+                xpod_gone(p); /* gone, or the name now belongs to a successor */
+        else {
+                p->state = XPOD_BLOCKED;
+                p->force_at = clk_now() + 4 * retry_delay(x);
+                log_debug_errno(r->error, "forced delete of %s/%s failed: %s", p->namespace, p->name,
+                                r->message ? r->message : "no answer");
+        }
+        kick(x);
+}
+
+/* min(its grace, time left - margin), at least 1 s. */
+static int64_t force_grace(const struct drain_exec *x, const struct kube_pod *kp, uint64_t now)
+{
+        uint64_t end = x->deadline > x->margin ? x->deadline - x->margin : 0;
+        /* Rounded to the nearest second: the timer fires a little after the last safe moment, and
+         * truncating would cost the pod a whole second of its grace. */
+        int64_t left = end > now ? (int64_t)((end - now + USEC_PER_SEC / 2) / USEC_PER_SEC) : 0;
+        int64_t g = kp->grace_seconds < left ? kp->grace_seconds : left;
+        return g < 1 ? 1 : g;
+}
+
+struct order {
+        size_t i;
+        int tier;
+        uint64_t last_safe;
+};
+
+static int order_cmp(const void *a, const void *b)
+{
+        const struct order *x = a, *y = b;
+        if (x->tier != y->tier)
+                return x->tier - y->tier;
+        if (x->last_safe != y->last_safe)
+                return x->last_safe < y->last_safe ? -1 : 1;
+        return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static bool wants_eviction(const struct drain_plan_pod *pp)
+{
+        return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
+               pp->action == DRAIN_ACTION_STUCK;
+}
+
+static void arm_wake(struct drain_exec *x, uint64_t at);
+
+static int issue(struct drain_exec *x, uint64_t now)
+{
+        const struct drain_input *in = drain_inputs_get(x->inputs);
+        const struct drain_plan *plan = x->plan;
+        _cleanup_free_ struct order *order = calloc(plan->n_pods + 1, sizeof(*order));
+        _cleanup_free_ int *avail = calloc(in->n_pdbs + 1, sizeof(int));
+        _cleanup_free_ int *spent = calloc(in->n_pdbs + 1, sizeof(int));
+        _cleanup_free_ unsigned *in_flight = calloc(in->n_pdbs + 1, sizeof(unsigned));
+        _cleanup_(buf_free) struct buf forced = { 0 };
+        uint64_t next = x->deadline;
+        unsigned n_forced = 0;
+        bool tier0_pending = false;
+
+        if (!order || !avail || !spent || !in_flight)
+                return -ENOMEM;
+        for (size_t j = 0; j < in->n_pdbs; j++) {
+                int s = spent_index(x, in->pdbs[j].namespace, in->pdbs[j].name);
+                if (s < 0)
+                        return s;
+                spent[j] = s;
+                avail[j] = in->pdbs[j].disruptions_allowed - x->spent[s].n;
+        }
+        for (size_t i = 0; i < plan->n_pods; i++) {
+                const struct drain_plan_pod *pp = &plan->pods[i];
+                struct xpod *p = x->plan_pods[i];
+                order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
+                if (p->state == XPOD_EVICTING && in->pods[i].n_pdbs == 1)
+                        in_flight[in->pods[i].pdbs[0]]++;
+                if (pp->tier == 0 && wants_eviction(pp) && !in->pods[i].deleting &&
+                    (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
+                     p->state == XPOD_EVICTING))
+                        tier0_pending = true;
+        }
+        qsort(order, plan->n_pods, sizeof(*order), order_cmp);
+
+        for (size_t o = 0; o < plan->n_pods; o++) {
+                size_t i = order[o].i;
+                const struct drain_plan_pod *pp = &plan->pods[i];
+                const struct drain_pod_in *pin = &in->pods[i];
+                struct xpod *p = x->plan_pods[i];
+
+                warn_pod(x, i);
+                if (!wants_eviction(pp) || pin->deleting)
+                        continue;
+                if (p->state != XPOD_IDLE && p->state != XPOD_BLOCKED && p->state != XPOD_MULTI)
+                        continue;
+
+                bool due = x->policy == DRAIN_POLICY_FORCE && now >= pp->last_safe_usec;
+                /* Critical pods go once the normal ones are on their way, or when their own time runs out.
+                 */
+                bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
+                /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy
+                 * pod that the API may let go without a disruption: nothing to count. */
+                bool takes_slot = pin->n_pdbs == 1 && pin->ready && !pin->pending;
+                size_t b = takes_slot ? pin->pdbs[0] : 0;
+
+                /* Once its last safe moment has come, a pod is evicted only when that surely works at
+                 * once; one that was refused before is forced. */
+                if (!gated && p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE)) {
+                        bool issued = false;
+                        if (!takes_slot) {
+                                if (now >= p->retry_at)
+                                        issued = evict(x, p, -1) >= 0;
+                        } else if (avail[b] > 0) {
+                                avail[b]--;
+                                issued = evict(x, p, spent[b]) >= 0;
+                        } else if (!due && in_flight[b] == 0) {
+                                /* No slot by the status we have, and nothing heard: the status may be
+                                 * stale, so one probe per PDB at the jittered floor. */
+                                struct spent *sp = &x->spent[spent[b]];
+                                if (now >= sp->probe_at) {
+                                        sp->probe_at = now + retry_delay(x);
+                                        in_flight[b]++;
+                                        issued = evict(x, p, spent[b]) >= 0;
+                                } else
+                                        next = MIN(next, sp->probe_at);
+                        }
+                        if (issued)
+                                continue;
+                }
+
+                /* Force phase: the last moment a graceful stop still ends before the deadline. */
+                if (due && now >= p->force_at) {
+                        const struct kube_pod *kp = drain_inputs_pod(x->inputs, i);
+                        int64_t grace = force_grace(x, kp, now);
+                        p->call = kube_call_cancel(p->call);
+                        if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
+                                            &p->call) < 0) {
+                                p->force_at = now + 4 * retry_delay(x);
+                                next = MIN(next, p->force_at);
+                                continue;
+                        }
+                        p->state = XPOD_DELETING;
+                        n_forced++;
+                        if (buf_printf(&forced, "%s%s/%s (grace %" PRIi64 " s)", forced.len ? ", " : "",
+                                       p->namespace, p->name, grace) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                if ((x->policy == DRAIN_POLICY_FORCE || gated) && pp->last_safe_usec > now)
+                        next = MIN(next, pp->last_safe_usec);
+                if (p->retry_at > now)
+                        next = MIN(next, p->retry_at);
+                if (due && p->force_at > now)
+                        next = MIN(next, p->force_at);
+        }
+
+        if (n_forced > 0) {
+                char n[16];
+                snprintf(n, sizeof(n), "%u", n_forced);
+                const char *fields[] = { "pods", n, NULL };
+                alert_emit(x->bus, ALERT_PODS_FORCED, x->node, fields,
+                           "%u pod%s on %s deleted around their PDB at their last safe moment: %s", n_forced,
+                           n_forced == 1 ? "" : "s", x->node, forced.data);
+        }
+        arm_wake(x, next);
+        return 0;
+}
+
+/* ---- the timer for what is due next ---- */
+
+static void wake_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->wake = NULL; /* released by the loop as it fired */
+        x->wake_at = 0;
+        act(x);
+}
+
+static void arm_wake(struct drain_exec *x, uint64_t at)
+{
+        if (x->wake && x->wake_at == at)
+                return;
+        x->wake = timer_cancel(x->wake);
+        x->wake_at = 0;
+        if (timer_start(x->loop, at, wake_fire, x, &x->wake) >= 0)
+                x->wake_at = at;
+}
+
+/* ---- startup estimates: one list per owner, selected by the pod's own labels ---- */
+
+static int merge_startups(struct drain_exec *x, const struct drain_startup *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                bool known = false;
+                for (size_t j = 0; j < x->n_startups && !known; j++)
+                        known = streq(x->startups[j].owner_key, s[i].owner_key);
+                if (known)
+                        continue;
+                struct drain_startup *a = realloc(x->startups, (x->n_startups + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                x->startups = a;
+                char *key = strdup(s[i].owner_key);
+                if (!key)
+                        return -ENOMEM;
+                x->startups[x->n_startups++] =
+                    (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
+        }
+        return 0;
+}
+
+static void startup_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct startup_call *sc = userdata;
+        struct drain_exec *x = sc->x;
+        struct drain_startup *s = NULL;
+        size_t n = 0;
+
+        sc->call = NULL;
+        if (r->error >= 0 && drain_startups_measure(kube_list_items(r->object), &s, &n) >= 0) {
+                if (merge_startups(x, s, n) < 0)
+                        log_debug("out of memory keeping startup estimates");
+                drain_startups_free(s, n);
+        } else
+                log_debug_errno(r->error, "cannot list sibling pods, using the default startup estimate");
+        x->startups_pending--;
+        kick(x);
+}
+
+static void start_startups(struct drain_exec *x)
+{
+        _cleanup_free_ char **seen = calloc(kube_informer_size(x->pods_inf) + 1, sizeof(char *));
+        size_t n_seen = 0;
+
+        x->startups_started = true;
+        if (!seen)
+                return;
+        x->startup_calls = calloc(kube_informer_size(x->pods_inf) + 1, sizeof(*x->startup_calls));
+        if (!x->startup_calls)
+                goto out;
+        for (size_t i = 0; i < kube_informer_size(x->pods_inf); i++) {
+                _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+                _cleanup_free_ char *key = NULL, *selector = NULL, *path = NULL;
+                bool dup = false;
+
+                if (kube_pod_parse(kube_informer_at(x->pods_inf, i), &p) < 0 || !(key = drain_owner_key(&p)))
+                        continue;
+                /* DaemonSet and mirror pods are left: their startup does not matter. */
+                if (p.mirror || (streq_ptr(p.owner_kind, "DaemonSet") && !x->evict_daemonsets))
+                        continue;
+                for (size_t j = 0; j < n_seen && !dup; j++)
+                        dup = streq(seen[j], key);
+                if (dup || !(selector = drain_sibling_selector(&p)) ||
+                    !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
+                        continue;
+                struct startup_call *sc = &x->startup_calls[x->n_startup_calls];
+                struct kube_list_options lo = { .label_selector = selector };
+                sc->x = x;
+                if (kube_list(x->c, path, &lo, startup_done, sc, &sc->call) < 0)
+                        continue;
+                x->n_startup_calls++;
+                x->startups_pending++;
+                seen[n_seen++] = TAKE_PTR(key);
+        }
+out:
+        for (size_t i = 0; i < n_seen; i++)
+                free(seen[i]);
+}
+
+/* ---- the heart ---- */
+
+static void act(struct drain_exec *x)
+{
+        uint64_t now = clk_now();
+        int r;
+
+        if (x->finished || !kube_informer_synced(x->pods_inf) || !kube_informer_synced(x->pdbs_inf)) {
+                if (!x->finished && now >= x->deadline)
+                        finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
+                return;
+        }
+        if (!x->startups_started)
+                start_startups(x);
+        /* The first plan waits for the measurements (they answer in one round trip) so that the infeasible
+         * verdict is not raised on guesses; later ones use what is known. */
+        if (!x->plan && x->startups_pending > 0 && now < x->deadline)
+                return;
+
+        r = sync_pods(x);
+        if (r >= 0)
+                r = replan(x, now);
+        if (r < 0) {
+                /* Keep going on the last plan; retry soon. */
+                log_debug_errno(r, "cannot plan the drain of %s", x->node);
+                if (!x->plan) {
+                        arm_wake(x, now + retry_delay(x));
+                        return;
+                }
+        }
+        if (!x->result.planned_usec) {
+                x->result.planned_usec = now;
+                x->result.predicted_finish_usec = x->plan->nodes[0].finish_usec;
+                x->result.killed_predicted = (unsigned)x->plan->nodes[0].n_killed;
+                if (x->plan->nodes[0].verdict != DRAIN_FEASIBLE)
+                        alert_infeasible(x);
+        }
+        /* A node that does not exist has no pods either: wait for the cordon's answer to tell. */
+        if (count_left(x) == 0 && !x->cordon_call) {
+                finish(x, DRAIN_EXEC_DRAINED, 0, NULL);
+                return;
+        }
+        if (now >= x->deadline) {
+                finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
+                return;
+        }
+        r = issue(x, now);
+        if (r < 0) {
+                log_debug_errno(r, "cannot act on the drain of %s", x->node);
+                arm_wake(x, now + retry_delay(x));
+        }
+}
+
+/* ---- informers ---- */
+
+static void pods_added(void *userdata, const cJSON *obj)
+{
+        kick(userdata);
+}
+
+static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
+{
+        kick(userdata);
+}
+
+static void pods_deleted(void *userdata, const cJSON *obj)
+{
+        kick(userdata);
+}
+
+static void informer_synced(void *userdata)
+{
+        kick(userdata);
+}
+
+static void pdb_changed(struct drain_exec *x, const cJSON *obj)
+{
+        /* A new status includes (or outdates) our evictions so far: trust it again. */
+        const char *ns = kube_object_str(obj, "metadata.namespace");
+        const char *name = kube_object_str(obj, "metadata.name");
+        for (size_t i = 0; name && i < x->n_spent; i++) {
+                _cleanup_free_ char *key = strprintf("%s/%s", ns ? ns : "", name);
+                if (key && streq(x->spent[i].key, key))
+                        x->spent[i].n = 0;
+        }
+        kick(x);
+}
+
+static void pdbs_added(void *userdata, const cJSON *obj)
+{
+        pdb_changed(userdata, obj);
+}
+
+static void pdbs_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
+{
+        pdb_changed(userdata, obj);
+}
+
+static void pdbs_deleted(void *userdata, const cJSON *obj)
+{
+        kick(userdata);
+}
+
+/* ---- node: cordon, taint, annotation ---- */
+
+static void cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->cordon_call = NULL;
+        if (r->error == -ENOENT) {
+                finish(x, DRAIN_EXEC_ERROR, r->error, "no such node");
+                return;
+        }
+        if (r->error < 0) {
+                const char *fields[] = { "node", x->node, NULL };
+                log_full(LOG_WARNING, r->error, fields, "cannot cordon %s (%s), draining anyway", x->node,
+                         r->message ? r->message : "no answer");
+                kick(x);
+                return;
+        }
+        x->cordoned = true;
+        x->result.cordoned_usec = clk_now();
+        kick(x);
+}
+
+static void taint_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->taint_call = NULL;
+        if (r->error < 0 && r->error != -ENOENT) {
+                const char *fields[] = { "node", x->node, NULL };
+                log_full(LOG_WARNING, r->error, fields, "cannot taint %s (%s), draining anyway", x->node,
+                         r->message ? r->message : "no answer");
+                return;
+        }
+        x->tainted = r->error >= 0;
+}
+
+static void annotate_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->annotate_call = NULL;
+        if (r->error < 0)
+                log_debug_errno(r->error, "cannot record the drain on node %s", x->node);
+}
+
+static int start_node_changes(struct drain_exec *x)
+{
+        char deadline[64], started[64];
+        _cleanup_free_ char *value = NULL;
+        struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
+        int r;
+
+        r = kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
+        if (r < 0)
+                return r;
+        r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
+        if (r < 0)
+                return r;
+        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0 ||
+            format_rfc3339(x->result.started_usec, started, sizeof(started)) < 0)
+                return -EINVAL;
+        cJSON *o = cJSON_CreateObject();
+        if (o && cJSON_AddStringToObject(o, "kind", x->kind) &&
+            cJSON_AddStringToObject(o, "deadline", deadline) &&
+            cJSON_AddStringToObject(o, "started", started))
+                value = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!value)
+                return -ENOMEM;
+        const char *keys[] = { ENGINE_DRAIN_ANNOTATION }, *values[] = { value };
+        return kube_node_set_meta(x->c, x->node, true, keys, values, 1, annotate_done, x, &x->annotate_call);
+}
+
+/* ---- life cycle ---- */
+
+struct drain_exec *drain_exec_free(struct drain_exec *x)
+{
+        if (!x)
+                return NULL;
+        timer_cancel(x->kick);
+        timer_cancel(x->wake);
+        kube_informer_stop(x->pods_inf);
+        kube_informer_stop(x->pdbs_inf);
+        kube_call_cancel(x->cordon_call);
+        kube_call_cancel(x->taint_call);
+        kube_call_cancel(x->annotate_call);
+        for (size_t i = 0; i < x->n_startup_calls; i++)
+                kube_call_cancel(x->startup_calls[i].call);
+        free(x->startup_calls);
+        drain_startups_free(x->startups, x->n_startups);
+        for (size_t i = 0; i < x->n_pods; i++)
+                xpod_free(x->pods[i]);
+        free(x->pods);
+        for (size_t i = 0; i < x->n_spent; i++)
+                free(x->spent[i].key);
+        free(x->spent);
+        drain_plan_free(x->plan);
+        drain_inputs_free(x->inputs);
+        free(x->plan_pods);
+        free(x->node);
+        free(x->kind);
+        free(x->taint_key);
+        free(x->self_namespace);
+        free(x->self_name);
+        for (size_t i = 0; i < x->n_critical; i++)
+                free(x->critical[i]);
+        free(x->critical);
+        free(x->message);
+        free(x);
+        return NULL;
+}
+
+static int dup_opt(const char *s, char **ret)
+{
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct drain_exec_options *o,
+                     drain_exec_done_fn done, void *userdata, struct drain_exec **ret)
+{
+        _cleanup_(drain_exec_freep) struct drain_exec *x = NULL;
+        uint64_t now = clk_now();
+        int r;
+
+        if (!c || !o || !o->node || !ret)
+                return -EINVAL;
+        x = calloc(1, sizeof(*x));
+        if (!x)
+                return -ENOMEM;
+        x->c = c;
+        x->loop = kube_client_loop(c);
+        x->bus = bus;
+        x->done = done;
+        x->userdata = userdata;
+        x->deadline = o->deadline_usec;
+        x->margin = o->margin_usec;
+        x->policy = o->policy;
+        x->evict_daemonsets = o->evict_daemonsets;
+        x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
+        x->floor = o->retry_floor_usec ? o->retry_floor_usec : DEFAULT_FLOOR_USEC;
+        x->result.notice_usec = o->notice_usec ? o->notice_usec : now;
+        x->result.started_usec = now;
+        if (dup_opt(o->node, &x->node) < 0 || dup_opt(o->kind ? o->kind : "manual", &x->kind) < 0 ||
+            dup_opt(o->taint_key ? o->taint_key : ENGINE_TAINT_KEY_DEFAULT, &x->taint_key) < 0 ||
+            dup_opt(o->self_namespace ? o->self_namespace : getenv("POD_NAMESPACE"), &x->self_namespace) <
+                0 ||
+            dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0)
+                return -ENOMEM;
+        for (const char *const *s = o->critical_classes; s && *s; s++) {
+                char **a = realloc(x->critical, (x->n_critical + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                x->critical = a;
+                if (!(x->critical[x->n_critical] = strdup(*s)))
+                        return -ENOMEM;
+                x->n_critical++;
+        }
+
+        r = start_node_changes(x);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *field = strprintf("spec.nodeName=%s", x->node);
+        if (!field)
+                return -ENOMEM;
+        static const struct kube_informer_ops pod_ops = {
+                .added = pods_added,
+                .modified = pods_modified,
+                .deleted = pods_deleted,
+                .synced = informer_synced,
+        };
+        static const struct kube_informer_ops pdb_ops = {
+                .added = pdbs_added,
+                .modified = pdbs_modified,
+                .deleted = pdbs_deleted,
+                .synced = informer_synced,
+        };
+        struct kube_watch_options pw = { .path = "/api/v1/pods", .field_selector = field };
+        r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
+        if (r < 0)
+                return r;
+        struct kube_watch_options bw = { .path = "/apis/policy/v1/poddisruptionbudgets" };
+        r = kube_informer_start(c, &bw, &pdb_ops, x, &x->pdbs_inf);
+        if (r < 0)
+                return r;
+        /* The deadline is always due: it ends the drain even when nothing else happens. */
+        arm_wake(x, x->deadline);
+        *ret = TAKE_PTR(x);
+        return 0;
+}
+
+const struct drain_plan *drain_exec_plan(const struct drain_exec *x)
+{
+        return x ? x->plan : NULL;
+}
+
+unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb)
+{
+        unsigned n = 0;
+        if (!x || !x->plan)
+                return 0;
+        for (size_t i = 0; i < x->plan->n_pods; i++) {
+                const struct drain_plan_pod *pp = &x->plan->pods[i];
+                if (pp->action == DRAIN_ACTION_LEAVE || x->plan_pods[i]->state == XPOD_GONE)
+                        continue;
+                if (pdb == DRAIN_EXEC_ALL_PDBS || pp->pdb == pdb)
+                        n++;
+        }
+        return n;
+}
+
+const struct drain_exec_result *drain_exec_result(const struct drain_exec *x)
+{
+        return &x->result;
+}

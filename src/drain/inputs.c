@@ -1,0 +1,366 @@
+/* Builds the planner's input (struct drain_input) from Kubernetes Pod and PodDisruptionBudget objects, and
+ * measures startup times from sibling pods. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+
+struct drain_inputs {
+        struct drain_input in;
+        struct drain_node_in *nodes;
+        size_t n_nodes;
+        char **node_names;
+
+        struct kube_pdb *kpdbs;
+        struct drain_pdb_in *pdbs;
+        size_t n_pdbs;
+
+        struct kube_pod *kpods;
+        struct drain_pod_in *pods;
+        char **owner_keys;
+        size_t **pod_pdbs;
+        size_t n_pods;
+
+        struct drain_startup *startups;
+        size_t n_startups;
+};
+
+/* Grows *array (of elem bytes) so that index n fits. */
+static int grow(void **array, size_t n, size_t elem)
+{
+        void *p = realloc(*array, (n + 1) * elem);
+        if (!p)
+                return -ENOMEM;
+        *array = p;
+        return 0;
+}
+
+int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs **ret)
+{
+        struct drain_inputs *di = calloc(1, sizeof(*di));
+        if (!di)
+                return -ENOMEM;
+        di->in = (struct drain_input){
+                .now_usec = o->now_usec,
+                .default_startup_usec = o->default_startup_usec,
+                .policy = o->policy,
+                .evict_daemonsets = o->evict_daemonsets,
+                .critical_classes = o->critical_classes,
+                .n_critical_classes = o->n_critical_classes,
+        };
+        *ret = di;
+        return 0;
+}
+
+struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
+{
+        if (!di)
+                return NULL;
+        for (size_t i = 0; i < di->n_nodes; i++)
+                free(di->node_names[i]);
+        free(di->node_names);
+        free(di->nodes);
+        for (size_t i = 0; i < di->n_pdbs; i++)
+                kube_pdb_clear(&di->kpdbs[i]);
+        free(di->kpdbs);
+        free(di->pdbs);
+        for (size_t i = 0; i < di->n_pods; i++) {
+                kube_pod_clear(&di->kpods[i]);
+                free(di->owner_keys[i]);
+                free(di->pod_pdbs[i]);
+        }
+        free(di->kpods);
+        free(di->pods);
+        free(di->owner_keys);
+        free(di->pod_pdbs);
+        drain_startups_free(di->startups, di->n_startups);
+        free(di);
+        return NULL;
+}
+
+int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
+                          uint64_t margin_usec, size_t *ret_index)
+{
+        _cleanup_free_ char *copy = strdup(name);
+        if (!copy || grow((void **)&di->nodes, di->n_nodes, sizeof(*di->nodes)) < 0 ||
+            grow((void **)&di->node_names, di->n_nodes, sizeof(*di->node_names)) < 0)
+                return -ENOMEM;
+        di->nodes[di->n_nodes] = (struct drain_node_in){
+                .name = copy,
+                .deadline_usec = deadline_usec,
+                .margin_usec = margin_usec,
+        };
+        di->node_names[di->n_nodes] = TAKE_PTR(copy);
+        if (ret_index)
+                *ret_index = di->n_nodes;
+        di->n_nodes++;
+        return 0;
+}
+
+int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *obj)
+{
+        _cleanup_(kube_pdb_clear) struct kube_pdb p = { 0 };
+        int r = kube_pdb_parse(obj, &p);
+        if (r < 0)
+                return r;
+        if (grow((void **)&di->kpdbs, di->n_pdbs, sizeof(*di->kpdbs)) < 0 ||
+            grow((void **)&di->pdbs, di->n_pdbs, sizeof(*di->pdbs)) < 0)
+                return -ENOMEM;
+        di->kpdbs[di->n_pdbs] = p;
+        p = (struct kube_pdb){ 0 };
+        di->n_pdbs++;
+        return 0;
+}
+
+static enum drain_owner owner_of(const struct kube_pod *p)
+{
+        if (!p->owner_kind)
+                return DRAIN_OWNER_NONE;
+        if (streq(p->owner_kind, "ReplicaSet"))
+                return DRAIN_OWNER_REPLICASET;
+        if (streq(p->owner_kind, "StatefulSet"))
+                return DRAIN_OWNER_STATEFULSET;
+        if (streq(p->owner_kind, "DaemonSet"))
+                return DRAIN_OWNER_DAEMONSET;
+        if (streq(p->owner_kind, "Job"))
+                return DRAIN_OWNER_JOB;
+        /* Another controller (an operator's custom resource) recreates its pods as a ReplicaSet would; a
+         * mirror pod's owner is its Node, which recreates nothing. */
+        if (p->owner_controller && !streq(p->owner_kind, "Node"))
+                return DRAIN_OWNER_REPLICASET;
+        return DRAIN_OWNER_NONE;
+}
+
+char *drain_owner_key(const struct kube_pod *p)
+{
+        if (!p->owner_kind || !p->owner_name)
+                return NULL;
+        return strprintf("%s/%s/%s", p->namespace ? p->namespace : "", p->owner_kind, p->owner_name);
+}
+
+int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj, size_t *ret_index)
+{
+        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+        _cleanup_free_ size_t *pdbs = NULL;
+        _cleanup_free_ char *owner_key = NULL;
+        size_t n_pdbs = 0;
+        int r;
+
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        r = kube_pod_parse(obj, &p);
+        if (r < 0)
+                return r;
+        if (p.owner_kind && !(owner_key = drain_owner_key(&p)))
+                return -ENOMEM;
+        for (size_t i = 0; i < di->n_pdbs; i++) {
+                if (!kube_pdb_matches_pod(&di->kpdbs[i], &p))
+                        continue;
+                r = grow((void **)&pdbs, n_pdbs, sizeof(*pdbs));
+                if (r < 0)
+                        return r;
+                pdbs[n_pdbs++] = i;
+        }
+        if (grow((void **)&di->kpods, di->n_pods, sizeof(*di->kpods)) < 0 ||
+            grow((void **)&di->pods, di->n_pods, sizeof(*di->pods)) < 0 ||
+            grow((void **)&di->owner_keys, di->n_pods, sizeof(*di->owner_keys)) < 0 ||
+            grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
+                return -ENOMEM;
+
+        /* deletionTimestamp is when the grace period ends; the delete was asked for that long before. */
+        uint64_t deleted_at = 0;
+        const cJSON *dg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+                                                           "deletionGracePeriodSeconds");
+        if (p.deletion_usec && cJSON_IsNumber(dg) && dg->valuedouble >= 0 &&
+            p.deletion_usec >= (uint64_t)(dg->valuedouble * 1e6))
+                deleted_at = p.deletion_usec - (uint64_t)(dg->valuedouble * 1e6);
+
+        const char *dnd = kube_pod_annotation(&p, "karpenter.sh/do-not-disrupt");
+        di->kpods[di->n_pods] = p;
+        p = (struct kube_pod){ 0 };
+        const struct kube_pod *kp = &di->kpods[di->n_pods];
+        di->pods[di->n_pods] = (struct drain_pod_in){
+                .uid = kp->uid,
+                .namespace = kp->namespace,
+                .name = kp->name,
+                .node = node,
+                .owner = owner_of(kp),
+                .owner_key = owner_key,
+                .priority = kp->has_priority ? kp->priority : 0,
+                .priority_class = kp->priority_class,
+                .grace_usec = kp->grace_seconds > 0 ? (uint64_t)kp->grace_seconds * 1000000 : 0,
+                .do_not_disrupt = streq_ptr(dnd, "true"),
+                .mirror = kp->mirror,
+                .emptydir = kp->has_emptydir,
+                .ready = kp->ready,
+                .pending = streq_ptr(kp->phase, "Pending"),
+                .deleting = kp->deletion_usec != 0,
+                .deleted_at_usec = deleted_at,
+                .pdbs = pdbs,
+                .n_pdbs = n_pdbs,
+        };
+        di->owner_keys[di->n_pods] = TAKE_PTR(owner_key);
+        di->pod_pdbs[di->n_pods] = TAKE_PTR(pdbs);
+        if (ret_index)
+                *ret_index = di->n_pods;
+        di->n_pods++;
+        return 0;
+}
+
+int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n)
+{
+        if (n == 0)
+                return 0;
+        struct drain_startup *a = realloc(di->startups, (di->n_startups + n) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        di->startups = a;
+        for (size_t i = 0; i < n; i++) {
+                char *key = strdup(s[i].owner_key);
+                if (!key)
+                        return -ENOMEM;
+                di->startups[di->n_startups++] =
+                    (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
+        }
+        return 0;
+}
+
+const struct drain_input *drain_inputs_get(struct drain_inputs *di)
+{
+        /* The PDB entries borrow from the parsed PDBs, whose array is final only now. */
+        for (size_t i = 0; i < di->n_pdbs; i++) {
+                const struct kube_pdb *k = &di->kpdbs[i];
+                di->pdbs[i] = (struct drain_pdb_in){
+                        .namespace = k->namespace,
+                        .name = k->name,
+                        .spec = { .min_available = k->min_available, .max_unavailable = k->max_unavailable },
+                        .always_allow_unhealthy = streq_ptr(k->unhealthy_pod_eviction_policy, "AlwaysAllow"),
+                        .current_healthy = k->current_healthy,
+                        .desired_healthy = k->desired_healthy,
+                        .expected_pods = k->expected_pods,
+                        .disruptions_allowed = k->disruptions_allowed,
+                        .covered_pods = k->expected_pods,
+                };
+        }
+        di->in.nodes = di->nodes;
+        di->in.n_nodes = di->n_nodes;
+        di->in.pods = di->pods;
+        di->in.n_pods = di->n_pods;
+        di->in.pdbs = di->pdbs;
+        di->in.n_pdbs = di->n_pdbs;
+        di->in.startups = di->startups;
+        di->in.n_startups = di->n_startups;
+        return &di->in;
+}
+
+const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i)
+{
+        return i < di->n_pods ? &di->kpods[i] : NULL;
+}
+
+size_t drain_inputs_n_pdbs(const struct drain_inputs *di)
+{
+        return di->n_pdbs;
+}
+
+/* Labels that differ between siblings, so a selector on them would find only the pod itself. */
+static bool label_is_per_pod(const char *key)
+{
+        static const char *const keys[] = {
+                "statefulset.kubernetes.io/pod-name",
+                "apps.kubernetes.io/pod-index",
+                "batch.kubernetes.io/job-completion-index",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (streq(key, keys[i]))
+                        return true;
+        return false;
+}
+
+char *drain_sibling_selector(const struct kube_pod *p)
+{
+        _cleanup_(buf_free) struct buf b = { 0 };
+        for (size_t i = 0; i < p->n_labels; i++) {
+                if (label_is_per_pod(p->labels[i].key))
+                        continue;
+                if (buf_printf(&b, "%s%s=%s", b.len ? "," : "", p->labels[i].key,
+                               p->labels[i].value ? p->labels[i].value : "") < 0)
+                        return NULL;
+        }
+        if (b.len == 0)
+                return NULL;
+        return TAKE_PTR(b.data);
+}
+
+struct sample {
+        char *key;
+        uint64_t usec;
+};
+
+static int sample_cmp(const void *a, const void *b)
+{
+        const struct sample *x = a, *y = b;
+        int c = strcmp(x->key, y->key);
+        if (c != 0)
+                return c;
+        return x->usec < y->usec ? -1 : x->usec > y->usec;
+}
+
+void drain_startups_free(struct drain_startup *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free((char *)s[i].owner_key);
+        free(s);
+}
+
+int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n)
+{
+        struct sample *samples = NULL;
+        size_t n = 0, n_out = 0;
+        struct drain_startup *out = NULL;
+        const cJSON *obj;
+        int r = 0;
+
+        cJSON_ArrayForEach (obj, items) {
+                _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+                if (kube_pod_parse(obj, &p) < 0)
+                        continue;
+                if (!p.ready || !p.creation_usec || p.ready_transition_usec <= p.creation_usec)
+                        continue;
+                char *key = drain_owner_key(&p);
+                if (!key || grow((void **)&samples, n, sizeof(*samples)) < 0) {
+                        free(key);
+                        r = -ENOMEM;
+                        goto out;
+                }
+                samples[n++] =
+                    (struct sample){ .key = key, .usec = p.ready_transition_usec - p.creation_usec };
+        }
+        if (n > 0)
+                qsort(samples, n, sizeof(*samples), sample_cmp);
+        for (size_t i = 0; i < n;) {
+                size_t j = i;
+                while (j < n && streq(samples[j].key, samples[i].key))
+                        j++;
+                /* Median of samples[i, j): the lower middle for an even count, an observed value. */
+                uint64_t median = samples[i + (j - i - 1) / 2].usec;
+                if (grow((void **)&out, n_out, sizeof(*out)) < 0) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+                out[n_out++] = (struct drain_startup){ .owner_key = samples[i].key, .startup_usec = median };
+                samples[i].key = NULL; /* moved */
+                i = j;
+        }
+        *ret = TAKE_PTR(out);
+        *ret_n = n_out;
+        n_out = 0;
+out:
+        for (size_t i = 0; i < n; i++)
+                free(samples[i].key);
+        free(samples);
+        drain_startups_free(out, n_out);
+        return r;
+}

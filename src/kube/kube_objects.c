@@ -1,0 +1,465 @@
+/* cJSON → the small structs the drain engine works with: pods, nodes, PDBs (with label selectors), leases.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/kube.h"
+
+static const cJSON *jget(const cJSON *o, const char *key)
+{
+        return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+        const cJSON *v = jget(o, key);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Copies an optional string field; -ENOMEM only when it was there and could not be copied. */
+static int jdup(const cJSON *o, const char *key, char **ret)
+{
+        const char *s = jstr(o, key);
+        if (!s) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static bool jint(const cJSON *o, const char *key, int64_t *ret)
+{
+        const cJSON *v = jget(o, key);
+        if (!cJSON_IsNumber(v))
+                return false;
+        *ret = (int64_t)v->valuedouble;
+        return true;
+}
+
+static uint64_t jtime(const cJSON *o, const char *key)
+{
+        uint64_t t;
+        const char *s = jstr(o, key);
+        return s && parse_rfc3339(s, &t) >= 0 ? t : 0;
+}
+
+const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key)
+{
+        for (size_t i = 0; i < n; i++)
+                if (streq(kv[i].key, key))
+                        return kv[i].value;
+        return NULL;
+}
+
+static void kv_free(struct kube_kv *kv, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(kv[i].key);
+                free(kv[i].value);
+        }
+        free(kv);
+}
+
+/* A JSON object of strings → key/value array (non-string values are skipped). */
+static int kv_parse(const cJSON *o, struct kube_kv **ret, size_t *ret_n)
+{
+        *ret = NULL;
+        *ret_n = 0;
+        int n = cJSON_IsObject(o) ? cJSON_GetArraySize(o) : 0;
+        if (n <= 0)
+                return 0;
+        struct kube_kv *kv = calloc((size_t)n, sizeof(*kv));
+        if (!kv)
+                return -ENOMEM;
+        size_t k = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, o) {
+                if (!cJSON_IsString(e) || !e->string)
+                        continue;
+                kv[k].key = strdup(e->string);
+                kv[k].value = strdup(e->valuestring);
+                k++;
+                if (!kv[k - 1].key || !kv[k - 1].value) {
+                        kv_free(kv, k);
+                        return -ENOMEM;
+                }
+        }
+        *ret = kv;
+        *ret_n = k;
+        return 0;
+}
+
+/* ---- pods ---- */
+
+void kube_pod_clear(struct kube_pod *p)
+{
+        if (!p)
+                return;
+        free(p->namespace);
+        free(p->name);
+        free(p->uid);
+        free(p->node_name);
+        free(p->phase);
+        free(p->owner_kind);
+        free(p->owner_name);
+        free(p->priority_class);
+        kv_free(p->labels, p->n_labels);
+        kv_free(p->annotations, p->n_annotations);
+        *p = (struct kube_pod){ 0 };
+}
+
+int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
+{
+        if (!cJSON_IsObject(obj))
+                return -EINVAL;
+        const cJSON *meta = jget(obj, "metadata"), *spec = jget(obj, "spec"), *status = jget(obj, "status");
+        if (!jstr(meta, "name"))
+                return -EINVAL;
+        _cleanup_(kube_pod_clear) struct kube_pod p = { .grace_seconds = 30 };
+        if (jdup(meta, "namespace", &p.namespace) < 0 || jdup(meta, "name", &p.name) < 0 ||
+            jdup(meta, "uid", &p.uid) < 0 || jdup(spec, "nodeName", &p.node_name) < 0 ||
+            jdup(status, "phase", &p.phase) < 0 || jdup(spec, "priorityClassName", &p.priority_class) < 0 ||
+            kv_parse(jget(meta, "labels"), &p.labels, &p.n_labels) < 0 ||
+            kv_parse(jget(meta, "annotations"), &p.annotations, &p.n_annotations) < 0)
+                return -ENOMEM;
+        p.creation_usec = jtime(meta, "creationTimestamp");
+        p.deletion_usec = jtime(meta, "deletionTimestamp");
+        int64_t v;
+        if (jint(spec, "priority", &v)) {
+                p.has_priority = true;
+                p.priority = (int32_t)v;
+        }
+        if (jint(spec, "terminationGracePeriodSeconds", &v) && v >= 0)
+                p.grace_seconds = v;
+
+        /* The controller owner is what replaces the pod; without one, the first owner says what it is. */
+        const cJSON *owner, *chosen = NULL;
+        cJSON_ArrayForEach (owner, jget(meta, "ownerReferences")) {
+                if (cJSON_IsTrue(jget(owner, "controller"))) {
+                        chosen = owner;
+                        break;
+                }
+                if (!chosen)
+                        chosen = owner;
+        }
+        if (chosen) {
+                if (jdup(chosen, "kind", &p.owner_kind) < 0 || jdup(chosen, "name", &p.owner_name) < 0)
+                        return -ENOMEM;
+                p.owner_controller = cJSON_IsTrue(jget(chosen, "controller"));
+        }
+
+        const cJSON *vol;
+        cJSON_ArrayForEach (vol, jget(spec, "volumes")) {
+                if (jget(vol, "emptyDir"))
+                        p.has_emptydir = true;
+        }
+        p.mirror = kube_kv_get(p.annotations, p.n_annotations, "kubernetes.io/config.mirror") != NULL;
+
+        const cJSON *cond;
+        cJSON_ArrayForEach (cond, jget(status, "conditions")) {
+                if (!streq(jstr(cond, "type"), "Ready"))
+                        continue;
+                p.ready = streq(jstr(cond, "status"), "True");
+                p.ready_transition_usec = jtime(cond, "lastTransitionTime");
+        }
+        *ret = p;
+        p = (struct kube_pod){ 0 };
+        return 0;
+}
+
+const char *kube_pod_annotation(const struct kube_pod *p, const char *key)
+{
+        return kube_kv_get(p->annotations, p->n_annotations, key);
+}
+
+/* ---- nodes ---- */
+
+void kube_node_clear(struct kube_node *n)
+{
+        if (!n)
+                return;
+        free(n->name);
+        free(n->uid);
+        free(n->provider_id);
+        free(n->instance_id);
+        for (size_t i = 0; i < n->n_taints; i++) {
+                free(n->taints[i].key);
+                free(n->taints[i].value);
+                free(n->taints[i].effect);
+        }
+        free(n->taints);
+        kv_free(n->labels, n->n_labels);
+        kv_free(n->annotations, n->n_annotations);
+        *n = (struct kube_node){ 0 };
+}
+
+/* "aws:///us-east-1a/i-0abc..." → "i-0abc...". */
+static int instance_from_provider_id(const char *pid, char **ret)
+{
+        *ret = NULL;
+        if (!startswith(pid, "aws://"))
+                return 0;
+        const char *slash = strrchr(pid, '/');
+        if (!slash || !startswith(slash + 1, "i-"))
+                return 0;
+        *ret = strdup(slash + 1);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int kube_node_parse(const cJSON *obj, struct kube_node *ret)
+{
+        if (!cJSON_IsObject(obj))
+                return -EINVAL;
+        const cJSON *meta = jget(obj, "metadata"), *spec = jget(obj, "spec"), *status = jget(obj, "status");
+        if (!jstr(meta, "name"))
+                return -EINVAL;
+        _cleanup_(kube_node_clear) struct kube_node n = { 0 };
+        if (jdup(meta, "name", &n.name) < 0 || jdup(meta, "uid", &n.uid) < 0 ||
+            jdup(spec, "providerID", &n.provider_id) < 0 ||
+            instance_from_provider_id(n.provider_id, &n.instance_id) < 0 ||
+            kv_parse(jget(meta, "labels"), &n.labels, &n.n_labels) < 0 ||
+            kv_parse(jget(meta, "annotations"), &n.annotations, &n.n_annotations) < 0)
+                return -ENOMEM;
+        n.unschedulable = cJSON_IsTrue(jget(spec, "unschedulable"));
+        int nt = cJSON_GetArraySize(jget(spec, "taints"));
+        if (nt > 0) {
+                n.taints = calloc((size_t)nt, sizeof(*n.taints));
+                if (!n.taints)
+                        return -ENOMEM;
+                const cJSON *t;
+                cJSON_ArrayForEach (t, jget(spec, "taints")) {
+                        struct kube_taint *kt = &n.taints[n.n_taints++];
+                        if (jdup(t, "key", &kt->key) < 0 || jdup(t, "value", &kt->value) < 0 ||
+                            jdup(t, "effect", &kt->effect) < 0)
+                                return -ENOMEM;
+                }
+        }
+        const cJSON *cond;
+        cJSON_ArrayForEach (cond, jget(status, "conditions")) {
+                if (streq(jstr(cond, "type"), "Ready"))
+                        n.ready = streq(jstr(cond, "status"), "True");
+        }
+        *ret = n;
+        n = (struct kube_node){ 0 };
+        return 0;
+}
+
+/* ---- label selectors ---- */
+
+void kube_selector_clear(struct kube_selector *s)
+{
+        if (!s)
+                return;
+        kv_free(s->match_labels, s->n_match_labels);
+        for (size_t i = 0; i < s->n_exprs; i++) {
+                free(s->exprs[i].key);
+                for (size_t j = 0; j < s->exprs[i].n_values; j++)
+                        free(s->exprs[i].values[j]);
+                free(s->exprs[i].values);
+        }
+        free(s->exprs);
+        *s = (struct kube_selector){ 0 };
+}
+
+int kube_selector_parse(const cJSON *sel, struct kube_selector *ret)
+{
+        _cleanup_(kube_selector_clear) struct kube_selector s = { 0 };
+        if (cJSON_IsNull(sel) || !sel) {
+                *ret = s;
+                return 0;
+        }
+        if (!cJSON_IsObject(sel))
+                return -EINVAL;
+        s.present = true;
+        if (kv_parse(jget(sel, "matchLabels"), &s.match_labels, &s.n_match_labels) < 0)
+                return -ENOMEM;
+        const cJSON *exprs = jget(sel, "matchExpressions");
+        int n = cJSON_GetArraySize(exprs);
+        if (n > 0) {
+                s.exprs = calloc((size_t)n, sizeof(*s.exprs));
+                if (!s.exprs)
+                        return -ENOMEM;
+                const cJSON *e;
+                cJSON_ArrayForEach (e, exprs) {
+                        const char *op = jstr(e, "operator");
+                        struct kube_requirement *q = &s.exprs[s.n_exprs++];
+                        if (jdup(e, "key", &q->key) < 0)
+                                return -ENOMEM;
+                        if (!q->key)
+                                return -EINVAL;
+                        if (streq(op, "In"))
+                                q->op = KUBE_SEL_IN;
+                        else if (streq(op, "NotIn"))
+                                q->op = KUBE_SEL_NOT_IN;
+                        else if (streq(op, "Exists"))
+                                q->op = KUBE_SEL_EXISTS;
+                        else if (streq(op, "DoesNotExist"))
+                                q->op = KUBE_SEL_DOES_NOT_EXIST;
+                        else
+                                return -EINVAL;
+                        const cJSON *vals = jget(e, "values");
+                        int nv = cJSON_GetArraySize(vals);
+                        if (nv > 0) {
+                                q->values = calloc((size_t)nv, sizeof(char *));
+                                if (!q->values)
+                                        return -ENOMEM;
+                                const cJSON *v;
+                                cJSON_ArrayForEach (v, vals) {
+                                        if (!cJSON_IsString(v))
+                                                continue;
+                                        q->values[q->n_values] = strdup(v->valuestring);
+                                        if (!q->values[q->n_values++])
+                                                return -ENOMEM;
+                                }
+                        }
+                }
+        }
+        *ret = s;
+        s = (struct kube_selector){ 0 };
+        return 0;
+}
+
+static bool requirement_matches(const struct kube_requirement *q, const struct kube_kv *labels, size_t n)
+{
+        const char *v = kube_kv_get(labels, n, q->key);
+        bool in = false;
+        for (size_t i = 0; v && i < q->n_values; i++)
+                if (streq(q->values[i], v))
+                        in = true;
+        switch (q->op) {
+        case KUBE_SEL_IN:
+                return in;
+        case KUBE_SEL_NOT_IN:
+                return !in; /* as in Kubernetes: a missing label is "not in" */
+        case KUBE_SEL_EXISTS:
+                return v != NULL;
+        case KUBE_SEL_DOES_NOT_EXIST:
+                return v == NULL;
+        }
+        return false;
+}
+
+bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels)
+{
+        if (!s->present)
+                return false;
+        for (size_t i = 0; i < s->n_match_labels; i++)
+                if (!streq(kube_kv_get(labels, n_labels, s->match_labels[i].key), s->match_labels[i].value))
+                        return false;
+        for (size_t i = 0; i < s->n_exprs; i++)
+                if (!requirement_matches(&s->exprs[i], labels, n_labels))
+                        return false;
+        return true;
+}
+
+/* ---- PDBs ---- */
+
+void kube_pdb_clear(struct kube_pdb *p)
+{
+        if (!p)
+                return;
+        free(p->namespace);
+        free(p->name);
+        kube_selector_clear(&p->selector);
+        free(p->unhealthy_pod_eviction_policy);
+        *p = (struct kube_pdb){ 0 };
+}
+
+static int intorstr_json(const cJSON *v, struct intorstr *ret)
+{
+        *ret = (struct intorstr){ 0 };
+        if (!v || cJSON_IsNull(v))
+                return 0;
+        if (cJSON_IsNumber(v)) {
+                if (v->valuedouble < 0)
+                        return -EINVAL;
+                *ret = (struct intorstr){ .set = true, .value = v->valueint };
+                return 0;
+        }
+        if (cJSON_IsString(v))
+                return intorstr_parse(v->valuestring, ret);
+        return -EINVAL;
+}
+
+int kube_pdb_parse(const cJSON *obj, struct kube_pdb *ret)
+{
+        if (!cJSON_IsObject(obj))
+                return -EINVAL;
+        const cJSON *meta = jget(obj, "metadata"), *spec = jget(obj, "spec"), *status = jget(obj, "status");
+        if (!jstr(meta, "name"))
+                return -EINVAL;
+        _cleanup_(kube_pdb_clear) struct kube_pdb p = { 0 };
+        if (jdup(meta, "namespace", &p.namespace) < 0 || jdup(meta, "name", &p.name) < 0 ||
+            jdup(spec, "unhealthyPodEvictionPolicy", &p.unhealthy_pod_eviction_policy) < 0)
+                return -ENOMEM;
+        int r = kube_selector_parse(jget(spec, "selector"), &p.selector);
+        if (r < 0)
+                return r;
+        r = intorstr_json(jget(spec, "minAvailable"), &p.min_available);
+        if (r < 0)
+                return r;
+        r = intorstr_json(jget(spec, "maxUnavailable"), &p.max_unavailable);
+        if (r < 0)
+                return r;
+        int64_t v;
+        if (jint(meta, "generation", &v))
+                p.generation = v;
+        if (jint(status, "observedGeneration", &v))
+                p.observed_generation = v;
+        if (jint(status, "currentHealthy", &v))
+                p.current_healthy = (int)v;
+        if (jint(status, "desiredHealthy", &v))
+                p.desired_healthy = (int)v;
+        if (jint(status, "expectedPods", &v))
+                p.expected_pods = (int)v;
+        if (jint(status, "disruptionsAllowed", &v))
+                p.disruptions_allowed = (int)v;
+        *ret = p;
+        p = (struct kube_pdb){ 0 };
+        return 0;
+}
+
+bool kube_pdb_matches_pod(const struct kube_pdb *pdb, const struct kube_pod *pod)
+{
+        return streq_ptr(pdb->namespace, pod->namespace) &&
+               kube_selector_matches(&pdb->selector, pod->labels, pod->n_labels);
+}
+
+/* ---- leases ---- */
+
+void kube_lease_clear(struct kube_lease *l)
+{
+        if (!l)
+                return;
+        free(l->namespace);
+        free(l->name);
+        free(l->resource_version);
+        free(l->holder_identity);
+        *l = (struct kube_lease){ 0 };
+}
+
+int kube_lease_parse(const cJSON *obj, struct kube_lease *ret)
+{
+        if (!cJSON_IsObject(obj))
+                return -EINVAL;
+        const cJSON *meta = jget(obj, "metadata"), *spec = jget(obj, "spec");
+        if (!jstr(meta, "name"))
+                return -EINVAL;
+        _cleanup_(kube_lease_clear) struct kube_lease l = { 0 };
+        if (jdup(meta, "namespace", &l.namespace) < 0 || jdup(meta, "name", &l.name) < 0 ||
+            jdup(meta, "resourceVersion", &l.resource_version) < 0 ||
+            jdup(spec, "holderIdentity", &l.holder_identity) < 0)
+                return -ENOMEM;
+        int64_t v;
+        if (jint(spec, "leaseDurationSeconds", &v))
+                l.lease_duration_seconds = (int)v;
+        if (jint(spec, "leaseTransitions", &v))
+                l.lease_transitions = (int)v;
+        l.acquire_time_usec = jtime(spec, "acquireTime");
+        l.renew_time_usec = jtime(spec, "renewTime");
+        *ret = l;
+        l = (struct kube_lease){ 0 };
+        return 0;
+}

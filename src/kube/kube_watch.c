@@ -1,0 +1,625 @@
+/* Watches (list, then a stream of line-delimited JSON events from the last resourceVersion; relist on 410
+ * Gone and after failures) and the informer built on them (a local store with per-object callbacks). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/kube.h"
+
+#define WATCH_MAX_LINE (16u * 1024 * 1024)
+
+enum watch_next {
+        WATCH_NEXT_LIST,
+        WATCH_NEXT_STREAM,
+};
+
+struct kube_watch {
+        struct kube_client *client;
+        char *path, *label_selector, *field_selector;
+        unsigned timeout_seconds;
+        char *rv;
+        struct kube_watch_ops ops;
+        void *userdata;
+
+        struct kube_call *call; /* the list or the stream under way */
+        struct timer *timer;    /* waiting before the next try */
+        enum watch_next next;
+        struct backoff backoff;
+        struct buf line; /* an event line not complete yet */
+        bool got_event;  /* this stream delivered something */
+        bool restart;    /* an ERROR event or a Status came instead of events: relist */
+        bool gone;       /* ... and it said 410 Gone: relist at once */
+        unsigned relists;
+        unsigned busy; /* inside our callbacks (the stream's data, or the owner's) */
+        bool stopped;  /* stop was asked for inside a callback: free when it returns */
+};
+
+static void watch_free(struct kube_watch *w)
+{
+        kube_call_cancel(w->call);
+        timer_cancel(w->timer);
+        free(w->path);
+        free(w->label_selector);
+        free(w->field_selector);
+        free(w->rv);
+        buf_free(&w->line);
+        free(w);
+}
+
+struct kube_watch *kube_watch_stop(struct kube_watch *w)
+{
+        if (!w)
+                return NULL;
+        /* Cancelling from inside the stream's own data callback is fine: core defers the teardown. */
+        w->call = kube_call_cancel(w->call);
+        w->timer = timer_cancel(w->timer);
+        if (w->busy)
+                w->stopped = true; /* freed when the outermost callback returns */
+        else
+                watch_free(w);
+        return NULL;
+}
+
+/* Runs after each of our callbacks: true when the watch was stopped (freed once the outermost one returns).
+ */
+static bool watch_leave(struct kube_watch *w)
+{
+        w->busy--;
+        if (!w->stopped)
+                return false;
+        if (w->busy == 0)
+                watch_free(w);
+        return true;
+}
+
+const char *kube_watch_rv(const struct kube_watch *w)
+{
+        return w->rv;
+}
+
+unsigned kube_watch_relists(const struct kube_watch *w)
+{
+        return w->relists;
+}
+
+static void watch_list(struct kube_watch *w);
+static void watch_stream(struct kube_watch *w);
+
+static void watch_timer_fn(void *userdata)
+{
+        struct kube_watch *w = userdata;
+        w->timer = NULL;
+        if (w->next == WATCH_NEXT_LIST)
+                watch_list(w);
+        else
+                watch_stream(w);
+}
+
+static void watch_schedule(struct kube_watch *w, enum watch_next next, uint64_t delay)
+{
+        w->next = next;
+        int r = timer_start_in(kube_client_loop(w->client), delay, watch_timer_fn, w, &w->timer);
+        if (r < 0) {
+                /* No timer: report it; the watch stays idle until restarted by its owner. */
+                struct kube_result res = { .error = r,
+                                           .message = (char *)"watch: cannot arm the retry timer" };
+                if (w->ops.error) {
+                        w->busy++;
+                        w->ops.error(w->userdata, &res);
+                        watch_leave(w);
+                }
+        }
+}
+
+static void watch_report(struct kube_watch *w, const struct kube_result *r)
+{
+        if (!w->ops.error)
+                return;
+        w->busy++;
+        w->ops.error(w->userdata, r);
+}
+
+static void watch_list_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct kube_watch *w = userdata;
+        w->call = NULL;
+        if (r->error < 0) {
+                if (w->ops.error) {
+                        watch_report(w, r);
+                        if (watch_leave(w))
+                                return;
+                }
+                return watch_schedule(w, WATCH_NEXT_LIST, backoff_next(&w->backoff));
+        }
+        const char *rv = kube_object_rv(r->object);
+        if (free_and_strdup(&w->rv, rv) < 0)
+                return watch_schedule(w, WATCH_NEXT_LIST, backoff_next(&w->backoff));
+        w->relists++;
+        if (w->ops.relisted) {
+                w->busy++;
+                w->ops.relisted(w->userdata, kube_list_items(r->object), w->rv);
+                if (watch_leave(w))
+                        return;
+        }
+        watch_stream(w);
+}
+
+static void watch_list(struct kube_watch *w)
+{
+        struct kube_list_options o = {
+                .label_selector = w->label_selector,
+                .field_selector = w->field_selector,
+        };
+        int r = kube_list(w->client, w->path, &o, watch_list_done, w, &w->call);
+        if (r < 0)
+                watch_schedule(w, WATCH_NEXT_LIST, backoff_next(&w->backoff));
+}
+
+static int watch_line(struct kube_watch *w, const char *line, size_t len)
+{
+        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+                len--;
+        if (len == 0)
+                return 0;
+        cJSON *ev = cJSON_ParseWithLength(line, len);
+        if (!ev) {
+                log_debug("kube: watch %s: unparsable event line, relisting", w->path);
+                w->restart = true;
+                return -EBADMSG;
+        }
+        const char *type = kube_object_str(ev, "type");
+        const cJSON *obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
+        int ret = 0;
+        if (!type) {
+                /* Not an event: the Status body of a refused watch (e.g. 410 answered directly). */
+                const cJSON *code = cJSON_GetObjectItemCaseSensitive(ev, "code");
+                w->restart = true;
+                w->gone = cJSON_IsNumber(code) && code->valueint == 410;
+                ret = -EBADMSG;
+        } else if (streq(type, "BOOKMARK")) {
+                const char *rv = kube_object_rv(obj);
+                if (rv && free_and_strdup(&w->rv, rv) < 0)
+                        ret = -ENOMEM;
+                w->got_event = true;
+        } else if (streq(type, "ERROR")) {
+                const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
+                log_debug("kube: watch %s: ERROR event (code %d), relisting", w->path,
+                          cJSON_IsNumber(code) ? code->valueint : 0);
+                w->restart = true;
+                w->gone = cJSON_IsNumber(code) && code->valueint == 410;
+                ret = -ESTALE;
+        } else {
+                enum kube_event_type t;
+                if (streq(type, "ADDED"))
+                        t = KUBE_EVENT_ADDED;
+                else if (streq(type, "MODIFIED"))
+                        t = KUBE_EVENT_MODIFIED;
+                else if (streq(type, "DELETED"))
+                        t = KUBE_EVENT_DELETED;
+                else {
+                        cJSON_Delete(ev);
+                        return 0;
+                }
+                const char *rv = kube_object_rv(obj);
+                if (rv && free_and_strdup(&w->rv, rv) < 0)
+                        ret = -ENOMEM;
+                w->got_event = true;
+                if (ret == 0 && w->ops.event && cJSON_IsObject(obj)) {
+                        w->busy++;
+                        w->ops.event(w->userdata, t, obj);
+                        if (watch_leave(w))
+                                ret = -ECANCELED;
+                }
+        }
+        cJSON_Delete(ev);
+        return ret;
+}
+
+/* Splits the stream into lines; an event may arrive in several chunks, or several in one. */
+static int watch_on_data(const char *data, size_t len, void *userdata)
+{
+        struct kube_watch *w = userdata;
+        if (w->restart)
+                return -ECANCELED;
+        if (w->line.len + len > WATCH_MAX_LINE)
+                return -EFBIG;
+        if (buf_append(&w->line, data, len) < 0)
+                return -ENOMEM;
+        w->busy++;
+        size_t start = 0;
+        int r = 0;
+        for (size_t i = 0; i < w->line.len && r == 0; i++) {
+                if (w->line.data[i] != '\n')
+                        continue;
+                r = watch_line(w, w->line.data + start, i - start);
+                start = i + 1;
+        }
+        if (watch_leave(w))
+                return -ECANCELED;
+        if (r < 0) {
+                w->line.len = 0;
+                return r;
+        }
+        memmove(w->line.data, w->line.data + start, w->line.len - start);
+        w->line.len -= start;
+        return 0;
+}
+
+static void watch_stream_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct kube_watch *w = userdata;
+        w->call = NULL;
+        if (w->line.len > 0 && !w->restart) {
+                /* A last line without its newline: an event, or the Status of a refused watch. */
+                _cleanup_free_ char *rest = strndup(w->line.data, w->line.len);
+                w->line.len = 0;
+                if (rest) {
+                        w->busy++;
+                        (void)watch_line(w, rest, strlen(rest));
+                        if (watch_leave(w))
+                                return;
+                }
+        }
+        w->line.len = 0;
+        if (w->gone || r->http_status == 410) {
+                /* Our resourceVersion is too old: a relist is the normal way on, at once. */
+                w->gone = w->restart = false;
+                return watch_schedule(w, WATCH_NEXT_LIST, 0);
+        }
+        if (!w->restart && r->error == 0 && r->http_status == 200) {
+                /* The server ended the watch (timeoutSeconds): resume from the last resourceVersion. */
+                uint64_t delay = w->got_event ? 0 : backoff_next(&w->backoff);
+                if (w->got_event)
+                        backoff_reset(&w->backoff);
+                return watch_schedule(w, WATCH_NEXT_STREAM, delay);
+        }
+        w->restart = false;
+        if (w->ops.error) {
+                watch_report(w, r);
+                if (watch_leave(w))
+                        return;
+        }
+        watch_schedule(w, WATCH_NEXT_LIST, backoff_next(&w->backoff));
+}
+
+static void watch_stream(struct kube_watch *w)
+{
+        _cleanup_free_ char *rv = kube_query_escape(w->rv ? w->rv : "");
+        _cleanup_free_ char *ls = w->label_selector ? kube_query_escape(w->label_selector) : NULL;
+        _cleanup_free_ char *fs = w->field_selector ? kube_query_escape(w->field_selector) : NULL;
+        _cleanup_free_ char *path =
+            rv ? strprintf(
+                     "%s%cwatch=true&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%u%s%s%s%s",
+                     w->path, strchr(w->path, '?') ? '&' : '?', rv, w->timeout_seconds,
+                     ls ? "&labelSelector=" : "", ls ? ls : "", fs ? "&fieldSelector=" : "", fs ? fs : "")
+               : NULL;
+        w->got_event = false;
+        w->restart = w->gone = false;
+        w->line.len = 0;
+        int r = path ? kube_request_stream(w->client, path, watch_on_data, watch_stream_done, w, &w->call)
+                     : -ENOMEM;
+        if (r < 0)
+                watch_schedule(w, WATCH_NEXT_STREAM, backoff_next(&w->backoff));
+}
+
+int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
+                     const struct kube_watch_ops *ops, void *userdata, struct kube_watch **ret)
+{
+        if (!c || !o || !o->path || !ops)
+                return -EINVAL;
+        struct kube_watch *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->client = c;
+        w->ops = *ops;
+        w->userdata = userdata;
+        w->timeout_seconds = o->timeout_seconds ? o->timeout_seconds : 300;
+        w->backoff = BACKOFF_INIT(500 * 1000, 30 * 1000 * 1000);
+        w->path = strdup(o->path);
+        if (!w->path || free_and_strdup(&w->label_selector, o->label_selector) < 0 ||
+            free_and_strdup(&w->field_selector, o->field_selector) < 0 ||
+            free_and_strdup(&w->rv, o->resource_version) < 0) {
+                watch_free(w);
+                return -ENOMEM;
+        }
+        /* Start from the loop, so that no callback runs before the caller has its handle. */
+        watch_schedule(w, o->resource_version ? WATCH_NEXT_STREAM : WATCH_NEXT_LIST, 0);
+        if (!w->timer) {
+                watch_free(w);
+                return -ENOMEM;
+        }
+        *ret = w;
+        return 0;
+}
+
+/* ---- informer ---- */
+
+struct store_entry {
+        char *key;
+        cJSON *obj;
+        bool seen;
+};
+
+struct kube_informer {
+        struct kube_watch *watch;
+        struct kube_informer_ops ops;
+        void *userdata;
+        struct store_entry *items;
+        size_t n, cap;
+        size_t *slots; /* index into items, see store_slot() */
+        size_t n_slots;
+        bool synced;
+        unsigned busy;
+        bool stopped;
+};
+
+static char *object_key(const cJSON *obj)
+{
+        const char *ns = kube_object_str(obj, "metadata.namespace");
+        const char *name = kube_object_str(obj, "metadata.name");
+        if (!name)
+                return NULL;
+        return strprintf("%s/%s", ns ? ns : "", name);
+}
+
+/* The store: entries in an array (stable order for kube_informer_at), found through an open-addressing
+ * index of array positions (+1; 0 = empty slot), so a cluster-wide informer stays O(1) per event. */
+static size_t store_hash(const char *key)
+{
+        size_t h = 1469598103934665603ULL;
+        for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+                h = (h ^ *p) * 1099511628211ULL;
+        return h;
+}
+
+static size_t *store_slot(const struct kube_informer *inf, const char *key)
+{
+        if (inf->n_slots == 0)
+                return NULL;
+        size_t mask = inf->n_slots - 1;
+        for (size_t i = store_hash(key) & mask;; i = (i + 1) & mask) {
+                size_t *slot = &inf->slots[i];
+                if (*slot == 0 || streq(inf->items[*slot - 1].key, key))
+                        return slot;
+        }
+}
+
+static struct store_entry *store_find(const struct kube_informer *inf, const char *key)
+{
+        size_t *slot = store_slot(inf, key);
+        return slot && *slot ? &inf->items[*slot - 1] : NULL;
+}
+
+static int store_reindex(struct kube_informer *inf, size_t n_slots)
+{
+        size_t *slots = calloc(n_slots, sizeof(*slots));
+        if (!slots)
+                return -ENOMEM;
+        free(inf->slots);
+        inf->slots = slots;
+        inf->n_slots = n_slots;
+        for (size_t i = 0; i < inf->n; i++)
+                *store_slot(inf, inf->items[i].key) = i + 1;
+        return 0;
+}
+
+static int store_add(struct kube_informer *inf, char *key, cJSON *obj)
+{
+        if (inf->n == inf->cap) {
+                size_t cap = inf->cap ? inf->cap * 2 : 16;
+                struct store_entry *n = realloc(inf->items, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                inf->items = n;
+                inf->cap = cap;
+        }
+        /* Keep the index at most half full. */
+        if ((inf->n + 1) * 2 > inf->n_slots) {
+                int r = store_reindex(inf, inf->n_slots ? inf->n_slots * 2 : 32);
+                if (r < 0)
+                        return r;
+        }
+        inf->items[inf->n++] = (struct store_entry){ .key = key, .obj = obj, .seen = true };
+        *store_slot(inf, key) = inf->n;
+        return 0;
+}
+
+/* Empties one index slot, shifting back the entries of its probe run (linear-probing deletion). */
+static void store_unslot(struct kube_informer *inf, size_t *slot)
+{
+        size_t mask = inf->n_slots - 1;
+        size_t hole = (size_t)(slot - inf->slots);
+        for (size_t j = (hole + 1) & mask; inf->slots[j] != 0; j = (j + 1) & mask) {
+                size_t home = store_hash(inf->items[inf->slots[j] - 1].key) & mask;
+                /* The entry at j may move into the hole unless its home lies cyclically in (hole, j]. */
+                bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+                if (stays)
+                        continue;
+                inf->slots[hole] = inf->slots[j];
+                hole = j;
+        }
+        inf->slots[hole] = 0;
+}
+
+static void store_remove(struct kube_informer *inf, struct store_entry *e)
+{
+        size_t idx = (size_t)(e - inf->items);
+        store_unslot(inf, store_slot(inf, e->key));
+        free(e->key);
+        cJSON_Delete(e->obj);
+        inf->n--;
+        if (idx != inf->n) {
+                /* The last entry fills the gap; its index slot follows it. */
+                inf->items[idx] = inf->items[inf->n];
+                *store_slot(inf, inf->items[idx].key) = idx + 1;
+        }
+}
+
+static void informer_free(struct kube_informer *inf)
+{
+        kube_watch_stop(inf->watch);
+        for (size_t i = 0; i < inf->n; i++) {
+                free(inf->items[i].key);
+                cJSON_Delete(inf->items[i].obj);
+        }
+        free(inf->items);
+        free(inf->slots);
+        free(inf);
+}
+
+struct kube_informer *kube_informer_stop(struct kube_informer *inf)
+{
+        if (!inf)
+                return NULL;
+        if (inf->busy) {
+                inf->stopped = true;
+                inf->watch = kube_watch_stop(inf->watch);
+        } else
+                informer_free(inf);
+        return NULL;
+}
+
+static bool informer_leave(struct kube_informer *inf)
+{
+        inf->busy--;
+        if (inf->busy == 0 && inf->stopped) {
+                informer_free(inf);
+                return true;
+        }
+        return inf->stopped;
+}
+
+/* Drops an entry and tells the owner. Returns true when the informer was stopped. */
+static bool informer_delete(struct kube_informer *inf, struct store_entry *e)
+{
+        cJSON *old = TAKE_PTR(e->obj);
+        store_remove(inf, e);
+        bool stopped = false;
+        if (inf->ops.deleted) {
+                inf->busy++;
+                inf->ops.deleted(inf->userdata, old);
+                stopped = informer_leave(inf);
+        }
+        cJSON_Delete(old);
+        return stopped;
+}
+
+/* Applies one object to the store and tells the owner. Returns true when the informer was stopped. */
+static bool informer_apply(struct kube_informer *inf, enum kube_event_type type, const cJSON *obj)
+{
+        _cleanup_free_ char *key = object_key(obj);
+        if (!key)
+                return false;
+        struct store_entry *e = store_find(inf, key);
+        if (type == KUBE_EVENT_DELETED)
+                return e ? informer_delete(inf, e) : false;
+        cJSON *dup = cJSON_Duplicate(obj, true);
+        if (!dup)
+                return false;
+        if (e) {
+                cJSON *old = e->obj;
+                e->obj = dup;
+                e->seen = true;
+                bool stopped = false;
+                if (inf->ops.modified && !streq_ptr(kube_object_rv(old), kube_object_rv(dup))) {
+                        inf->busy++;
+                        inf->ops.modified(inf->userdata, old, dup);
+                        stopped = informer_leave(inf);
+                }
+                cJSON_Delete(old);
+                return stopped;
+        }
+        if (store_add(inf, key, dup) < 0) {
+                cJSON_Delete(dup);
+                return false;
+        }
+        key = NULL;
+        if (!inf->ops.added)
+                return false;
+        inf->busy++;
+        inf->ops.added(inf->userdata, dup);
+        return informer_leave(inf);
+}
+
+static void informer_event(void *userdata, enum kube_event_type type, const cJSON *obj)
+{
+        informer_apply(userdata, type, obj);
+}
+
+static void informer_relisted(void *userdata, const cJSON *items, const char *rv)
+{
+        struct kube_informer *inf = userdata;
+        for (size_t i = 0; i < inf->n; i++)
+                inf->items[i].seen = false;
+        const cJSON *obj;
+        cJSON_ArrayForEach (obj, items) {
+                if (informer_apply(inf, KUBE_EVENT_ADDED, obj))
+                        return;
+        }
+        /* What the list no longer has was deleted while we were not watching. Backwards, because removal
+         * moves the last entry into the freed slot. */
+        for (size_t i = inf->n; i > 0; i--) {
+                if (!inf->items[i - 1].seen)
+                        if (informer_delete(inf, &inf->items[i - 1]))
+                                return;
+        }
+        if (!inf->synced) {
+                inf->synced = true;
+                if (inf->ops.synced) {
+                        inf->busy++;
+                        inf->ops.synced(inf->userdata);
+                        informer_leave(inf);
+                }
+        }
+}
+
+int kube_informer_start(struct kube_client *c, const struct kube_watch_options *o,
+                        const struct kube_informer_ops *ops, void *userdata, struct kube_informer **ret)
+{
+        if (!c || !o || !ops)
+                return -EINVAL;
+        struct kube_informer *inf = calloc(1, sizeof(*inf));
+        if (!inf)
+                return -ENOMEM;
+        inf->ops = *ops;
+        inf->userdata = userdata;
+        struct kube_watch_options wo = *o;
+        wo.resource_version = NULL; /* an informer always starts from a full list */
+        static const struct kube_watch_ops wops = {
+                .event = informer_event,
+                .relisted = informer_relisted,
+        };
+        int r = kube_watch_start(c, &wo, &wops, inf, &inf->watch);
+        if (r < 0) {
+                free(inf);
+                return r;
+        }
+        *ret = inf;
+        return 0;
+}
+
+bool kube_informer_synced(const struct kube_informer *inf)
+{
+        return inf->synced;
+}
+
+size_t kube_informer_size(const struct kube_informer *inf)
+{
+        return inf->n;
+}
+
+const cJSON *kube_informer_get(const struct kube_informer *inf, const char *namespace, const char *name)
+{
+        _cleanup_free_ char *key = strprintf("%s/%s", namespace ? namespace : "", name);
+        if (!key)
+                return NULL;
+        const struct store_entry *e = store_find(inf, key);
+        return e ? e->obj : NULL;
+}
+
+const cJSON *kube_informer_at(const struct kube_informer *inf, size_t i)
+{
+        return i < inf->n ? inf->items[i].obj : NULL;
+}

@@ -1,0 +1,1425 @@
+/* The simulator's world: objects, controllers, scheduler, kubelet timing, clock and change log.
+ *
+ * Time: every timed action (a pod turning Ready, a pod exiting, a scenario event, a node reaching its
+ * deadline) is found by scanning the state for the earliest due time; sim_advance() runs them in time order
+ * and stamps what they change with their own due time, so results do not depend on how often it is called.
+ * After every change the controllers settle: ReplicaSets/Jobs/StatefulSets/DaemonSets create the pods they
+ * miss, the first-fit scheduler binds Pending pods, PDB status is recomputed.
+ *
+ * A node whose deadline passes is terminated: every pod still on it is killed and removed, and the Node
+ * object is deleted at once (no NotReady phase in between). */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/model_internal.h"
+#include "spotdrain/util.h"
+#include "spotdrain/yaml.h"
+
+#define DISRUPTED_POD_TTL 120.0  /* the disruption controller drops a disruptedPods entry after 2 minutes */
+#define INITIAL_AGE       3600.0 /* pods of the starting world were created this long before t=0 */
+
+static const char *const kind_resources[_SIM_KIND_MAX] = {
+        [SIM_NAMESPACE] = "namespaces",
+        [SIM_NODE] = "nodes",
+        [SIM_POD] = "pods",
+        [SIM_PDB] = "poddisruptionbudgets",
+        [SIM_REPLICASET] = "replicasets",
+        [SIM_DEPLOYMENT] = "deployments",
+        [SIM_STATEFULSET] = "statefulsets",
+        [SIM_DAEMONSET] = "daemonsets",
+        [SIM_EVENT] = "events",
+        [SIM_LEASE] = "leases",
+};
+
+const char *sim_kind_resource(enum sim_kind k)
+{
+        if ((int)k < 0 || k >= _SIM_KIND_MAX)
+                return NULL;
+        return kind_resources[k];
+}
+
+int sim_kind_from_resource(const char *resource)
+{
+        for (int i = 0; i < _SIM_KIND_MAX; i++)
+                if (streq(kind_resources[i], resource))
+                        return i;
+        return -EINVAL;
+}
+
+/* ---- randomness (deterministic from the seed) ---- */
+static uint64_t splitmix64(uint64_t *state)
+{
+        uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+}
+
+static uint64_t rng_next(struct sim *s)
+{
+        return splitmix64(&s->rng);
+}
+
+char *sim_new_uid(struct sim *s)
+{
+        uint64_t a = rng_next(s), b = rng_next(s);
+        return strprintf("%08x-%04x-4%03x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)((a >> 16) & 0xffff),
+                         (unsigned)(a & 0xfff), (unsigned)(((b >> 48) & 0x3fff) | 0x8000),
+                         (unsigned long long)(b & 0xffffffffffffULL));
+}
+
+/* The alphabet Kubernetes uses for generated name suffixes (no vowels, no confusable digits). */
+static const char name_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+
+static void rand_chars(struct sim *s, char *out, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                out[i] = name_alphabet[rng_next(s) % (sizeof(name_alphabet) - 1)];
+        out[n] = 0;
+}
+
+void sim_rand_suffix(struct sim *s, char out[static 6])
+{
+        rand_chars(s, out, 5);
+}
+
+/* ---- clock ---- */
+void sim_start(struct sim *s)
+{
+        s->started = true;
+        s->start_mono = now_monotonic_usec();
+        s->epoch_usec = now_realtime_usec();
+}
+
+double sim_now(const struct sim *s)
+{
+        if (s->manual_clock)
+                return s->manual_now;
+        if (!s->started)
+                return 0;
+        return (double)(now_monotonic_usec() - s->start_mono) / 1e6 * s->time_scale;
+}
+
+void sim_set_now(struct sim *s, double t)
+{
+        if (s->manual_clock && t > s->manual_now)
+                s->manual_now = t;
+}
+
+/* Scenario seconds map one to one onto wall-clock seconds from the epoch: a client running on the engine
+ * clock (core.h, scaled by the same time_scale from sim_start on) sees every timestamp and duration with its
+ * scenario meaning (a 30 s grace period is 30 s on that clock). */
+uint64_t sim_wall_usec(const struct sim *s, double t)
+{
+        return (uint64_t)((int64_t)s->epoch_usec + (int64_t)llround(t * 1e6));
+}
+
+double sim_time_scale(const struct sim *s)
+{
+        return s->time_scale;
+}
+
+/* ---- locking ---- */
+void sim_lock(struct sim *s)
+{
+        pthread_mutex_lock(&s->mutex);
+}
+
+void sim_unlock(struct sim *s)
+{
+        pthread_mutex_unlock(&s->mutex);
+}
+
+void sim_broadcast(struct sim *s)
+{
+        pthread_cond_broadcast(&s->cond);
+}
+
+static double next_due(const struct sim *s);
+
+void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
+{
+        uint64_t start = now_monotonic_usec(), deadline = start + timeout_usec;
+        double next = next_due(s);
+        if (next >= 0 && !s->manual_clock && s->started) {
+                double dt = (next - sim_now(s)) / s->time_scale;
+                if (dt <= 0)
+                        return;
+                uint64_t due = start + (uint64_t)(dt * 1e6) + 1;
+                if (due < deadline)
+                        deadline = due;
+        }
+        while (s->rv <= after_rv) {
+                if (now_monotonic_usec() >= deadline)
+                        break;
+                struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000ULL),
+                                       .tv_nsec = (long)(deadline % 1000000ULL) * 1000L };
+                pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+        }
+}
+
+/* ---- change log ---- */
+static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char *type, char *ns, cJSON *obj)
+{
+        if (s->log_len == SIM_LOG_MAX) {
+                struct sim_logentry *old = &s->log[s->log_start];
+                s->log_floor = old->rv;
+                free(old->ns);
+                cJSON_Delete(old->obj);
+                s->log_start = (s->log_start + 1) % SIM_LOG_MAX;
+                s->log_len--;
+        }
+        s->log[(s->log_start + s->log_len) % SIM_LOG_MAX] =
+            (struct sim_logentry){ .rv = rv, .kind = kind, .type = type, .ns = ns, .obj = obj };
+        s->log_len++;
+}
+
+const char *sim_pod_ns(const struct sim_pod *p)
+{
+        return p->wl->sc->ns;
+}
+
+bool sim_pod_evictable(const struct sim_pod *p)
+{
+        return p->wl->sc->kind != SIM_WL_DAEMONSET;
+}
+
+static cJSON *render_any(struct sim *s, enum sim_kind kind, void *o, const char **ret_ns)
+{
+        *ret_ns = NULL;
+        switch (kind) {
+        case SIM_NAMESPACE:
+                return sim_render_ns(s, o);
+        case SIM_NODE:
+                return sim_render_node(s, o);
+        case SIM_POD:
+                *ret_ns = sim_pod_ns(o);
+                return sim_render_pod(s, o);
+        case SIM_PDB:
+                *ret_ns = ((struct sim_pdb *)o)->ns;
+                return sim_render_pdb(s, o);
+        case SIM_REPLICASET:
+        case SIM_DEPLOYMENT:
+        case SIM_STATEFULSET:
+        case SIM_DAEMONSET:
+                *ret_ns = ((struct sim_workload *)o)->sc->ns;
+                return sim_render_workload(s, o, kind);
+        case SIM_EVENT:
+        case SIM_LEASE: {
+                struct sim_obj *g = o;
+                *ret_ns = g->ns;
+                return cJSON_Duplicate(g->obj, true);
+        }
+        default:
+                return NULL;
+        }
+}
+
+/* Gives the object the next resourceVersion and records the change with its rendering. */
+int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
+{
+        if (s->building)
+                return 0;
+        uint64_t rv = ++s->rv;
+        switch (kind) {
+        case SIM_NAMESPACE:
+                ((struct sim_ns *)o)->rv = rv;
+                break;
+        case SIM_NODE:
+                ((struct sim_node *)o)->rv = rv;
+                break;
+        case SIM_POD:
+                ((struct sim_pod *)o)->rv = rv;
+                break;
+        case SIM_PDB:
+                ((struct sim_pdb *)o)->rv = rv;
+                break;
+        case SIM_REPLICASET:
+                ((struct sim_workload *)o)->rs_rv = rv;
+                break;
+        case SIM_DEPLOYMENT:
+        case SIM_STATEFULSET:
+        case SIM_DAEMONSET:
+                ((struct sim_workload *)o)->rv = rv;
+                break;
+        case SIM_EVENT:
+        case SIM_LEASE: {
+                struct sim_obj *g = o;
+                cJSON *md = cJSON_GetObjectItemCaseSensitive(g->obj, "metadata");
+                char buf[32];
+                snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
+                cJSON *v = cJSON_CreateString(buf);
+                if (!v || !md || !cJSON_ReplaceItemInObjectCaseSensitive(md, "resourceVersion", v)) {
+                        if (!md || !cJSON_AddItemToObject(md, "resourceVersion", v)) {
+                                cJSON_Delete(v);
+                                return -ENOMEM;
+                        }
+                }
+                break;
+        }
+        default:
+                return -EINVAL;
+        }
+        sim_broadcast(s);
+        const char *ns;
+        cJSON *obj = render_any(s, kind, o, &ns);
+        if (!obj)
+                return -ENOMEM;
+        char *nsc = NULL;
+        if (ns && !(nsc = strdup(ns))) {
+                cJSON_Delete(obj);
+                return -ENOMEM;
+        }
+        log_push(s, rv, kind, type, nsc, obj);
+        return 0;
+}
+
+int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_t after_rv,
+                      void (*fn)(const struct sim_change *c, void *userdata), void *userdata)
+{
+        if (after_rv < s->log_floor)
+                return -ESTALE;
+        for (size_t i = 0; i < s->log_len; i++) {
+                const struct sim_logentry *e = &s->log[(s->log_start + i) % SIM_LOG_MAX];
+                if (e->rv <= after_rv || e->kind != kind)
+                        continue;
+                if (ns && !streq(ns, e->ns))
+                        continue;
+                struct sim_change c = { .rv = e->rv, .kind = e->kind, .type = e->type, .object = e->obj };
+                fn(&c, userdata);
+        }
+        return 0;
+}
+
+uint64_t sim_resource_version(const struct sim *s)
+{
+        return s->rv;
+}
+
+/* ---- lookups ---- */
+struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name)
+{
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (streq(s->pods[i]->name, name) && streq(sim_pod_ns(s->pods[i]), ns))
+                        return s->pods[i];
+        return NULL;
+}
+
+struct sim_node *sim_find_node(struct sim *s, const char *name)
+{
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if (!s->nodes[i]->removed && streq(s->nodes[i]->name, name))
+                        return s->nodes[i];
+        return NULL;
+}
+
+bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p)
+{
+        if (!streq(d->ns, sim_pod_ns(p)))
+                return false;
+        const cJSON *ml;
+        cJSON_ArrayForEach (ml, d->match_labels) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->labels, ml->string);
+                if (!cJSON_IsString(v) || !cJSON_IsString(ml) || !streq(v->valuestring, ml->valuestring))
+                        return false;
+        }
+        return true;
+}
+
+bool sim_pdb_is_disrupted(const struct sim_pdb *d, const char *pod)
+{
+        for (size_t i = 0; i < d->n_disrupted; i++)
+                if (streq(d->disrupted[i].pod, pod))
+                        return true;
+        return false;
+}
+
+/* ---- pods ---- */
+static void pod_free(struct sim_pod *p)
+{
+        if (!p)
+                return;
+        free(p->name);
+        free(p->uid);
+        free(p->ip);
+        cJSON_Delete(p->labels);
+        free(p);
+}
+
+static int add_label(cJSON *labels, const char *k, const char *v)
+{
+        return cJSON_AddStringToObject(labels, k, v) ? 0 : -ENOMEM;
+}
+
+static bool pod_name_taken(struct sim *s, const char *ns, const char *name)
+{
+        return sim_find_pod(s, ns, name) != NULL;
+}
+
+static int pod_labels(struct sim_pod *p)
+{
+        const struct sim_workload *w = p->wl;
+        _cleanup_free_ char *rev = NULL, *idx = NULL;
+        p->labels = cJSON_CreateObject();
+        if (!p->labels || add_label(p->labels, "app", w->sc->name) < 0)
+                return -ENOMEM;
+        switch (w->sc->kind) {
+        case SIM_WL_DEPLOYMENT:
+                return add_label(p->labels, "pod-template-hash", w->hash);
+        case SIM_WL_STATEFULSET:
+                rev = strprintf("%s-%s", w->sc->name, w->hash);
+                idx = strprintf("%d", p->ordinal);
+                if (!rev || !idx || add_label(p->labels, "controller-revision-hash", rev) < 0 ||
+                    add_label(p->labels, "statefulset.kubernetes.io/pod-name", p->name) < 0 ||
+                    add_label(p->labels, "apps.kubernetes.io/pod-index", idx) < 0)
+                        return -ENOMEM;
+                return 0;
+        case SIM_WL_DAEMONSET:
+                if (add_label(p->labels, "controller-revision-hash", w->hash) < 0 ||
+                    add_label(p->labels, "pod-template-generation", "1") < 0)
+                        return -ENOMEM;
+                return 0;
+        case SIM_WL_JOB:
+                if (add_label(p->labels, "batch.kubernetes.io/controller-uid", w->uid) < 0 ||
+                    add_label(p->labels, "batch.kubernetes.io/job-name", w->sc->name) < 0 ||
+                    add_label(p->labels, "controller-uid", w->uid) < 0 ||
+                    add_label(p->labels, "job-name", w->sc->name) < 0)
+                        return -ENOMEM;
+                return 0;
+        case SIM_WL_POD:
+                return 0;
+        }
+        return 0;
+}
+
+static int pod_name(struct sim *s, struct sim_workload *w, int ordinal, char **ret)
+{
+        const struct sim_sc_workload *sc = w->sc;
+        for (unsigned attempt = 0; attempt < 100; attempt++) {
+                char sfx[6];
+                sim_rand_suffix(s, sfx);
+                char *name;
+                switch (sc->kind) {
+                case SIM_WL_DEPLOYMENT:
+                        name = strprintf("%s-%s", w->rs_name, sfx);
+                        break;
+                case SIM_WL_STATEFULSET:
+                        name = strprintf("%s-%d", sc->name, ordinal);
+                        break;
+                case SIM_WL_POD:
+                        name = sc->replicas == 1 ? strdup(sc->name) : strprintf("%s-%d", sc->name, ordinal);
+                        break;
+                default:
+                        name = strprintf("%s-%s", sc->name, sfx);
+                        break;
+                }
+                if (!name)
+                        return -ENOMEM;
+                if (!pod_name_taken(s, sc->ns, name)) {
+                        *ret = name;
+                        return 0;
+                }
+                free(name);
+                if (sc->kind == SIM_WL_STATEFULSET || sc->kind == SIM_WL_POD)
+                        return -EEXIST;
+        }
+        return -EEXIST;
+}
+
+static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct sim_pod **ret)
+{
+        struct sim_pod **a = realloc(s->pods, (s->n_pods + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->pods = a;
+        struct sim_pod *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->wl = w;
+        p->ordinal = ordinal;
+        p->node = -1;
+        p->phase = SIM_PENDING;
+        p->created = s->t;
+        p->scheduled_at = p->ready_at = p->deletion_ts = p->exit_at = -1;
+        s->pod_ip_counter++;
+        int r = pod_name(s, w, ordinal, &p->name);
+        if (r < 0 || !(p->uid = sim_new_uid(s)) ||
+            !(p->ip = strprintf("10.1.%u.%u", (unsigned)(s->pod_ip_counter / 250) % 256,
+                                (unsigned)(s->pod_ip_counter % 250) + 2)) ||
+            pod_labels(p) < 0) {
+                pod_free(p);
+                return r < 0 ? r : -ENOMEM;
+        }
+        s->pods[s->n_pods++] = p;
+        *ret = p;
+        return 0;
+}
+
+static void pod_remove(struct sim *s, struct sim_pod *p)
+{
+        (void)sim_emit(s, SIM_POD, "DELETED", p);
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (s->pods[i] == p) {
+                        memmove(&s->pods[i], &s->pods[i + 1], (s->n_pods - i - 1) * sizeof(*s->pods));
+                        s->n_pods--;
+                        break;
+                }
+        pod_free(p);
+}
+
+/* Counts an evictable pod toward a node that has had a notice. */
+static void pod_tally(struct sim *s, struct sim_pod *p)
+{
+        if (p->node < 0 || p->tallied || !sim_pod_evictable(p))
+                return;
+        struct sim_node *n = s->nodes[p->node];
+        if (!n->noticed)
+                return;
+        p->tallied = true;
+        n->pods_evictable++;
+}
+
+static void pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit)
+{
+        p->node = (long)node;
+        p->phase = SIM_RUNNING;
+        p->scheduled_at = s->t;
+        p->ready_at = s->t + p->wl->sc->startup;
+        p->ready = p->wl->sc->startup <= 0;
+        pod_tally(s, p);
+        if (emit)
+                (void)sim_emit(s, SIM_POD, "MODIFIED", p);
+}
+
+/* A pod's containers stopped: at the end of their own shutdown (graceful) or killed at the end of grace. */
+static void pod_exit(struct sim *s, struct sim_pod *p)
+{
+        if (p->node >= 0 && p->phase == SIM_RUNNING && sim_pod_evictable(p)) {
+                struct sim_node *n = s->nodes[p->node];
+                if (p->wl->sc->shutdown <= (double)p->grace) {
+                        if (p->tallied)
+                                n->pods_graceful++;
+                } else
+                        n->pods_killed++;
+        }
+        pod_remove(s, p);
+}
+
+int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
+{
+        if (grace < 0)
+                grace = p->wl->sc->grace;
+        /* As kube-apiserver: nothing to stop for a pod that never ran or already finished. */
+        if (p->node < 0 || p->phase == SIM_SUCCEEDED || p->phase == SIM_FAILED)
+                grace = 0;
+        double ts = s->t + (double)grace;
+        if (p->deleting) {
+                if (ts >= p->deletion_ts)
+                        return 0;
+                p->deletion_ts = ts;
+                p->grace = grace;
+                if (p->exit_at > ts)
+                        p->exit_at = ts;
+                return sim_emit(s, SIM_POD, "MODIFIED", p);
+        }
+        p->deleting = true;
+        p->grace = grace;
+        p->deletion_ts = ts;
+        p->exit_at = s->t + fmin(p->wl->sc->shutdown, (double)grace);
+        return sim_emit(s, SIM_POD, "MODIFIED", p);
+}
+
+/* ---- nodes ---- */
+static void node_free(struct sim_node *n)
+{
+        if (!n)
+                return;
+        free(n->name);
+        free(n->uid);
+        free(n->ip);
+        cJSON_Delete(n->labels);
+        cJSON_Delete(n->annotations);
+        cJSON_Delete(n->taints);
+        free(n);
+}
+
+static int node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node **ret)
+{
+        struct sim_node *n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->sc = sc;
+        n->instance_id = sc->instance_id;
+        n->zone = sc->zone;
+        n->instance_type = sc->instance_type;
+        n->capacity_type = sc->capacity_type;
+        n->rebalance_at = n->notice_at = n->deadline_at = n->cordoned_at = n->drained_at = -1;
+        size_t idx = s->n_nodes;
+        _cleanup_free_ char *region = strdup(sc->zone);
+        if (region && *region && region[strlen(region) - 1] >= 'a' && region[strlen(region) - 1] <= 'z')
+                region[strlen(region) - 1] = 0;
+        bool spot = streq(sc->capacity_type, "spot");
+        if (!region || !(n->name = strdup(sc->name)) || !(n->uid = sim_new_uid(s)) ||
+            !(n->ip = strprintf("10.0.%zu.%zu", (idx / 250) % 256, idx % 250 + 10)) ||
+            !(n->labels = cJSON_CreateObject()) || !(n->annotations = cJSON_CreateObject()) ||
+            add_label(n->labels, "beta.kubernetes.io/arch", "amd64") < 0 ||
+            add_label(n->labels, "beta.kubernetes.io/os", "linux") < 0 ||
+            add_label(n->labels, "eks.amazonaws.com/capacityType", spot ? "SPOT" : "ON_DEMAND") < 0 ||
+            add_label(n->labels, "karpenter.sh/capacity-type", sc->capacity_type) < 0 ||
+            add_label(n->labels, "kubernetes.io/arch", "amd64") < 0 ||
+            add_label(n->labels, "kubernetes.io/hostname", sc->name) < 0 ||
+            add_label(n->labels, "kubernetes.io/os", "linux") < 0 ||
+            add_label(n->labels, "node.kubernetes.io/instance-type", sc->instance_type) < 0 ||
+            add_label(n->labels, "topology.kubernetes.io/region", region) < 0 ||
+            add_label(n->labels, "topology.kubernetes.io/zone", sc->zone) < 0 ||
+            add_label(n->annotations, "node.alpha.kubernetes.io/ttl", "0") < 0) {
+                node_free(n);
+                return -ENOMEM;
+        }
+        *ret = n;
+        return 0;
+}
+
+static bool taints_block(const struct sim_node *n, const struct sim_pod *p)
+{
+        if (p->wl->sc->kind == SIM_WL_DAEMONSET) /* tolerates everything */
+                return false;
+        const cJSON *t;
+        cJSON_ArrayForEach (t, n->taints) {
+                const char *effect = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "effect"));
+                if (streq(effect, "NoSchedule") || streq(effect, "NoExecute"))
+                        return true;
+        }
+        return false;
+}
+
+void sim_node_cordon_changed(struct sim *s, struct sim_node *n)
+{
+        if (n->unschedulable && n->interrupted && n->cordoned_at < 0)
+                n->cordoned_at = s->t;
+}
+
+static void node_terminate(struct sim *s, size_t ni)
+{
+        struct sim_node *n = s->nodes[ni];
+        for (size_t i = 0; i < s->n_pods;) {
+                struct sim_pod *p = s->pods[i];
+                if (p->node != (long)ni) {
+                        i++;
+                        continue;
+                }
+                if (sim_pod_evictable(p) && p->phase == SIM_RUNNING)
+                        n->pods_killed++;
+                pod_remove(s, p);
+        }
+        n->removed = true;
+        (void)sim_emit(s, SIM_NODE, "DELETED", n);
+}
+
+static void node_notice(struct sim *s, struct sim_node *n, size_t ni)
+{
+        if (n->noticed)
+                return;
+        n->noticed = true;
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (s->pods[i]->node == (long)ni)
+                        pod_tally(s, s->pods[i]);
+}
+
+static void apply_event(struct sim *s, const struct sim_sc_event *e)
+{
+        struct sim_node *n = s->nodes[e->node];
+        if (n->removed)
+                return;
+        if (streq(e->type, "rebalance-recommendation")) {
+                if (n->rebalance_at < 0)
+                        n->rebalance_at = s->t;
+                node_notice(s, n, e->node);
+                return;
+        }
+        /* spot-interruption, scheduled-change, asg-lifecycle-terminate: the instance goes away after the
+         * budget. */
+        if (n->interrupted)
+                return;
+        n->interrupted = true;
+        n->notice_kind = e->type;
+        n->notice_at = s->t;
+        n->deadline_at = s->t + s->sc->budget;
+        if (n->unschedulable)
+                n->cordoned_at = s->t;
+        node_notice(s, n, e->node);
+}
+
+/* ---- controllers, scheduler, PDB status ---- */
+/* Pods of the workload that are not terminating. */
+static int workload_active_pods(struct sim *s, const struct sim_workload *w)
+{
+        int c = 0;
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (s->pods[i]->wl == w && !s->pods[i]->deleting)
+                        c++;
+        return c;
+}
+
+static void reconcile_controllers(struct sim *s)
+{
+        for (size_t wi = 0; wi < s->n_wls; wi++) {
+                struct sim_workload *w = &s->wls[wi];
+                struct sim_pod *p;
+                switch (w->sc->kind) {
+                case SIM_WL_DEPLOYMENT:
+                case SIM_WL_JOB:
+                        /* ReplicaSet and Job controllers replace a pod as soon as it is terminating. */
+                        for (int n = workload_active_pods(s, w); n < w->sc->replicas; n++) {
+                                if (pod_new(s, w, w->next_ordinal_or_index++, &p) < 0)
+                                        break;
+                                (void)sim_emit(s, SIM_POD, "ADDED", p);
+                        }
+                        break;
+                case SIM_WL_STATEFULSET:
+                        /* Same name, new UID, only once the old pod is gone. */
+                        for (int i = 0; i < w->sc->replicas; i++) {
+                                char name[300];
+                                snprintf(name, sizeof(name), "%s-%d", w->sc->name, i);
+                                if (sim_find_pod(s, w->sc->ns, name))
+                                        continue;
+                                if (pod_new(s, w, i, &p) < 0)
+                                        break;
+                                (void)sim_emit(s, SIM_POD, "ADDED", p);
+                        }
+                        break;
+                case SIM_WL_DAEMONSET:
+                        for (size_t ni = 0; ni < s->n_nodes; ni++) {
+                                if (s->nodes[ni]->removed)
+                                        continue;
+                                bool have = false;
+                                for (size_t i = 0; i < s->n_pods && !have; i++)
+                                        have = s->pods[i]->wl == w && s->pods[i]->node == (long)ni;
+                                if (have || pod_new(s, w, 0, &p) < 0)
+                                        continue;
+                                /* The DaemonSet controller pins its pod to the node (node affinity). */
+                                pod_bind(s, p, ni, false);
+                                (void)sim_emit(s, SIM_POD, "ADDED", p);
+                        }
+                        break;
+                case SIM_WL_POD:
+                        break;
+                }
+        }
+}
+
+struct usage {
+        int64_t cpu, mem, pods;
+};
+
+static bool node_fits(const struct sim_node *n, const struct usage *u, const struct sim_pod *p)
+{
+        const struct sim_sc_node *c = n->sc;
+        if (n->removed || n->unschedulable || taints_block(n, p))
+                return false;
+        return u->cpu + p->wl->sc->cpu_millis <= c->cpu_millis &&
+               u->mem + p->wl->sc->memory_bytes <= c->memory_bytes && u->pods + 1 <= c->pods;
+}
+
+static bool placed_on(const struct sim_pod *p, size_t ni)
+{
+        for (size_t k = 0; k < p->wl->sc->n_placement; k++)
+                if (p->wl->sc->placement[k].node == ni)
+                        return true;
+        return false;
+}
+
+/* First fit in node order over Ready, schedulable nodes with room for the pod's requests. Terminating pods
+ * still hold their room, as in Kubernetes. initial: the starting world, where a workload's placement gives
+ * the exact count on the nodes it names, so its other pods go to other nodes first. */
+static int schedule_pending(struct sim *s, bool initial)
+{
+        bool any = false;
+        for (size_t i = 0; i < s->n_pods && !any; i++)
+                any = s->pods[i]->node < 0 && !s->pods[i]->deleting;
+        if (!any)
+                return 0;
+        _cleanup_free_ struct usage *u = calloc(s->n_nodes ?: 1, sizeof(*u));
+        if (!u)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_pods; i++) {
+                const struct sim_pod *p = s->pods[i];
+                if (p->node < 0)
+                        continue;
+                u[p->node].cpu += p->wl->sc->cpu_millis;
+                u[p->node].mem += p->wl->sc->memory_bytes;
+                u[p->node].pods++;
+        }
+        for (size_t i = 0; i < s->n_pods; i++) {
+                struct sim_pod *p = s->pods[i];
+                if (p->node >= 0 || p->deleting)
+                        continue;
+                for (int pass = initial ? 0 : 1; pass < 2 && p->node < 0; pass++)
+                        for (size_t ni = 0; ni < s->n_nodes; ni++) {
+                                if ((pass == 0 && placed_on(p, ni)) || !node_fits(s->nodes[ni], &u[ni], p))
+                                        continue;
+                                pod_bind(s, p, ni, true);
+                                u[ni].cpu += p->wl->sc->cpu_millis;
+                                u[ni].mem += p->wl->sc->memory_bytes;
+                                u[ni].pods++;
+                                break;
+                        }
+        }
+        return 0;
+}
+
+static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
+{
+        bool changed = !d->computed;
+        /* Entries leave disruptedPods once the pod is terminating or gone, or after 2 minutes. */
+        for (size_t i = 0; i < d->n_disrupted;) {
+                struct sim_pod *p = sim_find_pod(s, d->ns, d->disrupted[i].pod);
+                if (!p || p->deleting || d->disrupted[i].at + DISRUPTED_POD_TTL <= s->t) {
+                        free(d->disrupted[i].pod);
+                        d->disrupted[i] = d->disrupted[--d->n_disrupted];
+                        changed = true;
+                } else
+                        i++;
+        }
+        int matching = 0, healthy = 0, scale = 0;
+        bool scale_ok = true;
+        for (size_t wi = 0; wi < s->n_wls; wi++) {
+                const struct sim_workload *w = &s->wls[wi];
+                bool owns = false;
+                for (size_t i = 0; i < s->n_pods; i++) {
+                        const struct sim_pod *p = s->pods[i];
+                        if (p->wl != w || !sim_pdb_matches(d, p))
+                                continue;
+                        owns = true;
+                        matching++;
+                        if (p->ready && !p->deleting && !sim_pdb_is_disrupted(d, p->name))
+                                healthy++;
+                }
+                if (!owns)
+                        continue;
+                if (w->sc->kind == SIM_WL_DEPLOYMENT || w->sc->kind == SIM_WL_STATEFULSET)
+                        scale += w->sc->replicas;
+                else
+                        scale_ok = false; /* no scale subresource: the controller fails safe */
+        }
+        int expected, desired;
+        pdb_expected(&d->spec, matching, scale, &expected, &desired);
+        int allowed = pdb_disruptions_allowed(healthy, desired, expected);
+        bool needs_scale = d->spec.max_unavailable.set || d->spec.min_available.percent;
+        if (needs_scale && !scale_ok)
+                allowed = 0;
+        if ((allowed > 0) != (d->allowed > 0) || !d->computed)
+                d->cond_since = s->t;
+        changed = changed || healthy != d->current || desired != d->desired || expected != d->expected ||
+                  allowed != d->allowed;
+        d->current = healthy;
+        d->desired = desired;
+        d->expected = expected;
+        d->allowed = allowed;
+        d->computed = true;
+        if (changed && emit)
+                (void)sim_emit(s, SIM_PDB, "MODIFIED", d);
+}
+
+static void workload_status(struct sim *s, struct sim_workload *w, bool emit)
+{
+        int n = 0, ready = 0;
+        for (size_t i = 0; i < s->n_pods; i++) {
+                const struct sim_pod *p = s->pods[i];
+                if (p->wl != w || p->deleting)
+                        continue;
+                n++;
+                if (p->ready)
+                        ready++;
+        }
+        if (n == w->st_replicas && ready == w->st_ready)
+                return;
+        w->st_replicas = n;
+        w->st_ready = ready;
+        if (!emit)
+                return;
+        switch (w->sc->kind) {
+        case SIM_WL_DEPLOYMENT:
+                (void)sim_emit(s, SIM_REPLICASET, "MODIFIED", w);
+                (void)sim_emit(s, SIM_DEPLOYMENT, "MODIFIED", w);
+                break;
+        case SIM_WL_STATEFULSET:
+                (void)sim_emit(s, SIM_STATEFULSET, "MODIFIED", w);
+                break;
+        case SIM_WL_DAEMONSET:
+                (void)sim_emit(s, SIM_DAEMONSET, "MODIFIED", w);
+                break;
+        default:
+                break;
+        }
+}
+
+static void check_drained(struct sim *s)
+{
+        for (size_t ni = 0; ni < s->n_nodes; ni++) {
+                struct sim_node *n = s->nodes[ni];
+                if (!n->noticed || n->removed || n->drained_at >= 0)
+                        continue;
+                bool left = false;
+                for (size_t i = 0; i < s->n_pods && !left; i++)
+                        left = s->pods[i]->node == (long)ni && sim_pod_evictable(s->pods[i]);
+                if (!left)
+                        n->drained_at = s->t;
+        }
+}
+
+void sim_settle(struct sim *s)
+{
+        reconcile_controllers(s);
+        (void)schedule_pending(s, false);
+        for (size_t i = 0; i < s->n_pdbs; i++)
+                pdb_recompute(s, s->pdbs[i], true);
+        for (size_t i = 0; i < s->n_wls; i++)
+                workload_status(s, &s->wls[i], true);
+        check_drained(s);
+}
+
+/* ---- timed actions ---- */
+static void due_min(double *m, double t)
+{
+        if (t >= 0 && (*m < 0 || t < *m))
+                *m = t;
+}
+
+static double next_due(const struct sim *s)
+{
+        double m = -1;
+        if (s->next_event < s->sc->n_events)
+                due_min(&m, s->sc->events[s->next_event].at);
+        for (size_t i = 0; i < s->n_pods; i++) {
+                const struct sim_pod *p = s->pods[i];
+                if (p->deleting)
+                        due_min(&m, p->exit_at);
+                else if (p->node >= 0 && !p->ready)
+                        due_min(&m, p->ready_at);
+        }
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if (s->nodes[i]->interrupted && !s->nodes[i]->removed)
+                        due_min(&m, s->nodes[i]->deadline_at);
+        for (size_t i = 0; i < s->n_pdbs; i++)
+                for (size_t j = 0; j < s->pdbs[i]->n_disrupted; j++)
+                        due_min(&m, s->pdbs[i]->disrupted[j].at + DISRUPTED_POD_TTL);
+        return m;
+}
+
+static void run_due(struct sim *s, double t)
+{
+        s->t = t;
+        while (s->next_event < s->sc->n_events && s->sc->events[s->next_event].at <= t)
+                apply_event(s, &s->sc->events[s->next_event++]);
+        for (size_t i = 0; i < s->n_pods;) {
+                struct sim_pod *p = s->pods[i];
+                if (p->deleting && p->exit_at <= t) {
+                        pod_exit(s, p);
+                        continue;
+                }
+                if (!p->deleting && p->node >= 0 && !p->ready && p->ready_at <= t) {
+                        p->ready = true;
+                        (void)sim_emit(s, SIM_POD, "MODIFIED", p);
+                }
+                i++;
+        }
+        for (size_t i = 0; i < s->n_nodes; i++) {
+                struct sim_node *n = s->nodes[i];
+                if (n->interrupted && !n->removed && n->deadline_at <= t)
+                        node_terminate(s, i);
+        }
+}
+
+double sim_advance(struct sim *s)
+{
+        double now = sim_now(s);
+        for (;;) {
+                double t = next_due(s);
+                if (t < 0 || t > now)
+                        break;
+                /* Something due before the last stamp (e.g. a zero-length shutdown) runs at that stamp. */
+                run_due(s, fmax(t, s->t));
+                sim_settle(s);
+        }
+        if (now > s->t)
+                s->t = now;
+        return next_due(s);
+}
+
+void sim_begin(struct sim *s)
+{
+        (void)sim_advance(s);
+        sim_settle(s);
+}
+
+bool sim_finished(const struct sim *s)
+{
+        if (s->next_event < s->sc->n_events)
+                return false;
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if (s->nodes[i]->interrupted && !s->nodes[i]->removed)
+                        return false;
+        return true;
+}
+
+/* ---- building the world ---- */
+static struct sim_pdb *pdb_new(const char *name, const char *ns)
+{
+        struct sim_pdb *d = calloc(1, sizeof(*d));
+        if (!d)
+                return NULL;
+        if (!(d->name = strdup(name)) || !(d->ns = strdup(ns)) ||
+            !(d->match_labels = cJSON_CreateObject())) {
+                sim_pdb_free(d);
+                return NULL;
+        }
+        return d;
+}
+
+struct sim_pdb *sim_pdb_free(struct sim_pdb *d)
+{
+        if (!d)
+                return NULL;
+        free(d->name);
+        free(d->ns);
+        free(d->uid);
+        cJSON_Delete(d->match_labels);
+        for (size_t i = 0; i < d->n_disrupted; i++)
+                free(d->disrupted[i].pod);
+        free(d->disrupted);
+        free(d);
+        return NULL;
+}
+
+int sim_pdb_add(struct sim *s, struct sim_pdb *d)
+{
+        struct sim_pdb **a = realloc(s->pdbs, (s->n_pdbs + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->pdbs = a;
+        if (!d->uid && !(d->uid = sim_new_uid(s)))
+                return -ENOMEM;
+        d->created = s->t;
+        s->pdbs[s->n_pdbs++] = d;
+        /* Watchers see it ADDED with its status already computed, as the disruption controller is quick. */
+        pdb_recompute(s, d, false);
+        return sim_emit(s, SIM_PDB, "ADDED", d);
+}
+
+static int ns_add(struct sim *s, const char *name)
+{
+        for (size_t i = 0; i < s->n_nss; i++)
+                if (streq(s->nss[i].name, name))
+                        return 0;
+        struct sim_ns *a = realloc(s->nss, (s->n_nss + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->nss = a;
+        struct sim_ns *n = &s->nss[s->n_nss];
+        *n = (struct sim_ns){ 0 };
+        if (!(n->name = strdup(name)) || !(n->uid = sim_new_uid(s))) {
+                free(n->name);
+                return -ENOMEM;
+        }
+        s->n_nss++;
+        return 0;
+}
+
+static int world_build(struct sim *s)
+{
+        static const char *const system_ns[] = { "default", "kube-node-lease", "kube-public",
+                                                 "kube-system" };
+        const struct sim_scenario *sc = s->sc;
+        int r;
+        s->t = -2 * INITIAL_AGE;
+        for (size_t i = 0; i < ARRAY_SIZE(system_ns); i++)
+                if ((r = ns_add(s, system_ns[i])) < 0)
+                        return r;
+        for (size_t i = 0; i < sc->n_workloads; i++)
+                if ((r = ns_add(s, sc->workloads[i].ns)) < 0)
+                        return r;
+        s->nodes = calloc(sc->n_nodes, sizeof(*s->nodes));
+        if (!s->nodes)
+                return -ENOMEM;
+        for (size_t i = 0; i < sc->n_nodes; i++) {
+                if ((r = node_new(s, &sc->nodes[i], &s->nodes[i])) < 0)
+                        return r;
+                s->n_nodes++;
+        }
+        s->wls = calloc(sc->n_workloads ?: 1, sizeof(*s->wls));
+        if (!s->wls)
+                return -ENOMEM;
+        for (size_t i = 0; i < sc->n_workloads; i++) {
+                struct sim_workload *w = &s->wls[i];
+                char hash[11];
+                w->sc = &sc->workloads[i];
+                rand_chars(s, hash, 10);
+                if (!(w->uid = sim_new_uid(s)) || !(w->rs_uid = sim_new_uid(s)) ||
+                    !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)))
+                        return -ENOMEM;
+                s->n_wls++;
+                if (!w->sc->has_pdb)
+                        continue;
+                struct sim_pdb *d = pdb_new(w->sc->name, w->sc->ns);
+                if (!d)
+                        return -ENOMEM;
+                d->spec = w->sc->pdb;
+                d->always_allow = w->sc->pdb_always_allow;
+                if (add_label(d->match_labels, "app", w->sc->name) < 0 || (r = sim_pdb_add(s, d)) < 0) {
+                        sim_pdb_free(d);
+                        return -ENOMEM;
+                }
+        }
+
+        /* The starting pods: created an hour before t=0 (so creation → Ready reflects startup_seconds),
+         * placed as the scenario says, the rest first-fit. */
+        s->t = -INITIAL_AGE;
+        for (size_t wi = 0; wi < s->n_wls; wi++) {
+                struct sim_workload *w = &s->wls[wi];
+                struct sim_pod *p;
+                if (w->sc->kind == SIM_WL_DAEMONSET)
+                        continue; /* created by the controller below */
+                int made = 0;
+                for (size_t k = 0; k < w->sc->n_placement; k++)
+                        for (int c = 0; c < w->sc->placement[k].count; c++) {
+                                if ((r = pod_new(s, w, w->next_ordinal_or_index++, &p)) < 0)
+                                        return r;
+                                pod_bind(s, p, w->sc->placement[k].node, false);
+                                made++;
+                        }
+                for (; made < w->sc->replicas; made++)
+                        if ((r = pod_new(s, w, w->next_ordinal_or_index++, &p)) < 0)
+                                return r;
+        }
+        reconcile_controllers(s);
+        if ((r = schedule_pending(s, true)) < 0)
+                return r;
+        for (size_t i = 0; i < s->n_pods; i++) {
+                struct sim_pod *p = s->pods[i];
+                if (p->node >= 0)
+                        p->ready = true;
+        }
+        s->t = 0;
+        for (size_t i = 0; i < s->n_pdbs; i++) {
+                pdb_recompute(s, s->pdbs[i], false);
+                s->pdbs[i]->cond_since = s->pdbs[i]->created;
+        }
+        for (size_t i = 0; i < s->n_wls; i++)
+                workload_status(s, &s->wls[i], false);
+
+        /* Everything enters the change log as ADDED, in a stable order. */
+        s->building = false;
+        for (size_t i = 0; i < s->n_nss; i++)
+                if ((r = sim_emit(s, SIM_NAMESPACE, "ADDED", &s->nss[i])) < 0)
+                        return r;
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if ((r = sim_emit(s, SIM_NODE, "ADDED", s->nodes[i])) < 0)
+                        return r;
+        for (size_t i = 0; i < s->n_wls; i++) {
+                struct sim_workload *w = &s->wls[i];
+                switch (w->sc->kind) {
+                case SIM_WL_DEPLOYMENT:
+                        if ((r = sim_emit(s, SIM_DEPLOYMENT, "ADDED", w)) < 0 ||
+                            (r = sim_emit(s, SIM_REPLICASET, "ADDED", w)) < 0)
+                                return r;
+                        break;
+                case SIM_WL_STATEFULSET:
+                        if ((r = sim_emit(s, SIM_STATEFULSET, "ADDED", w)) < 0)
+                                return r;
+                        break;
+                case SIM_WL_DAEMONSET:
+                        if ((r = sim_emit(s, SIM_DAEMONSET, "ADDED", w)) < 0)
+                                return r;
+                        break;
+                default:
+                        break;
+                }
+        }
+        for (size_t i = 0; i < s->n_pods; i++)
+                if ((r = sim_emit(s, SIM_POD, "ADDED", s->pods[i])) < 0)
+                        return r;
+        for (size_t i = 0; i < s->n_pdbs; i++)
+                if ((r = sim_emit(s, SIM_PDB, "ADDED", s->pdbs[i])) < 0)
+                        return r;
+        return 0;
+}
+
+static void sim_freep(struct sim **s)
+{
+        sim_free(*s);
+}
+
+int sim_new(const struct ynode *scenario, const struct sim_options *opt, struct sim **ret, char **ret_error)
+{
+        _cleanup_(sim_freep) struct sim *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        pthread_mutex_init(&s->mutex, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        s->log = calloc(SIM_LOG_MAX, sizeof(*s->log));
+        if (!s->log)
+                return -ENOMEM;
+        int r = sim_scenario_parse(scenario, NULL, &s->sc, ret_error);
+        if (r < 0)
+                return r;
+        const char *mode = opt && opt->mode ? opt->mode : s->sc->mode;
+        if (!streq(mode, "agent") && !streq(mode, "controller")) {
+                if (ret_error)
+                        *ret_error = strprintf("unknown mode \"%s\" (agent or controller)", mode);
+                return -EINVAL;
+        }
+        if (!(s->mode = strdup(mode)))
+                return -ENOMEM;
+        s->time_scale = opt && opt->time_scale > 0 ? opt->time_scale : 1;
+        s->seed = opt && opt->seed ? opt->seed : s->sc->seed;
+        s->rng = s->seed;
+        s->fault_rng = s->seed ^ 0x5deece66dULL;
+        s->manual_clock = opt && opt->manual_clock;
+        s->epoch_usec = now_realtime_usec();
+        s->building = true;
+        r = world_build(s);
+        if (r < 0) {
+                if (ret_error && !*ret_error)
+                        *ret_error = strprintf("cannot build the world: %s", strerror(-r));
+                return r;
+        }
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+struct sim *sim_free(struct sim *s)
+{
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_pods; i++)
+                pod_free(s->pods[i]);
+        free(s->pods);
+        for (size_t i = 0; i < s->n_nodes; i++)
+                node_free(s->nodes[i]);
+        free(s->nodes);
+        for (size_t i = 0; i < s->n_wls; i++) {
+                free(s->wls[i].uid);
+                free(s->wls[i].rs_uid);
+                free(s->wls[i].hash);
+                free(s->wls[i].rs_name);
+        }
+        free(s->wls);
+        for (size_t i = 0; i < s->n_pdbs; i++)
+                sim_pdb_free(s->pdbs[i]);
+        free(s->pdbs);
+        for (size_t i = 0; i < s->n_nss; i++) {
+                free(s->nss[i].name);
+                free(s->nss[i].uid);
+        }
+        free(s->nss);
+        for (size_t i = 0; i < s->n_objs; i++) {
+                free(s->objs[i]->ns);
+                free(s->objs[i]->name);
+                cJSON_Delete(s->objs[i]->obj);
+                free(s->objs[i]);
+        }
+        free(s->objs);
+        if (s->log)
+                for (size_t i = 0; i < s->log_len; i++) {
+                        struct sim_logentry *e = &s->log[(s->log_start + i) % SIM_LOG_MAX];
+                        free(e->ns);
+                        cJSON_Delete(e->obj);
+                }
+        free(s->log);
+        for (size_t i = 0; i < s->n_alerts; i++) {
+                free(s->alerts[i].kind);
+                free(s->alerts[i].node);
+                free(s->alerts[i].message);
+        }
+        free(s->alerts);
+        free(s->mode);
+        sim_scenario_free(s->sc);
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->mutex);
+        free(s);
+        return NULL;
+}
+
+/* ---- scenario facts ---- */
+const char *sim_scenario_name(const struct sim *s)
+{
+        return s->sc->name;
+}
+
+const char *sim_mode(const struct sim *s)
+{
+        return s->mode;
+}
+
+double sim_budget_seconds(const struct sim *s)
+{
+        return s->sc->budget;
+}
+
+size_t sim_node_count(const struct sim *s)
+{
+        return s->n_nodes;
+}
+
+const char *sim_node_name(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->name : NULL;
+}
+
+const char *sim_node_instance_id(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->instance_id : NULL;
+}
+
+const char *sim_node_zone(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->zone : NULL;
+}
+
+int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,
+                    double *ret_deadline_at)
+{
+        if (i >= s->n_nodes || !s->nodes[i]->interrupted)
+                return -ENOENT;
+        if (ret_kind)
+                *ret_kind = s->nodes[i]->notice_kind;
+        if (ret_notice_at)
+                *ret_notice_at = s->nodes[i]->notice_at;
+        if (ret_deadline_at)
+                *ret_deadline_at = s->nodes[i]->deadline_at;
+        return 0;
+}
+
+double sim_node_rebalance_at(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->rebalance_at : -1;
+}
+
+bool sim_node_gone(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes && s->nodes[i]->removed;
+}
+
+double sim_api_error_rate(const struct sim *s)
+{
+        return s->sc->api_error_rate;
+}
+
+int64_t sim_api_latency_ms(const struct sim *s)
+{
+        return s->sc->api_latency_ms;
+}
+
+/* A stream of its own, so that faults drawn per request do not change the names and UIDs of objects. */
+uint64_t sim_random(struct sim *s)
+{
+        return splitmix64(&s->fault_rng);
+}
+
+/* ---- accounting and result ---- */
+void sim_count_request(struct sim *s)
+{
+        s->api_requests++;
+}
+
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message)
+{
+        struct sim_alert *a = realloc(s->alerts, (s->n_alerts + 1) * sizeof(*a));
+        if (!a)
+                return;
+        s->alerts = a;
+        struct sim_alert *e = &s->alerts[s->n_alerts];
+        *e = (struct sim_alert){ .kind = strdup(kind ?: ""),
+                                 .node = node ? strdup(node) : NULL,
+                                 .message = strdup(message ?: ""),
+                                 .at = sim_now(s) };
+        if (!e->kind || !e->message || (node && !e->node)) {
+                free(e->kind);
+                free(e->node);
+                free(e->message);
+                return;
+        }
+        s->n_alerts++;
+}
+
+static cJSON *time_or_null(double t)
+{
+        if (t < 0)
+                return cJSON_CreateNull();
+        return cJSON_CreateNumber(round(t * 1000.0) / 1000.0);
+}
+
+static bool add_item(cJSON *o, const char *k, cJSON *v)
+{
+        if (!v)
+                return false;
+        if (!cJSON_AddItemToObject(o, k, v)) {
+                cJSON_Delete(v);
+                return false;
+        }
+        return true;
+}
+
+cJSON *sim_result(struct sim *s)
+{
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "scenario", s->sc->name) ||
+            !cJSON_AddStringToObject(o, "mode", s->mode) ||
+            !cJSON_AddNumberToObject(o, "time_scale", s->time_scale))
+                return NULL;
+        cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
+        if (!nodes)
+                return NULL;
+        for (size_t i = 0; i < s->n_nodes; i++) {
+                const struct sim_node *n = s->nodes[i];
+                if (!n->interrupted)
+                        continue;
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(nodes, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!cJSON_AddStringToObject(e, "name", n->name) ||
+                    !add_item(e, "notice_at", time_or_null(n->notice_at)) ||
+                    !add_item(e, "deadline_at", time_or_null(n->deadline_at)) ||
+                    !add_item(e, "cordoned_at", time_or_null(n->cordoned_at)) ||
+                    !add_item(e, "drained_at", time_or_null(n->drained_at)) ||
+                    !cJSON_AddNumberToObject(e, "pods_evictable", n->pods_evictable) ||
+                    !cJSON_AddNumberToObject(e, "pods_graceful", n->pods_graceful) ||
+                    !cJSON_AddNumberToObject(e, "pods_forced", n->pods_forced) ||
+                    !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed))
+                        return NULL;
+        }
+        if (!cJSON_AddNumberToObject(o, "pdb_breaches", s->pdb_breaches))
+                return NULL;
+        cJSON *alerts = cJSON_AddArrayToObject(o, "alerts");
+        if (!alerts)
+                return NULL;
+        for (size_t i = 0; i < s->n_alerts; i++) {
+                const struct sim_alert *a = &s->alerts[i];
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(alerts, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!cJSON_AddStringToObject(e, "kind", a->kind) ||
+                    !add_item(e, "node", a->node ? cJSON_CreateString(a->node) : cJSON_CreateNull()) ||
+                    !add_item(e, "at", time_or_null(a->at)) ||
+                    !cJSON_AddStringToObject(e, "message", a->message))
+                        return NULL;
+        }
+        if (!cJSON_AddArrayToObject(o, "replacements") ||
+            !cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))
+                return NULL;
+        return TAKE_PTR(o);
+}

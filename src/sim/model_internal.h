@@ -1,0 +1,248 @@
+/* The simulator model's private state, shared by scenario.c, model.c and render.c only. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim/model.h"
+#include "spotdrain/pdb.h"
+
+/* ---- the parsed scenario (CONTRACTS §3) ---- */
+enum sim_wl_kind {
+        SIM_WL_DEPLOYMENT,
+        SIM_WL_STATEFULSET,
+        SIM_WL_DAEMONSET,
+        SIM_WL_JOB,
+        SIM_WL_POD,
+};
+
+struct sim_sc_node {
+        char *name, *instance_id, *zone, *capacity_type, *instance_type;
+        char *cpu, *memory; /* the quantities as written, for rendering */
+        int64_t cpu_millis, memory_bytes, pods;
+};
+
+struct sim_sc_placement {
+        size_t node; /* index into nodes */
+        int count;
+};
+
+struct sim_sc_workload {
+        char *name, *ns;
+        enum sim_wl_kind kind;
+        int replicas;
+        struct sim_sc_placement *placement;
+        size_t n_placement;
+        char *cpu, *memory; /* NULL: no request */
+        int64_t cpu_millis, memory_bytes;
+        int64_t grace;
+        double shutdown, startup;
+        char *priority_class;
+        bool has_priority;
+        int32_t priority;
+        cJSON *annotations; /* object of strings */
+        bool emptydir;
+        bool has_pdb;
+        struct pdb_spec pdb;
+        bool pdb_always_allow;
+};
+
+struct sim_sc_event {
+        double at;
+        char *type;
+        size_t node;
+};
+
+struct sim_sc_itype {
+        char *name;
+        int64_t cpu_millis, memory_bytes;
+};
+
+struct sim_scenario {
+        char *name, *mode;
+        double budget;
+        uint64_t seed;
+        struct sim_sc_node *nodes;
+        size_t n_nodes;
+        struct sim_sc_workload *workloads;
+        size_t n_workloads;
+        struct sim_sc_event *events; /* sorted by time, stable */
+        size_t n_events;
+        double node_launch_seconds;
+        struct sim_sc_itype *itypes;
+        size_t n_itypes;
+        double api_error_rate;
+        int64_t api_latency_ms;
+};
+
+int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,
+                       char **ret_error);
+struct sim_scenario *sim_scenario_free(struct sim_scenario *sc);
+
+/* ---- the world ---- */
+struct sim_ns {
+        char *name, *uid;
+        uint64_t rv;
+};
+
+struct sim_node {
+        char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
+        const struct sim_sc_node *sc;
+        cJSON *labels, *annotations, *taints; /* taints: array, NULL when none */
+        bool unschedulable, removed;
+        uint64_t rv;
+        /* interruption accounting; times < 0 mean never */
+        bool noticed; /* any notice (rebalance or interruption): evictable pods are tallied from here on */
+        bool interrupted;
+        const char *notice_kind; /* the scenario event's type */
+        double rebalance_at, notice_at, deadline_at, cordoned_at, drained_at;
+        int pods_evictable, pods_graceful, pods_forced, pods_killed;
+};
+
+struct sim_workload {
+        struct sim_sc_workload *sc;
+        char *uid, *rs_uid, *hash, *rs_name;
+        uint64_t rv, rs_rv;
+        int next_ordinal_or_index;
+        /* last rendered status, to emit MODIFIED only on change */
+        int st_replicas, st_ready;
+};
+
+struct sim_disrupted {
+        char *pod;
+        double at;
+};
+
+struct sim_pdb {
+        char *name, *ns, *uid;
+        cJSON *match_labels; /* object */
+        struct pdb_spec spec;
+        bool always_allow;
+        uint64_t rv;
+        double created;
+        int current, desired, expected, allowed;
+        bool computed;
+        double cond_since;
+        struct sim_disrupted *disrupted;
+        size_t n_disrupted;
+};
+
+enum sim_phase {
+        SIM_PENDING,
+        SIM_RUNNING,
+        SIM_SUCCEEDED,
+        SIM_FAILED,
+};
+
+struct sim_pod {
+        char *name, *uid, *ip;
+        struct sim_workload *wl;
+        cJSON *labels;
+        long node; /* index into nodes, -1 unscheduled */
+        int ordinal;
+        enum sim_phase phase;
+        double created, scheduled_at, ready_at; /* ready_at: when Ready turns (or turned) true */
+        bool ready;
+        bool deleting;
+        double deletion_ts, exit_at;
+        int64_t grace;
+        bool tallied, forced;
+        uint64_t rv;
+};
+
+/* A stored object kept in its wire form (events, leases). */
+struct sim_obj {
+        enum sim_kind kind;
+        char *ns, *name;
+        cJSON *obj;
+};
+
+struct sim_logentry {
+        uint64_t rv;
+        enum sim_kind kind;
+        const char *type;
+        char *ns;
+        cJSON *obj;
+};
+
+struct sim_alert {
+        char *kind, *node, *message;
+        double at;
+};
+
+#define SIM_LOG_MAX 20000
+
+struct sim {
+        pthread_mutex_t mutex;
+        pthread_cond_t cond;
+        struct sim_scenario *sc;
+        char *mode;
+        double time_scale;
+        uint64_t seed, rng, fault_rng;
+        bool manual_clock, started;
+        bool building; /* sim_new: nothing enters the change log until the world is complete */
+        double manual_now;
+        uint64_t start_mono, epoch_usec; /* wall clock of scenario t=0 */
+        double t;                        /* the time actions are stamped with */
+        uint64_t rv;
+
+        struct sim_ns *nss;
+        size_t n_nss;
+        struct sim_node **nodes;
+        size_t n_nodes;
+        struct sim_workload *wls;
+        size_t n_wls;
+        struct sim_pdb **pdbs;
+        size_t n_pdbs;
+        struct sim_pod **pods;
+        size_t n_pods;
+        struct sim_obj **objs;
+        size_t n_objs;
+        size_t next_event;
+        uint64_t pod_ip_counter;
+
+        struct sim_logentry *log; /* ring */
+        size_t log_start, log_len;
+        uint64_t log_floor; /* changes with rv <= log_floor are forgotten */
+
+        int pdb_breaches;
+        uint64_t api_requests;
+        struct sim_alert *alerts;
+        size_t n_alerts;
+};
+
+static inline void cJSON_Deletep(cJSON **p)
+{
+        cJSON_Delete(*p);
+}
+
+/* render.c */
+cJSON *sim_render_node(struct sim *s, const struct sim_node *n);
+cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p);
+cJSON *sim_render_pdb(struct sim *s, const struct sim_pdb *d);
+cJSON *sim_render_ns(struct sim *s, const struct sim_ns *n);
+/* kind: SIM_DEPLOYMENT, SIM_REPLICASET, SIM_STATEFULSET or SIM_DAEMONSET */
+cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim_kind kind);
+cJSON *sim_render_status(int code, const char *status, const char *reason, const char *message);
+char *sim_timestamp(const struct sim *s, double t, char buf[static 32]);
+
+/* model.c, for model_api.c */
+const char *sim_pod_ns(const struct sim_pod *p);
+bool sim_pod_evictable(const struct sim_pod *p);
+int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o);
+void sim_settle(struct sim *s);
+void sim_begin(struct sim *s); /* runs what is due and stamps the operation with sim_now() */
+struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name);
+struct sim_node *sim_find_node(struct sim *s, const char *name);
+int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace);
+bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p);
+bool sim_pdb_is_disrupted(const struct sim_pdb *d, const char *pod);
+char *sim_new_uid(struct sim *s);
+void sim_rand_suffix(struct sim *s, char out[static 6]);
+void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
+int sim_pdb_add(struct sim *s, struct sim_pdb *d);
+struct sim_pdb *sim_pdb_free(struct sim_pdb *d);
+/* Answers a metav1 Status (details name/kind when name is set). */
+int sim_answer_status(struct sim_answer *ret, int code, const char *reason, const char *message,
+                      const char *name, const char *kind);

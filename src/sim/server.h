@@ -1,0 +1,69 @@
+/* The simulator's Kubernetes API surface: a libmicrohttpd server that answers kubectl and spotdrain from the
+ * model (model.h), plus the simulator's own control paths under /sim/v1/.
+ *
+ * One listener per surface: this one serves the Kubernetes API. IMDS, SQS, EC2 and STS surfaces get their
+ * own listeners beside it, sharing the same struct sim and its lock. The server owns a ticker thread that
+ * runs the model's timed actions (sim_advance) as they fall due and wakes every watcher. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sim;
+struct sim_server;
+struct sim_http;
+struct MHD_Connection;
+
+/* ---- a listener for one simulated surface ----
+ * libmicrohttpd with a thread per connection (a handler may block, e.g. to stream), TCP_NODELAY, keep-alive,
+ * the request body collected before the handler runs. Each surface (Kubernetes API, IMDS per node, SQS, EC2,
+ * STS) gets its own listener and URL. */
+struct sim_http_request {
+        struct MHD_Connection *connection; /* for MHD_lookup_connection_value() and the replies */
+        const char *method;
+        const char *url;  /* the path; the query is in MHD_GET_ARGUMENT_KIND values */
+        const char *body; /* never NULL; body_len bytes (binary bodies allowed) */
+        size_t body_len;
+        bool body_too_large; /* over 4 MiB: body is truncated, answer 413 */
+};
+/* Queues exactly one response on rq->connection; returns 0, or <0 to drop the connection. */
+typedef int (*sim_http_handler_fn)(void *userdata, const struct sim_http_request *rq);
+/* listen: "HOST:PORT" (numeric host or localhost; port 0 picks one; NULL = "127.0.0.1:0"). */
+int sim_http_start(const char *listen, sim_http_handler_fn handler, void *userdata, struct sim_http **ret);
+struct sim_http *sim_http_stop(struct sim_http *h); /* waits for every connection thread; NULL-safe */
+const char *sim_http_url(const struct sim_http *h); /* "http://127.0.0.1:PORT" */
+uint16_t sim_http_port(const struct sim_http *h);
+/* Replies (take ownership of body; Cache-Control: no-cache). */
+int sim_http_reply(struct MHD_Connection *c, unsigned status, const char *content_type, char *body);
+int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body);
+
+/* ---- the Kubernetes API surface ---- */
+
+/* Starts serving s on listen ("HOST:PORT", port 0 picks one; NULL = "127.0.0.1:0"). The model's clock must
+ * have been started (sim_start). s must outlive the server. */
+int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret);
+/* Stops accepting, ends every watch, joins every thread. NULL-safe; returns NULL. */
+struct sim_server *sim_server_stop(struct sim_server *srv);
+/* "http://127.0.0.1:PORT" */
+const char *sim_server_url(const struct sim_server *srv);
+uint16_t sim_server_port(const struct sim_server *srv);
+
+/* A kubeconfig (YAML) that reaches url with a bearer token, for kubectl and spotdrain. New string. */
+char *sim_server_kubeconfig(const char *url, const char *token);
+
+/* ---- pieces exposed for unit tests ---- */
+
+/* Kubernetes label selector (=, ==, !=, in, notin, exists, !key) against a labels object (NULL = none).
+ * Returns 1 match, 0 no match, -EINVAL on a malformed selector. */
+int sim_label_selector_match(const char *selector, const cJSON *labels);
+/* Field selector ("spec.nodeName=n1,status.phase!=Failed") against an object; a missing field compares
+ * as "". Returns 1, 0 or -EINVAL. */
+int sim_field_selector_match(const char *selector, const cJSON *obj);
+/* Continue tokens of a paged list: the list's resourceVersion and the offset of the next item. */
+char *sim_continue_encode(uint64_t rv, size_t offset);
+int sim_continue_decode(const char *token, uint64_t *ret_rv, size_t *ret_offset);
+/* Decodes a protobuf DeleteOptions body (kubectl 1.32+: "k8s\0" + runtime.Unknown wrapping
+ * meta.k8s.io/v1 DeleteOptions). ret_grace is -1 when absent; ret_uid is NULL when no UID precondition. */
+int sim_protobuf_delete_options(const void *data, size_t len, int64_t *ret_grace, char **ret_uid);

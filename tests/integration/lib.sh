@@ -1,0 +1,104 @@
+# shellcheck shell=bash
+# Helpers shared by the integration tests (sourced, not run). Each test exits 0 on success, 77 when skipped.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SPOTDRAIN=${SPOTDRAIN:-$ROOT/build/spotdrain}
+case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac
+TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-it.XXXXXX")
+SIM_PIDS=()
+# Set by start_sim for the test scripts.
+export SIM_URL SIM_KUBECONFIG SIM_PID SIM_LOG
+
+skip() {
+	echo "skipped: $*"
+	exit 77
+}
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+log() {
+	echo "--- $*"
+}
+
+cleanup() {
+	local pid
+	for pid in "${SIM_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${SIM_PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$TEST_TMP"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds; fails after SECONDS.
+wait_for() {
+	local limit=$1 deadline
+	shift
+	deadline=$(($(date +%s%N) + limit * 1000000000))
+	until "$@" >/dev/null 2>&1; do
+		if [ "$(date +%s%N)" -ge "$deadline" ]; then
+			echo "timed out after ${limit}s waiting for: $*" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# kubectl_for VERSION: the kubectl binary of that minor version (kubectl.1.27 beside kubectl), else kubectl.
+kubectl_for() {
+	local dir
+	command -v kubectl >/dev/null 2>&1 || return 1
+	dir=$(dirname "$(readlink -f "$(command -v kubectl)")")
+	if [ -x "$dir/kubectl.$1" ]; then
+		echo "$dir/kubectl.$1"
+	else
+		command -v kubectl
+	fi
+}
+
+require_tools() {
+	[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+	command -v kubectl >/dev/null 2>&1 || skip "kubectl not installed"
+	command -v curl >/dev/null 2>&1 || skip "curl not installed"
+	command -v jq >/dev/null 2>&1 || skip "jq not installed"
+}
+
+# start_sim NAME SCENARIO [sim serve flags...]: starts `spotdrain sim serve` on a free port and waits until it
+# is up. Sets SIM_URL, SIM_KUBECONFIG, SIM_PID, SIM_LOG.
+start_sim() {
+	local name=$1 scenario=$2 dir
+	shift 2
+	dir=$TEST_TMP/$name
+	mkdir -p "$dir"
+	"$SPOTDRAIN" sim serve "$scenario" --listen 127.0.0.1:0 --kubeconfig-out "$dir/kubeconfig" \
+		--endpoints-out "$dir/endpoints.json" "$@" >"$dir/log" 2>&1 &
+	SIM_PID=$!
+	SIM_PIDS+=("$SIM_PID")
+	SIM_LOG=$dir/log
+	if ! wait_for 10 test -s "$dir/endpoints.json"; then
+		cat "$SIM_LOG" >&2
+		fail "sim serve did not come up"
+	fi
+	SIM_URL=$(jq -r .kubernetes "$dir/endpoints.json")
+	SIM_KUBECONFIG=$dir/kubeconfig
+	log "sim $name ($scenario) at $SIM_URL"
+}
+
+# stop_sim PID: SIGTERM, and the server must exit 0.
+stop_sim() {
+	local rc=0
+	kill -TERM "$1"
+	wait "$1" || rc=$?
+	[ "$rc" -eq 0 ] || fail "sim serve exited $rc after SIGTERM"
+}
+
+# sim_result URL: GET /sim/v1/result
+sim_result() {
+	curl -sSf "$1/sim/v1/result"
+}

@@ -1,0 +1,203 @@
+/* The alert bus: kinds and their Event reasons, fan-out to every sink in order, the log sink's structured
+ * fields, and the Kubernetes Event sink against the in-process simulator. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/core.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/yaml.h"
+
+static void test_kinds(void **state)
+{
+        assert_string_equal(alert_kind_to_string(ALERT_DRAIN_INFEASIBLE), "drain-infeasible");
+        assert_string_equal(alert_kind_reason(ALERT_DRAIN_INFEASIBLE), "DrainInfeasible");
+        assert_string_equal(alert_kind_reason(ALERT_PODS_FORCED), "PodsForced");
+        assert_string_equal(alert_kind_to_string(ALERT_QUEUE_UNREADABLE), "queue-unreadable");
+        assert_true(alert_kind_is_warning(ALERT_DEADLINE_MISSED));
+        assert_false(alert_kind_is_warning(ALERT_DRAIN_COMPLETED));
+        assert_false(alert_kind_is_warning(ALERT_NOTICE_RECEIVED));
+        for (int k = 0; k < _ALERT_KIND_MAX; k++)
+                assert_int_equal(alert_kind_from_string(alert_kind_to_string((enum alert_kind)k)), k);
+        assert_int_equal(alert_kind_from_string("drain-finished"), -EINVAL);
+        assert_int_equal(alert_kind_from_string(NULL), -EINVAL);
+        assert_null(alert_kind_to_string(_ALERT_KIND_MAX));
+}
+
+struct seen {
+        char log[512];
+        size_t n;
+};
+
+static void record(const struct alert *a, void *userdata)
+{
+        struct seen *s = userdata;
+        size_t used = strlen(s->log);
+        snprintf(s->log + used, sizeof(s->log) - used, "%s|%s|%s|%s;", alert_kind_to_string(a->kind),
+                 a->node ? a->node : "-", a->fields && a->fields[0] ? a->fields[1] : "-", a->message);
+        s->n++;
+}
+
+static void test_fan_out(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        struct seen one = { 0 }, two = { 0 };
+        const char *fields[] = { "pdb", "shop/api", NULL };
+
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_add_sink(b, record, &one), 0);
+        assert_int_equal(alert_bus_add_sink(b, record, &two), 0);
+        assert_int_equal(alert_bus_add_sink(b, NULL, NULL), -EINVAL);
+
+        assert_int_equal(
+            alert_emit(b, ALERT_DRAIN_INFEASIBLE, "spot-a", fields, "%d pods, %s", 10, "too slow"), 0);
+        assert_int_equal(alert_emit(b, ALERT_QUEUE_UNREADABLE, NULL, NULL, "AccessDenied"), 0);
+        assert_string_equal(one.log, "drain-infeasible|spot-a|shop/api|10 pods, too slow;"
+                                     "queue-unreadable|-|-|AccessDenied;");
+        assert_string_equal(two.log, one.log);
+        assert_int_equal(alert_bus_count(b, ALERT_DRAIN_INFEASIBLE), 1);
+        assert_int_equal(alert_bus_count(b, ALERT_QUEUE_UNREADABLE), 1);
+        assert_int_equal(alert_bus_count(b, ALERT_DRAIN_COMPLETED), 0);
+        assert_int_equal(alert_emit(b, _ALERT_KIND_MAX, "n", NULL, "x"), -EINVAL);
+        assert_int_equal(one.n, 2);
+}
+
+static void test_log_sink(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        const char *fields[] = { "pods", "3", NULL };
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        assert_non_null(f);
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        log_set_output(f);
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_add_log_sink(b), 0);
+        assert_int_equal(alert_emit(b, ALERT_PODS_FORCED, "spot-a", fields, "3 pods forced"), 0);
+        assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-a", NULL, "drained"), 0);
+        log_set_output(NULL);
+        fclose(f);
+
+        assert_non_null(strstr(text, "warning 3 pods forced"));
+        assert_non_null(strstr(text, "alert=pods-forced"));
+        assert_non_null(strstr(text, "node=spot-a"));
+        assert_non_null(strstr(text, "pods=3"));
+        assert_non_null(strstr(text, "notice drained"));
+        assert_non_null(strstr(text, "alert=drain-completed"));
+        free(text);
+}
+
+static const char scenario[] = "name: alerts\n"
+                               "nodes:\n"
+                               "  - {name: spot-a}\n"
+                               "workloads: []\n"
+                               "events: []\n";
+
+static void sim_freep(struct sim **s)
+{
+        sim_free(*s);
+}
+
+static void test_kube_event_sink(void **state)
+{
+        char sc_path[] = "/tmp/test-alert-scenario-XXXXXX", kc_path[] = "/tmp/test-alert-kubeconfig-XXXXXX";
+        _cleanup_(ynode_freep) struct ynode *tree = NULL;
+        _cleanup_(sim_freep) struct sim *s = NULL;
+        _cleanup_free_ char *error = NULL, *kc = NULL;
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(kube_config_freep) struct kube_config *cfg = NULL;
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        struct kube_client *c = NULL;
+        struct sim_server *srv = NULL;
+        cJSON *events = NULL;
+        int fd;
+
+        fd = mkstemp(sc_path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, scenario, strlen(scenario)), (ssize_t)strlen(scenario));
+        close(fd);
+        assert_int_equal(sim_scenario_load(sc_path, &tree, &error), 0);
+        assert_int_equal(sim_new(tree, &(struct sim_options){ .time_scale = 1 }, &s, &error), 0);
+        sim_lock(s);
+        sim_start(s);
+        sim_unlock(s);
+        assert_int_equal(sim_server_start(s, NULL, &srv), 0);
+        kc = sim_server_kubeconfig(sim_server_url(srv), "test-token");
+        assert_non_null(kc);
+        fd = mkstemp(kc_path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, kc, strlen(kc)), (ssize_t)strlen(kc));
+        close(fd);
+        assert_int_equal(kube_config_load_file(kc_path, NULL, &cfg, &error), 0);
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(kube_client_new(l, cfg, NULL, &c), 0);
+
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_add_kube_event_sink(b, c), 0);
+        assert_int_equal(alert_emit(b, ALERT_DRAIN_INFEASIBLE, "spot-a", NULL, "PDB shop/api is too tight"),
+                         0);
+        assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-a", NULL, "drained"), 0);
+        /* No node: nothing to hang an Event on. */
+        assert_int_equal(alert_emit(b, ALERT_QUEUE_UNREADABLE, NULL, NULL, "AccessDenied"), 0);
+
+        /* Wait (bounded) until both Events are stored. */
+        bool never = false;
+        int found = 0;
+        for (int i = 0; i < 200 && found < 2; i++) {
+                loop_run_until(l, &never, 10 * 1000);
+                cJSON_Delete(events);
+                events = NULL;
+                sim_lock(s);
+                assert_int_equal(sim_list(s, SIM_EVENT, NULL, &events), 0);
+                sim_unlock(s);
+                found = cJSON_GetArraySize(events);
+        }
+        assert_int_equal(found, 2);
+        bool infeasible = false, completed = false;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, events) {
+                const char *reason = kube_object_str(e, "reason");
+                assert_string_equal(kube_object_str(e, "involvedObject.kind"), "Node");
+                assert_string_equal(kube_object_str(e, "involvedObject.name"), "spot-a");
+                if (streq_ptr(reason, "DrainInfeasible")) {
+                        infeasible = true;
+                        assert_string_equal(kube_object_str(e, "type"), "Warning");
+                        assert_string_equal(kube_object_str(e, "message"), "PDB shop/api is too tight");
+                } else if (streq_ptr(reason, "DrainCompleted")) {
+                        completed = true;
+                        assert_string_equal(kube_object_str(e, "type"), "Normal");
+                }
+        }
+        assert_true(infeasible);
+        assert_true(completed);
+
+        cJSON_Delete(events);
+        kube_client_free(c);
+        sim_server_stop(srv);
+        unlink(sc_path);
+        unlink(kc_path);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_kinds),
+                cmocka_unit_test(test_fan_out),
+                cmocka_unit_test(test_log_sink),
+                cmocka_unit_test(test_kube_event_sink),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

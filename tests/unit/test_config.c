@@ -1,0 +1,250 @@
+/* The configuration table: defaults, YAML files, environment and --set overrides, errors, dump. Runs from
+ * the repository root: data files are under tests/unit/data/config/ (see the README there). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "spotdrain/config.h"
+#include "spotdrain/core.h"
+#include "spotdrain/util.h"
+
+#define DATA "tests/unit/data/config"
+#define SEC  1000000ULL
+
+static void test_defaults(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(c->log_format, LOG_FORMAT_AUTO);
+        assert_int_equal(c->log_level, LOG_INFO);
+        assert_null(c->kubeconfig);
+        assert_true(c->kube_qps == 20.0);
+        assert_int_equal(c->kube_burst, 40);
+        assert_string_equal(c->metrics_listen, "0.0.0.0:9464");
+        assert_null(c->node_name);
+        assert_int_equal(c->drain_budget_usec, 120 * SEC);
+        assert_int_equal(c->drain_safety_margin_usec, 5 * SEC);
+        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_string_equal(c->drain_taint_key, "spotdrain.io/interruption");
+        assert_true(c->drain_ignore_daemonsets);
+        assert_true(c->drain_delete_emptydir_data);
+        assert_int_equal(c->drain_default_startup_usec, 30 * SEC);
+        assert_int_equal(c->drain_eviction_retry_floor_usec, 200000);
+        assert_string_equal(c->drain_critical_priority_classes[0], "system-cluster-critical");
+        assert_string_equal(c->drain_critical_priority_classes[1], "system-node-critical");
+        assert_null(c->drain_critical_priority_classes[2]);
+        assert_null(c->aws_region);
+        assert_null(c->aws_queue_url);
+        assert_null(c->imds_endpoint);
+        assert_int_equal(c->imds_poll_interval_usec, 1 * SEC);
+        assert_null(c->alerts_webhook_url);
+}
+
+static void test_file_values(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(config_load_file(c, DATA "/full.yaml", NULL), 0);
+        assert_int_equal(c->log_format, LOG_FORMAT_JSON);
+        assert_int_equal(c->log_level, LOG_DEBUG);
+        assert_string_equal(c->kubeconfig, "/etc/spotdrain/kubeconfig");
+        assert_true(c->kube_qps == 12.5);
+        assert_int_equal(c->kube_burst, 25);
+        assert_string_equal(c->metrics_listen, "127.0.0.1:9000");
+        assert_string_equal(c->node_name, "spot-a");
+        assert_int_equal(c->drain_budget_usec, 90 * SEC);
+        assert_int_equal(c->drain_safety_margin_usec, 10 * SEC);
+        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_RESPECT);
+        assert_false(c->drain_ignore_daemonsets);
+        assert_true(c->drain_delete_emptydir_data);
+        /* a unit suffix overrides the key's unit */
+        assert_int_equal(c->drain_eviction_retry_floor_usec, 500000);
+        assert_string_equal(c->drain_critical_priority_classes[0], "system-node-critical");
+        assert_string_equal(c->drain_critical_priority_classes[1], "payments-critical");
+        assert_null(c->drain_critical_priority_classes[2]);
+        assert_int_equal(c->drain_default_startup_usec, 45 * SEC);
+        assert_string_equal(c->aws_region, "eu-west-1");
+        assert_int_equal(c->imds_poll_interval_usec, 2 * SEC);
+        assert_string_equal(c->alerts_webhook_url, "https://hooks.example.com/services/T000/B000/XXXX");
+}
+
+static void test_unknown_key(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(config_load_file(c, DATA "/unknown-key.yaml", &err), -EINVAL);
+        assert_string_equal(err, DATA "/unknown-key.yaml:5: unknown key 'drain.foo'");
+        /* the keys before the bad one were not applied */
+        assert_int_equal(c->drain_budget_usec, 120 * SEC);
+        assert_int_equal(c->drain_safety_margin_usec, 5 * SEC);
+}
+
+static void expect_yaml_error(const char *yaml, const char *message)
+{
+        char path[] = "/tmp/spotdrain-config-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(write_file_atomic(path, yaml, strlen(yaml), 0600), 0);
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        _cleanup_free_ char *err = NULL, *want = strprintf("%s:%s", path, message);
+        assert_int_equal(config_new(&c), 0);
+        assert_true(config_load_file(c, path, &err) < 0);
+        unlink(path);
+        assert_string_equal(err, want);
+}
+
+static void test_wrong_types(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(config_load_file(c, DATA "/wrong-type.yaml", &err), -EINVAL);
+        assert_string_equal(
+            err,
+            DATA "/wrong-type.yaml:5: drain.budget_seconds: expected a duration in seconds, got 'soon'");
+
+        expect_yaml_error("kube:\n  burst: many\n", "2: kube.burst: expected an integer, got 'many'");
+        expect_yaml_error("kube:\n  burst: 0\n", "2: kube.burst: '0' is out of range [1, 100000]");
+        expect_yaml_error("log: {format: xml}\n",
+                          "1: log.format: expected one of auto, text, json, journal, got 'xml'");
+        expect_yaml_error("drain:\n  ignore_daemonsets: maybe\n",
+                          "2: drain.ignore_daemonsets: expected true or false, got 'maybe'");
+        expect_yaml_error("node_name: [a, b]\n", "1: node_name: expected a string, got a list");
+        expect_yaml_error("node_name:\n  x: 1\n", "1: node_name: expected a string, got a map");
+        expect_yaml_error(
+            "drain:\n  critical_priority_classes: system-node-critical\n",
+            "2: drain.critical_priority_classes: expected a list of strings, got 'system-node-critical'");
+        expect_yaml_error("drain: 5\n", "1: unknown key 'drain'");
+        expect_yaml_error("- a\n", "1: expected a map of settings");
+}
+
+static void clear_env(void)
+{
+        unsetenv("SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS");
+        unsetenv("SPOTDRAIN_NODE_NAME");
+        unsetenv("SPOTDRAIN_DRAIN_CRITICAL_PRIORITY_CLASSES");
+}
+
+static void test_override_order(void **state)
+{
+        clear_env();
+        _cleanup_(config_freep) struct spotdrain_config *file_only = NULL;
+        assert_int_equal(config_load(DATA "/full.yaml", NULL, &file_only, NULL), 0);
+        assert_int_equal(file_only->drain_safety_margin_usec, 10 * SEC);
+
+        /* the environment beats the file */
+        assert_int_equal(setenv("SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS", "7", 1), 0);
+        assert_int_equal(setenv("SPOTDRAIN_NODE_NAME", "from-env", 1), 0);
+        assert_int_equal(setenv("SPOTDRAIN_DRAIN_CRITICAL_PRIORITY_CLASSES", "a, b,,c", 1), 0);
+        _cleanup_(config_freep) struct spotdrain_config *env = NULL;
+        assert_int_equal(config_load(DATA "/full.yaml", NULL, &env, NULL), 0);
+        assert_int_equal(env->drain_safety_margin_usec, 7 * SEC);
+        assert_string_equal(env->node_name, "from-env");
+        assert_string_equal(env->drain_critical_priority_classes[0], "a");
+        assert_string_equal(env->drain_critical_priority_classes[1], "b");
+        assert_string_equal(env->drain_critical_priority_classes[2], "c");
+        assert_null(env->drain_critical_priority_classes[3]);
+
+        /* --set beats the environment; later --set beats earlier */
+        char *sets[] = { "drain.safety_margin_seconds=9", "node_name=", "kube.qps=3", "kube.qps=4", NULL };
+        _cleanup_(config_freep) struct spotdrain_config *set = NULL;
+        assert_int_equal(config_load(DATA "/full.yaml", sets, &set, NULL), 0);
+        assert_int_equal(set->drain_safety_margin_usec, 9 * SEC);
+        assert_null(set->node_name);
+        assert_true(set->kube_qps == 4.0);
+
+        /* a bad variable is named */
+        assert_int_equal(setenv("SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS", "-1", 1), 0);
+        _cleanup_(config_freep) struct spotdrain_config *bad = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(config_load(NULL, NULL, &bad, &err), -EINVAL);
+        assert_null(bad);
+        assert_string_equal(err,
+                            "SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS: drain.safety_margin_seconds: expected a "
+                            "duration in seconds, got '-1'");
+        clear_env();
+}
+
+static void test_set_errors(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        assert_int_equal(config_new(&c), 0);
+        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        assert_int_equal(config_set(c, "drain.foo=1", &e1), -ENOENT);
+        assert_string_equal(e1, "--set unknown key 'drain.foo'");
+        assert_int_equal(config_set(c, "drain.budget_seconds", &e2), -EINVAL);
+        assert_string_equal(e2, "--set drain.budget_seconds: expected KEY=VALUE");
+        assert_int_equal(config_set(c, "drain.policy=maybe", &e3), -EINVAL);
+        assert_string_equal(e3, "--set drain.policy: expected one of force, respect, got 'maybe'");
+        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_int_equal(config_set(c, "drain.budget_seconds=2m", NULL), 0);
+        assert_int_equal(c->drain_budget_usec, 120 * SEC);
+        assert_int_equal(config_set(c, "drain.eviction_retry_floor_ms=250", NULL), 0);
+        assert_int_equal(c->drain_eviction_retry_floor_usec, 250000);
+}
+
+static void test_dump_round_trip(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL, *back = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(config_load_file(c, DATA "/full.yaml", NULL), 0);
+        assert_int_equal(config_set(c, "drain.taint_key=odd \"quoted\" \\ value", NULL), 0);
+        assert_int_equal(config_set(c, "drain.safety_margin_seconds=2.5", NULL), 0);
+        _cleanup_free_ char *dump = NULL, *dump2 = NULL;
+        assert_int_equal(config_dump(c, &dump), 0);
+        assert_non_null(strstr(dump, "drain:\n  budget_seconds: 90  # "));
+        assert_non_null(strstr(dump, "  policy: respect  # "));
+        assert_non_null(
+            strstr(dump, "  critical_priority_classes: [\"system-node-critical\", \"payments-critical\"]"));
+        /* the webhook URL usually embeds a secret */
+        assert_null(strstr(dump, "hooks.example.com"));
+        assert_non_null(strstr(dump, "webhook_url: \"<hidden>\""));
+
+        char path[] = "/tmp/spotdrain-dump-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(write_file_atomic(path, dump, strlen(dump), 0600), 0);
+        assert_int_equal(config_new(&back), 0);
+        assert_int_equal(config_load_file(back, path, NULL), 0);
+        unlink(path);
+        assert_string_equal(back->drain_taint_key, "odd \"quoted\" \\ value");
+        assert_int_equal(back->drain_safety_margin_usec, 2500000);
+        assert_int_equal(config_dump(back, &dump2), 0);
+        assert_string_equal(dump, dump2);
+}
+
+static void test_table(void **state)
+{
+        size_t n;
+        const struct config_item *items = config_items(&n);
+        assert_true(n >= 21);
+        for (size_t i = 0; i < n; i++) {
+                assert_ptr_equal(config_find(items[i].key), &items[i]);
+                assert_non_null(items[i].description);
+        }
+        assert_null(config_find("drain"));
+        _cleanup_free_ char *env = config_env_name("drain.safety_margin_seconds");
+        assert_string_equal(env, "SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults),        cmocka_unit_test(test_file_values),
+                cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_types),
+                cmocka_unit_test(test_override_order),  cmocka_unit_test(test_set_errors),
+                cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

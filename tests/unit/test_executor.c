@@ -1,0 +1,431 @@
+/* The drain executor against the in-process simulator, on a scaled engine clock (the simulator and the
+ * engine run the same number of times faster than real time, so nothing sleeps). Every wait runs the loop
+ * until a condition holds, with a bound in real time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/yaml.h"
+
+#define SEC        UINT64_C(1000000)
+#define REAL_BOUND (20 * SEC) /* no test comes near this in real time */
+#define MAX_ALERTS 16
+
+struct seen_alert {
+        enum alert_kind kind;
+        uint64_t at;
+        char *message;
+};
+
+struct fx {
+        char sc_path[64], kc_path[64];
+        struct ynode *tree;
+        struct sim *sim;
+        struct sim_server *srv;
+        struct kube_config *cfg;
+        struct loop *loop;
+        struct kube_client *client;
+        struct alert_bus *bus;
+        struct drain_exec *x;
+        struct seen_alert alerts[MAX_ALERTS];
+        size_t n_alerts;
+        bool done;
+        struct drain_exec_result result;
+        uint64_t started;
+};
+
+static void record_alert(const struct alert *a, void *userdata)
+{
+        struct fx *f = userdata;
+        if (f->n_alerts < MAX_ALERTS)
+                f->alerts[f->n_alerts++] =
+                    (struct seen_alert){ .kind = a->kind, .at = a->at_usec, .message = strdup(a->message) };
+}
+
+static const struct seen_alert *find_alert(const struct fx *f, enum alert_kind k)
+{
+        for (size_t i = 0; i < f->n_alerts; i++)
+                if (f->alerts[i].kind == k)
+                        return &f->alerts[i];
+        return NULL;
+}
+
+static void write_file(char *path_template, const char *text)
+{
+        int fd = mkstemp(path_template);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+}
+
+static struct fx *fx_new(const char *scenario, double scale)
+{
+        struct fx *f = calloc(1, sizeof(*f));
+        _cleanup_free_ char *error = NULL, *kc = NULL;
+
+        assert_non_null(f);
+        strcpy(f->sc_path, "/tmp/test-executor-scenario-XXXXXX");
+        strcpy(f->kc_path, "/tmp/test-executor-kubeconfig-XXXXXX");
+        write_file(f->sc_path, scenario);
+        assert_int_equal(sim_scenario_load(f->sc_path, &f->tree, &error), 0);
+        assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = scale }, &f->sim, &error), 0);
+        sim_lock(f->sim);
+        sim_start(f->sim);
+        sim_unlock(f->sim);
+        clk_set_scale(scale);
+        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
+        kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
+        assert_non_null(kc);
+        write_file(f->kc_path, kc);
+        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
+        assert_int_equal(loop_new(&f->loop), 0);
+        assert_int_equal(
+            kube_client_new(f->loop, f->cfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
+        assert_int_equal(alert_bus_new(&f->bus), 0);
+        assert_int_equal(alert_bus_add_sink(f->bus, record_alert, f), 0);
+        return f;
+}
+
+static void fx_free(struct fx *f)
+{
+        drain_exec_free(f->x);
+        kube_client_free(f->client);
+        loop_free(f->loop);
+        kube_config_free(f->cfg);
+        alert_bus_free(f->bus);
+        sim_server_stop(f->srv);
+        sim_free(f->sim);
+        ynode_free(f->tree);
+        clk_set_scale(1.0);
+        unlink(f->sc_path);
+        unlink(f->kc_path);
+        for (size_t i = 0; i < f->n_alerts; i++)
+                free(f->alerts[i].message);
+        free(f);
+}
+
+static void on_done(struct drain_exec *x, const struct drain_exec_result *r, void *userdata)
+{
+        struct fx *f = userdata;
+        f->result = *r;
+        f->done = true;
+}
+
+static struct drain_exec_options options(uint64_t budget, uint64_t margin, enum drain_policy policy)
+{
+        return (struct drain_exec_options){
+                .node = "spot-a",
+                .kind = "spot-interruption",
+                .deadline_usec = clk_now() + budget,
+                .margin_usec = margin,
+                .policy = policy,
+                .default_startup_usec = 2 * SEC,
+                .self_namespace = "",
+                .self_name = "",
+        };
+}
+
+static void fx_start(struct fx *f, const struct drain_exec_options *o)
+{
+        f->started = clk_now();
+        assert_int_equal(drain_exec_start(f->client, f->bus, o, on_done, f, &f->x), 0);
+}
+
+static void fx_run(struct fx *f)
+{
+        assert_int_equal(loop_run_until(f->loop, &f->done, REAL_BOUND), 0);
+}
+
+/* Runs the loop until an alert of kind k came (bounded). */
+static const struct seen_alert *fx_wait_alert(struct fx *f, enum alert_kind k)
+{
+        bool never = false;
+        for (int i = 0; i < 2000 && !find_alert(f, k) && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        return find_alert(f, k);
+}
+
+static cJSON *sim_obj(struct fx *f, enum sim_kind k, const char *ns, const char *name)
+{
+        cJSON *o = NULL;
+        sim_lock(f->sim);
+        int r = sim_get(f->sim, k, ns, name, &o);
+        sim_unlock(f->sim);
+        return r < 0 ? NULL : o;
+}
+
+static int sim_pods_on(struct fx *f, const char *node, const char *ns)
+{
+        cJSON *items = NULL;
+        const cJSON *p;
+        int n = 0;
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, ns, &items), 0);
+        sim_unlock(f->sim);
+        cJSON_ArrayForEach (p, items)
+                n += streq_ptr(kube_object_str(p, "spec.nodeName"), node);
+        cJSON_Delete(items);
+        return n;
+}
+
+static int sim_breaches(struct fx *f)
+{
+        sim_lock(f->sim);
+        cJSON *res = sim_result(f->sim);
+        sim_unlock(f->sim);
+        assert_non_null(res);
+        int n = cJSON_GetObjectItem(res, "pdb_breaches")->valueint;
+        cJSON_Delete(res);
+        return n;
+}
+
+#define NODES                                                                       \
+        "nodes:\n"                                                                  \
+        "  - {name: spot-a, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n" \
+        "  - {name: od-1, capacity_type: on-demand, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n"
+
+/* A feasible drain: cordoned, tainted, annotated, every pod but the DaemonSet's gone, no PDB breached. */
+static void test_feasible_drain(void **state)
+{
+        struct fx *f = fx_new(
+            "name: feasible\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 6, placement: {spot-a: 4},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 2,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "  - {name: worker, namespace: batch, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: agent, namespace: monitoring, kind: DaemonSet, priority_class: "
+            "system-node-critical,\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 6);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(f->result.left, 0);
+        assert_false(f->result.infeasible);
+        assert_null(find_alert(f, ALERT_DRAIN_INFEASIBLE));
+        assert_non_null(find_alert(f, ALERT_DRAIN_COMPLETED));
+        assert_null(find_alert(f, ALERT_PODS_FORCED));
+        assert_int_equal(sim_breaches(f), 0);
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 0);
+        assert_int_equal(sim_pods_on(f, "spot-a", "batch"), 0);
+        assert_int_equal(sim_pods_on(f, "spot-a", "monitoring"), 1);
+
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable")));
+        const cJSON *t =
+            cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"), 0);
+        assert_string_equal(kube_object_str(t, "key"), ENGINE_TAINT_KEY_DEFAULT);
+        assert_string_equal(kube_object_str(t, "value"), "spot-interruption");
+        assert_string_equal(kube_object_str(t, "effect"), "NoSchedule");
+        const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations");
+        const char *rec = cJSON_GetStringValue(cJSON_GetObjectItem(ann, ENGINE_DRAIN_ANNOTATION));
+        assert_non_null(rec);
+        assert_non_null(strstr(rec, "\"kind\":\"spot-interruption\""));
+        cJSON_Delete(node);
+        fx_free(f);
+}
+
+/* maxUnavailable 1 over 4 pods that take 2 s to start: four waves, 7 s at best. The floor between
+ * blind retries is set to 5 s, so only retrying on the PDB status change can finish near 7 s; a retry on
+ * any timer of seconds would need 15 s or more. */
+static void test_retry_follows_pdb_status(void **state)
+{
+        struct fx *f = fx_new(
+            "name: waves\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 6, placement: {spot-a: 4},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 2,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "events: []\n",
+            5);
+        struct drain_exec_options o = options(60 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.retry_floor_usec = 5 * SEC;
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 4);
+        assert_int_equal(f->result.forced, 0);
+        assert_true(f->result.finished_usec - f->started < 10 * SEC);
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
+}
+
+/* One pod, a PDB allowing no disruption: at deadline - margin - grace the pod is deleted around it with its
+ * whole grace period. */
+#define BLOCKED_POD                                                                                \
+        "workloads:\n"                                                                             \
+        "  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},\n" \
+        "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1,\n"            \
+        "     pdb: {min_available: \"100%\"}}\n"                                                   \
+        "events: []\n"
+
+static void test_force_at_last_safe_moment(void **state)
+{
+        struct fx *f = fx_new("name: force\n" NODES BLOCKED_POD, 5);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        uint64_t last_safe = o.deadline_usec - 2 * SEC - 4 * SEC;
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 1);
+        assert_int_equal(f->result.evicted, 0);
+        assert_true(f->result.blocked > 0);
+        const struct seen_alert *a = find_alert(f, ALERT_PODS_FORCED);
+        assert_non_null(a);
+        /* Not before its last safe moment (the timer may fire a little after it, never before). */
+        assert_true(a->at + 1000 >= last_safe);
+        assert_non_null(strstr(a->message, "(grace 4 s)"));
+        assert_non_null(strstr(a->message, "shop/db-"));
+        fx_free(f);
+}
+
+/* The same under policy respect: never around the PDB; the deadline comes with the pod still there. */
+static void test_respect_policy_leaves_pod(void **state)
+{
+        struct fx *f = fx_new("name: respect\n" NODES BLOCKED_POD, 5);
+        struct drain_exec_options o = options(8 * SEC, 2 * SEC, DRAIN_POLICY_RESPECT);
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(f->result.left, 1);
+        assert_null(find_alert(f, ALERT_PODS_FORCED));
+        const struct seen_alert *a = find_alert(f, ALERT_DEADLINE_MISSED);
+        assert_non_null(a);
+        assert_non_null(strstr(a->message, "shop/db-"));
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 1);
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
+}
+
+/* A pod under two PDBs: the eviction API answers 500; it is reported and deleted at its last safe moment. */
+static void test_multiple_pdbs_forced(void **state)
+{
+        struct fx *f = fx_new(
+            "name: multi\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 4, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 1,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "events: []\n",
+            5);
+        cJSON *extra =
+            cJSON_Parse("{\"apiVersion\":\"policy/v1\",\"kind\":\"PodDisruptionBudget\","
+                        "\"metadata\":{\"name\":\"api-extra\",\"namespace\":\"shop\"},"
+                        "\"spec\":{\"maxUnavailable\":1,\"selector\":{\"matchLabels\":{\"app\":\"api\"}}}}");
+        struct sim_answer ans = { 0 };
+
+        assert_non_null(extra);
+        sim_lock(f->sim);
+        assert_int_equal(sim_create(f->sim, SIM_PDB, "shop", extra, &ans), 0);
+        sim_unlock(f->sim);
+        assert_int_equal(ans.status, 201);
+        cJSON_Delete(ans.body);
+        cJSON_Delete(extra);
+
+        struct drain_exec_options o = options(10 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_true(f->result.multi_pdb >= 1);
+        assert_int_equal(f->result.forced, 1);
+        assert_non_null(find_alert(f, ALERT_PODS_FORCED));
+        fx_free(f);
+}
+
+/* Pods that vanish while their eviction is blocked are done, not errors. */
+static void test_pods_vanish(void **state)
+{
+        struct fx *f = fx_new("name: vanish\n" NODES BLOCKED_POD, 5);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_RESPECT);
+        cJSON *items = NULL;
+        const cJSON *p;
+        bool never = false;
+
+        fx_start(f, &o);
+        /* Until the executor has been refused at least once. */
+        for (int i = 0; i < 2000 && drain_exec_result(f->x)->blocked == 0; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_true(drain_exec_result(f->x)->blocked > 0);
+
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "shop", &items), 0);
+        cJSON_ArrayForEach (p, items) {
+                struct sim_answer ans = { 0 };
+                if (!streq_ptr(kube_object_str(p, "spec.nodeName"), "spot-a"))
+                        continue;
+                assert_int_equal(sim_delete_pod(f->sim, "shop", kube_object_str(p, "metadata.name"), 0, NULL,
+                                                "test", &ans),
+                                 0);
+                cJSON_Delete(ans.body);
+        }
+        sim_unlock(f->sim);
+        cJSON_Delete(items);
+
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(f->result.evicted, 0);
+        assert_int_equal(f->result.left, 0);
+        fx_free(f);
+}
+
+/* seed-504: ten pods under maxUnavailable 1 that take 15 s each to replace cannot leave in 120 s. The
+ * executor says so within a second of starting, naming the PDB and the value that would fit. Real time. */
+static void test_infeasible_alert_at_once(void **state)
+{
+        struct fx *f = fx_new(
+            "name: seed-504\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 30, placement: {spot-a: 10},\n"
+            "     termination_grace_seconds: 30, shutdown_seconds: 10, startup_seconds: 15,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "events: []\n",
+            1);
+        struct drain_exec_options o = options(120 * SEC, 5 * SEC, DRAIN_POLICY_FORCE);
+
+        fx_start(f, &o);
+        const struct seen_alert *a = fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE);
+        assert_non_null(a);
+        assert_true(a->at - f->started < SEC);
+        assert_non_null(strstr(a->message, "shop/api"));
+        assert_non_null(strstr(a->message, "would fit"));
+        assert_true(drain_exec_result(f->x)->infeasible);
+        assert_int_equal(alert_bus_count(f->bus, ALERT_DRAIN_INFEASIBLE), 1);
+        fx_free(f);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_feasible_drain),
+                cmocka_unit_test(test_retry_follows_pdb_status),
+                cmocka_unit_test(test_force_at_last_safe_moment),
+                cmocka_unit_test(test_respect_policy_leaves_pod),
+                cmocka_unit_test(test_multiple_pdbs_forced),
+                cmocka_unit_test(test_pods_vanish),
+                cmocka_unit_test(test_infeasible_alert_at_once),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1133 @@
+/* The Kubernetes API client against a scripted fake API server (kube_fake.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kube_fake.h"
+#include "spotdrain/core.h"
+#include "spotdrain/kube.h"
+
+#define WAIT_USEC (10ULL * 1000 * 1000)
+
+struct fx {
+        struct loop *loop;
+        struct kfake *fake;
+        struct kube_config *cfg;
+        struct kube_client *client;
+        char token_path[64];
+};
+
+static void write_token(const char *path, const char *token)
+{
+        FILE *f = fopen(path, "we");
+        assert_non_null(f);
+        fputs(token, f);
+        fclose(f);
+}
+
+static int fx_setup_opts(void **state, const struct kube_client_options *opts)
+{
+        struct fx *fx = calloc(1, sizeof(*fx));
+        assert_non_null(fx);
+        assert_int_equal(loop_new(&fx->loop), 0);
+        assert_int_equal(kfake_start(&fx->fake), 0);
+        snprintf(fx->token_path, sizeof(fx->token_path), "/tmp/spotdrain-kube-token-XXXXXX");
+        int fd = mkstemp(fx->token_path);
+        assert_true(fd >= 0);
+        close(fd);
+        write_token(fx->token_path, "tok-1");
+        fx->cfg = calloc(1, sizeof(*fx->cfg));
+        assert_non_null(fx->cfg);
+        fx->cfg->server = strdup(kfake_url(fx->fake));
+        fx->cfg->token_file = strdup(fx->token_path);
+        assert_non_null(fx->cfg->server);
+        assert_non_null(fx->cfg->token_file);
+        assert_int_equal(kube_client_new(fx->loop, fx->cfg, opts, &fx->client), 0);
+        *state = fx;
+        return 0;
+}
+
+static int fx_setup(void **state)
+{
+        /* Unlimited rate and quick retries, unless a test says otherwise. */
+        struct kube_client_options o = { .qps = -1, .backoff_base_usec = 1000, .backoff_max_usec = 5000 };
+        return fx_setup_opts(state, &o);
+}
+
+static int fx_teardown(void **state)
+{
+        struct fx *fx = *state;
+        kube_client_free(fx->client);
+        kfake_stop(fx->fake);
+        kube_config_free(fx->cfg);
+        unlink(fx->token_path);
+        loop_free(fx->loop);
+        free(fx);
+        return 0;
+}
+
+static cJSON *parse(const char *s)
+{
+        cJSON *j = cJSON_Parse(s);
+        assert_non_null(j);
+        return j;
+}
+
+static const struct kfake_request *req(struct fx *fx, size_t i)
+{
+        const struct kfake_request *r = kfake_request(fx->fake, i);
+        assert_non_null(r);
+        return r;
+}
+
+/* ---- list ---- */
+
+static void test_list_pages_and_selectors(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "GET",
+                      .path = "/api/v1/pods",
+                      .status = 200,
+                      .body = "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"120\","
+                              "\"continue\":\"tok/1+=\"},\"items\":[{\"metadata\":{\"name\":\"p1\"}},"
+                              "{\"metadata\":{\"name\":\"p2\"}}]}",
+                  });
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET",
+                                .path = "/api/v1/pods",
+                                .query_contains = "continue=",
+                                .status = 200,
+                                .body = "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"120\"},"
+                                        "\"items\":[{\"metadata\":{\"name\":\"p3\"}}]}",
+                            });
+        struct kube_list_options o = {
+                .label_selector = "app=web,tier notin (a,b)",
+                .field_selector = "spec.nodeName=node1",
+                .limit = 2,
+        };
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_list(fx->client, "/api/v1/pods", &o, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+
+        cJSON *items = kube_list_items(s.result.object);
+        assert_int_equal(cJSON_GetArraySize(items), 3);
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"), "p1");
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(items, 2), "metadata.name"), "p3");
+        assert_string_equal(kube_object_rv(s.result.object), "120");
+
+        assert_int_equal(kfake_count(fx->fake), 2);
+        assert_string_equal(req(fx, 0)->query, "labelSelector=app%3Dweb%2Ctier%20notin%20%28a%2Cb%29&"
+                                               "fieldSelector=spec.nodeName%3Dnode1&limit=2");
+        assert_non_null(strstr(req(fx, 1)->query, "&continue=tok%2F1%2B%3D"));
+        assert_non_null(strstr(req(fx, 1)->query, "labelSelector=app%3Dweb"));
+        kube_result_clear(&s.result);
+}
+
+static void test_get_retries_5xx(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 503, "{\"kind\":\"Status\",\"code\":503}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(fx->client, "/api/v1/nodes/n1", kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        assert_string_equal(kube_object_str(s.result.object, "metadata.name"), "n1");
+        assert_int_equal(kfake_count(fx->fake), 2);
+        kube_result_clear(&s.result);
+}
+
+/* ---- watch ---- */
+
+struct watch_log {
+        int added, modified, deleted, relisted, errors;
+        char last_name[64];
+        char relist_rv[32];
+        int relist_items;
+        int want_events;
+        bool done;
+};
+
+static void wl_event(void *userdata, enum kube_event_type type, const cJSON *obj)
+{
+        struct watch_log *wl = userdata;
+        if (type == KUBE_EVENT_ADDED)
+                wl->added++;
+        else if (type == KUBE_EVENT_MODIFIED)
+                wl->modified++;
+        else
+                wl->deleted++;
+        const char *n = kube_object_str(obj, "metadata.name");
+        snprintf(wl->last_name, sizeof(wl->last_name), "%s", n ? n : "");
+        if (wl->added + wl->modified + wl->deleted >= wl->want_events)
+                wl->done = true;
+}
+
+static void wl_relisted(void *userdata, const cJSON *items, const char *rv)
+{
+        struct watch_log *wl = userdata;
+        wl->relisted++;
+        wl->relist_items = cJSON_GetArraySize(items);
+        snprintf(wl->relist_rv, sizeof(wl->relist_rv), "%s", rv ? rv : "");
+}
+
+static void wl_error(void *userdata, const struct kube_result *r)
+{
+        struct watch_log *wl = userdata;
+        wl->errors++;
+}
+
+static const struct kube_watch_ops wl_ops = {
+        .event = wl_event,
+        .relisted = wl_relisted,
+        .error = wl_error,
+};
+
+static void test_watch_chunks_and_bookmark(void **state)
+{
+        struct fx *fx = *state;
+        /* One event split in the middle of its type, one chunk with an event and a bookmark. */
+        const char *const first[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}"
+                "\n{\"ty",
+                "pe\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",",
+                "\"resourceVersion\":\"12\"}}}\n{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{"
+                "\"resourceVersion\":"
+                "\"15\"}}}\n",
+                NULL,
+        };
+        const char *const second[] = {
+                "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"16\"}}"
+                "}\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=10",
+                                                    .status = 200,
+                                                    .chunks = first });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=15",
+                                                    .status = 200,
+                                                    .chunks = second });
+        struct watch_log wl = { .want_events = 3 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods",
+                                        .resource_version = "10",
+                                        .timeout_seconds = 60 };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        assert_int_equal(wl.added, 1);
+        assert_int_equal(wl.modified, 1);
+        assert_int_equal(wl.deleted, 1);
+        assert_string_equal(wl.last_name, "b");
+        assert_string_equal(kube_watch_rv(w), "16");
+        assert_int_equal(wl.relisted, 0);
+        kube_watch_stop(w);
+
+        const char *q = req(fx, 0)->query;
+        assert_non_null(strstr(q, "watch=true"));
+        assert_non_null(strstr(q, "allowWatchBookmarks=true"));
+        assert_non_null(strstr(q, "resourceVersion=10"));
+        assert_non_null(strstr(q, "timeoutSeconds=60"));
+        /* the bookmark moved the resume point */
+        assert_non_null(strstr(req(fx, 1)->query, "resourceVersion=15"));
+}
+
+static void test_watch_gone_relists(void **state)
+{
+        struct fx *fx = *state;
+        const char *const gone[] = {
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":"
+                "\"Failure\","
+                "\"message\":\"too old resource version: 5 (100)\",\"reason\":\"Expired\",\"code\":410}}\n",
+                NULL,
+        };
+        const char *const after[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"y\",\"resourceVersion\":\"101\"}}}"
+                "\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "watch=true&allowWatchBookmarks=true&"
+                                                                      "resourceVersion=5&",
+                                                    .status = 200,
+                                                    .chunks = gone });
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "GET",
+                      .path = "/api/v1/pods",
+                      .query_contains = "labelSelector=app%3Dweb&limit=",
+                      .status = 200,
+                      .body = "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\"},"
+                              "\"items\":[{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"90\"}}]}",
+                  });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=100",
+                                                    .status = 200,
+                                                    .chunks = after });
+        struct watch_log wl = { .want_events = 1 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods",
+                                        .label_selector = "app=web",
+                                        .resource_version = "5" };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        assert_int_equal(wl.relisted, 1);
+        assert_int_equal(wl.relist_items, 1);
+        assert_string_equal(wl.relist_rv, "100");
+        assert_string_equal(wl.last_name, "y");
+        assert_int_equal(kube_watch_relists(w), 1);
+        assert_int_equal(wl.errors, 0);
+        kube_watch_stop(w);
+        /* watch, list, watch again with the selector kept */
+        assert_non_null(strstr(req(fx, 2)->query, "labelSelector=app%3Dweb"));
+        assert_non_null(strstr(req(fx, 2)->query, "watch=true"));
+}
+
+struct inf_log {
+        int added, modified, deleted;
+        bool synced;
+        bool done;
+};
+
+static void il_added(void *userdata, const cJSON *obj)
+{
+        ((struct inf_log *)userdata)->added++;
+}
+
+static void il_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
+{
+        ((struct inf_log *)userdata)->modified++;
+}
+
+static void il_deleted(void *userdata, const cJSON *obj)
+{
+        struct inf_log *il = userdata;
+        il->deleted++;
+        il->done = true;
+}
+
+static void il_synced(void *userdata)
+{
+        ((struct inf_log *)userdata)->synced = true;
+}
+
+static void test_informer(void **state)
+{
+        struct fx *fx = *state;
+        const char *const events[] = {
+                "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"namespace\":\"d\",\"name\":\"a\","
+                "\"resourceVersion\":\"8\"}}}\n",
+                "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"namespace\":\"d\",\"name\":\"b\","
+                "\"resourceVersion\":\"9\"}}}\n",
+                NULL,
+        };
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "GET",
+                      .path = "/api/v1/pods",
+                      .query_contains = "limit=",
+                      .status = 200,
+                      .body =
+                          "{\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
+                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"a\",\"resourceVersion\":\"3\"}},"
+                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"b\",\"resourceVersion\":\"4\"}}]}",
+                  });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=7",
+                                                    .status = 200,
+                                                    .chunks = events });
+        static const struct kube_informer_ops ops = {
+                .added = il_added,
+                .modified = il_modified,
+                .deleted = il_deleted,
+                .synced = il_synced,
+        };
+        struct inf_log il = { 0 };
+        struct kube_informer *inf = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods" };
+        assert_int_equal(kube_informer_start(fx->client, &o, &ops, &il, &inf), 0);
+        assert_int_equal(loop_run_until(fx->loop, &il.done, WAIT_USEC), 0);
+        assert_true(il.synced);
+        assert_true(kube_informer_synced(inf));
+        assert_int_equal(il.added, 2);
+        assert_int_equal(il.modified, 1);
+        assert_int_equal(il.deleted, 1);
+        assert_int_equal(kube_informer_size(inf), 1);
+        assert_string_equal(kube_object_rv(kube_informer_get(inf, "d", "a")), "8");
+        assert_null(kube_informer_get(inf, "d", "b"));
+
+        /* The resume point expires; the relist no longer has "a" but has "c": the store catches up. */
+        const char *const gone[] = {
+                "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\"}}"
+                "\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=9",
+                                                    .status = 200,
+                                                    .chunks = gone });
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "GET",
+                      .path = "/api/v1/pods",
+                      .query_contains = "limit=",
+                      .status = 200,
+                      .body =
+                          "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
+                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"c\",\"resourceVersion\":\"19\"}}]}",
+                  });
+        il.done = false;
+        assert_int_equal(loop_run_until(fx->loop, &il.done, WAIT_USEC), 0);
+        assert_int_equal(il.deleted, 2);
+        assert_int_equal(il.added, 3);
+        assert_int_equal(kube_informer_size(inf), 1);
+        assert_non_null(kube_informer_get(inf, "d", "c"));
+        assert_non_null(kube_informer_at(inf, 0));
+        kube_informer_stop(inf);
+}
+
+static void test_get_429_retry_after(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/n1",
+                                                    .status = 429,
+                                                    .retry_after = "0",
+                                                    .body = "{\"kind\":\"Status\",\"code\":429}" });
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        /* without Retry-After a 429 is the caller's business */
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n2", 429, "{\"kind\":\"Status\",\"code\":429}");
+        cJSON *obj = NULL;
+        char *err = NULL;
+        assert_int_equal(kube_get_sync(fx->client, "/api/v1/nodes/n1", WAIT_USEC, &obj, &err), 0);
+        assert_string_equal(kube_object_str(obj, "metadata.name"), "n1");
+        cJSON_Delete(obj);
+        assert_int_equal(kube_get_sync(fx->client, "/api/v1/nodes/n2", WAIT_USEC, NULL, &err), -EBUSY);
+        assert_non_null(strstr(err, "429"));
+        free(err);
+        assert_int_equal(kfake_count(fx->fake), 3);
+}
+
+static void test_transport_errors_retried(void **state)
+{
+        struct fx *fx = *state;
+        /* Nothing listens on port 1: every try is refused. */
+        free(fx->cfg->server);
+        fx->cfg->server = strdup("http://127.0.0.1:1");
+        assert_non_null(fx->cfg->server);
+        char *err = NULL;
+        int r = kube_get_sync(fx->client, "/api/v1/nodes/n1", WAIT_USEC, NULL, &err);
+        assert_true(r < 0);
+        assert_non_null(strstr(err, "GET /api/v1/nodes/n1"));
+        free(err);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.sent, 4); /* the first try and the default 3 retries */
+        assert_int_equal(st.in_flight, 0);
+}
+
+static void test_bad_json_answer(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200, "<html>proxy says hi</html>");
+        char *err = NULL;
+        assert_int_equal(kube_get_sync(fx->client, "/api/v1/nodes/n1", WAIT_USEC, NULL, &err), -EBADMSG);
+        free(err);
+}
+
+static void test_list_continue_expired(void **state)
+{
+        struct fx *fx = *state;
+        const char *page1 = "{\"metadata\":{\"resourceVersion\":\"50\",\"continue\":\"c1\"},"
+                            "\"items\":[{\"metadata\":{\"name\":\"p1\"}}]}";
+        kfake_answer(fx->fake, "GET", "/api/v1/pods", 200, page1);
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "continue=c1",
+                                                    .status = 410,
+                                                    .body = "{\"kind\":\"Status\",\"reason\":\"Expired\","
+                                                            "\"code\":410}" });
+        kfake_answer(fx->fake, "GET", "/api/v1/pods", 200, page1);
+        kfake_add(fx->fake,
+                  &(struct kfake_script){ .method = "GET",
+                                          .path = "/api/v1/pods",
+                                          .query_contains = "continue=c1",
+                                          .status = 200,
+                                          .body = "{\"metadata\":{\"resourceVersion\":\"50\"},"
+                                                  "\"items\":[{\"metadata\":{\"name\":\"p2\"}}]}" });
+        cJSON *list = NULL;
+        assert_int_equal(kube_list_sync(fx->client, "/api/v1/pods", NULL, WAIT_USEC, &list, NULL), 0);
+        /* the first attempt's page is not kept twice */
+        assert_int_equal(cJSON_GetArraySize(kube_list_items(list)), 2);
+        assert_int_equal(kfake_count(fx->fake), 4);
+        assert_string_equal(req(fx, 0)->query, "limit=500");
+        cJSON_Delete(list);
+}
+
+struct stopper {
+        struct kube_watch *w;
+        int events;
+        bool done;
+};
+
+static void stop_on_first(void *userdata, enum kube_event_type type, const cJSON *obj)
+{
+        struct stopper *st = userdata;
+        st->events++;
+        st->w = kube_watch_stop(st->w);
+        st->done = true;
+}
+
+static void test_watch_stop_inside_callback(void **state)
+{
+        struct fx *fx = *state;
+        const char *const chunks[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n"
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"3\"}}}"
+                "\n",
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"4\"}}}"
+                "\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1/nodes", .status = 200, .chunks = chunks });
+        static const struct kube_watch_ops ops = { .event = stop_on_first };
+        struct stopper st = { 0 };
+        struct kube_watch_options o = { .path = "/api/v1/nodes", .resource_version = "1" };
+        assert_int_equal(kube_watch_start(fx->client, &o, &ops, &st, &st.w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &st.done, WAIT_USEC), 0);
+        assert_null(st.w);
+        /* nothing more arrives after the stop, even from the rest of the same chunk */
+        assert_int_equal(st.events, 1);
+}
+
+static void test_watch_failure_reports_and_relists(void **state)
+{
+        struct fx *fx = *state;
+        const char *const after[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"z\",\"resourceVersion\":\"31\"}}}"
+                "\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/apis/policy/v1/poddisruptionbudgets",
+                                                    .query_contains = "resourceVersion=20",
+                                                    .status = 500,
+                                                    .body = "{\"kind\":\"Status\",\"code\":500}" });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/apis/policy/v1/poddisruptionbudgets",
+                                                    .query_contains = "limit=",
+                                                    .status = 200,
+                                                    .body = "{\"metadata\":{\"resourceVersion\":\"30\"},"
+                                                            "\"items\":[]}" });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/apis/policy/v1/poddisruptionbudgets",
+                                                    .query_contains = "resourceVersion=30",
+                                                    .status = 200,
+                                                    .chunks = after });
+        struct watch_log wl = { .want_events = 1 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/apis/policy/v1/poddisruptionbudgets",
+                                        .resource_version = "20" };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        assert_int_equal(wl.errors, 1);
+        assert_int_equal(wl.relisted, 1);
+        assert_string_equal(wl.last_name, "z");
+        kube_watch_stop(w);
+}
+
+struct many_log {
+        int added, deleted, want_deleted;
+        bool done;
+};
+
+static void ml_added(void *userdata, const cJSON *obj)
+{
+        ((struct many_log *)userdata)->added++;
+}
+
+static void ml_deleted(void *userdata, const cJSON *obj)
+{
+        struct many_log *ml = userdata;
+        if (++ml->deleted >= ml->want_deleted)
+                ml->done = true;
+}
+
+static char *pod_list(int n, int step, const char *rv)
+{
+        struct buf b = { 0 };
+        assert_true(buf_printf(&b, "{\"metadata\":{\"resourceVersion\":\"%s\"},\"items\":[", rv) >= 0);
+        for (int i = 0; i < n; i += step)
+                assert_true(buf_printf(&b,
+                                       "%s{\"metadata\":{\"namespace\":\"ns%d\",\"name\":\"pod-%d\","
+                                       "\"resourceVersion\":\"%d\"}}",
+                                       i ? "," : "", i % 7, i, i) >= 0);
+        assert_true(buf_printf(&b, "]}") >= 0);
+        return b.data;
+}
+
+static void test_informer_many(void **state)
+{
+        struct fx *fx = *state;
+        const char *const gone[] = { "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n",
+                                     NULL };
+        char *all = pod_list(300, 1, "1000"), *even = pod_list(300, 2, "2000");
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "limit=",
+                                                    .status = 200,
+                                                    .body = all });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=1000",
+                                                    .status = 200,
+                                                    .chunks = gone });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "limit=",
+                                                    .status = 200,
+                                                    .body = even });
+        free(all);
+        free(even);
+        static const struct kube_informer_ops ops = { .added = ml_added, .deleted = ml_deleted };
+        struct many_log ml = { .want_deleted = 150 };
+        struct kube_informer *inf = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods" };
+        assert_int_equal(kube_informer_start(fx->client, &o, &ops, &ml, &inf), 0);
+        assert_int_equal(loop_run_until(fx->loop, &ml.done, WAIT_USEC), 0);
+        assert_int_equal(ml.added, 300);
+        assert_int_equal(kube_informer_size(inf), 150);
+        char ns[16], name[32];
+        for (int i = 0; i < 300; i++) {
+                snprintf(ns, sizeof(ns), "ns%d", i % 7);
+                snprintf(name, sizeof(name), "pod-%d", i);
+                const cJSON *obj = kube_informer_get(inf, ns, name);
+                if (i % 2)
+                        assert_null(obj);
+                else {
+                        assert_non_null(obj);
+                        assert_string_equal(kube_object_str(obj, "metadata.name"), name);
+                }
+        }
+        assert_null(kube_informer_get(inf, "ns1", "pod-0"));
+        kube_informer_stop(inf);
+}
+
+/* ---- nodes ---- */
+
+static void test_cordon(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_node_cordon(fx->client, "n1", true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+        s = (struct kube_sync){ 0 };
+        r = kube_node_cordon(fx->client, "n1", false, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        assert_string_equal(req(fx, 0)->method, "PATCH");
+        assert_string_equal(req(fx, 0)->content_type, "application/strategic-merge-patch+json");
+        assert_string_equal(req(fx, 0)->body, "{\"spec\":{\"unschedulable\":true}}");
+        assert_string_equal(req(fx, 1)->body, "{\"spec\":{\"unschedulable\":null}}");
+        assert_string_equal(req(fx, 0)->authorization, "Bearer tok-1");
+}
+
+static void test_taint_conflict_retry(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"1\"},"
+                     "\"spec\":{\"taints\":[{\"key\":\"other\",\"effect\":\"NoSchedule\"}]}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 409,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Conflict\",\"code\":409,"
+                     "\"message\":\"the object has been modified\"}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"2\"},"
+                     "\"spec\":{\"taints\":[{\"key\":\"other\",\"effect\":\"NoSchedule\"},"
+                     "{\"key\":\"late\",\"value\":\"x\",\"effect\":\"NoExecute\"}]}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+
+        struct kube_taint t = { .key = (char *)"spotdrain.io/draining",
+                                .value = (char *)"true",
+                                .effect = (char *)"NoSchedule" };
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_node_taint(fx->client, "n1", &t, true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        assert_int_equal(kfake_count(fx->fake), 4);
+        assert_string_equal(req(fx, 1)->method, "PATCH");
+        assert_string_equal(req(fx, 2)->method, "GET");
+        const struct kfake_request *last = req(fx, 3);
+        assert_string_equal(last->content_type, "application/strategic-merge-patch+json");
+        cJSON *body = parse(last->body);
+        assert_string_equal(kube_object_rv(body), "2");
+        cJSON *taints = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "spec"), "taints");
+        assert_int_equal(cJSON_GetArraySize(taints), 3);
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(taints, 1), "key"), "late");
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(taints, 2), "key"), "spotdrain.io/draining");
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(taints, 2), "effect"), "NoSchedule");
+        cJSON_Delete(body);
+}
+
+static void test_taint_remove_and_labels(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"5\"},"
+                     "\"spec\":{\"taints\":[{\"key\":\"spotdrain.io/draining\",\"effect\":\"NoSchedule\"},"
+                     "{\"key\":\"keep\",\"effect\":\"NoSchedule\"}]}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        struct kube_taint t = { .key = (char *)"spotdrain.io/draining" };
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_node_taint(fx->client, "n1", &t, false, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+        cJSON *body = parse(req(fx, 1)->body);
+        cJSON *taints = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "spec"), "taints");
+        assert_int_equal(cJSON_GetArraySize(taints), 1);
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(taints, 0), "key"), "keep");
+        cJSON_Delete(body);
+
+        const char *keys[] = { "spotdrain.io/state", "old" };
+        const char *values[] = { "draining", NULL };
+        s = (struct kube_sync){ 0 };
+        r = kube_node_set_meta(fx->client, "n1", false, keys, values, 2, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+        assert_string_equal(req(fx, 2)->content_type, "application/merge-patch+json");
+        assert_string_equal(
+            req(fx, 2)->body,
+            "{\"metadata\":{\"labels\":{\"spotdrain.io/state\":\"draining\",\"old\":null}}}");
+}
+
+/* ---- eviction and delete ---- */
+
+#define DISCOVERY_V1                                                                               \
+        "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":[{\"name\":\"pods\"," \
+        "\"namespaced\":true,\"kind\":\"Pod\"},{\"name\":\"pods/eviction\",\"namespaced\":true,"   \
+        "\"group\":\"policy\",\"version\":\"v1\",\"kind\":\"Eviction\"}]}"
+
+static struct kube_sync evict(struct fx *fx, const char *name, int64_t grace)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_evict(fx->client, "shop", name, NULL, grace, kube_sync_done, &s, &call);
+        (void)kube_sync_wait(fx->client, r, call, &s, WAIT_USEC);
+        assert_true(s.done);
+        return s;
+}
+
+static void test_evict_outcomes(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 201,
+                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\",\"code\":201}");
+        kfake_answer(
+            fx->fake, "POST", "/api/v1/namespaces/shop/pods/b/eviction", 429,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"Cannot evict "
+            "pod as it would violate the pod's disruption budget.\",\"reason\":\"TooManyRequests\","
+            "\"details\":{\"causes\":[{\"reason\":\"DisruptionBudget\",\"message\":\"The disruption budget "
+            "web-pdb needs 2 healthy pods and has 2 currently\"}]},\"code\":429}");
+        kfake_answer(
+            fx->fake, "POST", "/api/v1/namespaces/shop/pods/c/eviction", 500,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"This pod has "
+            "more than one PodDisruptionBudget, which the eviction subresource does not support.\","
+            "\"code\":500}");
+        kfake_answer(
+            fx->fake, "POST", "/api/v1/namespaces/shop/pods/d/eviction", 404,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"NotFound\","
+            "\"code\":404}");
+
+        struct kube_sync s = evict(fx, "a", 10);
+        assert_int_equal(s.result.error, 0);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_EVICTED);
+        assert_string_equal(kube_eviction_version(fx->client), "policy/v1");
+        kube_result_clear(&s.result);
+
+        s = evict(fx, "b", -1);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_BLOCKED);
+        assert_int_equal(s.result.error, -EBUSY);
+        assert_string_equal(s.result.pdb_name, "web-pdb");
+        assert_string_equal(s.result.message,
+                            "The disruption budget web-pdb needs 2 healthy pods and has 2 currently");
+        assert_string_equal(s.result.reason, "TooManyRequests");
+        kube_result_clear(&s.result);
+
+        s = evict(fx, "c", -1);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_MULTIPLE);
+        assert_non_null(strstr(s.result.message, "more than one PodDisruptionBudget"));
+        kube_result_clear(&s.result);
+
+        s = evict(fx, "d", -1);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_GONE);
+        kube_result_clear(&s.result);
+
+        /* discovery once, each eviction once (429 and 500 are not retried) */
+        assert_int_equal(kfake_count(fx->fake), 5);
+        assert_string_equal(req(fx, 0)->path, "/api/v1");
+        cJSON *body = parse(req(fx, 1)->body);
+        assert_string_equal(kube_object_str(body, "apiVersion"), "policy/v1");
+        assert_string_equal(kube_object_str(body, "kind"), "Eviction");
+        assert_string_equal(kube_object_str(body, "metadata.name"), "a");
+        assert_string_equal(kube_object_str(body, "metadata.namespace"), "shop");
+        assert_int_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(body, "deleteOptions"), "gracePeriodSeconds")->valueint,
+            10);
+        cJSON_Delete(body);
+        body = parse(req(fx, 2)->body);
+        assert_null(cJSON_GetObjectItem(body, "deleteOptions"));
+        cJSON_Delete(body);
+}
+
+static void test_evict_v1beta1_fallback(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(
+            fx->fake, "GET", "/api/v1", 200,
+            "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":[{\"name\":\"pods/"
+            "eviction\","
+            "\"namespaced\":true,\"group\":\"policy\",\"version\":\"v1beta1\",\"kind\":\"Eviction\"}]}");
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 201,
+                     "{\"kind\":\"Status\"}");
+        struct kube_sync s = evict(fx, "a", -1);
+        assert_int_equal(s.result.error, 0);
+        kube_result_clear(&s.result);
+        assert_string_equal(kube_eviction_version(fx->client), "policy/v1beta1");
+        cJSON *body = parse(req(fx, 1)->body);
+        assert_string_equal(kube_object_str(body, "apiVersion"), "policy/v1beta1");
+        cJSON_Delete(body);
+}
+
+static void test_delete_grace_uid(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(fx->fake, "DELETE", "/api/v1/namespaces/shop/pods/a", 200, "{\"kind\":\"Pod\"}");
+        kfake_answer(
+            fx->fake, "DELETE", "/api/v1/namespaces/shop/pods/b", 409,
+            "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"code\":409,\"message\":\"Precondition failed: "
+            "UID in precondition: u-2, UID in object meta: u-3\"}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_pod_delete(fx->client, "shop", "a", "u-1", 5, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+        cJSON *body = parse(req(fx, 0)->body);
+        assert_string_equal(req(fx, 0)->method, "DELETE");
+        assert_int_equal(cJSON_GetObjectItem(body, "gracePeriodSeconds")->valueint, 5);
+        assert_string_equal(kube_object_str(body, "preconditions.uid"), "u-1");
+        assert_string_equal(kube_object_str(body, "kind"), "DeleteOptions");
+        cJSON_Delete(body);
+
+        s = (struct kube_sync){ 0 };
+        r = kube_pod_delete(fx->client, "shop", "b", "u-2", 0, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -ESTALE);
+        assert_int_equal(s.result.http_status, 409);
+        assert_non_null(strstr(s.result.message, "Precondition failed"));
+        kube_result_clear(&s.result);
+}
+
+/* ---- auth and errors ---- */
+
+static void rotate_hook(const struct kfake_request *r, void *userdata)
+{
+        struct fx *fx = userdata;
+        if (r->authorization && strcmp(r->authorization, "Bearer tok-1") == 0)
+                write_token(fx->token_path, "tok-2");
+}
+
+static void test_401_rereads_token(void **state)
+{
+        struct fx *fx = *state;
+        kfake_set_hook(fx->fake, rotate_hook, fx);
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 401,
+                     "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(fx->client, "/api/v1/nodes/n1", kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+        assert_int_equal(kfake_count(fx->fake), 2);
+        assert_string_equal(req(fx, 0)->authorization, "Bearer tok-1");
+        assert_string_equal(req(fx, 1)->authorization, "Bearer tok-2");
+}
+
+static void test_401_twice_fails(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/n1",
+                                                    .status = 401,
+                                                    .body = "{\"kind\":\"Status\",\"code\":401}",
+                                                    .sticky = true });
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(fx->client, "/api/v1/nodes/n1", kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -EACCES);
+        kube_result_clear(&s.result);
+        assert_int_equal(kfake_count(fx->fake), 2);
+}
+
+static void test_403_names_verb_and_resource(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 403,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\",\"code\":403,"
+                     "\"message\":\"pods \\\"a\\\" is forbidden\"}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 403, "{\"kind\":\"Status\",\"code\":403}");
+        struct kube_sync s = evict(fx, "a", -1);
+        assert_int_equal(s.result.error, -EPERM);
+        assert_string_equal(s.result.message,
+                            "forbidden: cannot create pods/eviction in namespace shop \u2014 RBAC "
+                            "needs verb create on pods/eviction");
+        kube_result_clear(&s.result);
+
+        s = (struct kube_sync){ 0 };
+        struct kube_call *call = NULL;
+        int r = kube_node_cordon(fx->client, "n1", true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -EPERM);
+        assert_string_equal(
+            s.result.message,
+            "forbidden: cannot patch nodes (cluster-scoped) \u2014 RBAC needs verb patch on nodes");
+        kube_result_clear(&s.result);
+}
+
+/* ---- rate limiter ---- */
+
+struct count {
+        int done, ok, want;
+        bool reached;
+};
+
+static void count_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct count *n = userdata;
+        n->done++;
+        if (r->error == 0)
+                n->ok++;
+        if (n->done >= n->want)
+                n->reached = true;
+}
+
+static void test_rate_limiter_queues(void **state)
+{
+        struct fx *fx = *state;
+        char path[64];
+        for (int i = 0; i < 5; i++) {
+                snprintf(path, sizeof(path), "/api/v1/namespaces/d/pods/p%d", i);
+                kfake_answer(fx->fake, "GET", path, 200, "{}");
+        }
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/d/pods/hi/eviction", 201, "{}");
+        /* A bucket of 3 that practically never refills. */
+        kube_client_set_rate(fx->client, 0.001, 3);
+        struct count n = { .want = 3 };
+        for (int i = 0; i < 5; i++) {
+                snprintf(path, sizeof(path), "/api/v1/namespaces/d/pods/p%d", i);
+                assert_int_equal(kube_request(fx->client, "GET", path, NULL, NULL, 0, count_done, &n, NULL),
+                                 0);
+        }
+        assert_int_equal(kube_request(fx->client, "POST", "/api/v1/namespaces/d/pods/hi/eviction",
+                                      "application/json", "{}", KUBE_REQ_PRIORITY, count_done, &n, NULL),
+                         0);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.queued, 6);
+
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.sent, 3);
+        assert_int_equal(st.queued, 3);
+        assert_int_equal(kfake_count(fx->fake), 3);
+        /* The priority request went first even though it was queued last. */
+        assert_true(kfake_find(fx->fake, "POST", "/api/v1/namespaces/d/pods/hi/eviction", 0) >= 0);
+
+        /* One more token: the oldest ordinary request goes next. */
+        n.want = 4;
+        n.reached = false;
+        kube_client_set_rate(fx->client, 0.001, 1);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(kfake_count(fx->fake), 4);
+        assert_string_equal(req(fx, 3)->path, "/api/v1/namespaces/d/pods/p2");
+
+        /* Nothing is dropped: lifting the limit lets the rest through. */
+        n.want = 6;
+        n.reached = false;
+        kube_client_set_rate(fx->client, -1, 0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 6);
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.sent, 6);
+        assert_int_equal(st.queued, 0);
+}
+
+/* ---- events and leases ---- */
+
+static void test_event_create_and_repeat(void **state)
+{
+        struct fx *fx = *state;
+        kfake_answer(
+            fx->fake, "POST", "/api/v1/namespaces/default/events", 201,
+            "{\"kind\":\"Event\",\"metadata\":{\"name\":\"n1.abc\",\"namespace\":\"default\"},\"count\":1}");
+        kfake_answer(
+            fx->fake, "PATCH", "/api/v1/namespaces/default/events/n1.abc", 200,
+            "{\"kind\":\"Event\",\"metadata\":{\"name\":\"n1.abc\",\"namespace\":\"default\"},\"count\":2}");
+        struct kube_event_spec e = {
+                .involved_kind = "Node",
+                .involved_api_version = "v1",
+                .involved_name = "n1",
+                .involved_uid = "uid-n1",
+                .reason = "SpotInterruption",
+                .message = "drain started, deadline in 120 s",
+                .warning = true,
+        };
+        for (int i = 0; i < 2; i++) {
+                struct kube_sync s = { 0 };
+                struct kube_call *call = NULL;
+                int r = kube_event_create(fx->client, &e, kube_sync_done, &s, &call);
+                assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+                kube_result_clear(&s.result);
+        }
+        assert_int_equal(kfake_count(fx->fake), 2);
+        cJSON *body = parse(req(fx, 0)->body);
+        assert_string_equal(kube_object_str(body, "kind"), "Event");
+        assert_string_equal(kube_object_str(body, "metadata.namespace"), "default");
+        assert_string_equal(kube_object_str(body, "involvedObject.kind"), "Node");
+        assert_string_equal(kube_object_str(body, "involvedObject.name"), "n1");
+        assert_string_equal(kube_object_str(body, "involvedObject.uid"), "uid-n1");
+        assert_string_equal(kube_object_str(body, "reason"), "SpotInterruption");
+        assert_string_equal(kube_object_str(body, "message"), "drain started, deadline in 120 s");
+        assert_string_equal(kube_object_str(body, "type"), "Warning");
+        assert_string_equal(kube_object_str(body, "reportingComponent"), "spotdrain");
+        assert_string_equal(kube_object_str(body, "source.component"), "spotdrain");
+        assert_int_equal(cJSON_GetObjectItem(body, "count")->valueint, 1);
+        assert_non_null(kube_object_str(body, "firstTimestamp"));
+        cJSON_Delete(body);
+        assert_string_equal(req(fx, 1)->method, "PATCH");
+        assert_string_equal(req(fx, 1)->content_type, "application/merge-patch+json");
+        body = parse(req(fx, 1)->body);
+        assert_int_equal(cJSON_GetObjectItem(body, "count")->valueint, 2);
+        cJSON_Delete(body);
+}
+
+static void test_lease_get_and_conflict(void **state)
+{
+        struct fx *fx = *state;
+        const char *path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/spotdrain";
+        kfake_answer(
+            fx->fake, "GET", path, 200,
+            "{\"kind\":\"Lease\",\"metadata\":{\"name\":\"spotdrain\",\"namespace\":\"kube-system\","
+            "\"resourceVersion\":\"77\"},\"spec\":{\"holderIdentity\":\"pod-a\",\"leaseDurationSeconds\":15,"
+            "\"renewTime\":\"2026-11-30T06:00:00.500000Z\",\"leaseTransitions\":2}}");
+        kfake_answer(fx->fake, "PUT", path, 409,
+                     "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"code\":409,\"message\":\"modified\"}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_lease_get(fx->client, "kube-system", "spotdrain", kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        struct kube_lease l;
+        assert_int_equal(kube_lease_parse(s.result.object, &l), 0);
+        kube_result_clear(&s.result);
+        assert_string_equal(l.holder_identity, "pod-a");
+        assert_string_equal(l.resource_version, "77");
+        assert_int_equal(l.lease_duration_seconds, 15);
+        assert_int_equal(l.lease_transitions, 2);
+        assert_int_equal(l.renew_time_usec % 1000000, 500000);
+
+        free(l.holder_identity);
+        l.holder_identity = strdup("pod-b");
+        s = (struct kube_sync){ 0 };
+        r = kube_lease_update(fx->client, &l, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -ESTALE);
+        assert_int_equal(s.result.http_status, 409);
+        kube_result_clear(&s.result);
+        cJSON *body = parse(req(fx, 1)->body);
+        assert_string_equal(kube_object_rv(body), "77");
+        assert_string_equal(kube_object_str(body, "spec.holderIdentity"), "pod-b");
+        assert_string_equal(kube_object_str(body, "spec.renewTime"), "2026-11-30T06:00:00.500000Z");
+        cJSON_Delete(body);
+        kube_lease_clear(&l);
+}
+
+static void test_cancel(void **state)
+{
+        struct fx *fx = *state;
+        kube_client_set_rate(fx->client, 0.001, 1);
+        struct count n = { .want = 1 };
+        struct kube_call *a = NULL, *b = NULL;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/a", 200, "{}");
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/a", count_done, &n, &a), 0);
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/b", count_done, &n, &b), 0);
+        /* b waits for a token; cancelling it takes it out of the queue without a callback. */
+        kube_call_cancel(b);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.queued, 0);
+        assert_int_equal(n.done, 1);
+        assert_int_equal(kfake_count(fx->fake), 1);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_list_pages_and_selectors, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_get_retries_5xx, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_chunks_and_bookmark, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_informer, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_get_429_retry_after, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_transport_errors_retried, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_bad_json_answer, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_list_continue_expired, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_stop_inside_callback, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_failure_reports_and_relists, fx_setup,
+                                                fx_teardown),
+                cmocka_unit_test_setup_teardown(test_informer_many, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_cordon, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_taint_conflict_retry, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_taint_remove_and_labels, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_evict_outcomes, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_evict_v1beta1_fallback, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_delete_grace_uid, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_401_rereads_token, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_401_twice_fails, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_403_names_verb_and_resource, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_rate_limiter_queues, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

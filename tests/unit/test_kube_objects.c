@@ -1,0 +1,278 @@
+/* Kubernetes object parsers (pods, nodes, PDBs, selectors) and path/query helpers on JSON samples. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/kube.h"
+
+static cJSON *parse(const char *s)
+{
+        cJSON *j = cJSON_Parse(s);
+        assert_non_null(j);
+        return j;
+}
+
+/* A ReplicaSet pod as kube-apiserver answers it (trimmed). */
+static const char pod_web[] =
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web-7d4b9-aaaaa\",\"namespace\":"
+    "\"default\","
+    "\"uid\":\"0b7c-1\",\"resourceVersion\":\"1234\",\"creationTimestamp\":\"2026-11-30T05:50:00Z\","
+    "\"labels\":{\"app\":\"web\",\"pod-template-hash\":\"7d4b9\"},"
+    "\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"},"
+    "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"web-7d4b9\","
+    "\"uid\":\"rs-1\",\"controller\":true,\"blockOwnerDeletion\":true}]},"
+    "\"spec\":{\"nodeName\":\"node1\",\"priority\":1000,\"priorityClassName\":\"high\","
+    "\"terminationGracePeriodSeconds\":45,\"volumes\":[{\"name\":\"cache\",\"emptyDir\":{}},"
+    "{\"name\":\"kube-api-access\",\"projected\":{}}],\"containers\":[{\"name\":\"web\",\"image\":\"nginx\"}"
+    "]},"
+    "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Initialized\",\"status\":\"True\"},"
+    "{\"type\":\"Ready\",\"status\":\"True\",\"lastTransitionTime\":\"2026-11-30T05:50:12Z\"}]}}";
+
+static void test_pod(void **state)
+{
+        cJSON *j = parse(pod_web);
+        struct kube_pod p;
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_string_equal(p.namespace, "default");
+        assert_string_equal(p.name, "web-7d4b9-aaaaa");
+        assert_string_equal(p.uid, "0b7c-1");
+        assert_string_equal(p.node_name, "node1");
+        assert_string_equal(p.phase, "Running");
+        assert_true(p.ready);
+        assert_int_equal(p.deletion_usec, 0);
+        assert_string_equal(p.owner_kind, "ReplicaSet");
+        assert_string_equal(p.owner_name, "web-7d4b9");
+        assert_true(p.owner_controller);
+        assert_true(p.has_priority);
+        assert_int_equal(p.priority, 1000);
+        assert_string_equal(p.priority_class, "high");
+        assert_int_equal(p.grace_seconds, 45);
+        assert_true(p.has_emptydir);
+        assert_false(p.mirror);
+        /* 12 s from creation to Ready: the startup estimate the planner learns from */
+        assert_int_equal(p.ready_transition_usec - p.creation_usec, 12 * 1000000ULL);
+        assert_string_equal(kube_pod_annotation(&p, "karpenter.sh/do-not-disrupt"), "true");
+        assert_null(kube_pod_annotation(&p, "nope"));
+        assert_string_equal(kube_kv_get(p.labels, p.n_labels, "app"), "web");
+        kube_pod_clear(&p);
+}
+
+static void test_pod_mirror_deleting_defaults(void **state)
+{
+        cJSON *j = parse("{\"metadata\":{\"name\":\"kube-proxy-n1\",\"namespace\":\"kube-system\","
+                         "\"deletionTimestamp\":\"2026-11-30T06:00:30Z\","
+                         "\"annotations\":{\"kubernetes.io/config.mirror\":\"abc\"},"
+                         "\"ownerReferences\":[{\"kind\":\"Node\",\"name\":\"n1\"}]},"
+                         "\"spec\":{},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\","
+                         "\"status\":\"False\"}]}}");
+        struct kube_pod p;
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_true(p.mirror);
+        assert_false(p.ready);
+        assert_int_not_equal(p.deletion_usec, 0);
+        assert_int_equal(p.grace_seconds, 30);
+        assert_false(p.has_priority);
+        assert_false(p.has_emptydir);
+        assert_null(p.node_name);
+        assert_string_equal(p.owner_kind, "Node");
+        assert_false(p.owner_controller);
+        kube_pod_clear(&p);
+
+        j = parse("{\"metadata\":{}}");
+        assert_int_equal(kube_pod_parse(j, &p), -EINVAL);
+        cJSON_Delete(j);
+}
+
+static void test_node(void **state)
+{
+        cJSON *j = parse(
+            "{\"kind\":\"Node\",\"metadata\":{\"name\":\"ip-10-0-1-5.ec2.internal\",\"uid\":\"n-1\","
+            "\"labels\":{\"karpenter.sh/capacity-type\":\"spot\","
+            "\"topology.kubernetes.io/zone\":\"us-east-1a\"},\"annotations\":{\"a\":\"b\"}},"
+            "\"spec\":{\"providerID\":\"aws:///us-east-1a/i-0abcd1234ef567890\",\"unschedulable\":true,"
+            "\"taints\":[{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"},"
+            "{\"key\":\"dedicated\",\"value\":\"ci\",\"effect\":\"NoExecute\"}]},"
+            "\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\"},"
+            "{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        struct kube_node n;
+        assert_int_equal(kube_node_parse(j, &n), 0);
+        cJSON_Delete(j);
+        assert_string_equal(n.name, "ip-10-0-1-5.ec2.internal");
+        assert_string_equal(n.instance_id, "i-0abcd1234ef567890");
+        assert_true(n.unschedulable);
+        assert_true(n.ready);
+        assert_int_equal(n.n_taints, 2);
+        assert_string_equal(n.taints[1].key, "dedicated");
+        assert_string_equal(n.taints[1].value, "ci");
+        assert_string_equal(n.taints[1].effect, "NoExecute");
+        assert_null(n.taints[0].value);
+        assert_string_equal(kube_kv_get(n.labels, n.n_labels, "karpenter.sh/capacity-type"), "spot");
+        assert_string_equal(kube_kv_get(n.annotations, n.n_annotations, "a"), "b");
+        kube_node_clear(&n);
+
+        j = parse(
+            "{\"metadata\":{\"name\":\"kind-worker\"},\"spec\":{\"providerID\":\"kind://docker/kind/w\"}}");
+        assert_int_equal(kube_node_parse(j, &n), 0);
+        cJSON_Delete(j);
+        assert_null(n.instance_id);
+        assert_false(n.ready);
+        assert_false(n.unschedulable);
+        kube_node_clear(&n);
+}
+
+static void test_pdb_and_selector(void **state)
+{
+        cJSON *j =
+            parse("{\"apiVersion\":\"policy/v1\",\"kind\":\"PodDisruptionBudget\","
+                  "\"metadata\":{\"name\":\"web-pdb\",\"namespace\":\"default\",\"generation\":3},"
+                  "\"spec\":{\"maxUnavailable\":\"25%\",\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\","
+                  "\"selector\":{\"matchLabels\":{\"app\":\"web\"},\"matchExpressions\":["
+                  "{\"key\":\"tier\",\"operator\":\"In\",\"values\":[\"front\",\"edge\"]},"
+                  "{\"key\":\"canary\",\"operator\":\"DoesNotExist\"}]}},"
+                  "\"status\":{\"observedGeneration\":3,\"currentHealthy\":8,\"desiredHealthy\":6,"
+                  "\"expectedPods\":8,\"disruptionsAllowed\":2}}");
+        struct kube_pdb pdb;
+        assert_int_equal(kube_pdb_parse(j, &pdb), 0);
+        cJSON_Delete(j);
+        assert_string_equal(pdb.name, "web-pdb");
+        assert_true(pdb.max_unavailable.set);
+        assert_true(pdb.max_unavailable.percent);
+        assert_int_equal(pdb.max_unavailable.value, 25);
+        assert_false(pdb.min_available.set);
+        assert_string_equal(pdb.unhealthy_pod_eviction_policy, "AlwaysAllow");
+        assert_int_equal(pdb.generation, 3);
+        assert_int_equal(pdb.observed_generation, 3);
+        assert_int_equal(pdb.current_healthy, 8);
+        assert_int_equal(pdb.desired_healthy, 6);
+        assert_int_equal(pdb.expected_pods, 8);
+        assert_int_equal(pdb.disruptions_allowed, 2);
+
+        struct kube_kv front[] = { { (char *)"app", (char *)"web" }, { (char *)"tier", (char *)"front" } };
+        struct kube_kv canary[] = { { (char *)"app", (char *)"web" },
+                                    { (char *)"tier", (char *)"edge" },
+                                    { (char *)"canary", (char *)"1" } };
+        struct kube_kv back[] = { { (char *)"app", (char *)"web" }, { (char *)"tier", (char *)"back" } };
+        struct kube_kv other[] = { { (char *)"app", (char *)"api" }, { (char *)"tier", (char *)"front" } };
+        assert_true(kube_selector_matches(&pdb.selector, front, 2));
+        assert_false(kube_selector_matches(&pdb.selector, canary, 3));
+        assert_false(kube_selector_matches(&pdb.selector, back, 2));
+        assert_false(kube_selector_matches(&pdb.selector, other, 2));
+
+        cJSON *pj = parse(pod_web);
+        struct kube_pod pod;
+        assert_int_equal(kube_pod_parse(pj, &pod), 0);
+        cJSON_Delete(pj);
+        /* the sample pod has no tier label */
+        assert_false(kube_pdb_matches_pod(&pdb, &pod));
+        kube_pdb_clear(&pdb);
+
+        j = parse("{\"metadata\":{\"name\":\"all\",\"namespace\":\"default\"},\"spec\":{\"minAvailable\":2,"
+                  "\"selector\":{}}}");
+        assert_int_equal(kube_pdb_parse(j, &pdb), 0);
+        cJSON_Delete(j);
+        assert_false(pdb.min_available.percent);
+        assert_int_equal(pdb.min_available.value, 2);
+        assert_true(kube_pdb_matches_pod(&pdb, &pod)); /* an empty selector matches every pod */
+        free(pod.namespace);
+        pod.namespace = strdup("other");
+        assert_false(kube_pdb_matches_pod(&pdb, &pod));
+        kube_pdb_clear(&pdb);
+
+        j = parse(
+            "{\"metadata\":{\"name\":\"nil\",\"namespace\":\"other\"},\"spec\":{\"minAvailable\":\"50%\"}}");
+        assert_int_equal(kube_pdb_parse(j, &pdb), 0);
+        cJSON_Delete(j);
+        assert_true(pdb.min_available.percent);
+        assert_false(kube_pdb_matches_pod(&pdb, &pod)); /* a nil selector matches nothing */
+        kube_pdb_clear(&pdb);
+        kube_pod_clear(&pod);
+
+        j = parse("{\"metadata\":{\"name\":\"bad\"},\"spec\":{\"selector\":{\"matchExpressions\":"
+                  "[{\"key\":\"a\",\"operator\":\"Near\"}]}}}");
+        assert_int_equal(kube_pdb_parse(j, &pdb), -EINVAL);
+        cJSON_Delete(j);
+        j = parse("{\"metadata\":{\"name\":\"bad\"},\"spec\":{\"minAvailable\":\"ten\"}}");
+        assert_int_equal(kube_pdb_parse(j, &pdb), -EINVAL);
+        cJSON_Delete(j);
+}
+
+static void test_not_in_and_exists(void **state)
+{
+        cJSON *j =
+            parse("{\"matchExpressions\":[{\"key\":\"env\",\"operator\":\"NotIn\",\"values\":[\"prod\"]},"
+                  "{\"key\":\"app\",\"operator\":\"Exists\"}]}");
+        struct kube_selector s;
+        assert_int_equal(kube_selector_parse(j, &s), 0);
+        cJSON_Delete(j);
+        struct kube_kv dev[] = { { (char *)"app", (char *)"x" }, { (char *)"env", (char *)"dev" } };
+        struct kube_kv prod[] = { { (char *)"app", (char *)"x" }, { (char *)"env", (char *)"prod" } };
+        struct kube_kv noenv[] = { { (char *)"app", (char *)"x" } };
+        struct kube_kv noapp[] = { { (char *)"env", (char *)"dev" } };
+        assert_true(kube_selector_matches(&s, dev, 2));
+        assert_false(kube_selector_matches(&s, prod, 2));
+        assert_true(kube_selector_matches(&s, noenv, 1));
+        assert_false(kube_selector_matches(&s, noapp, 1));
+        kube_selector_clear(&s);
+}
+
+static void test_paths_and_escaping(void **state)
+{
+        char *p = kube_path(NULL, "v1", "shop", "pods", "web-1", "eviction");
+        assert_string_equal(p, "/api/v1/namespaces/shop/pods/web-1/eviction");
+        free(p);
+        p = kube_path("policy", "v1", NULL, "poddisruptionbudgets", NULL, NULL);
+        assert_string_equal(p, "/apis/policy/v1/poddisruptionbudgets");
+        free(p);
+        p = kube_path("", "v1", NULL, "nodes", "n1", NULL);
+        assert_string_equal(p, "/api/v1/nodes/n1");
+        free(p);
+        p = kube_query_escape("spec.nodeName=n1,status.phase!=Succeeded");
+        assert_string_equal(p, "spec.nodeName%3Dn1%2Cstatus.phase%21%3DSucceeded");
+        free(p);
+
+        cJSON *j = parse("{\"metadata\":{\"resourceVersion\":\"9\",\"name\":\"x\"},\"items\":[]}");
+        assert_string_equal(kube_object_rv(j), "9");
+        assert_string_equal(kube_object_str(j, "metadata.name"), "x");
+        assert_null(kube_object_str(j, "metadata.nope"));
+        assert_non_null(kube_list_items(j));
+        cJSON_Delete(j);
+}
+
+static void test_evict_outcome_mapping(void **state)
+{
+        struct kube_result r = { .http_status = 500, .message = (char *)"POST x: 500 internal error" };
+        assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_ERROR);
+        r.message =
+            (char
+                 *)"This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
+                   "support.";
+        assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_MULTIPLE);
+        r.http_status = 409;
+        assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_CONFLICT);
+        r.http_status = 201;
+        assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_EVICTED);
+        r.http_status = 0;
+        assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_ERROR);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_pod),
+                cmocka_unit_test(test_pod_mirror_deleting_defaults),
+                cmocka_unit_test(test_node),
+                cmocka_unit_test(test_pdb_and_selector),
+                cmocka_unit_test(test_not_in_and_exists),
+                cmocka_unit_test(test_paths_and_escaping),
+                cmocka_unit_test(test_evict_outcome_mapping),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,521 @@
+/* The simulator API server's pure pieces: label and field selectors as kube-apiserver reads them, continue
+ * tokens, and kubectl 1.32+'s protobuf DeleteOptions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/util.h"
+#include "spotdrain/yaml.h"
+
+static int labels_match(const char *selector, const char *labels_json)
+{
+        cJSON *labels = labels_json ? cJSON_Parse(labels_json) : NULL;
+        int r = sim_label_selector_match(selector, labels);
+        cJSON_Delete(labels);
+        return r;
+}
+
+static void test_label_equality(void **state)
+{
+        const char *l = "{\"app\":\"web\",\"tier\":\"front\"}";
+
+        assert_int_equal(labels_match("", l), 1);
+        assert_int_equal(labels_match(NULL, NULL), 1);
+        assert_int_equal(labels_match("app=web", l), 1);
+        assert_int_equal(labels_match("app==web", l), 1);
+        assert_int_equal(labels_match("app = web , tier=front", l), 1);
+        assert_int_equal(labels_match("app=api", l), 0);
+        assert_int_equal(labels_match("app!=web", l), 0);
+        assert_int_equal(labels_match("app!=api", l), 1);
+        /* != matches objects without the key, as in Kubernetes. */
+        assert_int_equal(labels_match("zone!=a", l), 1);
+        assert_int_equal(labels_match("app=web,tier=back", l), 0);
+        assert_int_equal(labels_match("app=web", NULL), 0);
+}
+
+static void test_label_sets_and_existence(void **state)
+{
+        const char *l = "{\"app\":\"web\",\"example.com/team\":\"a-1\"}";
+
+        assert_int_equal(labels_match("app in (api, web)", l), 1);
+        assert_int_equal(labels_match("app in (api)", l), 0);
+        assert_int_equal(labels_match("app notin (api,db)", l), 1);
+        assert_int_equal(labels_match("app notin (web)", l), 0);
+        assert_int_equal(labels_match("zone notin (a)", l), 1);
+        assert_int_equal(labels_match("zone in (a)", l), 0);
+        assert_int_equal(labels_match("example.com/team", l), 1);
+        assert_int_equal(labels_match("zone", l), 0);
+        assert_int_equal(labels_match("!zone", l), 1);
+        assert_int_equal(labels_match("!app", l), 0);
+        assert_int_equal(labels_match("app in (web),!zone,example.com/team=a-1", l), 1);
+}
+
+static void test_label_malformed(void **state)
+{
+        assert_int_equal(labels_match("app in web", NULL), -EINVAL);
+        assert_int_equal(labels_match("app in (web", NULL), -EINVAL);
+        assert_int_equal(labels_match("=web", NULL), -EINVAL);
+        assert_int_equal(labels_match("app=web)", NULL), -EINVAL);
+        assert_int_equal(labels_match("!", NULL), -EINVAL);
+}
+
+static void test_field_selectors(void **state)
+{
+        cJSON *pod = cJSON_Parse("{\"metadata\":{\"name\":\"p1\",\"namespace\":\"shop\"},"
+                                 "\"spec\":{\"nodeName\":\"spot-a\",\"unschedulable\":true},"
+                                 "\"status\":{\"phase\":\"Running\"}}");
+        cJSON *pending = cJSON_Parse("{\"metadata\":{\"name\":\"p2\"},\"status\":{\"phase\":\"Pending\"}}");
+
+        assert_non_null(pod);
+        assert_int_equal(sim_field_selector_match("spec.nodeName=spot-a", pod), 1);
+        assert_int_equal(sim_field_selector_match("spec.nodeName==spot-a", pod), 1);
+        assert_int_equal(sim_field_selector_match("spec.nodeName!=spot-a", pod), 0);
+        assert_int_equal(sim_field_selector_match("metadata.name=p1,metadata.namespace=shop", pod), 1);
+        assert_int_equal(sim_field_selector_match("metadata.name=p1,status.phase!=Running", pod), 0);
+        assert_int_equal(sim_field_selector_match("spec.unschedulable=true", pod), 1);
+        assert_int_equal(sim_field_selector_match("", pod), 1);
+        /* An absent field compares as "": spec.nodeName= finds unscheduled pods. */
+        assert_int_equal(sim_field_selector_match("spec.nodeName=", pending), 1);
+        assert_int_equal(sim_field_selector_match("spec.nodeName=", pod), 0);
+        assert_int_equal(sim_field_selector_match("spec.nodeName", pod), -EINVAL);
+        assert_int_equal(sim_field_selector_match("=x", pod), -EINVAL);
+        cJSON_Delete(pod);
+        cJSON_Delete(pending);
+}
+
+static void test_continue_tokens(void **state)
+{
+        _cleanup_free_ char *tok = sim_continue_encode(1234, 500);
+        uint64_t rv;
+        size_t off;
+
+        assert_non_null(tok);
+        assert_int_equal(sim_continue_decode(tok, &rv, &off), 0);
+        assert_int_equal(rv, 1234);
+        assert_int_equal(off, 500);
+        assert_int_equal(sim_continue_decode("", &rv, &off), -EINVAL);
+        assert_int_equal(sim_continue_decode("not base64!", &rv, &off), -EINVAL);
+        /* "12x" in base64: well-formed base64, not a token. */
+        assert_int_equal(sim_continue_decode("MTJ4", &rv, &off), -EINVAL);
+}
+
+/* kubectl 1.33 drain --disable-eviction --grace-period=7, byte for byte (fixtures/kubectl/golden-B.txt). */
+static const unsigned char kubectl_delete[] = { 'k',  '8',  's',  0,    0x0a, 0x13, 0x0a, 0x02, 'v',
+                                                '1',  0x12, 0x0d, 'D',  'e',  'l',  'e',  't',  'e',
+                                                'O',  'p',  't',  'i',  'o',  'n',  's',  0x12, 0x02,
+                                                0x08, 0x07, 0x1a, 0x00, 0x22, 0x00 };
+
+static void test_protobuf_delete_options(void **state)
+{
+        unsigned char body[sizeof(kubectl_delete)];
+        _cleanup_free_ char *uid = NULL;
+        int64_t grace = 0;
+
+        assert_int_equal(sim_protobuf_delete_options(kubectl_delete, sizeof(kubectl_delete), &grace, &uid),
+                         0);
+        assert_int_equal(grace, 7);
+        assert_null(uid);
+        /* Not the protobuf envelope. */
+        memcpy(body, kubectl_delete, sizeof(body));
+        body[1] = 'x';
+        assert_int_equal(sim_protobuf_delete_options(body, sizeof(body), &grace, &uid), -EBADMSG);
+        /* Truncated: the raw field claims more bytes than remain. */
+        assert_int_equal(sim_protobuf_delete_options(kubectl_delete, 28, &grace, &uid), -EBADMSG);
+}
+
+static void test_protobuf_delete_options_uid(void **state)
+{
+        /* runtime.Unknown{raw: DeleteOptions{preconditions: {uid: "u-1"}}}, no grace period. */
+        static const unsigned char body[] = { 'k',  '8',  's',  0,   0x12, 0x07, 0x12,
+                                              0x05, 0x0a, 0x03, 'u', '-',  '1' };
+        _cleanup_free_ char *uid = NULL;
+        int64_t grace = 0;
+
+        assert_int_equal(sim_protobuf_delete_options(body, sizeof(body), &grace, &uid), 0);
+        assert_int_equal(grace, -1);
+        assert_string_equal(uid, "u-1");
+}
+
+static void test_kubeconfig(void **state)
+{
+        _cleanup_free_ char *kc = sim_server_kubeconfig("http://127.0.0.1:4242", "sim-abc");
+
+        assert_non_null(kc);
+        assert_non_null(strstr(kc, "    server: http://127.0.0.1:4242\n"));
+        assert_non_null(strstr(kc, "    token: sim-abc\n"));
+        assert_non_null(strstr(kc, "current-context: spotdrain-sim\n"));
+}
+
+/* metadata.KEY of a list or object, or NULL. */
+static const char *json_str_or_null(const cJSON *o, const char *key)
+{
+        const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), key);
+        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
+}
+
+/* ---- the server end to end, on a real model with a manual clock ---- */
+
+static const char scenario_yaml[] =
+    "name: unit\n"
+    "nodes:\n"
+    "  - {name: n1, allocatable: {cpu: \"4\", memory: 16Gi, pods: 20}}\n"
+    "  - {name: n2, allocatable: {cpu: \"4\", memory: 16Gi, pods: 20}}\n"
+    "workloads:\n"
+    "  - {name: web, namespace: shop, kind: Deployment, replicas: 3, placement: {n1: 3},\n"
+    "     requests: {cpu: 100m, memory: 64Mi}, shutdown_seconds: 1, startup_seconds: 2,\n"
+    "     pdb: {max_unavailable: 1}}\n";
+
+struct fixture {
+        char path[64];
+        struct ynode *tree;
+        struct sim *sim;
+        struct sim_server *srv;
+        char refused[128]; /* a Running pod whose eviction the PDB refused */
+};
+
+struct reply {
+        long status;
+        cJSON *json;
+        bool retry_after;
+};
+
+static size_t on_body(char *data, size_t size, size_t n, void *userdata)
+{
+        if (buf_append(userdata, data, size * n) < 0)
+                return 0;
+        return size * n;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *userdata)
+{
+        if (strncasecmp(data, "Retry-After:", 12) == 0)
+                *(bool *)userdata = true;
+        return size * n;
+}
+
+/* One request; the body of the answer parsed as JSON (NULL if it is not). */
+static struct reply request(struct fixture *f, const char *method, const char *path, const char *ctype,
+                            const void *body, size_t body_len, const char *accept)
+{
+        _cleanup_free_ char *url = strprintf("%s%s", sim_server_url(f->srv), path);
+        _cleanup_free_ char *ct = ctype ? strprintf("Content-Type: %s", ctype) : NULL;
+        _cleanup_free_ char *acc = accept ? strprintf("Accept: %s", accept) : NULL;
+        struct curl_slist *headers = NULL;
+        struct buf out = {};
+        struct reply r = {};
+        CURL *c = curl_easy_init();
+
+        assert_non_null(c);
+        assert_non_null(url);
+        if (ct)
+                headers = curl_slist_append(headers, ct);
+        if (acc)
+                headers = curl_slist_append(headers, acc);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.retry_after);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        if (body) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body_len);
+        }
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+        if (out.len)
+                r.json = cJSON_ParseWithLength(out.data, out.len);
+        buf_free(&out);
+        curl_slist_free_all(headers);
+        curl_easy_cleanup(c);
+        return r;
+}
+
+static struct reply get(struct fixture *f, const char *path)
+{
+        return request(f, "GET", path, NULL, NULL, 0, NULL);
+}
+
+static int setup_server(void **state)
+{
+        struct sim_options opt = { .time_scale = 1, .manual_clock = true };
+        struct fixture *f = calloc(1, sizeof(*f));
+        _cleanup_free_ char *error = NULL;
+        int fd;
+
+        assert_non_null(f);
+        snprintf(f->path, sizeof(f->path), "/tmp/test-sim-server.XXXXXX");
+        fd = mkstemp(f->path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, scenario_yaml, strlen(scenario_yaml)), (ssize_t)strlen(scenario_yaml));
+        close(fd);
+        assert_int_equal(sim_scenario_load(f->path, &f->tree, &error), 0);
+        assert_int_equal(sim_new(f->tree, &opt, &f->sim, &error), 0);
+        sim_lock(f->sim);
+        sim_start(f->sim);
+        sim_unlock(f->sim);
+        assert_int_equal(sim_server_start(f->sim, "127.0.0.1:0", &f->srv), 0);
+        assert_true(sim_server_port(f->srv) > 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown_server(void **state)
+{
+        struct fixture *f = *state;
+
+        sim_server_stop(f->srv);
+        sim_free(f->sim);
+        ynode_free(f->tree);
+        unlink(f->path);
+        free(f);
+        return 0;
+}
+
+static void free_reply(struct reply *r)
+{
+        cJSON_Delete(r->json);
+        r->json = NULL;
+}
+
+static bool list_has(const cJSON *arr, const char *key, const char *value)
+{
+        const cJSON *it;
+        cJSON_ArrayForEach (it, arr) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, key);
+                if (cJSON_IsString(v) && streq(v->valuestring, value))
+                        return true;
+        }
+        return false;
+}
+
+static void test_discovery(void **state)
+{
+        struct fixture *f = *state;
+        struct reply r = get(f, "/api");
+        const cJSON *res, *it;
+        bool eviction = false;
+
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "APIVersions");
+        free_reply(&r);
+
+        r = get(f, "/apis");
+        assert_int_equal(r.status, 200);
+        assert_true(list_has(cJSON_GetObjectItem(r.json, "groups"), "name", "policy"));
+        assert_true(list_has(cJSON_GetObjectItem(r.json, "groups"), "name", "coordination.k8s.io"));
+        free_reply(&r);
+
+        /* drain looks for pods/eviction in group policy, version v1 */
+        r = get(f, "/api/v1");
+        res = cJSON_GetObjectItem(r.json, "resources");
+        cJSON_ArrayForEach (it, res) {
+                if (streq(cJSON_GetObjectItem(it, "name")->valuestring, "pods/eviction")) {
+                        eviction = true;
+                        assert_string_equal(cJSON_GetObjectItem(it, "group")->valuestring, "policy");
+                        assert_string_equal(cJSON_GetObjectItem(it, "version")->valuestring, "v1");
+                        assert_string_equal(cJSON_GetObjectItem(it, "kind")->valuestring, "Eviction");
+                }
+        }
+        assert_true(eviction);
+        assert_true(list_has(res, "name", "nodes"));
+        free_reply(&r);
+
+        r = get(f, "/apis/policy/v1");
+        assert_true(list_has(cJSON_GetObjectItem(r.json, "resources"), "name", "poddisruptionbudgets"));
+        free_reply(&r);
+
+        r = get(f, "/apis/nosuch/v1");
+        assert_int_equal(r.status, 404);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "Status");
+        free_reply(&r);
+}
+
+static void test_list_paging_and_selectors(void **state)
+{
+        struct fixture *f = *state;
+        struct reply r = get(f, "/api/v1/namespaces/shop/pods?limit=2");
+        const char *cont;
+        _cleanup_free_ char *next = NULL;
+
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "PodList");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 2);
+        cont = json_str_or_null(r.json, "continue");
+        assert_non_null(cont);
+        next = strprintf("/api/v1/namespaces/shop/pods?limit=2&continue=%s", cont);
+        free_reply(&r);
+
+        r = get(f, next);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 1);
+        assert_null(json_str_or_null(r.json, "continue"));
+        free_reply(&r);
+
+        r = get(f, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn2");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 0);
+        free_reply(&r);
+        r = get(f, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 3);
+        free_reply(&r);
+        r = get(f, "/api/v1/pods?labelSelector=app+in+(web%2Cx)");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 3);
+        free_reply(&r);
+        r = get(f, "/api/v1/pods?labelSelector=app+in+web");
+        assert_int_equal(r.status, 400);
+        free_reply(&r);
+
+        r = get(f, "/api/v1/namespaces/shop/pods/nope");
+        assert_int_equal(r.status, 404);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "reason")->valuestring, "NotFound");
+        free_reply(&r);
+}
+
+static const char *pod_name_at(struct fixture *f, size_t i, char *buf, size_t len)
+{
+        struct reply r = get(f, "/api/v1/namespaces/shop/pods");
+        const cJSON *pod = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "items"), (int)i);
+        snprintf(buf, len, "%s",
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "name")->valuestring);
+        free_reply(&r);
+        return buf;
+}
+
+static void test_eviction_and_pdb(void **state)
+{
+        struct fixture *f = *state;
+        char a[128], b[128];
+        _cleanup_free_ char *pa = NULL, *pb = NULL, *body = NULL;
+        struct reply r;
+
+        pod_name_at(f, 0, a, sizeof(a));
+        pod_name_at(f, 1, b, sizeof(b));
+        pa = strprintf("/api/v1/namespaces/shop/pods/%s/eviction", a);
+        pb = strprintf("/api/v1/namespaces/shop/pods/%s/eviction", b);
+        body = strprintf(
+            "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"name\":\"%s\"}}", a);
+
+        r = request(f, "POST", pa, "application/json", body, strlen(body), NULL);
+        assert_int_equal(r.status, 201);
+        free_reply(&r);
+        /* The PDB's one disruption is used: the next eviction is refused, without Retry-After. */
+        r = request(f, "POST", pb, "application/json", "{}", 2, NULL);
+        assert_int_equal(r.status, 429);
+        assert_false(r.retry_after);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "reason")->valuestring, "TooManyRequests");
+        free_reply(&r);
+        snprintf(f->refused, sizeof(f->refused), "%s", b);
+
+        r = request(f, "GET", "/apis/policy/v1/namespaces/shop/poddisruptionbudgets", NULL, NULL, 0,
+                    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "Table");
+        assert_true(
+            list_has(cJSON_GetObjectItem(r.json, "columnDefinitions"), "name", "Allowed Disruptions"));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "rows")), 1);
+        assert_int_equal(
+            cJSON_GetArrayItem(
+                cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "rows"), 0), "cells"), 3)
+                ->valueint,
+            0);
+        free_reply(&r);
+}
+
+static void test_protobuf_delete(void **state)
+{
+        struct fixture *f = *state;
+        _cleanup_free_ char *path = strprintf("/api/v1/namespaces/shop/pods/%s", f->refused);
+        struct reply r;
+
+        /* kubectl 1.32+ --disable-eviction: a protobuf body, never 415 */
+        r = request(f, "DELETE", path, "application/vnd.kubernetes.protobuf", kubectl_delete,
+                    sizeof(kubectl_delete), "application/vnd.kubernetes.protobuf,application/json");
+        assert_int_equal(r.status, 200);
+        assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "metadata"), "deletionTimestamp"));
+        assert_int_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "metadata"), "deletionGracePeriodSeconds")
+                ->valueint,
+            7);
+        free_reply(&r);
+}
+
+static void test_cordon_and_watch(void **state)
+{
+        struct fixture *f = *state;
+        struct reply r = get(f, "/api/v1/nodes");
+        const char *rv = json_str_or_null(r.json, "resourceVersion");
+        _cleanup_free_ char *watch = NULL;
+        _cleanup_free_ char *rvs = rv ? strdup(rv) : NULL;
+        struct buf out = {};
+        CURL *c;
+
+        assert_non_null(rvs);
+        free_reply(&r);
+        r = request(f, "PATCH", "/api/v1/nodes/n2", "application/strategic-merge-patch+json",
+                    "{\"spec\":{\"unschedulable\":true}}", 32, NULL);
+        assert_int_equal(r.status, 200);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "spec"), "unschedulable")));
+        free_reply(&r);
+
+        /* A watch from before the cordon replays it, then ends at its timeout. */
+        watch = strprintf("%s/api/v1/nodes?watch=1&resourceVersion=%s&timeoutSeconds=1",
+                          sim_server_url(f->srv), rvs);
+        c = curl_easy_init();
+        curl_easy_setopt(c, CURLOPT_URL, watch);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_cleanup(c);
+        assert_int_equal(buf_append(&out, "", 1), 0);
+        assert_non_null(strstr(out.data, "{\"type\":\"MODIFIED\",\"object\":{"));
+        assert_non_null(strstr(out.data, "\"unschedulable\":true"));
+        assert_null(strstr(out.data, "\"name\":\"n1\""));
+        buf_free(&out);
+
+        r = get(f, "/sim/v1/clock");
+        assert_int_equal(r.status, 200);
+        assert_true(cJSON_IsNumber(cJSON_GetObjectItem(r.json, "now")));
+        free_reply(&r);
+        r = get(f, "/sim/v1/result");
+        assert_int_equal(r.status, 200);
+        assert_true(cJSON_GetObjectItem(r.json, "api_requests")->valuedouble > 0);
+        free_reply(&r);
+}
+
+int main(void)
+{
+        /* One server for the whole group; the end-to-end tests run in order and build on each other's
+         * changes. */
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_label_equality),
+                cmocka_unit_test(test_label_sets_and_existence),
+                cmocka_unit_test(test_label_malformed),
+                cmocka_unit_test(test_field_selectors),
+                cmocka_unit_test(test_continue_tokens),
+                cmocka_unit_test(test_protobuf_delete_options),
+                cmocka_unit_test(test_protobuf_delete_options_uid),
+                cmocka_unit_test(test_kubeconfig),
+                cmocka_unit_test(test_discovery),
+                cmocka_unit_test(test_list_paging_and_selectors),
+                cmocka_unit_test(test_eviction_and_pdb),
+                cmocka_unit_test(test_protobuf_delete),
+                cmocka_unit_test(test_cordon_and_watch),
+        };
+        int failed;
+
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        failed = cmocka_run_group_tests(tests, setup_server, teardown_server);
+        curl_global_cleanup();
+        return failed;
+}
