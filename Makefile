@@ -73,7 +73,7 @@ unit-valgrind: $(UNIT_BINS)
 	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
 integration: $(BUILD)/spotdrain
-	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration tests/integration/*.sh
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration $(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh))
 
 check: all unit unit-asan integration format-check
 
@@ -96,3 +96,20 @@ clean:
 	rm -rf $(BUILD)
 .SECONDARY:
 .DELETE_ON_ERROR:
+
+# Fuzzing (clang libFuzzer + ASan/UBSan): every fuzz/fuzz_*.c is a target, run for FUZZ_SECONDS each, seeded
+# from fuzz/seeds/NAME/ (when present) and the shared fixtures.
+FUZZ_SECONDS ?= 30
+FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_FIXTURES ?= $(wildcard ../shared/fixtures/eventbridge ../shared/fixtures/imds ../shared/fixtures/sqs)
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRC) $(HDRS) $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -DSPOTDRAIN_VERSION=\"$(VERSION)\" $(PKG_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(PKG_LIBS)
+fuzz: $(FUZZ_BINS)
+	@for b in $(FUZZ_BINS); do n=$$(basename $$b); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+		echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+		$$b -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-$$n \
+			$$( [ -d fuzz/seeds/$$n ] && echo fuzz/seeds/$$n ) $(FUZZ_FIXTURES) 2>$(BUILD)/fuzz/$$n.log \
+			|| { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; done

@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "spotdrain/notice.h"
+#include "spotdrain/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -38,9 +41,17 @@ static void one(const uint8_t *data, size_t size, const struct notice_parse_opts
         for (size_t i = 0; i < n; i++) {
                 if (v[i].kind != NOTICE_ASG_TEST_NOTIFICATION && !notice_instance_id_valid(v[i].instance_id))
                         abort();
+                /* The JSON line must be JSON, and name the kind. */
                 char *s = NULL;
-                if (notice_format_json(&v[i], &s) == 0)
+                if (notice_format_json(&v[i], &s) == 0) {
+                        cJSON *back = cJSON_Parse(s);
+                        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(back, "kind");
+                        if (!cJSON_IsString(kind) ||
+                            !streq(kind->valuestring, notice_kind_to_string(v[i].kind)))
+                                abort();
+                        cJSON_Delete(back);
                         free(s);
+                }
                 s = NULL;
                 if (notice_format_human(&v[i], &s) == 0)
                         free(s);

@@ -31,22 +31,25 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
+struct alert_bus;
+struct drain_exec;
 struct imds_client;
 struct kube_client;
 struct loop;
+struct spotdrain_config;
 
-#define AGENT_REBALANCE_TAINT_KEY    "spotdrain.io/rebalance"
-#define AGENT_INTERRUPTION_TAINT_KEY "spotdrain.io/interruption"
-#define AGENT_DEFAULT_POLL_USEC      (1000ULL * 1000ULL)
-#define AGENT_DEFAULT_REVERT_USEC    (600ULL * 1000ULL * 1000ULL)
-#define AGENT_DEFAULT_MAINT_LEAD_USEC (600ULL * 1000ULL * 1000ULL)
+#define AGENT_REBALANCE_TAINT_KEY      "spotdrain.io/rebalance"
+#define AGENT_INTERRUPTION_TAINT_KEY   "spotdrain.io/interruption"
+#define AGENT_DEFAULT_POLL_USEC        (1000ULL * 1000ULL)
+#define AGENT_DEFAULT_REVERT_USEC      (600ULL * 1000ULL * 1000ULL)
+#define AGENT_DEFAULT_MAINT_LEAD_USEC  (600ULL * 1000ULL * 1000ULL)
 #define AGENT_DEFAULT_BACKOFF_MAX_USEC (5ULL * 1000ULL * 1000ULL)
 
 struct agent_drain_request {
         const char *node;
         const struct notice *notice; /* kind, instance, notice time, action */
-        uint64_t deadline_usec;      /* engine clock: the instance is gone (maintenance: the window starts) */
-        const char *self_namespace;  /* the agent's own pod, never evicted; NULL when unknown */
+        uint64_t deadline_usec;     /* engine clock: the instance is gone (maintenance: the window starts) */
+        const char *self_namespace; /* the agent's own pod, never evicted; NULL when unknown */
         const char *self_name;
 };
 
@@ -62,7 +65,7 @@ struct agent_actions {
         /* A canceled maintenance whose drain had begun: make the node schedulable again. */
         int (*uncordon)(void *userdata, const char *node);
         /* Every notice, once, as it is first seen (before the action). */
-        void (*notice_seen)(void *userdata, const struct notice *n);
+        void (*notice_seen)(void *userdata, const char *node, const struct notice *n);
 };
 
 struct agent;
@@ -85,8 +88,9 @@ struct agent_options {
 
 /* imds is borrowed; kube (may be NULL: no providerID check) is borrowed; actions is copied,
  * actions_userdata borrowed. Nothing happens before agent_start(). */
-int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube, const struct agent_options *o,
-              const struct agent_actions *actions, void *actions_userdata, struct agent **ret);
+int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube,
+              const struct agent_options *o, const struct agent_actions *actions, void *actions_userdata,
+              struct agent **ret);
 /* Looks up the identity (retrying with backoff while IMDS does not answer), then polls. */
 int agent_start(struct agent *a);
 /* Stops polling and every timer; no action runs after this. NULL-safe; returns NULL. */
@@ -98,15 +102,15 @@ const char *agent_instance_id(const struct agent *a); /* NULL until known */
 bool agent_ready(const struct agent *a);
 
 struct agent_stats {
-        uint64_t ticks;          /* polls of the four paths */
-        uint64_t tick_errors;    /* ticks in which no path answered */
-        uint64_t path_errors;    /* single GETs that failed (not 404) */
-        uint64_t parse_errors;   /* documents notice_parse refused */
-        uint64_t notices;        /* notices delivered (after dedupe) */
-        uint64_t duplicates;     /* notices seen again and dropped */
-        uint64_t drains;         /* drain actions started */
-        uint64_t action_errors;  /* actions that could not start */
-        uint64_t last_ok_usec;   /* engine clock of the latest tick with an answer; 0 = never */
+        uint64_t ticks;         /* polls of the four paths */
+        uint64_t tick_errors;   /* ticks in which no path answered */
+        uint64_t path_errors;   /* single GETs that failed (not 404) */
+        uint64_t parse_errors;  /* documents notice_parse refused */
+        uint64_t notices;       /* notices delivered (after dedupe) */
+        uint64_t duplicates;    /* notices seen again and dropped */
+        uint64_t drains;        /* drain actions started */
+        uint64_t action_errors; /* actions that could not start */
+        uint64_t last_ok_usec;  /* engine clock of the latest tick with an answer; 0 = never */
         uint64_t notice_counts[_NOTICE_KIND_MAX];
 };
 void agent_stats(const struct agent *a, struct agent_stats *ret);
@@ -116,3 +120,23 @@ void agent_stats(const struct agent *a, struct agent_stats *ret);
  * the NoSchedule taint AGENT_INTERRUPTION_TAINT_KEY=KIND — the first step of a drain; the drain engine
  * (engine.h, drain_exec_start) replaces this member to evict the pods. replacement_request is a no-op. */
 extern const struct agent_actions agent_kube_actions;
+
+/* Actions through the drain engine (engine.h), userdata = struct agent_engine *: drain runs
+ * drain_exec_start() with the configuration's drain options (cfg may be NULL: the engine's defaults). One
+ * drain at a time: a request with an earlier deadline than the one under way restarts it, any other
+ * request leaves it alone (after a restart the agent asks again and a fresh drain picks up where the
+ * node is). notice_seen raises notice-received on the bus; soft_taint, replacement_request as
+ * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL) and cfg are borrowed
+ * and must outlive the engine. */
+struct agent_engine;
+int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
+                     struct agent_engine **ret);
+/* Stops a drain under way (no result). NULL-safe; returns NULL. */
+struct agent_engine *agent_engine_free(struct agent_engine *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);
+/* The drain under way, else the last one finished (its final result), else NULL. */
+struct drain_exec *agent_engine_drain(struct agent_engine *e);
+/* Drains started, and drains that have ended. */
+unsigned agent_engine_started(const struct agent_engine *e);
+unsigned agent_engine_finished(const struct agent_engine *e);
+extern const struct agent_actions agent_engine_actions;

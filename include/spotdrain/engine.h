@@ -15,7 +15,8 @@
  *    min(its grace, time left - margin), at least 1 s, with a UID precondition (pods-forced);
  *  - finishes when every pod to go is gone (a pod with the same name but a new UID counts as gone):
  *    drain-completed, or at the deadline with pods left: deadline-missed.
- * DaemonSet pods and mirror pods are left; the agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
+ * DaemonSet pods and mirror pods are left (configurable); bare pods and pods with emptyDir volumes are
+ * evicted with a warning; the agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -86,6 +87,9 @@ struct drain_exec_options {
         enum drain_policy policy;
         const char *taint_key; /* NULL: ENGINE_TAINT_KEY_DEFAULT */
         bool evict_daemonsets;
+        /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
+         * by default they are evicted with a warning, their data dying with the node anyway. */
+        bool leave_emptydir;
         uint64_t default_startup_usec;       /* owners without a measurement; 0 = 30 s */
         uint64_t retry_floor_usec;           /* 0 = 200 ms */
         const char *const *critical_classes; /* NULL-terminated; NULL: the planner's defaults */

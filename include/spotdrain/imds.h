@@ -28,21 +28,21 @@
 
 struct loop;
 
-#define IMDS_DEFAULT_ENDPOINT       "http://169.254.169.254"
-#define IMDS_ENDPOINT_ENV           "AWS_EC2_METADATA_SERVICE_ENDPOINT"
-#define IMDS_TOKEN_TTL_MAX          21600u /* seconds; also the default */
-#define IMDS_DEFAULT_TIMEOUT_USEC   (1000ULL * 1000ULL)
-#define IMDS_BODY_MAX               (256u * 1024u)
-#define IMDS_TOKEN_TTL_HEADER       "X-aws-ec2-metadata-token-ttl-seconds"
-#define IMDS_TOKEN_HEADER           "X-aws-ec2-metadata-token"
+#define IMDS_DEFAULT_ENDPOINT     "http://169.254.169.254"
+#define IMDS_ENDPOINT_ENV         "AWS_EC2_METADATA_SERVICE_ENDPOINT"
+#define IMDS_TOKEN_TTL_MAX        21600u /* seconds; also the default */
+#define IMDS_DEFAULT_TIMEOUT_USEC (1000ULL * 1000ULL)
+#define IMDS_BODY_MAX             (256u * 1024u)
+#define IMDS_TOKEN_TTL_HEADER     "X-aws-ec2-metadata-token-ttl-seconds"
+#define IMDS_TOKEN_HEADER         "X-aws-ec2-metadata-token"
 
 struct imds_options {
-        const char *endpoint;        /* NULL: $AWS_EC2_METADATA_SERVICE_ENDPOINT, else IMDS_DEFAULT_ENDPOINT */
-        unsigned token_ttl_seconds;  /* 1..21600; 0 = 21600 */
-        uint64_t timeout_usec;       /* each request, real time; 0 = 1 s */
-        bool allow_v1;               /* fall back to GETs without a token while token requests fail */
-        uint64_t backoff_base_usec;  /* token request retries; 0 = 200 ms */
-        uint64_t backoff_max_usec;   /* 0 = 5 s */
+        const char *endpoint; /* NULL: $AWS_EC2_METADATA_SERVICE_ENDPOINT, else IMDS_DEFAULT_ENDPOINT */
+        unsigned token_ttl_seconds; /* 1..21600; 0 = 21600 */
+        uint64_t timeout_usec;      /* each request, real time; 0 = 1 s */
+        bool allow_v1;              /* fall back to GETs without a token while token requests fail */
+        uint64_t backoff_base_usec; /* token request retries; 0 = 200 ms */
+        uint64_t backoff_max_usec;  /* 0 = 5 s */
 };
 
 struct imds_client;
@@ -62,7 +62,7 @@ struct imds_reply {
          * HTTP client reports them (-ETIMEDOUT, -ECONNREFUSED, ...); a token error when no token could be
          * had. */
         int error;
-        long status; /* 0 when no answer came */
+        long status;      /* 0 when no answer came */
         const char *body; /* 2xx: the body, NUL-terminated (""), borrowed for the callback; else NULL */
         size_t body_len;
 };

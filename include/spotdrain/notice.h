@@ -119,7 +119,11 @@ struct notice_parse_opts {
 int notice_parse(const void *data, size_t len, const struct notice_parse_opts *opts, struct notice **ret,
                  size_t *ret_n, char *reason, size_t reason_size);
 
-/* The notice as one line of CONTRACTS §2 JSON (no newline). Returns 0 or -ENOMEM. */
+/* The notice as one line of CONTRACTS §2 JSON (no newline), keys in this order:
+ *   kind, instance_id (absent for asg-test-notification), source, notice_time, deadline (null when none),
+ *   action, region, event_id, asg_name, lifecycle_hook_name, lifecycle_action_token,
+ *   start_time and end_time (scheduled-change only; end_time absent when not given), state.
+ * Empty string fields are left out; times are RFC 3339 UTC with Z, whole seconds. Returns 0 or -ENOMEM. */
 int notice_format_json(const struct notice *n, char **ret);
 /* A one-line human summary, e.g. "spot-interruption i-0abcd1234ef567890 terminate at 2024-05-14T10:23:53Z
  * (notice 2024-05-14T10:21:53Z, sqs, event 1e5527d7-...)". Returns 0 or -ENOMEM. */

@@ -9,14 +9,16 @@
 #include <string.h>
 
 #include "spotdrain/agent.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 
-#define SEEN_MAX          256
-#define ID_BACKOFF_BASE   (200ULL * 1000ULL)
-#define BODY_COPY_MAX     IMDS_BODY_MAX
+#define SEEN_MAX        256
+#define ID_BACKOFF_BASE (200ULL * 1000ULL)
 
 enum {
         PATH_INSTANCE_ACTION,
@@ -155,7 +157,8 @@ static void do_drain(struct agent *a, const struct notice *n, uint64_t deadline)
         if (!a->actions.drain)
                 return;
         (void)format_rfc3339(req.deadline_usec, when, sizeof(when));
-        log_full(LOG_NOTICE, 0, (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), NULL },
+        log_full(LOG_NOTICE, 0,
+                 (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), NULL },
                  "agent: draining node %s by %s (%s)", a->node, when, notice_kind_to_string(n->kind));
         a->stats.drains++;
         r = a->actions.drain(a->actions_userdata, &req);
@@ -251,7 +254,8 @@ static void on_scheduled(struct agent *a, const struct notice *n)
                 if (m->drained && streq(n->state, "canceled")) {
                         log_info("agent: scheduled maintenance %s was canceled; making node %s schedulable",
                                  n->event_id, a->node);
-                        if (a->actions.uncordon && (r = a->actions.uncordon(a->actions_userdata, a->node)) < 0)
+                        if (a->actions.uncordon &&
+                            (r = a->actions.uncordon(a->actions_userdata, a->node)) < 0)
                                 action_failed(a, "uncordon", r);
                 }
                 maint_remove(a, m);
@@ -269,8 +273,8 @@ static void on_scheduled(struct agent *a, const struct notice *n)
         m->next = a->maints;
         a->maints = m;
         /* Drain ahead of the start; an instant already passed fires at once. */
-        r = timer_start(a->loop, n->deadline > a->maint_lead ? n->deadline - a->maint_lead : 0, on_maint_due, m,
-                        &m->timer);
+        r = timer_start(a->loop, n->deadline > a->maint_lead ? n->deadline - a->maint_lead : 0, on_maint_due,
+                        m, &m->timer);
         if (r < 0) {
                 action_failed(a, "scheduling the maintenance drain", r);
                 maint_remove(a, m);
@@ -311,12 +315,13 @@ static void deliver(struct agent *a, const struct notice *n)
         if (n->kind < _NOTICE_KIND_MAX)
                 a->stats.notice_counts[n->kind]++;
         (void)notice_format_human(n, &human);
-        log_full(LOG_NOTICE, 0,
+        /* Said once: by the notice_seen action (an alert) when there is one, else here. */
+        log_full(a->actions.notice_seen ? LOG_DEBUG : LOG_NOTICE, 0,
                  (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), "event_id",
                                    n->event_id, NULL },
                  "agent: notice %s", human ? human : notice_kind_to_string(n->kind));
         if (a->actions.notice_seen)
-                a->actions.notice_seen(a->actions_userdata, n);
+                a->actions.notice_seen(a->actions_userdata, a->node, n);
 
         switch (n->kind) {
         case NOTICE_SPOT_INTERRUPTION:
@@ -365,8 +370,9 @@ static void process(struct agent *a, unsigned i)
         if (r < 0) {
                 a->stats.parse_errors++;
                 if (a->parse_failed[i] != r)
-                        log_warning_errno(r, "agent: IMDS %s answered a document that cannot be read (%s), "
-                                             "ignoring it until the next poll",
+                        log_warning_errno(r,
+                                          "agent: IMDS %s answered a document that cannot be read (%s), "
+                                          "ignoring it until the next poll",
                                           poll_paths[i], reason);
                 a->parse_failed[i] = r;
                 return;
@@ -427,8 +433,8 @@ static void tick_finish(struct agent *a)
         }
         if (answered == _PATH_MAX && !a->ready) {
                 a->ready = true;
-                log_info("agent: polling IMDS every %.3g s for node %s (instance %s)", (double)a->interval / 1e6,
-                         a->node, a->instance_id);
+                log_info("agent: polling IMDS every %.3g s for node %s (instance %s)",
+                         (double)a->interval / 1e6, a->node, a->instance_id);
                 if (a->on_ready)
                         a->on_ready(a, a->userdata);
         }
@@ -498,10 +504,11 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
         if (kube_node_parse(r->object, &node) < 0)
                 return;
         if (node.instance_id && !streq(node.instance_id, a->instance_id))
-                log_full(LOG_WARNING, 0, (const char *[]){ "node", a->node, NULL },
-                         "agent: node %s has providerID %s, which names instance %s, but IMDS says this is %s; "
-                         "the agent may be reading another instance's metadata",
-                         a->node, node.provider_id, node.instance_id, a->instance_id);
+                log_full(
+                    LOG_WARNING, 0, (const char *[]){ "node", a->node, NULL },
+                    "agent: node %s has providerID %s, which names instance %s, but IMDS says this is %s; "
+                    "the agent may be reading another instance's metadata",
+                    a->node, node.provider_id, node.instance_id, a->instance_id);
         kube_node_clear(&node);
 }
 
@@ -524,11 +531,13 @@ static void identified(struct agent *a)
 
 static void id_retry(struct agent *a)
 {
-        int err = a->id_slots[ID_INSTANCE].error ? a->id_slots[ID_INSTANCE].error : a->id_slots[ID_HOSTNAME].error;
+        int err =
+            a->id_slots[ID_INSTANCE].error ? a->id_slots[ID_INSTANCE].error : a->id_slots[ID_HOSTNAME].error;
         int r;
 
         log_warning_errno(err ? err : -EBADMSG, "agent: cannot learn %s from IMDS at %s yet, retrying",
-                          !a->instance_id ? "the instance ID" : "the node name", imds_client_endpoint(a->imds));
+                          !a->instance_id ? "the instance ID" : "the node name",
+                          imds_client_endpoint(a->imds));
         r = timer_start_in(a->loop, backoff_next(&a->id_backoff), on_id_retry, a, &a->id_timer);
         if (r < 0) {
                 log_error_errno(r, "agent: cannot arm the identity retry");
@@ -547,7 +556,9 @@ static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *
 {
         struct slot *s = userdata;
         struct agent *a = s->agent;
-        char **dst = s->index == ID_INSTANCE ? &a->instance_id : s->index == ID_HOSTNAME ? &a->node : &a->region;
+        char **dst = s->index == ID_INSTANCE   ? &a->instance_id
+                     : s->index == ID_HOSTNAME ? &a->node
+                                               : &a->region;
 
         s->get = NULL;
         if (r->error == 0) {
@@ -616,8 +627,9 @@ static int dup_or_env(const char *v, const char *env, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
-int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube, const struct agent_options *o,
-              const struct agent_actions *actions, void *actions_userdata, struct agent **ret)
+int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube,
+              const struct agent_options *o, const struct agent_actions *actions, void *actions_userdata,
+              struct agent **ret)
 {
         static const struct agent_options defaults = {};
         _cleanup_(agent_freep) struct agent *a = NULL;
@@ -638,10 +650,10 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
         a->interval = o->poll_interval_usec ? o->poll_interval_usec : AGENT_DEFAULT_POLL_USEC;
         a->revert_after = o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC;
         a->maint_lead = o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC;
-        a->backoff = BACKOFF_INIT(a->interval,
-                                  o->backoff_max_usec ? o->backoff_max_usec : AGENT_DEFAULT_BACKOFF_MAX_USEC);
-        a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE,
-                                     o->backoff_max_usec ? o->backoff_max_usec : AGENT_DEFAULT_BACKOFF_MAX_USEC);
+        a->backoff = BACKOFF_INIT(a->interval, o->backoff_max_usec ? o->backoff_max_usec
+                                                                   : AGENT_DEFAULT_BACKOFF_MAX_USEC);
+        a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE, o->backoff_max_usec ? o->backoff_max_usec
+                                                                          : AGENT_DEFAULT_BACKOFF_MAX_USEC);
         a->on_ready = o->on_ready;
         a->on_tick = o->on_tick;
         a->userdata = o->userdata;
@@ -748,14 +760,15 @@ static int kube_soft_taint(void *userdata, const char *node, bool add)
                 .effect = (char *)"PreferNoSchedule",
         };
         return kube_node_taint(userdata, node, &t, add, on_kube_done,
-                               add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint", NULL);
+                               add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint",
+                               NULL);
 }
 
 static int kube_uncordon(void *userdata, const char *node)
 {
         struct kube_taint t = { .key = (char *)AGENT_INTERRUPTION_TAINT_KEY };
-        int r = kube_node_taint(userdata, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
-                                NULL);
+        int r = kube_node_taint(userdata, node, &t, false, on_kube_done,
+                                (void *)"removing the interruption taint", NULL);
         if (r < 0)
                 return r;
         return kube_node_cordon(userdata, node, false, on_kube_done, (void *)"uncordon", NULL);
@@ -774,3 +787,141 @@ const struct agent_actions agent_kube_actions = {
         .replacement_request = kube_replacement,
         .uncordon = kube_uncordon,
 };
+
+/* ---- actions through the drain engine ---- */
+
+struct agent_engine {
+        struct kube_client *kube;
+        struct alert_bus *bus;
+        const struct spotdrain_config *cfg;
+        struct drain_exec *running;
+        struct drain_exec *last; /* finished; kept for its result */
+        uint64_t deadline;
+        unsigned started, finished;
+};
+
+static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
+{
+        struct agent_engine *e = userdata;
+        const char *outcome = drain_exec_outcome_to_string(res->outcome);
+
+        if (x != e->running)
+                return;
+        e->finished++;
+        log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error, NULL,
+                 "agent: drain ended: %s (%u evicted, %u forced, %u left)%s%s", outcome, res->evicted,
+                 res->forced, res->left, res->message ? ": " : "", res->message ? res->message : "");
+        /* done must not free x: the previous finished one goes now, this one is kept for its result. */
+        drain_exec_free(e->last);
+        e->last = e->running;
+        e->running = NULL;
+}
+
+static int engine_drain(void *userdata, const struct agent_drain_request *req)
+{
+        struct agent_engine *e = userdata;
+        struct drain_exec_options o = {};
+        struct drain_exec *x = NULL;
+        int r;
+
+        if (e->running && req->deadline_usec >= e->deadline)
+                return 0; /* already draining by an earlier or the same deadline */
+        if (e->cfg)
+                drain_exec_options_from_config(e->cfg, &o);
+        o.node = req->node;
+        o.kind = notice_kind_to_string(req->notice->kind);
+        o.notice_usec = req->notice->notice_time;
+        o.deadline_usec = req->deadline_usec;
+        o.self_namespace = req->self_namespace;
+        o.self_name = req->self_name;
+        r = drain_exec_start(e->kube, e->bus, &o, on_drain_done, e, &x);
+        if (r < 0)
+                return r;
+        /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
+        drain_exec_free(e->running);
+        e->running = x;
+        e->deadline = req->deadline_usec;
+        e->started++;
+        return 0;
+}
+
+static void engine_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        struct agent_engine *e = userdata;
+        _cleanup_free_ char *human = NULL;
+
+        if (!e->bus)
+                return;
+        (void)notice_format_human(n, &human);
+        (void)alert_emit(
+            e->bus, ALERT_NOTICE_RECEIVED, node,
+            (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id", n->event_id, NULL }, "%s",
+            human ? human : notice_kind_to_string(n->kind));
+}
+
+static int engine_soft_taint(void *userdata, const char *node, bool add)
+{
+        return kube_soft_taint(((struct agent_engine *)userdata)->kube, node, add);
+}
+
+static int engine_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        return kube_replacement(((struct agent_engine *)userdata)->kube, node, n);
+}
+
+static int engine_uncordon(void *userdata, const char *node)
+{
+        struct agent_engine *e = userdata;
+        e->running = drain_exec_free(e->running);
+        return kube_uncordon(e->kube, node);
+}
+
+const struct agent_actions agent_engine_actions = {
+        .drain = engine_drain,
+        .soft_taint = engine_soft_taint,
+        .replacement_request = engine_replacement,
+        .uncordon = engine_uncordon,
+        .notice_seen = engine_notice_seen,
+};
+
+int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
+                     struct agent_engine **ret)
+{
+        struct agent_engine *e;
+
+        if (!kube || !ret)
+                return -EINVAL;
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->kube = kube;
+        e->bus = bus;
+        e->cfg = cfg;
+        *ret = e;
+        return 0;
+}
+
+struct agent_engine *agent_engine_free(struct agent_engine *e)
+{
+        if (!e)
+                return NULL;
+        drain_exec_free(e->running);
+        drain_exec_free(e->last);
+        free(e);
+        return NULL;
+}
+
+struct drain_exec *agent_engine_drain(struct agent_engine *e)
+{
+        return e->running ? e->running : e->last;
+}
+
+unsigned agent_engine_started(const struct agent_engine *e)
+{
+        return e->started;
+}
+
+unsigned agent_engine_finished(const struct agent_engine *e)
+{
+        return e->finished;
+}

@@ -8,10 +8,10 @@
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 
-#define TOKEN_MAX_LEN           4096
-#define RENEW_MARGIN_MAX_USEC   (60ULL * 1000000ULL)
-#define BACKOFF_BASE_USEC       (200ULL * 1000ULL)
-#define BACKOFF_MAX_USEC        (5ULL * 1000000ULL)
+#define TOKEN_MAX_LEN         4096
+#define RENEW_MARGIN_MAX_USEC (60ULL * 1000000ULL)
+#define BACKOFF_BASE_USEC     (200ULL * 1000ULL)
+#define BACKOFF_MAX_USEC      (5ULL * 1000000ULL)
 
 struct imds_get {
         struct imds_client *client;
@@ -23,6 +23,7 @@ struct imds_get {
         struct timer *defer; /* a failure answered from the loop */
         int defer_error;
         bool waiting_token;
+        bool in_batch; /* being answered by the token request that just ended */
         bool retried_401;
         unsigned token_gen; /* generation of the token sent (0: none) */
 };
@@ -107,29 +108,33 @@ static void on_defer(void *userdata)
         get_finish(g, g->defer_error, 0, NULL, 0);
 }
 
-static void get_fail_later(struct imds_get *g, int error)
+/* Fails g from the loop. in_callback: the caller is itself a loop callback, so when no timer can be had the
+ * answer may be given right away. */
+static void get_fail_later(struct imds_get *g, int error, bool in_callback)
 {
         int r;
 
         g->defer_error = error;
         r = timer_start_in(g->client->loop, 0, on_defer, g, &g->defer);
-        if (r < 0) {
-                /* Not even a timer: the answer cannot be delivered from the loop; keep the GET waiting for
-                 * the next token attempt instead of dropping it silently. */
-                log_debug_errno(r, "imds: cannot defer a failure");
+        if (r >= 0)
+                return;
+        log_debug_errno(r, "imds: cannot defer a failure");
+        if (in_callback)
+                get_finish(g, error, 0, NULL, 0);
+        else
+                /* Left waiting: the next token attempt (another GET's, or a retry) answers it. */
                 g->waiting_token = true;
-        }
 }
 
 static void on_get_done(const struct http_response *resp, void *userdata);
-static void token_request(struct imds_client *c);
+static void token_request(struct imds_client *c, bool in_callback);
 
 static bool token_valid(const struct imds_client *c)
 {
         return c->token && now_monotonic_usec() < c->token_renew_mono;
 }
 
-static void get_send(struct imds_get *g, bool with_token)
+static void get_send(struct imds_get *g, bool with_token, bool in_callback)
 {
         struct imds_client *c = g->client;
         _cleanup_free_ char *hdr = NULL;
@@ -139,7 +144,7 @@ static void get_send(struct imds_get *g, bool with_token)
         if (with_token) {
                 hdr = strprintf(IMDS_TOKEN_HEADER ": %s", c->token);
                 if (!hdr) {
-                        get_fail_later(g, -ENOMEM);
+                        get_fail_later(g, -ENOMEM, in_callback);
                         return;
                 }
                 headers[0] = hdr;
@@ -159,7 +164,7 @@ static void get_send(struct imds_get *g, bool with_token)
         if (hdr)
                 explicit_bzero(hdr, strlen(hdr));
         if (r < 0) {
-                get_fail_later(g, r);
+                get_fail_later(g, r, in_callback);
                 return;
         }
         c->stats.requests++;
@@ -168,29 +173,28 @@ static void get_send(struct imds_get *g, bool with_token)
 }
 
 /* Sends g now if a token is at hand (or IMDSv1 is the fallback), else queues it behind a token request. */
-static void get_start(struct imds_get *g)
+static void get_start(struct imds_get *g, bool in_callback)
 {
         struct imds_client *c = g->client;
 
         if (token_valid(c)) {
-                get_send(g, true);
+                get_send(g, true, in_callback);
                 return;
         }
         if (!c->token_call && c->token_error < 0 && now_monotonic_usec() < c->token_retry_mono) {
                 /* The last token request failed and its retry is not due yet. */
                 if (c->allow_v1)
-                        get_send(g, false);
+                        get_send(g, false, in_callback);
                 else
-                        get_fail_later(g, c->token_error);
+                        get_fail_later(g, c->token_error, in_callback);
                 return;
         }
         g->waiting_token = true;
-        token_request(c);
+        token_request(c, in_callback);
 }
 
-static void on_token_done(const struct http_response *resp, void *userdata)
+static void token_finish(struct imds_client *c, const struct http_response *resp, bool in_callback)
 {
-        struct imds_client *c = userdata;
         int error = resp->error;
         size_t len = resp->body ? strcspn(resp->body, "\r\n") : 0;
 
@@ -202,7 +206,8 @@ static void on_token_done(const struct http_response *resp, void *userdata)
 
         if (error == 0) {
                 uint64_t ttl_usec = (uint64_t)c->ttl * 1000000ULL;
-                uint64_t margin = ttl_usec / 4 < RENEW_MARGIN_MAX_USEC ? ttl_usec / 4 : RENEW_MARGIN_MAX_USEC;
+                uint64_t margin =
+                    ttl_usec / 4 < RENEW_MARGIN_MAX_USEC ? ttl_usec / 4 : RENEW_MARGIN_MAX_USEC;
                 char *t = strndup(resp->body, len);
 
                 if (!t)
@@ -231,23 +236,31 @@ static void on_token_done(const struct http_response *resp, void *userdata)
 
         /* Every GET that waited: send it with the token, as IMDSv1, or fail it. Collected first, as
          * finishing a GET runs its callback, which may start or cancel others. */
+        for (struct imds_get *g = c->gets; g; g = g->next)
+                g->in_batch = g->waiting_token;
         for (;;) {
                 struct imds_get *g = c->gets;
-                while (g && !g->waiting_token)
+                while (g && !g->in_batch)
                         g = g->next;
                 if (!g)
                         break;
+                g->in_batch = false;
                 g->waiting_token = false;
                 if (error == 0)
-                        get_send(g, true);
+                        get_send(g, true, in_callback);
                 else if (c->allow_v1)
-                        get_send(g, false);
+                        get_send(g, false, in_callback);
                 else
-                        get_fail_later(g, error);
+                        get_fail_later(g, error, in_callback);
         }
 }
 
-static void token_request(struct imds_client *c)
+static void on_token_done(const struct http_response *resp, void *userdata)
+{
+        token_finish(userdata, resp, true);
+}
+
+static void token_request(struct imds_client *c, bool in_callback)
 {
         char hdr[sizeof(IMDS_TOKEN_TTL_HEADER) + 16];
         const char *headers[] = { hdr, NULL };
@@ -276,7 +289,7 @@ static void token_request(struct imds_client *c)
         if (r < 0) {
                 /* Nothing went out: fail the waiting GETs as a failed token request would. */
                 struct http_response resp = { .error = r };
-                on_token_done(&resp, c);
+                token_finish(c, &resp, in_callback);
         }
 }
 
@@ -303,9 +316,9 @@ static void on_get_done(const struct http_response *resp, void *userdata)
                         g->waiting_token = true;
                         if (token_valid(c)) {
                                 g->waiting_token = false;
-                                get_send(g, true);
+                                get_send(g, true, true);
                         } else
-                                token_request(c);
+                                token_request(c, true);
                         return;
                 }
         }
@@ -341,7 +354,7 @@ int imds_get(struct imds_client *c, const char *path, imds_done_fn done, void *u
                 c->gets->prev = g;
         c->gets = g;
 
-        get_start(g);
+        get_start(g, false);
         if (ret)
                 *ret = g;
         return 0;

@@ -25,7 +25,9 @@ enum {
 
 int cmd_audit(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 int cmd_event(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
 int cmd_version(int argc, char **argv);

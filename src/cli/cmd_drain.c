@@ -427,9 +427,11 @@ static void refresh(void *userdata)
         if (run->done)
                 return;
         int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
-        if (buf_printf(&b, "%s: %" PRIi64 " s to deadline, %u pods left", run->d->node,
-                       left > 0 ? left / (int64_t)USEC_PER_SEC : 0,
-                       drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS)) < 0)
+        if (buf_printf(&b, "%s: %" PRIi64 " s to deadline, ", run->d->node,
+                       left > 0 ? left / (int64_t)USEC_PER_SEC : 0) < 0)
+                return;
+        if (!plan ? buf_printf(&b, "planning") < 0
+                  : buf_printf(&b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS)) < 0)
                 return;
         for (size_t i = 0; plan && i < plan->n_pdbs; i++) {
                 unsigned n = drain_exec_pods_left(run->x, (int)i);
@@ -577,34 +579,269 @@ struct audit_pod {
         const cJSON *obj;
 };
 
-static int audit_pod_cmp(const void *a, const void *b)
-{
-        const struct audit_pod *x = a, *y = b;
-        return strcmp(x->pod.namespace ? x->pod.namespace : "", y->pod.namespace ? y->pod.namespace : "");
-}
-
 struct audit_finding {
         const struct kube_pdb *pdb;
-        const char *node;
-        int on_node;
-        size_t plan_node; /* index into plans */
+        const char *node; /* its worst node */
+        int on_node;      /* its pods there */
+        size_t plan;      /* index into audit.plans */
 };
+
+/* Everything one audit holds; released by audit_done(). */
+struct audit {
+        cJSON *pods, *pdbs;
+        struct audit_pod *ap; /* running pods, by namespace */
+        size_t n_ap;
+        struct kube_pdb *kp;
+        size_t n_kp;
+        struct drain_startup *startups;
+        size_t n_startups;
+        struct audit_finding *f;
+        size_t n_f;
+        struct drain_plan **plans; /* one per distinct worst node */
+        const char **plan_nodes;
+        size_t n_plans;
+};
+
+static void audit_done(struct audit *a)
+{
+        for (size_t i = 0; i < a->n_plans; i++)
+                drain_plan_free(a->plans[i]);
+        free(a->plans);
+        free(a->plan_nodes);
+        free(a->f);
+        for (size_t i = 0; i < a->n_kp; i++)
+                kube_pdb_clear(&a->kp[i]);
+        free(a->kp);
+        for (size_t i = 0; i < a->n_ap; i++)
+                kube_pod_clear(&a->ap[i].pod);
+        free(a->ap);
+        drain_startups_free(a->startups, a->n_startups);
+        cJSON_Delete(a->pods);
+        cJSON_Delete(a->pdbs);
+}
+
+static void json_freep(cJSON **j)
+{
+        cJSON_Delete(*j);
+}
+
+static int audit_pod_cmp(const void *x, const void *y)
+{
+        const struct audit_pod *p = x, *q = y;
+        return strcmp(p->pod.namespace ? p->pod.namespace : "", q->pod.namespace ? q->pod.namespace : "");
+}
+
+static int str_cmp(const void *x, const void *y)
+{
+        return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+static int audit_load(struct audit *a, struct drain_cli *d)
+{
+        const cJSON *obj;
+        int r;
+
+        r = list_sync(d, "/api/v1/pods", NULL, NULL, &a->pods);
+        if (r >= 0)
+                r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &a->pdbs);
+        if (r >= 0)
+                r = drain_startups_measure(kube_list_items(a->pods), &a->startups, &a->n_startups);
+        if (r < 0)
+                return r;
+        size_t n_pods = (size_t)cJSON_GetArraySize(kube_list_items(a->pods));
+        size_t n_pdbs = (size_t)cJSON_GetArraySize(kube_list_items(a->pdbs));
+        a->ap = calloc(n_pods + 1, sizeof(*a->ap));
+        a->kp = calloc(n_pdbs + 1, sizeof(*a->kp));
+        a->f = calloc(n_pdbs + 1, sizeof(*a->f));
+        a->plans = calloc(n_pdbs + 1, sizeof(*a->plans));
+        a->plan_nodes = calloc(n_pdbs + 1, sizeof(*a->plan_nodes));
+        if (!a->ap || !a->kp || !a->f || !a->plans || !a->plan_nodes)
+                return -ENOMEM;
+        cJSON_ArrayForEach (obj, kube_list_items(a->pods)) {
+                struct kube_pod *p = &a->ap[a->n_ap].pod;
+                if (kube_pod_parse(obj, p) < 0)
+                        continue;
+                /* Only pods that a node's interruption would touch. */
+                if (!p->node_name || streq_ptr(p->phase, "Succeeded") || streq_ptr(p->phase, "Failed")) {
+                        kube_pod_clear(p);
+                        continue;
+                }
+                a->ap[a->n_ap++].obj = obj;
+        }
+        /* By namespace, so that each PDB looks at its own namespace's pods only. */
+        qsort(a->ap, a->n_ap, sizeof(*a->ap), audit_pod_cmp);
+        cJSON_ArrayForEach (obj, kube_list_items(a->pdbs)) {
+                if (kube_pdb_parse(obj, &a->kp[a->n_kp]) >= 0)
+                        a->n_kp++;
+        }
+        return 0;
+}
+
+/* The node with the most of the PDB's pods, and how many; ret_node NULL when it selects none. */
+static int audit_worst(const struct audit *a, const struct kube_pdb *pdb, const char **ret_node, int *ret_n)
+{
+        struct audit_pod key = { .pod = { .namespace = pdb->namespace } };
+        size_t lo = 0, hi = a->n_ap, n = 0;
+
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (audit_pod_cmp(&a->ap[mid], &key) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (hi = lo; hi < a->n_ap && audit_pod_cmp(&a->ap[hi], &key) == 0; hi++)
+                ;
+        _cleanup_free_ const char **nodes = calloc(hi - lo + 1, sizeof(*nodes));
+        if (!nodes)
+                return -ENOMEM;
+        for (size_t i = lo; i < hi; i++)
+                if (kube_pdb_matches_pod(pdb, &a->ap[i].pod))
+                        nodes[n++] = a->ap[i].pod.node_name;
+        /* Sorted, the longest run of one name is the worst node. */
+        qsort(nodes, n, sizeof(*nodes), str_cmp);
+        *ret_node = NULL;
+        *ret_n = 0;
+        for (size_t i = 0, j; i < n; i = j) {
+                for (j = i; j < n && streq(nodes[j], nodes[i]); j++)
+                        ;
+                if ((int)(j - i) > *ret_n) {
+                        *ret_n = (int)(j - i);
+                        *ret_node = nodes[i];
+                }
+        }
+        return 0;
+}
+
+/* The plan of a node's interruption now: every pod on it, every PDB. */
+static int audit_plan(const struct audit *a, const struct drain_cli *d, const char *node,
+                      struct drain_plan **ret)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        struct drain_inputs_options io = inputs_options(d);
+        const cJSON *obj;
+        int r;
+
+        r = drain_inputs_new(&io, &di);
+        if (r >= 0)
+                r = drain_inputs_add_node(di, node, d->deadline_usec, d->cfg->drain_safety_margin_usec,
+                                          NULL);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, a->startups, a->n_startups);
+        if (r < 0)
+                return r;
+        cJSON_ArrayForEach (obj, kube_list_items(a->pdbs)) {
+                if (drain_inputs_add_pdb(di, obj) == -ENOMEM)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < a->n_ap; i++)
+                if (streq_ptr(a->ap[i].pod.node_name, node) &&
+                    drain_inputs_add_pod(di, 0, a->ap[i].obj, NULL) == -ENOMEM)
+                        return -ENOMEM;
+        return drain_plan_make(drain_inputs_get(di), ret);
+}
+
+static int audit_analyze(struct audit *a, const struct drain_cli *d)
+{
+        for (size_t b = 0; b < a->n_kp; b++) {
+                const char *worst;
+                int n;
+                int r = audit_worst(a, &a->kp[b], &worst, &n);
+                if (r < 0)
+                        return r;
+                if (!worst)
+                        continue;
+                size_t pn = 0;
+                while (pn < a->n_plans && !streq(a->plan_nodes[pn], worst))
+                        pn++;
+                if (pn == a->n_plans) {
+                        r = audit_plan(a, d, worst, &a->plans[pn]);
+                        if (r < 0)
+                                return r;
+                        a->plan_nodes[a->n_plans++] = worst;
+                }
+                a->f[a->n_f++] =
+                    (struct audit_finding){ .pdb = &a->kp[b], .node = worst, .on_node = n, .plan = pn };
+        }
+        return 0;
+}
+
+/* Prints the table or the JSON; returns the number of findings, or -ENOMEM. */
+static int audit_report(const struct audit *a, const struct drain_cli *d)
+{
+        _cleanup_(json_freep) cJSON *top = cJSON_CreateObject();
+        cJSON *list = top ? cJSON_AddArrayToObject(top, "pdbs") : NULL;
+        int findings = 0;
+
+        if (!list)
+                return -ENOMEM;
+        if (!d->common.json)
+                printf("%-40s %-24s %7s %7s %9s %s\n", "PDB", "WORST NODE", "PODS", "ALLOWED", "VERDICT",
+                       "WOULD FIT");
+        for (size_t i = 0; i < a->n_f; i++) {
+                const struct drain_plan *plan = a->plans[a->f[i].plan];
+                const struct drain_plan_pdb *pp = NULL;
+                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
+                        if (streq_ptr(plan->pdbs[j].namespace, a->f[i].pdb->namespace) &&
+                            streq_ptr(plan->pdbs[j].name, a->f[i].pdb->name))
+                                pp = &plan->pdbs[j];
+                if (!pp)
+                        continue;
+                bool finding = !pp->feasible;
+                findings += finding;
+                if (!d->common.json) {
+                        char fit[96] = "";
+                        if (finding && pp->fit_max_unavailable >= 0)
+                                snprintf(fit, sizeof(fit), "maxUnavailable %d or minAvailable %d",
+                                         pp->fit_max_unavailable, pp->fit_min_available);
+                        else if (finding)
+                                snprintf(fit, sizeof(fit), "no value fits");
+                        _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
+                        printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, a->f[i].node,
+                               a->f[i].on_node, pp->k, finding ? "too-slow" : "ok", fit);
+                        continue;
+                }
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddItemToArray(list, o)) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                bool ok = cJSON_AddStringToObject(o, "namespace", pp->namespace) &&
+                          cJSON_AddStringToObject(o, "pdb", pp->name) &&
+                          cJSON_AddStringToObject(o, "worst_node", a->f[i].node) &&
+                          cJSON_AddNumberToObject(o, "pods_on_node", a->f[i].on_node) &&
+                          cJSON_AddNumberToObject(o, "allowed", pp->k) &&
+                          cJSON_AddBoolToObject(o, "feasible", pp->feasible);
+                if (ok && pp->unforced_finish_usec != DRAIN_NEVER)
+                        ok = cJSON_AddNumberToObject(o, "predicted_seconds",
+                                                     (double)(pp->unforced_finish_usec - plan->now_usec) /
+                                                         (double)USEC_PER_SEC);
+                else if (ok)
+                        ok = cJSON_AddNullToObject(o, "predicted_seconds");
+                if (ok && finding && pp->fit_max_unavailable >= 0)
+                        ok = cJSON_AddNumberToObject(o, "fit_max_unavailable", pp->fit_max_unavailable) &&
+                             cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
+                if (!ok)
+                        return -ENOMEM;
+        }
+        if (d->common.json) {
+                if (!cJSON_AddNumberToObject(top, "budget_seconds",
+                                             (double)(d->deadline_usec - d->now) / (double)USEC_PER_SEC) ||
+                    !cJSON_AddNumberToObject(top, "findings", findings))
+                        return -ENOMEM;
+                _cleanup_free_ char *text = cJSON_Print(top);
+                if (!text)
+                        return -ENOMEM;
+                printf("%s\n", text);
+        }
+        return findings;
+}
 
 int cmd_audit(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "audit" };
-        cJSON *pods = NULL, *pdbs = NULL;
-        struct audit_pod *ap = NULL;
-        struct kube_pdb *kp = NULL;
-        struct audit_finding *f = NULL;
-        struct drain_plan **plans = NULL;
-        const char **plan_nodes = NULL;
-        struct drain_startup *startups = NULL;
-        size_t n_ap = 0, n_kp = 0, n_f = 0, n_plans = 0, n_startups = 0;
-        unsigned findings = 0;
-        cJSON *json = NULL;
-        const cJSON *obj;
-        int r, status = EXIT_ERROR;
+        _cleanup_(audit_done) struct audit a = { 0 };
+        int r;
 
         r = parse_args(&d, argc, argv);
         if (r < 0)
@@ -613,192 +850,15 @@ int cmd_audit(int argc, char **argv)
                 drain_cli_done(&d);
                 return r;
         }
-        r = list_sync(&d, "/api/v1/pods", NULL, NULL, &pods);
+        r = audit_load(&a, &d);
         if (r >= 0)
-                r = list_sync(&d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &pdbs);
+                r = audit_analyze(&a, &d);
         if (r >= 0)
-                r = drain_startups_measure(kube_list_items(pods), &startups, &n_startups);
-        if (r < 0)
-                goto out;
-
-        int n_items = cJSON_GetArraySize(kube_list_items(pods));
-        ap = calloc((size_t)n_items + 1, sizeof(*ap));
-        kp = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*kp));
-        f = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*f));
-        plans = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*plans));
-        plan_nodes = calloc((size_t)cJSON_GetArraySize(kube_list_items(pdbs)) + 1, sizeof(*plan_nodes));
-        if (!ap || !kp || !f || !plans || !plan_nodes) {
-                r = -ENOMEM;
-                goto out;
-        }
-        cJSON_ArrayForEach (obj, kube_list_items(pods)) {
-                if (kube_pod_parse(obj, &ap[n_ap].pod) < 0 || !ap[n_ap].pod.node_name ||
-                    streq_ptr(ap[n_ap].pod.phase, "Succeeded") || streq_ptr(ap[n_ap].pod.phase, "Failed")) {
-                        kube_pod_clear(&ap[n_ap].pod);
-                        continue;
-                }
-                ap[n_ap++].obj = obj;
-        }
-        /* By namespace, so that each PDB looks at its own namespace's pods only. */
-        qsort(ap, n_ap, sizeof(*ap), audit_pod_cmp);
-        cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
-                if (kube_pdb_parse(obj, &kp[n_kp]) >= 0)
-                        n_kp++;
-        }
-
-        /* Each PDB's worst node: the most of its pods on one node. */
-        for (size_t b = 0; b < n_kp; b++) {
-                struct audit_pod key = { .pod = { .namespace = kp[b].namespace } };
-                size_t lo = 0, hi = n_ap;
-                while (lo < hi) {
-                        size_t mid = (lo + hi) / 2;
-                        if (audit_pod_cmp(&ap[mid], &key) < 0)
-                                lo = mid + 1;
-                        else
-                                hi = mid;
-                }
-                const char *worst = NULL;
-                int worst_n = 0;
-                for (size_t i = lo; i < n_ap && audit_pod_cmp(&ap[i], &key) == 0; i++) {
-                        if (!kube_pdb_matches_pod(&kp[b], &ap[i].pod))
-                                continue;
-                        const char *node = ap[i].pod.node_name;
-                        if (worst && streq(worst, node))
-                                continue;
-                        int n = 0;
-                        for (size_t j = lo; j < n_ap && audit_pod_cmp(&ap[j], &key) == 0; j++)
-                                if (streq_ptr(ap[j].pod.node_name, node) &&
-                                    kube_pdb_matches_pod(&kp[b], &ap[j].pod))
-                                        n++;
-                        if (n > worst_n) {
-                                worst_n = n;
-                                worst = node;
-                        }
-                }
-                if (!worst)
-                        continue;
-                size_t pn = 0;
-                while (pn < n_plans && !streq(plan_nodes[pn], worst))
-                        pn++;
-                if (pn == n_plans)
-                        plan_nodes[n_plans++] = worst;
-                f[n_f++] = (struct audit_finding){
-                        .pdb = &kp[b], .node = worst, .on_node = worst_n, .plan_node = pn
-                };
-        }
-
-        /* One plan per worst node, with every pod on it and every PDB. */
-        for (size_t pn = 0; pn < n_plans; pn++) {
-                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-                struct drain_inputs_options io = inputs_options(&d);
-                r = drain_inputs_new(&io, &di);
-                if (r >= 0)
-                        r = drain_inputs_add_node(di, plan_nodes[pn], d.deadline_usec,
-                                                  d.cfg->drain_safety_margin_usec, NULL);
-                if (r >= 0)
-                        r = drain_inputs_add_startups(di, startups, n_startups);
-                cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
-                        if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
-                                r = -ENOMEM;
-                }
-                for (size_t i = 0; r >= 0 && i < n_ap; i++)
-                        if (streq_ptr(ap[i].pod.node_name, plan_nodes[pn]) &&
-                            drain_inputs_add_pod(di, 0, ap[i].obj, NULL) == -ENOMEM)
-                                r = -ENOMEM;
-                if (r >= 0)
-                        r = drain_plan_make(drain_inputs_get(di), &plans[pn]);
-                if (r < 0)
-                        goto out;
-        }
-
-        json = cJSON_CreateArray();
-        if (!json) {
-                r = -ENOMEM;
-                goto out;
-        }
-        if (!d.common.json)
-                printf("%-40s %-24s %7s %7s %9s %s\n", "PDB", "WORST NODE", "PODS", "ALLOWED", "VERDICT",
-                       "WOULD FIT");
-        for (size_t i = 0; i < n_f; i++) {
-                const struct drain_plan *plan = plans[f[i].plan_node];
-                const struct drain_plan_pdb *pp = NULL;
-                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
-                        if (streq_ptr(plan->pdbs[j].namespace, f[i].pdb->namespace) &&
-                            streq_ptr(plan->pdbs[j].name, f[i].pdb->name))
-                                pp = &plan->pdbs[j];
-                if (!pp)
-                        continue;
-                bool finding = !pp->feasible;
-                findings += finding;
-                char fit[96] = "";
-                if (finding && pp->fit_max_unavailable >= 0)
-                        snprintf(fit, sizeof(fit), "maxUnavailable %d or minAvailable %d",
-                                 pp->fit_max_unavailable, pp->fit_min_available);
-                else if (finding)
-                        snprintf(fit, sizeof(fit), "no value fits");
-                if (!d.common.json) {
-                        _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
-                        printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, f[i].node,
-                               f[i].on_node, pp->k, finding ? "too-slow" : "ok", fit);
-                        continue;
-                }
-                cJSON *o = cJSON_CreateObject();
-                if (!o || !cJSON_AddItemToArray(json, o)) {
-                        cJSON_Delete(o);
-                        r = -ENOMEM;
-                        goto out;
-                }
-                cJSON_AddStringToObject(o, "namespace", pp->namespace);
-                cJSON_AddStringToObject(o, "pdb", pp->name);
-                cJSON_AddStringToObject(o, "worst_node", f[i].node);
-                cJSON_AddNumberToObject(o, "pods_on_node", f[i].on_node);
-                cJSON_AddNumberToObject(o, "allowed", pp->k);
-                cJSON_AddBoolToObject(o, "feasible", pp->feasible);
-                if (pp->unforced_finish_usec != DRAIN_NEVER)
-                        cJSON_AddNumberToObject(o, "predicted_seconds",
-                                                (double)(pp->unforced_finish_usec - plan->now_usec) /
-                                                    (double)USEC_PER_SEC);
-                else
-                        cJSON_AddNullToObject(o, "predicted_seconds");
-                if (finding && pp->fit_max_unavailable >= 0) {
-                        cJSON_AddNumberToObject(o, "fit_max_unavailable", pp->fit_max_unavailable);
-                        cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
-                }
-        }
-        if (d.common.json) {
-                cJSON *top = cJSON_CreateObject();
-                char *text = NULL;
-                if (top) {
-                        cJSON_AddNumberToObject(top, "budget_seconds",
-                                                (double)(d.deadline_usec - d.now) / (double)USEC_PER_SEC);
-                        cJSON_AddNumberToObject(top, "findings", findings);
-                        cJSON_AddItemToObject(top, "pdbs", TAKE_PTR(json));
-                        text = cJSON_Print(top);
-                }
-                if (text)
-                        printf("%s\n", text);
-                free(text);
-                cJSON_Delete(top);
-        }
-        status = findings > 0 ? EXIT_INFEASIBLE : EXIT_OK;
-out:
-        if (r < 0)
-                fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
-        cJSON_Delete(json);
-        for (size_t i = 0; i < n_plans; i++)
-                drain_plan_free(plans[i]);
-        free(plans);
-        free(plan_nodes);
-        free(f);
-        for (size_t i = 0; i < n_kp; i++)
-                kube_pdb_clear(&kp[i]);
-        free(kp);
-        for (size_t i = 0; i < n_ap; i++)
-                kube_pod_clear(&ap[i].pod);
-        free(ap);
-        drain_startups_free(startups, n_startups);
-        cJSON_Delete(pods);
-        cJSON_Delete(pdbs);
+                r = audit_report(&a, &d);
         drain_cli_done(&d);
-        return r < 0 ? EXIT_ERROR : status;
+        if (r < 0) {
+                fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
+                return EXIT_ERROR;
+        }
+        return r > 0 ? EXIT_INFEASIBLE : EXIT_OK;
 }

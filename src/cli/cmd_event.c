@@ -101,7 +101,7 @@ static int event_parse(int argc, char **argv)
         bool json = false;
         int c;
 
-        optind = 1;
+        optind = 0; /* GNU: full reset, so the verb can run more than once in a process */
         opterr = 0;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
                 switch (c) {

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "sim/model.h"
 #include "sim/server.h"
+#include "sim/surfaces.h"
 #include "spotdrain/core.h"
 #include "spotdrain/yaml.h"
 
@@ -42,7 +43,7 @@ static int random_token(char *buf, size_t len)
         return 0;
 }
 
-static int write_outputs(const char *url, const char *kubeconfig_out, const char *endpoints_out)
+static int write_outputs(const struct sim_surfaces *x, const char *kubeconfig_out, const char *endpoints_out)
 {
         int r;
 
@@ -53,7 +54,7 @@ static int write_outputs(const char *url, const char *kubeconfig_out, const char
                 r = random_token(token, sizeof(token));
                 if (r < 0)
                         return log_error_errno(r, "cannot make a token");
-                kc = sim_server_kubeconfig(url, token);
+                kc = sim_server_kubeconfig(sim_surfaces_kubernetes_url(x), token);
                 if (!kc)
                         return log_error_errno(-ENOMEM, "out of memory");
                 r = write_file_atomic(kubeconfig_out, kc, strlen(kc), 0600);
@@ -61,11 +62,9 @@ static int write_outputs(const char *url, const char *kubeconfig_out, const char
                         return log_error_errno(r, "cannot write %s", kubeconfig_out);
         }
         if (endpoints_out) {
-                cJSON *o = cJSON_CreateObject();
-                _cleanup_free_ char *text = NULL;
+                cJSON *o = sim_surfaces_endpoints(x);
+                _cleanup_free_ char *text = o ? cJSON_Print(o) : NULL;
 
-                if (o && cJSON_AddStringToObject(o, "kubernetes", url))
-                        text = cJSON_Print(o);
                 cJSON_Delete(o);
                 if (!text)
                         return log_error_errno(-ENOMEM, "out of memory");
@@ -92,11 +91,12 @@ static int sim_serve(int argc, char **argv)
         };
         const char *listen = "127.0.0.1:0", *kubeconfig_out = NULL, *endpoints_out = NULL;
         struct sim_options opt = { .time_scale = 1 };
+        struct sim_server_options sopt = {};
         int level = LOG_INFO, format = LOG_FORMAT_AUTO, c, r, sig;
         _cleanup_(ynode_freep) struct ynode *tree = NULL;
         _cleanup_(sim_freep) struct sim *s = NULL;
         _cleanup_free_ char *error = NULL;
-        struct sim_server *srv = NULL;
+        struct sim_surfaces *srv = NULL;
         sigset_t mask;
         char *end;
 
@@ -183,23 +183,27 @@ static int sim_serve(int argc, char **argv)
         sim_lock(s);
         sim_start(s);
         sim_unlock(s);
-        r = sim_server_start(s, listen, &srv);
+        sopt.listen = listen;
+        sim_server_options_from_scenario(tree, &sopt);
+        if (opt.seed)
+                sopt.seed = opt.seed;
+        r = sim_surfaces_start(s, &sopt, &srv);
         if (r < 0) {
                 log_error_errno(r, "cannot listen on %s", listen);
                 return EXIT_ERROR;
         }
-        r = write_outputs(sim_server_url(srv), kubeconfig_out, endpoints_out);
+        r = write_outputs(srv, kubeconfig_out, endpoints_out);
         if (r < 0) {
-                sim_server_stop(srv);
+                sim_surfaces_stop(srv);
                 return EXIT_ERROR;
         }
         log_info("simulator for scenario %s serving the Kubernetes API at %s", sim_scenario_name(s),
-                 sim_server_url(srv));
+                 sim_surfaces_kubernetes_url(srv));
 
         while (sigwait(&mask, &sig) != 0)
                 ;
         log_info("stopping on signal %d", sig);
-        sim_server_stop(srv);
+        sim_surfaces_stop(srv);
         return EXIT_OK;
 }
 

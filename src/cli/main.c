@@ -12,10 +12,12 @@ struct command {
 };
 
 static const struct command commands[] = {
+        { "agent", cmd_agent, "DaemonSet mode: poll this instance's IMDS for notices and drain this node" },
         { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
         { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
         { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },
         { "event", cmd_event, "event parse [FILE|-]: normalize one SQS/EventBridge/SNS/IMDS notice body" },
+        { "simulate", cmd_simulate, "simulate SCENARIO: run a scenario on the simulator with the real engine" },
         { "sim", cmd_sim,
           "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
         { "version", cmd_version, "print the version" },

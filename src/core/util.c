@@ -149,8 +149,12 @@ int parse_rfc3339(const char *s, uint64_t *ret_usec)
                 p++;
         } else if (*p == '+' || *p == '-') {
                 int sign = *p == '-' ? -1 : 1;
-                int hh, mm;
-                if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+                /* Exactly "+HH:MM": check every character before reading past it. */
+                if (!isdigit((unsigned char)p[1]) || !isdigit((unsigned char)p[2]) || p[3] != ':' ||
+                    !isdigit((unsigned char)p[4]) || !isdigit((unsigned char)p[5]))
+                        return -EINVAL;
+                int hh = (p[1] - '0') * 10 + (p[2] - '0'), mm = (p[4] - '0') * 10 + (p[5] - '0');
+                if (hh > 23 || mm > 59)
                         return -EINVAL;
                 off = sign * (hh * 3600L + mm * 60L);
                 p += 6;

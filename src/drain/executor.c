@@ -18,6 +18,8 @@
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
 #define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
 #define MIN(a, b)            ((a) < (b) ? (a) : (b))
+/* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
+#define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -39,6 +41,11 @@ struct xpod {
         uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
         int spent_pdb;     /* index into x->spent charged for the eviction under way, -1 none */
         bool warned;
+        bool leave; /* not part of the drain (emptyDir data kept by configuration) */
+        /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
+         * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
+        cJSON *ghost;
+        uint64_t ghost_until;
 };
 
 /* Evictions issued against a PDB since its status was last seen to change: the status lags our own
@@ -61,11 +68,10 @@ struct drain_exec {
         size_t n_critical;
         uint64_t deadline, margin, default_startup, floor;
         enum drain_policy policy;
-        bool evict_daemonsets;
+        bool evict_daemonsets, leave_emptydir;
 
         struct kube_informer *pods_inf, *pdbs_inf;
         struct kube_call *cordon_call, *taint_call, *annotate_call;
-        bool cordoned, tainted;
 
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
@@ -148,6 +154,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
             cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
         o->taint_key = cfg->drain_taint_key;
         o->evict_daemonsets = !cfg->drain_ignore_daemonsets;
+        o->leave_emptydir = !cfg->drain_delete_emptydir_data;
         o->default_startup_usec = cfg->drain_default_startup_usec;
         o->retry_floor_usec = cfg->drain_eviction_retry_floor_usec;
         o->critical_classes = (const char *const *)cfg->drain_critical_priority_classes;
@@ -160,6 +167,7 @@ static struct xpod *xpod_free(struct xpod *p)
         if (!p)
                 return NULL;
         kube_call_cancel(p->call);
+        cJSON_Delete(p->ghost);
         free(p->namespace);
         free(p->name);
         free(p->uid);
@@ -184,7 +192,19 @@ static struct xpod *xpod_find(const struct drain_exec *x, const char *ns, const 
         return NULL;
 }
 
-static int xpod_add(struct drain_exec *x, const char *ns, const char *name, const char *uid)
+static bool has_emptydir(const cJSON *pod)
+{
+        const cJSON *vol;
+        cJSON_ArrayForEach (vol, cJSON_GetObjectItemCaseSensitive(
+                                     cJSON_GetObjectItemCaseSensitive(pod, "spec"), "volumes")) {
+                if (cJSON_GetObjectItemCaseSensitive(vol, "emptyDir"))
+                        return true;
+        }
+        return false;
+}
+
+static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, const char *name,
+                    const char *uid)
 {
         struct xpod **a = realloc(x->pods, (x->n_pods + 1) * sizeof(*a));
         if (!a)
@@ -193,7 +213,7 @@ static int xpod_add(struct drain_exec *x, const char *ns, const char *name, cons
         struct xpod *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (struct xpod){ .x = x, .spent_pdb = -1 };
+        *p = (struct xpod){ .x = x, .spent_pdb = -1, .leave = x->leave_emptydir && has_emptydir(obj) };
         if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
             (uid && !(p->uid = strdup(uid)))) {
                 xpod_free(p);
@@ -244,7 +264,7 @@ static int sync_pods(struct drain_exec *x)
                 const char *uid = kube_object_str(o, "metadata.uid");
                 if (!name || is_self(x, ns, name) || xpod_find(x, ns ? ns : "", name, uid))
                         continue;
-                int r = xpod_add(x, ns, name, uid);
+                int r = xpod_add(x, o, ns, name, uid);
                 if (r < 0)
                         return r;
         }
@@ -256,7 +276,8 @@ static int sync_pods(struct drain_exec *x)
 static bool namespace_has_pods(const struct drain_exec *x, const char *ns)
 {
         for (size_t i = 0; i < x->n_pods; i++)
-                if (x->pods[i]->state != XPOD_GONE && streq_ptr(x->pods[i]->namespace, ns))
+                if ((x->pods[i]->state != XPOD_GONE || x->pods[i]->ghost) &&
+                    streq_ptr(x->pods[i]->namespace, ns))
                         return true;
         return false;
 }
@@ -297,10 +318,14 @@ static int replan(struct drain_exec *x, uint64_t now)
                 return -ENOMEM;
         for (size_t i = 0; i < x->n_pods; i++) {
                 struct xpod *p = x->pods[i];
-                if (p->state == XPOD_GONE)
+                const cJSON *o;
+                if (p->leave)
                         continue;
-                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
-                if (!o)
+                if (p->state == XPOD_GONE) {
+                        if (!p->ghost || now >= p->ghost_until)
+                                continue;
+                        o = p->ghost;
+                } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
                         continue;
                 r = drain_inputs_add_pod(di, 0, o, NULL);
                 if (r == -ENOMEM)
@@ -324,43 +349,58 @@ static int replan(struct drain_exec *x, uint64_t now)
         return 0;
 }
 
+static void secs_field(char *buf, size_t len, uint64_t at, uint64_t now)
+{
+        if (at == DRAIN_NEVER)
+                snprintf(buf, len, "never");
+        else
+                snprintf(buf, len, "%.1f", at > now ? (double)(at - now) / (double)USEC_PER_SEC : 0.0);
+}
+
 static void alert_infeasible(struct drain_exec *x)
 {
         const struct drain_plan_node *node = &x->plan->nodes[0];
-        char predicted[32], allowed[16] = "", here[16] = "", fit_max[16] = "", fit_min[16] = "";
-        const char *pdb_name = NULL;
-        _cleanup_free_ char *pdb_key = NULL;
+        uint64_t now = x->plan->now_usec;
+        char finish[32], unforced[32] = "", allowed[16], here[16], fit_max[16], fit_min[16];
+        _cleanup_free_ char *pdb_name = NULL;
+        const char *fields[32];
+        size_t n = 0;
 
-        snprintf(predicted, sizeof(predicted), "%.1f",
-                 (double)(node->finish_usec - x->plan->now_usec) / (double)USEC_PER_SEC);
+        /* Only what is known: an absent field is clearer than an empty one. */
+        secs_field(finish, sizeof(finish), node->finish_usec, now);
+        fields[n++] = "verdict";
+        fields[n++] = drain_verdict_to_string(node->verdict);
+        fields[n++] = "finish_seconds";
+        fields[n++] = finish;
         if (node->limiting_pdb >= 0) {
                 const struct drain_plan_pdb *pdb = &x->plan->pdbs[node->limiting_pdb];
-                pdb_key = strprintf("%s/%s", pdb->namespace, pdb->name);
-                pdb_name = pdb_key;
+                pdb_name = strprintf("%s/%s", pdb->namespace, pdb->name);
+                secs_field(unforced, sizeof(unforced), pdb->unforced_finish_usec, now);
                 snprintf(allowed, sizeof(allowed), "%d", pdb->k);
                 snprintf(here, sizeof(here), "%d", pdb->n);
-                if (pdb->fit_max_unavailable >= 0)
+                if (pdb_name) {
+                        fields[n++] = "pdb";
+                        fields[n++] = pdb_name;
+                }
+                fields[n++] = "pods_on_node";
+                fields[n++] = here;
+                fields[n++] = "allowed";
+                fields[n++] = allowed;
+                /* When the PDB alone would let the last pod go (the drain without forcing). */
+                fields[n++] = "predicted_seconds";
+                fields[n++] = unforced;
+                if (pdb->fit_max_unavailable >= 0) {
                         snprintf(fit_max, sizeof(fit_max), "%d", pdb->fit_max_unavailable);
-                if (pdb->fit_min_available >= 0)
+                        fields[n++] = "fit_max_unavailable";
+                        fields[n++] = fit_max;
+                }
+                if (pdb->fit_min_available >= 0) {
                         snprintf(fit_min, sizeof(fit_min), "%d", pdb->fit_min_available);
+                        fields[n++] = "fit_min_available";
+                        fields[n++] = fit_min;
+                }
         }
-        const char *fields[] = {
-                "verdict",
-                drain_verdict_to_string(node->verdict),
-                "predicted_seconds",
-                predicted,
-                pdb_name ? "pdb" : NULL,
-                pdb_name,
-                "pods_on_node",
-                here,
-                "allowed",
-                allowed,
-                "fit_max_unavailable",
-                fit_max,
-                "fit_min_available",
-                fit_min,
-                NULL,
-        };
+        fields[n] = NULL;
         x->result.infeasible = true;
         alert_emit(x->bus, ALERT_DRAIN_INFEASIBLE, x->node, fields, "drain of %s cannot finish in time: %s",
                    x->node, node->reason ? node->reason : drain_verdict_to_string(node->verdict));
@@ -855,9 +895,13 @@ static void act(struct drain_exec *x)
         if (!x->startups_started)
                 start_startups(x);
         /* The first plan waits for the measurements (they answer in one round trip) so that the infeasible
-         * verdict is not raised on guesses; later ones use what is known. */
-        if (!x->plan && x->startups_pending > 0 && now < x->deadline)
+         * verdict is not raised on guesses, but not long: the alert is due within a second of the notice.
+         * Later plans use what is known. */
+        if (!x->plan && x->startups_pending > 0 && now < x->result.started_usec + STARTUP_WAIT_USEC &&
+            now < x->deadline) {
+                arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
+        }
 
         r = sync_pods(x);
         if (r >= 0)
@@ -866,7 +910,10 @@ static void act(struct drain_exec *x)
                 /* Keep going on the last plan; retry soon. */
                 log_debug_errno(r, "cannot plan the drain of %s", x->node);
                 if (!x->plan) {
-                        arm_wake(x, now + retry_delay(x));
+                        if (now >= x->deadline)
+                                finish(x, DRAIN_EXEC_ERROR, r, "cannot plan");
+                        else
+                                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
                         return;
                 }
         }
@@ -889,7 +936,7 @@ static void act(struct drain_exec *x)
         r = issue(x, now);
         if (r < 0) {
                 log_debug_errno(r, "cannot act on the drain of %s", x->node);
-                arm_wake(x, now + retry_delay(x));
+                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
         }
 }
 
@@ -905,8 +952,38 @@ static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj
         kick(userdata);
 }
 
+static uint64_t startup_of(const struct drain_exec *x, const char *owner_key)
+{
+        for (size_t i = 0; owner_key && i < x->n_startups; i++)
+                if (streq(x->startups[i].owner_key, owner_key))
+                        return x->startups[i].startup_usec;
+        return x->default_startup;
+}
+
+/* A pod that was deleting left: keep its last state while its replacement is on the way (see ghost). */
+static void keep_ghost(struct drain_exec *x, const cJSON *obj)
+{
+        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+        if (kube_pod_parse(obj, &kp) < 0 || !kp.deletion_usec)
+                return;
+        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+        _cleanup_free_ char *key = drain_owner_key(&kp);
+        if (!p || p->ghost || !key)
+                return;
+        /* deletionTimestamp is the end of the grace period: the delete came that long before. */
+        uint64_t deleted = kp.deletion_usec;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+                                                          "deletionGracePeriodSeconds");
+        if (cJSON_IsNumber(g) && g->valuedouble > 0 && deleted > (uint64_t)(g->valuedouble * 1e6))
+                deleted -= (uint64_t)(g->valuedouble * 1e6);
+        p->ghost = cJSON_Duplicate(obj, true);
+        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
+        p->ghost_until = deleted + 2 * startup_of(x, key) + USEC_PER_SEC;
+}
+
 static void pods_deleted(void *userdata, const cJSON *obj)
 {
+        keep_ghost(userdata, obj);
         kick(userdata);
 }
 
@@ -960,7 +1037,6 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
                 kick(x);
                 return;
         }
-        x->cordoned = true;
         x->result.cordoned_usec = clk_now();
         kick(x);
 }
@@ -969,13 +1045,12 @@ static void taint_done(struct kube_client *c, struct kube_result *r, void *userd
 {
         struct drain_exec *x = userdata;
         x->taint_call = NULL;
+        /* A missing node is reported by the cordon. */
         if (r->error < 0 && r->error != -ENOENT) {
                 const char *fields[] = { "node", x->node, NULL };
                 log_full(LOG_WARNING, r->error, fields, "cannot taint %s (%s), draining anyway", x->node,
                          r->message ? r->message : "no answer");
-                return;
         }
-        x->tainted = r->error >= 0;
 }
 
 static void annotate_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -1083,6 +1158,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->margin = o->margin_usec;
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
+        x->leave_emptydir = o->leave_emptydir;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
         x->floor = o->retry_floor_usec ? o->retry_floor_usec : DEFAULT_FLOOR_USEC;
         x->result.notice_usec = o->notice_usec ? o->notice_usec : now;

@@ -315,13 +315,33 @@ void drain_startups_free(struct drain_startup *s, size_t n)
         free(s);
 }
 
+struct samples {
+        struct sample *s;
+        size_t n;
+};
+
+static void samples_done(struct samples *ss)
+{
+        for (size_t i = 0; i < ss->n; i++)
+                free(ss->s[i].key);
+        free(ss->s);
+}
+
+struct startups {
+        struct drain_startup *s;
+        size_t n;
+};
+
+static void startups_done(struct startups *st)
+{
+        drain_startups_free(st->s, st->n);
+}
+
 int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n)
 {
-        struct sample *samples = NULL;
-        size_t n = 0, n_out = 0;
-        struct drain_startup *out = NULL;
+        _cleanup_(samples_done) struct samples ss = { 0 };
+        _cleanup_(startups_done) struct startups out = { 0 };
         const cJSON *obj;
-        int r = 0;
 
         cJSON_ArrayForEach (obj, items) {
                 _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
@@ -329,38 +349,29 @@ int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_
                         continue;
                 if (!p.ready || !p.creation_usec || p.ready_transition_usec <= p.creation_usec)
                         continue;
-                char *key = drain_owner_key(&p);
-                if (!key || grow((void **)&samples, n, sizeof(*samples)) < 0) {
-                        free(key);
-                        r = -ENOMEM;
-                        goto out;
-                }
-                samples[n++] =
-                    (struct sample){ .key = key, .usec = p.ready_transition_usec - p.creation_usec };
+                _cleanup_free_ char *key = drain_owner_key(&p);
+                if (!key && p.owner_kind)
+                        return -ENOMEM;
+                if (!key) /* a bare pod: nothing else starts like it */
+                        continue;
+                if (grow((void **)&ss.s, ss.n, sizeof(*ss.s)) < 0)
+                        return -ENOMEM;
+                ss.s[ss.n++] = (struct sample){ .key = TAKE_PTR(key),
+                                                .usec = p.ready_transition_usec - p.creation_usec };
         }
-        if (n > 0)
-                qsort(samples, n, sizeof(*samples), sample_cmp);
-        for (size_t i = 0; i < n;) {
-                size_t j = i;
-                while (j < n && streq(samples[j].key, samples[i].key))
-                        j++;
-                /* Median of samples[i, j): the lower middle for an even count, an observed value. */
-                uint64_t median = samples[i + (j - i - 1) / 2].usec;
-                if (grow((void **)&out, n_out, sizeof(*out)) < 0) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                out[n_out++] = (struct drain_startup){ .owner_key = samples[i].key, .startup_usec = median };
-                samples[i].key = NULL; /* moved */
-                i = j;
+        if (ss.n > 0)
+                qsort(ss.s, ss.n, sizeof(*ss.s), sample_cmp);
+        for (size_t i = 0, j; i < ss.n; i = j) {
+                for (j = i; j < ss.n && streq(ss.s[j].key, ss.s[i].key); j++)
+                        ;
+                if (grow((void **)&out.s, out.n, sizeof(*out.s)) < 0)
+                        return -ENOMEM;
+                /* Median of [i, j): the lower middle for an even count, an observed value. */
+                out.s[out.n++] = (struct drain_startup){ .owner_key = TAKE_PTR(ss.s[i].key),
+                                                         .startup_usec = ss.s[i + (j - i - 1) / 2].usec };
         }
-        *ret = TAKE_PTR(out);
-        *ret_n = n_out;
-        n_out = 0;
-out:
-        for (size_t i = 0; i < n; i++)
-                free(samples[i].key);
-        free(samples);
-        drain_startups_free(out, n_out);
-        return r;
+        *ret = TAKE_PTR(out.s);
+        *ret_n = out.n;
+        out.n = 0;
+        return 0;
 }

@@ -361,7 +361,16 @@ static int document(struct imds_node *n, const char *path, struct answer *a)
         int r = 0;
 
         if (startswith(path, "meta-data/")) {
-                const char *p = path + strlen("meta-data/");
+                /* Leaf items answer with or without a trailing slash, as IMDS does (botocore asks for
+                 * "placement/availability-zone/"). */
+                _cleanup_free_ char *p = strdup(path + strlen("meta-data/"));
+                size_t pl;
+
+                if (!p)
+                        return -ENOMEM;
+                pl = strlen(p);
+                while (pl > 0 && p[pl - 1] == '/')
+                        p[--pl] = '\0';
                 a->notice_path = streq(p, "spot/instance-action") || streq(p, "spot/termination-time") ||
                                  streq(p, "events/recommendations/rebalance") ||
                                  streq(p, "events/maintenance/scheduled") ||
@@ -384,7 +393,7 @@ static int document(struct imds_node *n, const char *path, struct answer *a)
                         fixed = n->life_cycle;
                 else if (streq(p, "ami-id"))
                         fixed = "ami-0c2b8ca1dad447f8a";
-                else if (streq(p, "iam/security-credentials/") || streq(p, "iam/security-credentials"))
+                else if (streq(p, "iam/security-credentials"))
                         fixed = SIM_IMDS_ROLE;
                 else if (streq(p, "events/maintenance/history"))
                         fixed = "[]";

@@ -38,21 +38,21 @@ const char *sim_imds_url_by_name(const struct sim_imds *m, const char *node);
 
 /* Faults, per node. Counters apply to the next N requests (token PUTs included unless said otherwise). */
 struct sim_imds_fault {
-        unsigned error_500;       /* answer 500 */
-        unsigned hang;            /* never answer; the handler waits hang_usec (or until stop) and drops */
-        uint64_t hang_usec;       /* 0 = 5 s */
-        uint64_t delay_usec;      /* every answer waits this long first */
-        unsigned garbage;         /* 200 answers of the notice paths replaced by malformed JSON */
-        unsigned refuse_tokens;   /* token PUTs answered 403 */
-        bool expire_tokens;       /* every token issued so far stops being valid (401 on use) */
-        unsigned token_ttl_cap;   /* seconds: tokens live at most this long; 0 = as asked */
+        unsigned error_500;     /* answer 500 */
+        unsigned hang;          /* never answer; the handler waits hang_usec (or until stop) and drops */
+        uint64_t hang_usec;     /* 0 = 5 s */
+        uint64_t delay_usec;    /* every answer waits this long first */
+        unsigned garbage;       /* 200 answers of the notice paths replaced by malformed JSON */
+        unsigned refuse_tokens; /* token PUTs answered 403 */
+        bool expire_tokens;     /* every token issued so far stops being valid (401 on use) */
+        unsigned token_ttl_cap; /* seconds: tokens live at most this long; 0 = as asked */
 };
 int sim_imds_set_fault(struct sim_imds *m, size_t i, const struct sim_imds_fault *f);
 
 struct sim_imds_stats {
-        uint64_t requests;      /* every request answered (or hung) */
-        uint64_t token_puts;    /* tokens issued */
-        uint64_t unauthorized;  /* 401 answers */
-        uint64_t notice_gets;   /* GETs of the four notice paths */
+        uint64_t requests;     /* every request answered (or hung) */
+        uint64_t token_puts;   /* tokens issued */
+        uint64_t unauthorized; /* 401 answers */
+        uint64_t notice_gets;  /* GETs of the four notice paths */
 };
 int sim_imds_stats(struct sim_imds *m, size_t i, struct sim_imds_stats *ret);

@@ -144,19 +144,21 @@ static double next_due(const struct sim *s);
 
 void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
 {
-        uint64_t start = now_monotonic_usec(), deadline = start + timeout_usec;
-        double next = next_due(s);
-        if (next >= 0 && !s->manual_clock && s->started) {
-                double dt = (next - sim_now(s)) / s->time_scale;
-                if (dt <= 0)
-                        return;
-                uint64_t due = start + (uint64_t)(dt * 1e6) + 1;
-                if (due < deadline)
-                        deadline = due;
-        }
+        uint64_t end = now_monotonic_usec() + timeout_usec;
         while (s->rv <= after_rv) {
-                if (now_monotonic_usec() >= deadline)
-                        break;
+                /* Recomputed on every wake-up: a change may have brought the next due action closer. */
+                uint64_t now = now_monotonic_usec(), deadline = end;
+                double next = next_due(s);
+                if (next >= 0 && !s->manual_clock && s->started) {
+                        double dt = (next - sim_now(s)) / s->time_scale;
+                        if (dt <= 0)
+                                return;
+                        uint64_t due = now + (uint64_t)(dt * 1e6) + 1;
+                        if (due < deadline)
+                                deadline = due;
+                }
+                if (now >= deadline)
+                        return;
                 struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000ULL),
                                        .tv_nsec = (long)(deadline % 1000000ULL) * 1000L };
                 pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
@@ -545,6 +547,10 @@ static void node_free(struct sim_node *n)
         cJSON_Delete(n->labels);
         cJSON_Delete(n->annotations);
         cJSON_Delete(n->taints);
+        if (n->owned_sc) {
+                sim_sc_node_clear(n->owned_sc);
+                free(n->owned_sc);
+        }
         free(n);
 }
 
@@ -909,7 +915,78 @@ static double next_due(const struct sim *s)
         for (size_t i = 0; i < s->n_pdbs; i++)
                 for (size_t j = 0; j < s->pdbs[i]->n_disrupted; j++)
                         due_min(&m, s->pdbs[i]->disrupted[j].at + DISRUPTED_POD_TTL);
+        for (size_t i = 0; i < s->n_launches; i++)
+                if (!s->launches[i].joined)
+                        due_min(&m, s->launches[i].ready_at);
         return m;
+}
+
+/* The launched instance registers as a Ready, schedulable node (its DaemonSet pods follow in the settle). */
+static int launch_join(struct sim *s, const struct sim_launch *l)
+{
+        size_t idx = s->n_nodes;
+        struct sim_node **a = realloc(s->nodes, (idx + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->nodes = a;
+        struct sim_sc_node *sc = calloc(1, sizeof(*sc));
+        if (!sc)
+                return -ENOMEM;
+        sc->cpu_millis = l->itype->cpu_millis;
+        sc->memory_bytes = l->itype->memory_bytes;
+        sc->pods = 110;
+        if (!(sc->name = strprintf("ip-10-0-%zu-%zu.ec2.internal", (idx / 250) % 256, idx % 250 + 10)) ||
+            !(sc->instance_id = strdup(l->instance_id)) || !(sc->zone = strdup(l->zone)) ||
+            !(sc->capacity_type = strdup(l->capacity_type)) ||
+            !(sc->instance_type = strdup(l->itype->name)) || !(sc->cpu = strdup(l->itype->cpu)) ||
+            !(sc->memory = strdup(l->itype->memory))) {
+                sim_sc_node_clear(sc);
+                free(sc);
+                return -ENOMEM;
+        }
+        struct sim_node *n;
+        int r = node_new(s, sc, &n);
+        if (r < 0) {
+                sim_sc_node_clear(sc);
+                free(sc);
+                return r;
+        }
+        n->owned_sc = sc;
+        s->nodes[s->n_nodes++] = n;
+        return sim_emit(s, SIM_NODE, "ADDED", n);
+}
+
+int sim_launch_instance(struct sim *s, const char *instance_type, const char *zone,
+                        const char *capacity_type, char **ret_instance_id)
+{
+        sim_begin(s);
+        const struct sim_sc_itype *it = NULL;
+        for (size_t i = 0; i < s->sc->n_itypes && !it; i++)
+                if (streq(s->sc->itypes[i].name, instance_type))
+                        it = &s->sc->itypes[i];
+        if (!it || isempty(zone) || (!streq(capacity_type, "spot") && !streq(capacity_type, "on-demand")))
+                return -EINVAL;
+        struct sim_launch *a = realloc(s->launches, (s->n_launches + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->launches = a;
+        struct sim_launch *l = &s->launches[s->n_launches];
+        *l = (struct sim_launch){ .itype = it,
+                                  .requested_at = s->t,
+                                  .ready_at = s->t + s->sc->node_launch_seconds };
+        _cleanup_free_ char *id = strprintf("i-0%016llx", (unsigned long long)rng_next(s));
+        if (!id || !(l->instance_id = strdup(id)) || !(l->zone = strdup(zone)) ||
+            !(l->capacity_type = strdup(capacity_type))) {
+                free(l->instance_id);
+                free(l->zone);
+                return -ENOMEM;
+        }
+        s->n_launches++;
+        /* No object changed, but waiters must see the new due time. */
+        sim_broadcast(s);
+        if (ret_instance_id)
+                *ret_instance_id = TAKE_PTR(id);
+        return 0;
 }
 
 static void run_due(struct sim *s, double t)
@@ -933,6 +1010,14 @@ static void run_due(struct sim *s, double t)
                 struct sim_node *n = s->nodes[i];
                 if (n->interrupted && !n->removed && n->deadline_at <= t)
                         node_terminate(s, i);
+        }
+        for (size_t i = 0; i < s->n_launches; i++) {
+                struct sim_launch *l = &s->launches[i];
+                if (l->joined || l->ready_at > t)
+                        continue;
+                l->joined = true;
+                if (launch_join(s, l) < 0)
+                        l->ready_at = -1; /* lost: never joins, and the result says so */
         }
 }
 
@@ -1242,6 +1327,12 @@ struct sim *sim_free(struct sim *s)
                 free(s->alerts[i].message);
         }
         free(s->alerts);
+        for (size_t i = 0; i < s->n_launches; i++) {
+                free(s->launches[i].instance_id);
+                free(s->launches[i].zone);
+                free(s->launches[i].capacity_type);
+        }
+        free(s->launches);
         free(s->mode);
         sim_scenario_free(s->sc);
         pthread_cond_destroy(&s->cond);
@@ -1284,6 +1375,21 @@ const char *sim_node_instance_id(const struct sim *s, size_t i)
 const char *sim_node_zone(const struct sim *s, size_t i)
 {
         return i < s->n_nodes ? s->nodes[i]->zone : NULL;
+}
+
+const char *sim_node_instance_type(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->instance_type : NULL;
+}
+
+const char *sim_node_capacity_type(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->capacity_type : NULL;
+}
+
+const char *sim_node_ip(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->ip : NULL;
 }
 
 int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,
@@ -1418,8 +1524,23 @@ cJSON *sim_result(struct sim *s)
                     !cJSON_AddStringToObject(e, "message", a->message))
                         return NULL;
         }
-        if (!cJSON_AddArrayToObject(o, "replacements") ||
-            !cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))
+        cJSON *repl = cJSON_AddArrayToObject(o, "replacements");
+        if (!repl)
+                return NULL;
+        for (size_t i = 0; i < s->n_launches; i++) {
+                const struct sim_launch *l = &s->launches[i];
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(repl, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!add_item(e, "requested_at", time_or_null(l->requested_at)) ||
+                    !add_item(e, "ready_at", time_or_null(l->joined ? l->ready_at : -1)) ||
+                    !cJSON_AddStringToObject(e, "instance_type", l->itype->name) ||
+                    !cJSON_AddStringToObject(e, "zone", l->zone))
+                        return NULL;
+        }
+        if (!cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))
                 return NULL;
         return TAKE_PTR(o);
 }

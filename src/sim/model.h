@@ -13,7 +13,7 @@
  *   once (no NotReady phase). spot-interruption, scheduled-change and asg-lifecycle-terminate all set
  *   deadline = at + budget_seconds; rebalance-recommendation only records its time.
  * - The starting world: a workload's placement is exact on the nodes it names; its other pods go first-fit
- * to the other nodes first. Starting pods were created an hour before t=0 and turned Ready startup_seconds
+ *   to the other nodes first. Starting pods were created an hour before t=0 and turned Ready startup_seconds
  *   later, so creation → Ready reflects the startup time. DaemonSet pods run on every node and tolerate all.
  * - Result accounting counts evictable pods only (not DaemonSet pods): pods_evictable are those on the node
  *   from its first notice (rebalance or interruption) on; pods_graceful/pods_killed how they left. */
@@ -135,6 +135,15 @@ struct sim_change {
 int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_t after_rv,
                       void (*fn)(const struct sim_change *c, void *userdata), void *userdata);
 
+/* ---- provisioning (the simulated EC2) ----
+ * Launches an instance of one of the scenario's provisioning.instance_types: it joins the cluster as a
+ * Ready, schedulable node (named ip-10-0-X-Y.ec2.internal) provisioning.node_launch_seconds later, and is
+ * listed in the result's replacements. -EINVAL for an unknown instance type, an empty zone or a capacity
+ * type other than "spot" / "on-demand". ret_instance_id (optional, "i-0" + 16 hex digits) is the caller's.
+ */
+int sim_launch_instance(struct sim *s, const char *instance_type, const char *zone,
+                        const char *capacity_type, char **ret_instance_id);
+
 /* ---- accounting and result (CONTRACTS §4) ---- */
 void sim_count_request(struct sim *s); /* every API request served */
 cJSON *sim_result(struct sim *s);      /* the simulation result object */
@@ -149,6 +158,9 @@ size_t sim_node_count(const struct sim *s);
 const char *sim_node_name(const struct sim *s, size_t i);
 const char *sim_node_instance_id(const struct sim *s, size_t i);
 const char *sim_node_zone(const struct sim *s, size_t i);
+const char *sim_node_instance_type(const struct sim *s, size_t i);
+const char *sim_node_capacity_type(const struct sim *s, size_t i); /* "spot" | "on-demand" */
+const char *sim_node_ip(const struct sim *s, size_t i);            /* its InternalIP (IMDS local-ipv4) */
 /* The node's interruption notice: kind ("spot-interruption", "scheduled-change", "asg-lifecycle-terminate"),
  * notice and deadline in scenario seconds. -ENOENT when none has happened yet. */
 int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,

@@ -56,6 +56,7 @@ struct sim_sc_event {
 
 struct sim_sc_itype {
         char *name;
+        char *cpu, *memory; /* as written */
         int64_t cpu_millis, memory_bytes;
 };
 
@@ -79,6 +80,7 @@ struct sim_scenario {
 int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,
                        char **ret_error);
 struct sim_scenario *sim_scenario_free(struct sim_scenario *sc);
+void sim_sc_node_clear(struct sim_sc_node *n);
 
 /* ---- the world ---- */
 struct sim_ns {
@@ -89,6 +91,7 @@ struct sim_ns {
 struct sim_node {
         char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
         const struct sim_sc_node *sc;
+        struct sim_sc_node *owned_sc;         /* a launched node's own description (sc points to it) */
         cJSON *labels, *annotations, *taints; /* taints: array, NULL when none */
         bool unschedulable, removed;
         uint64_t rv;
@@ -166,6 +169,14 @@ struct sim_logentry {
         cJSON *obj;
 };
 
+/* An instance asked of the simulated EC2: it joins the cluster as a Ready node node_launch_seconds later. */
+struct sim_launch {
+        char *instance_id, *zone, *capacity_type;
+        const struct sim_sc_itype *itype;
+        double requested_at, ready_at;
+        bool joined;
+};
+
 struct sim_alert {
         char *kind, *node, *message;
         double at;
@@ -210,6 +221,8 @@ struct sim {
         uint64_t api_requests;
         struct sim_alert *alerts;
         size_t n_alerts;
+        struct sim_launch *launches;
+        size_t n_launches;
 };
 
 static inline void cJSON_Deletep(cJSON **p)

@@ -585,12 +585,21 @@ static int parse_provisioning(struct sctx *c, const struct ynode *root, struct s
                 sc->n_itypes = i + 1;
                 char p[PATH_MAX_LEN];
                 snprintf(p, sizeof(p), "provisioning.instance_types[%zu]", i);
-                _cleanup_free_ char *cpu = NULL, *mem = NULL;
                 if ((r = check_map(c, t, p, tkeys)) < 0 ||
                     (r = get_str(c, t, "name", p, true, &it->name)) < 0 ||
-                    (r = get_quantity(c, t, "cpu", p, true, &cpu, &it->cpu_millis)) < 0 ||
-                    (r = get_quantity(c, t, "memory", p, false, &mem, &it->memory_bytes)) < 0)
+                    (r = get_quantity(c, t, "cpu", p, true, &it->cpu, &it->cpu_millis)) < 0 ||
+                    (r = get_quantity(c, t, "memory", p, false, &it->memory, &it->memory_bytes)) < 0)
                         return r;
+                char pk[PATH_MAX_LEN];
+                sub(pk, p, !it->cpu ? "cpu" : "memory");
+                if (!it->cpu || !it->memory)
+                        return sc_fail(c, t, pk, "required");
+                for (size_t j = 0; j < i; j++)
+                        if (streq(sc->itypes[j].name, it->name)) {
+                                sub(pk, p, "name");
+                                return sc_fail(c, ynode_get(t, "name"), pk, "duplicate instance type \"%s\"",
+                                               it->name);
+                        }
         }
         return 0;
 }
@@ -608,22 +617,26 @@ static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_sce
         return 0;
 }
 
+void sim_sc_node_clear(struct sim_sc_node *n)
+{
+        free(n->name);
+        free(n->instance_id);
+        free(n->zone);
+        free(n->capacity_type);
+        free(n->instance_type);
+        free(n->cpu);
+        free(n->memory);
+        *n = (struct sim_sc_node){ 0 };
+}
+
 struct sim_scenario *sim_scenario_free(struct sim_scenario *sc)
 {
         if (!sc)
                 return NULL;
         free(sc->name);
         free(sc->mode);
-        for (size_t i = 0; i < sc->n_nodes; i++) {
-                struct sim_sc_node *n = &sc->nodes[i];
-                free(n->name);
-                free(n->instance_id);
-                free(n->zone);
-                free(n->capacity_type);
-                free(n->instance_type);
-                free(n->cpu);
-                free(n->memory);
-        }
+        for (size_t i = 0; i < sc->n_nodes; i++)
+                sim_sc_node_clear(&sc->nodes[i]);
         free(sc->nodes);
         for (size_t i = 0; i < sc->n_workloads; i++) {
                 struct sim_sc_workload *w = &sc->workloads[i];
@@ -639,8 +652,11 @@ struct sim_scenario *sim_scenario_free(struct sim_scenario *sc)
         for (size_t i = 0; i < sc->n_events; i++)
                 free(sc->events[i].type);
         free(sc->events);
-        for (size_t i = 0; i < sc->n_itypes; i++)
+        for (size_t i = 0; i < sc->n_itypes; i++) {
                 free(sc->itypes[i].name);
+                free(sc->itypes[i].cpu);
+                free(sc->itypes[i].memory);
+        }
         free(sc->itypes);
         free(sc);
         return NULL;

@@ -19,6 +19,7 @@
 #include "sim/server.h"
 #include "spotdrain/core.h"
 #include "spotdrain/util.h"
+#include "spotdrain/yaml.h"
 
 #define MAX_BODY               (4u * 1024u * 1024u)
 #define TICK_MAX_USEC          (50 * 1000)
@@ -42,6 +43,9 @@ struct sim_server {
         pthread_t ticker;
         bool ticker_started;
         atomic_bool stopping;
+        double error_rate;
+        unsigned latency_ms;
+        uint64_t rng; /* xorshift64 state; guarded by the model lock */
 };
 
 /* ---- the resources served ---- */
@@ -1033,6 +1037,18 @@ static void table_cells(enum sim_kind k, const cJSON *o, const char *age, cJSON 
         }
 }
 
+/* What the Age column counts from: for events, when they last happened (LAST SEEN). */
+static const char *age_stamp(enum sim_kind k, const cJSON *o)
+{
+        static const char *const event_stamps[] = { "lastTimestamp", "deprecatedLastTimestamp", "eventTime",
+                                                    "series.lastObservedTime" };
+        if (k == SIM_EVENT)
+                for (size_t i = 0; i < ARRAY_SIZE(event_stamps); i++)
+                        if (!isempty(json_str(o, event_stamps[i])))
+                                return json_str(o, event_stamps[i]);
+        return json_str(o, "metadata.creationTimestamp");
+}
+
 /* Builds a meta.k8s.io/v1 Table from items (not consumed). include: "None", "Object", or "Metadata". */
 static cJSON *table_new(struct sim *s, enum sim_kind k, const cJSON *items, const char *include,
                         const cJSON *list_meta)
@@ -1064,7 +1080,7 @@ static cJSON *table_new(struct sim *s, enum sim_kind k, const cJSON *items, cons
         cJSON_ArrayForEach (it, items) {
                 cJSON *row = cJSON_CreateObject(), *cells;
                 char age[32];
-                format_age(now, json_str(it, "metadata.creationTimestamp"), age, sizeof(age));
+                format_age(now, age_stamp(k, it), age, sizeof(age));
                 cells = cJSON_AddArrayToObject(row, "cells");
                 table_cells(k, it, age, cells);
                 if (streq(include, "Object"))
@@ -1133,7 +1149,7 @@ static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection 
         const char *limit_s = arg(c, "limit"), *cont = arg(c, "continue");
         cJSON *all = NULL, *kept, *it, *next, *meta, *list;
         uint64_t rv = sim_resource_version(s);
-        size_t offset = 0, limit = 0, idx = 0;
+        size_t offset = 0, limit = 0, idx = 0, n_kept = 0;
         _cleanup_free_ char *api_version = NULL, *kind = NULL, *rvs = NULL;
         int r;
 
@@ -1169,7 +1185,7 @@ static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection 
                         continue;
                 if (idx++ < offset)
                         continue;
-                if (limit && (size_t)cJSON_GetArraySize(kept) >= limit) {
+                if (limit && n_kept >= limit) {
                         _cleanup_free_ char *tok = sim_continue_encode(rv, idx - 1);
                         meta = cJSON_AddObjectToObject(list, "metadata");
                         cJSON_AddStringToObject(meta, "continue", tok ? tok : "");
@@ -1179,6 +1195,7 @@ static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection 
                 if (resource_is_events_v1(ap->res))
                         event_convert(it, true);
                 cJSON_AddItemToArray(kept, it);
+                n_kept++;
         }
         cJSON_Delete(all);
         meta = cJSON_GetObjectItemCaseSensitive(list, "metadata");
@@ -1224,6 +1241,8 @@ static enum MHD_Result serve_get(struct sim_server *srv, struct MHD_Connection *
 
 static enum MHD_Result reply_answer(struct MHD_Connection *c, struct sim_answer *a, bool events_v1)
 {
+        if (!a->body)
+                return reply_errno(c, -ENOMEM);
         if (events_v1 && a->status < 300 && a->body)
                 event_convert(a->body, true);
         return reply_json(c, (unsigned)a->status, a->body);
@@ -1506,7 +1525,9 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                                 watch_emit(w, "ERROR", st);
                         cJSON_Delete(st);
                         w->ended = true;
-                } else if (w->rv < store_rv)
+                } else if (r < 0)
+                        w->ended = true;
+                else if (w->rv < store_rv)
                         w->rv = store_rv;
                 now = now_monotonic_usec();
                 if (w->out.len == 0 && !w->ended) {
@@ -1545,6 +1566,9 @@ static enum MHD_Result serve_watch(struct sim_server *srv, struct MHD_Connection
                 timeout = strtoull(timeout_s, &end, 10);
                 if (*end)
                         return reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid timeoutSeconds");
+                /* 0 asks for the server's default; clients never need more than a day */
+                if (timeout == 0 || timeout > 86400)
+                        timeout = timeout == 0 ? WATCH_DEFAULT_SEC : 86400;
         }
         w = calloc(1, sizeof(*w));
         if (!w)
@@ -1560,6 +1584,11 @@ static enum MHD_Result serve_watch(struct sim_server *srv, struct MHD_Connection
                 free(w->fsel);
                 w->fsel = strprintf("metadata.name=%s", ap->name);
         }
+        if ((ap->ns && !w->ns) || (arg(c, "labelSelector") && !w->lsel) ||
+            ((ap->name || arg(c, "fieldSelector")) && !w->fsel)) {
+                watch_free(w);
+                return MHD_NO;
+        }
         w->deadline = now_monotonic_usec() + timeout * 1000000;
         if (arg_true(c, "allowWatchBookmarks"))
                 w->next_bookmark = watch_next_bookmark(w, now_monotonic_usec());
@@ -1568,6 +1597,10 @@ static enum MHD_Result serve_watch(struct sim_server *srv, struct MHD_Connection
                 w->fd = ci->connect_fd;
         w->table = wants_table(c);
         w->include = arg(c, "includeObject") ? strdup(arg(c, "includeObject")) : NULL;
+        if (arg(c, "includeObject") && !w->include) {
+                watch_free(w);
+                return MHD_NO;
+        }
 
         if (isempty(rv_s) || streq(rv_s, "0")) {
                 cJSON *items = NULL, *it;
@@ -1721,6 +1754,17 @@ static enum MHD_Result serve_version(struct MHD_Connection *c)
         return reply_json(c, MHD_HTTP_OK, o);
 }
 
+/* Draws whether this request fails (faults.api_error_rate). Under the model lock. */
+static bool fault_draw(struct sim_server *srv)
+{
+        if (srv->error_rate <= 0)
+                return false;
+        srv->rng ^= srv->rng << 13;
+        srv->rng ^= srv->rng >> 7;
+        srv->rng ^= srv->rng << 17;
+        return (double)(srv->rng >> 11) / (double)(1ULL << 53) < srv->error_rate;
+}
+
 static int dispatch(void *userdata, const struct sim_http_request *rq)
 {
         struct sim_server *srv = userdata;
@@ -1731,6 +1775,7 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         char *segs[8];
         enum MHD_Result ret;
         uint64_t before;
+        bool resource;
         int n;
 
         if (!path)
@@ -1740,12 +1785,27 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         if (n == 1 && (streq(segs[0], "healthz") || streq(segs[0], "readyz") || streq(segs[0], "livez")))
                 return reply_text(c, MHD_HTTP_OK, "text/plain", strdup("ok")) == MHD_YES ? 0 : -EIO;
 
+        /* Discovery documents stay reliable: kubectl gives up on the first failed one, a real client retries
+         * a failed resource request. */
+        resource = n >= 1 && ((streq(segs[0], "api") && n >= 3) || (streq(segs[0], "apis") && n >= 4));
+        if (resource && srv->latency_ms > 0) {
+                struct timespec ts = { .tv_sec = srv->latency_ms / 1000,
+                                       .tv_nsec = (long)(srv->latency_ms % 1000) * 1000000L };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                        ;
+        }
+
         sim_lock(s);
         before = sim_resource_version(s);
         sim_advance(s);
         if (n >= 1 && (streq(segs[0], "api") || streq(segs[0], "apis") || streq(segs[0], "version")))
                 sim_count_request(s);
-        if (n == 3 && streq(segs[0], "sim") && streq(segs[1], "v1") && streq(method, "GET"))
+        if (resource && fault_draw(srv))
+                ret = reply_status(
+                    c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError",
+                    "an error on the server (\"simulated fault\") has prevented the request from "
+                    "succeeding");
+        else if (n == 3 && streq(segs[0], "sim") && streq(segs[1], "v1") && streq(method, "GET"))
                 ret = serve_sim(srv, c, segs[2]);
         else if (n == 1 && streq(segs[0], "version"))
                 ret = serve_version(c);
@@ -1969,7 +2029,22 @@ int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
         return reply_json(c, status, body) == MHD_YES ? 0 : -EIO;
 }
 
-int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret)
+void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_server_options *opt)
+{
+        const struct ynode *faults = ynode_get(scenario, "faults");
+        double rate = 0;
+        int64_t latency = 0, seed = 0;
+
+        if (ynode_double(ynode_get(faults, "api_error_rate"), &rate) >= 0 && rate >= 0 && rate <= 1)
+                opt->api_error_rate = rate;
+        if (ynode_int(ynode_get(faults, "api_latency_ms"), &latency) >= 0 && latency >= 0 &&
+            latency <= 600000)
+                opt->api_latency_ms = (unsigned)latency;
+        if (ynode_int(ynode_get(scenario, "seed"), &seed) >= 0)
+                opt->seed = (uint64_t)seed;
+}
+
+int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, struct sim_server **ret)
 {
         struct sim_server *srv;
         int r;
@@ -1978,8 +2053,11 @@ int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret)
         if (!srv)
                 return -ENOMEM;
         srv->sim = s;
+        srv->error_rate = opt->api_error_rate;
+        srv->latency_ms = opt->api_latency_ms;
+        srv->rng = opt->seed ? opt->seed : 1;
         atomic_init(&srv->stopping, false);
-        r = sim_http_start(listen, dispatch, srv, &srv->http);
+        r = sim_http_start(opt->listen, dispatch, srv, &srv->http);
         if (r < 0) {
                 free(srv);
                 return r;
@@ -1992,6 +2070,12 @@ int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret)
         srv->ticker_started = true;
         *ret = srv;
         return 0;
+}
+
+int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret)
+{
+        const struct sim_server_options opt = { .listen = listen };
+        return sim_server_start_with(s, &opt, ret);
 }
 
 struct sim_server *sim_server_stop(struct sim_server *srv)

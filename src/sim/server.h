@@ -41,8 +41,20 @@ int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body);
 
 /* ---- the Kubernetes API surface ---- */
 
-/* Starts serving s on listen ("HOST:PORT", port 0 picks one; NULL = "127.0.0.1:0"). The model's clock must
- * have been started (sim_start). s must outlive the server. */
+struct ynode;
+
+struct sim_server_options {
+        const char *listen;    /* "HOST:PORT", port 0 picks one; NULL = "127.0.0.1:0" */
+        double api_error_rate; /* share of resource requests answered 500 (scenario faults.api_error_rate) */
+        unsigned api_latency_ms; /* added before every resource request (faults.api_latency_ms) */
+        uint64_t seed;           /* for the error draws; 0 = 1 */
+};
+/* The faults: section (and seed) of a loaded scenario. Leaves opt->listen alone. */
+void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_server_options *opt);
+
+/* Starts serving s. The model's clock must have been started (sim_start). s must outlive the server. */
+int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, struct sim_server **ret);
+/* The same without faults. */
 int sim_server_start(struct sim *s, const char *listen, struct sim_server **ret);
 /* Stops accepting, ends every watch, joins every thread. NULL-safe; returns NULL. */
 struct sim_server *sim_server_stop(struct sim_server *srv);

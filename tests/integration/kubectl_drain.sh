@@ -6,11 +6,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
 
-declare -A url kc
+declare -A url kc pid
 for v in 1.27 1.33; do
 	start_sim "drain-$v" "$ROOT/examples/drain-8.yaml" --time-scale 4
 	url[$v]=$SIM_URL
 	kc[$v]=$SIM_KUBECONFIG
+	pid[$v]=$SIM_PID
 done
 
 declare -A drain_pid
@@ -47,5 +48,6 @@ for v in 1.27 1.33; do
 	grep -q '^spot-a  *Ready,SchedulingDisabled ' <<<"$("${K[@]}" get nodes --no-headers)" ||
 		fail "$v: spot-a not cordoned"
 	"${K[@]}" get pdb -n shop
+	stop_sim "${pid[$v]}"
 done
 log "ok"

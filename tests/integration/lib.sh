@@ -2,6 +2,12 @@
 # Helpers shared by the integration tests (sourced, not run). Each test exits 0 on success, 77 when skipped.
 set -euo pipefail
 
+# `make integration` runs every tests/integration/*.sh; this one is not a test.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	echo "lib.sh holds helpers for the other tests"
+	exit 77
+fi
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SPOTDRAIN=${SPOTDRAIN:-$ROOT/build/spotdrain}
 case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac

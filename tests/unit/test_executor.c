@@ -416,9 +416,194 @@ static void test_infeasible_alert_at_once(void **state)
         fx_free(f);
 }
 
+struct deletions {
+        char *seen[8]; /* normal pods seen deleting */
+        size_t n_seen;
+        uint64_t last_normal_rv; /* the latest rv at which a normal pod started deleting */
+        uint64_t critical_rv;    /* the first rv at which the critical pod did */
+        bool bare_deleted;
+};
+
+static void note_deletion(const struct sim_change *c, void *userdata)
+{
+        struct deletions *d = userdata;
+        const char *name = kube_object_str(c->object, "metadata.name");
+        if (!kube_object_str(c->object, "metadata.deletionTimestamp") ||
+            !streq_ptr(kube_object_str(c->object, "spec.nodeName"), "spot-a") || !name)
+                return;
+        if (startswith(name, "dns-")) {
+                if (!d->critical_rv)
+                        d->critical_rv = c->rv;
+                return;
+        }
+        for (size_t i = 0; i < d->n_seen; i++)
+                if (streq(d->seen[i], name))
+                        return; /* a later change of a pod already stopping */
+        assert_true(d->n_seen < ARRAY_SIZE(d->seen));
+        d->seen[d->n_seen++] = strdup(name);
+        d->last_normal_rv = c->rv;
+        d->bare_deleted = d->bare_deleted || streq(name, "solo");
+}
+
+/* Critical pods go last: the cluster-critical one starts its stop only after every normal pod (a bare one
+ * included, evicted with a warning) has started its own. */
+static void test_critical_last(void **state)
+{
+        struct fx *f = fx_new(
+            "name: tiers\n" NODES "workloads:\n"
+            "  - {name: dns, namespace: kube-system, kind: Deployment, replicas: 2,\n"
+            "     placement: {spot-a: 1}, priority_class: system-cluster-critical,\n"
+            "     termination_grace_seconds: 2, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 4, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 2, shutdown_seconds: 1, startup_seconds: 2,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "  - {name: solo, namespace: shop, kind: Pod, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 2, shutdown_seconds: 1}\n"
+            "events: []\n",
+            5);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        struct deletions d = { 0 };
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 4);
+        assert_int_equal(f->result.forced, 0);
+        sim_lock(f->sim);
+        assert_int_equal(sim_changes_since(f->sim, SIM_POD, NULL, 0, note_deletion, &d), 0);
+        sim_unlock(f->sim);
+        assert_true(d.bare_deleted);
+        assert_int_equal(d.n_seen, 3);
+        for (size_t i = 0; i < d.n_seen; i++)
+                free(d.seen[i]);
+        assert_true(d.critical_rv > 0);
+        assert_true(d.critical_rv > d.last_normal_rv);
+        fx_free(f);
+}
+
+/* ---- planner input from objects (pure) ---- */
+
+static cJSON *pod_json(const char *name, const char *owner_kind, const char *created, const char *ready_at,
+                       bool ready)
+{
+        _cleanup_free_ char *text = strprintf(
+            "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"shop\",\"uid\":\"u-%s\",\"creationTimestamp\":"
+            "\"%s\","
+            "\"labels\":{\"app\":\"api\",\"statefulset.kubernetes.io/pod-name\":\"%s\"},"
+            "\"ownerReferences\":[{\"kind\":\"%s\",\"name\":\"api\",\"controller\":true}]},"
+            "\"spec\":{\"nodeName\":\"spot-a\",\"terminationGracePeriodSeconds\":7,"
+            "\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}]},"
+            "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\","
+            "\"lastTransitionTime\":\"%s\"}]}}",
+            name, name, created, name, owner_kind, ready ? "True" : "False", ready_at);
+        assert_non_null(text);
+        cJSON *o = cJSON_Parse(text);
+        assert_non_null(o);
+        return o;
+}
+
+static void test_startup_median(void **state)
+{
+        cJSON *items = cJSON_CreateArray();
+        struct drain_startup *s = NULL;
+        size_t n = 0;
+
+        /* 10 s, 30 s, 20 s for one owner; a pod not Ready is no sample. */
+        cJSON_AddItemToArray(
+            items, pod_json("a", "ReplicaSet", "2026-11-30T06:00:00Z", "2026-11-30T06:00:10Z", true));
+        cJSON_AddItemToArray(
+            items, pod_json("b", "ReplicaSet", "2026-11-30T06:00:00Z", "2026-11-30T06:00:30Z", true));
+        cJSON_AddItemToArray(
+            items, pod_json("c", "ReplicaSet", "2026-11-30T06:00:00Z", "2026-11-30T06:00:20Z", true));
+        cJSON_AddItemToArray(
+            items, pod_json("d", "ReplicaSet", "2026-11-30T06:00:00Z", "2026-11-30T06:09:00Z", false));
+        cJSON_AddItemToArray(
+            items, pod_json("e", "StatefulSet", "2026-11-30T06:00:00Z", "2026-11-30T06:00:04Z", true));
+        assert_int_equal(drain_startups_measure(items, &s, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(s[0].owner_key, "shop/ReplicaSet/api");
+        assert_int_equal(s[0].startup_usec, 20 * SEC);
+        assert_string_equal(s[1].owner_key, "shop/StatefulSet/api");
+        assert_int_equal(s[1].startup_usec, 4 * SEC);
+        drain_startups_free(s, n);
+        cJSON_Delete(items);
+
+        /* Nothing measurable: no entries, not an error. */
+        items = cJSON_CreateArray();
+        assert_int_equal(drain_startups_measure(items, &s, &n), 0);
+        assert_int_equal(n, 0);
+        drain_startups_free(s, n);
+        cJSON_Delete(items);
+}
+
+static void test_inputs_from_objects(void **state)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        cJSON *pod = pod_json("web-0", "StatefulSet", "2026-11-30T06:00:00Z", "2026-11-30T06:00:10Z", true);
+        cJSON *other = cJSON_Parse("{\"metadata\":{\"name\":\"solo\",\"namespace\":\"shop\","
+                                   "\"deletionTimestamp\":\"2026-11-30T06:01:00Z\","
+                                   "\"deletionGracePeriodSeconds\":30,\"labels\":{\"app\":\"api\"}},"
+                                   "\"spec\":{\"nodeName\":\"spot-a\"},\"status\":{\"phase\":\"Pending\"}}");
+        cJSON *pdb =
+            cJSON_Parse("{\"metadata\":{\"name\":\"api\",\"namespace\":\"shop\"},"
+                        "\"spec\":{\"maxUnavailable\":1,\"selector\":{\"matchLabels\":{\"app\":\"api\"}}},"
+                        "\"status\":{\"currentHealthy\":5,\"desiredHealthy\":4,\"expectedPods\":5,"
+                        "\"disruptionsAllowed\":1}}");
+        cJSON *elsewhere =
+            cJSON_Parse("{\"metadata\":{\"name\":\"api\",\"namespace\":\"batch\"},"
+                        "\"spec\":{\"maxUnavailable\":1,\"selector\":{\"matchLabels\":{\"app\":\"api\"}}}}");
+        struct drain_inputs_options o = { .now_usec = 1, .default_startup_usec = 3 * SEC };
+        size_t node, i;
+
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_add_node(di, "spot-a", 100 * SEC, 5 * SEC, &node), 0);
+        assert_int_equal(drain_inputs_add_pdb(di, pdb), 0);
+        assert_int_equal(drain_inputs_add_pdb(di, elsewhere), 0);
+        assert_int_equal(drain_inputs_add_pod(di, node, pod, &i), 0);
+        assert_int_equal(drain_inputs_add_pod(di, node, other, NULL), 0);
+        assert_int_equal(drain_inputs_add_pod(di, 7, pod, NULL), -EINVAL);
+
+        const struct drain_input *in = drain_inputs_get(di);
+        assert_int_equal(in->n_nodes, 1);
+        assert_int_equal(in->n_pdbs, 2);
+        assert_int_equal(in->n_pods, 2);
+        assert_int_equal(in->pdbs[0].disruptions_allowed, 1);
+        assert_int_equal(in->pdbs[0].spec.max_unavailable.value, 1);
+        const struct drain_pod_in *p = &in->pods[i];
+        assert_int_equal(p->owner, DRAIN_OWNER_STATEFULSET);
+        assert_string_equal(p->owner_key, "shop/StatefulSet/api");
+        assert_int_equal(p->grace_usec, 7 * SEC);
+        assert_true(p->ready && p->emptydir && !p->deleting && !p->pending);
+        /* Only the PDB of its own namespace selects it. */
+        assert_int_equal(p->n_pdbs, 1);
+        assert_int_equal(p->pdbs[0], 0);
+        const struct drain_pod_in *q = &in->pods[1];
+        assert_int_equal(q->owner, DRAIN_OWNER_NONE);
+        assert_null(q->owner_key);
+        assert_true(q->pending && q->deleting);
+        uint64_t deletion;
+        assert_int_equal(parse_rfc3339("2026-11-30T06:01:00Z", &deletion), 0);
+        assert_int_equal(q->deleted_at_usec, deletion - 30 * SEC);
+
+        /* The selector of its siblings drops the per-pod StatefulSet label. */
+        _cleanup_free_ char *sel = drain_sibling_selector(drain_inputs_pod(di, i));
+        assert_string_equal(sel, "app=api");
+
+        struct drain_plan *plan = NULL;
+        assert_int_equal(drain_plan_make(in, &plan), 0);
+        assert_int_equal(plan->n_pods, 2);
+        drain_plan_free(plan);
+        cJSON_Delete(pod);
+        cJSON_Delete(other);
+        cJSON_Delete(pdb);
+        cJSON_Delete(elsewhere);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_startup_median),
+                cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
@@ -426,6 +611,7 @@ int main(void)
                 cmocka_unit_test(test_multiple_pdbs_forced),
                 cmocka_unit_test(test_pods_vanish),
                 cmocka_unit_test(test_infeasible_alert_at_once),
+                cmocka_unit_test(test_critical_last),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <cjson/cJSON.h>
+#include <cmocka.h>
 
 #include "sim/imds_surface.h"
 #include "sim/model.h"
@@ -95,7 +95,8 @@ static int setup(void **state)
         assert_int_equal(sim_imds_start(f->sim, NULL, &f->imds), 0);
         assert_int_equal(sim_imds_count(f->imds), 3);
         assert_int_equal(loop_new(&f->loop), 0);
-        assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .endpoint = sim_imds_url(f->imds, 0) },
+        assert_int_equal(imds_client_new(f->loop,
+                                         &(struct imds_options){ .endpoint = sim_imds_url(f->imds, 0) },
                                          &f->client),
                          0);
         *state = f;
@@ -187,10 +188,11 @@ static void parse_one(struct fixture *f, const char *body, const char *path, con
         char reason[256];
         size_t n = 0;
 
-        assert_int_equal(notice_parse(body, strlen(body),
-                                      &(struct notice_parse_opts){ .instance_id = instance, .imds_path = path },
-                                      &ns, &n, reason, sizeof(reason)),
-                         0);
+        assert_int_equal(
+            notice_parse(body, strlen(body),
+                         &(struct notice_parse_opts){ .instance_id = instance, .imds_path = path }, &ns, &n,
+                         reason, sizeof(reason)),
+            0);
         assert_int_equal(n, 1);
         *ret = ns[0];
 }
@@ -273,7 +275,8 @@ static void test_credentials(void **state)
         cJSON_Delete(o);
         assert_int_equal(get_sync(f, f->client, "dynamic/instance-identity/document", &g), 0);
         o = cJSON_Parse(g.body);
-        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(o, "instanceId")), "i-0a00000000000000a");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(o, "instanceId")),
+                            "i-0a00000000000000a");
         cJSON_Delete(o);
         got_clear(&g);
 }
@@ -287,7 +290,8 @@ static void test_token_renewed_on_401(void **state)
         assert_int_equal(get_sync(f, f->client, "meta-data/instance-id", &g), 0);
         /* The surface forgets every token: the next GET answers 401, the client asks for a new token and
          * retries once. */
-        assert_int_equal(sim_imds_set_fault(f->imds, 0, &(struct sim_imds_fault){ .expire_tokens = true }), 0);
+        assert_int_equal(sim_imds_set_fault(f->imds, 0, &(struct sim_imds_fault){ .expire_tokens = true }),
+                         0);
         assert_int_equal(get_sync(f, f->client, "meta-data/instance-id", &g), 0);
         assert_string_equal(g.body, "i-0a00000000000000a");
         imds_client_stats(f->client, &st);
@@ -307,7 +311,8 @@ static void test_wire_rules(void **state)
 {
         struct fixture *f = *state;
         _cleanup_free_ char *token_url = strprintf("%s/latest/api/token", sim_imds_url(f->imds, 0));
-        _cleanup_free_ char *get_url = strprintf("%s/latest/meta-data/instance-id", sim_imds_url(f->imds, 0));
+        _cleanup_free_ char *get_url =
+            strprintf("%s/latest/meta-data/instance-id", sim_imds_url(f->imds, 0));
         struct http_response resp = {};
 
         /* IMDSv1 (no token) is refused as on an instance with HttpTokens=required. */
@@ -315,47 +320,48 @@ static void test_wire_rules(void **state)
         assert_int_equal(resp.status, 401);
         http_response_clear(&resp);
         /* A wrong token too. */
-        assert_int_equal(http_send_sync(f->loop,
-                                        &(struct http_request){ .url = get_url,
-                                                                .headers = (const char *[]){
-                                                                    IMDS_TOKEN_HEADER ": bogus", NULL } },
-                                        &resp),
-                         0);
+        assert_int_equal(
+            http_send_sync(
+                f->loop,
+                &(struct http_request){ .url = get_url,
+                                        .headers = (const char *[]){ IMDS_TOKEN_HEADER ": bogus", NULL } },
+                &resp),
+            0);
         assert_int_equal(resp.status, 401);
         http_response_clear(&resp);
         /* The token PUT needs a TTL in 1..21600. */
-        assert_int_equal(http_send_sync(f->loop, &(struct http_request){ .method = "PUT", .url = token_url }, &resp),
-                         0);
+        assert_int_equal(
+            http_send_sync(f->loop, &(struct http_request){ .method = "PUT", .url = token_url }, &resp), 0);
         assert_int_equal(resp.status, 400);
         http_response_clear(&resp);
         assert_int_equal(
             http_send_sync(f->loop,
-                           &(struct http_request){ .method = "PUT",
-                                                   .url = token_url,
-                                                   .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 30000",
-                                                                                NULL } },
+                           &(struct http_request){
+                               .method = "PUT",
+                               .url = token_url,
+                               .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 30000", NULL } },
                            &resp),
             0);
         assert_int_equal(resp.status, 400);
         http_response_clear(&resp);
         assert_int_equal(
-            http_send_sync(f->loop,
-                           &(struct http_request){ .method = "PUT",
-                                                   .url = token_url,
-                                                   .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 60",
-                                                                                "X-Forwarded-For: 10.0.0.1",
-                                                                                NULL } },
-                           &resp),
+            http_send_sync(
+                f->loop,
+                &(struct http_request){ .method = "PUT",
+                                        .url = token_url,
+                                        .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 60",
+                                                                     "X-Forwarded-For: 10.0.0.1", NULL } },
+                &resp),
             0);
         assert_int_equal(resp.status, 403);
         http_response_clear(&resp);
         assert_int_equal(
-            http_send_sync(f->loop,
-                           &(struct http_request){ .method = "PUT",
-                                                   .url = token_url,
-                                                   .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 60",
-                                                                                NULL } },
-                           &resp),
+            http_send_sync(
+                f->loop,
+                &(struct http_request){ .method = "PUT",
+                                        .url = token_url,
+                                        .headers = (const char *[]){ IMDS_TOKEN_TTL_HEADER ": 60", NULL } },
+                &resp),
             0);
         assert_int_equal(resp.status, 200);
         assert_true(strlen(resp.body) >= 40);
@@ -409,8 +415,8 @@ static void test_v1_fallback(void **state)
         imds_client_stats(f->client, &st);
         assert_int_equal(st.token_failures, 1);
 
-        /* With the fallback, the GET goes out without a token; IMDSv2 being required, the surface answers 401,
-         * and the client gets a fresh token and retries. */
+        /* With the fallback, the GET goes out without a token; IMDSv2 being required, the surface answers
+         * 401, and the client gets a fresh token and retries. */
         _cleanup_(imds_client_freep) struct imds_client *c =
             client_for(f, 0, &(struct imds_options){ .allow_v1 = true });
         assert_int_equal(sim_imds_set_fault(f->imds, 0, &(struct sim_imds_fault){ .refuse_tokens = 1 }), 0);
@@ -431,8 +437,8 @@ static void test_unreachable(void **state)
 
         /* Nothing listens on port 1 of the loopback: refused at once, reported as the token's failure. */
         _cleanup_(imds_client_freep) struct imds_client *c = NULL;
-        assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .endpoint = "http://127.0.0.1:1/" }, &c),
-                         0);
+        assert_int_equal(
+            imds_client_new(f->loop, &(struct imds_options){ .endpoint = "http://127.0.0.1:1/" }, &c), 0);
         assert_string_equal(imds_client_endpoint(c), "http://127.0.0.1:1");
         assert_int_equal(get_sync(f, c, "meta-data/instance-id", &g), -ECONNREFUSED);
         imds_client_stats(c, &st);
@@ -450,7 +456,8 @@ static void test_options(void **state)
 
         assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .token_ttl_seconds = 21601 }, &c),
                          -EINVAL);
-        assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .endpoint = "ftp://x" }, &c), -EINVAL);
+        assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .endpoint = "ftp://x" }, &c),
+                         -EINVAL);
         setenv(IMDS_ENDPOINT_ENV, "http://127.0.0.2:9", 1);
         assert_int_equal(imds_client_new(f->loop, NULL, &c), 0);
         assert_string_equal(imds_client_endpoint(c), "http://127.0.0.2:9");

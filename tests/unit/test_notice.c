@@ -328,6 +328,15 @@ static void test_imds_spot(void **state)
                 }
         }
 
+        /* Polled again later: a new notice time, the same id. */
+        struct notice_parse_opts later = imds_opts;
+        later.now_usec += 5000000ULL;
+        _cleanup_free_ struct notice *p1 =
+            parse_fixture("imds/spot-instance-action-stop.json", &imds_opts, 1);
+        _cleanup_free_ struct notice *p2 = parse_fixture("imds/spot-instance-action-stop.json", &later, 1);
+        assert_int_not_equal(p1[0].notice_time, p2[0].notice_time);
+        assert_string_equal(p1[0].event_id, p2[0].event_id);
+
         /* termination-time is the same interruption, with the same id */
         _cleanup_free_ struct notice *a =
             parse_fixture("imds/spot-instance-action-terminate.json", &imds_opts, 1);

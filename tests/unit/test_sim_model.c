@@ -189,6 +189,16 @@ static void test_seed504_world(void **state)
         _cleanup_(sim_freep) struct sim *s2 = mk(SEED504);
         assert_string_equal(sim_node_instance_id(s, 0), sim_node_instance_id(s2, 0));
         assert_string_not_equal(sim_node_instance_id(s, 0), sim_node_instance_id(s, 1));
+        assert_string_equal(sim_node_name(s, 1), "od-1");
+        assert_string_equal(sim_node_zone(s, 2), "us-east-1c");
+        assert_string_equal(sim_node_capacity_type(s, 0), "spot");
+        assert_string_equal(sim_node_instance_type(s, 0), "m5.4xlarge");
+        assert_string_equal(sim_node_ip(s, 0),
+                            str_at(cJSON_GetArrayItem(at(node, "status.addresses"), 0), "address"));
+        assert_null(sim_node_name(s, 4));
+        assert_true(sim_budget_seconds(s) == 120);
+        assert_string_equal(sim_mode(s), "agent");
+        assert_string_equal(sim_scenario_name(s), "seed-504");
 }
 
 static void test_mass_interruption_pdbs(void **state)
@@ -937,6 +947,118 @@ static void test_seed504_kubectl_drain(void **state)
         assert_int_equal(find_pods(s, "shop", "api", NULL, false, NULL, 0), 30);
 }
 
+static void test_options_and_clock(void **state)
+{
+        _cleanup_(ynode_freep) struct ynode *tree = NULL;
+        assert_int_equal(yaml_load_string(SMALL, strlen(SMALL), "t.yaml", &tree, NULL), 0);
+        struct sim_options opt = { .mode = "controller", .time_scale = 10 };
+        _cleanup_(sim_freep) struct sim *s = NULL;
+        assert_int_equal(sim_new(tree, &opt, &s, NULL), 0);
+        assert_string_equal(sim_mode(s), "controller");
+        assert_true(sim_time_scale(s) == 10);
+        /* Before sim_start the real clock stands at 0; timestamps are the epoch plus scenario seconds. */
+        assert_true(sim_now(s) == 0);
+        assert_true(sim_wall_usec(s, 30) - sim_wall_usec(s, 0) == 30000000ULL);
+        sim_start(s);
+        assert_true(sim_now(s) >= 0);
+
+        struct sim_options bad = { .mode = "batch" };
+        struct sim *s2 = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(sim_new(tree, &bad, &s2, &err), -EINVAL);
+        assert_null(s2);
+        assert_non_null(strstr(err, "batch"));
+
+        /* The same seed builds the same world; another seed other names. */
+        struct sim_options m1 = { .manual_clock = true, .seed = 7 },
+                           m2 = { .manual_clock = true, .seed = 8 };
+        _cleanup_(sim_freep) struct sim *a = NULL, *b = NULL, *c = NULL;
+        assert_int_equal(sim_new(tree, &m1, &a, NULL), 0);
+        assert_int_equal(sim_new(tree, &m1, &b, NULL), 0);
+        assert_int_equal(sim_new(tree, &m2, &c, NULL), 0);
+        char na[1][64], nb[1][64], nc[1][64];
+        find_pods(a, "default", "web", NULL, false, na, 1);
+        find_pods(b, "default", "web", NULL, false, nb, 1);
+        find_pods(c, "default", "web", NULL, false, nc, 1);
+        assert_string_equal(na[0], nb[0]);
+        assert_string_not_equal(na[0], nc[0]);
+}
+
+/* rebalance-early: no spare room. An instance launched at the recommendation joins 45 s later and takes the
+ * pods the full cluster could not place. */
+static void test_launch(void **state)
+{
+        static const char doc[] =
+            "name: rebalance-early\nmode: controller\nnodes:\n"
+            "  - {name: spot-a, zone: us-east-1a, capacity_type: spot, allocatable: {cpu: \"8\", memory: "
+            "32Gi}}\n"
+            "  - {name: spot-b, zone: us-east-1b, capacity_type: spot, allocatable: {cpu: \"8\", memory: "
+            "32Gi}}\n"
+            "workloads:\n"
+            "  - {name: checkout, namespace: shop, replicas: 12, placement: {spot-a: 6, spot-b: 6},\n"
+            "     requests: {cpu: \"1\", memory: 2Gi}, shutdown_seconds: 8, startup_seconds: 20,\n"
+            "     pdb: {min_available: \"75%\"}}\n"
+            "  - {name: agent, namespace: kube-system, kind: DaemonSet, requests: {cpu: 100m}}\n"
+            "provisioning:\n"
+            "  node_launch_seconds: 45\n"
+            "  instance_types:\n"
+            "    - {name: m5.2xlarge, cpu: \"8\", memory: 32Gi}\n"
+            "events:\n"
+            "  - {at: 0, type: rebalance-recommendation, node: spot-a}\n"
+            "  - {at: 60, type: spot-interruption, node: spot-a}\n";
+        _cleanup_(sim_freep) struct sim *s = mk(doc);
+        pdb_numbers(s, "shop", "checkout", 12, 9, 12, 3);
+        _cleanup_free_ char *id = NULL;
+        assert_int_equal(sim_launch_instance(s, "m5.32xlarge", "us-east-1c", "on-demand", NULL), -EINVAL);
+        assert_int_equal(sim_launch_instance(s, "m5.2xlarge", "us-east-1c", "reserved", NULL), -EINVAL);
+        assert_int_equal(sim_launch_instance(s, "m5.2xlarge", "us-east-1c", "on-demand", &id), 0);
+        assert_true(startswith(id, "i-0"));
+        assert_int_equal(strlen(id), 19);
+        assert_true(sim_advance(s) == 45);
+        _cleanup_(cjson_freep) cJSON *r0 = sim_result(s);
+        const cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(r0, "replacements"), 0);
+        assert_true(cJSON_GetObjectItem(rep, "requested_at")->valuedouble == 0);
+        assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "ready_at")));
+
+        /* Cordoned and evicted before the node arrives: the replacements wait Pending where there is no
+         * room. */
+        set_time(s, 1);
+        cordon(s, "spot-a", true);
+        char names[8][64];
+        assert_int_equal(find_pods(s, "shop", "checkout", "spot-a", false, names, 8), 6);
+        int ok = 0;
+        for (int i = 0; i < 6; i++) {
+                _cleanup_(answer_done) struct sim_answer a = { 0 };
+                ok += evict(s, "shop", names[i], &a) == 201;
+        }
+        assert_int_equal(ok, 3);
+        /* spot-b had room for one (1.9 CPU free), the other two wait. */
+        assert_int_equal(find_pods(s, "shop", "checkout", "spot-b", false, NULL, 0), 7);
+        assert_int_equal(find_pods(s, "shop", "checkout", "", false, NULL, 0), 2);
+        set_time(s, 45);
+        assert_int_equal(sim_node_count(s), 3);
+        const char *name = sim_node_name(s, 2);
+        assert_string_equal(sim_node_instance_id(s, 2), id);
+        assert_string_equal(sim_node_zone(s, 2), "us-east-1c");
+        _cleanup_(cjson_freep) cJSON *node = get(s, SIM_NODE, NULL, name);
+        assert_non_null(node);
+        const cJSON *labels = at(node, "metadata.labels");
+        assert_string_equal(
+            cJSON_GetStringValue(cJSON_GetObjectItem(labels, "node.kubernetes.io/instance-type")),
+            "m5.2xlarge");
+        _cleanup_free_ char *pid = strprintf("aws:///us-east-1c/%s", id);
+        assert_string_equal(str_at(node, "spec.providerID"), pid);
+        /* The DaemonSet runs there, and the Pending pods moved in. */
+        assert_int_equal(find_pods(s, "kube-system", "agent", name, false, NULL, 0), 1);
+        assert_int_equal(find_pods(s, "shop", "checkout", name, false, NULL, 0), 2);
+        assert_int_equal(find_pods(s, "shop", "checkout", "", false, NULL, 0), 0);
+        _cleanup_(cjson_freep) cJSON *r1 = sim_result(s);
+        rep = cJSON_GetArrayItem(cJSON_GetObjectItem(r1, "replacements"), 0);
+        assert_true(cJSON_GetObjectItem(rep, "ready_at")->valuedouble == 45);
+        assert_string_equal(str_at(rep, "instance_type"), "m5.2xlarge");
+        assert_string_equal(str_at(rep, "zone"), "us-east-1c");
+}
+
 static void *cordon_thread(void *arg)
 {
         struct sim *s = arg;
@@ -980,6 +1102,8 @@ int main(void)
                 cmocka_unit_test(test_cordon_accounting),
                 cmocka_unit_test(test_render_and_leases),
                 cmocka_unit_test(test_wait),
+                cmocka_unit_test(test_launch),
+                cmocka_unit_test(test_options_and_clock),
                 cmocka_unit_test(test_seed504_kubectl_drain),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -493,6 +493,88 @@ static void test_cordon_and_watch(void **state)
         free_reply(&r);
 }
 
+static void test_events_and_leases(void **state)
+{
+        static const char event[] =
+            "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":\"e1\","
+            "\"namespace\":\"shop\"},\"involvedObject\":{\"kind\":\"Node\",\"name\":\"n1\"},"
+            "\"reason\":\"SpotInterruption\",\"message\":\"two minutes\",\"type\":\"Warning\"}";
+        static const char lease[] =
+            "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{"
+            "\"name\":\"spotdrain\",\"namespace\":\"shop\"},\"spec\":{\"holderIdentity\":\"a\"}}";
+        struct fixture *f = *state;
+        const cJSON *item;
+        struct reply r;
+
+        r = request(f, "POST", "/api/v1/namespaces/shop/events", "application/json", event, strlen(event),
+                    NULL);
+        assert_int_equal(r.status, 201);
+        free_reply(&r);
+        /* The same store through events.k8s.io/v1, in that group's field names. */
+        r = get(f, "/apis/events.k8s.io/v1/namespaces/shop/events");
+        assert_int_equal(r.status, 200);
+        item = cJSON_GetArrayItem(cJSON_GetObjectItem(r.json, "items"), 0);
+        assert_string_equal(cJSON_GetObjectItem(item, "apiVersion")->valuestring, "events.k8s.io/v1");
+        assert_string_equal(cJSON_GetObjectItem(item, "note")->valuestring, "two minutes");
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(item, "regarding"), "name")->valuestring,
+                            "n1");
+        free_reply(&r);
+
+        r = request(f, "POST", "/apis/coordination.k8s.io/v1/namespaces/shop/leases", "application/json",
+                    lease, strlen(lease), NULL);
+        assert_int_equal(r.status, 201);
+        free_reply(&r);
+        r = request(f, "POST", "/apis/coordination.k8s.io/v1/namespaces/shop/leases", "application/json",
+                    lease, strlen(lease), NULL);
+        assert_int_equal(r.status, 409);
+        free_reply(&r);
+
+        r = request(f, "POST", "/apis/apps/v1/namespaces/shop/deployments", "application/json", "{}", 2,
+                    NULL);
+        assert_int_equal(r.status, 405);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "Status");
+        free_reply(&r);
+        r = request(f, "PATCH", "/api/v1/nodes/n1", "application/apply-patch+yaml", "x: 1", 4, NULL);
+        assert_int_equal(r.status, 415);
+        free_reply(&r);
+}
+
+static void test_faults(void **state)
+{
+        static const char yaml[] = "name: f\nseed: 7\nfaults: {api_error_rate: 1, api_latency_ms: 1}\n";
+        struct fixture *f = *state, faulty = *f;
+        struct sim_server_options opt = { .listen = "127.0.0.1:0" };
+        _cleanup_free_ char *error = NULL;
+        struct ynode *tree = NULL;
+        struct reply r;
+
+        assert_int_equal(yaml_load_string(yaml, strlen(yaml), "f.yaml", &tree, &error), 0);
+        sim_server_options_from_scenario(tree, &opt);
+        ynode_free(tree);
+        assert_true(opt.api_error_rate == 1);
+        assert_int_equal(opt.api_latency_ms, 1);
+        assert_int_equal(opt.seed, 7);
+
+        /* A second surface on the same model, failing every resource request but no discovery document. */
+        assert_int_equal(sim_server_start_with(f->sim, &opt, &faulty.srv), 0);
+        r = get(&faulty, "/api/v1/nodes");
+        assert_int_equal(r.status, 500);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "reason")->valuestring, "InternalError");
+        free_reply(&r);
+        r = get(&faulty, "/api/v1");
+        assert_int_equal(r.status, 200);
+        free_reply(&r);
+        r = get(&faulty, "/apis/policy/v1");
+        assert_int_equal(r.status, 200);
+        free_reply(&r);
+        sim_server_stop(faulty.srv);
+
+        /* The first server has none. */
+        r = get(f, "/api/v1/nodes");
+        assert_int_equal(r.status, 200);
+        free_reply(&r);
+}
+
 int main(void)
 {
         /* One server for the whole group; the end-to-end tests run in order and build on each other's
@@ -511,6 +593,8 @@ int main(void)
                 cmocka_unit_test(test_eviction_and_pdb),
                 cmocka_unit_test(test_protobuf_delete),
                 cmocka_unit_test(test_cordon_and_watch),
+                cmocka_unit_test(test_events_and_leases),
+                cmocka_unit_test(test_faults),
         };
         int failed;
 

@@ -1,0 +1,835 @@
+/* spotdrain simulate SCENARIO: the built-in simulator plays the cluster and AWS in this process, the real
+ * drain engine acts on it through the simulator's Kubernetes API, and the run ends with a timeline (or the
+ * CONTRACTS §4 result with --json).
+ *
+ * Clocks: the model's clock and the engine clock are started together with the same scale, so an engine
+ * instant is the simulator's wall-clock instant of a scenario time (sim_wall_usec) and every deadline keeps
+ * its meaning at any --time-scale.
+ *
+ * Notices reach the engine the same way whatever delivered them (notice_received() tells, start_drain()
+ * acts):
+ *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
+ *    metadata service on the simulator's IMDS surface (imds_surface.h), exactly as the DaemonSet would;
+ *  - "direct" (controller mode, until the SQS front end exists, or --delivery direct): a short timer on the
+ *    engine clock reads the model's notices (sim_node_notice) and turns each new one into a struct notice.
+ * Rebalance recommendations are told (notice-received), not acted on. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/agent.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/config.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/notice.h"
+#include "spotdrain/yaml.h"
+
+#define USEC_PER_SEC UINT64_C(1000000)
+/* How often (engine clock, i.e. scenario time) the direct source looks at the model: well inside the 1 s in
+ * which drain-infeasible must follow a notice. */
+#define POLL_USEC (100 * UINT64_C(1000))
+/* Real time allowed beyond the scenario's own length before the run is declared stuck. */
+#define SLACK_REAL_USEC (30 * USEC_PER_SEC)
+
+static void cjson_freep(cJSON **p)
+{
+        cJSON_Delete(*p);
+}
+
+struct sim_drain {
+        struct simulate *sm;
+        char *node;
+        struct drain_exec *x;
+        bool done;
+        bool cordon_shown, plan_shown;
+        unsigned left_shown; /* pods left at the last progress line; UINT_MAX before the first */
+        unsigned evicted_shown, forced_shown;
+};
+
+struct sim_node_seen {
+        bool interruption;
+        bool rebalance;
+};
+
+/* The IMDS delivery: an agent per scenario node. */
+struct sim_agent {
+        struct simulate *sm;
+        struct imds_client *imds;
+        struct agent *agent;
+};
+
+struct simulate {
+        struct cli_common common;
+        const char *delivery_flag;
+        const char *scenario_path;
+        double scale;
+        const char *mode;
+
+        struct spotdrain_config *cfg;
+        struct ynode *tree;
+        struct sim *sim;
+        struct sim_server *srv;
+        struct kube_config *kcfg;
+        struct loop *loop;
+        struct kube_client *client;
+        struct alert_bus *bus;
+        struct timer *poll;
+        struct sim_imds *imds;
+        struct sim_agent *agents;
+
+        const char *delivery;
+        uint64_t wall0;       /* engine instant of scenario time 0 */
+        double last_event_at; /* the scenario's last event; -1 when it has none */
+        struct sim_node_seen *seen;
+        size_t n_nodes;
+        struct sim_drain **drains;
+        size_t n_drains;
+        bool finished;
+        int error;
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "usage: spotdrain simulate SCENARIO [--time-scale N] [--mode agent|controller] [--json]\n"
+                "                          [--delivery imds|direct]\n"
+                "                          [--config FILE] [--log-level LEVEL] [--log-format FORMAT]\n"
+                "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline\n"
+                "(or the simulation result as JSON). Times are scenario seconds.\n"
+                "exit status: 0 every interrupted node drained in time, 3 otherwise, 1 error, 2 usage\n");
+}
+
+static double scenario_seconds(const struct simulate *sm, uint64_t engine_usec)
+{
+        return ((double)engine_usec - (double)sm->wall0) / (double)USEC_PER_SEC;
+}
+
+/* One line of the timeline, printed as it happens (not with --json). */
+static void timeline(const struct simulate *sm, double at, const char *node, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void timeline(const struct simulate *sm, double at, const char *node, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (sm->common.json)
+                return;
+        printf("t=%7.1fs  %-14s ", at, node ? node : "");
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        putchar('\n');
+        fflush(stdout);
+}
+
+/* ---- alerts: the simulator's result and the timeline ---- */
+
+static void show_progress(struct simulate *sm, struct sim_drain *d);
+static struct sim_drain *find_drain(const struct simulate *sm, const char *node);
+
+static void alert_to_result(const struct alert *a, void *userdata)
+{
+        struct simulate *sm = userdata;
+        struct sim_drain *d = a->node ? find_drain(sm, a->node) : NULL;
+
+        sim_lock(sm->sim);
+        sim_record_alert(sm->sim, alert_kind_to_string(a->kind), a->node, a->message);
+        sim_unlock(sm->sim);
+        /* What the drain did before the alert (cordon, plan) goes first on the timeline. */
+        if (d && d->x)
+                show_progress(sm, d);
+        timeline(sm, scenario_seconds(sm, a->at_usec), a->node, "[%s] %s", alert_kind_to_string(a->kind),
+                 a->message ? a->message : "");
+}
+
+/* ---- drains ---- */
+
+static struct sim_drain *sim_drain_free(struct sim_drain *d)
+{
+        if (!d)
+                return NULL;
+        drain_exec_free(d->x);
+        free(d->node);
+        free(d);
+        return NULL;
+}
+
+static void drain_done(struct drain_exec *x, const struct drain_exec_result *r, void *userdata)
+{
+        struct sim_drain *d = userdata;
+
+        d->done = true;
+        if (r->outcome == DRAIN_EXEC_ERROR)
+                timeline(d->sm, scenario_seconds(d->sm, clk_now()), d->node, "drain failed: %s",
+                         r->message ? r->message : strerror(-r->error));
+}
+
+static struct sim_drain *find_drain(const struct simulate *sm, const char *node)
+{
+        for (size_t i = 0; i < sm->n_drains; i++)
+                if (streq(sm->drains[i]->node, node))
+                        return sm->drains[i];
+        return NULL;
+}
+
+static int start_drain(struct simulate *sm, const char *node, const struct notice *n)
+{
+        struct drain_exec_options o = { 0 };
+        struct sim_drain **a, *d;
+        int r;
+
+        /* A second notice for a node already draining: the drain under way carries on. */
+        if (find_drain(sm, node))
+                return 0;
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        d->sm = sm;
+        d->left_shown = UINT_MAX;
+        d->node = strdup(node);
+        a = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*a));
+        if (!d->node || !a) {
+                sim_drain_free(d);
+                return -ENOMEM;
+        }
+        sm->drains = a;
+        drain_exec_options_from_config(sm->cfg, &o);
+        o.node = d->node;
+        o.kind = notice_kind_to_string(n->kind);
+        o.notice_usec = n->notice_time;
+        o.deadline_usec = n->deadline;
+        r = drain_exec_start(sm->client, sm->bus, &o, drain_done, d, &d->x);
+        if (r < 0) {
+                sim_drain_free(d);
+                return r;
+        }
+        sm->drains[sm->n_drains++] = d;
+        return 0;
+}
+
+static void notice_received(struct simulate *sm, const char *node, const struct notice *n)
+{
+        _cleanup_free_ char *human = NULL;
+
+        (void)notice_format_human(n, &human);
+        (void)alert_emit(
+            sm->bus, ALERT_NOTICE_RECEIVED, node,
+            (const char *const[]){ "kind", notice_kind_to_string(n->kind), "delivery", sm->delivery, NULL },
+            "%s", human ? human : notice_kind_to_string(n->kind));
+}
+
+/* The notice sink: every delivery path (direct, IMDS agent, SQS controller) hands its notices here. */
+static int simulate_notice(struct simulate *sm, const char *node, const struct notice *n)
+{
+        int r;
+
+        notice_received(sm, node, n);
+        switch (n->kind) {
+        case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_SCHEDULED_CHANGE:
+        case NOTICE_ASG_LIFECYCLE_TERMINATE:
+        case NOTICE_STATE_CHANGE:
+                r = start_drain(sm, node, n);
+                if (r < 0)
+                        return log_error_errno(r, "cannot start draining %s", node);
+                return 0;
+        default:
+                /* Rebalance recommendations are told, not acted on, in this issue. */
+                return 0;
+        }
+}
+
+/* ---- the IMDS delivery: the agent's actions ---- */
+
+static void agent_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        struct sim_agent *sa = userdata;
+        notice_received(sa->sm, node, n);
+}
+
+static int agent_drain(void *userdata, const struct agent_drain_request *req)
+{
+        struct sim_agent *sa = userdata;
+        struct notice n = *req->notice;
+
+        /* The agent's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
+        n.deadline = req->deadline_usec;
+        return start_drain(sa->sm, req->node, &n);
+}
+
+static const struct agent_actions sim_agent_actions = {
+        .drain = agent_drain,
+        .notice_seen = agent_notice_seen,
+};
+
+static int start_agents(struct simulate *sm)
+{
+        int r;
+
+        r = sim_imds_start(sm->sim, "127.0.0.1", &sm->imds);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the simulator's IMDS surface");
+        sm->agents = calloc(sm->n_nodes + 1, sizeof(*sm->agents));
+        if (!sm->agents)
+                return log_error_errno(-ENOMEM, "out of memory");
+        for (size_t i = 0; i < sm->n_nodes; i++) {
+                struct sim_agent *sa = &sm->agents[i];
+                struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
+                struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
+                                            .poll_interval_usec = sm->cfg->imds_poll_interval_usec };
+
+                sa->sm = sm;
+                r = imds_client_new(sm->loop, &io, &sa->imds);
+                if (r >= 0)
+                        r = agent_new(sm->loop, sa->imds, sm->client, &ao, &sim_agent_actions, sa,
+                                      &sa->agent);
+                if (r >= 0)
+                        r = agent_start(sa->agent);
+                if (r < 0)
+                        return log_error_errno(r, "cannot start the agent of %s", sim_node_name(sm->sim, i));
+        }
+        return 0;
+}
+
+/* ---- the direct notice source ---- */
+
+static void notice_fill(const struct simulate *sm, size_t i, enum notice_kind kind, double at,
+                        double deadline_at, struct notice *n)
+{
+        const char *zone = sim_node_zone(sm->sim, i);
+
+        *n = (struct notice){ .kind = kind,
+                              .notice_time = sim_wall_usec(sm->sim, at),
+                              .deadline = deadline_at >= 0 ? sim_wall_usec(sm->sim, deadline_at) : 0 };
+        snprintf(n->instance_id, sizeof(n->instance_id), "%s", sim_node_instance_id(sm->sim, i));
+        snprintf(n->source, sizeof(n->source), "%s", sm->delivery);
+        if (kind == NOTICE_SPOT_INTERRUPTION)
+                snprintf(n->action, sizeof(n->action), "terminate");
+        /* The region is the zone without its letter. */
+        if (zone && strlen(zone) > 1)
+                snprintf(n->region, sizeof(n->region), "%.*s", (int)strlen(zone) - 1, zone);
+        snprintf(n->event_id, sizeof(n->event_id), "sim-%s-%s-%.3f", notice_kind_to_string(kind),
+                 sim_node_name(sm->sim, i), at);
+}
+
+struct pending_notice {
+        size_t node;
+        struct notice n;
+};
+
+/* Reads the notices that appeared since the last look. Called with the model locked. */
+static int collect_notices(struct simulate *sm, struct pending_notice **ret, size_t *ret_n)
+{
+        struct pending_notice *p = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i < sm->n_nodes; i++) {
+                const char *kind;
+                double at, deadline_at, rebalance_at = sim_node_rebalance_at(sm->sim, i);
+                bool interruption =
+                    !sm->seen[i].interruption && sim_node_notice(sm->sim, i, &kind, &at, &deadline_at) >= 0;
+                bool rebalance = !sm->seen[i].rebalance && rebalance_at >= 0;
+
+                if (!interruption && !rebalance)
+                        continue;
+                struct pending_notice *a = realloc(p, (n + 2) * sizeof(*a));
+                if (!a) {
+                        free(p);
+                        return -ENOMEM;
+                }
+                p = a;
+                /* In time order: a rebalance recommendation comes before the interruption it warns of. */
+                if (rebalance) {
+                        sm->seen[i].rebalance = true;
+                        p[n].node = i;
+                        notice_fill(sm, i, NOTICE_REBALANCE_RECOMMENDATION, rebalance_at, -1, &p[n++].n);
+                }
+                if (interruption) {
+                        int k = notice_kind_from_string(kind);
+                        sm->seen[i].interruption = true;
+                        p[n].node = i;
+                        notice_fill(sm, i, k >= 0 ? (enum notice_kind)k : NOTICE_SPOT_INTERRUPTION, at,
+                                    deadline_at, &p[n++].n);
+                }
+        }
+        *ret = p;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- progress of the drains on the timeline ---- */
+
+static void show_progress(struct simulate *sm, struct sim_drain *d)
+{
+        const struct drain_exec_result *r = drain_exec_result(d->x);
+        const struct drain_plan *plan = drain_exec_plan(d->x);
+        double now = scenario_seconds(sm, clk_now());
+
+        if (!d->cordon_shown && r->cordoned_usec) {
+                d->cordon_shown = true;
+                timeline(sm, scenario_seconds(sm, r->cordoned_usec), d->node, "cordoned and tainted");
+        }
+        if (!d->plan_shown && plan && plan->n_nodes > 0) {
+                const struct drain_plan_node *pn = &plan->nodes[0];
+                d->plan_shown = true;
+                if (pn->finish_usec != DRAIN_NEVER)
+                        timeline(sm, scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now()),
+                                 d->node,
+                                 "plan: %zu pods to go, predicted finish t=%.1fs (deadline t=%.1fs)%s%s",
+                                 pn->n_to_go, scenario_seconds(sm, pn->finish_usec),
+                                 scenario_seconds(sm, pn->deadline_usec), pn->reason ? ": " : "",
+                                 pn->reason ? pn->reason : "");
+                else
+                        timeline(sm, scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now()),
+                                 d->node, "plan: %zu pods to go, no finish predicted%s%s", pn->n_to_go,
+                                 pn->reason ? ": " : "", pn->reason ? pn->reason : "");
+        }
+        if (!plan || d->done)
+                return;
+        unsigned left = drain_exec_pods_left(d->x, DRAIN_EXEC_ALL_PDBS);
+        if (left == d->left_shown && r->evicted == d->evicted_shown && r->forced == d->forced_shown)
+                return;
+        d->left_shown = left;
+        d->evicted_shown = r->evicted;
+        d->forced_shown = r->forced;
+
+        _cleanup_(buf_free) struct buf b = { 0 };
+        if (buf_printf(&b, "%u evicted, %u forced, %u pods left", r->evicted, r->forced, left) < 0)
+                return;
+        bool open = false;
+        for (size_t i = 0; i < plan->n_pdbs; i++) {
+                unsigned n = drain_exec_pods_left(d->x, (int)i);
+                if (n == 0)
+                        continue;
+                if (buf_printf(&b, "%s%s %u", open ? ", " : " (", plan->pdbs[i].name, n) < 0)
+                        return;
+                open = true;
+        }
+        unsigned no_pdb = drain_exec_pods_left(d->x, -1);
+        if (no_pdb > 0 && buf_printf(&b, "%swithout PDB %u", open ? ", " : " (", no_pdb) < 0)
+                return;
+        if ((open || no_pdb > 0) && buf_printf(&b, ")") < 0)
+                return;
+        timeline(sm, now, d->node, "%s", b.data);
+}
+
+/* ---- the end ---- */
+
+/* The run is over once the scenario is (every event happened, every interrupted node is gone) and every
+ * drain has ended; a drain still waiting for its deadline-missed gets a moment past the last deadline. It is
+ * over earlier when nothing more can change in the result: the last event happened and every interrupted
+ * node has been drained (its evictable pods are gone, so none can be killed) by a drain that has ended.
+ * Called with the model locked. */
+static bool nothing_left(struct simulate *sm)
+{
+        bool drains_done = true;
+
+        for (size_t i = 0; i < sm->n_drains; i++)
+                drains_done = drains_done && sm->drains[i]->done;
+        if (sim_finished(sm->sim))
+                return drains_done ||
+                       sim_now(sm->sim) > fmax(sm->last_event_at, 0) + sim_budget_seconds(sm->sim) + 2;
+        if (!drains_done || (sm->last_event_at >= 0 && sim_now(sm->sim) < sm->last_event_at))
+                return false;
+
+        _cleanup_(cjson_freep) cJSON *result = sim_result(sm->sim);
+        const cJSON *node;
+        if (!result)
+                return false;
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(node, "name"));
+                if (!cJSON_IsNumber(cJSON_GetObjectItem(node, "drained_at")) || !name ||
+                    !find_drain(sm, name))
+                        return false;
+        }
+        return true;
+}
+
+static void poll_tick(void *userdata)
+{
+        struct simulate *sm = userdata;
+        _cleanup_free_ struct pending_notice *p = NULL;
+        size_t n = 0;
+        int r;
+
+        sm->poll = NULL; /* released by the loop as it fired */
+
+        sim_lock(sm->sim);
+        uint64_t before = sim_resource_version(sm->sim);
+        (void)sim_advance(sm->sim);
+        if (sim_resource_version(sm->sim) != before)
+                sim_broadcast(sm->sim);
+        r = sm->agents ? 0 : collect_notices(sm, &p, &n);
+        sim_unlock(sm->sim);
+        if (r < 0) {
+                sm->error = log_error_errno(r, "cannot read the simulator's notices");
+                loop_exit(sm->loop, EXIT_ERROR);
+                return;
+        }
+        /* Outside the lock: the alert sinks take it themselves. */
+        for (size_t i = 0; i < n; i++) {
+                r = simulate_notice(sm, sim_node_name(sm->sim, p[i].node), &p[i].n);
+                if (r < 0) {
+                        sm->error = r;
+                        loop_exit(sm->loop, EXIT_ERROR);
+                        return;
+                }
+        }
+        for (size_t i = 0; i < sm->n_drains; i++)
+                show_progress(sm, sm->drains[i]);
+
+        sim_lock(sm->sim);
+        sm->finished = nothing_left(sm);
+        sim_unlock(sm->sim);
+        if (sm->finished)
+                return;
+        r = timer_start_in(sm->loop, POLL_USEC, poll_tick, sm, &sm->poll);
+        if (r < 0) {
+                sm->error = log_error_errno(r, "cannot arm the notice timer");
+                loop_exit(sm->loop, EXIT_ERROR);
+        }
+}
+
+/* ---- setup ---- */
+
+/* The time of the scenario's last event (-1 when none), so that the run knows when no notice can come. */
+static double last_event_at(const struct ynode *tree)
+{
+        double last = -1;
+        YNODE_FOREACH (e, ynode_get(tree, "events")) {
+                double at;
+                if (ynode_double(ynode_get(e, "at"), &at) >= 0 && at > last)
+                        last = at;
+        }
+        return last;
+}
+
+/* A kubeconfig reaching the listener, through a private file that is gone once read. */
+static int load_kubeconfig(struct simulate *sm, char **ret_error)
+{
+        _cleanup_free_ char *text = sim_server_kubeconfig(sim_server_url(sm->srv), "simulate");
+        const char *dir = getenv("TMPDIR");
+        _cleanup_free_ char *path = strprintf("%s/spotdrain-simulate-XXXXXX", dir && *dir ? dir : "/tmp");
+        int fd, r;
+
+        if (!text || !path)
+                return -ENOMEM;
+        fd = mkstemp(path);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text), off = 0;
+        while (off < len) {
+                ssize_t w = write(fd, text + off, len - off);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0) {
+                        r = w < 0 ? -errno : -EIO;
+                        close(fd);
+                        unlink(path);
+                        return r;
+                }
+                off += (size_t)w;
+        }
+        close(fd);
+        r = kube_config_load_file(path, NULL, &sm->kcfg, ret_error);
+        unlink(path);
+        return r;
+}
+
+static int parse_args(struct simulate *sm, int argc, char **argv)
+{
+        static const struct option options[] = {
+                { "time-scale", required_argument, NULL, 't' },
+                { "mode", required_argument, NULL, 'm' },
+                { "delivery", required_argument, NULL, 'd' },
+                { "json", no_argument, NULL, 'j' },
+                { "config", required_argument, NULL, 'c' },
+                { "log-format", required_argument, NULL, 'F' },
+                { "log-level", required_argument, NULL, 'L' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        char *end;
+        int c;
+
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 't':
+                        sm->scale = strtod(optarg, &end);
+                        if (*end || !(sm->scale > 0) || sm->scale > 1000) {
+                                fprintf(stderr,
+                                        "spotdrain simulate: --time-scale needs a number in (0, 1000]\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'm':
+                        if (!streq(optarg, "agent") && !streq(optarg, "controller")) {
+                                fprintf(stderr, "spotdrain simulate: --mode is agent or controller\n");
+                                return EXIT_USAGE;
+                        }
+                        sm->mode = optarg;
+                        break;
+                case 'd':
+                        if (!streq(optarg, "imds") && !streq(optarg, "direct")) {
+                                fprintf(stderr, "spotdrain simulate: --delivery is imds or direct\n");
+                                return EXIT_USAGE;
+                        }
+                        sm->delivery_flag = optarg;
+                        break;
+                case 'j':
+                        sm->common.json = true;
+                        break;
+                case 'c':
+                        sm->common.config = optarg;
+                        break;
+                case 'F':
+                        sm->common.log_format = optarg;
+                        break;
+                case 'L':
+                        sm->common.log_level = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (argc - optind != 1) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        sm->scenario_path = argv[optind];
+        return -1;
+}
+
+/* Everything up to the running simulator and the engine's client. Returns -1 to go on, else an exit status.
+ */
+static int setup(struct simulate *sm)
+{
+        int level = LOG_WARNING, format = LOG_FORMAT_AUTO, r;
+        _cleanup_free_ char *error = NULL;
+
+        if (sm->common.log_level && (level = log_parse_level(sm->common.log_level)) < 0) {
+                fprintf(stderr, "spotdrain simulate: unknown log level '%s'\n", sm->common.log_level);
+                return EXIT_USAGE;
+        }
+        if (sm->common.log_format && (format = log_parse_format(sm->common.log_format)) < 0) {
+                fprintf(stderr, "spotdrain simulate: unknown log format '%s'\n", sm->common.log_format);
+                return EXIT_USAGE;
+        }
+        log_setup((enum log_format)format, level);
+
+        r = config_load(sm->common.config, NULL, &sm->cfg, &error);
+        if (r >= 0)
+                r = sim_scenario_load(sm->scenario_path, &sm->tree, &error);
+        struct sim_options opt = { .time_scale = sm->scale, .mode = sm->mode };
+        if (r >= 0)
+                r = sim_new(sm->tree, &opt, &sm->sim, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain simulate: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        sm->last_event_at = last_event_at(sm->tree);
+        sm->n_nodes = sim_node_count(sm->sim);
+        sm->seen = calloc(sm->n_nodes + 1, sizeof(*sm->seen));
+        if (!sm->seen)
+                return log_error_errno(-ENOMEM, "out of memory"), EXIT_ERROR;
+
+        /* Before any thread starts: the loop blocks SIGTERM/SIGINT for every thread and handles them. */
+        r = loop_new(&sm->loop);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
+        signal(SIGPIPE, SIG_IGN);
+
+        /* The same moment for both clocks, so that engine time is the simulator's wall time. */
+        sim_lock(sm->sim);
+        sim_start(sm->sim);
+        clk_set_scale(sm->scale);
+        sm->wall0 = sim_wall_usec(sm->sim, 0);
+        sim_unlock(sm->sim);
+
+        r = sim_server_start(sm->sim, "127.0.0.1:0", &sm->srv);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the simulator's Kubernetes API"), EXIT_ERROR;
+        r = load_kubeconfig(sm, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain simulate: cannot load the simulator's kubeconfig: %s\n",
+                        error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        /* The rate limit is per second of scenario time: the engine should see the API as fast as it would
+         * be in real time, whatever the scale. */
+        struct kube_client_options ko = { .qps = sm->cfg->kube_qps > 0 ? sm->cfg->kube_qps * sm->scale
+                                                                       : sm->cfg->kube_qps,
+                                          .burst = (unsigned)sm->cfg->kube_burst };
+        r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
+        if (r >= 0)
+                r = alert_bus_new(&sm->bus);
+        if (r >= 0)
+                r = alert_bus_add_log_sink(sm->bus);
+        if (r >= 0)
+                r = alert_bus_add_kube_event_sink(sm->bus, sm->client);
+        if (r >= 0)
+                r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
+        /* Agent mode goes through IMDS and the agent; controller mode is direct until the SQS front end. */
+        sm->delivery = sm->delivery_flag                   ? sm->delivery_flag
+                       : streq(sim_mode(sm->sim), "agent") ? "imds"
+                                                           : "direct";
+        if (streq(sm->delivery, "imds") && start_agents(sm) < 0)
+                return EXIT_ERROR;
+        return -1;
+}
+
+static void teardown(struct simulate *sm)
+{
+        sm->poll = timer_cancel(sm->poll);
+        for (size_t i = 0; sm->agents && i < sm->n_nodes; i++) {
+                agent_free(sm->agents[i].agent);
+                imds_client_free(sm->agents[i].imds);
+        }
+        free(sm->agents);
+        sim_imds_stop(sm->imds);
+        for (size_t i = 0; i < sm->n_drains; i++)
+                sim_drain_free(sm->drains[i]);
+        free(sm->drains);
+        alert_bus_free(sm->bus);
+        kube_client_free(sm->client);
+        sim_server_stop(sm->srv);
+        loop_free(sm->loop);
+        kube_config_free(sm->kcfg);
+        sim_free(sm->sim);
+        ynode_free(sm->tree);
+        free(sm->seen);
+        config_free(sm->cfg);
+}
+
+static const char *seconds_or_dash(const cJSON *v, char *buf, size_t size)
+{
+        if (!cJSON_IsNumber(v))
+                return "-";
+        snprintf(buf, size, "%.1f", v->valuedouble);
+        return buf;
+}
+
+/* Exit status from the result: every interrupted node drained by its deadline with no pod killed. */
+static int result_status(const cJSON *result)
+{
+        const cJSON *node;
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                const cJSON *drained = cJSON_GetObjectItem(node, "drained_at"),
+                            *deadline = cJSON_GetObjectItem(node, "deadline_at");
+                if (!cJSON_IsNumber(drained) ||
+                    (cJSON_IsNumber(deadline) && drained->valuedouble > deadline->valuedouble) ||
+                    cJSON_GetNumberValue(cJSON_GetObjectItem(node, "pods_killed")) != 0)
+                        return EXIT_DEADLINE_MISSED;
+        }
+        return EXIT_OK;
+}
+
+static void print_summary(const struct simulate *sm, const cJSON *result, int status)
+{
+        const cJSON *node;
+        char b[5][32];
+
+        printf("\n%-16s %8s %8s %8s %8s %9s %8s %6s %6s\n", "NODE", "NOTICE", "DEADLINE", "CORDONED",
+               "DRAINED", "EVICTABLE", "GRACEFUL", "FORCED", "KILLED");
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                printf("%-16s %8s %8s %8s %8s %9.0f %8.0f %6.0f %6.0f\n",
+                       cJSON_GetStringValue(cJSON_GetObjectItem(node, "name")),
+                       seconds_or_dash(cJSON_GetObjectItem(node, "notice_at"), b[0], sizeof(b[0])),
+                       seconds_or_dash(cJSON_GetObjectItem(node, "deadline_at"), b[1], sizeof(b[1])),
+                       seconds_or_dash(cJSON_GetObjectItem(node, "cordoned_at"), b[2], sizeof(b[2])),
+                       seconds_or_dash(cJSON_GetObjectItem(node, "drained_at"), b[3], sizeof(b[3])),
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(node, "pods_evictable")),
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(node, "pods_graceful")),
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(node, "pods_forced")),
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(node, "pods_killed")));
+        }
+        printf("\nscenario %s, mode %s, notices delivered %s, time scale %g: %.0f PDB breaches, %d alerts, "
+               "%.0f API requests\n",
+               cJSON_GetStringValue(cJSON_GetObjectItem(result, "scenario")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(result, "mode")), sm->delivery, sm->scale,
+               cJSON_GetNumberValue(cJSON_GetObjectItem(result, "pdb_breaches")),
+               cJSON_GetArraySize(cJSON_GetObjectItem(result, "alerts")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(result, "api_requests")));
+        printf("%s\n", status == EXIT_OK
+                           ? "every interrupted node drained in time, no pod killed"
+                           : "some interrupted node was not drained in time, or pods were killed");
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+        struct simulate sm = { .scale = 1, .delivery = "direct" };
+        _cleanup_(cjson_freep) cJSON *result = NULL;
+        int r, status;
+
+        r = parse_args(&sm, argc, argv);
+        if (r < 0)
+                r = setup(&sm);
+        if (r >= 0) {
+                teardown(&sm);
+                return r;
+        }
+
+        timeline(&sm, 0, NULL, "scenario %s (%s mode, notices delivered %s), time scale %g",
+                 sim_scenario_name(sm.sim), sim_mode(sm.sim), sm.delivery, sm.scale);
+        poll_tick(&sm);
+        /* A bound in real time: the scenario's own length (last event, then its deadline) and some slack. */
+        double length = fmax(sm.last_event_at, 0) + sim_budget_seconds(sm.sim) + 5;
+        uint64_t bound = (uint64_t)(length / sm.scale * (double)USEC_PER_SEC) + SLACK_REAL_USEC;
+        if (!sm.finished && sm.error == 0) {
+                r = loop_run_until(sm.loop, &sm.finished, bound);
+                if (r < 0 && sm.error == 0) {
+                        log_error_errno(r, "the simulation did not end");
+                        sm.error = r;
+                }
+        }
+        if (sm.error < 0) {
+                teardown(&sm);
+                return EXIT_ERROR;
+        }
+
+        sim_lock(sm.sim);
+        (void)sim_advance(sm.sim);
+        result = sim_result(sm.sim);
+        sim_unlock(sm.sim);
+        if (!result || !cJSON_AddStringToObject(result, "delivery", sm.delivery)) {
+                log_error_errno(-ENOMEM, "out of memory");
+                teardown(&sm);
+                return EXIT_ERROR;
+        }
+        status = result_status(result);
+        if (sm.common.json) {
+                _cleanup_free_ char *text = cJSON_Print(result);
+                if (!text) {
+                        teardown(&sm);
+                        return EXIT_ERROR;
+                }
+                printf("%s\n", text);
+        } else
+                print_summary(&sm, result, status);
+        teardown(&sm);
+        return status;
+}

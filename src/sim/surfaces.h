@@ -1,0 +1,20 @@
+/* Every surface of the simulator at once — the Kubernetes API, IMDS per node, SQS (and the AWS surfaces as
+ * they are added) — for `sim serve` and `simulate`, with the endpoints document of CONTRACTS §1. */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+struct sim;
+struct sim_server_options;
+struct sim_surfaces;
+
+/* Starts every surface on kopt->listen's host. The model's clock must have been started. */
+int sim_surfaces_start(struct sim *s, const struct sim_server_options *kopt, struct sim_surfaces **ret);
+/* NULL-safe; returns NULL. */
+struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x);
+const char *sim_surfaces_kubernetes_url(const struct sim_surfaces *x);
+struct sim_server *sim_surfaces_kubernetes(const struct sim_surfaces *x);
+struct sim_imds *sim_surfaces_imds(const struct sim_surfaces *x);
+struct sim_sqs *sim_surfaces_sqs(const struct sim_surfaces *x);
+/* {"kubernetes": URL, "imds": URL, "imds_by_node": {NODE: URL}, "sqs": URL, "queue_url": URL, ...} */
+cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x);

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `spotdrain agent` as a process against the simulator's Kubernetes and IMDS surfaces: readiness (sd_notify and
+# /readyz), the rebalance soft taint, the spot interruption drain (notice → cordon latency from the simulator's
+# result), SIGKILL mid-drain and a restart that finishes the drain, and a clean exit 0 on SIGTERM.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+command -v curl >/dev/null 2>&1 || skip "curl not installed"
+
+# spot-a carries 8 pods of a Deployment whose PDB lets one go at a time; each replacement needs 3 s to be Ready,
+# so the drain takes ~30 s: long enough to kill the agent in the middle of it.
+cat >"$TEST_TMP/scenario.yaml" <<'EOF'
+name: agent-sim
+mode: agent
+budget_seconds: 120
+nodes:
+  - {name: spot-a, zone: us-east-1a, capacity_type: spot, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+  - {name: od-1, zone: us-east-1b, capacity_type: on-demand, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+workloads:
+  - {name: web, namespace: shop, kind: Deployment, replicas: 8, placement: {spot-a: 8},
+     requests: {cpu: 250m, memory: 256Mi}, termination_grace_seconds: 30, shutdown_seconds: 1, startup_seconds: 3,
+     pdb: {max_unavailable: 1}}
+events:
+  - {at: 3, type: rebalance-recommendation, node: spot-a}
+  - {at: 8, type: spot-interruption, node: spot-a}
+EOF
+
+"$SPOTDRAIN" agent --serve-sim "$TEST_TMP/scenario.yaml" --endpoints-out "$TEST_TMP/endpoints.json" \
+	--kubeconfig-out "$TEST_TMP/kubeconfig" >"$TEST_TMP/sim.log" 2>&1 &
+SIM_PIDS+=("$!")
+wait_for 10 test -s "$TEST_TMP/endpoints.json" || {
+	cat "$TEST_TMP/sim.log" >&2
+	fail "the simulator did not come up"
+}
+K8S=$(jq -r .kubernetes "$TEST_TMP/endpoints.json")
+IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/endpoints.json")
+METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+node() { curl -sSf "$K8S/api/v1/nodes/spot-a"; }
+soft_tainted() { node | jq -e '[.spec.taints[]? | select(.key == "spotdrain.io/rebalance" and .effect == "PreferNoSchedule")] | length == 1' >/dev/null; }
+cordoned() { node | jq -e '.spec.unschedulable == true' >/dev/null; }
+pods_on_a() { curl -sSf "$K8S/api/v1/pods?fieldSelector=spec.nodeName%3Dspot-a" | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length'; }
+drain_progressed() { [ "$(pods_on_a)" -le 6 ]; }
+drained() { [ "$(pods_on_a)" -eq 0 ]; }
+ready() { curl -sf "127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
+
+# The readiness notification goes to a datagram socket, as systemd would receive it.
+/usr/bin/python3 - "$TEST_TMP/notify.sock" "$TEST_TMP/notify.txt" <<'EOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(20)
+open(sys.argv[2], "wb").write(s.recv(4096))
+EOF
+NOTIFY_PID=$!
+wait_for 5 test -S "$TEST_TMP/notify.sock" || fail "no notify socket"
+
+start_agent() {
+	NOTIFY_SOCKET=${1:-} NODE_NAME= POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test \
+		"$SPOTDRAIN" agent --kubeconfig "$TEST_TMP/kubeconfig" --imds-endpoint "$IMDS" \
+		--metrics-listen "127.0.0.1:$METRICS_PORT" >>"$TEST_TMP/agent.log" 2>&1 &
+	AGENT_PID=$!
+	SIM_PIDS+=("$AGENT_PID")
+}
+
+log "agent starts, finds its node from IMDS local-hostname, and reports ready"
+start_agent "$TEST_TMP/notify.sock"
+wait_for 10 ready || { cat "$TEST_TMP/agent.log" >&2; fail "agent not ready"; }
+wait "$NOTIFY_PID" || fail "no sd_notify message"
+grep -q 'READY=1' "$TEST_TMP/notify.txt" || fail "sd_notify sent: $(cat "$TEST_TMP/notify.txt")"
+grep -q 'node spot-a' "$TEST_TMP/agent.log" || fail "node name not learned from IMDS"
+curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_imds_polls_total [1-9]' || fail "metrics"
+curl -sSf "127.0.0.1:$METRICS_PORT/healthz" >/dev/null || fail "healthz"
+
+log "rebalance recommendation → PreferNoSchedule soft taint"
+wait_for 15 soft_tainted || { cat "$TEST_TMP/agent.log" >&2; fail "no soft taint"; }
+
+log "spot interruption → cordon, then evictions"
+wait_for 15 cordoned || { cat "$TEST_TMP/agent.log" >&2; fail "not cordoned"; }
+result=$(curl -sSf "$K8S/sim/v1/result")
+latency=$(jq -r '.nodes[] | select(.name == "spot-a") | .cordoned_at - .notice_at' <<<"$result")
+log "notice → cordon: ${latency} s"
+awk -v l="$latency" 'BEGIN { exit !(l >= 0 && l <= 1.5) }' || fail "notice → cordon took ${latency} s"
+wait_for 20 drain_progressed || { cat "$TEST_TMP/agent.log" >&2; fail "the drain does not progress"; }
+
+log "SIGKILL mid-drain ($(pods_on_a) pods left on spot-a), restart: the notice is still in IMDS, the drain finishes"
+kill -KILL "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+left=$(pods_on_a)
+[ "$left" -gt 0 ] || fail "the drain finished before the kill; the test proves nothing"
+start_agent
+wait_for 60 drained || { cat "$TEST_TMP/agent.log" >&2; fail "the restarted agent did not finish the drain"; }
+result=$(curl -sSf "$K8S/sim/v1/result")
+jq -e '.pdb_breaches == 0' <<<"$result" >/dev/null || fail "PDB breached: $result"
+
+log "SIGTERM → exit 0"
+rc=0
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID" || rc=$?
+[ "$rc" -eq 0 ] || fail "agent exited $rc after SIGTERM"
+grep -q 'spotdrain agent stopped' "$TEST_TMP/agent.log" || fail "no clean stop in the log"
+echo "ok"

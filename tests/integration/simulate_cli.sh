@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `spotdrain simulate`: usage and scenario errors, a scenario without interruption, a drain that cannot meet its
+# deadline through the PDB (drain-infeasible at the notice, pods forced, none killed, exit 0), a pod whose
+# shutdown outlasts the notice (killed: deadline-missed, exit 3), and the CONTRACTS §4 JSON shape.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
+command -v jq >/dev/null || skip "jq missing"
+
+expect_exit() {
+	local want=$1 rc=0
+	shift
+	"$@" >"$TEST_TMP/out" 2>"$TEST_TMP/err" || rc=$?
+	[ "$rc" -eq "$want" ] || {
+		cat "$TEST_TMP/out" "$TEST_TMP/err"
+		fail "exit $rc, expected $want: $*"
+	}
+}
+
+log "usage errors exit 2"
+expect_exit 2 "$SPOTDRAIN" simulate
+expect_exit 2 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --time-scale 0
+expect_exit 2 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --mode sideways
+expect_exit 0 "$SPOTDRAIN" simulate --help
+grep -q 'usage: spotdrain simulate' "$TEST_TMP/out" || fail "--help prints no usage"
+
+log "scenario errors exit 1 and say where"
+expect_exit 1 "$SPOTDRAIN" simulate "$TEST_TMP/absent.yaml"
+grep -q 'absent.yaml' "$TEST_TMP/err" || fail "the error does not name the file: $(cat "$TEST_TMP/err")"
+printf 'nodes:\n  - {name: a}\n' >"$TEST_TMP/noname.yaml"
+expect_exit 1 "$SPOTDRAIN" simulate "$TEST_TMP/noname.yaml"
+grep -q 'noname.yaml' "$TEST_TMP/err" || fail "the error does not name the file: $(cat "$TEST_TMP/err")"
+
+log "no interruption: nothing to drain, exit 0"
+expect_exit 0 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --json --time-scale 10
+jq -e '.scenario == "drain-8" and .nodes == [] and .time_scale == 10 and .delivery == "direct"' \
+	"$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
+
+# Three pods under maxUnavailable 1 with 10 s startups need 21 s; the notice gives 15 s.
+cat >"$TEST_TMP/tight.yaml" <<'YAML'
+name: tight
+budget_seconds: 15
+nodes:
+  - {name: spot-a, capacity_type: spot, allocatable: {cpu: "4", memory: 8Gi, pods: 20}}
+  - {name: od-1, allocatable: {cpu: "4", memory: 8Gi, pods: 20}}
+workloads:
+  - {name: api, namespace: shop, kind: Deployment, replicas: 3, placement: {spot-a: 3},
+     requests: {cpu: 100m, memory: 64Mi}, termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 10,
+     pdb: {max_unavailable: 1}}
+events:
+  - {at: 1, type: spot-interruption, node: spot-a}
+YAML
+log "infeasible through the PDB: alerted at the notice, forced, nobody killed"
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5
+cat "$TEST_TMP/out"
+grep -q '\[drain-infeasible\].*shop/api' "$TEST_TMP/out" || fail "no drain-infeasible naming the PDB on the timeline"
+grep -q '\[pods-forced\]' "$TEST_TMP/out" || fail "no pods-forced on the timeline"
+grep -q 'cordoned' "$TEST_TMP/out" || fail "no cordon on the timeline"
+grep -q '^spot-a ' "$TEST_TMP/out" || fail "no per-node summary"
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json
+jq -e '(.nodes | length) == 1 and (.nodes[0] | .name == "spot-a" and .notice_at == 1 and .deadline_at == 16
+	and .pods_evictable == 3 and .pods_killed == 0 and .pods_forced >= 1 and .cordoned_at >= 1
+	and .drained_at <= .deadline_at)' "$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
+jq -e '[.alerts[] | select(.kind == "drain-infeasible" and .node == "spot-a" and .at <= 2)] | length == 1' \
+	"$TEST_TMP/out" >/dev/null || fail "drain-infeasible not within 1 s of the notice: $(jq -c .alerts "$TEST_TMP/out")"
+jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_breaches", "replacements",
+	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 9 and (.alerts[0] | keys) == ["at", "kind",
+	"message", "node"]' "$TEST_TMP/out" >/dev/null || fail "result keys differ from CONTRACTS §4: $(cat "$TEST_TMP/out")"
+
+# A pod that needs 30 s to stop gets a 10 s notice: it is killed with the instance.
+cat >"$TEST_TMP/slow.yaml" <<'YAML'
+name: slow
+budget_seconds: 10
+nodes:
+  - {name: spot-a, capacity_type: spot, allocatable: {cpu: "4", memory: 8Gi, pods: 20}}
+  - {name: od-1, allocatable: {cpu: "4", memory: 8Gi, pods: 20}}
+workloads:
+  - {name: batch, namespace: jobs, kind: Deployment, replicas: 1, placement: {spot-a: 1},
+     requests: {cpu: 100m, memory: 64Mi}, termination_grace_seconds: 60, shutdown_seconds: 30, startup_seconds: 1}
+events:
+  - {at: 0, type: spot-interruption, node: spot-a}
+YAML
+log "a shutdown longer than the notice: killed, deadline-missed, exit 3"
+expect_exit 3 "$SPOTDRAIN" simulate "$TEST_TMP/slow.yaml" --time-scale 5 --json
+jq -e '.nodes[0].pods_killed == 1 and ([.alerts[].kind] | index("deadline-missed") != null)' "$TEST_TMP/out" \
+	>/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
+log "ok"
