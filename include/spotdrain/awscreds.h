@@ -2,9 +2,8 @@
  *
  *   1. environment: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY [+ AWS_SESSION_TOKEN]      source "env"
  *   2. web identity (IRSA): AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE [+ AWS_ROLE_SESSION_NAME] →
- *      sts:AssumeRoleWithWebIdentity, an UNSIGNED query-protocol POST (the token is the proof), the token
- * file re-read on every call; endpoint AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else
- *      https://sts.REGION.amazonaws.com (https://sts.amazonaws.com without a region)  source "web-identity"
+ *      sts:AssumeRoleWithWebIdentity, an UNSIGNED query-protocol POST (the token is the proof), the
+ *      token file re-read on every call; endpoint as aws_sts_endpoint() says        source "web-identity"
  *   3. container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI (EKS Pod Identity) with the Authorization
  *      header read from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (or AWS_CONTAINER_AUTHORIZATION_TOKEN), or
  *      AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (ECS, http://169.254.170.2 + the URI)
@@ -28,7 +27,8 @@
 struct loop;
 
 struct aws_creds_options {
-        /* "NAME=value" strings used instead of the process environment (tests); NULL = getenv. */
+        /* "NAME=value" strings used instead of the process environment (tests), borrowed for the provider's
+         * life; NULL = getenv. */
         const char *const *env;
         const char *imds_endpoint;   /* NULL: $AWS_EC2_METADATA_SERVICE_ENDPOINT, else the IMDS address */
         uint64_t refresh_ahead_usec; /* 0 = 5 min */

@@ -61,7 +61,8 @@ struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL; 
 
 /* ---- HTTP client ----
  * Async, on the loop. TLS is always verified. Redirects are not followed. https only, except loopback
- * addresses and the link-local IMDS address (169.254.169.254 / fd00:ec2::254) where plain http is allowed.
+ * addresses and the link-local AWS services (IMDS 169.254.169.254 / fd00:ec2::254, EKS Pod Identity
+ * 169.254.170.23 / fd00:ec2::23, ECS 169.254.170.2) where plain http is allowed.
  */
 struct http_tls {
         const char *ca_file;   /* PEM bundle path; NULL = system default */

@@ -227,9 +227,31 @@ static int list_sync(struct drain_cli *d, const char *path, const char *label_se
         return 0;
 }
 
-/* Startup estimates for the owners of the pods in items: one list of each owner's siblings. */
+struct strv {
+        char **v;
+        size_t n;
+};
+
+static void strv_done(struct strv *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                free(s->v[i]);
+        free(s->v);
+}
+
+static bool strv_has(const struct strv *s, const char *x)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (streq(s->v[i], x))
+                        return true;
+        return false;
+}
+
+/* Startup estimates for the owners of the pods in items: one list of each owner's siblings. A list that
+ * fails leaves that owner to the default estimate. */
 static int node_startups(struct drain_cli *d, const cJSON *items, struct drain_startup **ret, size_t *ret_n)
 {
+        _cleanup_(strv_done) struct strv asked = { 0 };
         struct drain_startup *all = NULL;
         size_t n_all = 0;
         const cJSON *obj;
@@ -237,18 +259,19 @@ static int node_startups(struct drain_cli *d, const cJSON *items, struct drain_s
         cJSON_ArrayForEach (obj, items) {
                 _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
                 _cleanup_free_ char *key = NULL, *selector = NULL, *path = NULL;
-                bool known = false;
-
-                if (kube_pod_parse(obj, &p) < 0 || !(key = drain_owner_key(&p)))
-                        continue;
-                for (size_t i = 0; i < n_all && !known; i++)
-                        known = streq(all[i].owner_key, key);
-                if (known || !(selector = drain_sibling_selector(&p)) ||
-                    !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
-                        continue;
                 cJSON *list = NULL;
                 struct drain_startup *s = NULL;
                 size_t n = 0;
+
+                if (kube_pod_parse(obj, &p) < 0 || !(key = drain_owner_key(&p)) || strv_has(&asked, key) ||
+                    !(selector = drain_sibling_selector(&p)) ||
+                    !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
+                        continue;
+                char **v = realloc(asked.v, (asked.n + 1) * sizeof(*v));
+                if (!v)
+                        continue;
+                asked.v = v;
+                asked.v[asked.n++] = TAKE_PTR(key);
                 if (list_sync(d, path, selector, NULL, &list) < 0)
                         continue;
                 int r = drain_startups_measure(kube_list_items(list), &s, &n);
@@ -264,7 +287,7 @@ static int node_startups(struct drain_cli *d, const cJSON *items, struct drain_s
                                 continue;
                         all = a;
                         all[n_all++] = s[i];
-                        s[i].owner_key = NULL;
+                        s[i].owner_key = NULL; /* moved */
                 }
                 drain_startups_free(s, n);
         }
@@ -296,7 +319,7 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret)
         _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
         struct drain_startup *startups = NULL;
         size_t n_startups = 0;
-        cJSON *pods = NULL, *pdbs = NULL, *node = NULL;
+        cJSON *pods = NULL, *pdbs = NULL;
         const cJSON *obj;
         int r;
 
@@ -315,9 +338,8 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret)
                 kube_result_clear(&s.result);
                 return r;
         }
-        node = TAKE_PTR(s.result.object);
+        /* It exists: that was the question. */
         kube_result_clear(&s.result);
-        cJSON_Delete(node);
 
         r = list_sync(d, "/api/v1/pods", NULL, field, &pods);
         if (r >= 0)

@@ -404,7 +404,8 @@ static bool host_allows_plain_http(const char *host)
                 return true;
         if (inet_pton(AF_INET, host, &a4) == 1) {
                 uint32_t a = ntohl(a4.s_addr);
-                return (a >> 24) == 127 || a == 0xa9fea9feU; /* 127.0.0.0/8, 169.254.169.254 */
+                /* 127.0.0.0/8; IMDS 169.254.169.254; EKS Pod Identity 169.254.170.23; ECS 169.254.170.2 */
+                return (a >> 24) == 127 || a == 0xa9fea9feU || a == 0xa9feaa17U || a == 0xa9feaa02U;
         }
         if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
                 if (n - 2 >= sizeof(buf))
@@ -415,9 +416,15 @@ static bool host_allows_plain_http(const char *host)
         }
         if (inet_pton(AF_INET6, host, &a6) != 1)
                 return false;
-        if (inet_pton(AF_INET6, "fd00:ec2::254", &imds6) != 1)
-                return false;
-        return IN6_IS_ADDR_LOOPBACK(&a6) || memcmp(&a6, &imds6, sizeof(a6)) == 0;
+        if (IN6_IS_ADDR_LOOPBACK(&a6))
+                return true;
+        /* IMDS and EKS Pod Identity over IPv6 */
+        static const char *const link_local_services[] = { "fd00:ec2::254", "fd00:ec2::23" };
+        for (size_t i = 0; i < ARRAY_SIZE(link_local_services); i++)
+                if (inet_pton(AF_INET6, link_local_services[i], &imds6) == 1 &&
+                    memcmp(&a6, &imds6, sizeof(a6)) == 0)
+                        return true;
+        return false;
 }
 
 static int http_check_url(CURLU *u, const char *url)

@@ -99,6 +99,7 @@ struct drain_exec {
 struct startup_call {
         struct drain_exec *x;
         struct kube_call *call;
+        char *owner_key;
 };
 
 static void act(struct drain_exec *x);
@@ -840,30 +841,31 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
         kick(x);
 }
 
+static bool startup_asked(const struct drain_exec *x, const char *key)
+{
+        for (size_t i = 0; i < x->n_startup_calls; i++)
+                if (streq(x->startup_calls[i].owner_key, key))
+                        return true;
+        return false;
+}
+
 static void start_startups(struct drain_exec *x)
 {
-        _cleanup_free_ char **seen = calloc(kube_informer_size(x->pods_inf) + 1, sizeof(char *));
-        size_t n_seen = 0;
-
         x->startups_started = true;
-        if (!seen)
-                return;
+        /* One slot per pod at most; without memory the defaults serve. */
         x->startup_calls = calloc(kube_informer_size(x->pods_inf) + 1, sizeof(*x->startup_calls));
         if (!x->startup_calls)
-                goto out;
+                return;
         for (size_t i = 0; i < kube_informer_size(x->pods_inf); i++) {
                 _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
                 _cleanup_free_ char *key = NULL, *selector = NULL, *path = NULL;
-                bool dup = false;
 
                 if (kube_pod_parse(kube_informer_at(x->pods_inf, i), &p) < 0 || !(key = drain_owner_key(&p)))
                         continue;
                 /* DaemonSet and mirror pods are left: their startup does not matter. */
                 if (p.mirror || (streq_ptr(p.owner_kind, "DaemonSet") && !x->evict_daemonsets))
                         continue;
-                for (size_t j = 0; j < n_seen && !dup; j++)
-                        dup = streq(seen[j], key);
-                if (dup || !(selector = drain_sibling_selector(&p)) ||
+                if (startup_asked(x, key) || !(selector = drain_sibling_selector(&p)) ||
                     !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
                         continue;
                 struct startup_call *sc = &x->startup_calls[x->n_startup_calls];
@@ -871,13 +873,10 @@ static void start_startups(struct drain_exec *x)
                 sc->x = x;
                 if (kube_list(x->c, path, &lo, startup_done, sc, &sc->call) < 0)
                         continue;
+                sc->owner_key = TAKE_PTR(key);
                 x->n_startup_calls++;
                 x->startups_pending++;
-                seen[n_seen++] = TAKE_PTR(key);
         }
-out:
-        for (size_t i = 0; i < n_seen; i++)
-                free(seen[i]);
 }
 
 /* ---- the heart ---- */
@@ -1102,8 +1101,10 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
-        for (size_t i = 0; i < x->n_startup_calls; i++)
+        for (size_t i = 0; i < x->n_startup_calls; i++) {
                 kube_call_cancel(x->startup_calls[i].call);
+                free(x->startup_calls[i].owner_key);
+        }
         free(x->startup_calls);
         drain_startups_free(x->startups, x->n_startups);
         for (size_t i = 0; i < x->n_pods; i++)

@@ -7,6 +7,7 @@
 #include "sim/model.h"
 #include "sim/server.h"
 #include "sim/sqs_surface.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 
 struct sim_surfaces {
@@ -14,6 +15,7 @@ struct sim_surfaces {
         struct sim_server *k8s;
         struct sim_imds *imds;
         struct sim_sqs *sqs;
+        struct sim_sts *sts;
 };
 
 struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
@@ -22,6 +24,7 @@ struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
                 return NULL;
         /* The AWS surfaces first: they may be waiting in long polls that the model wakes. */
         sim_sqs_stop(x->sqs);
+        sim_sts_stop(x->sts);
         sim_imds_stop(x->imds);
         sim_server_stop(x->k8s);
         free(x);
@@ -61,11 +64,18 @@ int sim_surfaces_start(struct sim *s, const struct sim_server_options *kopt, str
                 log_debug_errno(r, "simulator: cannot start the IMDS surface");
                 goto fail;
         }
+        r = sim_sts_start(s, host, &x->sts);
+        if (r < 0) {
+                log_debug_errno(r, "simulator: cannot start the STS surface");
+                goto fail;
+        }
         r = sim_sqs_start(s, host, &x->sqs);
         if (r < 0) {
                 log_debug_errno(r, "simulator: cannot start the SQS surface");
                 goto fail;
         }
+        /* SQS accepts the credentials STS hands out (and the scenario's fixed key pair). */
+        sim_sqs_use_sts(x->sqs, x->sts);
         *ret = x;
         return 0;
 fail:
@@ -111,7 +121,8 @@ cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x)
                 cJSON_AddItemToObject(o, "imds_by_node", by_node);
                 by_node = NULL;
                 ok = cJSON_AddStringToObject(o, "sqs", sim_sqs_url(x->sqs)) &&
-                     cJSON_AddStringToObject(o, "queue_url", sim_sqs_queue_url(x->sqs));
+                     cJSON_AddStringToObject(o, "queue_url", sim_sqs_queue_url(x->sqs)) &&
+                     cJSON_AddStringToObject(o, "sts", sim_sts_url(x->sts));
         }
         cJSON_Delete(by_node);
         if (!ok) {

@@ -765,9 +765,11 @@ static void test_plain_http_refused(void **state)
         /* Allowed without TLS: loopback and IMDS. They are cancelled before the loop runs, so nothing is
          * sent. */
         static const char *const ok[] = {
-                "http://127.0.0.1:1/", "http://127.1.2.3:1/",      "http://localhost:1/",
-                "http://[::1]:1/",     "http://169.254.169.254/x", "http://[fd00:ec2::254]/",
-                "https://192.0.2.1/",
+                "http://127.0.0.1:1/",        "http://127.1.2.3:1/",
+                "http://localhost:1/",        "http://[::1]:1/",
+                "http://169.254.169.254/x",   "http://[fd00:ec2::254]/",
+                "https://192.0.2.1/",         "http://169.254.170.23/v1/credentials",
+                "http://169.254.170.2/creds", "http://[fd00:ec2::23]/v1/credentials",
         };
         for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
                 assert_int_equal(http_send(l, &(struct http_request){ .url = ok[i] }, count_done, &n, &c),

@@ -1,0 +1,227 @@
+/* controller: queue mode. One elected replica long-polls an SQS queue fed by EventBridge (and Auto Scaling),
+ * turns each message into notices (notice.h) and drains any node of the cluster through the engine.
+ *
+ * Pieces, bottom up:
+ *   dispatch  (dispatch.c)  instance ID → node through a providerID index fed by a node informer; one drain
+ *                           per node (a rebalance then an interruption upgrades it, an earlier deadline
+ *                           restarts it); dedupe on (event_id, instance_id[, state]); unknown instances
+ *                           retried until a node with that providerID appears, else reported and dropped.
+ *                           Pure bookkeeping on the loop: every effect goes through struct dispatch_ops.
+ *   leader    (leader.c)    a coordination.k8s.io/v1 Lease, client-go semantics: expiry judged by when this
+ *                           replica last saw the record change (no clock-skew assumptions), renewal every
+ *                           renew period, leadership given up when no renewal succeeded for the renew
+ *                           deadline, the lease released on a clean stop.
+ *   asg       (asg.c)       the two Auto Scaling calls a lifecycle hook needs (query protocol, SigV4
+ *                           "autoscaling"): RecordLifecycleActionHeartbeat and CompleteLifecycleAction.
+ *   controller (controller.c) the SQS message lifecycle, readiness, and the glue: the node informer, the
+ *                           drains (engine.h), resume of drains recorded on nodes (ENGINE_DRAIN_ANNOTATION).
+ *
+ * Message lifecycle: a message whose notices start or join a drain stays hidden (ChangeMessageVisibility,
+ * extended before it runs out) until the drain ends, then it is deleted (DeleteMessageBatch). Messages that
+ * need no drain (rebalance once acted on, ASG test notification, duplicates, a state change of an unknown
+ * or finished instance, bodies with nothing to act on) are deleted at once. A future maintenance window is
+ * put back with a visibility that brings it back when it is due. A malformed or unrecognized message is
+ * logged with its MessageId, counted and left to the queue's redrive policy, hidden for a long timeout so
+ * that it is not received over and over. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/notice.h"
+#include "spotdrain/util.h"
+
+struct alert_bus;
+struct aws_credentials;
+struct kube_client;
+struct loop;
+struct spotdrain_config;
+
+#define CONTROLLER_REBALANCE_TAINT_KEY "spotdrain.io/rebalance"
+#define CONTROLLER_LEASE_NAME          "spotdrain-controller"
+
+/* ==== dispatch ==== */
+
+enum dispatch_verdict {
+        DISPATCH_DONE,    /* nothing to wait for: delete the message now */
+        DISPATCH_PENDING, /* ops->ticket_done(ticket) comes when the drain ends or the instance is dropped */
+        DISPATCH_DEFER,   /* not due yet: bring the message back at *ret_defer_until */
+};
+
+struct dispatch_ops {
+        /* Starts draining node by deadline (engine clock), or restarts a drain under way with an earlier
+         * deadline. The end is reported with dispatch_drain_finished(). */
+        int (*drain)(void *userdata, const char *node, const struct notice *n, uint64_t deadline_usec);
+        /* Stops a drain under way without a result (dispatch_reset). */
+        void (*drain_stop)(void *userdata, const char *node);
+        /* Adds the PreferNoSchedule rebalance taint. */
+        int (*soft_taint)(void *userdata, const char *node);
+        /* Replacement capacity ahead of the interruption; the provisioning core of a later issue. */
+        int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
+        /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
+        int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
+        int (*lifecycle_complete)(void *userdata, const struct notice *n);
+        /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
+         * never turned up as a node (reported, the message can go); another error: nothing could be
+         * started (let the message come back). */
+        void (*ticket_done)(void *userdata, uint64_t ticket, int error);
+};
+
+struct dispatch_options {
+        uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
+        uint64_t heartbeat_usec;        /* lifecycle heartbeat period; 0 = 300 s */
+        uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 600 s */
+        /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
+         * with at least this much time (its own deadline has passed already); 0 = 30 s. */
+        uint64_t emergency_usec;
+        size_t dedupe_max; /* keys remembered; 0 = 4096 */
+};
+
+struct dispatch_stats {
+        uint64_t notices;         /* submitted */
+        uint64_t duplicates;      /* absorbed by the dedupe table */
+        uint64_t drains;          /* drains started (restarts included) */
+        uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
+        uint64_t unknown_dropped; /* instances that never turned up as a node */
+        uint64_t resumed;         /* drains carried on from a node annotation */
+        uint64_t action_errors;   /* ops that failed to start */
+        unsigned draining;        /* drains under way now */
+        unsigned unknown_pending; /* notices waiting for their instance */
+        size_t nodes_indexed;     /* nodes with an EC2 providerID */
+};
+
+struct dispatch;
+/* o may be NULL. ops is copied; userdata borrowed. */
+int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct dispatch_ops *ops,
+                 void *userdata, struct dispatch **ret);
+/* Stops every timer; no op is called after this (drains are not stopped: see dispatch_reset). NULL-safe. */
+struct dispatch *dispatch_free(struct dispatch *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
+
+/* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
+int dispatch_node_update(struct dispatch *d, const cJSON *node);
+void dispatch_node_delete(struct dispatch *d, const cJSON *node);
+/* The node of an instance, or NULL. */
+const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
+/* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */
+const char *dispatch_instance_from_provider_id(const char *provider_id);
+
+/* One notice of a message. ticket identifies the message to ops->ticket_done. Returns the verdict (>= 0),
+ * or a negative errno when nothing could be started (the message should come back later). */
+int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket, uint64_t *ret_defer_until);
+/* The drain of node ended (drained: every pod left in time). Completes its tickets and lifecycle hooks. */
+void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained);
+/* Carries on a drain recorded on a node (resume after a leader change). 0, or -EALREADY when the node is
+ * handled already, -ETIME when the deadline has passed. */
+int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
+/* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
+ * dedupe table kept): leadership was lost or the controller stops. The providerID index is kept. */
+void dispatch_reset(struct dispatch *d);
+bool dispatch_node_draining(const struct dispatch *d, const char *node);
+/* The deadline of the drain under way on node, 0 when none. */
+uint64_t dispatch_node_deadline(const struct dispatch *d, const char *node);
+void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret);
+
+/* ==== leader election ==== */
+
+struct leader_options {
+        const char *namespace; /* required */
+        const char *name;      /* NULL = CONTROLLER_LEASE_NAME */
+        const char *identity;  /* NULL = $POD_NAME, else HOSTNAME_PID */
+        uint64_t lease_duration_usec; /* 0 = 15 s (engine clock) */
+        uint64_t renew_deadline_usec; /* leader gives up when no renewal succeeded this long; 0 = 10 s */
+        uint64_t renew_period_usec;   /* 0 = 5 s */
+        uint64_t retry_period_usec;   /* candidates; 0 = 2 s */
+        void (*started)(void *userdata);
+        void (*stopped)(void *userdata); /* only after started */
+        void *userdata;
+};
+
+struct leader;
+int leader_new(struct kube_client *kube, const struct leader_options *o, struct leader **ret);
+/* Starts campaigning. */
+int leader_start(struct leader *le);
+/* Stops campaigning; a leader releases the lease (best effort, asynchronous: keep the loop running a little
+ * and see leader_released()). No callback after this. */
+void leader_stop(struct leader *le);
+bool leader_released(const struct leader *le); /* the release answered (or there was nothing to release) */
+struct leader *leader_free(struct leader *le); /* NULL-safe */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct leader *, leader_free);
+bool leader_is_leader(const struct leader *le);
+const char *leader_identity(const struct leader *le);
+/* The holder this replica last saw (NULL when none). */
+const char *leader_observed_holder(const struct leader *le);
+unsigned leader_transitions(const struct leader *le); /* times this replica became leader */
+
+/* ==== Auto Scaling lifecycle client ==== */
+
+typedef const struct aws_credentials *(*asg_credentials_fn)(void *userdata);
+struct asg_client;
+/* endpoint NULL: $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else https://autoscaling.REGION.amazonaws.com
+ * (.com.cn for cn- regions). region is required. */
+int asg_client_new(struct loop *l, const char *endpoint, const char *region, asg_credentials_fn creds,
+                   void *creds_userdata, struct asg_client **ret);
+struct asg_client *asg_client_free(struct asg_client *c); /* cancels calls in flight; NULL-safe */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct asg_client *, asg_client_free);
+/* done(error, "Code: Message" or NULL, userdata); error 0 or a negative errno. done may be NULL. */
+typedef void (*asg_done_fn)(int error, const char *message, void *userdata);
+int asg_complete_lifecycle(struct asg_client *c, const struct notice *n, const char *result, asg_done_fn done,
+                           void *userdata);
+int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done, void *userdata);
+/* The form body of an action (pure; tests). */
+int asg_lifecycle_body(const struct notice *n, const char *action, const char *result, char **ret);
+const char *asg_client_endpoint(const struct asg_client *c);
+
+/* ==== the controller ==== */
+
+struct controller_options {
+        const char *queue_url;    /* required */
+        const char *region;       /* NULL: config aws.region, $AWS_REGION... (sqs.h) */
+        const char *sqs_endpoint; /* NULL: sqs.h's rules */
+        const char *asg_endpoint; /* NULL: asg_client_new's rules */
+        /* Credentials: a callback returning borrowed credentials (tests, a provider's copy). */
+        const struct aws_credentials *(*credentials)(void *userdata);
+        void *credentials_userdata;
+        const struct spotdrain_config *cfg; /* drain options; may be NULL */
+        const char *lease_namespace;        /* NULL: $POD_NAMESPACE, else "default" */
+        const char *identity;               /* NULL: leader_options' default */
+        bool no_leader_election;            /* act at once (a single replica) */
+        unsigned polls;                     /* receives in flight; 0 = 1 */
+        unsigned failures_unreadable;       /* receive failures in a row that make the queue unreadable; 0 = 3 */
+        uint64_t visibility_usec;   /* a handled message is kept hidden this long, renewed at 1/2; 0 = 60 s */
+        uint64_t malformed_visibility_usec; /* 0 = 600 s */
+        uint64_t access_check_usec;         /* a follower re-proves access this often; 0 = 60 s */
+        struct dispatch_options dispatch;
+        struct leader_options leader; /* durations only (namespace, identity, callbacks are set here) */
+};
+
+struct controller_stats {
+        uint64_t receives, receive_failures, messages, deleted, delete_failures;
+        uint64_t visibility_extends, visibility_failures;
+        uint64_t malformed;           /* malformed or unrecognized bodies left in the queue */
+        uint64_t unreadable;          /* times the queue turned unreadable */
+        uint64_t unreadable_failures; /* calls answered with an error that means unreadable */
+        unsigned in_flight;           /* messages held while their drains run */
+        bool leader, receiving, queue_ok;
+        struct dispatch_stats dispatch;
+};
+
+struct controller;
+/* kube, bus (may be NULL) are borrowed and must outlive the controller. */
+int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *bus,
+                   const struct controller_options *o, struct controller **ret);
+/* Starts the node informer, proves access to the queue, campaigns (or receives at once). */
+int controller_start(struct controller *c);
+/* Hands over: stops receiving, makes held messages visible again, stops the drains (the next leader
+ * resumes them from their annotation), releases the lease. done_cb runs once that is through (bounded). */
+void controller_stop(struct controller *c, void (*done_cb)(void *userdata), void *userdata);
+struct controller *controller_free(struct controller *c); /* NULL-safe */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct controller *, controller_free);
+/* /readyz: the queue was read (or proven readable) and is not unreadable now. */
+bool controller_ready(const struct controller *c);
+bool controller_is_leader(const struct controller *c);
+void controller_stats(const struct controller *c, struct controller_stats *ret);
+struct dispatch *controller_dispatch(struct controller *c);
+struct leader *controller_leader(struct controller *c);

@@ -1,0 +1,59 @@
+/* httpd: the operations endpoint (libmicrohttpd, its own thread) on --metrics-listen:
+ *   GET /metrics  the metrics registry (metrics.h), text/plain; version=0.0.4
+ *   GET /healthz  200 while the process is alive and, when a loop is watched, the loop is turning
+ *   GET /readyz   200 when every readiness check passes, else 503 listing the failing ones
+ * Checks are registered by the front ends: "leader or standby known", "queue readable", "within the recent
+ * error budget", ... They are called from the HTTP thread, with the server's lock held (so never two at
+ * once), and must only read state that is safe to read from another thread; httpd_set_ready() is the easy
+ * way for loop code to publish a condition. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spotdrain/util.h"
+
+struct loop;
+struct httpd;
+
+/* "HOST:PORT" ("0.0.0.0:9464", "[::]:9464", ":9464" = any address; port 0 picks one). "off" or "" serve
+ * nothing: *ret is set to NULL and 0 returned, and every other function accepts the NULL server. -EINVAL
+ * for a malformed address, -EADDRINUSE when it cannot be bound. */
+#define HTTPD_DEFAULT_LISTEN "0.0.0.0:9464"
+int httpd_start(const char *listen, struct httpd **ret);
+/* Stops the server thread and releases the loop watch; call on the loop's thread before loop_free().
+ * NULL-safe; returns NULL. */
+struct httpd *httpd_free(struct httpd *h);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct httpd *, httpd_free);
+/* The bound port (useful with port 0); 0 for the NULL server. */
+uint16_t httpd_port(const struct httpd *h);
+
+/* A readiness check: true when ready; otherwise may set *ret_reason to a static string shown in /readyz. */
+typedef bool (*httpd_check_fn)(void *userdata, const char **ret_reason);
+/* Adds a named check to /readyz (-EEXIST when the name is taken). Checks run in the order added. */
+int httpd_add_ready_check(struct httpd *h, const char *name, httpd_check_fn fn, void *userdata);
+/* The same for /healthz (beside the loop watch): e.g. "IMDS answered within 30 s". */
+int httpd_add_health_check(struct httpd *h, const char *name, httpd_check_fn fn, void *userdata);
+/* Publishes a named readiness condition from any thread (added on first use, initially as given). reason
+ * is copied; NULL when ready. */
+int httpd_set_ready(struct httpd *h, const char *name, bool ready, const char *reason);
+
+/* /healthz fails when the loop has not run a heartbeat timer for stall_usec of real time (0 = 30 s): a loop
+ * stuck in a callback is not healthy even though the HTTP thread still answers. Arms a real-time timer on
+ * the loop's sd-event; released by httpd_free(). */
+int httpd_watch_loop(struct httpd *h, struct loop *l, uint64_t stall_usec);
+
+/* ---- a recent error budget, for a readiness or health check ----
+ * Counts outcomes in a sliding window of real time; within the budget while failures make up at most
+ * max_failure_ratio of the outcomes in the window (or fewer than min_failures failed). Thread-safe. */
+struct error_budget;
+int error_budget_new(uint64_t window_usec, double max_failure_ratio, unsigned min_failures,
+                     struct error_budget **ret);
+struct error_budget *error_budget_free(struct error_budget *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct error_budget *, error_budget_free);
+void error_budget_record(struct error_budget *e, bool ok);
+/* At a given monotonic time (usec), for tests; error_budget_record() uses now_monotonic_usec(). */
+void error_budget_record_at(struct error_budget *e, bool ok, uint64_t now_usec);
+bool error_budget_ok_at(struct error_budget *e, uint64_t now_usec);
+/* An httpd_check_fn over an error_budget (userdata). */
+bool error_budget_check(void *userdata, const char **ret_reason);
