@@ -75,10 +75,18 @@ unit-valgrind: $(UNIT_BINS)
 integration: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration $(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh))
 
-check: all unit unit-asan integration format-check
+# In order, so that a failure says where it is; the build itself may run in parallel (-j).
+check:
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory unit-asan
+	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory format-check
 
 demo: $(BUILD)/spotdrain
 	@scripts/demo
+
+include mk/install.mk
 
 install: $(BUILD)/spotdrain
 	install -d $(DESTDIR)$(PREFIX)/bin

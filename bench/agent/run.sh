@@ -3,11 +3,12 @@
 # agent's peak RSS idle and while draining a node of 110 pods, and CPU seconds per idle hour, printed beside
 # aws-node-termination-handler's published figures.
 #
-# Everything runs at time scale 1 against the simulator's Kubernetes and IMDS surfaces
-# (`spotdrain agent --serve-sim`), each agent a separate `spotdrain agent` process with the default 1 s poll.
+# Everything runs at time scale 1 against the simulator's Kubernetes and IMDS surfaces (`spotdrain sim serve`),
+# each agent a separate `spotdrain agent` process with the default 1 s poll.
 #
 # usage: bench/agent/run.sh [--quick]     SPOTDRAIN=path/to/spotdrain (default build/spotdrain)
 #   --quick: 60 s idle window instead of 300 s.
+#   POLL=SECONDS: the agents' poll interval (default 1, the agent's default).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -16,6 +17,7 @@ case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac
 IDLE_SECONDS=300
 [ "${1:-}" = --quick ] && IDLE_SECONDS=60
 N=20
+POLL=${POLL:-1}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-bench-agent.XXXXXX")
 PIDS=()
 
@@ -48,8 +50,8 @@ wait_for() { # SECONDS COMMAND...
 start_sim() {
 	local dir=$TMP/$1
 	mkdir -p "$dir"
-	"$SPOTDRAIN" agent --serve-sim "$2" --endpoints-out "$dir/endpoints.json" --kubeconfig-out "$dir/kubeconfig" \
-		>"$dir/sim.log" 2>&1 &
+	"$SPOTDRAIN" sim serve "$2" --listen 127.0.0.1:0 --endpoints-out "$dir/endpoints.json" \
+		--kubeconfig-out "$dir/kubeconfig" >"$dir/sim.log" 2>&1 &
 	PIDS+=("$!")
 	wait_for 15 test -s "$dir/endpoints.json" || die "simulator $1 did not start: $(cat "$dir/sim.log")"
 	EP=$dir/endpoints.json
@@ -60,7 +62,7 @@ start_sim() {
 # start_agent NODE LOG: sets AGENT_PID
 start_agent() {
 	NODE_NAME= "$SPOTDRAIN" agent --kubeconfig "$KC" --imds-endpoint "$(jq -r --arg n "$1" '.imds_by_node[$n]' "$EP")" \
-		--metrics-listen off --log-level warning >"$2" 2>&1 &
+		--metrics-listen off --log-level warning --poll-interval "$POLL" >"$2" 2>&1 &
 	AGENT_PID=$!
 	PIDS+=("$AGENT_PID")
 }
@@ -76,7 +78,8 @@ echo
 
 # ---- 1. notice → cordon latency over 20 interruptions ----
 # 20 empty spot nodes, one agent each; the interruptions are staggered by 1.37 s so that they fall at every
-# phase of the agents' 1 s poll.
+# phase of the agents' poll. The wait for the next poll is uniform in [0, POLL): the worst case is one poll
+# interval plus an IMDS round trip and the cordon PATCH.
 {
 	echo "name: bench-latency"
 	echo "budget_seconds: 120"
@@ -159,7 +162,9 @@ drain_pid=$AGENT_PID
 pods_left() {
 	curl -sSf "$K8S/api/v1/pods?fieldSelector=spec.nodeName%3Dspot-a" | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length'
 }
-drained() { [ "$(pods_left)" -eq 0 ]; }
+drained() { # the simulator's drained_at: every pod of the node has exited
+	curl -sSf "$K8S/sim/v1/result" | jq -e '.nodes[] | select(.name == "spot-a") | .drained_at != null'
+}
 drain_status=completed
 wait_for 130 drained || drain_status="not finished ($(pods_left) pods left)"
 drain_hwm=$(hwm_kib "$drain_pid")
@@ -171,7 +176,7 @@ PIDS=()
 
 # ---- report ----
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
-echo "notice → cordon latency ($count of $N interruptions, 1 s poll, time scale 1)"
+echo "notice → cordon latency ($count of $N interruptions, $POLL s poll, time scale 1)"
 printf '  %-34s %-22s %s\n' "" "spotdrain agent" "aws-node-termination-handler (published)"
 printf '  %-34s %-22s %s\n' "median" "$(printf %.3f "$median") s" "-"
 printf '  %-34s %-22s %s\n' "worst" "$(printf %.3f "$worst") s" "up to ~3 s (2 s poll + 1 s dispatch)"

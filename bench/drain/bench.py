@@ -137,8 +137,9 @@ def bench_examples(args):
     paths = args.scenarios or sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml")))
     print("bench (b): spotdrain simulate --time-scale %g, drain time (drained_at - notice_at) against the lower "
           "bound" % args.time_scale)
-    print("  %-18s %-14s %8s %8s %8s %7s %-10s %6s %6s %s" % ("scenario", "node", "LB s", "drain s", "drain/LB",
-                                                             "budget", "class", "forced", "killed", "alerts"))
+    print("  %-18s %-14s %8s %8s %8s %7s %-10s %6s %6s %9s %s" % (
+        "scenario", "node", "LB s", "drain s", "drain/LB", "budget", "class", "forced", "killed", "infeas. s",
+        "alerts"))
     for path in paths:
         with open(path) as f:
             sc = yaml.safe_load(f)
@@ -159,9 +160,13 @@ def bench_examples(args):
                 "feasible" if lb < 0.7 * budget else "tight"
             ratio = "-" if not took or not lb or cls in ("infeasible", "unknown") else "%.2f" % (took / lb)
             kinds = sorted({a["kind"] for a in res["alerts"] if a["node"] == n["name"]} - {"notice-received"})
-            print("  %-18s %-14s %8s %8s %8s %7g %-10s %6d %6d %s" % (
+            # How long after the notice drain-infeasible came, if it did.
+            infeasible = [a["at"] - n["notice_at"] for a in res["alerts"]
+                          if a["node"] == n["name"] and a["kind"] == "drain-infeasible"]
+            print("  %-18s %-14s %8s %8s %8s %7g %-10s %6d %6d %9s %s" % (
                 sc["name"], n["name"], "-" if lb is None else "%.1f" % lb, "-" if took is None else "%.1f" % took,
-                ratio, budget, cls, n["pods_forced"], n["pods_killed"], ",".join(kinds)))
+                ratio, budget, cls, n["pods_forced"], n["pods_killed"],
+                "%.2f" % min(infeasible) if infeasible else "-", ",".join(kinds)))
         print("  %-18s exit %d, delivery %s, pdb_breaches %d, api_requests %d" % (
             sc["name"], p.returncode, res.get("delivery"), res["pdb_breaches"], res["api_requests"]))
     return 0

@@ -79,6 +79,9 @@ struct agent_options {
         uint64_t rebalance_revert_usec; /* 0 = 10 min */
         uint64_t maintenance_lead_usec; /* 0 = 10 min */
         uint64_t backoff_max_usec;      /* when IMDS does not answer; 0 = 5 s */
+        /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
+         * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */
+        uint64_t asg_deadline_usec;
         /* After the first tick in which every path answered (200 or 404): the agent works. */
         void (*on_ready)(struct agent *a, void *userdata);
         /* After every tick (for metrics snapshots). */

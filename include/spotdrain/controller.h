@@ -127,9 +127,9 @@ void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret);
 /* ==== leader election ==== */
 
 struct leader_options {
-        const char *namespace; /* required */
-        const char *name;      /* NULL = CONTROLLER_LEASE_NAME */
-        const char *identity;  /* NULL = $POD_NAME, else HOSTNAME_PID */
+        const char *namespace;        /* required */
+        const char *name;             /* NULL = CONTROLLER_LEASE_NAME */
+        const char *identity;         /* NULL = $POD_NAME, else HOSTNAME_PID */
         uint64_t lease_duration_usec; /* 0 = 15 s (engine clock) */
         uint64_t renew_deadline_usec; /* leader gives up when no renewal succeeded this long; 0 = 10 s */
         uint64_t renew_period_usec;   /* 0 = 5 s */
@@ -159,7 +159,8 @@ unsigned leader_transitions(const struct leader *le); /* times this replica beca
 
 typedef const struct aws_credentials *(*asg_credentials_fn)(void *userdata);
 struct asg_client;
-/* endpoint NULL: $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else https://autoscaling.REGION.amazonaws.com
+/* endpoint NULL: $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else
+ * https://autoscaling.REGION.amazonaws.com
  * (.com.cn for cn- regions). region is required. */
 int asg_client_new(struct loop *l, const char *endpoint, const char *region, asg_credentials_fn creds,
                    void *creds_userdata, struct asg_client **ret);
@@ -167,8 +168,8 @@ struct asg_client *asg_client_free(struct asg_client *c); /* cancels calls in fl
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct asg_client *, asg_client_free);
 /* done(error, "Code: Message" or NULL, userdata); error 0 or a negative errno. done may be NULL. */
 typedef void (*asg_done_fn)(int error, const char *message, void *userdata);
-int asg_complete_lifecycle(struct asg_client *c, const struct notice *n, const char *result, asg_done_fn done,
-                           void *userdata);
+int asg_complete_lifecycle(struct asg_client *c, const struct notice *n, const char *result,
+                           asg_done_fn done, void *userdata);
 int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done, void *userdata);
 /* The form body of an action (pure; tests). */
 int asg_lifecycle_body(const struct notice *n, const char *action, const char *result, char **ret);
@@ -189,8 +190,8 @@ struct controller_options {
         const char *identity;               /* NULL: leader_options' default */
         bool no_leader_election;            /* act at once (a single replica) */
         unsigned polls;                     /* receives in flight; 0 = 1 */
-        unsigned failures_unreadable;       /* receive failures in a row that make the queue unreadable; 0 = 3 */
-        uint64_t visibility_usec;   /* a handled message is kept hidden this long, renewed at 1/2; 0 = 60 s */
+        unsigned failures_unreadable; /* receive failures in a row that make the queue unreadable; 0 = 3 */
+        uint64_t visibility_usec; /* a handled message is kept hidden this long, renewed at 1/2; 0 = 60 s */
         uint64_t malformed_visibility_usec; /* 0 = 600 s */
         uint64_t access_check_usec;         /* a follower re-proves access this often; 0 = 60 s */
         struct dispatch_options dispatch;
@@ -200,10 +201,11 @@ struct controller_options {
 struct controller_stats {
         uint64_t receives, receive_failures, messages, deleted, delete_failures;
         uint64_t visibility_extends, visibility_failures;
-        uint64_t malformed;           /* malformed or unrecognized bodies left in the queue */
-        uint64_t unreadable;          /* times the queue turned unreadable */
-        uint64_t unreadable_failures; /* calls answered with an error that means unreadable */
-        unsigned in_flight;           /* messages held while their drains run */
+        uint64_t malformed;                       /* malformed or unrecognized bodies left in the queue */
+        uint64_t unreadable;                      /* times the queue turned unreadable */
+        uint64_t unreadable_failures;             /* calls answered with an error that means unreadable */
+        uint64_t notice_counts[_NOTICE_KIND_MAX]; /* notices received (duplicates excluded), by kind */
+        unsigned in_flight;                       /* messages held while their drains run */
         bool leader, receiving, queue_ok;
         struct dispatch_stats dispatch;
 };

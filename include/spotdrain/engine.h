@@ -63,7 +63,6 @@ int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startu
 const struct drain_input *drain_inputs_get(struct drain_inputs *di);
 /* The parsed pod of input index i (valid as above). */
 const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i);
-size_t drain_inputs_n_pdbs(const struct drain_inputs *di);
 
 /* "NAMESPACE/KIND/NAME" of the pod's owner, the key of startup measurements; NULL for a bare pod or ENOMEM.
  */

@@ -18,20 +18,20 @@
 #include <stddef.h>
 
 /* The predeclared families (CONTRACTS §1: names prefixed spotdrain_); labels in braces. */
-#define METRIC_NOTICES_RECEIVED        "spotdrain_notices_received_total"        /* {kind,source} */
-#define METRIC_DRAINS                  "spotdrain_drains_total"                  /* {result} */
-#define METRIC_DRAIN_DURATION_SECONDS  "spotdrain_drain_duration_seconds"        /* histogram */
-#define METRIC_DRAIN_PREDICTED_SECONDS "spotdrain_drain_predicted_seconds"       /* {node} gauge */
-#define METRIC_DRAIN_BUDGET_SECONDS    "spotdrain_drain_budget_seconds"          /* {node} gauge */
-#define METRIC_EVICTIONS               "spotdrain_evictions_total"               /* {code} */
-#define METRIC_PODS_FORCED             "spotdrain_pods_forced_total"             /* */
-#define METRIC_DEADLINES_MISSED        "spotdrain_deadlines_missed_total"        /* */
-#define METRIC_QUEUE_RECEIVE_ERRORS    "spotdrain_queue_receive_errors_total"    /* {reason} */
-#define METRIC_MESSAGES                "spotdrain_messages_total"                /* {outcome} */
-#define METRIC_API_REQUESTS            "spotdrain_api_requests_total"            /* {verb,code} */
-#define METRIC_REPLACEMENTS            "spotdrain_replacements_total"            /* {result} */
-#define METRIC_LEADER                  "spotdrain_leader"                        /* gauge 0/1 */
-#define METRIC_BUILD_INFO              "spotdrain_build_info"                    /* {version} gauge, 1 */
+#define METRIC_NOTICES_RECEIVED        "spotdrain_notices_received_total"         /* {kind,source} */
+#define METRIC_DRAINS                  "spotdrain_drains_total"                   /* {result} */
+#define METRIC_DRAIN_DURATION_SECONDS  "spotdrain_drain_duration_seconds"         /* histogram */
+#define METRIC_DRAIN_PREDICTED_SECONDS "spotdrain_drain_predicted_seconds"        /* {node} gauge */
+#define METRIC_DRAIN_BUDGET_SECONDS    "spotdrain_drain_budget_seconds"           /* {node} gauge */
+#define METRIC_EVICTIONS               "spotdrain_evictions_total"                /* {code} */
+#define METRIC_PODS_FORCED             "spotdrain_pods_forced_total"              /* */
+#define METRIC_DEADLINES_MISSED        "spotdrain_deadlines_missed_total"         /* */
+#define METRIC_QUEUE_RECEIVE_ERRORS    "spotdrain_queue_receive_errors_total"     /* {reason} */
+#define METRIC_MESSAGES                "spotdrain_messages_total"                 /* {outcome} */
+#define METRIC_API_REQUESTS            "spotdrain_api_requests_total"             /* {verb,code} */
+#define METRIC_REPLACEMENTS            "spotdrain_replacements_total"             /* {result} */
+#define METRIC_LEADER                  "spotdrain_leader"                         /* gauge 0/1 */
+#define METRIC_BUILD_INFO              "spotdrain_build_info"                     /* {version} gauge, 1 */
 #define METRIC_WEBHOOK_DELIVERIES      "spotdrain_alert_webhook_deliveries_total" /* {result} */
 
 enum metric_type {
@@ -83,6 +83,15 @@ int metrics_render(char **ret);
 /* Forgets every series and every family added with metrics_register() (the predeclared ones stay), and sets
  * spotdrain_build_info again. For tests and for a process that runs several simulations. */
 void metrics_reset(void);
+
+/* An alert sink (src/alert/sink_metrics.c) that counts what the alerts report: drains_total{result} and
+ * drain_duration_seconds (the "seconds" field) from drain-completed and deadline-missed, which also
+ * increments deadlines_missed_total and drops the node's predicted/budget gauges; pods_forced_total from
+ * pods-forced ("pods"); replacements_total{result="launched"|"failed"}; drain_predicted_seconds{node} from
+ * drain-infeasible ("finish_seconds"). Notices are not counted here: the front ends count them with their
+ * source. */
+struct alert_bus;
+int metrics_alert_sink_add(struct alert_bus *b);
 
 /* Appends s to b escaped for a label value (\ → \\, " → \", newline → \n). Exposed for tests. */
 struct buf;

@@ -1,13 +1,12 @@
 /* provision: replacement capacity started on the earliest signal (issue 6).
  *
- *   catalog      instance types (vCPU, memory, max pods, architecture): the shipped data/instance-types.json,
- *                rebuilt by `spotdrain catalog refresh` from EC2 DescribeInstanceTypes.
- *   selection    pure: the displaced pods' requests (plus DaemonSet overhead) packed first-fit-decreasing into
- *                bins; per bin the instance types that fit within the requirements, smallest first, capped;
- *                zones spread away from the interrupted zone and balanced over the subnets; a vCPU limit.
- *   ec2 client   the EC2 query protocol (CreateFleet instant, DescribeInstances, DescribeInstanceTypes,
- *                TerminateInstances) and Auto Scaling (DescribeAutoScalingGroups, SetDesiredCapacity,
- *                CreateOrUpdateTags), SigV4-signed, async on the core loop.
+ *   catalog      instance types (vCPU, memory, max pods, architecture): the shipped
+ * data/instance-types.json, rebuilt by `spotdrain catalog refresh` from EC2 DescribeInstanceTypes. selection
+ * pure: the displaced pods' requests (plus DaemonSet overhead) packed first-fit-decreasing into bins; per
+ * bin the instance types that fit within the requirements, smallest first, capped; zones spread away from
+ * the interrupted zone and balanced over the subnets; a vCPU limit. ec2 client   the EC2 query protocol
+ * (CreateFleet instant, DescribeInstances, DescribeInstanceTypes, TerminateInstances) and Auto Scaling
+ * (DescribeAutoScalingGroups, SetDesiredCapacity, CreateOrUpdateTags), SigV4-signed, async on the core loop.
  *   provisioner  reacts to notices, launches one fleet per bin (spot, price-capacity-optimized, on-demand
  *                fallback), remembers capacity errors per (type, zone, capacity type) for 3 minutes, derives
  *                ClientTokens from the notice so a restart never launches twice, tracks each instance until
@@ -70,8 +69,8 @@ void prov_itype_allocatable(const struct prov_itype *t, int64_t *ret_cpu_millis,
 
 /* ==== selection (select.c, pure) ==== */
 
-#define PROV_CAPACITY_SPOT      "spot"
-#define PROV_CAPACITY_ON_DEMAND "on-demand"
+#define PROV_CAPACITY_SPOT         "spot"
+#define PROV_CAPACITY_ON_DEMAND    "on-demand"
 #define PROV_DEFAULT_MAX_OVERRIDES 20
 
 struct prov_requirements {
@@ -109,7 +108,8 @@ struct prov_select_input {
         const char *interrupted_zone; /* may be NULL */
         const struct prov_subnet *subnets;
         size_t n_subnets;
-        /* Replacements already running or under way per subnet (same order), for the balance; may be NULL. */
+        /* Replacements already running or under way per subnet (same order), for the balance; may be NULL.
+         */
         const unsigned *subnet_load;
         int vcpu_budget; /* vCPUs that may still be launched in the window; < 0 = no limit */
 };
@@ -120,9 +120,9 @@ struct prov_override {
 };
 
 struct prov_bin {
-        struct prov_request total; /* pods + DaemonSet overhead */
-        unsigned pods;             /* pods packed (DaemonSet pods excluded) */
-        size_t *pod_index;         /* indexes into input pods */
+        struct prov_request total;       /* pods + DaemonSet overhead */
+        unsigned pods;                   /* pods packed (DaemonSet pods excluded) */
+        size_t *pod_index;               /* indexes into input pods */
         const struct prov_itype **types; /* candidates, smallest first (before the overrides cap) */
         size_t n_types;
         size_t preferred_subnet; /* index into input subnets: the balanced choice for this bin */
@@ -136,8 +136,8 @@ struct prov_selection {
         unsigned bins_over_budget; /* bins left out by the vCPU limit */
 };
 
-/* -EINVAL for bad input (no catalog, no subnet, a subnet without a zone); 0 with zero bins when nothing is to
- * be placed or nothing fits. */
+/* -EINVAL for bad input (no catalog, no subnet, a subnet without a zone); 0 with zero bins when nothing is
+ * to be placed or nothing fits. */
 int prov_select(const struct prov_select_input *in, struct prov_selection *ret);
 void prov_selection_clear(struct prov_selection *s);
 
@@ -148,10 +148,10 @@ size_t prov_bin_overrides(const struct prov_select_input *in, const struct prov_
                           const char *capacity_type, prov_unavailable_fn unavailable, void *userdata,
                           struct prov_override *out, size_t out_size);
 
-/* A ClientToken (at most 64 ASCII chars) from the notice and the launch: the same inputs always give the
- * same token. */
+/* A ClientToken (at most 64 ASCII chars) from the notice and the launch (bin, capacity type, attempt after
+ * capacity errors): the same inputs always give the same token, so a restart replays the same calls. */
 int prov_client_token(const char *event_id, const char *instance_id, size_t bin, const char *capacity_type,
-                      char ret[65]);
+                      unsigned attempt, char ret[65]);
 
 /* ==== EC2 and Auto Scaling client (ec2.c, asg_capacity.c) ==== */
 
@@ -168,7 +168,8 @@ struct ec2_config {
 
 struct ec2_client;
 int ec2_client_new(struct loop *l, const struct ec2_config *cfg, struct ec2_client **ret);
-struct ec2_client *ec2_client_free(struct ec2_client *c); /* cancels calls under way; NULL-safe */
+/* Calls under way end: their callbacks run with -ECANCELED (and may not start new calls). NULL-safe. */
+struct ec2_client *ec2_client_free(struct ec2_client *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct ec2_client *, ec2_client_free);
 
 /* The outcome of a call: 0, or a negative errno with the AWS error code and message. */
@@ -193,8 +194,8 @@ struct ec2_fleet_request {
         const char *launch_template_version; /* NULL = "$Default" */
         const struct prov_override *overrides;
         size_t n_overrides;
-        const char *capacity_type; /* "spot" | "on-demand" */
-        unsigned target;           /* TotalTargetCapacity; 0 = 1 */
+        const char *capacity_type;  /* "spot" | "on-demand" */
+        unsigned target;            /* TotalTargetCapacity; 0 = 1 */
         const struct ec2_tag *tags; /* TagSpecification ResourceType=instance */
         size_t n_tags;
 };
@@ -244,7 +245,8 @@ struct ec2_instance {
 };
 typedef void (*ec2_instances_fn)(const struct ec2_result *res, const struct ec2_instance *v, size_t n,
                                  void *userdata);
-/* By ids (ids may be NULL) and/or "Name=value" filters (tag:KEY=VALUE, instance-state-name=running). */
+/* By ids (ids may be NULL) and/or "Name=value[,value...]" filters, split at the last '=' (tag:KEY=VALUE,
+ * instance-state-name=pending,running). One page (up to 1000 instances). */
 int ec2_describe_instances(struct ec2_client *c, const char *const *ids, const char *const *filters,
                            ec2_instances_fn done, void *userdata);
 int ec2_parse_describe_instances(long status, const char *body, size_t len, struct ec2_result *res,
@@ -265,7 +267,7 @@ int ec2_parse_instance_types(long status, const char *body, size_t len, struct e
 struct asg_group {
         char name[256];
         int desired, min, max;
-        unsigned instances;         /* every instance in the group */
+        unsigned instances;          /* every instance in the group */
         char replaced_tag_value[16]; /* the spotdrain.io/replaced-INSTANCE tag asked about, "" if absent */
 };
 typedef void (*asg_group_fn)(const struct ec2_result *res, const struct asg_group *g, void *userdata);
@@ -281,10 +283,21 @@ typedef void (*asg_raise_fn)(const struct ec2_result *res, int desired, void *us
 int asg_raise_desired(struct ec2_client *c, const char *group, const char *instance_id, unsigned n,
                       asg_raise_fn done, void *userdata);
 
+/* Internal to src/provision (ec2.c <-> asg_capacity.c): the signed query-protocol call, form encoding and
+ * error reading. done runs exactly once: with the answer, or with -ECANCELED from ec2_client_free(). */
+struct buf;
+typedef void (*ec2_raw_fn)(int error, long status, const char *body, size_t len, void *userdata);
+int ec2_call(struct ec2_client *c, bool autoscaling, const char *body, ec2_raw_fn done, void *userdata);
+int ec2_form_add(struct buf *b, const char *key, const char *value);
+int ec2_form_addf(struct buf *b, const char *value, const char *key_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ec2_result_from_answer(int error, long status, const char *body, size_t len, struct ec2_result *r);
+const char *ec2_client_region(const struct ec2_client *c);
+
 /* ==== provisioner (provisioner.c) ==== */
 
-#define PROV_ICE_TTL_USEC      (180ULL * 1000000ULL)
-#define PROV_REPLACES_TAG      "spotdrain.io/replaces"
+#define PROV_ICE_TTL_USEC (180ULL * 1000000ULL)
+#define PROV_REPLACES_TAG "spotdrain.io/replaces"
 
 struct provisioner_options {
         const struct prov_catalog *catalog; /* borrowed; required */
@@ -295,14 +308,14 @@ struct provisioner_options {
         const char *launch_template_name;
         const char *launch_template_version;
         const char *asg_name; /* set: Auto Scaling mode (raise desired capacity) instead of CreateFleet */
-        bool on_rebalance;    /* default trigger; both false = the defaults (rebalance + interruption + */
-        bool on_interruption; /* scheduled change) */
-        bool on_scheduled_change;
-        bool configured_triggers; /* the three flags above were set on purpose */
-        int vcpu_limit;           /* vCPUs per window; 0 = no limit */
-        uint64_t vcpu_window_usec; /* 0 = 10 min */
+        /* Notice kinds that start a replacement: bits (1u << NOTICE_...); 0 = rebalance recommendation, spot
+         * interruption and scheduled change. An interruption after a rebalance launches nothing more. */
+        unsigned triggers;
+        int vcpu_limit;              /* vCPUs per window; 0 = no limit */
+        uint64_t vcpu_window_usec;   /* 0 = 10 min */
         uint64_t ready_timeout_usec; /* launch → Ready before replacement-failed; 0 = 10 min */
-        const char *cluster_tag_key; /* extra instance tag (e.g. kubernetes.io/cluster/NAME = owned); NULL = none */
+        /* An extra instance tag KEY=owned (e.g. kubernetes.io/cluster/NAME); NULL = none. */
+        const char *cluster_tag_key;
 };
 
 /* A pod the replacement must hold. */
@@ -311,6 +324,11 @@ struct provisioner_pod {
         struct prov_request req;
         bool daemonset; /* counted as per-node overhead instead of packed */
 };
+struct cJSON;
+/* From a core/v1 Pod object: its effective requests as the scheduler counts them (the sum over containers,
+ * at least the largest init container, plus spec.overhead) and whether a DaemonSet owns it. name borrows the
+ * object's metadata.name. -EINVAL for a malformed quantity. */
+int provisioner_pod_from_json(const struct cJSON *pod, struct provisioner_pod *ret);
 
 enum prov_state {
         PROV_STATE_LAUNCHING,
@@ -336,7 +354,9 @@ struct provisioner_replacement {
 };
 
 struct provisioner;
-/* kube may be NULL (no tracking to Ready: replacements stay LAUNCHED); alerts may be NULL. All borrowed. */
+/* kube may be NULL: no tracking to Ready, replacements stay LAUNCHED and replacement-launched is raised at
+ * launch instead of at Ready (with kube, a launched node not Ready within ready_timeout_usec raises
+ * replacement-failed). alerts may be NULL. All borrowed; the caller frees the provisioner before ec2. */
 int provisioner_new(struct loop *l, struct kube_client *kube, struct ec2_client *ec2,
                     const struct provisioner_options *o, struct alert_bus *alerts, struct provisioner **ret);
 struct provisioner *provisioner_free(struct provisioner *p); /* NULL-safe; cancels what is under way */
@@ -344,6 +364,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct provisioner *, provisioner_free);
 
 /* A notice for a node and the pods on it. Starts replacements when the notice kind is a configured trigger
  * and no replacement for the instance is under way (a rebalance followed by the interruption launches once).
+ * Fleet mode first looks for instances already tagged spotdrain.io/replaces=INSTANCE (pending or running:
+ * launched before a restart) and adopts them; the others are launched with ClientTokens derived from the
+ * notice, so a replayed notice gets EC2's first answer again.
  * Returns 1 when a launch was started, 0 when nothing was to be done, < 0 on bad input or ENOMEM (launch
  * failures are reported through alerts and provisioner_replacements()). node may be NULL; zone is the
  * interrupted instance's zone (may be NULL). */

@@ -75,7 +75,7 @@ struct agent {
         void *actions_userdata;
 
         char *node, *instance_id, *region, *self_ns, *self_name;
-        uint64_t interval, revert_after, maint_lead;
+        uint64_t interval, revert_after, maint_lead, asg_deadline;
         void (*on_ready)(struct agent *a, void *userdata);
         void (*on_tick)(struct agent *a, void *userdata);
         void *userdata;
@@ -365,6 +365,7 @@ static void process(struct agent *a, unsigned i)
                              .region = a->region,
                              .imds_path = poll_paths[i],
                              .now_usec = clk_now(),
+                             .asg_deadline_usec = a->asg_deadline,
                          },
                          &ns, &n, reason, sizeof(reason));
         if (r < 0) {
@@ -654,6 +655,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                                                                    : AGENT_DEFAULT_BACKOFF_MAX_USEC);
         a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE, o->backoff_max_usec ? o->backoff_max_usec
                                                                           : AGENT_DEFAULT_BACKOFF_MAX_USEC);
+        a->asg_deadline = o->asg_deadline_usec;
         a->on_ready = o->on_ready;
         a->on_tick = o->on_tick;
         a->userdata = o->userdata;
@@ -764,14 +766,19 @@ static int kube_soft_taint(void *userdata, const char *node, bool add)
                                NULL);
 }
 
-static int kube_uncordon(void *userdata, const char *node)
+static int uncordon_with_key(struct kube_client *c, const char *node, const char *taint_key)
 {
-        struct kube_taint t = { .key = (char *)AGENT_INTERRUPTION_TAINT_KEY };
-        int r = kube_node_taint(userdata, node, &t, false, on_kube_done,
-                                (void *)"removing the interruption taint", NULL);
+        struct kube_taint t = { .key = (char *)taint_key };
+        int r = kube_node_taint(c, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
+                                NULL);
         if (r < 0)
                 return r;
-        return kube_node_cordon(userdata, node, false, on_kube_done, (void *)"uncordon", NULL);
+        return kube_node_cordon(c, node, false, on_kube_done, (void *)"uncordon", NULL);
+}
+
+static int kube_uncordon(void *userdata, const char *node)
+{
+        return uncordon_with_key(userdata, node, AGENT_INTERRUPTION_TAINT_KEY);
 }
 
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
@@ -873,7 +880,10 @@ static int engine_uncordon(void *userdata, const char *node)
 {
         struct agent_engine *e = userdata;
         e->running = drain_exec_free(e->running);
-        return kube_uncordon(e->kube, node);
+        /* The engine's taint, under the key the configuration may have changed. */
+        return uncordon_with_key(e->kube, node,
+                                 e->cfg && !isempty(e->cfg->drain_taint_key) ? e->cfg->drain_taint_key
+                                                                             : ENGINE_TAINT_KEY_DEFAULT);
 }
 
 const struct agent_actions agent_engine_actions = {

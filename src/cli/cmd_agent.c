@@ -5,8 +5,6 @@
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,7 +14,6 @@
 #include <sys/random.h>
 
 #include <cjson/cJSON.h>
-#include <systemd/sd-daemon.h>
 
 #include "cli/cli.h"
 #include "sim/imds_surface.h"
@@ -26,14 +23,13 @@
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
+#include "spotdrain/metrics.h"
+#include "spotdrain/ops.h"
 #include "spotdrain/yaml.h"
-
-#define DEFAULT_METRICS_LISTEN "0.0.0.0:9464"
-/* /healthz fails when no poll has been answered for this long (and at least 10 poll intervals). */
-#define HEALTH_BUDGET_USEC (30ULL * 1000000ULL)
 
 static void agent_usage(FILE *f)
 {
@@ -42,207 +38,113 @@ static void agent_usage(FILE *f)
                "                       [--metrics-listen HOST:PORT] [--imds-endpoint URL]\n"
                "                       [--poll-interval SECONDS] [--imds-token-ttl SECONDS] "
                "[--imds-v1-fallback]\n"
-               "                       [--rebalance-revert SECONDS] [--maintenance-lead SECONDS]\n"
+               "                       [--rebalance-revert SECONDS] [--maintenance-lead SECONDS] "
+               "[--asg-deadline SECONDS]\n"
                "                       [--log-level LEVEL] [--log-format FORMAT]\n"
                "\n"
                "Polls this instance's metadata service (IMDSv2) for spot interruptions, rebalance\n"
                "recommendations, scheduled maintenance and Auto Scaling termination, and drains this node.\n"
                "The node is NODE_NAME (downward API) or --node-name, else IMDS local-hostname.\n"
                "Runs until SIGTERM. Serves /metrics, /healthz and /readyz on --metrics-listen\n"
-               "(default " DEFAULT_METRICS_LISTEN ", \"off\" for none).\n");
+               "(default " HTTPD_DEFAULT_LISTEN ", \"off\" for none).\n");
 }
 
-/* ---- metrics: a snapshot the loop thread writes and the HTTP thread reads ---- */
+/* ---- operations: metrics, readiness, health, sd_notify ---- */
 
-struct snapshot {
-        struct agent_stats stats;
-        struct imds_stats imds;
-        bool ready;
-        uint64_t interval_usec;
+#define METRIC_IMDS_POLLS          "spotdrain_imds_polls_total"
+#define METRIC_IMDS_POLL_FAILURES  "spotdrain_imds_poll_failures_total"
+#define METRIC_IMDS_REQUEST_ERRORS "spotdrain_imds_request_errors_total"
+#define METRIC_IMDS_PARSE_ERRORS   "spotdrain_imds_parse_errors_total"
+#define METRIC_IMDS_TOKEN_FAILURES "spotdrain_imds_token_failures_total"
+#define METRIC_IMDS_LAST_SUCCESS   "spotdrain_imds_last_success_seconds"
+#define METRIC_AGENT_ACTION_ERRORS "spotdrain_agent_action_errors_total"
+
+static const struct metric_family_def agent_families[] = {
+        { METRIC_IMDS_POLLS, METRIC_COUNTER, "Polls of the four IMDS notice paths.", {}, NULL, 0 },
+        { METRIC_IMDS_POLL_FAILURES,
+          METRIC_COUNTER,
+          "Polls in which no IMDS notice path answered.",
+          {},
+          NULL,
+          0 },
+        { METRIC_IMDS_REQUEST_ERRORS,
+          METRIC_COUNTER,
+          "IMDS GETs that failed (404 is not a failure).",
+          {},
+          NULL,
+          0 },
+        { METRIC_IMDS_PARSE_ERRORS, METRIC_COUNTER, "IMDS documents that could not be read.", {}, NULL, 0 },
+        { METRIC_IMDS_TOKEN_FAILURES, METRIC_COUNTER, "IMDSv2 token requests that failed.", {}, NULL, 0 },
+        { METRIC_IMDS_LAST_SUCCESS,
+          METRIC_GAUGE,
+          "When IMDS last answered a poll (unix time).",
+          {},
+          NULL,
+          0 },
+        { METRIC_AGENT_ACTION_ERRORS, METRIC_COUNTER, "Agent actions that could not start.", {}, NULL, 0 },
 };
 
-struct metrics {
-        pthread_mutex_t lock;
-        struct snapshot snap;
+/* Loop-thread state behind the metrics: the registry takes counter increments, so the agent's totals are
+ * turned into deltas. */
+struct ops {
         struct imds_client *imds;
-        struct MHD_Daemon *daemon;
+        struct httpd *httpd;
+        struct error_budget *budget;
+        struct agent_stats last;
+        struct imds_stats last_imds;
 };
 
-static void metrics_snapshot(struct agent *a, void *userdata)
+static int ops_register(void)
 {
-        struct metrics *m = userdata;
+        for (size_t i = 0; i < ARRAY_SIZE(agent_families); i++) {
+                int r = metrics_register(&agent_families[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void add_delta(const char *name, uint64_t now, uint64_t before)
+{
+        if (now > before)
+                (void)metrics_counter_add(name, (double)(now - before), NULL);
+}
+
+static void on_tick(struct agent *a, void *userdata)
+{
+        struct ops *o = userdata;
         struct agent_stats st;
         struct imds_stats is;
 
         agent_stats(a, &st);
-        imds_client_stats(m->imds, &is);
-        pthread_mutex_lock(&m->lock);
-        m->snap.stats = st;
-        m->snap.imds = is;
-        m->snap.ready = agent_ready(a);
-        pthread_mutex_unlock(&m->lock);
-}
-
-static enum MHD_Result metrics_reply(struct MHD_Connection *c, unsigned status, const char *type, char *text)
-{
-        struct MHD_Response *r;
-        enum MHD_Result ret;
-        if (!text)
-                return MHD_NO;
-        r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(r, "Content-Type", type);
-        ret = MHD_queue_response(c, status, r);
-        MHD_destroy_response(r);
-        return ret;
-}
-
-static char *metrics_text(const struct snapshot *m)
-{
-        struct buf b = {};
-        const struct agent_stats *s = &m->stats;
-        int r = 0;
-
-        r |=
-            buf_printf(&b,
-                       "# HELP spotdrain_imds_polls_total Polls of the four IMDS notice paths.\n"
-                       "# TYPE spotdrain_imds_polls_total counter\nspotdrain_imds_polls_total %" PRIu64 "\n",
-                       s->ticks);
-        r |= buf_printf(
-            &b,
-            "# HELP spotdrain_imds_poll_failures_total Polls in which IMDS did not answer at all.\n"
-            "# TYPE spotdrain_imds_poll_failures_total counter\n"
-            "spotdrain_imds_poll_failures_total %" PRIu64 "\n",
-            s->tick_errors);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_imds_request_errors_total IMDS GETs that failed (not 404).\n"
-                        "# TYPE spotdrain_imds_request_errors_total counter\n"
-                        "spotdrain_imds_request_errors_total %" PRIu64 "\n",
-                        s->path_errors);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_imds_parse_errors_total IMDS documents that could not be read.\n"
-                        "# TYPE spotdrain_imds_parse_errors_total counter\n"
-                        "spotdrain_imds_parse_errors_total %" PRIu64 "\n",
-                        s->parse_errors);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_imds_token_failures_total IMDSv2 token requests that failed.\n"
-                        "# TYPE spotdrain_imds_token_failures_total counter\n"
-                        "spotdrain_imds_token_failures_total %" PRIu64 "\n",
-                        m->imds.token_failures);
-        r |= buf_printf(&b, "# HELP spotdrain_notices_total Notices acted on, by kind.\n"
-                            "# TYPE spotdrain_notices_total counter\n");
+        imds_client_stats(o->imds, &is);
+        add_delta(METRIC_IMDS_POLLS, st.ticks, o->last.ticks);
+        add_delta(METRIC_IMDS_POLL_FAILURES, st.tick_errors, o->last.tick_errors);
+        add_delta(METRIC_IMDS_REQUEST_ERRORS, st.path_errors, o->last.path_errors);
+        add_delta(METRIC_IMDS_PARSE_ERRORS, st.parse_errors, o->last.parse_errors);
+        add_delta(METRIC_AGENT_ACTION_ERRORS, st.action_errors, o->last.action_errors);
+        add_delta(METRIC_IMDS_TOKEN_FAILURES, is.token_failures, o->last_imds.token_failures);
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
-                r |= buf_printf(&b, "spotdrain_notices_total{kind=\"%s\"} %" PRIu64 "\n",
-                                notice_kind_to_string((enum notice_kind)k), s->notice_counts[k]);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_drains_started_total Drains the agent started.\n"
-                        "# TYPE spotdrain_drains_started_total counter\n"
-                        "spotdrain_drains_started_total %" PRIu64 "\n",
-                        s->drains);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_action_errors_total Actions that could not start.\n"
-                        "# TYPE spotdrain_action_errors_total counter\n"
-                        "spotdrain_action_errors_total %" PRIu64 "\n",
-                        s->action_errors);
-        r |= buf_printf(&b,
-                        "# HELP spotdrain_imds_last_success_seconds When IMDS last answered (unix time).\n"
-                        "# TYPE spotdrain_imds_last_success_seconds gauge\n"
-                        "spotdrain_imds_last_success_seconds %.3f\n",
-                        (double)s->last_ok_usec / 1e6);
-        if (r < 0) {
-                buf_free(&b);
-                return NULL;
-        }
-        return b.data;
+                if (st.notice_counts[k] > o->last.notice_counts[k])
+                        (void)metrics_counter_add(METRIC_NOTICES_RECEIVED,
+                                                  (double)(st.notice_counts[k] - o->last.notice_counts[k]),
+                                                  notice_kind_to_string((enum notice_kind)k), "imds", NULL);
+        if (st.last_ok_usec)
+                (void)metrics_gauge_set(METRIC_IMDS_LAST_SUCCESS, (double)st.last_ok_usec / 1e6, NULL);
+        /* Health: IMDS answers within the recent error budget. */
+        error_budget_record(o->budget, st.tick_errors == o->last.tick_errors);
+        o->last = st;
+        o->last_imds = is;
 }
-
-static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, const char *url,
-                                       const char *method, const char *version, const char *upload_data,
-                                       size_t *upload_data_size, void **con_cls)
-{
-        struct metrics *m = cls;
-        struct snapshot snap;
-        uint64_t budget, now = clk_now();
-
-        if (!streq(method, "GET") && !streq(method, "HEAD"))
-                return metrics_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                                     strdup("method not allowed\n"));
-        pthread_mutex_lock(&m->lock);
-        snap = m->snap;
-        pthread_mutex_unlock(&m->lock);
-        budget = 10 * snap.interval_usec > HEALTH_BUDGET_USEC ? 10 * snap.interval_usec : HEALTH_BUDGET_USEC;
-
-        if (streq(url, "/metrics"))
-                return metrics_reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                                     metrics_text(&snap));
-        if (streq(url, "/readyz"))
-                return snap.ready ? metrics_reply(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"))
-                                  : metrics_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                                                  strdup("not polling IMDS yet\n"));
-        if (streq(url, "/healthz")) {
-                /* Healthy while IMDS answered recently; before the first answer, while still starting. */
-                bool ok = snap.stats.last_ok_usec ? now - snap.stats.last_ok_usec <= budget
-                                                  : snap.stats.ticks < 10;
-                return ok ? metrics_reply(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"))
-                          : metrics_reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                                          strdup("IMDS has not answered recently\n"));
-        }
-        return metrics_reply(c, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
-}
-
-static int parse_host_port(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
-{
-        _cleanup_free_ char *host = NULL;
-        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM },
-                        *ai = NULL;
-        const char *colon = strrchr(s, ':');
-        int r;
-
-        if (!colon)
-                return -EINVAL;
-        host = strndup(s, (size_t)(colon - s));
-        if (!host)
-                return -ENOMEM;
-        if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-                memmove(host, host + 1, strlen(host));
-                host[strlen(host) - 1] = '\0';
-        }
-        r = getaddrinfo(isempty(host) ? NULL : host, colon + 1, &hints, &ai);
-        if (r != 0 || !ai)
-                return -EINVAL;
-        memcpy(ret, ai->ai_addr, ai->ai_addrlen);
-        *ret_len = ai->ai_addrlen;
-        freeaddrinfo(ai);
-        return 0;
-}
-
-static int metrics_start(struct metrics *m, const char *listen)
-{
-        struct sockaddr_storage sa;
-        socklen_t len;
-        int r;
-
-        if (streq(listen, "off") || isempty(listen))
-                return 0;
-        r = parse_host_port(listen, &sa, &len);
-        if (r < 0)
-                return r;
-        m->daemon = MHD_start_daemon(
-            MHD_USE_INTERNAL_POLLING_THREAD | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL,
-            metrics_handler, m, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT, 16u,
-            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-        return m->daemon ? 0 : -EADDRINUSE;
-}
-
-/* ---- the agent ---- */
 
 static void on_ready(struct agent *a, void *userdata)
 {
-        metrics_snapshot(a, userdata);
-        (void)sd_notify(0, "READY=1\nSTATUS=polling IMDS");
+        struct ops *o = userdata;
+        _cleanup_free_ char *status =
+            strprintf("polling IMDS for node %s (instance %s)", agent_node_name(a), agent_instance_id(a));
+
+        (void)httpd_set_ready(o->httpd, "imds", true, NULL);
+        (void)ops_notify_ready(status ? status : "polling IMDS");
 }
 
 static int parse_seconds(const char *s, uint64_t *ret)
@@ -273,6 +175,7 @@ int cmd_agent(int argc, char **argv)
                 { "imds-v1-fallback", no_argument, NULL, 'v' },
                 { "rebalance-revert", required_argument, NULL, 'r' },
                 { "maintenance-lead", required_argument, NULL, 'M' },
+                { "asg-deadline", required_argument, NULL, 'A' },
                 { "log-level", required_argument, NULL, 'L' },
                 { "log-format", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
@@ -288,7 +191,7 @@ int cmd_agent(int argc, char **argv)
                    *endpoint = NULL;
         const char *level_s = NULL, *format_s = NULL, *sim_scenario = NULL, *sim_host = "127.0.0.1";
         const char *endpoints_out = NULL, *kubeconfig_out = NULL;
-        uint64_t poll = 0, revert = 0, lead = 0, ttl = 0;
+        uint64_t poll = 0, revert = 0, lead = 0, ttl = 0, asg = 0;
         double time_scale = 1;
         bool v1 = false;
         _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
@@ -300,7 +203,12 @@ int cmd_agent(int argc, char **argv)
         _cleanup_(agent_engine_freep) struct agent_engine *engine = NULL;
         _cleanup_(agent_freep) struct agent *a = NULL;
         _cleanup_free_ char *error = NULL;
-        struct metrics m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+        /* Before httpd: its health check reads the budget until httpd is gone. */
+        _cleanup_(error_budget_freep) struct error_budget *budget = NULL;
+        _cleanup_(httpd_freep) struct httpd *httpd = NULL;
+        _cleanup_(ops_watchdog_freep) struct ops_watchdog *watchdog = NULL;
+        struct ops ops = {};
+        uint64_t interval;
         int c, r, level, format;
         char *end;
 
@@ -325,17 +233,23 @@ int cmd_agent(int argc, char **argv)
                 case 'p':
                 case 't':
                 case 'r':
-                case 'M': {
+                case 'M':
+                case 'A': {
                         uint64_t v;
                         if (parse_seconds(optarg, &v) < 0) {
                                 fprintf(stderr, "spotdrain agent: --%s needs a positive number of seconds\n",
                                         c == 'p'   ? "poll-interval"
                                         : c == 't' ? "imds-token-ttl"
                                         : c == 'r' ? "rebalance-revert"
-                                                   : "maintenance-lead");
+                                        : c == 'M' ? "maintenance-lead"
+                                                   : "asg-deadline");
                                 return EXIT_USAGE;
                         }
-                        *(c == 'p' ? &poll : c == 't' ? &ttl : c == 'r' ? &revert : &lead) = v;
+                        *(c == 'p'   ? &poll
+                          : c == 't' ? &ttl
+                          : c == 'r' ? &revert
+                          : c == 'M' ? &lead
+                                     : &asg) = v;
                         break;
                 }
                 case 'v':
@@ -440,29 +354,48 @@ int cmd_agent(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "cannot set up the drain engine"), EXIT_ERROR;
 
-        m.imds = imds;
-        m.snap.interval_usec = poll ? poll : cfg->imds_poll_interval_usec;
+        interval = poll ? poll : cfg->imds_poll_interval_usec;
+        metrics_listen = metrics_listen        ? metrics_listen
+                         : cfg->metrics_listen ? cfg->metrics_listen
+                                               : HTTPD_DEFAULT_LISTEN;
+        r = ops_register();
+        if (r < 0)
+                return log_error_errno(r, "cannot register the agent's metrics"), EXIT_ERROR;
+        /* Unhealthy when most polls of the last minute found IMDS silent. */
+        r = error_budget_new(60ULL * 1000000ULL, 0.9, 10, &budget);
+        if (r >= 0)
+                r = httpd_start(metrics_listen, &httpd);
+        if (r < 0)
+                return log_error_errno(r, "cannot serve metrics on %s", metrics_listen), EXIT_ERROR;
+        if (httpd) {
+                r = httpd_watch_loop(httpd, l, 0);
+                if (r >= 0)
+                        r = httpd_set_ready(httpd, "imds", false, "not polling IMDS yet");
+                if (r >= 0)
+                        r = httpd_add_health_check(httpd, "imds", error_budget_check, budget);
+                if (r < 0)
+                        return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
+        }
+        r = ops_watchdog_start(l, &watchdog);
+        if (r < 0)
+                log_warning_errno(r, "cannot arm the watchdog, ignoring");
+        ops = (struct ops){ .imds = imds, .httpd = httpd, .budget = budget };
+
         r = agent_new(l, imds, kube,
                       &(struct agent_options){ .node_name = node                            ? node
                                                             : !isempty(getenv("NODE_NAME")) ? NULL
                                                                                             : cfg->node_name,
                                                .region = cfg->aws_region,
-                                               .poll_interval_usec = m.snap.interval_usec,
+                                               .poll_interval_usec = interval,
                                                .rebalance_revert_usec = revert,
                                                .maintenance_lead_usec = lead,
+                                               .asg_deadline_usec = asg,
                                                .on_ready = on_ready,
-                                               .on_tick = metrics_snapshot,
-                                               .userdata = &m },
+                                               .on_tick = on_tick,
+                                               .userdata = &ops },
                       &agent_engine_actions, engine, &a);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
-
-        metrics_listen = metrics_listen        ? metrics_listen
-                         : cfg->metrics_listen ? cfg->metrics_listen
-                                               : DEFAULT_METRICS_LISTEN;
-        r = metrics_start(&m, metrics_listen);
-        if (r < 0)
-                return log_error_errno(r, "cannot serve metrics on %s", metrics_listen), EXIT_ERROR;
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
         r = agent_start(a);
@@ -470,11 +403,11 @@ int cmd_agent(int argc, char **argv)
                 r = loop_run(l);
         else
                 log_error_errno(r, "cannot start the agent");
-        (void)sd_notify(0, "STOPPING=1");
+        (void)ops_notify_stopping();
         a = agent_free(a);
         engine = agent_engine_free(engine);
-        if (m.daemon)
-                MHD_stop_daemon(m.daemon);
+        httpd = httpd_free(httpd);
+        watchdog = ops_watchdog_free(watchdog);
         log_info("spotdrain agent stopped");
         return r == 0 ? EXIT_OK : EXIT_ERROR;
 }

@@ -10,8 +10,11 @@
  * acts):
  *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
  *    metadata service on the simulator's IMDS surface (imds_surface.h), exactly as the DaemonSet would;
- *  - "direct" (controller mode, until the SQS front end exists, or --delivery direct): a short timer on the
- *    engine clock reads the model's notices (sim_node_notice) and turns each new one into a struct notice.
+ *  - "sqs" (controller mode): the real controller (controller.h) long-polls the simulator's SQS queue, where
+ *    each notice arrives as the EventBridge event EC2 would send; the controller drains through the engine
+ *    itself, so its drains are followed through their alerts;
+ *  - "direct" (--delivery direct): a short timer on the engine clock reads the model's notices
+ *    (sim_node_notice) and turns each new one into a struct notice.
  * Rebalance recommendations are told (notice-received), not acted on. */
 #include <errno.h>
 #include <getopt.h>
@@ -31,15 +34,18 @@
 #include "sim/imds_surface.h"
 #include "sim/model.h"
 #include "sim/server.h"
+#include "sim/sqs_surface.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
+#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/sigv4.h"
 #include "spotdrain/yaml.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -94,6 +100,9 @@ struct simulate {
         struct timer *poll;
         struct sim_imds *imds;
         struct sim_agent *agents;
+        struct sim_sqs *sqs;
+        struct controller *controller;
+        struct aws_credentials sqs_credentials;
 
         const char *delivery;
         uint64_t wall0;       /* engine instant of scenario time 0 */
@@ -110,7 +119,7 @@ static void usage(FILE *f)
 {
         fprintf(f,
                 "usage: spotdrain simulate SCENARIO [--time-scale N] [--mode agent|controller] [--json]\n"
-                "                          [--delivery imds|direct]\n"
+                "                          [--delivery imds|sqs|direct]\n"
                 "                          [--config FILE] [--log-level LEVEL] [--log-format FORMAT]\n"
                 "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline\n"
                 "(or the simulation result as JSON). Times are scenario seconds.\n"
@@ -143,6 +152,7 @@ static void timeline(const struct simulate *sm, double at, const char *node, con
 
 static void show_progress(struct simulate *sm, struct sim_drain *d);
 static struct sim_drain *find_drain(const struct simulate *sm, const char *node);
+static void follow_controller_drain(struct simulate *sm, const struct alert *a);
 
 static void alert_to_result(const struct alert *a, void *userdata)
 {
@@ -152,6 +162,8 @@ static void alert_to_result(const struct alert *a, void *userdata)
         sim_lock(sm->sim);
         sim_record_alert(sm->sim, alert_kind_to_string(a->kind), a->node, a->message);
         sim_unlock(sm->sim);
+        if (sm->controller && a->node)
+                follow_controller_drain(sm, a);
         /* What the drain did before the alert (cordon, plan) goes first on the timeline. */
         if (d && d->x)
                 show_progress(sm, d);
@@ -305,6 +317,73 @@ static int start_agents(struct simulate *sm)
                 if (r < 0)
                         return log_error_errno(r, "cannot start the agent of %s", sim_node_name(sm->sim, i));
         }
+        return 0;
+}
+
+/* ---- the SQS delivery: the controller ---- */
+
+/* The controller runs its drains itself: a drain is known from its first alert and ends with
+ * drain-completed or deadline-missed. */
+static void follow_controller_drain(struct simulate *sm, const struct alert *a)
+{
+        struct sim_drain *d = find_drain(sm, a->node), **v;
+
+        if (a->kind == ALERT_NOTICE_RECEIVED || a->kind == ALERT_REPLACEMENT_LAUNCHED ||
+            a->kind == ALERT_REPLACEMENT_FAILED)
+                return;
+        if (!d) {
+                d = calloc(1, sizeof(*d));
+                v = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*v));
+                if (v)
+                        sm->drains = v;
+                if (!d || !v || !(d->node = strdup(a->node))) {
+                        sim_drain_free(d);
+                        sm->error = log_error_errno(-ENOMEM, "out of memory");
+                        loop_exit(sm->loop, EXIT_ERROR);
+                        return;
+                }
+                d->sm = sm;
+                sm->drains[sm->n_drains++] = d;
+        }
+        if (a->kind == ALERT_DRAIN_COMPLETED || a->kind == ALERT_DEADLINE_MISSED)
+                d->done = true;
+}
+
+static const struct aws_credentials *sqs_credentials(void *userdata)
+{
+        struct simulate *sm = userdata;
+        return &sm->sqs_credentials;
+}
+
+static int start_controller(struct simulate *sm)
+{
+        static char key_id[] = SIM_SQS_ACCESS_KEY_ID, secret[] = SIM_SQS_SECRET_ACCESS_KEY,
+                    source[] = "simulator";
+        const char *zone = sm->n_nodes > 0 ? sim_node_zone(sm->sim, 0) : NULL;
+        char region[NOTICE_REGION_SIZE] = "us-east-1";
+        int r;
+
+        /* The region is the first node's zone without its letter. */
+        if (zone && strlen(zone) > 1 && strlen(zone) < sizeof(region))
+                snprintf(region, sizeof(region), "%.*s", (int)strlen(zone) - 1, zone);
+        sm->sqs_credentials = (struct aws_credentials){ .access_key_id = key_id,
+                                                        .secret_access_key = secret,
+                                                        .source = source };
+        r = sim_sqs_start(sm->sim, "127.0.0.1", &sm->sqs);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the simulator's SQS surface");
+        struct controller_options co = { .queue_url = sim_sqs_queue_url(sm->sqs),
+                                         .region = region,
+                                         .sqs_endpoint = sim_sqs_url(sm->sqs),
+                                         .credentials = sqs_credentials,
+                                         .credentials_userdata = sm,
+                                         .cfg = sm->cfg,
+                                         .no_leader_election = true };
+        r = controller_new(sm->loop, sm->client, sm->bus, &co, &sm->controller);
+        if (r >= 0)
+                r = controller_start(sm->controller);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the controller");
         return 0;
 }
 
@@ -476,7 +555,7 @@ static void poll_tick(void *userdata)
         (void)sim_advance(sm->sim);
         if (sim_resource_version(sm->sim) != before)
                 sim_broadcast(sm->sim);
-        r = sm->agents ? 0 : collect_notices(sm, &p, &n);
+        r = streq(sm->delivery, "direct") ? collect_notices(sm, &p, &n) : 0;
         sim_unlock(sm->sim);
         if (r < 0) {
                 sm->error = log_error_errno(r, "cannot read the simulator's notices");
@@ -493,7 +572,8 @@ static void poll_tick(void *userdata)
                 }
         }
         for (size_t i = 0; i < sm->n_drains; i++)
-                show_progress(sm, sm->drains[i]);
+                if (sm->drains[i]->x)
+                        show_progress(sm, sm->drains[i]);
 
         sim_lock(sm->sim);
         sm->finished = nothing_left(sm);
@@ -588,8 +668,8 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                         sm->mode = optarg;
                         break;
                 case 'd':
-                        if (!streq(optarg, "imds") && !streq(optarg, "direct")) {
-                                fprintf(stderr, "spotdrain simulate: --delivery is imds or direct\n");
+                        if (!streq(optarg, "imds") && !streq(optarg, "sqs") && !streq(optarg, "direct")) {
+                                fprintf(stderr, "spotdrain simulate: --delivery is imds, sqs or direct\n");
                                 return EXIT_USAGE;
                         }
                         sm->delivery_flag = optarg;
@@ -693,18 +773,26 @@ static int setup(struct simulate *sm)
                 r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
-        /* Agent mode goes through IMDS and the agent; controller mode is direct until the SQS front end. */
-        sm->delivery = sm->delivery_flag                   ? sm->delivery_flag
-                       : streq(sim_mode(sm->sim), "agent") ? "imds"
-                                                           : "direct";
+        /* Agent mode goes through IMDS and the agent, controller mode through SQS and the controller. */
+        sm->delivery = sm->delivery_flag                        ? sm->delivery_flag
+                       : streq(sim_mode(sm->sim), "controller") ? "sqs"
+                                                                : "imds";
         if (streq(sm->delivery, "imds") && start_agents(sm) < 0)
                 return EXIT_ERROR;
+        if (streq(sm->delivery, "sqs") && start_controller(sm) < 0)
+                return EXIT_ERROR;
+        if (streq(sm->delivery, "sqs") && sim_budget_seconds(sm->sim) != 120)
+                log_warning("the EventBridge spot warning carries no deadline (it is always 2 minutes): the "
+                            "controller drains by notice + 120 s, not by the scenario's budget of %g s",
+                            sim_budget_seconds(sm->sim));
         return -1;
 }
 
 static void teardown(struct simulate *sm)
 {
         sm->poll = timer_cancel(sm->poll);
+        controller_free(sm->controller);
+        sim_sqs_stop(sm->sqs);
         for (size_t i = 0; sm->agents && i < sm->n_nodes; i++) {
                 agent_free(sm->agents[i].agent);
                 imds_client_free(sm->agents[i].imds);
@@ -802,7 +890,8 @@ int cmd_simulate(int argc, char **argv)
         if (!sm.finished && sm.error == 0) {
                 r = loop_run_until(sm.loop, &sm.finished, bound);
                 if (r < 0 && sm.error == 0) {
-                        log_error_errno(r, "the simulation did not end");
+                        log_error_errno(r, r == -ECANCELED ? "simulation stopped by a signal"
+                                                           : "the simulation did not end in time");
                         sm.error = r;
                 }
         }

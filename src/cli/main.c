@@ -13,13 +13,15 @@ struct command {
 
 static const struct command commands[] = {
         { "agent", cmd_agent, "DaemonSet mode: poll this instance's IMDS for notices and drain this node" },
+        { "controller", cmd_controller, "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node" },
         { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
         { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
         { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },
         { "event", cmd_event, "event parse [FILE|-]: normalize one SQS/EventBridge/SNS/IMDS notice body" },
-        { "simulate", cmd_simulate, "simulate SCENARIO: run a scenario on the simulator with the real engine" },
+        { "simulate", cmd_simulate, "simulate SCENARIO: replay a scenario, the real engine acting on it" },
         { "sim", cmd_sim,
           "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
+        { "catalog", cmd_catalog, "catalog show|refresh: the instance types replacements are chosen from" },
         { "version", cmd_version, "print the version" },
 };
 

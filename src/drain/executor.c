@@ -13,6 +13,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/metrics.h"
 
 #define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
@@ -54,6 +55,9 @@ struct spent {
         char *key; /* namespace/name */
         int n;
         uint64_t probe_at; /* when a PDB without slots may be probed again with an eviction */
+        /* A 429 came although the status had slots (not yet processed by the disruption controller, or
+         * taken by someone else): the status is not trusted again until it changes. */
+        bool stale;
 };
 
 struct drain_exec {
@@ -283,6 +287,19 @@ static bool namespace_has_pods(const struct drain_exec *x, const char *ns)
         return false;
 }
 
+/* The budget and the predicted drain time of this node, for spotdrain_drain_{budget,predicted}_seconds. */
+static void export_plan_metrics(const struct drain_exec *x)
+{
+        const struct drain_plan_node *node = &x->plan->nodes[0];
+        uint64_t now = x->plan->now_usec;
+        double budget = node->deadline_usec > now ? (double)(node->deadline_usec - now) / 1e6 : 0.0;
+        double predicted = node->finish_usec == DRAIN_NEVER ? budget
+                           : node->finish_usec > now        ? (double)(node->finish_usec - now) / 1e6
+                                                            : 0.0;
+        metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
+        metrics_gauge_set(METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
+}
+
 static int replan(struct drain_exec *x, uint64_t now)
 {
         struct drain_inputs_options io = {
@@ -347,6 +364,7 @@ static int replan(struct drain_exec *x, uint64_t now)
         x->plan = TAKE_PTR(plan);
         x->inputs = TAKE_PTR(di);
         x->plan_pods = TAKE_PTR(map);
+        export_plan_metrics(x);
         return 0;
 }
 
@@ -507,6 +525,9 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 x->message = strprintf("cannot drain %s: %s%s%s", x->node, why ? why : "", why ? ": " : "",
                                        strerror(-error));
         x->result.message = x->message;
+        /* The per-node gauges describe drains under way only. */
+        metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
+        metrics_remove(METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
         if (x->done)
                 x->done(x, &x->result, x->userdata);
 }
@@ -548,12 +569,15 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 x->result.evicted++;
                 break;
         case KUBE_EVICT_BLOCKED:
-                /* The status we went by was stale: probe that PDB again only after the floor. */
-                if (p->spent_pdb >= 0)
+                /* The status we went by was stale: probe that PDB again only after the floor (its next
+                 * status change lets the pod go at once). A pod outside the accounting waits the floor. */
+                if (p->spent_pdb >= 0) {
                         x->spent[p->spent_pdb].probe_at = now + retry_delay(x);
+                        x->spent[p->spent_pdb].stale = true;
+                } else
+                        p->retry_at = now + retry_delay(x);
                 unspend(p);
                 p->state = XPOD_BLOCKED;
-                p->retry_at = now + retry_delay(x);
                 x->result.blocked++;
                 log_debug("eviction of %s/%s blocked by PDB %s: %s", p->namespace, p->name,
                           r->pdb_name ? r->pdb_name : "?", r->message ? r->message : "");
@@ -681,7 +705,7 @@ static int issue(struct drain_exec *x, uint64_t now)
                 if (s < 0)
                         return s;
                 spent[j] = s;
-                avail[j] = in->pdbs[j].disruptions_allowed - x->spent[s].n;
+                avail[j] = x->spent[s].stale ? 0 : in->pdbs[j].disruptions_allowed - x->spent[s].n;
         }
         for (size_t i = 0; i < plan->n_pods; i++) {
                 const struct drain_plan_pod *pp = &plan->pods[i];
@@ -724,7 +748,7 @@ static int issue(struct drain_exec *x, uint64_t now)
                         if (!takes_slot) {
                                 if (now >= p->retry_at)
                                         issued = evict(x, p, -1) >= 0;
-                        } else if (avail[b] > 0) {
+                        } else if (avail[b] > 0 && now >= p->retry_at) {
                                 avail[b]--;
                                 issued = evict(x, p, spent[b]) >= 0;
                         } else if (!due && in_flight[b] == 0) {
@@ -998,8 +1022,10 @@ static void pdb_changed(struct drain_exec *x, const cJSON *obj)
         const char *name = kube_object_str(obj, "metadata.name");
         for (size_t i = 0; name && i < x->n_spent; i++) {
                 _cleanup_free_ char *key = strprintf("%s/%s", ns ? ns : "", name);
-                if (key && streq(x->spent[i].key, key))
+                if (key && streq(x->spent[i].key, key)) {
                         x->spent[i].n = 0;
+                        x->spent[i].stale = false;
+                }
         }
         kick(x);
 }

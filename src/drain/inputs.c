@@ -260,11 +260,6 @@ const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i)
         return i < di->n_pods ? &di->kpods[i] : NULL;
 }
 
-size_t drain_inputs_n_pdbs(const struct drain_inputs *di)
-{
-        return di->n_pdbs;
-}
-
 /* Labels that differ between siblings, so a selector on them would find only the pod itself. */
 static bool label_is_per_pod(const char *key)
 {

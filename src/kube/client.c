@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "spotdrain/kube.h"
+#include "spotdrain/metrics.h"
 
 #define EVENT_CACHE_MAX 64
 
@@ -444,12 +445,28 @@ static void retry_timer_fn(void *userdata)
         enqueue(call);
 }
 
+/* Every answer (retries included) counts in spotdrain_api_requests_total; evictions also by status code. */
+static void count_request(const char *method, const char *path, const struct http_response *resp)
+{
+        char code[16];
+        if (resp->status > 0)
+                snprintf(code, sizeof(code), "%ld", resp->status);
+        else
+                snprintf(code, sizeof(code), "error");
+        metrics_counter_inc(METRIC_API_REQUESTS, method, code, NULL);
+        const char *q = strchr(path, '?');
+        size_t n = q ? (size_t)(q - path) : strlen(path);
+        if (n >= 9 && memcmp(path + n - 9, "/eviction", 9) == 0)
+                metrics_counter_inc(METRIC_EVICTIONS, code, NULL);
+}
+
 static void call_http_done(const struct http_response *resp, void *userdata)
 {
         struct kube_call *call = userdata;
         struct kube_client *c = call->client;
         call->http = NULL;
         c->stats.in_flight--;
+        count_request(call->method, call->path, resp);
 
         if (resp->status == 401 && !call->reauthed) {
                 /* The token may have rotated (projected service-account tokens, exec plugins): read it again

@@ -1,4 +1,5 @@
-/* The operations endpoint: /metrics, /healthz, /readyz on libmicrohttpd's own thread. */
+/* The operations endpoint: /metrics, /healthz, /readyz on libmicrohttpd's own thread (epoll where
+ * available: a process with many sockets open must not run into select()'s FD_SETSIZE). */
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -236,11 +237,10 @@ int httpd_start(const char *listen, struct httpd **ret)
                 free(h);
                 return -r;
         }
-        h->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-                                         (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-                                     0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &sa,
-                                     MHD_OPTION_CONNECTION_LIMIT, 32u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                     MHD_OPTION_END);
+        h->daemon =
+            MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0), 0,
+                             NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
+                             32u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
         if (!h->daemon) {
                 pthread_mutex_destroy(&h->lock);
                 free(h);

@@ -14,14 +14,9 @@ nodes:
   - {name: spot-a, zone: eu-central-1b, capacity_type: spot, instance_type: m5.large}
 EOF
 
-"$SPOTDRAIN" agent --serve-sim "$TEST_TMP/scenario.yaml" --endpoints-out "$TEST_TMP/endpoints.json" \
-	>"$TEST_TMP/sim.log" 2>&1 &
-SIM_PIDS+=("$!")
-wait_for 10 test -s "$TEST_TMP/endpoints.json" || {
-	cat "$TEST_TMP/sim.log" >&2
-	fail "the simulator's IMDS surface did not come up"
-}
-IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/endpoints.json")
+start_sim botocore "$TEST_TMP/scenario.yaml"
+IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/botocore/endpoints.json")
+[ -n "$IMDS" ] && [ "$IMDS" != null ] || fail "sim serve wrote no IMDS endpoint for spot-a"
 log "IMDS of spot-a at $IMDS"
 
 log "IMDSv1 is refused (401): IMDSv2 is required"

@@ -28,15 +28,10 @@ events:
   - {at: 8, type: spot-interruption, node: spot-a}
 EOF
 
-"$SPOTDRAIN" agent --serve-sim "$TEST_TMP/scenario.yaml" --endpoints-out "$TEST_TMP/endpoints.json" \
-	--kubeconfig-out "$TEST_TMP/kubeconfig" >"$TEST_TMP/sim.log" 2>&1 &
-SIM_PIDS+=("$!")
-wait_for 10 test -s "$TEST_TMP/endpoints.json" || {
-	cat "$TEST_TMP/sim.log" >&2
-	fail "the simulator did not come up"
-}
-K8S=$(jq -r .kubernetes "$TEST_TMP/endpoints.json")
-IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/endpoints.json")
+start_sim agent "$TEST_TMP/scenario.yaml"
+K8S=$SIM_URL
+IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
+[ -n "$IMDS" ] && [ "$IMDS" != null ] || fail "sim serve wrote no IMDS endpoint for spot-a"
 METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 node() { curl -sSf "$K8S/api/v1/nodes/spot-a"; }
@@ -60,7 +55,7 @@ wait_for 5 test -S "$TEST_TMP/notify.sock" || fail "no notify socket"
 
 start_agent() {
 	NOTIFY_SOCKET=${1:-} NODE_NAME= POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test \
-		"$SPOTDRAIN" agent --kubeconfig "$TEST_TMP/kubeconfig" --imds-endpoint "$IMDS" \
+		"$SPOTDRAIN" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
 		--metrics-listen "127.0.0.1:$METRICS_PORT" >>"$TEST_TMP/agent.log" 2>&1 &
 	AGENT_PID=$!
 	SIM_PIDS+=("$AGENT_PID")

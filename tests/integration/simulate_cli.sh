@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `spotdrain simulate`: usage and scenario errors, a scenario without interruption, a drain that cannot meet its
-# deadline through the PDB (drain-infeasible at the notice, pods forced, none killed, exit 0), a pod whose
-# shutdown outlasts the notice (killed: deadline-missed, exit 3), and the CONTRACTS §4 JSON shape.
+# deadline through the PDB (drain-infeasible at the notice, pods forced, none killed, exit 0) with each notice
+# delivery (IMDS and the agent, SQS and the controller, direct), a pod whose shutdown outlasts the notice
+# (killed: deadline-missed, exit 3), and the CONTRACTS §4 JSON shape.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
@@ -21,6 +22,7 @@ log "usage errors exit 2"
 expect_exit 2 "$SPOTDRAIN" simulate
 expect_exit 2 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --time-scale 0
 expect_exit 2 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --mode sideways
+expect_exit 2 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --delivery carrier-pigeon
 expect_exit 0 "$SPOTDRAIN" simulate --help
 grep -q 'usage: spotdrain simulate' "$TEST_TMP/out" || fail "--help prints no usage"
 
@@ -33,7 +35,7 @@ grep -q 'noname.yaml' "$TEST_TMP/err" || fail "the error does not name the file:
 
 log "no interruption: nothing to drain, exit 0"
 expect_exit 0 "$SPOTDRAIN" simulate "$ROOT/examples/drain-8.yaml" --json --time-scale 10
-jq -e '.scenario == "drain-8" and .nodes == [] and .time_scale == 10 and .delivery == "direct"' \
+jq -e '.scenario == "drain-8" and .mode == "agent" and .nodes == [] and .time_scale == 10 and .delivery == "imds"' \
 	"$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
 
 # Three pods under maxUnavailable 1 with 10 s startups need 21 s; the notice gives 15 s.
@@ -57,7 +59,9 @@ grep -q '\[drain-infeasible\].*shop/api' "$TEST_TMP/out" || fail "no drain-infea
 grep -q '\[pods-forced\]' "$TEST_TMP/out" || fail "no pods-forced on the timeline"
 grep -q 'cordoned' "$TEST_TMP/out" || fail "no cordon on the timeline"
 grep -q '^spot-a ' "$TEST_TMP/out" || fail "no per-node summary"
-expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json
+# The agent polls IMDS every imds.poll_interval_seconds: at the default 1 s the poll alone can use up the 1 s.
+printf 'imds:\n  poll_interval_seconds: 500ms\n' >"$TEST_TMP/config.yaml"
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --config "$TEST_TMP/config.yaml"
 jq -e '(.nodes | length) == 1 and (.nodes[0] | .name == "spot-a" and .notice_at == 1 and .deadline_at == 16
 	and .pods_evictable == 3 and .pods_killed == 0 and .pods_forced >= 1 and .cordoned_at >= 1
 	and .drained_at <= .deadline_at)' "$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
@@ -66,6 +70,19 @@ jq -e '[.alerts[] | select(.kind == "drain-infeasible" and .node == "spot-a" and
 jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_breaches", "replacements",
 	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 9 and (.alerts[0] | keys) == ["at", "kind",
 	"message", "node"]' "$TEST_TMP/out" >/dev/null || fail "result keys differ from CONTRACTS §4: $(cat "$TEST_TMP/out")"
+
+log "the same in controller mode, notices read from the model directly"
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --mode controller --delivery direct
+jq -e '.mode == "controller" and .delivery == "direct" and .nodes[0].pods_killed == 0 and
+	([.alerts[] | select(.kind == "drain-infeasible" and .at <= 2)] | length == 1)' "$TEST_TMP/out" >/dev/null ||
+	fail "unexpected result: $(cat "$TEST_TMP/out")"
+
+# EventBridge's spot warning carries no deadline (it is always 2 minutes), so SQS delivery needs a 120 s budget.
+log "controller mode through SQS and the real controller"
+expect_exit 0 "$SPOTDRAIN" simulate "$ROOT/examples/bench-8.yaml" --time-scale 10 --json --mode controller
+jq -e '.mode == "controller" and .delivery == "sqs" and .nodes[0].pods_killed == 0 and
+	.nodes[0].drained_at - .nodes[0].notice_at < 30 and ([.alerts[].kind] | index("drain-completed") != null)' \
+	"$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
 
 # A pod that needs 30 s to stop gets a 10 s notice: it is killed with the instance.
 cat >"$TEST_TMP/slow.yaml" <<'YAML'

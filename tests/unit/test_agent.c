@@ -456,7 +456,7 @@ static void test_rebalance_reverted(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 1500000 },
+        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
                     0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
@@ -480,14 +480,14 @@ static void test_rebalance_then_interruption(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 1500000 },
+        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
                     0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
         fake_set(DOC_ACTION, action);
         run_until(f, drained);
         /* Past the revert time: the soft taint stays on a node that is going. */
-        uint64_t until = clk_now() + 2000000;
+        uint64_t until = clk_now() + 3500000;
         while (clk_now() < until)
                 run_ticks(f, 5);
         assert_int_equal(f->rec.soft_remove, 0);
@@ -543,15 +543,19 @@ static void test_asg_terminated(void **state)
         struct fixture *f = *state;
 
         fake_set(DOC_LIFECYCLE, "InService");
-        start_agent(f, &(struct agent_options){ .node_name = "node-1" }, 0);
+        start_agent(f, &(struct agent_options){ .node_name = "node-1", .asg_deadline_usec = 120000000 }, 0);
         run_until(f, ready);
         run_ticks(f, 3);
         assert_int_equal(f->rec.drains, 0);
         fake_set(DOC_LIFECYCLE, "Terminated");
+        uint64_t seen = clk_now();
         run_until(f, drained);
         run_ticks(f, 5);
         assert_int_equal(f->rec.drains, 1);
         assert_int_equal(f->rec.drain_kind, NOTICE_ASG_LIFECYCLE_TERMINATE);
+        /* The configured hook timeout from when the state was seen, not the 1 h default. */
+        assert_true(f->rec.drain_deadline >= seen + 120000000);
+        assert_true(f->rec.drain_deadline < clk_now() + 120000000);
 }
 
 static void test_fault_500(void **state)
@@ -931,7 +935,11 @@ static void test_engine_end_to_end(void **state)
         assert_int_equal(left, 0);
         assert_true(cordoned(f));
 
+        /* A canceled maintenance's undo through the engine: the engine's taint and the cordon go. */
         stop_agent(f);
+        assert_int_equal(agent_engine_actions.uncordon(engine, "spot-a"), 0);
+        run_until(f, schedulable);
+
         engine = agent_engine_free(engine);
         e2e_stop(f);
 }

@@ -481,6 +481,40 @@ static void test_critical_last(void **state)
         fx_free(f);
 }
 
+/* The agent's own pod is never evicted, and the drain does not wait for it. */
+static void test_never_self(void **state)
+{
+        struct fx *f = fx_new(
+            "name: self\n" NODES "workloads:\n"
+            "  - {name: agent, namespace: ops, kind: Deployment, replicas: 3, placement: {spot-a: 3},\n"
+            "     termination_grace_seconds: 2, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            5);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        cJSON *items = NULL;
+        _cleanup_free_ char *self = NULL;
+
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "ops", &items), 0);
+        sim_unlock(f->sim);
+        self = strdup(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"));
+        cJSON_Delete(items);
+        assert_non_null(self);
+        o.self_namespace = "ops";
+        o.self_name = self;
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        cJSON *pod = sim_obj(f, SIM_POD, "ops", self);
+        assert_non_null(pod);
+        assert_null(kube_object_str(pod, "metadata.deletionTimestamp"));
+        assert_string_equal(kube_object_str(pod, "spec.nodeName"), "spot-a");
+        cJSON_Delete(pod);
+        fx_free(f);
+}
+
 /* ---- planner input from objects (pure) ---- */
 
 static cJSON *pod_json(const char *name, const char *owner_kind, const char *created, const char *ready_at,
@@ -612,6 +646,7 @@ int main(void)
                 cmocka_unit_test(test_pods_vanish),
                 cmocka_unit_test(test_infeasible_alert_at_once),
                 cmocka_unit_test(test_critical_last),
+                cmocka_unit_test(test_never_self),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,234 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "spotdrain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "spotdrain.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "spotdrain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "spotdrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: {{ .Values.mode }}
+{{- end }}
+
+{{- define "spotdrain.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "spotdrain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "spotdrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "spotdrain.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "spotdrain.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* spotdrain.yaml: the user's config with the keys the chart owns set from the chart's values. */}}
+{{- define "spotdrain.config" -}}
+{{- $cfg := deepCopy (default (dict) .Values.config) }}
+{{- $_ := set $cfg "metrics_listen" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
+{{- if eq .Values.mode "controller" }}
+{{- $aws := deepCopy (default (dict) (get $cfg "aws")) }}
+{{- $_ := set $aws "queue_url" (required "controller.queueURL is required in controller mode" .Values.controller.queueURL) }}
+{{- if .Values.controller.region }}
+{{- $_ := set $aws "region" .Values.controller.region }}
+{{- end }}
+{{- $_ := set $cfg "aws" $aws }}
+{{- else if .Values.agent.imdsEndpoint }}
+{{- $imds := deepCopy (default (dict) (get $cfg "imds")) }}
+{{- $_ := set $imds "endpoint" .Values.agent.imdsEndpoint }}
+{{- $_ := set $cfg "imds" $imds }}
+{{- end }}
+{{- if .Values.alerts.webhook.existingSecret }}
+{{- $alerts := deepCopy (default (dict) (get $cfg "alerts")) }}
+{{- $_ := set $alerts "webhook_url" "file:/etc/spotdrain/webhook/url" }}
+{{- $_ := set $cfg "alerts" $alerts }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The pod template, the same for both modes but for the parts that differ. */}}
+{{- define "spotdrain.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "spotdrain.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/config: {{ include "spotdrain.config" . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "spotdrain.serviceAccountName" . }}
+  automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
+  {{- with .Values.image.pullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- if eq .Values.mode "agent" }}
+  priorityClassName: {{ .Values.agent.priorityClassName }}
+  hostNetwork: {{ .Values.agent.hostNetwork }}
+  dnsPolicy: {{ .Values.agent.dnsPolicy }}
+  {{- with .Values.agent.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if .Values.agent.affinity }}
+  affinity:
+    {{- toYaml .Values.agent.affinity | nindent 4 }}
+  {{- else if .Values.agent.spotNodeAffinity.enabled }}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          {{- range .Values.agent.spotNodeAffinity.terms }}
+          - matchExpressions:
+              - key: {{ .key }}
+                operator: In
+                values:
+                  {{- toYaml .values | nindent 18 }}
+          {{- end }}
+  {{- end }}
+  {{- with .Values.agent.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- else }}
+  priorityClassName: {{ .Values.controller.priorityClassName }}
+  {{- with .Values.controller.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.controller.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.controller.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.controller.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- end }}
+  # A drain under way gets to finish: the spot budget is two minutes.
+  terminationGracePeriodSeconds: 150
+  containers:
+    - name: spotdrain
+      image: {{ include "spotdrain.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - {{ .Values.mode }}
+        - --config
+        - /etc/spotdrain/spotdrain.yaml
+      env:
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        {{- if eq .Values.mode "agent" }}
+        - name: NODE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        {{- end }}
+        {{- if .Values.alerts.webhook.existingSecret }}
+        - name: SPOTDRAIN_ALERTS_WEBHOOK_FORMAT
+          value: {{ .Values.alerts.webhook.format | quote }}
+        {{- with .Values.alerts.webhook.template }}
+        - name: SPOTDRAIN_ALERTS_WEBHOOK_TEMPLATE
+          value: {{ . | quote }}
+        {{- end }}
+        {{- if .Values.alerts.webhook.headersSecret }}
+        - name: SPOTDRAIN_ALERTS_WEBHOOK_HEADERS_FILE
+          value: /etc/spotdrain/webhook-headers/headers
+        {{- end }}
+        {{- end }}
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: metrics
+          containerPort: {{ .Values.metrics.port }}
+          protocol: TCP
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: metrics
+        periodSeconds: 10
+        failureThreshold: 6
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: metrics
+        periodSeconds: 5
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: /etc/spotdrain/spotdrain.yaml
+          subPath: spotdrain.yaml
+          readOnly: true
+        {{- if .Values.alerts.webhook.existingSecret }}
+        - name: webhook
+          mountPath: /etc/spotdrain/webhook
+          readOnly: true
+        {{- if .Values.alerts.webhook.headersSecret }}
+        - name: webhook-headers
+          mountPath: /etc/spotdrain/webhook-headers
+          readOnly: true
+        {{- end }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "spotdrain.fullname" . }}
+    {{- if .Values.alerts.webhook.existingSecret }}
+    - name: webhook
+      secret:
+        secretName: {{ .Values.alerts.webhook.existingSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.alerts.webhook.secretKey }}
+            path: url
+    {{- if .Values.alerts.webhook.headersSecret }}
+    - name: webhook-headers
+      secret:
+        secretName: {{ .Values.alerts.webhook.headersSecret }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.alerts.webhook.headersSecretKey }}
+            path: headers
+    {{- end }}
+    {{- end }}
+{{- end }}

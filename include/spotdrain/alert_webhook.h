@@ -1,0 +1,105 @@
+/* The webhook alert sink: every alert on the bus becomes one HTTP POST (JSON), sent from the loop, retried
+ * with backoff on transport errors, timeouts, 429 and 5xx answers. Emitting never waits for delivery.
+ *
+ * Formats:
+ *   slack (default)  {"text": TEXT}: Slack incoming webhooks, and Mattermost, Rocket.Chat, Teams workflows
+ *                    and others that accept the Slack form.
+ *   json             every field of the alert:
+ *                    {"kind": "drain-infeasible", "reason": "DrainInfeasible", "severity": "warning",
+ *                     "node": "ip-10-0-1-2", "message": "...", "time": "2026-11-30T06:00:00Z",
+ *                     "deadline": "2026-11-30T06:02:00Z", "fields": {"pdb": "shop/api", ...},
+ *                     "text": TEXT, "source": "spotdrain"}
+ *                    ("node" and "deadline" are null when the alert has none).
+ *
+ * TEXT comes from a template; {{NAME}} is replaced by:
+ *   {{kind}}      drain-infeasible, deadline-missed, ... (CONTRACTS §4)
+ *   {{reason}}    the same in CamelCase (the Kubernetes Event reason)
+ *   {{severity}}  "warning" for bad news, else "info"
+ *   {{emoji}}     ":warning:" for bad news, else ":information_source:"
+ *   {{node}}      the node, "" when none
+ *   {{message}}   the one-line message
+ *   {{time}}      when the alert was emitted, RFC 3339 (engine clock)
+ *   {{deadline}}  the alert's "deadline" field, "" when none
+ *   {{NAME}}      any other field of the alert (instance, pdb, pods, ...), "" when absent
+ * "{{" without a closing "}}" is copied as is. The default template is
+ *   "{{emoji}} spotdrain {{kind}} on {{node}}: {{message}}"  (" on {{node}}" left out without a node).
+ *
+ * Secrets: the URL (a Slack webhook URL is a credential) and header values may come from files; neither is
+ * ever logged, and log lines name the sink only as "alert webhook". */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/util.h"
+
+struct alert;
+struct alert_bus;
+struct loop;
+struct spotdrain_config;
+
+enum webhook_format {
+        WEBHOOK_FORMAT_SLACK,
+        WEBHOOK_FORMAT_JSON,
+};
+
+struct webhook_options {
+        const char *url;      /* https (http only to loopback), or */
+        const char *url_file; /* a file holding the URL (whitespace around it is ignored) */
+        enum webhook_format format;
+        const char *template_text;  /* NULL = the default above */
+        const char *const *headers; /* NULL-terminated "Name: value" strings */
+        /* A file of "Name: value" lines (e.g. "Authorization: Bearer ..."); empty lines and # comments are
+         * skipped. Read once, at webhook_sink_new(). */
+        const char *headers_file;
+        uint64_t timeout_usec;      /* per attempt, real time; 0 = 10 s */
+        unsigned max_attempts;      /* 0 = 5 */
+        uint64_t backoff_base_usec; /* 0 = 1 s */
+        uint64_t backoff_max_usec;  /* 0 = 60 s; also caps a Retry-After */
+        size_t max_pending;         /* alerts queued or in flight; beyond, new ones are dropped; 0 = 256 */
+};
+
+struct webhook_stats {
+        uint64_t delivered; /* answered 2xx */
+        uint64_t failed;    /* gave up: a 4xx other than 429, or attempts exhausted */
+        uint64_t retries;   /* attempts after the first */
+        uint64_t dropped;   /* not queued: max_pending reached or out of memory */
+};
+
+struct webhook_sink;
+/* -EINVAL for a missing or malformed URL, a bad header or template; errors reading the files as
+ * read_file_full() returns them. The loop is borrowed and must outlive the sink. */
+int webhook_sink_new(struct loop *l, const struct webhook_options *o, struct webhook_sink **ret);
+/* Cancels what is still queued or in flight (see webhook_sink_flush()). NULL-safe; returns NULL. */
+struct webhook_sink *webhook_sink_free(struct webhook_sink *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct webhook_sink *, webhook_sink_free);
+
+/* Adds the sink to the bus; the sink must outlive the bus (or the bus must not emit after the sink is
+ * freed: the bus has no way to remove a sink). */
+int webhook_sink_attach(struct webhook_sink *w, struct alert_bus *b);
+/* The alert_sink_fn itself (userdata: the webhook_sink), for callers that add it themselves. */
+void webhook_sink_deliver(const struct alert *a, void *userdata);
+
+size_t webhook_sink_pending(const struct webhook_sink *w);
+void webhook_sink_stats(const struct webhook_sink *w, struct webhook_stats *ret);
+/* Runs the loop until nothing is queued or in flight: for shutdown (SIGTERM after a drain should still
+ * tell people how it ended) and tests. -ETIMEDOUT after timeout_usec of real time. */
+int webhook_sink_flush(struct webhook_sink *w, uint64_t timeout_usec);
+
+/* The request body for one alert (exposed for tests and `check-config`-style previews). */
+int webhook_render(const struct alert *a, enum webhook_format format, const char *template_text, char **ret);
+int webhook_format_from_string(const char *s); /* "slack", "json"; -EINVAL otherwise */
+
+/* Options from the configuration: alerts.webhook_url; a value "file:PATH" reads the URL from PATH. The
+ * configuration table has no keys for the rest yet, so these environment variables (named as config_load_env
+ * would name the keys) set them meanwhile:
+ *   SPOTDRAIN_ALERTS_WEBHOOK_FORMAT           slack | json
+ *   SPOTDRAIN_ALERTS_WEBHOOK_TEMPLATE         the template
+ *   SPOTDRAIN_ALERTS_WEBHOOK_HEADERS_FILE     a file of "Name: value" lines
+ *   SPOTDRAIN_ALERTS_WEBHOOK_TIMEOUT_SECONDS  per attempt
+ *   SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS
+ * *ret borrows from c and the environment. -ENOENT when no webhook is configured; -EINVAL for a bad value,
+ * with *ret_error (may be NULL) naming the variable. */
+int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,
+                                char **ret_error);

@@ -1,0 +1,415 @@
+/* spotdrain controller: queue mode. Long-polls an SQS queue fed by EventBridge / Auto Scaling and drains
+ * any node of the cluster, one elected replica at a time, until SIGTERM (then hands over and exits 0). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/awscreds.h"
+#include "spotdrain/config.h"
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+#include "spotdrain/httpd.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/metrics.h"
+#include "spotdrain/ops.h"
+
+#define SNAPSHOT_USEC       (1000ULL * 1000ULL)
+#define CREDS_REFRESH_AHEAD (300ULL * 1000ULL * 1000ULL)
+
+static void controller_usage(FILE *f)
+{
+        fprintf(
+            f,
+            "usage: spotdrain controller --queue-url URL [--region R] [--kubeconfig FILE] [--config FILE]\n"
+            "                            [--metrics-listen HOST:PORT] [--lease-namespace NS] [--identity "
+            "ID]\n"
+            "                            [--no-leader-election] [--sqs-endpoint URL] [--asg-endpoint URL]\n"
+            "                            [--log-level LEVEL] [--log-format FORMAT]\n"
+            "\n"
+            "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance recommendations,\n"
+            "state changes, AWS Health) and Auto Scaling lifecycle hooks deliver to, and drains the\n"
+            "nodes they name. Only the holder of the Lease spotdrain-controller (in --lease-namespace,\n"
+            "default $POD_NAMESPACE) receives. Runs until SIGTERM. Serves /metrics, /healthz and /readyz\n"
+            "on --metrics-listen (default " HTTPD_DEFAULT_LISTEN ", \"off\" for none); /readyz fails\n"
+            "while the queue is unreadable.\n");
+}
+
+/* ---- credentials: the provider's latest, copied ---- */
+
+struct creds {
+        struct aws_creds_provider *provider;
+        struct aws_credentials copy;
+        bool have, asking;
+};
+
+static void creds_store(struct creds *c, const struct aws_credentials *src)
+{
+        struct aws_credentials n = {};
+        if (aws_credentials_copy(&n, src) < 0)
+                return;
+        aws_credentials_clear(&c->copy);
+        c->copy = n;
+        c->have = true;
+}
+
+static void on_refresh(const struct aws_credentials *src, void *userdata)
+{
+        creds_store(userdata, src);
+}
+
+static void on_creds(int error, const struct aws_credentials *src, const char *message, void *userdata)
+{
+        struct creds *c = userdata;
+        c->asking = false;
+        if (error < 0)
+                log_warning_errno(error, "cannot get AWS credentials: %s", message ? message : "");
+        else
+                creds_store(c, src);
+}
+
+static const struct aws_credentials *creds_current(void *userdata)
+{
+        struct creds *c = userdata;
+        bool stale = !c->have || (c->copy.expiration_usec &&
+                                  c->copy.expiration_usec < now_realtime_usec() + CREDS_REFRESH_AHEAD);
+        if (stale && !c->asking && aws_creds_get(c->provider, on_creds, c) >= 0)
+                c->asking = true;
+        return c->have ? &c->copy : NULL;
+}
+
+/* ---- metrics and readiness (ops module): the controller's totals turned into registry deltas ---- */
+
+#define M_RECEIVES         "spotdrain_sqs_receives_total"
+#define M_DELETED          "spotdrain_sqs_messages_deleted_total"
+#define M_DELETE_FAILURES  "spotdrain_sqs_delete_failures_total"
+#define M_EXTENSIONS       "spotdrain_sqs_visibility_extensions_total"
+#define M_MALFORMED        "spotdrain_sqs_messages_malformed_total"
+#define M_IN_FLIGHT        "spotdrain_sqs_messages_in_flight"
+#define M_UNREADABLE_TOTAL "spotdrain_queue_unreadable_total"
+#define M_UNREADABLE       "spotdrain_queue_unreadable"
+#define M_DUPLICATES       "spotdrain_notices_duplicate_total"
+#define M_DRAINS_STARTED   "spotdrain_drains_started_total"
+#define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
+#define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
+#define M_DRAINING         "spotdrain_drains_in_progress"
+
+static const struct metric_family_def controller_families[] = {
+        { M_RECEIVES, METRIC_COUNTER, "SQS ReceiveMessage calls answered.", {}, NULL, 0 },
+        { M_DELETED, METRIC_COUNTER, "SQS messages deleted.", {}, NULL, 0 },
+        { M_DELETE_FAILURES, METRIC_COUNTER, "SQS messages that could not be deleted.", {}, NULL, 0 },
+        { M_EXTENSIONS,
+          METRIC_COUNTER,
+          "Visibility extensions of messages held during drains.",
+          {},
+          NULL,
+          0 },
+        { M_MALFORMED,
+          METRIC_COUNTER,
+          "Malformed or unrecognized messages left in the queue.",
+          {},
+          NULL,
+          0 },
+        { M_IN_FLIGHT, METRIC_GAUGE, "Messages held while their drains run.", {}, NULL, 0 },
+        { M_UNREADABLE_TOTAL, METRIC_COUNTER, "Times the queue turned unreadable.", {}, NULL, 0 },
+        { M_UNREADABLE,
+          METRIC_GAUGE,
+          "1 while the queue is unreadable or not proven readable.",
+          {},
+          NULL,
+          0 },
+        { M_DUPLICATES, METRIC_COUNTER, "Duplicate notices absorbed.", {}, NULL, 0 },
+        { M_DRAINS_STARTED, METRIC_COUNTER, "Drains started (restarts included).", {}, NULL, 0 },
+        { M_DRAINS_RESUMED, METRIC_COUNTER, "Drains carried on from a node annotation.", {}, NULL, 0 },
+        { M_UNKNOWN_DROPPED,
+          METRIC_COUNTER,
+          "Notices whose instance never turned up as a node.",
+          {},
+          NULL,
+          0 },
+        { M_DRAINING, METRIC_GAUGE, "Drains under way.", {}, NULL, 0 },
+};
+
+struct ops {
+        struct controller *ctl;
+        struct loop *loop;
+        struct httpd *httpd;
+        struct timer *timer;
+        struct controller_stats last;
+        bool notified;
+};
+
+static int ops_register(void)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(controller_families); i++) {
+                int r = metrics_register(&controller_families[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void add_delta(const char *name, uint64_t now, uint64_t before, const char *label)
+{
+        if (now > before)
+                (void)metrics_counter_add(name, (double)(now - before), label, NULL);
+}
+
+static void ops_tick(void *userdata)
+{
+        struct ops *o = userdata;
+        struct controller_stats st;
+        bool ready = controller_ready(o->ctl);
+
+        o->timer = NULL;
+        controller_stats(o->ctl, &st);
+        add_delta(M_RECEIVES, st.receives, o->last.receives, NULL);
+        add_delta(M_DELETED, st.deleted, o->last.deleted, NULL);
+        add_delta(M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
+        add_delta(M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
+        add_delta(M_MALFORMED, st.malformed, o->last.malformed, NULL);
+        add_delta(M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
+        add_delta(M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
+        add_delta(M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
+        add_delta(M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
+        add_delta(M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);
+        add_delta(METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures, o->last.unreadable_failures,
+                  "unreadable");
+        add_delta(METRIC_QUEUE_RECEIVE_ERRORS, st.receive_failures - st.unreadable_failures,
+                  o->last.receive_failures - o->last.unreadable_failures, "other");
+        add_delta(METRIC_MESSAGES, st.messages, o->last.messages, "received");
+        for (int k = 0; k < _NOTICE_KIND_MAX; k++)
+                if (st.notice_counts[k] > o->last.notice_counts[k])
+                        (void)metrics_counter_add(METRIC_NOTICES_RECEIVED,
+                                                  (double)(st.notice_counts[k] - o->last.notice_counts[k]),
+                                                  notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
+        (void)metrics_gauge_set(M_IN_FLIGHT, st.in_flight, NULL);
+        (void)metrics_gauge_set(M_DRAINING, st.dispatch.draining, NULL);
+        (void)metrics_gauge_set(M_UNREADABLE, ready ? 0 : 1, NULL);
+        (void)metrics_gauge_set(METRIC_LEADER, st.leader ? 1 : 0, NULL);
+        (void)httpd_set_ready(o->httpd, "queue", ready,
+                              ready ? NULL : "the interruption queue is not readable");
+        if (ready && !o->notified) {
+                o->notified = true;
+                (void)ops_notify_ready("controller running: queue readable");
+        }
+        o->last = st;
+        if (timer_start_in(o->loop, SNAPSHOT_USEC, ops_tick, o, &o->timer) < 0)
+                log_debug("controller: cannot arm the metrics snapshot");
+}
+
+/* ---- the command ---- */
+
+static void on_handed_over(void *userdata)
+{
+        loop_exit(userdata, 0);
+}
+
+static void on_stop_signal(struct loop *l, void *userdata)
+{
+        log_info("stopping: handing over what is under way");
+        (void)ops_notify_stopping();
+        controller_stop(userdata, on_handed_over, l);
+}
+
+int cmd_controller(int argc, char **argv)
+{
+        static const struct option options[] = {
+                { "queue-url", required_argument, NULL, 'q' },
+                { "region", required_argument, NULL, 'r' },
+                { "kubeconfig", required_argument, NULL, 'k' },
+                { "config", required_argument, NULL, 'c' },
+                { "metrics-listen", required_argument, NULL, 'm' },
+                { "lease-namespace", required_argument, NULL, 'n' },
+                { "identity", required_argument, NULL, 'i' },
+                { "no-leader-election", no_argument, NULL, 'N' },
+                { "sqs-endpoint", required_argument, NULL, 's' },
+                { "asg-endpoint", required_argument, NULL, 'a' },
+                { "log-level", required_argument, NULL, 'L' },
+                { "log-format", required_argument, NULL, 'F' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        const char *queue_url = NULL, *region = NULL, *kubeconfig = NULL, *config = NULL,
+                   *metrics_listen = NULL, *lease_ns = NULL, *identity = NULL, *sqs_endpoint = NULL,
+                   *asg_endpoint = NULL, *level_s = NULL, *format_s = NULL;
+        bool no_election = false;
+        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
+        _cleanup_(kube_config_freep) struct kube_config *kcfg = NULL;
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(kube_client_freep) struct kube_client *kube = NULL;
+        _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
+        _cleanup_(controller_freep) struct controller *ctl = NULL;
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(httpd_freep) struct httpd *httpd = NULL;
+        _cleanup_(ops_watchdog_freep) struct ops_watchdog *watchdog = NULL;
+        struct creds creds = {};
+        struct ops o = {};
+        int c, r, level, format;
+
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'q':
+                        queue_url = optarg;
+                        break;
+                case 'r':
+                        region = optarg;
+                        break;
+                case 'k':
+                        kubeconfig = optarg;
+                        break;
+                case 'c':
+                        config = optarg;
+                        break;
+                case 'm':
+                        metrics_listen = optarg;
+                        break;
+                case 'n':
+                        lease_ns = optarg;
+                        break;
+                case 'i':
+                        identity = optarg;
+                        break;
+                case 'N':
+                        no_election = true;
+                        break;
+                case 's':
+                        sqs_endpoint = optarg;
+                        break;
+                case 'a':
+                        asg_endpoint = optarg;
+                        break;
+                case 'L':
+                        level_s = optarg;
+                        break;
+                case 'F':
+                        format_s = optarg;
+                        break;
+                case 'h':
+                        controller_usage(stdout);
+                        return EXIT_OK;
+                default:
+                        controller_usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind != argc) {
+                controller_usage(stderr);
+                return EXIT_USAGE;
+        }
+
+        r = config_load(config, NULL, &cfg, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain controller: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        level = level_s ? log_parse_level(level_s) : cfg->log_level;
+        format = format_s ? log_parse_format(format_s) : cfg->log_format;
+        if (level < 0 || format < 0) {
+                fprintf(stderr, "spotdrain controller: unknown log %s '%s'\n",
+                        level < 0 ? "level" : "format", level < 0 ? level_s : format_s);
+                return EXIT_USAGE;
+        }
+        log_setup((enum log_format)format, level);
+        if (!queue_url)
+                queue_url = cfg->aws_queue_url;
+        if (isempty(queue_url)) {
+                fprintf(stderr, "spotdrain controller: --queue-url (or aws.queue_url) is required\n");
+                return EXIT_USAGE;
+        }
+
+        signal(SIGPIPE, SIG_IGN);
+        r = loop_new(&l);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
+        r = kube_config_load_auto(kubeconfig ? kubeconfig : cfg->kubeconfig, cfg->kube_context, &kcfg,
+                                  &error);
+        if (r < 0) {
+                log_error_errno(r, "cannot load the Kubernetes configuration: %s", error ? error : "");
+                return EXIT_ERROR;
+        }
+        r = kube_client_new(
+            l, kcfg,
+            &(struct kube_client_options){ .qps = cfg->kube_qps,
+                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0 },
+            &kube);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
+
+        r = aws_creds_provider_new(
+            l, &(struct aws_creds_options){ .on_refresh = on_refresh, .userdata = &creds }, &creds.provider);
+        if (r < 0)
+                return log_error_errno(r, "incomplete AWS credentials configuration"), EXIT_USAGE;
+        (void)creds_current(&creds);
+
+        r = alert_bus_new(&bus);
+        if (r >= 0)
+                r = alert_bus_add_log_sink(bus);
+        if (r >= 0)
+                r = alert_bus_add_kube_event_sink(bus, kube);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up alerts"), EXIT_ERROR;
+
+        r = controller_new(l, kube, bus,
+                           &(struct controller_options){ .queue_url = queue_url,
+                                                         .region = region ? region : cfg->aws_region,
+                                                         .sqs_endpoint = sqs_endpoint,
+                                                         .asg_endpoint = asg_endpoint,
+                                                         .credentials = creds_current,
+                                                         .credentials_userdata = &creds,
+                                                         .cfg = cfg,
+                                                         .lease_namespace = lease_ns,
+                                                         .identity = identity,
+                                                         .no_leader_election = no_election },
+                           &ctl);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the controller for %s%s", queue_url,
+                                r == -EDESTADDRREQ ? " (no region: use --region or AWS_REGION)" : "");
+                aws_creds_provider_free(creds.provider);
+                return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
+        }
+
+        metrics_listen = metrics_listen        ? metrics_listen
+                         : cfg->metrics_listen ? cfg->metrics_listen
+                                               : HTTPD_DEFAULT_LISTEN;
+        r = ops_register();
+        if (r >= 0)
+                r = httpd_start(metrics_listen, &httpd);
+        if (r >= 0)
+                r = httpd_watch_loop(httpd, l, 0);
+        if (r >= 0)
+                r = httpd_set_ready(httpd, "queue", false,
+                                    "the interruption queue is not proven readable yet");
+        if (r >= 0)
+                r = ops_watchdog_start(l, &watchdog);
+        if (r < 0) {
+                log_error_errno(r, "cannot serve metrics on %s", metrics_listen);
+                ctl = controller_free(ctl);
+                aws_creds_provider_free(creds.provider);
+                return EXIT_ERROR;
+        }
+        o = (struct ops){ .ctl = ctl, .loop = l, .httpd = httpd };
+
+        log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
+                 aws_creds_provider_source(creds.provider));
+        loop_set_stop_handler(l, on_stop_signal, ctl);
+        r = controller_start(ctl);
+        if (r >= 0) {
+                ops_tick(&o);
+                r = loop_run(l);
+        } else
+                log_error_errno(r, "cannot start the controller");
+        o.timer = timer_cancel(o.timer);
+        httpd = httpd_free(httpd);
+        watchdog = ops_watchdog_free(watchdog);
+        ctl = controller_free(ctl);
+        aws_creds_provider_free(creds.provider);
+        aws_credentials_clear(&creds.copy);
+        log_info("spotdrain controller stopped");
+        return r == 0 ? EXIT_OK : EXIT_ERROR;
+}

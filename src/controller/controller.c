@@ -1,0 +1,1113 @@
+/* controller: the SQS message lifecycle, readiness, and the glue between queue, dispatch, leader election,
+ * the node informer and the drain engine.
+ *
+ * This is the top of queue mode, so it logs what an operator must see at info/warning: notices, malformed
+ * messages (with their MessageId), the queue becoming unreadable and readable again, leadership changes. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/alert.h"
+#include "spotdrain/config.h"
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/notice.h"
+#include "spotdrain/sqs.h"
+
+#define SEC                      UINT64_C(1000000)
+#define MAX_POLLS                4
+#define DEFAULT_VISIBILITY       (60 * SEC)
+#define DEFAULT_MALFORMED        (600 * SEC)
+#define DEFAULT_ACCESS_CHECK     (60 * SEC)
+#define DEFAULT_FAILURES         3
+#define RETRY_VISIBILITY_SECONDS 10 /* a message whose notices could not be acted on comes back then */
+#define DELETE_ATTEMPTS          5
+#define STOP_BOUND_USEC          (5 * SEC)
+#define STOP_CHECK_USEC          (20 * 1000)
+#define POLL_BACKOFF_BASE        (1 * SEC)
+#define POLL_BACKOFF_MAX         (30 * SEC)
+
+struct controller;
+
+struct poll_slot {
+        struct controller *c;
+        struct sqs_op *op;
+        struct timer *retry;
+};
+
+/* A message held while the drains of its notices run. */
+struct cmsg {
+        struct controller *c;
+        uint64_t ticket;
+        char *id, *handle;
+        unsigned pending;
+        int error;
+        struct timer *extend;
+        struct sqs_op *op; /* visibility change in flight */
+};
+
+struct pending_delete {
+        char *id, *handle;
+        unsigned attempts;
+};
+
+struct cdrain {
+        struct controller *c;
+        char *node;
+        struct drain_exec *x;
+        bool finished;
+};
+
+struct controller {
+        struct loop *loop;
+        struct kube_client *kube;
+        struct alert_bus *bus;
+        const struct spotdrain_config *cfg;
+        struct controller_options o;
+        char *queue_url, *region, *sqs_endpoint, *asg_endpoint, *lease_namespace, *identity;
+
+        struct sqs_client *sqs;
+        struct asg_client *asg;
+        struct dispatch *dispatch;
+        struct leader *leader;
+        struct kube_informer *nodes;
+
+        struct poll_slot polls[MAX_POLLS];
+        struct sqs_op *access_op;
+        struct timer *access_timer;
+        struct backoff backoff;
+        unsigned failures_in_row;
+        bool unreadable, queue_ok, active, resume_pending, started;
+        bool asg_warned;
+
+        struct cmsg **msgs;
+        size_t n_msgs;
+        uint64_t next_ticket;
+
+        struct pending_delete *deletes;
+        size_t n_deletes;
+        struct sqs_op *delete_op;
+        struct pending_delete *deleting; /* the batch in flight */
+        size_t n_deleting;
+        struct timer *delete_timer;
+
+        struct cdrain **drains;
+        size_t n_drains;
+        struct timer *reap_timer;
+
+        unsigned ops_in_flight; /* fire-and-forget visibility changes (counted for a clean stop) */
+        struct timer *stop_timer;
+        uint64_t stop_started;
+        void (*stop_done)(void *userdata);
+        void *stop_userdata;
+
+        struct controller_stats stats;
+};
+
+static void poll_all(struct controller *c);
+static void flush_deletes(struct controller *c);
+
+/* ---- queue health ---- */
+
+static void queue_failed(struct controller *c, const struct sqs_result *res, const char *what)
+{
+        bool unreadable_now = sqs_error_queue_unreadable(res->kind);
+
+        c->failures_in_row++;
+        if (unreadable_now)
+                c->stats.unreadable_failures++;
+        log_debug("controller: %s failed: %s %s %s", what, sqs_error_to_string(res->kind), res->code,
+                  res->message);
+        if (c->unreadable || (!unreadable_now && c->failures_in_row < c->o.failures_unreadable))
+                return;
+        c->unreadable = true;
+        c->stats.unreadable++;
+        log_error("queue %s is unreadable: %s failed: %s%s%s", c->queue_url, what,
+                  isempty(res->code) ? sqs_error_to_string(res->kind) : res->code,
+                  isempty(res->message) ? "" : ": ", res->message);
+        if (c->bus)
+                (void)alert_emit(c->bus, ALERT_QUEUE_UNREADABLE, NULL,
+                                 (const char *[]){
+                                     "queue_url", c->queue_url, "error",
+                                     isempty(res->code) ? sqs_error_to_string(res->kind) : res->code, NULL },
+                                 "cannot read the interruption queue %s: %s %s", c->queue_url,
+                                 isempty(res->code) ? sqs_error_to_string(res->kind) : res->code,
+                                 res->message);
+}
+
+static void queue_ok(struct controller *c)
+{
+        c->failures_in_row = 0;
+        backoff_reset(&c->backoff);
+        c->queue_ok = true;
+        if (c->unreadable) {
+                c->unreadable = false;
+                log_notice("queue %s is readable again", c->queue_url);
+        }
+}
+
+/* ---- fire-and-forget visibility changes ---- */
+
+static void on_visibility_done(struct sqs_client *s, const struct sqs_result *res, void *userdata)
+{
+        struct controller *c = userdata;
+        c->ops_in_flight--;
+        if (res->error < 0)
+                log_debug("controller: visibility change failed: %s", sqs_error_to_string(res->kind));
+}
+
+static void set_visibility(struct controller *c, const char *handle, uint64_t usec)
+{
+        uint64_t s = (usec + SEC - 1) / SEC;
+        if (s > SQS_MAX_VISIBILITY)
+                s = SQS_MAX_VISIBILITY;
+        if (sqs_change_visibility(c->sqs, handle, (unsigned)s, on_visibility_done, c, NULL) >= 0)
+                c->ops_in_flight++;
+}
+
+/* ---- deletes, batched ---- */
+
+static int queue_delete_noflush(struct controller *c, const char *id, const char *handle, unsigned attempts)
+{
+        struct pending_delete *v = realloc(c->deletes, (c->n_deletes + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        c->deletes = v;
+        v[c->n_deletes] = (struct pending_delete){ .id = strdup(id ? id : ""),
+                                                   .handle = strdup(handle),
+                                                   .attempts = attempts };
+        if (!v[c->n_deletes].id || !v[c->n_deletes].handle) {
+                free(v[c->n_deletes].id);
+                free(v[c->n_deletes].handle);
+                return -ENOMEM;
+        }
+        c->n_deletes++;
+        return 0;
+}
+
+static int queue_delete(struct controller *c, const char *id, const char *handle, unsigned attempts)
+{
+        int r = queue_delete_noflush(c, id, handle, attempts);
+        if (r >= 0)
+                flush_deletes(c);
+        return r;
+}
+
+static void pending_delete_clear(struct pending_delete *p)
+{
+        free(p->id);
+        free(p->handle);
+}
+
+static void on_delete_timer(void *userdata)
+{
+        struct controller *c = userdata;
+        c->delete_timer = NULL;
+        flush_deletes(c);
+}
+
+static void on_deleted(struct sqs_client *s, const struct sqs_result *res, const struct sqs_entry_result *e,
+                       size_t n, void *userdata)
+{
+        struct controller *c = userdata;
+        struct pending_delete *batch = c->deleting;
+        size_t nb = c->n_deleting;
+        bool retry_later = false;
+
+        c->delete_op = NULL;
+        c->deleting = NULL;
+        c->n_deleting = 0;
+        for (size_t i = 0; i < nb; i++) {
+                int error = res->error < 0 ? res->error : i < n ? e[i].error : -EBADMSG;
+                bool retryable = res->error < 0 ? sqs_error_retryable(res->kind)
+                                                : i < n && sqs_error_retryable(e[i].kind);
+                if (error >= 0) {
+                        c->stats.deleted++;
+                        log_debug("controller: deleted message %s", batch[i].id);
+                } else if (retryable && batch[i].attempts + 1 < DELETE_ATTEMPTS &&
+                           queue_delete_noflush(c, batch[i].id, batch[i].handle, batch[i].attempts + 1) >= 0)
+                        retry_later = true;
+                else {
+                        /* A stale handle means the message was received again; that delivery is a
+                         * duplicate now and will be deleted at once. */
+                        c->stats.delete_failures++;
+                        log_warning("cannot delete message %s: %s", batch[i].id,
+                                    res->error < 0 ? sqs_error_to_string(res->kind)
+                                                   : (i < n ? e[i].code : "no answer for it"));
+                }
+                pending_delete_clear(&batch[i]);
+        }
+        free(batch);
+        if (res->error < 0)
+                queue_failed(c, res, "DeleteMessageBatch");
+        if (retry_later && !c->delete_timer) {
+                if (timer_start_in(c->loop, backoff_next(&c->backoff), on_delete_timer, c,
+                                   &c->delete_timer) < 0)
+                        log_debug("controller: cannot arm the delete retry");
+                return;
+        }
+        flush_deletes(c);
+}
+
+static void flush_deletes(struct controller *c)
+{
+        struct sqs_delete_entry entries[SQS_MAX_BATCH];
+        char ids[SQS_MAX_BATCH][16];
+        size_t n;
+        int r;
+
+        if (c->delete_op || c->delete_timer || c->n_deletes == 0)
+                return;
+        n = c->n_deletes < SQS_MAX_BATCH ? c->n_deletes : SQS_MAX_BATCH;
+        c->deleting = malloc(n * sizeof(*c->deleting));
+        if (!c->deleting)
+                return;
+        memcpy(c->deleting, c->deletes, n * sizeof(*c->deleting));
+        memmove(c->deletes, c->deletes + n, (c->n_deletes - n) * sizeof(*c->deletes));
+        c->n_deletes -= n;
+        c->n_deleting = n;
+        for (size_t i = 0; i < n; i++) {
+                snprintf(ids[i], sizeof(ids[i]), "m%zu", i);
+                entries[i] =
+                    (struct sqs_delete_entry){ .id = ids[i], .receipt_handle = c->deleting[i].handle };
+        }
+        r = sqs_delete_batch(c->sqs, entries, n, on_deleted, c, &c->delete_op);
+        if (r < 0) {
+                log_warning_errno(r, "cannot delete %zu messages", n);
+                for (size_t i = 0; i < n; i++)
+                        pending_delete_clear(&c->deleting[i]);
+                free(c->deleting);
+                c->deleting = NULL;
+                c->n_deleting = 0;
+                c->stats.delete_failures += n;
+        }
+}
+
+/* ---- held messages ---- */
+
+static struct cmsg *cmsg_find(struct controller *c, uint64_t ticket)
+{
+        for (size_t i = 0; i < c->n_msgs; i++)
+                if (c->msgs[i]->ticket == ticket)
+                        return c->msgs[i];
+        return NULL;
+}
+
+static void cmsg_free(struct cmsg *m)
+{
+        if (!m)
+                return;
+        timer_cancel(m->extend);
+        sqs_op_cancel(m->op);
+        free(m->id);
+        free(m->handle);
+        free(m);
+}
+
+static void cmsg_remove(struct controller *c, struct cmsg *m)
+{
+        for (size_t i = 0; i < c->n_msgs; i++)
+                if (c->msgs[i] == m) {
+                        c->msgs[i] = c->msgs[--c->n_msgs];
+                        break;
+                }
+        cmsg_free(m);
+}
+
+static void on_extend(void *userdata);
+
+static void arm_extend(struct cmsg *m)
+{
+        m->extend = timer_cancel(m->extend);
+        if (timer_start_in(m->c->loop, m->c->o.visibility_usec / 2, on_extend, m, &m->extend) < 0)
+                log_debug("controller: cannot arm the visibility extension of %s", m->id);
+}
+
+static void on_extended(struct sqs_client *s, const struct sqs_result *res, void *userdata)
+{
+        struct cmsg *m = userdata;
+        struct controller *c = m->c;
+
+        m->op = NULL;
+        if (res->error >= 0) {
+                c->stats.visibility_extends++;
+                arm_extend(m);
+                return;
+        }
+        c->stats.visibility_failures++;
+        if (res->kind == SQS_ERR_RECEIPT_HANDLE || res->kind == SQS_ERR_NOT_INFLIGHT) {
+                /* The message became visible and was (or will be) received again; that delivery is
+                 * deduplicated and joins the drain. This copy is forgotten. */
+                log_warning("message %s slipped out of hiding (%s) while its drain runs", m->id,
+                            sqs_error_to_string(res->kind));
+                cmsg_remove(c, m);
+                c->stats.in_flight = (unsigned)c->n_msgs;
+                return;
+        }
+        log_debug("controller: extending the visibility of %s failed: %s", m->id,
+                  sqs_error_to_string(res->kind));
+        arm_extend(m);
+}
+
+static void on_extend(void *userdata)
+{
+        struct cmsg *m = userdata;
+        struct controller *c = m->c;
+
+        m->extend = NULL;
+        if (m->op)
+                return;
+        if (sqs_change_visibility(c->sqs, m->handle, (unsigned)((c->o.visibility_usec + SEC - 1) / SEC),
+                                  on_extended, m, &m->op) < 0)
+                arm_extend(m);
+}
+
+/* The message's notices are all handled: delete it, or let it come back when one could not be acted on. */
+static void cmsg_finish(struct controller *c, struct cmsg *m)
+{
+        if (m->error < 0) {
+                log_warning_errno(m->error, "message %s could not be acted on; it comes back in %d s", m->id,
+                                  RETRY_VISIBILITY_SECONDS);
+                set_visibility(c, m->handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else if (queue_delete(c, m->id, m->handle, 0) < 0)
+                log_warning("cannot queue the delete of message %s", m->id);
+        cmsg_remove(c, m);
+        c->stats.in_flight = (unsigned)c->n_msgs;
+}
+
+static void notice_received(struct controller *c, const struct notice *n)
+{
+        _cleanup_free_ char *human = NULL;
+        const char *node = dispatch_node_for_instance(c->dispatch, n->instance_id);
+
+        if ((unsigned)n->kind < _NOTICE_KIND_MAX)
+                c->stats.notice_counts[n->kind]++;
+        (void)notice_format_human(n, &human);
+        log_info("notice: %s%s%s", human ? human : notice_kind_to_string(n->kind), node ? " node " : "",
+                 node ? node : "");
+        if (c->bus)
+                (void)alert_emit(c->bus, ALERT_NOTICE_RECEIVED, node,
+                                 (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id",
+                                                   n->event_id, "instance_id", n->instance_id, NULL },
+                                 "%s", human ? human : notice_kind_to_string(n->kind));
+}
+
+static void handle_message(struct controller *c, struct sqs_message *msg)
+{
+        _cleanup_free_ struct notice *notices = NULL;
+        struct cmsg *m = NULL, **v;
+        uint64_t defer = 0;
+        size_t n = 0;
+        char reason[256] = "";
+        int r;
+
+        c->stats.messages++;
+        r = notice_parse(msg->body, msg->body_len, &(struct notice_parse_opts){ .region = c->region },
+                         &notices, &n, reason, sizeof(reason));
+        if (r < 0) {
+                char count[16];
+                /* Left for the redrive policy: hidden long enough not to be received over and over. */
+                c->stats.malformed++;
+                snprintf(count, sizeof(count), "%u", msg->receive_count);
+                log_full(LOG_WARNING, 0,
+                         (const char *[]){ "message_id", msg->message_id, "receive_count", count, NULL },
+                         "message %s is %s, left in the queue: %s", msg->message_id,
+                         r == -EOPNOTSUPP ? "not a notice spotdrain knows" : "malformed", reason);
+                set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+                return;
+        }
+        if (n == 0) {
+                log_debug("controller: message %s carries nothing to act on: %s", msg->message_id, reason);
+                (void)queue_delete(c, msg->message_id, msg->receipt_handle, 0);
+                return;
+        }
+
+        m = calloc(1, sizeof(*m));
+        v = m ? realloc(c->msgs, (c->n_msgs + 1) * sizeof(*v)) : NULL;
+        if (!v) {
+                free(m);
+                return; /* the message comes back when its visibility runs out */
+        }
+        c->msgs = v;
+        m->c = c;
+        m->ticket = ++c->next_ticket;
+        m->id = TAKE_PTR(msg->message_id);
+        m->handle = TAKE_PTR(msg->receipt_handle);
+        c->msgs[c->n_msgs++] = m;
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t d = 0, dup = c->stats.dispatch.duplicates;
+                struct dispatch_stats st;
+
+                r = dispatch_submit(c->dispatch, &notices[i], m->ticket, &d);
+                dispatch_stats(c->dispatch, &st);
+                c->stats.dispatch = st;
+                if (st.duplicates == dup && r >= 0)
+                        notice_received(c, &notices[i]);
+                if (r == DISPATCH_PENDING)
+                        m->pending++;
+                else if (r == DISPATCH_DEFER)
+                        defer = defer && defer < d ? defer : d;
+                else if (r < 0)
+                        m->error = r;
+        }
+        if (m->pending > 0) {
+                arm_extend(m);
+                c->stats.in_flight = (unsigned)c->n_msgs;
+                return;
+        }
+        if (defer && m->error >= 0) {
+                uint64_t now = clk_now();
+                log_info("message %s is due at a later time; it comes back then", m->id);
+                set_visibility(c, m->handle, defer > now ? defer - now : 0);
+                cmsg_remove(c, m);
+                return;
+        }
+        cmsg_finish(c, m);
+}
+
+/* ---- receiving ---- */
+
+static void poll_one(struct poll_slot *p);
+
+static void on_poll_retry(void *userdata)
+{
+        struct poll_slot *p = userdata;
+        p->retry = NULL;
+        poll_one(p);
+}
+
+static void on_received(struct sqs_client *s, const struct sqs_result *res, struct sqs_message *msgs,
+                        size_t n, void *userdata)
+{
+        struct poll_slot *p = userdata;
+        struct controller *c = p->c;
+
+        p->op = NULL;
+        if (res->error < 0) {
+                c->stats.receive_failures++;
+                queue_failed(c, res, "ReceiveMessage");
+                if (c->active &&
+                    timer_start_in(c->loop, backoff_next(&c->backoff), on_poll_retry, p, &p->retry) < 0)
+                        log_debug("controller: cannot arm the poll retry");
+                return;
+        }
+        c->stats.receives++;
+        queue_ok(c);
+        for (size_t i = 0; i < n && c->active; i++)
+                handle_message(c, &msgs[i]);
+        if (c->active)
+                poll_one(p);
+}
+
+static void poll_one(struct poll_slot *p)
+{
+        struct controller *c = p->c;
+        struct sqs_receive_opts opts = SQS_RECEIVE_OPTS_DEFAULT;
+        int r;
+
+        if (!c->active || p->op || p->retry)
+                return;
+        opts.visibility_timeout = (int)((c->o.visibility_usec + SEC - 1) / SEC);
+        r = sqs_receive(c->sqs, &opts, on_received, p, &p->op);
+        if (r < 0 && timer_start_in(c->loop, backoff_next(&c->backoff), on_poll_retry, p, &p->retry) < 0)
+                log_debug_errno(r, "controller: cannot poll");
+}
+
+static void poll_all(struct controller *c)
+{
+        for (unsigned i = 0; i < c->o.polls; i++)
+                poll_one(&c->polls[i]);
+}
+
+static void polls_cancel(struct controller *c)
+{
+        for (unsigned i = 0; i < MAX_POLLS; i++) {
+                c->polls[i].op = sqs_op_cancel(c->polls[i].op);
+                c->polls[i].retry = timer_cancel(c->polls[i].retry);
+        }
+}
+
+/* ---- proving access (at start, and periodically while not receiving) ---- */
+
+static void access_check(void *userdata);
+
+static void access_schedule(struct controller *c, uint64_t after)
+{
+        c->access_timer = timer_cancel(c->access_timer);
+        if (timer_start_in(c->loop, after, access_check, c, &c->access_timer) < 0)
+                log_debug("controller: cannot arm the access check");
+}
+
+static void on_attributes(struct sqs_client *s, const struct sqs_result *res, const struct sqs_attribute *a,
+                          size_t n, void *userdata)
+{
+        struct controller *c = userdata;
+
+        c->access_op = NULL;
+        if (res->error < 0) {
+                queue_failed(c, res, "GetQueueAttributes");
+                access_schedule(c, backoff_next(&c->backoff));
+                return;
+        }
+        if (!c->queue_ok)
+                log_info("queue %s is readable (%s messages waiting)", c->queue_url,
+                         sqs_attribute_get(a, n, "ApproximateNumberOfMessages")
+                             ? sqs_attribute_get(a, n, "ApproximateNumberOfMessages")
+                             : "?");
+        queue_ok(c);
+        access_schedule(c, c->o.access_check_usec);
+        /* Receiving starts once access is proven. */
+        poll_all(c);
+}
+
+static void access_check(void *userdata)
+{
+        struct controller *c = userdata;
+        static const char *const names[] = { "QueueArn", "ApproximateNumberOfMessages", NULL };
+
+        c->access_timer = NULL;
+        /* While receiving, every poll proves access. */
+        if (c->access_op || (c->active && c->queue_ok))
+                return access_schedule(c, c->o.access_check_usec);
+        if (sqs_get_attributes(c->sqs, names, on_attributes, c, &c->access_op) < 0)
+                access_schedule(c, backoff_next(&c->backoff));
+}
+
+/* ---- drains (the engine) ---- */
+
+static struct cdrain *cdrain_find(struct controller *c, const char *node)
+{
+        for (size_t i = 0; i < c->n_drains; i++)
+                if (streq(c->drains[i]->node, node))
+                        return c->drains[i];
+        return NULL;
+}
+
+static void cdrain_remove(struct controller *c, struct cdrain *d)
+{
+        for (size_t i = 0; i < c->n_drains; i++)
+                if (c->drains[i] == d) {
+                        c->drains[i] = c->drains[--c->n_drains];
+                        break;
+                }
+        drain_exec_free(d->x);
+        free(d->node);
+        free(d);
+}
+
+static void on_reap(void *userdata)
+{
+        struct controller *c = userdata;
+        c->reap_timer = NULL;
+        for (size_t i = 0; i < c->n_drains;)
+                if (c->drains[i]->finished)
+                        cdrain_remove(c, c->drains[i]);
+                else
+                        i++;
+}
+
+static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
+{
+        struct cdrain *d = userdata;
+        struct controller *c = d->c;
+        _cleanup_free_ char *node = strdup(d->node);
+
+        log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error,
+                 (const char *[]){ "node", d->node, NULL },
+                 "drain of %s ended: %s (%u evicted, %u forced, %u left)%s%s", d->node,
+                 drain_exec_outcome_to_string(res->outcome), res->evicted, res->forced, res->left,
+                 res->message ? ": " : "", res->message ? res->message : "");
+        /* done must not free x: it goes on the next loop iteration. */
+        d->finished = true;
+        if (!c->reap_timer && timer_start_in(c->loop, 0, on_reap, c, &c->reap_timer) < 0)
+                log_debug("controller: cannot arm the reaper");
+        if (node)
+                dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
+}
+
+static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
+{
+        struct controller *c = userdata;
+        struct drain_exec_options o = {};
+        struct cdrain *d = cdrain_find(c, node), **v;
+        struct drain_exec *x = NULL;
+        int r;
+
+        if (c->cfg)
+                drain_exec_options_from_config(c->cfg, &o);
+        o.node = node;
+        o.kind = notice_kind_to_string(n->kind);
+        o.notice_usec = n->notice_time;
+        o.deadline_usec = deadline;
+        if (!d) {
+                v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                c->drains = v;
+                d = calloc(1, sizeof(*d));
+                if (!d || !(d->node = strdup(node))) {
+                        free(d);
+                        return -ENOMEM;
+                }
+                d->c = c;
+                c->drains[c->n_drains++] = d;
+        }
+        r = drain_exec_start(c->kube, c->bus, &o, on_drain_done, d, &x);
+        if (r < 0) {
+                if (!d->x)
+                        cdrain_remove(c, d);
+                return r;
+        }
+        /* A restart (earlier deadline) replaces the drain under way; the new one plans from the node as
+         * it is now. */
+        drain_exec_free(d->x);
+        d->x = x;
+        d->finished = false;
+        log_notice("draining %s by %s (%s)", node, notice_kind_to_string(n->kind),
+                   n->source[0] ? n->source : "sqs");
+        return 0;
+}
+
+static void op_drain_stop(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        struct cdrain *d = cdrain_find(c, node);
+        if (d)
+                cdrain_remove(c, d);
+}
+
+static void on_kube_done(struct kube_client *k, struct kube_result *r, void *userdata)
+{
+        if (r->error < 0)
+                log_warning_errno(r->error, "%s failed: %s", (const char *)userdata,
+                                  r->message ? r->message : "");
+}
+
+static int op_soft_taint(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        struct kube_taint t = { .key = (char *)CONTROLLER_REBALANCE_TAINT_KEY,
+                                .value = (char *)"rebalance-recommendation",
+                                .effect = (char *)"PreferNoSchedule" };
+        log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
+                   CONTROLLER_REBALANCE_TAINT_KEY);
+        return kube_node_taint(c->kube, node, &t, true, on_kube_done, (void *)"rebalance taint", NULL);
+}
+
+static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
+{
+        /* The provisioning core (a later issue) plugs in here. */
+        log_debug("controller: replacement capacity for %s not requested: no provisioning configured", node);
+        return 0;
+}
+
+static void on_asg_done(int error, const char *message, void *userdata)
+{
+        if (error < 0)
+                log_warning_errno(error, "Auto Scaling %s failed: %s", (const char *)userdata,
+                                  message ? message : "");
+}
+
+static int op_lifecycle(struct controller *c, const struct notice *n, bool complete)
+{
+        if (!c->asg) {
+                if (!c->asg_warned)
+                        log_warning(
+                            "no Auto Scaling client (no region): lifecycle hooks are left to time out");
+                c->asg_warned = true;
+                return -EOPNOTSUPP;
+        }
+        log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
+                 n->instance_id, n->asg_name, n->lifecycle_hook_name);
+        return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
+                                                 (void *)"CompleteLifecycleAction")
+                        : asg_heartbeat(c->asg, n, on_asg_done, (void *)"RecordLifecycleActionHeartbeat");
+}
+
+static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
+{
+        return op_lifecycle(userdata, n, false);
+}
+
+static int op_lifecycle_complete(void *userdata, const struct notice *n)
+{
+        return op_lifecycle(userdata, n, true);
+}
+
+static void op_ticket_done(void *userdata, uint64_t ticket, int error)
+{
+        struct controller *c = userdata;
+        struct cmsg *m = cmsg_find(c, ticket);
+
+        if (!m)
+                return; /* forgotten (it slipped out of hiding, or leadership changed) */
+        if (error < 0 && error != -ENXIO)
+                m->error = error;
+        if (m->pending > 0)
+                m->pending--;
+        if (m->pending == 0)
+                cmsg_finish(c, m);
+}
+
+static const struct dispatch_ops controller_dispatch_ops = {
+        .drain = op_drain,
+        .drain_stop = op_drain_stop,
+        .soft_taint = op_soft_taint,
+        .replacement_request = op_replacement_request,
+        .lifecycle_heartbeat = op_lifecycle_heartbeat,
+        .lifecycle_complete = op_lifecycle_complete,
+        .ticket_done = op_ticket_done,
+};
+
+/* ---- resume: drains recorded on nodes by an earlier leader ---- */
+
+static void resume_drains(struct controller *c)
+{
+        c->resume_pending = false;
+        for (size_t i = 0; i < kube_informer_size(c->nodes); i++) {
+                const cJSON *node = kube_informer_at(c->nodes, i);
+                const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
+                const char *value =
+                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
+                const char *name = kube_object_str(node, "metadata.name");
+                cJSON *rec;
+                uint64_t deadline = 0;
+                const char *kind;
+                int r;
+
+                if (!value || !name)
+                        continue;
+                rec = cJSON_Parse(value);
+                kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+                if (!kind ||
+                    parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
+                                  &deadline) < 0) {
+                        log_warning("node %s has an unreadable %s annotation, ignoring", name,
+                                    ENGINE_DRAIN_ANNOTATION);
+                        cJSON_Delete(rec);
+                        continue;
+                }
+                r = dispatch_resume(c->dispatch, name, kind, deadline);
+                if (r >= 0)
+                        log_notice("resuming the drain of %s (%s) recorded by an earlier leader", name,
+                                   kind);
+                else if (r != -ETIME && r != -EALREADY)
+                        log_warning_errno(r, "cannot resume the drain of %s", name);
+                cJSON_Delete(rec);
+        }
+        dispatch_stats(c->dispatch, &c->stats.dispatch);
+}
+
+/* ---- node informer ---- */
+
+static void node_added(void *userdata, const cJSON *obj)
+{
+        struct controller *c = userdata;
+        if (dispatch_node_update(c->dispatch, obj) < 0)
+                log_debug("controller: cannot index node %s", kube_object_str(obj, "metadata.name"));
+}
+
+static void node_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
+{
+        node_added(userdata, obj);
+}
+
+static void node_deleted(void *userdata, const cJSON *obj)
+{
+        struct controller *c = userdata;
+        dispatch_node_delete(c->dispatch, obj);
+}
+
+static void nodes_synced(void *userdata)
+{
+        struct controller *c = userdata;
+        if (c->active && c->resume_pending)
+                resume_drains(c);
+}
+
+/* ---- activity (leadership) ---- */
+
+static void activate(struct controller *c)
+{
+        if (c->active)
+                return;
+        c->active = true;
+        c->stats.leader = true;
+        c->resume_pending = true;
+        if (kube_informer_synced(c->nodes))
+                resume_drains(c);
+        log_info("receiving from %s", c->queue_url);
+        if (c->queue_ok)
+                poll_all(c);
+}
+
+/* Stops receiving and hands what is under way over: held messages visible again, drains stopped (their
+ * node annotation lets the next leader carry them on). */
+static void deactivate(struct controller *c)
+{
+        if (!c->active)
+                return;
+        c->active = false;
+        c->stats.leader = false;
+        polls_cancel(c);
+        dispatch_reset(c->dispatch);
+        while (c->n_msgs > 0) {
+                struct cmsg *m = c->msgs[c->n_msgs - 1];
+                set_visibility(c, m->handle, 0);
+                cmsg_remove(c, m);
+        }
+        c->stats.in_flight = 0;
+        access_schedule(c, c->o.access_check_usec);
+}
+
+static void on_leader_started(void *userdata)
+{
+        activate(userdata);
+}
+
+static void on_leader_stopped(void *userdata)
+{
+        deactivate(userdata);
+}
+
+/* ---- life cycle ---- */
+
+int controller_start(struct controller *c)
+{
+        struct kube_informer_ops ops = { .added = node_added,
+                                         .modified = node_modified,
+                                         .deleted = node_deleted,
+                                         .synced = nodes_synced };
+        int r;
+
+        if (c->started)
+                return -EALREADY;
+        c->started = true;
+        r = kube_informer_start(c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes" }, &ops, c,
+                                &c->nodes);
+        if (r < 0)
+                return r;
+        access_schedule(c, 0);
+        if (c->o.no_leader_election) {
+                activate(c);
+                return 0;
+        }
+        return leader_start(c->leader);
+}
+
+static void stop_finish(struct controller *c)
+{
+        void (*cb)(void *) = c->stop_done;
+        c->stop_done = NULL;
+        if (cb)
+                cb(c->stop_userdata);
+}
+
+static void on_stop_check(void *userdata)
+{
+        struct controller *c = userdata;
+
+        c->stop_timer = NULL;
+        if ((c->ops_in_flight == 0 && !c->delete_op && c->n_deletes == 0 &&
+             (!c->leader || leader_released(c->leader))) ||
+            clk_now() - c->stop_started > STOP_BOUND_USEC * (clk_scale() > 1 ? clk_scale() : 1))
+                return stop_finish(c);
+        if (timer_start_in(c->loop, STOP_CHECK_USEC, on_stop_check, c, &c->stop_timer) < 0)
+                stop_finish(c);
+}
+
+void controller_stop(struct controller *c, void (*done_cb)(void *userdata), void *userdata)
+{
+        c->stop_done = done_cb;
+        c->stop_userdata = userdata;
+        c->stop_started = clk_now();
+        deactivate(c);
+        c->access_timer = timer_cancel(c->access_timer);
+        c->access_op = sqs_op_cancel(c->access_op);
+        if (c->leader)
+                leader_stop(c->leader);
+        c->nodes = kube_informer_stop(c->nodes);
+        if (timer_start_in(c->loop, 0, on_stop_check, c, &c->stop_timer) < 0)
+                stop_finish(c);
+}
+
+bool controller_ready(const struct controller *c)
+{
+        return c && c->queue_ok && !c->unreadable;
+}
+
+bool controller_is_leader(const struct controller *c)
+{
+        return c->active;
+}
+
+void controller_stats(const struct controller *c, struct controller_stats *ret)
+{
+        *ret = c->stats;
+        dispatch_stats(c->dispatch, &ret->dispatch);
+        ret->leader = c->active;
+        ret->receiving = false;
+        for (unsigned i = 0; i < MAX_POLLS; i++)
+                ret->receiving = ret->receiving || c->polls[i].op;
+        ret->queue_ok = controller_ready(c);
+        ret->in_flight = (unsigned)c->n_msgs;
+}
+
+struct dispatch *controller_dispatch(struct controller *c)
+{
+        return c->dispatch;
+}
+
+struct leader *controller_leader(struct controller *c)
+{
+        return c->leader;
+}
+
+static const struct aws_credentials *asg_creds(void *userdata)
+{
+        struct controller *c = userdata;
+        return c->o.credentials ? c->o.credentials(c->o.credentials_userdata) : NULL;
+}
+
+static int dup_opt(const char *v, char **ret)
+{
+        *ret = NULL;
+        if (!v)
+                return 0;
+        *ret = strdup(v);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *bus,
+                   const struct controller_options *o, struct controller **ret)
+{
+        _cleanup_(controller_freep) struct controller *c = NULL;
+        const char *ns;
+        int r;
+
+        if (!l || !kube || !o || isempty(o->queue_url) || !ret)
+                return -EINVAL;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->loop = l;
+        c->kube = kube;
+        c->bus = bus;
+        c->cfg = o->cfg;
+        c->o = *o;
+        if (c->o.polls == 0)
+                c->o.polls = 1;
+        if (c->o.polls > MAX_POLLS)
+                c->o.polls = MAX_POLLS;
+        if (!c->o.failures_unreadable)
+                c->o.failures_unreadable = DEFAULT_FAILURES;
+        if (!c->o.visibility_usec)
+                c->o.visibility_usec = DEFAULT_VISIBILITY;
+        if (c->o.visibility_usec < 2 * SEC)
+                c->o.visibility_usec = 2 * SEC;
+        if (!c->o.malformed_visibility_usec)
+                c->o.malformed_visibility_usec = DEFAULT_MALFORMED;
+        if (!c->o.access_check_usec)
+                c->o.access_check_usec = DEFAULT_ACCESS_CHECK;
+        c->backoff = BACKOFF_INIT(POLL_BACKOFF_BASE, POLL_BACKOFF_MAX);
+        for (unsigned i = 0; i < MAX_POLLS; i++)
+                c->polls[i].c = c;
+
+        ns = o->lease_namespace ? o->lease_namespace : getenv("POD_NAMESPACE");
+        if (dup_opt(o->queue_url, &c->queue_url) < 0 ||
+            dup_opt(o->region ? o->region
+                    : o->cfg  ? o->cfg->aws_region
+                              : NULL,
+                    &c->region) < 0 ||
+            dup_opt(o->sqs_endpoint, &c->sqs_endpoint) < 0 ||
+            dup_opt(o->asg_endpoint, &c->asg_endpoint) < 0 ||
+            dup_opt(isempty(ns) ? "default" : ns, &c->lease_namespace) < 0 ||
+            dup_opt(o->identity, &c->identity) < 0)
+                return -ENOMEM;
+        c->o.queue_url = c->queue_url;
+        c->o.region = c->region;
+        c->o.sqs_endpoint = c->sqs_endpoint;
+        c->o.asg_endpoint = c->asg_endpoint;
+        c->o.lease_namespace = c->lease_namespace;
+        c->o.identity = c->identity;
+
+        r = sqs_client_new(l,
+                           &(struct sqs_config){ .queue_url = c->queue_url,
+                                                 .endpoint = c->sqs_endpoint,
+                                                 .region = c->region,
+                                                 .credentials = o->credentials,
+                                                 .credentials_userdata = o->credentials_userdata },
+                           &c->sqs);
+        if (r < 0)
+                return r;
+        if (!c->region && free_and_strdup(&c->region, sqs_client_region(c->sqs)) < 0)
+                return -ENOMEM;
+        c->o.region = c->region;
+        r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
+        if (r < 0)
+                log_debug_errno(r, "controller: no Auto Scaling client");
+
+        r = dispatch_new(l, &o->dispatch, &controller_dispatch_ops, c, &c->dispatch);
+        if (r < 0)
+                return r;
+        if (!o->no_leader_election) {
+                struct leader_options lo = o->leader;
+                lo.namespace = c->lease_namespace;
+                lo.identity = c->identity;
+                lo.started = on_leader_started;
+                lo.stopped = on_leader_stopped;
+                lo.userdata = c;
+                r = leader_new(kube, &lo, &c->leader);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+struct controller *controller_free(struct controller *c)
+{
+        if (!c)
+                return NULL;
+        polls_cancel(c);
+        timer_cancel(c->access_timer);
+        sqs_op_cancel(c->access_op);
+        sqs_op_cancel(c->delete_op);
+        timer_cancel(c->delete_timer);
+        timer_cancel(c->reap_timer);
+        timer_cancel(c->stop_timer);
+        kube_informer_stop(c->nodes);
+        leader_free(c->leader);
+        while (c->n_msgs > 0)
+                cmsg_remove(c, c->msgs[c->n_msgs - 1]);
+        free(c->msgs);
+        /* dispatch first: it may call drain_stop; then the drains themselves. */
+        if (c->dispatch)
+                dispatch_reset(c->dispatch);
+        dispatch_free(c->dispatch);
+        while (c->n_drains > 0)
+                cdrain_remove(c, c->drains[c->n_drains - 1]);
+        free(c->drains);
+        for (size_t i = 0; i < c->n_deletes; i++)
+                pending_delete_clear(&c->deletes[i]);
+        free(c->deletes);
+        for (size_t i = 0; i < c->n_deleting; i++)
+                pending_delete_clear(&c->deleting[i]);
+        free(c->deleting);
+        asg_client_free(c->asg);
+        sqs_client_free(c->sqs);
+        free(c->queue_url);
+        free(c->region);
+        free(c->sqs_endpoint);
+        free(c->asg_endpoint);
+        free(c->lease_namespace);
+        free(c->identity);
+        free(c);
+        return NULL;
+}

@@ -1,0 +1,696 @@
+/* controller/dispatch: notices → nodes, one drain per node, dedupe, unknown instances.
+ *
+ * Everything here is bookkeeping on the loop; the effects (drains, taints, lifecycle calls, message
+ * deletion) go through struct dispatch_ops, so that the rules can be tested without a cluster. Node counts
+ * are in the thousands at most and notices arrive a few per second, so plain arrays and linear searches
+ * keep it simple. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+#include "spotdrain/kube.h"
+
+#define SEC                      UINT64_C(1000000)
+#define DEFAULT_UNKNOWN_RETRY    (60 * SEC)
+#define DEFAULT_HEARTBEAT        (300 * SEC)
+#define DEFAULT_MAINTENANCE_LEAD (600 * SEC)
+#define DEFAULT_EMERGENCY        (30 * SEC)
+#define DEFAULT_DEDUPE_MAX       4096
+/* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
+ * instance are recognized as such. */
+#define NODE_KEEP_USEC  (3600 * SEC)
+#define DEDUPE_KEY_SIZE (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+
+struct index_entry {
+        char *node;
+        char instance[NOTICE_INSTANCE_ID_SIZE];
+};
+
+enum dnode_state {
+        DNODE_REBALANCED,
+        DNODE_DRAINING,
+        DNODE_FINISHED,
+};
+
+struct dnode {
+        struct dispatch *d;
+        char *name;
+        enum dnode_state state;
+        struct notice notice; /* the notice that drives the drain (or the rebalance) */
+        uint64_t deadline;
+        uint64_t since; /* state entered (engine clock) */
+        uint64_t *tickets;
+        size_t n_tickets;
+        struct notice *asg; /* lifecycle actions to heartbeat and complete */
+        size_t n_asg;
+        struct timer *heartbeat;
+};
+
+struct unknown {
+        struct dispatch *d;
+        struct notice notice;
+        uint64_t ticket;
+        struct timer *expiry;
+};
+
+struct dispatch {
+        struct loop *loop;
+        struct dispatch_options o;
+        struct dispatch_ops ops;
+        void *userdata;
+
+        struct index_entry *index;
+        size_t n_index;
+        struct dnode **nodes;
+        size_t n_nodes;
+        struct unknown **unknowns;
+        size_t n_unknowns;
+
+        char (*dedupe)[DEDUPE_KEY_SIZE]; /* a ring of the most recent keys */
+        size_t n_dedupe, dedupe_next;
+
+        struct dispatch_stats stats;
+};
+
+/* ---- providerID index ---- */
+
+const char *dispatch_instance_from_provider_id(const char *provider_id)
+{
+        const char *slash;
+
+        /* aws:///ZONE/i-..., also aws:///i-... and the rarer aws://ZONE/i-... */
+        if (!startswith(provider_id, "aws://"))
+                return NULL;
+        slash = strrchr(provider_id, '/');
+        if (!slash || !notice_instance_id_valid(slash + 1))
+                return NULL;
+        return slash + 1;
+}
+
+static struct index_entry *index_find_node(struct dispatch *d, const char *node)
+{
+        for (size_t i = 0; i < d->n_index; i++)
+                if (streq(d->index[i].node, node))
+                        return &d->index[i];
+        return NULL;
+}
+
+static void index_remove(struct dispatch *d, struct index_entry *e)
+{
+        size_t i = (size_t)(e - d->index);
+        free(e->node);
+        d->index[i] = d->index[--d->n_index];
+}
+
+const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id)
+{
+        for (size_t i = 0; i < d->n_index; i++)
+                if (streq(d->index[i].instance, instance_id))
+                        return d->index[i].node;
+        return NULL;
+}
+
+/* ---- node entries ---- */
+
+static struct dnode *dnode_find(struct dispatch *d, const char *name)
+{
+        for (size_t i = 0; i < d->n_nodes; i++)
+                if (streq(d->nodes[i]->name, name))
+                        return d->nodes[i];
+        return NULL;
+}
+
+static void dnode_free(struct dnode *n)
+{
+        if (!n)
+                return;
+        timer_cancel(n->heartbeat);
+        free(n->name);
+        free(n->tickets);
+        free(n->asg);
+        free(n);
+}
+
+static void dnode_remove(struct dispatch *d, struct dnode *n)
+{
+        for (size_t i = 0; i < d->n_nodes; i++)
+                if (d->nodes[i] == n) {
+                        d->nodes[i] = d->nodes[--d->n_nodes];
+                        break;
+                }
+        dnode_free(n);
+}
+
+static struct dnode *dnode_add(struct dispatch *d, const char *name)
+{
+        struct dnode **v, *n;
+
+        v = realloc(d->nodes, (d->n_nodes + 1) * sizeof(*v));
+        if (!v)
+                return NULL;
+        d->nodes = v;
+        n = calloc(1, sizeof(*n));
+        if (!n)
+                return NULL;
+        n->d = d;
+        n->name = strdup(name);
+        if (!n->name) {
+                free(n);
+                return NULL;
+        }
+        d->nodes[d->n_nodes++] = n;
+        return n;
+}
+
+/* Forgets finished and rebalanced nodes that are old enough. */
+static void dnode_purge(struct dispatch *d)
+{
+        uint64_t now = clk_now();
+        for (size_t i = 0; i < d->n_nodes;) {
+                struct dnode *n = d->nodes[i];
+                if (n->state != DNODE_DRAINING && now - n->since > NODE_KEEP_USEC)
+                        dnode_remove(d, n);
+                else
+                        i++;
+        }
+}
+
+static int dnode_add_ticket(struct dnode *n, uint64_t ticket)
+{
+        uint64_t *v = realloc(n->tickets, (n->n_tickets + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        n->tickets = v;
+        n->tickets[n->n_tickets++] = ticket;
+        return 0;
+}
+
+static void on_heartbeat(void *userdata);
+
+static void heartbeat_arm(struct dnode *n)
+{
+        if (n->heartbeat || n->n_asg == 0)
+                return;
+        if (timer_start_in(n->d->loop, n->d->o.heartbeat_usec, on_heartbeat, n, &n->heartbeat) < 0)
+                log_debug("dispatch: cannot arm the lifecycle heartbeat of %s", n->name);
+}
+
+static void on_heartbeat(void *userdata)
+{
+        struct dnode *n = userdata;
+        struct dispatch *d = n->d;
+
+        n->heartbeat = NULL;
+        if (n->state != DNODE_DRAINING)
+                return;
+        for (size_t i = 0; i < n->n_asg; i++)
+                if (d->ops.lifecycle_heartbeat && d->ops.lifecycle_heartbeat(d->userdata, &n->asg[i]) < 0)
+                        d->stats.action_errors++;
+        heartbeat_arm(n);
+}
+
+static int dnode_add_asg(struct dnode *n, const struct notice *notice)
+{
+        struct notice *v;
+
+        for (size_t i = 0; i < n->n_asg; i++)
+                if (streq(n->asg[i].lifecycle_action_token, notice->lifecycle_action_token))
+                        return 0;
+        v = realloc(n->asg, (n->n_asg + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        n->asg = v;
+        n->asg[n->n_asg++] = *notice;
+        heartbeat_arm(n);
+        return 0;
+}
+
+static void lifecycle_complete(struct dispatch *d, const struct notice *n)
+{
+        if (d->ops.lifecycle_complete && d->ops.lifecycle_complete(d->userdata, n) < 0)
+                d->stats.action_errors++;
+}
+
+/* ---- dedupe ---- */
+
+static void dedupe_key(const struct notice *n, char key[static DEDUPE_KEY_SIZE])
+{
+        snprintf(key, DEDUPE_KEY_SIZE, "%s|%s|%s", n->event_id, n->instance_id,
+                 n->kind == NOTICE_SCHEDULED_CHANGE ? n->state : "");
+}
+
+static bool dedupe_seen(const struct dispatch *d, const char *key)
+{
+        for (size_t i = 0; i < d->n_dedupe; i++)
+                if (streq(d->dedupe[i], key))
+                        return true;
+        return false;
+}
+
+static void dedupe_add(struct dispatch *d, const char *key)
+{
+        snprintf(d->dedupe[d->dedupe_next], DEDUPE_KEY_SIZE, "%s", key);
+        d->dedupe_next = (d->dedupe_next + 1) % d->o.dedupe_max;
+        if (d->n_dedupe < d->o.dedupe_max)
+                d->n_dedupe++;
+}
+
+/* ---- acting on a notice for a known node ---- */
+
+static bool scheduled_change_over(const struct notice *n)
+{
+        return streq(n->state, "canceled") || streq(n->state, "completed") || streq(n->state, "closed");
+}
+
+static int start_drain(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
+                       uint64_t ticket)
+{
+        struct dnode *dn = dnode_find(d, node);
+        bool created = false;
+        int r;
+
+        if (dn && dn->state == DNODE_FINISHED) {
+                /* The node is drained already: a late notice (or a lifecycle hook after the spot warning)
+                 * needs nothing more than the hook's completion. */
+                if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
+                        lifecycle_complete(d, n);
+                return DISPATCH_DONE;
+        }
+        if (dn && dn->state == DNODE_DRAINING) {
+                if (dnode_add_ticket(dn, ticket) < 0)
+                        return -ENOMEM;
+                if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && dnode_add_asg(dn, n) < 0) {
+                        dn->n_tickets--;
+                        return -ENOMEM;
+                }
+                if (deadline < dn->deadline) {
+                        /* The earlier deadline wins: the drain is planned again against it. */
+                        r = d->ops.drain(d->userdata, node, n, deadline);
+                        if (r < 0) {
+                                d->stats.action_errors++;
+                                log_debug_errno(r, "dispatch: cannot restart the drain of %s", node);
+                        } else {
+                                dn->deadline = deadline;
+                                dn->notice = *n;
+                                d->stats.drains++;
+                                d->stats.upgrades++;
+                        }
+                }
+                return DISPATCH_PENDING;
+        }
+        if (!dn) {
+                dn = dnode_add(d, node);
+                if (!dn)
+                        return -ENOMEM;
+                created = true;
+        }
+        r = d->ops.drain(d->userdata, node, n, deadline);
+        if (r < 0) {
+                d->stats.action_errors++;
+                if (created)
+                        dnode_remove(d, dn);
+                return r;
+        }
+        if (!created)
+                d->stats.upgrades++; /* rebalanced, now interrupted */
+        d->stats.drains++;
+        dn->state = DNODE_DRAINING;
+        dn->since = clk_now();
+        dn->notice = *n;
+        dn->deadline = deadline;
+        /* The drain runs whatever happens to the bookkeeping below: an allocation failure only loses the
+         * ticket (its message comes back and joins the drain). */
+        if (dnode_add_ticket(dn, ticket) < 0)
+                return -ENOMEM;
+        if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
+                (void)dnode_add_asg(dn, n);
+        return DISPATCH_PENDING;
+}
+
+static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct dnode *dn = dnode_find(d, node);
+        int r;
+
+        if (dn)
+                return DISPATCH_DONE; /* rebalanced already, or draining: nothing to add */
+        dn = dnode_add(d, node);
+        if (!dn)
+                return -ENOMEM;
+        dn->state = DNODE_REBALANCED;
+        dn->since = clk_now();
+        dn->notice = *n;
+        if (d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, node)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot taint %s", node);
+        }
+        if (d->ops.replacement_request && (r = d->ops.replacement_request(d->userdata, node, n)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: replacement request for %s failed", node);
+        }
+        return DISPATCH_DONE;
+}
+
+static int handle_known(struct dispatch *d, const char *node, const struct notice *n, uint64_t ticket,
+                        uint64_t *ret_defer_until)
+{
+        struct dnode *dn = dnode_find(d, node);
+        uint64_t now = clk_now();
+
+        switch (n->kind) {
+        case NOTICE_REBALANCE_RECOMMENDATION:
+                return on_rebalance(d, node, n);
+        case NOTICE_STATE_CHANGE:
+                if (dn && dn->state != DNODE_REBALANCED)
+                        return DISPATCH_DONE; /* draining or drained: the state change adds nothing */
+                return start_drain(d, node, n,
+                                   n->deadline > now + d->o.emergency_usec ? n->deadline
+                                                                           : now + d->o.emergency_usec,
+                                   ticket);
+        case NOTICE_SCHEDULED_CHANGE:
+                if (scheduled_change_over(n))
+                        return DISPATCH_DONE;
+                if (n->deadline > now + d->o.maintenance_lead_usec) {
+                        *ret_defer_until = n->deadline - d->o.maintenance_lead_usec;
+                        return DISPATCH_DEFER;
+                }
+                return start_drain(d, node, n, n->deadline, ticket);
+        case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_ASG_LIFECYCLE_TERMINATE:
+                return start_drain(d, node, n, n->deadline ? n->deadline : now + d->o.emergency_usec,
+                                   ticket);
+        default:
+                return DISPATCH_DONE;
+        }
+}
+
+/* ---- unknown instances ---- */
+
+static void unknown_remove(struct dispatch *d, struct unknown *u)
+{
+        for (size_t i = 0; i < d->n_unknowns; i++)
+                if (d->unknowns[i] == u) {
+                        d->unknowns[i] = d->unknowns[--d->n_unknowns];
+                        break;
+                }
+        timer_cancel(u->expiry);
+        free(u);
+}
+
+static void on_unknown_expired(void *userdata)
+{
+        struct unknown *u = userdata;
+        struct dispatch *d = u->d;
+        uint64_t ticket = u->ticket;
+        struct notice n = u->notice;
+
+        u->expiry = NULL;
+        unknown_remove(d, u);
+        d->stats.unknown_dropped++;
+        log_warning("no node has instance %s (providerID); dropping its %s notice (event %s)", n.instance_id,
+                    notice_kind_to_string(n.kind), n.event_id);
+        /* A lifecycle hook of an instance that never joined the cluster has nothing to wait for. */
+        if (n.kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
+                lifecycle_complete(d, &n);
+        if (d->ops.ticket_done)
+                d->ops.ticket_done(d->userdata, ticket, -ENXIO);
+}
+
+static int unknown_add(struct dispatch *d, const struct notice *n, uint64_t ticket)
+{
+        struct unknown **v, *u;
+        int r;
+
+        v = realloc(d->unknowns, (d->n_unknowns + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        d->unknowns = v;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return -ENOMEM;
+        *u = (struct unknown){ .d = d, .notice = *n, .ticket = ticket };
+        r = timer_start_in(d->loop, d->o.unknown_retry_usec, on_unknown_expired, u, &u->expiry);
+        if (r < 0) {
+                free(u);
+                return r;
+        }
+        d->unknowns[d->n_unknowns++] = u;
+        return DISPATCH_PENDING;
+}
+
+/* A node with this instance appeared: its waiting notices are acted on now. */
+static void unknown_resolve(struct dispatch *d, const char *instance, const char *node)
+{
+        for (size_t i = 0; i < d->n_unknowns;) {
+                struct unknown *u = d->unknowns[i];
+                struct notice n = u->notice;
+                uint64_t ticket = u->ticket, defer = 0;
+                int r;
+
+                if (!streq(n.instance_id, instance)) {
+                        i++;
+                        continue;
+                }
+                unknown_remove(d, u);
+                r = handle_known(d, node, &n, ticket, &defer);
+                if (r == DISPATCH_PENDING)
+                        continue;
+                if (d->ops.ticket_done)
+                        d->ops.ticket_done(d->userdata, ticket,
+                                           r == DISPATCH_DONE ? 0
+                                           : r < 0            ? r
+                                                              : -EAGAIN);
+        }
+}
+
+int dispatch_node_update(struct dispatch *d, const cJSON *node)
+{
+        const char *name = kube_object_str(node, "metadata.name");
+        const char *instance = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
+        struct index_entry *e, *v;
+
+        if (!name)
+                return -EINVAL;
+        e = index_find_node(d, name);
+        if (!instance) {
+                if (e)
+                        index_remove(d, e);
+                return 0;
+        }
+        if (e && streq(e->instance, instance))
+                return 0;
+        if (!e) {
+                v = realloc(d->index, (d->n_index + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                d->index = v;
+                e = &d->index[d->n_index];
+                e->node = strdup(name);
+                if (!e->node)
+                        return -ENOMEM;
+                d->n_index++;
+        }
+        snprintf(e->instance, sizeof(e->instance), "%s", instance);
+        _cleanup_free_ char *copy = strdup(name);
+        if (!copy)
+                return -ENOMEM;
+        unknown_resolve(d, instance, copy);
+        return 0;
+}
+
+void dispatch_node_delete(struct dispatch *d, const cJSON *node)
+{
+        struct index_entry *e = index_find_node(d, kube_object_str(node, "metadata.name"));
+        if (e)
+                index_remove(d, e);
+}
+
+/* ---- the entry points ---- */
+
+int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket, uint64_t *ret_defer_until)
+{
+        char key[DEDUPE_KEY_SIZE];
+        const char *node;
+        uint64_t defer = 0;
+        int r;
+
+        d->stats.notices++;
+        dnode_purge(d);
+        dedupe_key(n, key);
+        if (!isempty(n->event_id) && dedupe_seen(d, key)) {
+                d->stats.duplicates++;
+                return DISPATCH_DONE;
+        }
+        if (n->kind == NOTICE_ASG_TEST_NOTIFICATION)
+                r = DISPATCH_DONE;
+        else if ((node = dispatch_node_for_instance(d, n->instance_id))) {
+                _cleanup_free_ char *copy = strdup(node);
+                r = copy ? handle_known(d, copy, n, ticket, &defer) : -ENOMEM;
+        } else if (n->kind == NOTICE_STATE_CHANGE || n->kind == NOTICE_SCHEDULED_CHANGE)
+                /* Not a node of this cluster (a state change says the instance is going anyway; a
+                 * maintenance announced for an instance that has not joined yet is not ours). */
+                r = DISPATCH_DONE;
+        else
+                r = unknown_add(d, n, ticket);
+        if (r < 0)
+                return r;
+        /* Remembered once it was taken in: a notice that could not be acted on may come again. */
+        if (!isempty(n->event_id))
+                dedupe_add(d, key);
+        if (r == DISPATCH_DEFER && ret_defer_until)
+                *ret_defer_until = defer;
+        return r;
+}
+
+void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained)
+{
+        struct dnode *dn = dnode_find(d, node);
+        _cleanup_free_ uint64_t *tickets = NULL;
+        size_t n_tickets;
+
+        if (!dn || dn->state != DNODE_DRAINING)
+                return;
+        dn->state = DNODE_FINISHED;
+        dn->since = clk_now();
+        dn->heartbeat = timer_cancel(dn->heartbeat);
+        log_debug("dispatch: drain of %s ended (%s)", node, drained ? "drained" : "not drained");
+        for (size_t i = 0; i < dn->n_asg; i++)
+                lifecycle_complete(d, &dn->asg[i]);
+        dn->n_asg = 0;
+        /* Callbacks may submit again; work on a copy. */
+        tickets = TAKE_PTR(dn->tickets);
+        n_tickets = dn->n_tickets;
+        dn->n_tickets = 0;
+        for (size_t i = 0; i < n_tickets; i++)
+                if (d->ops.ticket_done)
+                        d->ops.ticket_done(d->userdata, tickets[i], 0);
+}
+
+int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec)
+{
+        struct dnode *dn = dnode_find(d, node);
+        struct notice n = { .kind = NOTICE_SPOT_INTERRUPTION };
+        int k, r;
+
+        if (dn && dn->state == DNODE_DRAINING)
+                return -EALREADY;
+        if (deadline_usec <= clk_now())
+                return -ETIME;
+        k = notice_kind_from_string(kind);
+        if (k >= 0)
+                n.kind = (enum notice_kind)k;
+        for (size_t i = 0; i < d->n_index; i++)
+                if (streq(d->index[i].node, node))
+                        snprintf(n.instance_id, sizeof(n.instance_id), "%s", d->index[i].instance);
+        snprintf(n.source, sizeof(n.source), "resume");
+        n.notice_time = clk_now();
+        n.deadline = deadline_usec;
+        if (!dn) {
+                dn = dnode_add(d, node);
+                if (!dn)
+                        return -ENOMEM;
+        }
+        r = d->ops.drain(d->userdata, node, &n, deadline_usec);
+        if (r < 0) {
+                d->stats.action_errors++;
+                dnode_remove(d, dn);
+                return r;
+        }
+        dn->state = DNODE_DRAINING;
+        dn->since = clk_now();
+        dn->notice = n;
+        dn->deadline = deadline_usec;
+        d->stats.drains++;
+        d->stats.resumed++;
+        return 0;
+}
+
+void dispatch_reset(struct dispatch *d)
+{
+        while (d->n_unknowns > 0)
+                unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
+        for (size_t i = 0; i < d->n_nodes; i++)
+                if (d->nodes[i]->state == DNODE_DRAINING && d->ops.drain_stop)
+                        d->ops.drain_stop(d->userdata, d->nodes[i]->name);
+        while (d->n_nodes > 0)
+                dnode_remove(d, d->nodes[d->n_nodes - 1]);
+}
+
+bool dispatch_node_draining(const struct dispatch *d, const char *node)
+{
+        return dispatch_node_deadline(d, node) != 0;
+}
+
+uint64_t dispatch_node_deadline(const struct dispatch *d, const char *node)
+{
+        for (size_t i = 0; i < d->n_nodes; i++)
+                if (streq(d->nodes[i]->name, node) && d->nodes[i]->state == DNODE_DRAINING)
+                        return d->nodes[i]->deadline;
+        return 0;
+}
+
+void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret)
+{
+        *ret = d->stats;
+        ret->draining = 0;
+        for (size_t i = 0; i < d->n_nodes; i++)
+                if (d->nodes[i]->state == DNODE_DRAINING)
+                        ret->draining++;
+        ret->unknown_pending = (unsigned)d->n_unknowns;
+        ret->nodes_indexed = d->n_index;
+}
+
+int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct dispatch_ops *ops,
+                 void *userdata, struct dispatch **ret)
+{
+        struct dispatch *d;
+
+        if (!l || !ops || !ops->drain || !ret)
+                return -EINVAL;
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        d->loop = l;
+        if (o)
+                d->o = *o;
+        if (!d->o.unknown_retry_usec)
+                d->o.unknown_retry_usec = DEFAULT_UNKNOWN_RETRY;
+        if (!d->o.heartbeat_usec)
+                d->o.heartbeat_usec = DEFAULT_HEARTBEAT;
+        if (!d->o.maintenance_lead_usec)
+                d->o.maintenance_lead_usec = DEFAULT_MAINTENANCE_LEAD;
+        if (!d->o.emergency_usec)
+                d->o.emergency_usec = DEFAULT_EMERGENCY;
+        if (!d->o.dedupe_max)
+                d->o.dedupe_max = DEFAULT_DEDUPE_MAX;
+        d->dedupe = calloc(d->o.dedupe_max, sizeof(*d->dedupe));
+        if (!d->dedupe) {
+                free(d);
+                return -ENOMEM;
+        }
+        d->ops = *ops;
+        d->userdata = userdata;
+        *ret = d;
+        return 0;
+}
+
+struct dispatch *dispatch_free(struct dispatch *d)
+{
+        if (!d)
+                return NULL;
+        while (d->n_unknowns > 0)
+                unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
+        while (d->n_nodes > 0)
+                dnode_remove(d, d->nodes[d->n_nodes - 1]);
+        for (size_t i = 0; i < d->n_index; i++)
+                free(d->index[i].node);
+        free(d->index);
+        free(d->nodes);
+        free(d->unknowns);
+        free(d->dedupe);
+        free(d);
+        return NULL;
+}

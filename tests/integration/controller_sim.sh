@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `spotdrain controller` as a process against `spotdrain sim serve` (Kubernetes API + SQS surface): the queue
+# is proven readable (/readyz), the rebalance recommendation soft-taints the node, the interruption delivered
+# as an EventBridge message drains it with no pod killed, the messages are deleted, and SIGTERM exits 0 after
+# releasing the lease.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+command -v curl >/dev/null 2>&1 || skip "curl not installed"
+
+cat >"$TEST_TMP/scenario.yaml" <<'EOF'
+name: controller-sim
+mode: controller
+budget_seconds: 120
+nodes:
+  - {name: spot-a, zone: us-east-1a, capacity_type: spot, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+  - {name: spot-b, zone: us-east-1b, capacity_type: spot, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+  - {name: od-1, zone: us-east-1b, capacity_type: on-demand, instance_type: m5.2xlarge,
+     allocatable: {cpu: "8", memory: 32Gi, pods: 58}}
+workloads:
+  - {name: web, namespace: shop, kind: Deployment, replicas: 8, placement: {spot-a: 4, spot-b: 4},
+     requests: {cpu: 250m, memory: 256Mi}, termination_grace_seconds: 30, shutdown_seconds: 1, startup_seconds: 2,
+     pdb: {max_unavailable: 1}}
+events:
+  - {at: 2, type: rebalance-recommendation, node: spot-a}
+  - {at: 4, type: spot-interruption, node: spot-a}
+  - {at: 5, type: spot-interruption, node: spot-b}
+EOF
+
+start_sim controller "$TEST_TMP/scenario.yaml"
+ENDPOINTS=$TEST_TMP/controller/endpoints.json
+QUEUE_URL=$(jq -r '.queue_url // empty' "$ENDPOINTS")
+[ -n "$QUEUE_URL" ] || skip "sim serve does not offer an SQS queue yet"
+METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+node() { curl -sSf "$SIM_URL/api/v1/nodes/$1"; }
+soft_tainted() { node spot-a | jq -e '[.spec.taints[]? | select(.key == "spotdrain.io/rebalance" and .effect == "PreferNoSchedule")] | length == 1' >/dev/null; }
+ready() { curl -sf "127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
+drained() {
+	sim_result "$SIM_URL" | jq -e '[.nodes[] | select(.name == "spot-a" or .name == "spot-b") | select(.drained_at != null)] | length == 2' >/dev/null
+}
+leader() { curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_leader 1'; }
+all_deleted() { curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_sqs_messages_deleted_total 3'; }
+
+log "controller starts, proves access to the queue, becomes the leader"
+AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \
+	POD_NAMESPACE=default POD_NAME=spotdrain-controller-test \
+	"$SPOTDRAIN" controller --queue-url "$QUEUE_URL" --kubeconfig "$SIM_KUBECONFIG" \
+	--metrics-listen "127.0.0.1:$METRICS_PORT" >"$TEST_TMP/controller.log" 2>&1 &
+CTL_PID=$!
+SIM_PIDS+=("$CTL_PID")
+wait_for 10 ready || { cat "$TEST_TMP/controller.log" >&2; fail "controller not ready"; }
+wait_for 10 leader || { cat "$TEST_TMP/controller.log" >&2; fail "controller did not become the leader"; }
+curl -sSf "$SIM_URL/apis/coordination.k8s.io/v1/namespaces/default/leases/spotdrain-controller" |
+	jq -e '.spec.holderIdentity == "spotdrain-controller-test"' >/dev/null || fail "lease not held"
+
+log "rebalance recommendation → PreferNoSchedule soft taint"
+wait_for 15 soft_tainted || { cat "$TEST_TMP/controller.log" >&2; fail "no soft taint"; }
+
+log "interruptions → both nodes drained in parallel, no pod killed, every message deleted"
+wait_for 60 drained || { cat "$TEST_TMP/controller.log" >&2; sim_result "$SIM_URL" >&2; fail "not drained"; }
+RESULT=$(sim_result "$SIM_URL")
+echo "$RESULT" | jq -c '.nodes[] | {name, notice_at, cordoned_at, drained_at, pods_killed}'
+echo "$RESULT" | jq -e '[.nodes[].pods_killed // 0] | add == 0' >/dev/null || fail "pods killed"
+echo "$RESULT" | jq -e '[.nodes[] | select(.name == "spot-a" or .name == "spot-b") | .cordoned_at - .notice_at] | max <= 2' >/dev/null ||
+	fail "cordon later than 2 s after the notice"
+wait_for 15 all_deleted || {
+	curl -sS "127.0.0.1:$METRICS_PORT/metrics" >&2
+	fail "messages not deleted"
+}
+curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_sqs_messages_malformed_total 0' || fail "malformed count"
+
+log "SIGTERM → hands over (lease released) and exits 0"
+kill -TERM "$CTL_PID"
+rc=0
+wait "$CTL_PID" || rc=$?
+[ "$rc" -eq 0 ] || { cat "$TEST_TMP/controller.log" >&2; fail "controller exited $rc"; }
+curl -sSf "$SIM_URL/apis/coordination.k8s.io/v1/namespaces/default/leases/spotdrain-controller" |
+	jq -e '(.spec.holderIdentity // "") == ""' >/dev/null || fail "lease not released"
+stop_sim "$SIM_PID"
+echo "ok"

@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# The Helm chart without helm: yamllint on values.yaml, the hand-rendered example manifests and the YAML
+# blocks of the README (the templates are Go templates, not YAML); values.schema.json is valid JSON and,
+# where a Python with jsonschema exists, accepts the chart's values and examples and rejects bad ones; every
+# .Values path a template uses exists in values.yaml; the rendered examples hold what the chart promises
+# (RBAC verbs exactly, no wildcards, non-root, read-only root, no capabilities, the agent's and the
+# controller's scheduling); and, where Go and Debian's sprig and yaml sources are installed
+# (golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev), the templates rendered as
+# `helm template` would render them equal the hand-rendered examples.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+command -v yamllint >/dev/null 2>&1 || skip "yamllint not installed"
+CHART=$ROOT/helm/spotdrain
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3) || skip "python3 not installed"
+"$PY" -c 'import yaml' 2>/dev/null || skip "python3 yaml not installed"
+
+log "yamllint: values and examples"
+yamllint -s -c "$CHART/.yamllint" "$CHART/values.yaml" "$CHART"/examples/*.yaml
+
+log "yamllint: the README's yaml blocks"
+"$PY" - "$CHART/README.md" "$TEST_TMP" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = re.findall(r"^```yaml\n(.*?)^```", text, re.S | re.M)
+assert blocks, "no yaml blocks in the README"
+for i, b in enumerate(blocks):
+    open(f"{sys.argv[2]}/readme-{i}.yaml", "w").write(b)
+print(f"{len(blocks)} blocks")
+EOF
+yamllint -s -c "$CHART/.yamllint" "$TEST_TMP"/readme-*.yaml
+
+log "values.schema.json is JSON"
+"$PY" -m json.tool "$CHART/values.schema.json" >/dev/null
+
+log "every .Values path in the templates exists in values.yaml"
+"$PY" - "$CHART" <<'EOF'
+import glob, re, sys, yaml
+chart = sys.argv[1]
+values = yaml.safe_load(open(f"{chart}/values.yaml"))
+bad = []
+for t in sorted(glob.glob(f"{chart}/templates/*")):
+    for path in sorted(set(re.findall(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)", open(t).read()))):
+        node = values
+        for part in path.strip(".").split("."):
+            if not isinstance(node, dict) or part not in node:
+                bad.append(f"{t}: .Values{path}")
+                break
+            node = node[part]
+assert not bad, "unknown values:\n" + "\n".join(bad)
+EOF
+
+log "the schema accepts the values and the examples' values, and rejects bad ones"
+SCHEMA_PY=
+for p in /usr/bin/python3 python3; do
+	if "$p" -c 'import jsonschema, yaml' 2>/dev/null; then
+		SCHEMA_PY=$p
+		break
+	fi
+done
+if [ -n "$SCHEMA_PY" ]; then
+	"$SCHEMA_PY" - "$CHART" <<'EOF'
+import copy, glob, json, sys, jsonschema, yaml
+chart = sys.argv[1]
+schema = json.load(open(f"{chart}/values.schema.json"))
+jsonschema.Draft7Validator.check_schema(schema)
+base = yaml.safe_load(open(f"{chart}/values.yaml"))
+
+def merge(a, b):
+    out = copy.deepcopy(a)
+    for k, v in (b or {}).items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+def ok(v):
+    return not list(jsonschema.Draft7Validator(schema).iter_errors(v))
+
+assert ok(base), list(jsonschema.Draft7Validator(schema).iter_errors(base))
+for f in sorted(glob.glob(f"{chart}/examples/*-values.yaml")):
+    v = merge(base, yaml.safe_load(open(f)))
+    assert ok(v), (f, [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(v)])
+bad = [
+    {"mode": "sidecar"},
+    {"mode": "controller"},                      # no queue URL
+    {"typo": 1},
+    {"metrics": {"port": 0}},
+    {"config": {"metrics_listen": "0.0.0.0:1"}},  # the chart's own key
+    {"agent": {"spotNodeAffinity": {"terms": [{"key": "x", "values": []}]}}},
+    {"controller": {"queueURL": "sqs://nope"}},
+]
+for b in bad:
+    assert not ok(merge(base, b)), f"schema accepted {b}"
+print("schema: ok")
+EOF
+else
+	echo "no python3 with jsonschema: schema validation skipped"
+fi
+
+log "the rendered examples"
+"$PY" - "$CHART" <<'EOF'
+import sys, yaml
+chart = sys.argv[1]
+
+def load(name):
+    docs = [d for d in yaml.safe_load_all(open(f"{chart}/examples/{name}")) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}, docs
+
+def one(docs, kind):
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"{kind}: {len(found)}"
+    return found[0]
+
+expected_rules = {
+    ("", "nodes"): {"get", "list", "watch", "patch"},
+    ("", "pods"): {"get", "list", "watch", "delete"},
+    ("", "pods/eviction"): {"create"},
+    ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
+    ("", "events"): {"create", "patch"},
+    ("apps", "replicasets"): {"get", "list"},
+    ("apps", "statefulsets"): {"get", "list"},
+    ("apps", "daemonsets"): {"get", "list"},
+    ("apps", "deployments"): {"get", "list"},
+}
+
+def rules_of(role):
+    got = {}
+    for r in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in r[field], f"wildcard in {role['metadata']['name']}: {r}"
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                got.setdefault((g, res), set()).update(r["verbs"])
+    return got
+
+def check_pod(spec, mode):
+    psc = spec["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 65532, psc
+    assert psc["seccompProfile"]["type"] == "RuntimeDefault", psc
+    (c,) = spec["containers"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False, sc
+    assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"], sc
+    assert c["args"][0] == mode, c["args"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["ports"][0]["containerPort"] == 9464
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    return c, env
+
+for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
+    by, docs = load(name)
+    assert rules_of(one(docs, "ClusterRole")) == expected_rules, rules_of(one(docs, "ClusterRole"))
+    cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
+    assert cfg["metrics_listen"] == "0.0.0.0:9464", cfg
+    svc = one(docs, "Service")
+    if mode == "agent":
+        ds = one(docs, "DaemonSet")
+        spec = ds["spec"]["template"]["spec"]
+        c, env = check_pod(spec, mode)
+        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        assert spec["priorityClassName"] == "system-node-critical"
+        assert spec["tolerations"] == [{"operator": "Exists"}]
+        assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
+        assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
+        assert not [d for d in docs if d["kind"] in ("Role", "Deployment", "PodDisruptionBudget")]
+        sel = ds["spec"]["selector"]["matchLabels"]
+    else:
+        dep = one(docs, "Deployment")
+        spec = dep["spec"]["template"]["spec"]
+        c, env = check_pod(spec, mode)
+        assert dep["spec"]["replicas"] == 2
+        assert spec["priorityClassName"] == "system-cluster-critical"
+        assert "NODE_NAME" not in env and not spec.get("hostNetwork")
+        assert cfg["aws"]["queue_url"].startswith("https://sqs.")
+        assert cfg["alerts"]["webhook_url"] == "file:/etc/spotdrain/webhook/url"
+        role = one(docs, "Role")
+        got = rules_of(role)
+        assert got == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}, got
+        pdb = one(docs, "PodDisruptionBudget")
+        sel = dep["spec"]["selector"]["matchLabels"]
+        assert pdb["spec"]["selector"]["matchLabels"] == sel
+        sa = one(docs, "ServiceAccount")
+        assert "eks.amazonaws.com/role-arn" in sa["metadata"]["annotations"]
+        sm = one(docs, "ServiceMonitor")
+        assert sm["spec"]["selector"]["matchLabels"] == sel
+        assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert svc["spec"]["selector"] == sel
+    labels = (one(docs, "DaemonSet") if mode == "agent" else one(docs, "Deployment"))["spec"]["template"]["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in sel.items()), (labels, sel)
+    print(f"{name}: ok")
+EOF
+log "the templates render to the examples (a helm-template stand-in: text/template + sprig)"
+GOSRC=/usr/share/gocode
+if command -v go >/dev/null 2>&1 && [ -d "$GOSRC/src/github.com/Masterminds/sprig" ] &&
+	[ -d "$GOSRC/src/github.com/ghodss/yaml" ]; then
+	mkdir -p "$TEST_TMP/render"
+	cat >"$TEST_TMP/render/main.go" <<'GO'
+// Renders a Helm chart's templates the way `helm template` does, for a machine without helm: text/template
+// with sprig and Helm's own include, required, tpl and toYaml; values.yaml merged with -f files.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/Masterminds/sprig"
+	"github.com/ghodss/yaml"
+)
+
+func load(path string) map[string]interface{} {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fail(err)
+	}
+	out := map[string]interface{}{}
+	if err := yaml.Unmarshal(data, &out); err != nil {
+		fail(fmt.Errorf("%s: %w", path, err))
+	}
+	return out
+}
+
+func merge(dst, src map[string]interface{}) map[string]interface{} {
+	for k, v := range src {
+		if sm, ok := v.(map[string]interface{}); ok {
+			if dm, ok := dst[k].(map[string]interface{}); ok {
+				dst[k] = merge(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "chartrender:", err)
+	os.Exit(1)
+}
+
+func main() {
+	if len(os.Args) < 4 {
+		fail(fmt.Errorf("usage: chartrender CHART RELEASE NAMESPACE [VALUES...]"))
+	}
+	chart, release, namespace := os.Args[1], os.Args[2], os.Args[3]
+	values := load(filepath.Join(chart, "values.yaml"))
+	for _, f := range os.Args[4:] {
+		values = merge(values, load(f))
+	}
+	meta := load(filepath.Join(chart, "Chart.yaml"))
+	top := map[string]interface{}{
+		"Values":  values,
+		"Release": map[string]interface{}{"Name": release, "Namespace": namespace, "Service": "Helm"},
+		"Chart": map[string]interface{}{"Name": meta["name"], "Version": meta["version"],
+			"AppVersion": meta["appVersion"]},
+	}
+
+	root := template.New("chart").Option("missingkey=zero")
+	funcs := sprig.TxtFuncMap()
+	funcs["toYaml"] = func(v interface{}) string {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSuffix(string(data), "\n")
+	}
+	funcs["include"] = func(name string, data interface{}) (string, error) {
+		var buf bytes.Buffer
+		err := root.ExecuteTemplate(&buf, name, data)
+		return buf.String(), err
+	}
+	funcs["required"] = func(msg string, v interface{}) (interface{}, error) {
+		if v == nil || v == "" {
+			return nil, fmt.Errorf("%s", msg)
+		}
+		return v, nil
+	}
+	funcs["tpl"] = func(text string, data interface{}) (string, error) {
+		t, err := root.Clone()
+		if err != nil {
+			return "", err
+		}
+		t, err = t.New("tpl").Parse(text)
+		if err != nil {
+			return "", err
+		}
+		var buf bytes.Buffer
+		err = t.Execute(&buf, data)
+		return buf.String(), err
+	}
+	root.Funcs(funcs)
+
+	files, _ := filepath.Glob(filepath.Join(chart, "templates", "*"))
+	sort.Strings(files)
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fail(err)
+		}
+		name := filepath.Base(f)
+		if _, err := root.New(name).Parse(string(data)); err != nil {
+			fail(err)
+		}
+		if strings.HasSuffix(name, ".yaml") && !strings.HasPrefix(name, "_") {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		var buf bytes.Buffer
+		if err := root.ExecuteTemplate(&buf, name, top); err != nil {
+			fail(err)
+		}
+		out := strings.ReplaceAll(buf.String(), "<no value>", "")
+		if strings.TrimSpace(out) == "" {
+			continue
+		}
+		fmt.Printf("---\n# Source: %s\n%s\n", name, strings.TrimLeft(out, "\n"))
+	}
+}
+GO
+	(cd "$TEST_TMP/render" && GO111MODULE=off GOPATH=$GOSRC GOCACHE=$TEST_TMP/render/cache GOFLAGS='' \
+		go build -o chartrender main.go) || fail "the chart renderer does not build"
+	RENDER=$TEST_TMP/render/chartrender
+	for mode in agent controller; do
+		"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode.yaml" ||
+			fail "rendering $mode failed"
+	done
+	"$PY" - "$CHART" "$TEST_TMP" <<'PY'
+import sys, yaml
+chart, tmp = sys.argv[1], sys.argv[2]
+
+def load(p):
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(p)) if d}
+
+def diff(x, y, path, out):
+    if isinstance(x, dict) and isinstance(y, dict):
+        for k in sorted(set(x) | set(y), key=str):
+            if k not in x or k not in y:
+                out.append(f"{path}/{k}: only in {'rendered' if k not in x else 'example'}")
+            else:
+                diff(x[k], y[k], f"{path}/{k}", out)
+    elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        for i, (p, q) in enumerate(zip(x, y)):
+            diff(p, q, f"{path}[{i}]", out)
+    elif x != y:
+        out.append(f"{path}: example {x!r}, rendered {y!r}")
+
+for mode in ("agent", "controller"):
+    want, got, out = load(f"{chart}/examples/{mode}.yaml"), load(f"{tmp}/{mode}.yaml"), []
+    assert set(want) == set(got), (mode, set(want) ^ set(got))
+    for k in want:
+        diff(want[k], got[k], "/".join(k), out)
+    assert not out, f"{mode}: examples/{mode}.yaml differs from the rendering:\n" + "\n".join(out)
+    print(f"{mode}: the rendering equals the example")
+PY
+	log "other values render, and a controller without a queue URL does not"
+	cat >"$TEST_TMP/v1.yaml" <<'YAML'
+mode: agent
+agent:
+  spotNodeAffinity:
+    enabled: false
+  hostNetwork: false
+rbac:
+  create: false
+serviceAccount:
+  create: false
+  name: existing
+metrics:
+  service:
+    enabled: false
+YAML
+	"$RENDER" "$CHART" other default "$TEST_TMP/v1.yaml" >"$TEST_TMP/v1.out" || fail "rendering v1 failed"
+	"$PY" - "$TEST_TMP/v1.out" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = sorted(d["kind"] for d in docs)
+assert kinds == ["ConfigMap", "DaemonSet"], kinds
+ds = [d for d in docs if d["kind"] == "DaemonSet"][0]
+spec = ds["spec"]["template"]["spec"]
+assert "affinity" not in spec and spec["hostNetwork"] is False and spec["serviceAccountName"] == "existing", spec
+assert ds["metadata"]["name"] == "other-spotdrain"
+print("v1: ok")
+PY
+	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
+	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then
+		fail "a controller without a queue URL rendered"
+	fi
+	grep -q "controller.queueURL is required" "$TEST_TMP/v2.out" || fail "no message: $(cat "$TEST_TMP/v2.out")"
+else
+	echo "go or Debian's sprig/yaml Go sources not installed: rendering check skipped"
+fi
+echo "ok"

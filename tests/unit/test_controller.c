@@ -1,0 +1,315 @@
+/* The controller's message lifecycle against the in-process SQS surface and Kubernetes API of the
+ * simulator, on a scaled clock (nothing sleeps; every wait is a condition with a real-time bound), and the
+ * handling of malformed messages against a scripted SQS endpoint. */
+#include "controller_fixture.h"
+
+#include "kube_fake.h"
+
+static bool drained_and_deleted(struct cfx *f, void *ud)
+{
+        struct controller_stats st;
+        controller_stats(f->ctl[0], &st);
+        return st.deleted >= *(uint64_t *)ud && st.in_flight == 0 && st.dispatch.draining == 0;
+}
+
+/* One interruption, each message delivered twice (a standard queue's duplicates): one drain; the message
+ * stays hidden while the drain runs (visibility extended, never redelivered), and both copies are deleted,
+ * the duplicate at once and the original after the drain. */
+static void test_lifecycle(void **state)
+{
+        struct cfx *f = cfx_new(CFX_SCENARIO("2"), 20, &(struct sim_sqs_fault){ .duplicate_rate = 1.0 });
+        struct controller_options o = cfx_options(f, "ctl-0", false);
+        struct controller_stats st;
+        struct sim_sqs_stats q;
+        uint64_t want = 2;
+
+        cfx_controller(f, 0, &o);
+        assert_true(cfx_run_until(f, drained_and_deleted, &want, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_true(controller_ready(f->ctl[0]));
+        assert_int_equal(st.dispatch.drains, 1);
+        assert_int_equal(st.dispatch.duplicates, 1);
+        assert_int_equal(st.deleted, 2);
+        assert_int_equal(st.malformed, 0);
+        /* The drain lasted several visibility periods: the hold was renewed, and nothing was redelivered. */
+        assert_true(st.visibility_extends >= 2);
+        q = cfx_sqs_stats(f);
+        assert_int_equal(q.delivered, 2);
+        assert_int_equal(q.deleted, 2);
+        assert_int_equal(q.messages, 0);
+        assert_true(f->alerts[ALERT_NOTICE_RECEIVED] >= 1);
+        assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 0);
+        assert_true(cfx_result_node(f, "spot-a", "drained_at") > 0);
+        assert_int_equal(cfx_result_node(f, "spot-a", "pods_killed"), 0);
+        cfx_free(f);
+}
+
+static bool unreadable(struct cfx *f, void *ud)
+{
+        struct controller_stats st;
+        controller_stats(f->ctl[0], &st);
+        return st.unreadable > 0;
+}
+
+static bool ready(struct cfx *f, void *ud)
+{
+        return controller_ready(f->ctl[0]);
+}
+
+/* AccessDenied (an IAM change) raises queue-unreadable within one poll cycle, turns readiness off, and
+ * clears when access comes back. The same from a NonExistentQueue (a rename). */
+static void unreadable_case(const struct sim_sqs_fault *fault)
+{
+        struct cfx *f = cfx_new(CFX_SCENARIO("1000"), 20, fault);
+        struct controller_options o = cfx_options(f, "ctl-0", false);
+        struct controller_stats st;
+
+        cfx_controller(f, 0, &o);
+        assert_true(cfx_run_until(f, unreadable, NULL, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_false(controller_ready(f->ctl[0]));
+        assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 1);
+        assert_int_equal(st.unreadable, 1);
+        assert_true(st.unreadable_failures >= 1);
+        /* The first failing call was enough: no receive succeeded before the alert. */
+        assert_int_equal(st.receives, 0);
+
+        assert_int_equal(sim_sqs_set_fault(f->sqs, &(struct sim_sqs_fault){}), 0);
+        assert_true(cfx_run_until(f, ready, NULL, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_int_equal(st.unreadable, 1);
+        assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 1);
+        cfx_free(f);
+}
+
+static void test_access_denied(void **state)
+{
+        unreadable_case(&(struct sim_sqs_fault){ .access_denied = true });
+}
+
+static void test_nonexistent_queue(void **state)
+{
+        unreadable_case(&(struct sim_sqs_fault){ .nonexistent_queue = true });
+}
+
+/* Transient server errors: unreadable only after several in a row. */
+static void test_repeated_failures(void **state)
+{
+        struct cfx *f = cfx_new(CFX_SCENARIO("1000"), 20, &(struct sim_sqs_fault){ .error_500 = 1 });
+        struct controller_options o = cfx_options(f, "ctl-0", false);
+        struct controller_stats st;
+
+        cfx_controller(f, 0, &o);
+        assert_true(cfx_run_until(f, ready, NULL, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_int_equal(st.unreadable, 0);
+
+        assert_int_equal(sim_sqs_set_fault(f->sqs, &(struct sim_sqs_fault){ .error_500 = 1000 }), 0);
+        assert_true(cfx_run_until(f, unreadable, NULL, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_true(st.receive_failures + st.delete_failures >= 3);
+        assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 1);
+        cfx_free(f);
+}
+
+/* ---- malformed messages, against a scripted endpoint ---- */
+
+#define BAD_ANSWER                                                                                     \
+        "{\"Attributes\": {\"QueueArn\": \"arn:aws:sqs:us-east-1:123456789012:q\"}, \"Messages\": ["   \
+        "{\"MessageId\": \"bad-1\", \"ReceiptHandle\": \"rh-bad-1\", \"Body\": \"this is not json\"}," \
+        "{\"MessageId\": \"odd-2\", \"ReceiptHandle\": \"rh-odd-2\", \"Body\": \"{\\\"id\\\": "        \
+        "\\\"e-1\\\", "                                                                                \
+        "\\\"time\\\": \\\"2026-11-30T06:00:00Z\\\", \\\"source\\\": \\\"aws.s3\\\", "                 \
+        "\\\"detail-type\\\": \\\"Object Created\\\", \\\"detail\\\": {}}\"}]}"
+
+struct mfx {
+        struct kfake *fake;
+        struct loop *loop;
+        struct kube_client *kube;
+        struct kube_config *kcfg;
+        struct controller *ctl;
+        struct aws_credentials creds;
+        char kc_path[64];
+};
+
+static const struct aws_credentials *mfx_creds(void *userdata)
+{
+        return &((struct mfx *)userdata)->creds;
+}
+
+static const struct aws_credentials *mfx_creds_asg(void *userdata)
+{
+        return userdata;
+}
+
+static size_t count_bodies(struct kfake *fake, const char *needle)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < kfake_count(fake); i++) {
+                const struct kfake_request *r = kfake_request(fake, i);
+                n += r && r->body && strstr(r->body, needle);
+        }
+        return n;
+}
+
+static void test_malformed_left_in_queue(void **state)
+{
+        struct mfx f = { .creds = { .access_key_id = (char *)"AKID",
+                                    .secret_access_key = (char *)"secret" } };
+        _cleanup_free_ char *error = NULL, *kc = NULL;
+        struct controller_stats st;
+        bool never = false;
+
+        /* The same answer to every SQS call: each receive brings the two bad messages again. */
+        assert_int_equal(kfake_start(&f.fake), 0);
+        assert_int_equal(kfake_add(f.fake, &(struct kfake_script){ .method = "POST",
+                                                                   .path = "/",
+                                                                   .status = 200,
+                                                                   .body = BAD_ANSWER,
+                                                                   .sticky = true }),
+                         0);
+        /* The Kubernetes side: an empty node list, and a watch that never says anything. */
+        assert_int_equal(
+            kfake_add(f.fake, &(struct kfake_script){ .method = "GET",
+                                                      .path = "/api/v1/nodes",
+                                                      .query_contains = "watch",
+                                                      .status = 200,
+                                                      .chunks = (const char *const[]){ "", NULL },
+                                                      .sticky = true }),
+            0);
+        assert_int_equal(
+            kfake_add(f.fake, &(struct kfake_script){ .method = "GET",
+                                                      .path = "/api/v1/nodes",
+                                                      .status = 200,
+                                                      .body = "{\"metadata\": {\"resourceVersion\": \"1\"}, "
+                                                              "\"items\": []}",
+                                                      .sticky = true }),
+            0);
+        kc = sim_server_kubeconfig(kfake_url(f.fake), "t");
+        strcpy(f.kc_path, "/tmp/test-controller-kfake-XXXXXX");
+        cfx_write(f.kc_path, kc);
+        assert_int_equal(kube_config_load_file(f.kc_path, NULL, &f.kcfg, &error), 0);
+        assert_int_equal(loop_new(&f.loop), 0);
+        assert_int_equal(kube_client_new(f.loop, f.kcfg, NULL, &f.kube), 0);
+        _cleanup_free_ char *qurl = strprintf("%s/123456789012/q", kfake_url(f.fake));
+        assert_int_equal(controller_new(f.loop, f.kube, NULL,
+                                        &(struct controller_options){ .queue_url = qurl,
+                                                                      .region = "us-east-1",
+                                                                      .credentials = mfx_creds,
+                                                                      .credentials_userdata = &f,
+                                                                      .no_leader_election = true },
+                                        &f.ctl),
+                         0);
+        assert_int_equal(controller_start(f.ctl), 0);
+        for (int i = 0; i < 2000; i++) {
+                controller_stats(f.ctl, &st);
+                if (st.malformed >= 4 && count_bodies(f.fake, "rh-odd-2") >= 2)
+                        break;
+                loop_run_until(f.loop, &never, 2 * 1000);
+        }
+        controller_stats(f.ctl, &st);
+        /* Counted, never deleted, hidden for the long timeout, and polling went on (never blocked). */
+        assert_true(st.malformed >= 4);
+        assert_true(st.receives >= 2);
+        assert_int_equal(st.deleted, 0);
+        assert_int_equal(count_bodies(f.fake, "\"Entries\""), 0);
+        assert_true(count_bodies(f.fake, "\"VisibilityTimeout\":600") >= 2);
+        assert_true(controller_ready(f.ctl));
+
+        controller_free(f.ctl);
+        kube_client_free(f.kube);
+        loop_free(f.loop);
+        kube_config_free(f.kcfg);
+        kfake_stop(f.fake);
+        unlink(f.kc_path);
+}
+
+/* ---- the Auto Scaling lifecycle client ---- */
+
+static void on_asg(int error, const char *message, void *userdata)
+{
+        int *ret = userdata;
+        *ret = error < 0 ? error : 1;
+        if (message)
+                assert_non_null(strstr(message, "ValidationError: No active Lifecycle Action"));
+}
+
+static void test_asg_client(void **state)
+{
+        struct notice n = { .kind = NOTICE_ASG_LIFECYCLE_TERMINATE,
+                            .instance_id = "i-0a00000000000000a",
+                            .asg_name = "my group",
+                            .lifecycle_hook_name = "drain-hook",
+                            .lifecycle_action_token = "tok-1" };
+        struct aws_credentials creds = { .access_key_id = (char *)"AKID", .secret_access_key = (char *)"s" };
+        _cleanup_free_ char *body = NULL;
+        struct asg_client *c = NULL;
+        struct loop *l = NULL;
+        struct kfake *fake = NULL;
+        int result = 0;
+        bool never = false;
+
+        assert_int_equal(asg_lifecycle_body(&n, "CompleteLifecycleAction", "CONTINUE", &body), 0);
+        assert_string_equal(
+            body, "Action=CompleteLifecycleAction&Version=2011-01-01&AutoScalingGroupName=my%20group"
+                  "&LifecycleHookName=drain-hook&LifecycleActionToken=tok-1"
+                  "&InstanceId=i-0a00000000000000a&LifecycleActionResult=CONTINUE");
+        struct notice bad = n;
+        bad.asg_name[0] = '\0';
+        char *none = NULL;
+        assert_int_equal(asg_lifecycle_body(&bad, "CompleteLifecycleAction", "CONTINUE", &none), -EINVAL);
+
+        assert_int_equal(kfake_start(&fake), 0);
+        assert_int_equal(
+            kfake_answer(fake, "POST", "/", 200,
+                         "<CompleteLifecycleActionResponse><ResponseMetadata><RequestId>r</RequestId>"
+                         "</ResponseMetadata></CompleteLifecycleActionResponse>"),
+            0);
+        assert_int_equal(
+            kfake_add(fake,
+                      &(struct kfake_script){
+                          .method = "POST",
+                          .path = "/",
+                          .status = 400,
+                          .body = "<ErrorResponse><Error><Type>Sender</Type><Code>ValidationError"
+                                  "</Code><Message>No active Lifecycle Action found with token "
+                                  "tok-1</Message></Error><RequestId>r</RequestId>"
+                                  "</ErrorResponse>" }),
+            0);
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(asg_client_new(l, kfake_url(fake), "us-east-1", mfx_creds_asg, &creds, &c), 0);
+        assert_int_equal(asg_complete_lifecycle(c, &n, NULL, on_asg, &result), 0);
+        for (int i = 0; i < 2000 && result == 0; i++)
+                loop_run_until(l, &never, 2 * 1000);
+        assert_int_equal(result, 1);
+        const struct kfake_request *rq = kfake_request(fake, 0);
+        assert_non_null(rq);
+        assert_string_equal(rq->body, body);
+        assert_non_null(strstr(rq->authorization, "/us-east-1/autoscaling/aws4_request"));
+
+        result = 0;
+        assert_int_equal(asg_heartbeat(c, &n, on_asg, &result), 0);
+        for (int i = 0; i < 2000 && result == 0; i++)
+                loop_run_until(l, &never, 2 * 1000);
+        assert_int_equal(result, -EINVAL);
+        assert_non_null(strstr(kfake_request(fake, 1)->body, "Action=RecordLifecycleActionHeartbeat"));
+        assert_null(strstr(kfake_request(fake, 1)->body, "LifecycleActionResult"));
+
+        asg_client_free(c);
+        loop_free(l);
+        kfake_stop(fake);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_lifecycle),
+                cmocka_unit_test(test_access_denied),
+                cmocka_unit_test(test_nonexistent_queue),
+                cmocka_unit_test(test_repeated_failures),
+                cmocka_unit_test(test_malformed_left_in_queue),
+                cmocka_unit_test(test_asg_client),
+        };
+        log_setup(LOG_FORMAT_TEXT, LOG_WARNING);
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,382 @@
+/* The controller's dispatcher: providerID index from node events, one drain per node, upgrades, duplicates,
+ * unknown instances retried then dropped, lifecycle hooks. Effects are recorded by fake ops. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+
+#define SEC        UINT64_C(1000000)
+#define REAL_BOUND (10 * SEC)
+#define MAX_LOG    64
+
+struct fx {
+        struct loop *loop;
+        struct dispatch *d;
+        char log[MAX_LOG][128]; /* "drain spot-a spot-interruption", "ticket 3 0", ... */
+        size_t n_log;
+        uint64_t last_deadline;
+        bool ticket_seen;
+};
+
+static void record(struct fx *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void record(struct fx *f, const char *fmt, ...)
+{
+        va_list ap;
+        assert_true(f->n_log < MAX_LOG);
+        va_start(ap, fmt);
+        vsnprintf(f->log[f->n_log++], sizeof(f->log[0]), fmt, ap);
+        va_end(ap);
+}
+
+static size_t count(const struct fx *f, const char *prefix)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < f->n_log; i++)
+                n += startswith(f->log[i], prefix);
+        return n;
+}
+
+static int op_drain(void *ud, const char *node, const struct notice *n, uint64_t deadline)
+{
+        struct fx *f = ud;
+        f->last_deadline = deadline;
+        record(f, "drain %s %s", node, notice_kind_to_string(n->kind));
+        return 0;
+}
+
+static void op_drain_stop(void *ud, const char *node)
+{
+        record(ud, "stop %s", node);
+}
+
+static int op_soft_taint(void *ud, const char *node)
+{
+        record(ud, "taint %s", node);
+        return 0;
+}
+
+static int op_replacement(void *ud, const char *node, const struct notice *n)
+{
+        record(ud, "replace %s", node);
+        return 0;
+}
+
+static int op_heartbeat(void *ud, const struct notice *n)
+{
+        record(ud, "heartbeat %s", n->lifecycle_action_token);
+        return 0;
+}
+
+static int op_complete(void *ud, const struct notice *n)
+{
+        record(ud, "complete %s", n->lifecycle_action_token);
+        return 0;
+}
+
+static void op_ticket_done(void *ud, uint64_t ticket, int error)
+{
+        struct fx *f = ud;
+        f->ticket_seen = true;
+        record(f, "ticket %" PRIu64 " %d", ticket, error);
+}
+
+static const struct dispatch_ops ops = {
+        .drain = op_drain,
+        .drain_stop = op_drain_stop,
+        .soft_taint = op_soft_taint,
+        .replacement_request = op_replacement,
+        .lifecycle_heartbeat = op_heartbeat,
+        .lifecycle_complete = op_complete,
+        .ticket_done = op_ticket_done,
+};
+
+static int setup(void **state)
+{
+        struct fx *f = calloc(1, sizeof(*f));
+        assert_non_null(f);
+        assert_int_equal(loop_new(&f->loop), 0);
+        assert_int_equal(dispatch_new(f->loop,
+                                      &(struct dispatch_options){ .unknown_retry_usec = 50 * 1000,
+                                                                  .heartbeat_usec = 20 * 1000 },
+                                      &ops, f, &f->d),
+                         0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        struct fx *f = *state;
+        dispatch_free(f->d);
+        loop_free(f->loop);
+        free(f);
+        return 0;
+}
+
+static cJSON *node_obj(const char *name, const char *provider_id)
+{
+        cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata"),
+              *spec = cJSON_AddObjectToObject(o, "spec");
+        cJSON_AddStringToObject(meta, "name", name);
+        if (provider_id)
+                cJSON_AddStringToObject(spec, "providerID", provider_id);
+        return o;
+}
+
+static void add_node(struct fx *f, const char *name, const char *provider_id)
+{
+        cJSON *o = node_obj(name, provider_id);
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        cJSON_Delete(o);
+}
+
+static struct notice mk(enum notice_kind k, const char *instance, const char *event_id, uint64_t deadline)
+{
+        struct notice n = { .kind = k, .notice_time = clk_now(), .deadline = deadline };
+        snprintf(n.instance_id, sizeof(n.instance_id), "%s", instance);
+        snprintf(n.event_id, sizeof(n.event_id), "%s", event_id);
+        snprintf(n.source, sizeof(n.source), "sqs");
+        return n;
+}
+
+static int submit(struct fx *f, const struct notice *n, uint64_t ticket)
+{
+        uint64_t defer = 0;
+        return dispatch_submit(f->d, n, ticket, &defer);
+}
+
+static void test_provider_id_parsing(void **state)
+{
+        assert_string_equal(dispatch_instance_from_provider_id("aws:///us-east-1a/i-0abcd1234ef567890"),
+                            "i-0abcd1234ef567890");
+        assert_string_equal(dispatch_instance_from_provider_id("aws:///i-0abcd1234"), "i-0abcd1234");
+        assert_null(dispatch_instance_from_provider_id("gce://project/zone/vm-1"));
+        assert_null(dispatch_instance_from_provider_id("aws:///us-east-1a/not-an-instance"));
+        assert_null(dispatch_instance_from_provider_id(NULL));
+}
+
+static void test_index_follows_node_events(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_stats st;
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        add_node(f, "kind-node", "kind://docker/kind/kind-node");
+        assert_string_equal(dispatch_node_for_instance(f->d, "i-0a00000000000000a"), "spot-a");
+        assert_string_equal(dispatch_node_for_instance(f->d, "i-0b00000000000000b"), "spot-b");
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.nodes_indexed, 2);
+
+        /* A node's providerID changing (modified event) moves the entry; a delete removes it. */
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0c00000000000000c");
+        assert_null(dispatch_node_for_instance(f->d, "i-0a00000000000000a"));
+        assert_string_equal(dispatch_node_for_instance(f->d, "i-0c00000000000000c"), "spot-a");
+        cJSON *o = node_obj("spot-b", NULL);
+        dispatch_node_delete(f->d, o);
+        cJSON_Delete(o);
+        assert_null(dispatch_node_for_instance(f->d, "i-0b00000000000000b"));
+}
+
+static void test_rebalance_then_interruption_upgrades(void **state)
+{
+        struct fx *f = *state;
+        struct notice reb = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-reb", 0);
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        struct dispatch_stats st;
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        /* A rebalance is acted on at once: soft taint and a replacement, no drain, message deletable. */
+        assert_int_equal(submit(f, &reb, 1), DISPATCH_DONE);
+        assert_int_equal(count(f, "taint spot-a"), 1);
+        assert_int_equal(count(f, "replace spot-a"), 1);
+        assert_int_equal(count(f, "drain"), 0);
+
+        /* The interruption upgrades it to a drain, held until the drain ends. */
+        assert_int_equal(submit(f, &spot, 2), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a spot-interruption"), 1);
+        assert_true(dispatch_node_draining(f->d, "spot-a"));
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), spot.deadline);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.upgrades, 1);
+        assert_int_equal(st.draining, 1);
+
+        /* A rebalance arriving now adds nothing. */
+        struct notice reb2 = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-reb2", 0);
+        assert_int_equal(submit(f, &reb2, 3), DISPATCH_DONE);
+        assert_int_equal(count(f, "taint spot-a"), 1);
+
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(count(f, "ticket 2 0"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+
+        /* A state change of the finished instance needs nothing. */
+        struct notice st_change = mk(NOTICE_STATE_CHANGE, "i-0a00000000000000a", "ev-state", clk_now());
+        assert_int_equal(submit(f, &st_change, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "drain"), 1);
+}
+
+static void test_one_drain_per_node_earlier_deadline_restarts(void **state)
+{
+        struct fx *f = *state;
+        uint64_t now = clk_now();
+        struct notice asg =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0a00000000000000a", "ev-asg", now + 3600 * SEC);
+        struct notice spot = mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", now + 120 * SEC);
+        struct notice late = mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-late", now + 600 * SEC);
+
+        snprintf(asg.lifecycle_action_token, sizeof(asg.lifecycle_action_token), "tok-1");
+        snprintf(asg.asg_name, sizeof(asg.asg_name), "group");
+        snprintf(asg.lifecycle_hook_name, sizeof(asg.lifecycle_hook_name), "hook");
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+
+        assert_int_equal(submit(f, &asg, 1), DISPATCH_PENDING);
+        assert_int_equal(f->last_deadline, asg.deadline);
+        /* The spot warning's earlier deadline wins: the drain is restarted against it. */
+        assert_int_equal(submit(f, &spot, 2), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a"), 2);
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), spot.deadline);
+        /* A later deadline joins the drain under way without restarting it. */
+        assert_int_equal(submit(f, &late, 3), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a"), 2);
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), spot.deadline);
+
+        /* Heartbeats while the drain runs. */
+        bool never = false;
+        for (int i = 0; i < 200 && count(f, "heartbeat tok-1") < 2; i++)
+                loop_run_until(f->loop, &never, 5 * 1000);
+        assert_true(count(f, "heartbeat tok-1") >= 2);
+
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(count(f, "complete tok-1"), 1);
+        assert_int_equal(count(f, "ticket 1 0"), 1);
+        assert_int_equal(count(f, "ticket 2 0"), 1);
+        assert_int_equal(count(f, "ticket 3 0"), 1);
+        size_t beats = count(f, "heartbeat");
+        for (int i = 0; i < 5; i++)
+                loop_run_until(f->loop, &never, 5 * 1000);
+        assert_int_equal(count(f, "heartbeat"), beats);
+}
+
+static void test_duplicates_absorbed(void **state)
+{
+        struct fx *f = *state;
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        struct notice test = mk(NOTICE_ASG_TEST_NOTIFICATION, "", "ev-test", 0);
+        struct dispatch_stats st;
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &spot, 2), DISPATCH_DONE);
+        assert_int_equal(submit(f, &spot, 3), DISPATCH_DONE);
+        assert_int_equal(count(f, "drain"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.duplicates, 2);
+
+        /* One event naming two instances: the same event_id, two keys. */
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        struct notice other = spot;
+        snprintf(other.instance_id, sizeof(other.instance_id), "i-0b00000000000000b");
+        assert_int_equal(submit(f, &other, 4), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-b"), 1);
+
+        /* Scheduled changes key on their state too: canceled after active is not a duplicate. */
+        struct notice sch =
+            mk(NOTICE_SCHEDULED_CHANGE, "i-0b00000000000000b", "ev-sch", clk_now() + 3 * 3600 * SEC);
+        snprintf(sch.state, sizeof(sch.state), "upcoming");
+        uint64_t defer = 0;
+        assert_int_equal(dispatch_submit(f->d, &sch, 5, &defer), DISPATCH_DEFER);
+        assert_true(defer > clk_now() && defer < sch.deadline);
+        snprintf(sch.state, sizeof(sch.state), "canceled");
+        dispatch_stats(f->d, &st);
+        uint64_t dups = st.duplicates;
+        assert_int_equal(submit(f, &sch, 6), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.duplicates, dups);
+
+        assert_int_equal(submit(f, &test, 7), DISPATCH_DONE);
+}
+
+static void test_unknown_retried_then_dropped(void **state)
+{
+        struct fx *f = *state;
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0d00000000000000d", "ev-d", clk_now() + 120 * SEC);
+        struct notice never_node =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0e00000000000000e", "ev-e", clk_now() + 120 * SEC);
+        struct notice state_change = mk(NOTICE_STATE_CHANGE, "i-0f00000000000000f", "ev-f", clk_now());
+        struct dispatch_stats st;
+
+        /* A state change of an instance that is not a node: nothing to wait for. */
+        assert_int_equal(submit(f, &state_change, 9), DISPATCH_DONE);
+
+        assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &never_node, 2), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain"), 0);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.unknown_pending, 2);
+
+        /* The node registers within the retry window: its drain starts then. */
+        add_node(f, "late-node", "aws:///us-east-1a/i-0d00000000000000d");
+        assert_int_equal(count(f, "drain late-node spot-interruption"), 1);
+
+        /* The other never turns up: dropped and reported, its message released for deletion. */
+        f->ticket_seen = false;
+        assert_int_equal(loop_run_until(f->loop, &f->ticket_seen, REAL_BOUND), 0);
+        assert_int_equal(count(f, "ticket 2 -6"), 1); /* -ENXIO */
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.unknown_dropped, 1);
+        assert_int_equal(st.unknown_pending, 0);
+        assert_int_equal(count(f, "ticket 1"), 0);
+}
+
+static void test_resume_and_reset(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_stats st;
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(dispatch_resume(f->d, "spot-a", "spot-interruption", clk_now() + 60 * SEC), 0);
+        assert_int_equal(count(f, "drain spot-a spot-interruption"), 1);
+        assert_int_equal(dispatch_resume(f->d, "spot-a", "spot-interruption", clk_now() + 60 * SEC),
+                         -EALREADY);
+        assert_int_equal(dispatch_resume(f->d, "spot-b", "spot-interruption", clk_now() - SEC), -ETIME);
+        /* A notice for the resumed node joins the drain. */
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.resumed, 1);
+
+        dispatch_reset(f->d);
+        assert_int_equal(count(f, "stop spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+        assert_int_equal(count(f, "ticket"), 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_provider_id_parsing),
+                cmocka_unit_test_setup_teardown(test_index_follows_node_events, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rebalance_then_interruption_upgrades, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_one_drain_per_node_earlier_deadline_restarts, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

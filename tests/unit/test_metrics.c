@@ -1,0 +1,558 @@
+/* The metrics registry and its Prometheus encoding, the /metrics /healthz /readyz endpoint fetched over
+ * HTTP, readiness aggregation, the loop watch, the error budget, and the sd_notify helpers. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <systemd/sd-event.h>
+
+#include "spotdrain/alert.h"
+#include "spotdrain/core.h"
+#include "spotdrain/httpd.h"
+#include "spotdrain/metrics.h"
+#include "spotdrain/ops.h"
+
+static int reset(void **state)
+{
+        metrics_reset();
+        return 0;
+}
+
+static char *render(void)
+{
+        char *text = NULL;
+        assert_int_equal(metrics_render(&text), 0);
+        assert_non_null(text);
+        return text;
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+        if (!strstr(haystack, needle))
+                fail_msg("expected to find\n%s\nin\n%s", needle, haystack);
+}
+
+static void test_predeclared(void **state)
+{
+        _cleanup_free_ char *text = render();
+
+        assert_contains(text, "# HELP spotdrain_build_info ");
+        assert_contains(
+            text, "# TYPE spotdrain_build_info gauge\nspotdrain_build_info{version=\"" SPOTDRAIN_VERSION
+                  "\"} 1\n");
+        /* Families without labels show 0 before the first update; labelled ones only HELP and TYPE. */
+        assert_contains(text, "# TYPE spotdrain_pods_forced_total counter\nspotdrain_pods_forced_total 0\n");
+        assert_contains(text, "spotdrain_deadlines_missed_total 0\n");
+        assert_contains(text, "spotdrain_leader 0\n");
+        assert_contains(text, "# TYPE spotdrain_drains_total counter\n# HELP");
+        assert_contains(text, "spotdrain_drain_duration_seconds_bucket{le=\"+Inf\"} 0\n");
+        static const char *const names[] = {
+                METRIC_NOTICES_RECEIVED,
+                METRIC_DRAINS,
+                METRIC_DRAIN_DURATION_SECONDS,
+                METRIC_DRAIN_PREDICTED_SECONDS,
+                METRIC_DRAIN_BUDGET_SECONDS,
+                METRIC_EVICTIONS,
+                METRIC_PODS_FORCED,
+                METRIC_DEADLINES_MISSED,
+                METRIC_QUEUE_RECEIVE_ERRORS,
+                METRIC_MESSAGES,
+                METRIC_API_REQUESTS,
+                METRIC_REPLACEMENTS,
+                METRIC_LEADER,
+                METRIC_BUILD_INFO,
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                _cleanup_free_ char *type = strprintf("# TYPE %s ", names[i]);
+                assert_contains(text, type);
+        }
+}
+
+static void test_counters_and_gauges(void **state)
+{
+        double v = -1;
+
+        assert_int_equal(metrics_counter_inc(METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL), 0);
+        assert_int_equal(metrics_counter_inc(METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL), 0);
+        assert_int_equal(
+            metrics_counter_inc(METRIC_NOTICES_RECEIVED, "rebalance-recommendation", "imds", NULL), 0);
+        assert_int_equal(metrics_counter_add(METRIC_API_REQUESTS, 3, "POST", "429", NULL), 0);
+        assert_int_equal(metrics_counter_inc(METRIC_PODS_FORCED, NULL), 0);
+        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 118.5, "spot-a", NULL), 0);
+        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 0.1, "spot-b", NULL), 0);
+        assert_int_equal(metrics_gauge_add(METRIC_DRAIN_BUDGET_SECONDS, -18.5, "spot-a", NULL), 0);
+        assert_int_equal(metrics_gauge_set(METRIC_LEADER, 1, NULL), 0);
+
+        assert_int_equal(metrics_get(METRIC_NOTICES_RECEIVED, &v, "spot-interruption", "sqs", NULL), 0);
+        assert_true(v == 2);
+        assert_int_equal(metrics_get(METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), 0);
+        assert_true(v == 100);
+        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "completed", NULL), -ENOENT);
+
+        _cleanup_free_ char *text = render();
+        assert_contains(text,
+                        "spotdrain_notices_received_total{kind=\"spot-interruption\",source=\"sqs\"} 2\n"
+                        "spotdrain_notices_received_total{kind=\"rebalance-recommendation\","
+                        "source=\"imds\"} 1\n");
+        assert_contains(text, "spotdrain_api_requests_total{verb=\"POST\",code=\"429\"} 3\n");
+        assert_contains(text, "spotdrain_pods_forced_total 1\n");
+        assert_contains(text, "spotdrain_drain_budget_seconds{node=\"spot-a\"} 100\n");
+        assert_contains(text, "spotdrain_drain_budget_seconds{node=\"spot-b\"} 0.1\n");
+        assert_contains(text, "spotdrain_leader 1\n");
+
+        /* A node whose drain ended drops out. */
+        assert_int_equal(metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), 0);
+        assert_int_equal(metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), -ENOENT);
+        _cleanup_free_ char *after = render();
+        assert_null(strstr(after, "node=\"spot-a\""));
+        assert_contains(after, "node=\"spot-b\"");
+}
+
+static void test_errors(void **state)
+{
+        assert_int_equal(metrics_counter_inc("spotdrain_nope_total", NULL), -ENOENT);
+        assert_int_equal(metrics_counter_inc(METRIC_LEADER, NULL), -ENOENT); /* a gauge */
+        assert_int_equal(metrics_gauge_set(METRIC_DRAINS, 1, "x", NULL), -ENOENT);
+        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "a", "b", NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "a", "b", "c", "d", "e", NULL), -EINVAL);
+        assert_int_equal(metrics_counter_add(METRIC_DRAINS, -1, "completed", NULL), -EINVAL);
+        assert_int_equal(metrics_gauge_set(METRIC_LEADER, NAN, NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(NULL, NULL), -ENOENT);
+}
+
+static void test_escaping(void **state)
+{
+        struct buf b = {};
+
+        assert_int_equal(metrics_escape_label_value(&b, "a\\b\"c\nd"), 0);
+        assert_string_equal(b.data, "a\\\\b\\\"c\\nd");
+        buf_free(&b);
+
+        assert_int_equal(
+            metrics_counter_inc(METRIC_QUEUE_RECEIVE_ERRORS, "AccessDenied: \"sqs:Receive\"\\\n", NULL), 0);
+        _cleanup_free_ char *text = render();
+        assert_contains(text, "spotdrain_queue_receive_errors_total{reason=\"AccessDenied: "
+                              "\\\"sqs:Receive\\\"\\\\\\n\"} 1\n");
+
+        static const char *const labels[] = { "x", NULL };
+        struct metric_family_def def = { .name = "spotdrain_test_help",
+                                         .type = METRIC_GAUGE,
+                                         .help = "line one\nback\\slash" };
+        memcpy(def.labels, labels, sizeof(labels));
+        assert_int_equal(metrics_register(&def), 0);
+        _cleanup_free_ char *help = render();
+        assert_contains(help, "# HELP spotdrain_test_help line one\\nback\\\\slash\n");
+}
+
+static void test_histogram(void **state)
+{
+        static const double bounds[] = { 1, 2.5, 10 };
+        struct metric_family_def def = { .name = "spotdrain_test_seconds",
+                                         .type = METRIC_HISTOGRAM,
+                                         .help = "test",
+                                         .labels = { "node", NULL },
+                                         .buckets = bounds,
+                                         .n_buckets = ARRAY_SIZE(bounds) };
+        double v;
+
+        assert_int_equal(metrics_register(&def), 0);
+        assert_int_equal(metrics_register(&def), 0); /* the same again is fine */
+        def.n_buckets = 2;
+        assert_int_equal(metrics_register(&def), -EEXIST);
+
+        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 0.5, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 1, "a", NULL),
+                         0); /* le is <= */
+        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 2, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 50, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe(METRIC_DRAIN_DURATION_SECONDS, 41.25, NULL), 0);
+        assert_int_equal(metrics_get("spotdrain_test_seconds", &v, "a", NULL), 0);
+        assert_true(v == 4);
+
+        _cleanup_free_ char *text = render();
+        assert_contains(text, "# TYPE spotdrain_test_seconds histogram\n"
+                              "spotdrain_test_seconds_bucket{node=\"a\",le=\"1\"} 2\n"
+                              "spotdrain_test_seconds_bucket{node=\"a\",le=\"2.5\"} 3\n"
+                              "spotdrain_test_seconds_bucket{node=\"a\",le=\"10\"} 3\n"
+                              "spotdrain_test_seconds_bucket{node=\"a\",le=\"+Inf\"} 4\n"
+                              "spotdrain_test_seconds_sum{node=\"a\"} 53.5\n"
+                              "spotdrain_test_seconds_count{node=\"a\"} 4\n");
+        assert_contains(text, "spotdrain_drain_duration_seconds_bucket{le=\"30\"} 0\n"
+                              "spotdrain_drain_duration_seconds_bucket{le=\"45\"} 1\n");
+        assert_contains(text, "spotdrain_drain_duration_seconds_bucket{le=\"600\"} 1\n"
+                              "spotdrain_drain_duration_seconds_bucket{le=\"+Inf\"} 1\n"
+                              "spotdrain_drain_duration_seconds_sum 41.25\n"
+                              "spotdrain_drain_duration_seconds_count 1\n");
+
+        /* Malformed definitions. */
+        struct metric_family_def bad = { .name = "spotdrain_bad",
+                                         .type = METRIC_HISTOGRAM,
+                                         .help = "x",
+                                         .labels = { "le", NULL },
+                                         .buckets = bounds,
+                                         .n_buckets = 3 };
+        assert_int_equal(metrics_register(&bad), -EINVAL);
+        static const double unsorted[] = { 2, 1 };
+        bad.labels[0] = NULL;
+        bad.buckets = unsorted;
+        bad.n_buckets = 2;
+        assert_int_equal(metrics_register(&bad), -EINVAL);
+        bad = (struct metric_family_def){ .name = "9bad", .type = METRIC_COUNTER, .help = "x" };
+        assert_int_equal(metrics_register(&bad), -EINVAL);
+
+        /* reset forgets registered families and series; builtins and build_info stay. */
+        metrics_reset();
+        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 1, "a", NULL), -ENOENT);
+        assert_int_equal(metrics_get(METRIC_DRAIN_DURATION_SECONDS, &v, NULL), -ENOENT);
+        assert_int_equal(metrics_get(METRIC_BUILD_INFO, &v, SPOTDRAIN_VERSION, NULL), 0);
+        assert_true(v == 1);
+}
+
+/* The alert sink counts what drains report. */
+static void test_alert_sink(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        double v;
+
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(metrics_alert_sink_add(b), 0);
+        assert_int_equal(metrics_alert_sink_add(NULL), -EINVAL);
+
+        assert_int_equal(
+            alert_emit(b, ALERT_DRAIN_INFEASIBLE, "spot-a",
+                       (const char *[]){ "verdict", "infeasible", "finish_seconds", "240.5", NULL },
+                       "too slow"),
+            0);
+        assert_int_equal(metrics_get(METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), 0);
+        assert_true(v == 240.5);
+        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 118, "spot-a", NULL), 0);
+
+        assert_int_equal(
+            alert_emit(b, ALERT_PODS_FORCED, "spot-a", (const char *[]){ "pods", "3", NULL }, "x"), 0);
+        assert_int_equal(alert_emit(b, ALERT_PODS_FORCED, "spot-a", NULL, "no count"), 0);
+        assert_int_equal(metrics_get(METRIC_PODS_FORCED, &v, NULL), 0);
+        assert_true(v == 4);
+
+        assert_int_equal(alert_emit(b, ALERT_DEADLINE_MISSED, "spot-a",
+                                    (const char *[]){ "seconds", "121.0", "left", "2", NULL }, "missed"),
+                         0);
+        assert_int_equal(metrics_get(METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), -ENOENT);
+        assert_int_equal(metrics_get(METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), -ENOENT);
+        assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-b",
+                                    (const char *[]){ "seconds", "41.2", NULL }, "drained"),
+                         0);
+        assert_int_equal(alert_emit(b, ALERT_REPLACEMENT_LAUNCHED, NULL, NULL, "m5.xlarge"), 0);
+        assert_int_equal(alert_emit(b, ALERT_NOTICE_RECEIVED, "spot-c", NULL, "not counted here"), 0);
+
+        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "completed", NULL), 0);
+        assert_true(v == 1);
+        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "deadline-missed", NULL), 0);
+        assert_true(v == 1);
+        assert_int_equal(metrics_get(METRIC_DEADLINES_MISSED, &v, NULL), 0);
+        assert_true(v == 1);
+        assert_int_equal(metrics_get(METRIC_REPLACEMENTS, &v, "launched", NULL), 0);
+        assert_true(v == 1);
+        /* Only the completed drain's duration: a missed deadline is not a drain duration. */
+        _cleanup_free_ char *text = render();
+        assert_contains(text, "spotdrain_drain_duration_seconds_sum 41.2\n"
+                              "spotdrain_drain_duration_seconds_count 1\n");
+        assert_null(strstr(text, "spotdrain_notices_received_total{"));
+}
+
+/* ---- the endpoint ---- */
+
+static long fetch(struct loop *l, uint16_t port, const char *method, const char *path, char **ret_body,
+                  char **ret_type)
+{
+        _cleanup_free_ char *url = strprintf("http://127.0.0.1:%u%s", port, path);
+        struct http_request req = { .method = method, .url = url, .timeout_usec = 5000000 };
+        struct http_response resp = {};
+        long status;
+
+        assert_non_null(url);
+        assert_int_equal(http_send_sync(l, &req, &resp), 0);
+        status = resp.status;
+        if (ret_body)
+                *ret_body = strdup(resp.body ? resp.body : "");
+        if (ret_type)
+                *ret_type = resp.content_type ? strdup(resp.content_type) : NULL;
+        http_response_clear(&resp);
+        return status;
+}
+
+struct flag {
+        bool ok;
+        const char *reason;
+};
+
+static bool flag_check(void *userdata, const char **ret_reason)
+{
+        struct flag *f = userdata;
+        if (!f->ok)
+                *ret_reason = f->reason;
+        return f->ok;
+}
+
+static void test_endpoint(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        struct flag leader = { .ok = false, .reason = "no leader or standby known" }, queue = { .ok = true };
+        _cleanup_free_ char *body = NULL, *type = NULL;
+
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_true(httpd_port(h) > 0);
+        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "completed", NULL), 0);
+
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/metrics", &body, &type), 200);
+        assert_string_equal(type, "text/plain; version=0.0.4; charset=utf-8");
+        assert_contains(body, "spotdrain_drains_total{result=\"completed\"} 1\n");
+        free(body);
+        free(type);
+        type = NULL;
+
+        /* No checks yet: ready. */
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/readyz", &body, NULL), 200);
+        assert_string_equal(body, "ok\n");
+        free(body);
+
+        assert_int_equal(httpd_add_ready_check(h, "leader", flag_check, &leader), 0);
+        assert_int_equal(httpd_add_ready_check(h, "queue", flag_check, &queue), 0);
+        assert_int_equal(httpd_add_ready_check(h, "queue", flag_check, &queue), -EEXIST);
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/readyz", &body, NULL), 503);
+        assert_string_equal(body, "leader: no leader or standby known\n");
+        free(body);
+
+        leader.ok = true;
+        assert_int_equal(httpd_set_ready(h, "first poll", false, "IMDS not answered yet"), 0);
+        assert_int_equal(httpd_set_ready(h, "queue", true, NULL), -EEXIST);
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/readyz", &body, NULL), 503);
+        assert_string_equal(body, "first poll: IMDS not answered yet\n");
+        free(body);
+
+        assert_int_equal(httpd_set_ready(h, "first poll", true, NULL), 0);
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/readyz", &body, NULL), 200);
+        free(body);
+
+        /* Health checks are separate from readiness. */
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/healthz", &body, NULL), 200);
+        free(body);
+        queue.ok = false;
+        queue.reason = "queue unreadable";
+        assert_int_equal(httpd_add_health_check(h, "queue-health", flag_check, &queue), 0);
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/healthz", &body, NULL), 503);
+        assert_string_equal(body, "queue-health: queue unreadable\n");
+        free(body);
+
+        assert_int_equal(fetch(l, httpd_port(h), "HEAD", "/metrics", NULL, NULL), 200);
+        assert_int_equal(fetch(l, httpd_port(h), "POST", "/metrics", NULL, NULL), 405);
+        assert_int_equal(fetch(l, httpd_port(h), NULL, "/nope", &body, NULL), 404);
+}
+
+static void test_listen_forms(void **state)
+{
+        struct httpd *h = (struct httpd *)1;
+
+        assert_int_equal(httpd_start("off", &h), 0);
+        assert_null(h);
+        assert_int_equal(httpd_port(h), 0);
+        assert_int_equal(httpd_add_ready_check(h, "x", flag_check, NULL), 0);
+        assert_null(httpd_free(h));
+
+        assert_int_equal(httpd_start("127.0.0.1", &h), -EINVAL);
+        assert_int_equal(httpd_start("::1:0", &h), -EINVAL);
+        assert_int_equal(httpd_start("localhost:0", &h), -EINVAL); /* numeric only */
+        assert_int_equal(httpd_start("127.0.0.1:x", &h), -EINVAL);
+
+        assert_int_equal(httpd_start("[::1]:0", &h), 0);
+        httpd_free(h);
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        struct httpd *second = NULL;
+        _cleanup_free_ char *taken = strprintf("127.0.0.1:%u", httpd_port(h));
+        assert_int_equal(httpd_start(taken, &second), -EADDRINUSE);
+        httpd_free(h);
+}
+
+static void set_done(void *userdata)
+{
+        *(bool *)userdata = true;
+}
+
+/* A loop that stops turning makes /healthz fail; once it turns again, /healthz recovers. The watched loop
+ * is not the one the client runs on, so while the client waits the watched loop stands still. */
+static void test_loop_watch(void **state)
+{
+        _cleanup_(loop_freep) struct loop *watched = NULL, *client = NULL;
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        long status = 0;
+        bool done = false;
+
+        assert_int_equal(loop_new(&watched), 0);
+        assert_int_equal(loop_new(&client), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_watch_loop(h, watched, 50000), 0);
+        assert_int_equal(httpd_watch_loop(h, watched, 50000), -EINVAL);
+
+        uint64_t limit = now_monotonic_usec() + 10000000;
+        while (status != 503 && now_monotonic_usec() < limit)
+                status = fetch(client, httpd_port(h), NULL, "/healthz", NULL, NULL);
+        assert_int_equal(status, 503);
+
+        assert_int_equal(timer_start_in(watched, 100000, set_done, &done, NULL), 0);
+        assert_int_equal(loop_run_until(watched, &done, 5000000), 0);
+        /* The heartbeat ran within the last 100 ms; a slow machine may need a few more turns. */
+        limit = now_monotonic_usec() + 10000000;
+        while ((status = fetch(client, httpd_port(h), NULL, "/healthz", NULL, NULL)) != 200 &&
+               now_monotonic_usec() < limit) {
+                done = false;
+                assert_int_equal(timer_start_in(watched, 10000, set_done, &done, NULL), 0);
+                assert_int_equal(loop_run_until(watched, &done, 5000000), 0);
+        }
+        assert_int_equal(status, 200);
+        h = httpd_free(h); /* before its loop */
+}
+
+static void test_error_budget(void **state)
+{
+        _cleanup_(error_budget_freep) struct error_budget *e = NULL;
+        const uint64_t s = 1000000;
+        const char *reason = NULL;
+
+        assert_int_equal(error_budget_new(0, 0.5, 1, &e), -EINVAL);
+        assert_int_equal(error_budget_new(60 * s, 1.5, 1, &e), -EINVAL);
+        assert_int_equal(error_budget_new(60 * s, 0.5, 3, &e), 0);
+
+        assert_true(error_budget_ok_at(e, 100 * s));
+        /* Two failures: under the minimum, whatever the ratio. */
+        error_budget_record_at(e, false, 100 * s);
+        error_budget_record_at(e, false, 101 * s);
+        assert_true(error_budget_ok_at(e, 101 * s));
+        error_budget_record_at(e, false, 102 * s);
+        assert_false(error_budget_ok_at(e, 102 * s));
+        /* Successes bring the ratio down to one half. */
+        error_budget_record_at(e, true, 103 * s);
+        error_budget_record_at(e, true, 103 * s);
+        assert_false(error_budget_ok_at(e, 103 * s));
+        error_budget_record_at(e, true, 104 * s);
+        assert_true(error_budget_ok_at(e, 104 * s));
+        /* Failures later on, and the old outcomes age out of the window. */
+        for (int i = 0; i < 3; i++)
+                error_budget_record_at(e, false, 150 * s);
+        assert_false(error_budget_ok_at(e, 150 * s));
+        assert_true(error_budget_ok_at(e, 215 * s));
+        assert_true(error_budget_check(e, &reason));
+
+        error_budget_record(e, false);
+        error_budget_record(e, false);
+        error_budget_record(e, false);
+        assert_false(error_budget_check(e, &reason));
+        assert_string_equal(reason, "too many recent failures");
+}
+
+/* ---- sd_notify ---- */
+
+struct notify_rx {
+        int fd;
+        char msg[256];
+        bool got;
+};
+
+static int on_notify(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct notify_rx *rx = userdata;
+        ssize_t n = recv(fd, rx->msg, sizeof(rx->msg) - 1, 0);
+        if (n >= 0) {
+                rx->msg[n] = '\0';
+                rx->got = true;
+        }
+        return 0;
+}
+
+static void test_notify(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(ops_watchdog_freep) struct ops_watchdog *w = NULL;
+        char dir[] = "/tmp/spotdrain-notify.XXXXXX", path[64], pid[32];
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct notify_rx rx = {};
+        sd_event_source *src = NULL;
+
+        assert_int_equal(loop_new(&l), 0);
+        /* Without systemd: no watchdog, and every helper is a no-op. */
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("WATCHDOG_USEC");
+        assert_int_equal(ops_watchdog_start(l, &w), 0);
+        assert_null(w);
+        assert_int_equal(ops_notify_status("draining %d nodes", 2), 0);
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/notify", dir);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        rx.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(rx.fd >= 0);
+        assert_int_equal(bind(rx.fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_true(sd_event_add_io(loop_event(l), &src, rx.fd, EPOLLIN, on_notify, &rx) >= 0);
+        setenv("NOTIFY_SOCKET", path, 1);
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        setenv("WATCHDOG_PID", pid, 1);
+        setenv("WATCHDOG_USEC", "200000", 1);
+
+        assert_int_equal(ops_notify_status("draining 1 node:\nspot-a"), 0);
+        assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0);
+        assert_string_equal(rx.msg, "STATUS=draining 1 node: spot-a");
+
+        rx.got = false;
+        assert_int_equal(ops_watchdog_start(l, &w), 0);
+        assert_non_null(w);
+        assert_true(ops_watchdog_interval(w) == 100000);
+        assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0);
+        assert_string_equal(rx.msg, "WATCHDOG=1");
+        rx.got = false;
+        assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0); /* and again */
+        assert_string_equal(rx.msg, "WATCHDOG=1");
+        w = ops_watchdog_free(w);
+
+        rx.got = false;
+        assert_int_equal(ops_notify_ready("polling"), 0);
+        assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0);
+        assert_string_equal(rx.msg, "READY=1\nSTATUS=polling");
+
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("WATCHDOG_USEC");
+        unsetenv("WATCHDOG_PID");
+        sd_event_source_disable_unref(src);
+        close(rx.fd);
+        unlink(path);
+        rmdir(dir);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup(test_predeclared, reset),
+                cmocka_unit_test_setup(test_counters_and_gauges, reset),
+                cmocka_unit_test_setup(test_errors, reset),
+                cmocka_unit_test_setup(test_escaping, reset),
+                cmocka_unit_test_setup(test_histogram, reset),
+                cmocka_unit_test_setup(test_alert_sink, reset),
+                cmocka_unit_test_setup(test_endpoint, reset),
+                cmocka_unit_test(test_listen_forms),
+                cmocka_unit_test(test_loop_watch),
+                cmocka_unit_test(test_error_budget),
+                cmocka_unit_test(test_notify),
+        };
+        int r = cmocka_run_group_tests(tests, NULL, NULL);
+        metrics_reset();
+        return r;
+}
