@@ -23,20 +23,17 @@
 
 static void controller_usage(FILE *f)
 {
-        fprintf(
-            f,
-            "usage: spotdrain controller --queue-url URL [--region R] [--kubeconfig FILE] [--config FILE]\n"
-            "                            [--metrics-listen HOST:PORT] [--lease-namespace NS] [--identity "
-            "ID]\n"
-            "                            [--no-leader-election] [--sqs-endpoint URL] [--asg-endpoint URL]\n"
-            "                            [--log-level LEVEL] [--log-format FORMAT]\n"
-            "\n"
-            "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance recommendations,\n"
-            "state changes, AWS Health) and Auto Scaling lifecycle hooks deliver to, and drains the\n"
-            "nodes they name. Only the holder of the Lease spotdrain-controller (in --lease-namespace,\n"
-            "default $POD_NAMESPACE) receives. Runs until SIGTERM. Serves /metrics, /healthz and /readyz\n"
-            "on --metrics-listen (default " HTTPD_DEFAULT_LISTEN ", \"off\" for none); /readyz fails\n"
-            "while the queue is unreadable.\n");
+        fprintf(f, "usage: spotdrain controller --queue-url URL [--region R] [--kubeconfig FILE]\n"
+                   "         [--config FILE] [--metrics-listen HOST:PORT] [--lease-namespace NS]\n"
+                   "         [--identity ID] [--no-leader-election] [--sqs-endpoint URL]\n"
+                   "         [--asg-endpoint URL] [--log-level LEVEL] [--log-format FORMAT]\n"
+                   "\n"
+                   "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance\n"
+                   "recommendations, state changes, AWS Health) and Auto Scaling lifecycle hooks deliver\n"
+                   "to, and drains the nodes they name. Only the holder of the Lease spotdrain-controller\n"
+                   "(in --lease-namespace, default $POD_NAMESPACE) receives. Runs until SIGTERM.\n"
+                   "Serves /metrics, /healthz and /readyz on --metrics-listen (default " HTTPD_DEFAULT_LISTEN
+                   ",\n\"off\" for none); /readyz fails while the queue is unreadable.\n");
 }
 
 /* ---- credentials: the provider's latest, copied ---- */

@@ -448,7 +448,7 @@ static void retry_timer_fn(void *userdata)
 /* Every answer (retries included) counts in spotdrain_api_requests_total; evictions also by status code. */
 static void count_request(const char *method, const char *path, const struct http_response *resp)
 {
-        char code[16];
+        char code[24];
         if (resp->status > 0)
                 snprintf(code, sizeof(code), "%ld", resp->status);
         else

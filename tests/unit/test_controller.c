@@ -29,6 +29,7 @@ static void test_lifecycle(void **state)
         assert_true(controller_ready(f->ctl[0]));
         assert_int_equal(st.dispatch.drains, 1);
         assert_int_equal(st.dispatch.duplicates, 1);
+        assert_int_equal(st.notice_counts[NOTICE_SPOT_INTERRUPTION], 1);
         assert_int_equal(st.deleted, 2);
         assert_int_equal(st.malformed, 0);
         /* The drain lasted several visibility periods: the hold was renewed, and nothing was redelivered. */
