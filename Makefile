@@ -91,6 +91,8 @@ include mk/install.mk
 install: $(BUILD)/spotdrain
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/spotdrain $(DESTDIR)$(PREFIX)/bin/spotdrain
+	install -d $(DESTDIR)$(PREFIX)/share/spotdrain
+	install -m 0644 data/instance-types.json $(DESTDIR)$(PREFIX)/share/spotdrain/instance-types.json
 
 format:
 	clang-format -i $(wildcard src/*/*.c src/*/*.h include/spotdrain/*.h tests/unit/*.c tests/unit/*.h)

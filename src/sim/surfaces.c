@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "sim/ec2_surface.h"
 #include "sim/imds_surface.h"
 #include "sim/model.h"
 #include "sim/server.h"
@@ -16,6 +17,7 @@ struct sim_surfaces {
         struct sim_imds *imds;
         struct sim_sqs *sqs;
         struct sim_sts *sts;
+        struct sim_ec2 *ec2;
 };
 
 struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
@@ -24,6 +26,7 @@ struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
                 return NULL;
         /* The AWS surfaces first: they may be waiting in long polls that the model wakes. */
         sim_sqs_stop(x->sqs);
+        sim_ec2_stop(x->ec2);
         sim_sts_stop(x->sts);
         sim_imds_stop(x->imds);
         sim_server_stop(x->k8s);
@@ -74,8 +77,14 @@ int sim_surfaces_start(struct sim *s, const struct sim_server_options *kopt, str
                 log_debug_errno(r, "simulator: cannot start the SQS surface");
                 goto fail;
         }
-        /* SQS accepts the credentials STS hands out (and the scenario's fixed key pair). */
+        r = sim_ec2_start(s, host, &x->ec2);
+        if (r < 0) {
+                log_debug_errno(r, "simulator: cannot start the EC2 surface");
+                goto fail;
+        }
+        /* SQS and EC2 accept the credentials STS hands out (and the scenario's fixed key pair). */
         sim_sqs_use_sts(x->sqs, x->sts);
+        sim_ec2_use_sts(x->ec2, x->sts);
         *ret = x;
         return 0;
 fail:
@@ -103,6 +112,11 @@ struct sim_sqs *sim_surfaces_sqs(const struct sim_surfaces *x)
         return x->sqs;
 }
 
+struct sim_ec2 *sim_surfaces_ec2(const struct sim_surfaces *x)
+{
+        return x->ec2;
+}
+
 cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x)
 {
         cJSON *o = cJSON_CreateObject(), *by_node = cJSON_CreateObject();
@@ -122,7 +136,9 @@ cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x)
                 by_node = NULL;
                 ok = cJSON_AddStringToObject(o, "sqs", sim_sqs_url(x->sqs)) &&
                      cJSON_AddStringToObject(o, "queue_url", sim_sqs_queue_url(x->sqs)) &&
-                     cJSON_AddStringToObject(o, "sts", sim_sts_url(x->sts));
+                     cJSON_AddStringToObject(o, "sts", sim_sts_url(x->sts)) &&
+                     cJSON_AddStringToObject(o, "ec2", sim_ec2_url(x->ec2)) &&
+                     cJSON_AddStringToObject(o, "autoscaling", sim_ec2_url(x->ec2));
         }
         cJSON_Delete(by_node);
         if (!ok) {

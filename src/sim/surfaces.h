@@ -16,5 +16,7 @@ const char *sim_surfaces_kubernetes_url(const struct sim_surfaces *x);
 struct sim_server *sim_surfaces_kubernetes(const struct sim_surfaces *x);
 struct sim_imds *sim_surfaces_imds(const struct sim_surfaces *x);
 struct sim_sqs *sim_surfaces_sqs(const struct sim_surfaces *x);
-/* {"kubernetes": URL, "imds": URL, "imds_by_node": {NODE: URL}, "sqs": URL, "queue_url": URL, ...} */
+struct sim_ec2 *sim_surfaces_ec2(const struct sim_surfaces *x);
+/* {"kubernetes": URL, "imds": URL, "imds_by_node": {NODE: URL}, "sqs": URL, "queue_url": URL, "sts": URL,
+ *  "ec2": URL, "autoscaling": URL} */
 cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x);

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "sim/ec2_surface.h"
 #include "sim/model.h"
 #include "sim/server.h"
@@ -105,7 +107,38 @@ static void write_file(char *path_template, const char *text)
         close(fd);
 }
 
-static int setup(void **state)
+/* /work/shared/scenarios/rebalance-early.yaml: no spare room; the rebalance recommendation comes 60 s
+ * before the interruption notice. */
+static const char rebalance_early[] =
+    "name: rebalance-early\nmode: controller\nbudget_seconds: 120\nnodes:\n"
+    "  - {name: spot-a, zone: us-east-1a, capacity_type: spot, instance_type: m5.2xlarge, allocatable: "
+    "{cpu: "
+    "\"8\", memory: 32Gi, pods: 58}}\n"
+    "  - {name: spot-b, zone: us-east-1b, capacity_type: spot, instance_type: m5.2xlarge, allocatable: "
+    "{cpu: "
+    "\"8\", memory: 32Gi, pods: 58}}\n"
+    "workloads:\n"
+    "  - {name: checkout, namespace: shop, kind: Deployment, replicas: 12, placement: {spot-a: 6, spot-b: "
+    "6},\n"
+    "     requests: {cpu: \"1\", memory: 2Gi}, termination_grace_seconds: 30, shutdown_seconds: 8, "
+    "startup_seconds: 20,\n"
+    "     pdb: {min_available: \"75%\"}}\n"
+    "  - {name: cart, namespace: shop, kind: StatefulSet, replicas: 3, placement: {spot-a: 1, spot-b: 2},\n"
+    "     requests: {cpu: 500m, memory: 4Gi}, termination_grace_seconds: 45, shutdown_seconds: 15, "
+    "startup_seconds: 25,\n"
+    "     pdb: {max_unavailable: 1}}\n"
+    "provisioning:\n"
+    "  node_launch_seconds: 45\n"
+    "  instance_types:\n"
+    "    - {name: m5.xlarge, cpu: \"4\", memory: 16Gi}\n"
+    "    - {name: m5.2xlarge, cpu: \"8\", memory: 32Gi}\n"
+    "    - {name: m5.4xlarge, cpu: \"16\", memory: 64Gi}\n"
+    "    - {name: m5.32xlarge, cpu: \"128\", memory: 512Gi}\n"
+    "events:\n"
+    "  - {at: 0, type: rebalance-recommendation, node: spot-a}\n"
+    "  - {at: 60, type: spot-interruption, node: spot-a}\n";
+
+static int setup_with(void **state, const char *scenario_text)
 {
         struct fx *f = calloc(1, sizeof(*f));
         _cleanup_free_ char *error = NULL, *kc = NULL;
@@ -113,7 +146,7 @@ static int setup(void **state)
         assert_non_null(f);
         strcpy(f->sc_path, "/tmp/test-provision-scenario-XXXXXX");
         strcpy(f->kc_path, "/tmp/test-provision-kubeconfig-XXXXXX");
-        write_file(f->sc_path, scenario);
+        write_file(f->sc_path, scenario_text);
         if (sim_scenario_load(f->sc_path, &f->tree, &error) < 0)
                 fail_msg("%s", error);
         assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = 1, .manual_clock = true },
@@ -146,6 +179,16 @@ static int setup(void **state)
         assert_int_equal(sim_ec2_set_catalog(f->ec2s, f->catalog), 0);
         *state = f;
         return 0;
+}
+
+static int setup(void **state)
+{
+        return setup_with(state, scenario);
+}
+
+static int setup_rebalance_early(void **state)
+{
+        return setup_with(state, rebalance_early);
 }
 
 static int teardown(void **state)
@@ -678,10 +721,80 @@ static void test_terminate(void **state)
         assert_string_equal(described.v[0].instance_id, "i-0a00000000000000a");
 }
 
+struct listed {
+        bool done;
+        cJSON *list;
+};
+
+static void on_listed(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct listed *l = userdata;
+        l->done = true;
+        l->list = r->error < 0 ? NULL : TAKE_PTR(r->object);
+}
+
+/* The acceptance shape of rebalance-early: the pods on the node, read from the API as a front end does, are
+ * packed at the rebalance recommendation; the replacement is requested at once, is not the 32xlarge on
+ * offer, and is Ready before the interruption notice at t=60. */
+static void test_rebalance_early(void **state)
+{
+        struct fx *f = *state;
+        struct provisioner_options o = options(f);
+        struct provisioner_pod pods_on_a[64];
+        size_t n = 0;
+        struct listed l = {};
+        const cJSON *it;
+        char zone_a[32] = "";
+
+        o.req.families = NULL;
+        assert_int_equal(kube_list(f->kube, "/api/v1/pods",
+                                   &(struct kube_list_options){ .field_selector = "spec.nodeName=spot-a" },
+                                   on_listed, &l, NULL),
+                         0);
+        assert_int_equal(loop_run_until(f->loop, &l.done, 10ULL * 1000000ULL), 0);
+        assert_non_null(l.list);
+        cJSON_ArrayForEach (it, kube_list_items(l.list)) {
+                assert_true(n < ARRAY_SIZE(pods_on_a));
+                assert_int_equal(provisioner_pod_from_json(it, &pods_on_a[n]), 0);
+                n++;
+        }
+        assert_int_equal(n, 7); /* 6 checkout + 1 cart */
+        sim_lock(f->sim);
+        snprintf(zone_a, sizeof(zone_a), "%s", sim_node_zone(f->sim, 0));
+        const char *instance = sim_node_instance_id(f->sim, 0);
+        struct notice nt = notice(NOTICE_REBALANCE_RECOMMENDATION, instance, "rebalance-spot-a");
+        sim_unlock(f->sim);
+
+        assert_int_equal(provisioner_new(f->loop, f->kube, f->ec2, &o, f->bus, &f->p), 0);
+        assert_int_equal(provisioner_on_notice(f->p, &nt, "spot-a", zone_a, pods_on_a, n), 1);
+        cJSON_Delete(l.list);
+        assert_true(run_until(f, settled));
+        const struct provisioner_replacement *r = rep0(f);
+        assert_int_equal(r->state, PROV_STATE_LAUNCHED);
+        assert_string_equal(r->instance_type, "m5.2xlarge");
+        assert_string_not_equal(r->zone, zone_a);
+
+        /* The model saw the request at t=0 (the clock has not moved) and lists it as a replacement. */
+        sim_lock(f->sim);
+        cJSON *result = sim_result(f->sim);
+        sim_unlock(f->sim);
+        const cJSON *reps = cJSON_GetObjectItemCaseSensitive(result, "replacements");
+        assert_int_equal(cJSON_GetArraySize(reps), 1);
+        const cJSON *rq = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reps, 0), "requested_at");
+        assert_true(cJSON_IsNumber(rq) && rq->valuedouble <= 1.0);
+        cJSON_Delete(result);
+
+        set_time(f, 46);
+        assert_true(run_until(f, ready));
+        assert_int_equal(rep0(f)->state, PROV_STATE_READY);
+        assert_int_equal(count_alerts(f, ALERT_REPLACEMENT_LAUNCHED), 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_launch_until_ready, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rebalance_early, setup_rebalance_early, teardown),
                 cmocka_unit_test_setup_teardown(test_describe_and_terminate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_on_demand_fallback, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_capacity_at_all, setup, teardown),
