@@ -73,7 +73,7 @@ unit-valgrind: $(UNIT_BINS)
 	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
 integration: $(BUILD)/spotdrain
-	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration $(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh))
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration $(filter-out %lib.sh,$(wildcard tests/integration/*.sh))
 
 # In order, so that a failure says where it is; the build itself may run in parallel (-j).
 check:

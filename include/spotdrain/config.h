@@ -64,7 +64,17 @@ struct spotdrain_config {
         char *aws_queue_url;
         char *imds_endpoint;
         uint64_t imds_poll_interval_usec;
+        uint64_t imds_token_ttl_usec;
+        bool imds_allow_v1;
+        uint64_t agent_rebalance_revert_usec;
+        uint64_t agent_maintenance_lead_usec;
+        uint64_t agent_asg_deadline_usec;
         char *alerts_webhook_url;
+        int alerts_webhook_format; /* enum webhook_format (alert_webhook.h) */
+        char *alerts_webhook_template;
+        char *alerts_webhook_headers_file;
+        uint64_t alerts_webhook_timeout_usec;
+        int64_t alerts_webhook_max_attempts;
 };
 
 /* The table, in dump order. */

@@ -556,29 +556,11 @@ int webhook_sink_flush(struct webhook_sink *w, uint64_t timeout_usec)
         return loop_run_until(w->loop, &w->idle, timeout_usec);
 }
 
-static int env_number(const char *name, double min, double max, double *ret)
-{
-        const char *s = getenv(name);
-        char *end;
-        double v;
-
-        if (isempty(s))
-                return 0;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno || *end || !(v >= min && v <= max))
-                return -EINVAL;
-        *ret = v;
-        return 1;
-}
-
 int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,
                                 char **ret_error)
 {
-        const char *url = c ? c->alerts_webhook_url : NULL, *bad = NULL, *s;
+        const char *url = c ? c->alerts_webhook_url : NULL;
         struct webhook_options o = { .format = WEBHOOK_FORMAT_SLACK };
-        double v;
-        int r;
 
         if (isempty(url))
                 return -ENOENT;
@@ -586,36 +568,13 @@ int webhook_options_from_config(const struct spotdrain_config *c, struct webhook
                 o.url_file = url + strlen("file:");
         else
                 o.url = url;
-
-        s = getenv("SPOTDRAIN_ALERTS_WEBHOOK_FORMAT");
-        if (!isempty(s)) {
-                r = webhook_format_from_string(s);
-                if (r < 0)
-                        bad = "SPOTDRAIN_ALERTS_WEBHOOK_FORMAT: expected slack or json";
-                else
-                        o.format = (enum webhook_format)r;
-        }
-        s = getenv("SPOTDRAIN_ALERTS_WEBHOOK_TEMPLATE");
-        if (!isempty(s))
-                o.template_text = s;
-        s = getenv("SPOTDRAIN_ALERTS_WEBHOOK_HEADERS_FILE");
-        if (!isempty(s))
-                o.headers_file = s;
-        r = env_number("SPOTDRAIN_ALERTS_WEBHOOK_TIMEOUT_SECONDS", 0.001, 3600, &v);
-        if (r < 0 && !bad)
-                bad = "SPOTDRAIN_ALERTS_WEBHOOK_TIMEOUT_SECONDS: expected seconds (0.001 to 3600)";
-        else if (r > 0)
-                o.timeout_usec = (uint64_t)(v * 1e6);
-        r = env_number("SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS", 1, 100, &v);
-        if ((r < 0 || (r > 0 && v != (unsigned)v)) && !bad)
-                bad = "SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS: expected a whole number from 1 to 100";
-        else if (r > 0)
-                o.max_attempts = (unsigned)v;
-        if (bad) {
-                if (ret_error)
-                        *ret_error = strdup(bad);
-                return -EINVAL;
-        }
+        /* The configuration table validated the values (file, SPOTDRAIN_ALERTS_WEBHOOK_* and --set alike).
+         */
+        o.format = (enum webhook_format)c->alerts_webhook_format;
+        o.template_text = c->alerts_webhook_template;
+        o.headers_file = c->alerts_webhook_headers_file;
+        o.timeout_usec = c->alerts_webhook_timeout_usec;
+        o.max_attempts = (unsigned)c->alerts_webhook_max_attempts;
         *ret = o;
         return 0;
 }

@@ -1,12 +1,9 @@
 /* spotdrain agent: DaemonSet mode. Polls this instance's IMDS and acts on this node until SIGTERM.
- *
- * Also (hidden, for tests and benchmarks) `spotdrain agent --serve-sim SCENARIO`: serves the simulator's
- * Kubernetes and IMDS surfaces standalone, so that an agent process (or botocore) can be pointed at them. */
+ * Flags override the configuration (file, SPOTDRAIN_* environment). */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +13,6 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "sim/imds_surface.h"
-#include "sim/model.h"
-#include "sim/server.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -159,8 +153,6 @@ static int parse_seconds(const char *s, uint64_t *ret)
         return 0;
 }
 
-static int serve_sim(const char *scenario, const char *host, const char *endpoints_out,
-                     const char *kubeconfig_out, double time_scale);
 
 int cmd_agent(int argc, char **argv)
 {
@@ -179,20 +171,12 @@ int cmd_agent(int argc, char **argv)
                 { "log-level", required_argument, NULL, 'L' },
                 { "log-format", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
-                /* hidden: the simulator's surfaces, standalone */
-                { "serve-sim", required_argument, NULL, 'S' },
-                { "listen", required_argument, NULL, 'l' },
-                { "endpoints-out", required_argument, NULL, 'e' },
-                { "kubeconfig-out", required_argument, NULL, 'K' },
-                { "time-scale", required_argument, NULL, 'T' },
                 {},
         };
         const char *node = NULL, *kubeconfig = NULL, *config = NULL, *metrics_listen = NULL,
                    *endpoint = NULL;
-        const char *level_s = NULL, *format_s = NULL, *sim_scenario = NULL, *sim_host = "127.0.0.1";
-        const char *endpoints_out = NULL, *kubeconfig_out = NULL;
+        const char *level_s = NULL, *format_s = NULL;
         uint64_t poll = 0, revert = 0, lead = 0, ttl = 0, asg = 0;
-        double time_scale = 1;
         bool v1 = false;
         _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
         _cleanup_(kube_config_freep) struct kube_config *kcfg = NULL;
@@ -210,7 +194,6 @@ int cmd_agent(int argc, char **argv)
         struct ops ops = {};
         uint64_t interval;
         int c, r, level, format;
-        char *end;
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
@@ -261,25 +244,6 @@ int cmd_agent(int argc, char **argv)
                 case 'F':
                         format_s = optarg;
                         break;
-                case 'S':
-                        sim_scenario = optarg;
-                        break;
-                case 'l':
-                        sim_host = optarg;
-                        break;
-                case 'e':
-                        endpoints_out = optarg;
-                        break;
-                case 'K':
-                        kubeconfig_out = optarg;
-                        break;
-                case 'T':
-                        time_scale = strtod(optarg, &end);
-                        if (*end || !(time_scale > 0)) {
-                                fprintf(stderr, "spotdrain agent: --time-scale needs a positive number\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
                 case 'h':
                         agent_usage(stdout);
                         return EXIT_OK;
@@ -311,8 +275,16 @@ int cmd_agent(int argc, char **argv)
         }
         log_setup((enum log_format)format, level);
 
-        if (sim_scenario)
-                return serve_sim(sim_scenario, sim_host, endpoints_out, kubeconfig_out, time_scale);
+        /* Flags win over the configuration. */
+        if (!ttl)
+                ttl = cfg->imds_token_ttl_usec;
+        if (!revert)
+                revert = cfg->agent_rebalance_revert_usec;
+        if (!lead)
+                lead = cfg->agent_maintenance_lead_usec;
+        if (!asg)
+                asg = cfg->agent_asg_deadline_usec;
+        v1 = v1 || cfg->imds_allow_v1;
 
         signal(SIGPIPE, SIG_IGN);
         r = loop_new(&l);
@@ -413,95 +385,3 @@ int cmd_agent(int argc, char **argv)
 }
 
 /* ---- hidden: the simulator's surfaces standalone ---- */
-
-static int write_endpoints(struct sim *s, const char *kube_url, struct sim_imds *imds, const char *path)
-{
-        cJSON *o = cJSON_CreateObject(), *by = cJSON_CreateObject();
-        _cleanup_free_ char *text = NULL;
-        bool ok = o && by && cJSON_AddStringToObject(o, "kubernetes", kube_url) &&
-                  (sim_imds_count(imds) == 0 || cJSON_AddStringToObject(o, "imds", sim_imds_url(imds, 0)));
-
-        sim_lock(s);
-        for (size_t i = 0; ok && i < sim_imds_count(imds); i++)
-                ok = cJSON_AddStringToObject(by, sim_node_name(s, i), sim_imds_url(imds, i)) != NULL;
-        sim_unlock(s);
-        if (ok && cJSON_AddItemToObject(o, "imds_by_node", by))
-                by = NULL;
-        else
-                ok = false;
-        if (ok)
-                text = cJSON_Print(o);
-        cJSON_Delete(by);
-        cJSON_Delete(o);
-        if (!text)
-                return -ENOMEM;
-        return write_file_atomic(path, text, strlen(text), 0644);
-}
-
-static void sim_freep_local(struct sim **s)
-{
-        sim_free(*s);
-}
-
-static int serve_sim(const char *scenario, const char *host, const char *endpoints_out,
-                     const char *kubeconfig_out, double time_scale)
-{
-        _cleanup_(ynode_freep) struct ynode *tree = NULL;
-        _cleanup_(sim_freep_local) struct sim *s = NULL;
-        _cleanup_free_ char *error = NULL, *listen = NULL;
-        struct sim_server *srv = NULL;
-        struct sim_imds *imds = NULL;
-        sigset_t mask;
-        int r, sig;
-
-        r = sim_scenario_load(scenario, &tree, &error);
-        if (r >= 0)
-                r = sim_new(tree, &(struct sim_options){ .time_scale = time_scale }, &s, &error);
-        if (r < 0) {
-                fprintf(stderr, "spotdrain agent: %s\n", error ? error : strerror(-r));
-                return EXIT_ERROR;
-        }
-        listen = strprintf("%s:0", host);
-        if (!listen)
-                return EXIT_ERROR;
-
-        /* Threads inherit the mask, so the signals reach sigwait() below. */
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-
-        sim_lock(s);
-        sim_start(s);
-        sim_unlock(s);
-        r = sim_server_start(s, listen, &srv);
-        if (r >= 0)
-                r = sim_imds_start(s, host, &imds);
-        if (r < 0) {
-                log_error_errno(r, "cannot serve the simulator on %s", host);
-                sim_server_stop(srv);
-                return EXIT_ERROR;
-        }
-        if (kubeconfig_out) {
-                _cleanup_free_ char *kc = sim_server_kubeconfig(sim_server_url(srv), "sim-agent-token");
-                r = kc ? write_file_atomic(kubeconfig_out, kc, strlen(kc), 0600) : -ENOMEM;
-        }
-        if (r >= 0 && endpoints_out)
-                r = write_endpoints(s, sim_server_url(srv), imds, endpoints_out);
-        if (r < 0) {
-                log_error_errno(r, "cannot write the simulator's endpoints");
-                sim_imds_stop(imds);
-                sim_server_stop(srv);
-                return EXIT_ERROR;
-        }
-        log_info("simulator for scenario %s: Kubernetes API at %s, IMDS of the first node at %s",
-                 sim_scenario_name(s), sim_server_url(srv),
-                 sim_imds_url(imds, 0) ? sim_imds_url(imds, 0) : "-");
-
-        while (sigwait(&mask, &sig) != 0)
-                ;
-        sim_imds_stop(imds);
-        sim_server_stop(srv);
-        return EXIT_OK;
-}

@@ -34,6 +34,13 @@ static const struct config_enum_value log_levels[] = {
         { "info", LOG_INFO }, { "debug", LOG_DEBUG },     { NULL, 0 },
 };
 
+/* The values of enum webhook_format (alert_webhook.h), in its order. */
+static const struct config_enum_value webhook_formats[] = {
+        { "slack", 0 },
+        { "json", 1 },
+        { NULL, 0 },
+};
+
 static const struct config_enum_value drain_policies[] = {
         { "force", CONFIG_DRAIN_POLICY_FORCE },
         { "respect", CONFIG_DRAIN_POLICY_RESPECT },
@@ -94,9 +101,36 @@ static const struct config_item items[] = {
           NO_RANGE, false },
         { "imds.poll_interval_seconds", CONFIG_DURATION, "1", OFF(imds_poll_interval_usec),
           "how often the agent asks IMDS for a notice", NULL, USEC_PER_SEC, .min = 0.05, .max = 60, false },
+        { "imds.token_ttl_seconds", CONFIG_DURATION, "21600", OFF(imds_token_ttl_usec),
+          "lifetime asked for an IMDSv2 token (renewed before it ends and after a 401)", NULL, USEC_PER_SEC,
+          .min = 1, .max = 21600, false },
+        { "imds.allow_v1", CONFIG_BOOL, "false", OFF(imds_allow_v1),
+          "fall back to IMDSv1 (no token) when the token request fails", NULL, 0, NO_RANGE, false },
+        { "agent.rebalance_revert_seconds", CONFIG_DURATION, "600", OFF(agent_rebalance_revert_usec),
+          "remove the rebalance soft taint when no interruption follows within this time", NULL,
+          USEC_PER_SEC, .min = 1, .max = 86400, false },
+        { "agent.maintenance_lead_seconds", CONFIG_DURATION, "300", OFF(agent_maintenance_lead_usec),
+          "drain this long before a scheduled maintenance starts", NULL, USEC_PER_SEC, .min = 0,
+          .max = 86400, false },
+        { "agent.asg_deadline_seconds", CONFIG_DURATION, "3600", OFF(agent_asg_deadline_usec),
+          "deadline of an Auto Scaling termination (the lifecycle hook's heartbeat timeout)", NULL,
+          USEC_PER_SEC, .min = 1, .max = 172800, false },
         { "alerts.webhook_url", CONFIG_STRING, NULL, OFF(alerts_webhook_url),
-          "URL alerts are POSTed to as JSON (it often embeds a secret: check-config hides it)", NULL, 0,
-          NO_RANGE, true },
+          "URL alerts are POSTed to (\"file:PATH\" reads it from a file; it often embeds a secret: "
+          "check-config hides it)",
+          NULL, 0, NO_RANGE, true },
+        { "alerts.webhook_format", CONFIG_ENUM, "slack", OFF(alerts_webhook_format),
+          "slack: {\"text\": ...}; json: every alert field", webhook_formats, 0, NO_RANGE, false },
+        { "alerts.webhook_template", CONFIG_STRING, NULL, OFF(alerts_webhook_template),
+          "message template ({{kind}}, {{node}}, {{message}}, ... see docs/operations.md)", NULL, 0,
+          NO_RANGE, false },
+        { "alerts.webhook_headers_file", CONFIG_STRING, NULL, OFF(alerts_webhook_headers_file),
+          "file of \"Name: value\" header lines sent with every alert (e.g. Authorization)", NULL, 0,
+          NO_RANGE, false },
+        { "alerts.webhook_timeout_seconds", CONFIG_DURATION, "10", OFF(alerts_webhook_timeout_usec),
+          "time allowed for one delivery attempt", NULL, USEC_PER_SEC, .min = 0.001, .max = 3600, false },
+        { "alerts.webhook_max_attempts", CONFIG_INT, "5", OFF(alerts_webhook_max_attempts),
+          "delivery attempts of one alert before giving up", NULL, 0, .min = 1, .max = 100, false },
 };
 
 union config_value {

@@ -30,7 +30,7 @@ events:
   - {at: 4, type: spot-interruption, node: spot-a}
 EOF
 
-"$SPOTDRAIN" agent --serve-sim "$TEST_TMP/scenario.yaml" --endpoints-out "$TEST_TMP/endpoints.json" \
+"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --endpoints-out "$TEST_TMP/endpoints.json" \
 	--kubeconfig-out "$TEST_TMP/kubeconfig" >"$TEST_TMP/sim.log" 2>&1 &
 SIM_PIDS+=("$!")
 wait_for 10 test -s "$TEST_TMP/endpoints.json" || {

@@ -52,6 +52,13 @@ static bool unreadable(struct cfx *f, void *ud)
         return st.unreadable > 0;
 }
 
+static bool unreadable_twice(struct cfx *f, void *ud)
+{
+        struct controller_stats st;
+        controller_stats(f->ctl[0], &st);
+        return st.unreadable == 2;
+}
+
 static bool ready(struct cfx *f, void *ud)
 {
         return controller_ready(f->ctl[0]);
@@ -80,6 +87,12 @@ static void unreadable_case(const struct sim_sqs_fault *fault)
         controller_stats(f->ctl[0], &st);
         assert_int_equal(st.unreadable, 1);
         assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 1);
+
+        /* And at any time later, while receiving. */
+        assert_int_equal(sim_sqs_set_fault(f->sqs, fault), 0);
+        assert_true(cfx_run_until(f, unreadable_twice, NULL, NULL));
+        assert_false(controller_ready(f->ctl[0]));
+        assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 2);
         cfx_free(f);
 }
 

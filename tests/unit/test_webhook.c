@@ -303,14 +303,15 @@ static void test_options(void **state)
         assert_string_equal(o.url, "https://hooks.example.com/x");
         assert_int_equal(o.format, WEBHOOK_FORMAT_SLACK);
         assert_null(o.template_text);
-        assert_true(o.timeout_usec == 0 && o.max_attempts == 0);
+        assert_true(o.timeout_usec == 10000000 && o.max_attempts == 5);
 
-        /* The keys the configuration table does not have yet, from the environment. */
+        /* Every webhook key comes through the configuration table: environment and --set alike. */
         setenv("SPOTDRAIN_ALERTS_WEBHOOK_FORMAT", "json", 1);
         setenv("SPOTDRAIN_ALERTS_WEBHOOK_TEMPLATE", "{{kind}}", 1);
         setenv("SPOTDRAIN_ALERTS_WEBHOOK_HEADERS_FILE", "/run/secrets/headers", 1);
         setenv("SPOTDRAIN_ALERTS_WEBHOOK_TIMEOUT_SECONDS", "2.5", 1);
-        setenv("SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS", "7", 1);
+        assert_int_equal(config_load_env(c, NULL), 0);
+        assert_int_equal(config_set(c, "alerts.webhook_max_attempts=7", NULL), 0);
         assert_int_equal(webhook_options_from_config(c, &o, NULL), 0);
         assert_int_equal(o.format, WEBHOOK_FORMAT_JSON);
         assert_string_equal(o.template_text, "{{kind}}");
@@ -319,14 +320,12 @@ static void test_options(void **state)
         assert_int_equal(o.max_attempts, 7);
 
         char *error = NULL;
-        setenv("SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS", "2.5", 1);
-        assert_int_equal(webhook_options_from_config(c, &o, &error), -EINVAL);
-        assert_non_null(strstr(error, "SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS"));
+        assert_int_equal(config_set(c, "alerts.webhook_max_attempts=2.5", &error), -EINVAL);
+        assert_non_null(strstr(error, "alerts.webhook_max_attempts"));
         free(error);
         error = NULL;
-        unsetenv("SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS");
         setenv("SPOTDRAIN_ALERTS_WEBHOOK_FORMAT", "teams", 1);
-        assert_int_equal(webhook_options_from_config(c, &o, &error), -EINVAL);
+        assert_int_equal(config_load_env(c, &error), -EINVAL);
         assert_non_null(strstr(error, "SPOTDRAIN_ALERTS_WEBHOOK_FORMAT"));
         free(error);
         unsetenv("SPOTDRAIN_ALERTS_WEBHOOK_FORMAT");
