@@ -1,9 +1,7 @@
 /* spotdrain agent: DaemonSet mode. Polls this instance's IMDS and acts on this node until SIGTERM.
  * Flags override the configuration (file, SPOTDRAIN_* environment). */
-#include <arpa/inet.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +21,6 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
-#include "spotdrain/yaml.h"
 
 static void agent_usage(FILE *f)
 {
