@@ -73,8 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const cJSON *items = kube_list_items(root);
         const cJSON *prev = NULL;
         const cJSON *it;
-        cJSON_ArrayForEach(it, items)
-        {
+        cJSON_ArrayForEach (it, items) {
                 one(it, prev);
                 prev = it;
         }

@@ -8,6 +8,7 @@
  * unless the input already carries the headers or query parameters that signing adds.
  *   make BUILD=build/fuzz fuzz FUZZ_SECONDS=60      (seeds: fuzz/seeds/fuzz_sigv4/)
  */
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,20 @@ static bool mentions_signing(const char *s)
                 if (strcasestr(s, words[i]))
                         return true;
         return false;
+}
+
+/* A header line the HTTP grammar allows: a token (RFC 9110 tchar) before the colon. Other names ("a;b",
+ * "x,y") cannot reach the verifier through an HTTP server, and the signer does not refuse them (see
+ * docs/fuzzing.md), so the round-trip property is only asserted for well-formed names. */
+static bool header_well_formed(const char *h)
+{
+        const char *colon = strchr(h, ':');
+        if (!colon || colon == h)
+                return false;
+        for (const char *p = h; p < colon; p++)
+                if (!(isalnum((unsigned char)*p) || strchr("!#$%&'*+-.^_`|~", *p)))
+                        return false;
+        return true;
 }
 
 static void check(const struct sigv4_request *r, bool token, bool clean)
@@ -86,7 +101,8 @@ static void check(const struct sigv4_request *r, bool token, bool clean)
                 why = NULL;
                 int k = sigv4_verify(&r3, lookup, NULL, &why);
                 if (k != 0 && clean) {
-                        fprintf(stderr, "presigned URL does not verify: %d %s\n%s\n", k, why ? why : "", url);
+                        fprintf(stderr, "presigned URL does not verify: %d %s\n%s\n", k, why ? why : "",
+                                url);
                         abort();
                 }
                 free(why);
@@ -156,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         };
         bool clean = !mentions_signing(url);
         for (size_t i = 0; i < n_headers; i++)
-                if (mentions_signing(headers[i]))
+                if (mentions_signing(headers[i]) || !header_well_formed(headers[i]))
                         clean = false;
         check(&r, flags & 4, clean);
         free(s);

@@ -40,8 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *s = strndup((const char *)data, size);
         if (!s)
                 return 0;
-        const cJSON *labels = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"),
-                                                               "labels");
+        const cJSON *labels =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "labels");
         int r = sim_label_selector_match(s, labels);
         if (r != 0 && r != 1 && r != -EINVAL)
                 abort();

@@ -105,8 +105,9 @@ struct simulate {
         struct aws_credentials sqs_credentials;
 
         const char *delivery;
-        uint64_t wall0;       /* engine instant of scenario time 0 */
-        double last_event_at; /* the scenario's last event; -1 when it has none */
+        uint64_t wall0;           /* engine instant of scenario time 0 */
+        double last_event_at;     /* the scenario's last event; -1 when it has none */
+        double model_progress_at; /* next look at the controller's drains in the model */
         struct sim_node_seen *seen;
         size_t n_nodes;
         struct sim_drain **drains;
@@ -322,15 +323,24 @@ static int start_agents(struct simulate *sm)
 
 /* ---- the SQS delivery: the controller ---- */
 
-/* The controller runs its drains itself: a drain is known from its first alert and ends with
+/* The controller runs its drains itself: a drain is known from its notice (or its first alert) and ends with
  * drain-completed or deadline-missed. */
 static void follow_controller_drain(struct simulate *sm, const struct alert *a)
 {
         struct sim_drain *d = find_drain(sm, a->node), **v;
 
-        if (a->kind == ALERT_NOTICE_RECEIVED || a->kind == ALERT_REPLACEMENT_LAUNCHED ||
-            a->kind == ALERT_REPLACEMENT_FAILED)
+        if (a->kind == ALERT_REPLACEMENT_LAUNCHED || a->kind == ALERT_REPLACEMENT_FAILED)
                 return;
+        /* A notice starts a drain, unless it is a recommendation. */
+        if (a->kind == ALERT_NOTICE_RECEIVED) {
+                const char *kind = NULL;
+                for (const char *const *f = a->fields; f && f[0] && f[1]; f += 2)
+                        if (streq(f[0], "kind"))
+                                kind = f[1];
+                if (!kind || streq(kind, notice_kind_to_string(NOTICE_REBALANCE_RECOMMENDATION)) ||
+                    streq(kind, notice_kind_to_string(NOTICE_ASG_TEST_NOTIFICATION)))
+                        return;
+        }
         if (!d) {
                 d = calloc(1, sizeof(*d));
                 v = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*v));
@@ -343,6 +353,7 @@ static void follow_controller_drain(struct simulate *sm, const struct alert *a)
                         return;
                 }
                 d->sm = sm;
+                d->left_shown = UINT_MAX;
                 sm->drains[sm->n_drains++] = d;
         }
         if (a->kind == ALERT_DRAIN_COMPLETED || a->kind == ALERT_DEADLINE_MISSED)
@@ -509,6 +520,69 @@ static void show_progress(struct simulate *sm, struct sim_drain *d)
         timeline(sm, now, d->node, "%s", b.data);
 }
 
+/* The controller's drains, as the simulator sees them: when the node was cordoned and how many of its
+ * evictable pods are still there. Called with the model locked; prints nothing itself. */
+struct model_progress {
+        struct sim_drain *d;
+        double cordoned_at; /* < 0: not shown now */
+        unsigned left;
+        bool changed;
+};
+
+static int model_progress(struct simulate *sm, struct model_progress **ret, size_t *ret_n)
+{
+        _cleanup_(cjson_freep) cJSON *result = NULL, *pods = NULL;
+        struct model_progress *mp;
+        size_t n = 0;
+        const cJSON *o;
+
+        mp = calloc(sm->n_drains + 1, sizeof(*mp));
+        if (!mp)
+                return -ENOMEM;
+        for (size_t i = 0; i < sm->n_drains; i++)
+                if (!sm->drains[i]->x && !sm->drains[i]->done)
+                        mp[n++] = (struct model_progress){ .d = sm->drains[i], .cordoned_at = -1 };
+        if (n > 0 && (!(result = sim_result(sm->sim)) || sim_list(sm->sim, SIM_POD, NULL, &pods) < 0)) {
+                free(mp);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct sim_drain *d = mp[i].d;
+                cJSON_ArrayForEach (o, cJSON_GetObjectItem(result, "nodes")) {
+                        const cJSON *c = cJSON_GetObjectItem(o, "cordoned_at");
+                        if (!d->cordon_shown && cJSON_IsNumber(c) &&
+                            streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")), d->node)) {
+                                d->cordon_shown = true;
+                                mp[i].cordoned_at = c->valuedouble;
+                        }
+                }
+                cJSON_ArrayForEach (o, pods) {
+                        const cJSON *owner = cJSON_GetArrayItem(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(o, "metadata"), "ownerReferences"), 0);
+                        if (streq_ptr(kube_object_str(o, "spec.nodeName"), d->node) &&
+                            !streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItem(owner, "kind")),
+                                       "DaemonSet"))
+                                mp[i].left++;
+                }
+                mp[i].changed = mp[i].left != d->left_shown;
+                d->left_shown = mp[i].left;
+        }
+        *ret = mp;
+        *ret_n = n;
+        return 0;
+}
+
+static void show_model_progress(struct simulate *sm, const struct model_progress *mp, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                if (mp[i].cordoned_at >= 0)
+                        timeline(sm, mp[i].cordoned_at, mp[i].d->node, "cordoned");
+                if (mp[i].changed)
+                        timeline(sm, scenario_seconds(sm, clk_now()), mp[i].d->node,
+                                 "%u pods left on the node", mp[i].left);
+        }
+}
+
 /* ---- the end ---- */
 
 /* The run is over once the scenario is (every event happened, every interrupted node is gone) and every
@@ -545,7 +619,8 @@ static void poll_tick(void *userdata)
 {
         struct simulate *sm = userdata;
         _cleanup_free_ struct pending_notice *p = NULL;
-        size_t n = 0;
+        _cleanup_free_ struct model_progress *mp = NULL;
+        size_t n = 0, n_mp = 0;
         int r;
 
         sm->poll = NULL; /* released by the loop as it fired */
@@ -556,9 +631,14 @@ static void poll_tick(void *userdata)
         if (sim_resource_version(sm->sim) != before)
                 sim_broadcast(sm->sim);
         r = streq(sm->delivery, "direct") ? collect_notices(sm, &p, &n) : 0;
+        /* Listing every pod is not cheap: once a scenario second is enough for the timeline. */
+        if (r >= 0 && !sm->common.json && sim_now(sm->sim) >= sm->model_progress_at) {
+                sm->model_progress_at = sim_now(sm->sim) + 1;
+                r = model_progress(sm, &mp, &n_mp);
+        }
         sim_unlock(sm->sim);
         if (r < 0) {
-                sm->error = log_error_errno(r, "cannot read the simulator's notices");
+                sm->error = log_error_errno(r, "cannot read the simulator's state");
                 loop_exit(sm->loop, EXIT_ERROR);
                 return;
         }
@@ -574,6 +654,7 @@ static void poll_tick(void *userdata)
         for (size_t i = 0; i < sm->n_drains; i++)
                 if (sm->drains[i]->x)
                         show_progress(sm, sm->drains[i]);
+        show_model_progress(sm, mp, n_mp);
 
         sim_lock(sm->sim);
         sm->finished = nothing_left(sm);
