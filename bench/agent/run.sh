@@ -8,7 +8,7 @@
 #
 # usage: bench/agent/run.sh [--quick]     SPOTDRAIN=path/to/spotdrain (default build/spotdrain)
 #   --quick: 60 s idle window instead of 300 s.
-#   POLL=SECONDS: the agents' poll interval (default 1, the agent's default).
+#   POLL=SECONDS: the agents' poll interval (default 0.5, the agent's default).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,7 +17,7 @@ case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac
 IDLE_SECONDS=300
 [ "${1:-}" = --quick ] && IDLE_SECONDS=60
 N=20
-POLL=${POLL:-1}
+POLL=${POLL:-0.5}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-bench-agent.XXXXXX")
 PIDS=()
 

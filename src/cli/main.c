@@ -13,7 +13,8 @@ struct command {
 
 static const struct command commands[] = {
         { "agent", cmd_agent, "DaemonSet mode: poll this instance's IMDS for notices and drain this node" },
-        { "controller", cmd_controller, "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node" },
+        { "controller", cmd_controller,
+          "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node" },
         { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
         { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
         { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },

@@ -99,7 +99,7 @@ static const struct config_item items[] = {
         { "imds.endpoint", CONFIG_STRING, NULL, OFF(imds_endpoint),
           "IMDS base URL (unset: $AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://169.254.169.254)", NULL, 0,
           NO_RANGE, false },
-        { "imds.poll_interval_seconds", CONFIG_DURATION, "1", OFF(imds_poll_interval_usec),
+        { "imds.poll_interval_seconds", CONFIG_DURATION, "0.5", OFF(imds_poll_interval_usec),
           "how often the agent asks IMDS for a notice", NULL, USEC_PER_SEC, .min = 0.05, .max = 60, false },
         { "imds.token_ttl_seconds", CONFIG_DURATION, "21600", OFF(imds_token_ttl_usec),
           "lifetime asked for an IMDSv2 token (renewed before it ends and after a 401)", NULL, USEC_PER_SEC,

@@ -44,7 +44,7 @@ static void test_defaults(void **state)
         assert_null(c->aws_region);
         assert_null(c->aws_queue_url);
         assert_null(c->imds_endpoint);
-        assert_int_equal(c->imds_poll_interval_usec, 1 * SEC);
+        assert_int_equal(c->imds_poll_interval_usec, SEC / 2);
         assert_null(c->alerts_webhook_url);
 }
 
