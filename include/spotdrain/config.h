@@ -23,6 +23,12 @@ enum config_drain_policy {
         CONFIG_DRAIN_POLICY_RESPECT, /* never go around a PDB */
 };
 
+/* Values of provision.mode. */
+enum config_provision_mode {
+        CONFIG_PROVISION_FLEET, /* EC2 CreateFleet instant, one fleet per bin */
+        CONFIG_PROVISION_ASG,   /* raise the Auto Scaling group's desired capacity */
+};
+
 struct config_enum_value {
         const char *name;
         int value;
@@ -75,6 +81,27 @@ struct spotdrain_config {
         char *alerts_webhook_headers_file;
         uint64_t alerts_webhook_timeout_usec;
         int64_t alerts_webhook_max_attempts;
+
+        /* provisioning (provision.h, frontend.c) */
+        bool provision_enabled;
+        int provision_mode; /* enum config_provision_mode */
+        char *provision_endpoint;
+        char *provision_catalog;
+        char *provision_launch_template; /* "lt-..." is an id, anything else a name */
+        char *provision_launch_template_version;
+        char *provision_asg_name;
+        char **provision_subnets; /* "subnet-id=zone" (or "=zone": the zone only) */
+        char **provision_families;
+        char **provision_sizes;
+        char **provision_architectures;
+        char **provision_capacity_types; /* "spot", "on-demand" */
+        char **provision_triggers;       /* notice kinds (notice.h names) */
+        char *provision_max_memory;      /* a quantity, "72Gi"; NULL = no limit */
+        int64_t provision_max_vcpus;
+        int64_t provision_vcpu_limit_per_window;
+        uint64_t provision_vcpu_window_usec;
+        uint64_t provision_ready_timeout_usec;
+        char *provision_cluster_tag_key;
 };
 
 /* The table, in dump order. */

@@ -75,6 +75,70 @@ char *drain_sibling_selector(const struct kube_pod *p);
 int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n);
 void drain_startups_free(struct drain_startup *s, size_t n);
 
+/* ==== drain ledger (ledger.c): what the executors of one process share ====
+ * One PodDisruptionBudget informer for every executor of a loop, and the PDB slots they take. A drain that
+ * would evict a pod under PDB P asks the ledger for a slot first. The ledger grants at most
+ * disruptionsAllowed (the latest status seen) minus the slots granted and not yet reflected in that status,
+ * none while P's status is behind its spec (observedGeneration) or was just contradicted by a 429, nor
+ * to a member while one with an earlier deadline that joined under 3 s ago has not yet said what it
+ * wants; when
+ * several pods wait for P, the earliest last safe moment goes first (EDF, as drain_plan_make plans it).
+ * A grant is reflected (and released) by the first status change after its eviction was answered; a 429
+ * gives the slot back and marks the status stale until it changes, or for a jittered floor. Members are
+ * woken (not polled) whenever a PDB changes, a member joins or leaves, or a slot may be theirs. The ledger
+ * also lets a member plan across every node being drained (drain_ledger_add_others). */
+struct drain_ledger;
+struct kube_informer;
+
+/* retry_floor_usec: how long a status contradicted by a 429 is distrusted when nothing else is heard
+ * (jittered); 0 = 200 ms. The client is borrowed and must outlive the ledger; every member must leave
+ * before it is freed. */
+int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct drain_ledger **ret);
+struct drain_ledger *drain_ledger_free(struct drain_ledger *l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_ledger *, drain_ledger_free);
+
+struct drain_inputs;
+struct drain_ledger_member_ops {
+        /* Something the member's plan depends on changed, or a slot may be waiting for it. */
+        void (*wake)(void *userdata);
+        /* Adds the member's node and pods to another member's planner input; may do nothing. */
+        int (*add_inputs)(void *userdata, struct drain_inputs *di);
+};
+/* userdata identifies the member in every call below; deadline_usec (engine clock) is its node's. */
+int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
+                      uint64_t deadline_usec);
+/* Drops the member's waits; grants it still holds count as spent until the next status change. */
+void drain_ledger_leave(struct drain_ledger *l, void *userdata);
+
+/* The shared PDB informer (borrowed) and whether it has listed once. */
+const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l);
+bool drain_ledger_synced(const struct drain_ledger *l);
+/* Calls add_inputs of every member but self. */
+int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inputs *di);
+
+/* Slots. pdb and pod are "namespace/name". A member states every pod it wants to evict now between
+ * drain_ledger_begin() and drain_ledger_end(); pods it no longer states stop waiting at the end. */
+void drain_ledger_begin(struct drain_ledger *l, void *member);
+/* 1: the slot is granted, evict now (then report the answer); 0: wait (the member is woken when a slot
+ * may be its); -ENOMEM. */
+int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
+                      uint64_t last_safe_usec);
+void drain_ledger_end(struct drain_ledger *l, void *member);
+
+enum drain_ledger_answer {
+        DRAIN_LEDGER_ACCEPTED, /* the eviction went through (or may have): spent until the status moves */
+        DRAIN_LEDGER_REFUSED,  /* 429: the slot comes back and the status is distrusted */
+        DRAIN_LEDGER_FAILED,   /* nothing happened: the slot comes back */
+};
+void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
+                         enum drain_ledger_answer a);
+
+/* Counters for tests and benchmarks. */
+struct drain_ledger_stats {
+        unsigned granted, refused, waiting;
+};
+void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret);
+
 /* ==== executor (executor.c) ==== */
 
 struct drain_exec_options {
@@ -94,6 +158,10 @@ struct drain_exec_options {
         const char *const *critical_classes; /* NULL-terminated; NULL: the planner's defaults */
         /* Never evicted; NULL: POD_NAMESPACE / POD_NAME from the environment. */
         const char *self_namespace, *self_name;
+        /* Shared by every executor of the process (borrowed; must outlive the executor): one PDB informer,
+         * PDB slots given out across nodes by earliest deadline, plans made across the nodes draining
+         * together. NULL: a private one (a drain on its own). */
+        struct drain_ledger *ledger;
 };
 /* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);

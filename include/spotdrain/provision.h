@@ -381,3 +381,49 @@ bool provisioner_unavailable(const struct provisioner *p, const char *instance_t
                              const char *capacity_type);
 /* vCPUs launched within the current window. */
 int provisioner_vcpus_in_window(const struct provisioner *p);
+
+/* ==== front ends (frontend.c): the provisioner built from the configuration ====
+ * What the agent, the controller and `spotdrain simulate` call: the EC2 client, the catalog, requirements,
+ * subnets and triggers from the provision.* keys (config.h), and one request per notice that reads the
+ * node's zone and the pods bound to it from the cluster, then calls provisioner_on_notice(). */
+
+struct spotdrain_config;
+
+struct prov_frontend_options {
+        const char *region; /* NULL: aws.region, else ec2_config's rules ($AWS_REGION, ...) */
+        /* Credentials (borrowed for each call), e.g. the controller's; NULL: an own provider chain
+         * (awscreds.h) whose latest answer is kept. */
+        ec2_credentials_fn credentials;
+        void *credentials_userdata;
+};
+
+struct prov_frontend;
+/* 0 with *ret NULL when provision.enabled is false. -EINVAL with *ret_error (malloc'ed) for a bad
+ * provision.* value (a subnet without its zone, an unreadable max_memory, an unknown trigger or capacity
+ * type, fleet mode without launch template or subnets, asg mode without a group) or no catalog. cfg, kube
+ * and alerts (both may be NULL) are borrowed and must outlive the frontend. */
+int prov_frontend_new(struct loop *l, struct kube_client *kube, struct alert_bus *alerts,
+                      const struct spotdrain_config *cfg, const struct prov_frontend_options *o,
+                      struct prov_frontend **ret, char **ret_error);
+struct prov_frontend *prov_frontend_free(struct prov_frontend *f); /* NULL-safe; cancels what is under way */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct prov_frontend *, prov_frontend_free);
+/* A notice for node: reads the node (its zone) and its pods, then asks the provisioner, which decides
+ * whether the kind is a trigger and whether a replacement is under way already. 0 once asked (the outcome
+ * comes through alerts and provisioner_replacements()), -EINVAL, -ENOMEM. f NULL (provisioning off): 0. */
+int prov_frontend_request(struct prov_frontend *f, const char *node, const struct notice *n);
+/* The same, with the zone (may be NULL) and the pods bound to the node (core/v1 Pod objects) at hand:
+ * finished pods and static (mirror) pods are left out. */
+int prov_frontend_request_pods(struct prov_frontend *f, const char *node, const char *zone,
+                               const struct notice *n, const struct cJSON *pods);
+struct provisioner *prov_frontend_provisioner(const struct prov_frontend *f); /* NULL when f is */
+/* Requests still reading the cluster (or waiting for credentials) before they reach the provisioner. */
+size_t prov_frontend_pending(const struct prov_frontend *f);
+
+/* Pieces of the configuration (pure; tests). Subnets: "SUBNET-ID=ZONE" or "=ZONE" (an override by zone);
+ * free with prov_subnets_free(). Requirements borrow cfg's lists. Triggers: notice kind names to bits. */
+int prov_subnets_from_config(const char *const *spec, struct prov_subnet **ret, size_t *ret_n,
+                             char **ret_error);
+void prov_subnets_free(struct prov_subnet *v, size_t n);
+int prov_requirements_from_config(const struct spotdrain_config *cfg, struct prov_requirements *ret,
+                                  char **ret_error);
+int prov_triggers_from_config(const char *const *kinds, unsigned *ret, char **ret_error);

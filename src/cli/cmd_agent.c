@@ -13,6 +13,8 @@
 #include "cli/cli.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
+#include "spotdrain/alert_sinks.h"
+#include "spotdrain/alert_webhook.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/httpd.h"
@@ -21,6 +23,7 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
+#include "spotdrain/provision.h"
 
 static void agent_usage(FILE *f)
 {
@@ -150,6 +153,52 @@ static int parse_seconds(const char *s, uint64_t *ret)
         return 0;
 }
 
+/* ---- provisioning: the engine's actions, with replacement capacity asked for ---- */
+
+struct agent_prov {
+        struct agent_engine *engine;
+        struct prov_frontend *prov;
+};
+
+static int prov_drain(void *userdata, const struct agent_drain_request *req)
+{
+        struct agent_prov *ap = userdata;
+        int r;
+
+        /* An interruption no rebalance recommendation announced, or a scheduled change: capacity is asked
+         * for with the drain (the provisioner's triggers decide, and it launches once per instance). */
+        if ((r = prov_frontend_request(ap->prov, req->node, req->notice)) < 0)
+                log_warning_errno(r, "cannot request replacement capacity for %s", req->node);
+        return agent_engine_actions.drain(ap->engine, req);
+}
+
+static int prov_soft_taint(void *userdata, const char *node, bool add)
+{
+        return agent_engine_actions.soft_taint(((struct agent_prov *)userdata)->engine, node, add);
+}
+
+static int prov_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        return prov_frontend_request(((struct agent_prov *)userdata)->prov, node, n);
+}
+
+static int prov_uncordon(void *userdata, const char *node)
+{
+        return agent_engine_actions.uncordon(((struct agent_prov *)userdata)->engine, node);
+}
+
+static void prov_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        agent_engine_actions.notice_seen(((struct agent_prov *)userdata)->engine, node, n);
+}
+
+static const struct agent_actions agent_prov_actions = {
+        .drain = prov_drain,
+        .soft_taint = prov_soft_taint,
+        .replacement_request = prov_replacement,
+        .uncordon = prov_uncordon,
+        .notice_seen = prov_notice_seen,
+};
 
 int cmd_agent(int argc, char **argv)
 {
@@ -180,9 +229,14 @@ int cmd_agent(int argc, char **argv)
         _cleanup_(loop_freep) struct loop *l = NULL;
         _cleanup_(kube_client_freep) struct kube_client *kube = NULL;
         _cleanup_(imds_client_freep) struct imds_client *imds = NULL;
+        /* The webhook sink before the bus: freed after it. */
+        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         _cleanup_(agent_engine_freep) struct agent_engine *engine = NULL;
+        _cleanup_(prov_frontend_freep) struct prov_frontend *prov = NULL;
         _cleanup_(agent_freep) struct agent *a = NULL;
+        _cleanup_free_ char *prov_error = NULL;
+        struct agent_prov ap = {};
         _cleanup_free_ char *error = NULL;
         /* Before httpd: its health check reads the budget until httpd is gone. */
         _cleanup_(error_budget_freep) struct error_budget *budget = NULL;
@@ -315,13 +369,17 @@ int cmd_agent(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_log_sink(bus);
-        if (r >= 0)
-                r = alert_bus_add_kube_event_sink(bus, kube);
+                r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
         if (r >= 0)
                 r = agent_engine_new(kube, bus, cfg, &engine);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the drain engine"), EXIT_ERROR;
+        /* provision.enabled: replacement capacity from the rebalance recommendation on. */
+        r = prov_frontend_new(l, kube, bus, cfg, NULL, &prov, &prov_error);
+        if (r < 0)
+                return log_error_errno(r, "provisioning: %s", prov_error ? prov_error : "cannot set it up"),
+                       EXIT_ERROR;
+        ap = (struct agent_prov){ .engine = engine, .prov = prov };
 
         interval = poll ? poll : cfg->imds_poll_interval_usec;
         metrics_listen = metrics_listen        ? metrics_listen
@@ -362,7 +420,7 @@ int cmd_agent(int argc, char **argv)
                                                .on_ready = on_ready,
                                                .on_tick = on_tick,
                                                .userdata = &ops },
-                      &agent_engine_actions, engine, &a);
+                      prov ? &agent_prov_actions : &agent_engine_actions, prov ? (void *)&ap : engine, &a);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
 
@@ -374,6 +432,7 @@ int cmd_agent(int argc, char **argv)
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
         a = agent_free(a);
+        prov = prov_frontend_free(prov);
         engine = agent_engine_free(engine);
         httpd = httpd_free(httpd);
         watchdog = ops_watchdog_free(watchdog);

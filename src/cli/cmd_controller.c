@@ -8,6 +8,8 @@
 
 #include "cli/cli.h"
 #include "spotdrain/alert.h"
+#include "spotdrain/alert_sinks.h"
+#include "spotdrain/alert_webhook.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -239,6 +241,8 @@ int cmd_controller(int argc, char **argv)
         _cleanup_(kube_config_freep) struct kube_config *kcfg = NULL;
         _cleanup_(loop_freep) struct loop *l = NULL;
         _cleanup_(kube_client_freep) struct kube_client *kube = NULL;
+        /* The webhook sink before the bus: freed after it. */
+        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         _cleanup_(controller_freep) struct controller *ctl = NULL;
         _cleanup_free_ char *error = NULL;
@@ -346,9 +350,7 @@ int cmd_controller(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_log_sink(bus);
-        if (r >= 0)
-                r = alert_bus_add_kube_event_sink(bus, kube);
+                r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
         if (r < 0)
                 return log_error_errno(r, "cannot set up alerts"), EXIT_ERROR;
 

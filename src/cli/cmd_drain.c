@@ -12,6 +12,8 @@
 
 #include "cli/cli.h"
 #include "spotdrain/alert.h"
+#include "spotdrain/alert_sinks.h"
+#include "spotdrain/alert_webhook.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -527,6 +529,8 @@ static void flush(struct drain_cli *d)
 int cmd_drain(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "drain" };
+        /* The webhook sink before the bus: freed after it. */
+        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         struct drain_run run = { .d = &d };
         int r, status;
@@ -554,9 +558,7 @@ int cmd_drain(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_log_sink(bus);
-        if (r >= 0)
-                r = alert_bus_add_kube_event_sink(bus, d.client);
+                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, d.cfg, &webhook);
         struct drain_exec_options o = { 0 };
         drain_exec_options_from_config(d.cfg, &o);
         o.node = d.node;

@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "sim/ec2_surface.h"
 #include "sim/imds_surface.h"
 #include "sim/model.h"
 #include "sim/server.h"
@@ -45,6 +46,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/sigv4.h"
 #include "spotdrain/yaml.h"
 
@@ -103,6 +105,11 @@ struct simulate {
         struct sim_sqs *sqs;
         struct controller *controller;
         struct aws_credentials sqs_credentials;
+        /* Provisioning (the scenario's provisioning: section): the simulator's EC2 surface, and the
+         * provisioner of the agent and direct deliveries (the controller builds its own). */
+        struct sim_ec2 *ec2;
+        struct prov_frontend *prov;
+        struct aws_credentials ec2_credentials;
 
         const char *delivery;
         uint64_t wall0;           /* engine instant of scenario time 0 */
@@ -254,6 +261,9 @@ static int simulate_notice(struct simulate *sm, const char *node, const struct n
         int r;
 
         notice_received(sm, node, n);
+        /* The provisioner decides which kinds start a replacement, and launches once per instance. */
+        if ((r = prov_frontend_request(sm->prov, node, n)) < 0)
+                log_debug_errno(r, "replacement request for %s failed", node);
         switch (n->kind) {
         case NOTICE_SPOT_INTERRUPTION:
         case NOTICE_SCHEDULED_CHANGE:
@@ -281,14 +291,25 @@ static int agent_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct sim_agent *sa = userdata;
         struct notice n = *req->notice;
+        int r;
 
         /* The agent's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
         n.deadline = req->deadline_usec;
+        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
+        if ((r = prov_frontend_request(sa->sm->prov, req->node, req->notice)) < 0)
+                log_debug_errno(r, "replacement request for %s failed", req->node);
         return start_drain(sa->sm, req->node, &n);
+}
+
+static int agent_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        struct sim_agent *sa = userdata;
+        return prov_frontend_request(sa->sm->prov, node, n);
 }
 
 static const struct agent_actions sim_agent_actions = {
         .drain = agent_drain,
+        .replacement_request = agent_replacement,
         .notice_seen = agent_notice_seen,
 };
 
@@ -395,6 +416,85 @@ static int start_controller(struct simulate *sm)
                 r = controller_start(sm->controller);
         if (r < 0)
                 return log_error_errno(r, "cannot start the controller");
+        return 0;
+}
+
+/* ---- provisioning: the simulator's EC2 ---- */
+
+static const struct aws_credentials *ec2_credentials(void *userdata)
+{
+        struct simulate *sm = userdata;
+        return &sm->ec2_credentials;
+}
+
+/* Adds value to the list key unless it is there already. */
+static int config_list_add(struct simulate *sm, const char *key, const char *value)
+{
+        const struct config_item *it = config_find(key);
+        char **list = *(char ***)((char *)sm->cfg + it->offset);
+        _cleanup_(buf_free) struct buf b = { 0 };
+        _cleanup_free_ char *error = NULL;
+
+        for (size_t i = 0; list && list[i]; i++) {
+                if (streq(list[i], value))
+                        return 0;
+                if (buf_printf(&b, "%s,", list[i]) < 0)
+                        return -ENOMEM;
+        }
+        if (buf_printf(&b, "%s", value) < 0)
+                return -ENOMEM;
+        return config_set_value(sm->cfg, key, b.data, &error);
+}
+
+/* The scenario's provisioning: section turns provisioning on, against the simulator's EC2: its subnets
+ * (one per zone of the scenario's nodes), a launch template name, the families of the instance types on
+ * offer, unless the configuration says otherwise. Requirements (provision.max_memory, ...) stay the
+ * configuration's. */
+static int start_provisioning(struct simulate *sm)
+{
+        static char key_id[] = SIM_EC2_ACCESS_KEY_ID, secret[] = SIM_EC2_SECRET_ACCESS_KEY,
+                    source[] = "simulator";
+        bool subnets = sm->cfg->provision_subnets && sm->cfg->provision_subnets[0],
+             families = sm->cfg->provision_families && sm->cfg->provision_families[0];
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = sim_ec2_start(sm->sim, "127.0.0.1", &sm->ec2);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the simulator's EC2 surface");
+        r = config_set_value(sm->cfg, "provision.enabled", "true", &error);
+        if (r >= 0)
+                r = config_set_value(sm->cfg, "provision.endpoint", sim_ec2_url(sm->ec2), &error);
+        if (r >= 0 && isempty(sm->cfg->provision_launch_template))
+                r = config_set_value(sm->cfg, "provision.launch_template", "spotdrain-simulate", &error);
+        for (size_t i = 0; r >= 0 && !subnets && i < sm->n_nodes; i++) {
+                _cleanup_free_ char *spec = strprintf("%s%s=%s", SIM_EC2_SUBNET_PREFIX,
+                                                      sim_node_zone(sm->sim, i), sim_node_zone(sm->sim, i));
+                r = spec ? config_list_add(sm, "provision.subnets", spec) : -ENOMEM;
+        }
+        YNODE_FOREACH (t, ynode_get(ynode_get(sm->tree, "provisioning"), "instance_types")) {
+                const char *name = ynode_str(ynode_get(t, "name")), *dot = name ? strchr(name, '.') : NULL;
+                _cleanup_free_ char *family = dot ? strndup(name, (size_t)(dot - name)) : NULL;
+                if (r >= 0 && !families && dot)
+                        r = family ? config_list_add(sm, "provision.families", family) : -ENOMEM;
+        }
+        if (r >= 0 && isempty(sm->cfg->aws_region) && sm->n_nodes > 0) {
+                const char *zone = sim_node_zone(sm->sim, 0);
+                _cleanup_free_ char *region = strndup(zone, strlen(zone) > 1 ? strlen(zone) - 1 : 0);
+                r = region ? config_set_value(sm->cfg, "aws.region", region, &error) : -ENOMEM;
+        }
+        if (r < 0)
+                return log_error_errno(r, "cannot configure provisioning: %s", error ? error : "");
+        sm->ec2_credentials = (struct aws_credentials){ .access_key_id = key_id,
+                                                        .secret_access_key = secret,
+                                                        .source = source };
+        /* The controller builds its provisioner from the same configuration, with its own credentials. */
+        if (streq(sm->delivery, "sqs"))
+                return 0;
+        struct prov_frontend_options po = { .credentials = ec2_credentials, .credentials_userdata = sm };
+        r = prov_frontend_new(sm->loop, sm->client, sm->bus, sm->cfg, &po, &sm->prov, &error);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up provisioning: %s", error ? error : "");
         return 0;
 }
 
@@ -858,6 +958,8 @@ static int setup(struct simulate *sm)
         sm->delivery = sm->delivery_flag                        ? sm->delivery_flag
                        : streq(sim_mode(sm->sim), "controller") ? "sqs"
                                                                 : "imds";
+        if (ynode_get(sm->tree, "provisioning") && start_provisioning(sm) < 0)
+                return EXIT_ERROR;
         if (streq(sm->delivery, "imds") && start_agents(sm) < 0)
                 return EXIT_ERROR;
         if (streq(sm->delivery, "sqs") && start_controller(sm) < 0)
@@ -880,6 +982,8 @@ static void teardown(struct simulate *sm)
         }
         free(sm->agents);
         sim_imds_stop(sm->imds);
+        prov_frontend_free(sm->prov);
+        sim_ec2_stop(sm->ec2);
         for (size_t i = 0; i < sm->n_drains; i++)
                 sim_drain_free(sm->drains[i]);
         free(sm->drains);

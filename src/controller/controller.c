@@ -16,6 +16,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/sqs.h"
 
 #define SEC                      UINT64_C(1000000)
@@ -75,6 +76,7 @@ struct controller {
         struct dispatch *dispatch;
         struct leader *leader;
         struct kube_informer *nodes;
+        struct prov_frontend *prov; /* NULL unless provision.enabled */
 
         struct poll_slot polls[MAX_POLLS];
         struct sqs_op *access_op;
@@ -98,6 +100,8 @@ struct controller {
         struct cdrain **drains;
         size_t n_drains;
         struct timer *reap_timer;
+        /* Shared by every drain: one PDB informer, PDB slots across nodes by earliest deadline. */
+        struct drain_ledger *ledger;
 
         unsigned ops_in_flight; /* fire-and-forget visibility changes (counted for a clean stop) */
         struct timer *stop_timer;
@@ -630,6 +634,8 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                 dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
+static int op_replacement_request(void *userdata, const char *node, const struct notice *n);
+
 static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
 {
         struct controller *c = userdata;
@@ -638,12 +644,21 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
         struct drain_exec *x = NULL;
         int r;
 
+        /* An interruption with no replacement under way (no rebalance came first) or a scheduled change:
+         * capacity is asked for now, alongside the drain. */
+        if ((n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_SCHEDULED_CHANGE) &&
+            (r = op_replacement_request(c, node, n)) < 0)
+                log_debug_errno(r, "controller: replacement request for %s failed", node);
         if (c->cfg)
                 drain_exec_options_from_config(c->cfg, &o);
         o.node = node;
         o.kind = notice_kind_to_string(n->kind);
         o.notice_usec = n->notice_time;
         o.deadline_usec = deadline;
+        /* Made with the first drain (a follower never needs it); without it each drain has its own. */
+        if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
+                log_debug_errno(r, "controller: no shared drain ledger");
+        o.ledger = c->ledger;
         if (!d) {
                 v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
                 if (!v)
@@ -701,9 +716,15 @@ static int op_soft_taint(void *userdata, const char *node)
 
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
 {
-        /* The provisioning core (a later issue) plugs in here. */
-        log_debug("controller: replacement capacity for %s not requested: no provisioning configured", node);
-        return 0;
+        struct controller *c = userdata;
+
+        if (!c->prov) {
+                log_debug("controller: replacement capacity for %s not requested: provisioning is off",
+                          node);
+                return 0;
+        }
+        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
+        return prov_frontend_request(c->prov, node, n);
 }
 
 static void on_asg_done(int error, const char *message, void *userdata)
@@ -1052,6 +1073,17 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
+        if (o->cfg) {
+                _cleanup_free_ char *error = NULL;
+                struct prov_frontend_options po = { .region = c->region,
+                                                    .credentials = o->credentials,
+                                                    .credentials_userdata = o->credentials_userdata };
+                r = prov_frontend_new(l, kube, bus, o->cfg, &po, &c->prov, &error);
+                if (r < 0) {
+                        log_error_errno(r, "provisioning: %s", error ? error : "cannot set it up");
+                        return r;
+                }
+        }
 
         r = dispatch_new(l, &o->dispatch, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
@@ -1094,12 +1126,14 @@ struct controller *controller_free(struct controller *c)
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);
+        drain_ledger_free(c->ledger);
         for (size_t i = 0; i < c->n_deletes; i++)
                 pending_delete_clear(&c->deletes[i]);
         free(c->deletes);
         for (size_t i = 0; i < c->n_deleting; i++)
                 pending_delete_clear(&c->deleting[i]);
         free(c->deleting);
+        prov_frontend_free(c->prov);
         asg_client_free(c->asg);
         sqs_client_free(c->sqs);
         free(c->queue_url);

@@ -36,28 +36,18 @@ enum xpod_state {
 struct xpod {
         struct drain_exec *x;
         char *namespace, *name, *uid;
+        char *key; /* namespace/name, for the ledger */
         enum xpod_state state;
         struct kube_call *call;
         uint64_t retry_at; /* engine clock: the earliest next eviction of a pod outside PDB accounting */
         uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
-        int spent_pdb;     /* index into x->spent charged for the eviction under way, -1 none */
+        char *grant_pdb;   /* the PDB whose ledger slot the eviction under way holds, NULL none */
         bool warned;
         bool leave; /* not part of the drain (emptyDir data kept by configuration) */
         /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
          * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
         cJSON *ghost;
         uint64_t ghost_until;
-};
-
-/* Evictions issued against a PDB since its status was last seen to change: the status lags our own
- * evictions, and without this every stale "disruptionsAllowed: 1" would send one more doomed eviction. */
-struct spent {
-        char *key; /* namespace/name */
-        int n;
-        uint64_t probe_at; /* when a PDB without slots may be probed again with an eviction */
-        /* A 429 came although the status had slots (not yet processed by the disruption controller, or
-         * taken by someone else): the status is not trusted again until it changes. */
-        bool stale;
 };
 
 struct drain_exec {
@@ -74,7 +64,11 @@ struct drain_exec {
         enum drain_policy policy;
         bool evict_daemonsets, leave_emptydir;
 
-        struct kube_informer *pods_inf, *pdbs_inf;
+        struct kube_informer *pods_inf;
+        /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
+        struct drain_ledger *ledger, *own_ledger;
+        bool joined;
+        size_t judged_pods; /* pods in the plan (all nodes) when infeasibility was last judged */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
 
         struct startup_call *startup_calls;
@@ -85,12 +79,12 @@ struct drain_exec {
 
         struct xpod **pods;
         size_t n_pods;
-        struct spent *spent;
-        size_t n_spent;
 
         struct drain_inputs *inputs;
         struct drain_plan *plan;
-        struct xpod **plan_pods; /* plan pod index → its xpod */
+        /* The plan covers every node draining beside this one; this node's pods come first. */
+        struct xpod **plan_pods; /* plan pod index → its xpod, for the first n_own */
+        size_t n_own;
 
         struct timer *kick, *wake;
         uint64_t wake_at;
@@ -173,6 +167,8 @@ static struct xpod *xpod_free(struct xpod *p)
                 return NULL;
         kube_call_cancel(p->call);
         cJSON_Delete(p->ghost);
+        free(p->grant_pdb);
+        free(p->key);
         free(p->namespace);
         free(p->name);
         free(p->uid);
@@ -218,9 +214,9 @@ static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, cons
         struct xpod *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (struct xpod){ .x = x, .spent_pdb = -1, .leave = x->leave_emptydir && has_emptydir(obj) };
+        *p = (struct xpod){ .x = x, .leave = x->leave_emptydir && has_emptydir(obj) };
         if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
-            (uid && !(p->uid = strdup(uid)))) {
+            !(p->key = strprintf("%s/%s", p->namespace, name)) || (uid && !(p->uid = strdup(uid)))) {
                 xpod_free(p);
                 return -ENOMEM;
         }
@@ -228,26 +224,27 @@ static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, cons
         return 0;
 }
 
-static void xpod_gone(struct xpod *p)
+/* Tells the ledger how the eviction holding a slot ended. */
+static void xpod_answer(struct xpod *p, enum drain_ledger_answer a)
 {
-        p->call = kube_call_cancel(p->call);
-        p->state = XPOD_GONE;
+        if (!p->grant_pdb)
+                return;
+        drain_ledger_answer(p->x->ledger, p->x, p->grant_pdb, p->key, a);
+        free(p->grant_pdb);
+        p->grant_pdb = NULL;
 }
 
-static int spent_index(struct drain_exec *x, const char *ns, const char *name)
+/* Stops the call under way; an eviction stopped half-way may have gone through. */
+static void xpod_cancel(struct xpod *p)
 {
-        _cleanup_free_ char *key = strprintf("%s/%s", ns ? ns : "", name);
-        if (!key)
-                return -ENOMEM;
-        for (size_t i = 0; i < x->n_spent; i++)
-                if (streq(x->spent[i].key, key))
-                        return (int)i;
-        struct spent *a = realloc(x->spent, (x->n_spent + 1) * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        x->spent = a;
-        x->spent[x->n_spent] = (struct spent){ .key = TAKE_PTR(key) };
-        return (int)x->n_spent++;
+        p->call = kube_call_cancel(p->call);
+        xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
+}
+
+static void xpod_gone(struct xpod *p)
+{
+        xpod_cancel(p);
+        p->state = XPOD_GONE;
 }
 
 /* Brings the pod list in line with the informer: new pods are added, pods whose name is gone or now has
@@ -300,6 +297,56 @@ static void export_plan_metrics(const struct drain_exec *x)
         metrics_gauge_set(METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
 }
 
+/* Adds this node's pods (and the ghosts of those whose replacement is still on the way) to di as node
+ * index node; map (may be NULL) receives the xpod of each pod added, *n counting them. */
+static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, uint64_t now,
+                    struct xpod **map, size_t *n)
+{
+        for (size_t i = 0; i < x->n_pods; i++) {
+                struct xpod *p = x->pods[i];
+                const cJSON *o;
+                if (p->leave)
+                        continue;
+                if (p->state == XPOD_GONE) {
+                        if (!p->ghost || now >= p->ghost_until)
+                                continue;
+                        o = p->ghost;
+                } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
+                        continue;
+                int r = drain_inputs_add_pod(di, node, o, NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0) {
+                        if (map)
+                                map[*n] = p;
+                        (*n)++;
+                }
+        }
+        return 0;
+}
+
+/* The ledger's add_inputs: this drain, as seen by another executor planning beside it. */
+static int add_inputs(void *userdata, struct drain_inputs *di)
+{
+        struct drain_exec *x = userdata;
+        size_t node, n = 0;
+        int r;
+
+        if (x->finished || !kube_informer_synced(x->pods_inf))
+                return 0;
+        /* Its pods as its informer knows them now, though it has not acted on them yet. */
+        r = sync_pods(x);
+        if (r < 0)
+                return r;
+        r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
+        if (r < 0)
+                return r;
+        r = add_pods(x, di, node, drain_inputs_get(di)->now_usec, NULL, &n);
+        if (r < 0)
+                return r;
+        return drain_inputs_add_startups(di, x->startups, x->n_startups);
+}
+
 static int replan(struct drain_exec *x, uint64_t now)
 {
         struct drain_inputs_options io = {
@@ -310,6 +357,7 @@ static int replan(struct drain_exec *x, uint64_t now)
                 .critical_classes = (const char *const *)x->critical,
                 .n_critical_classes = x->n_critical,
         };
+        const struct kube_informer *pdbs = drain_ledger_pdbs(x->ledger);
         _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
         _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
         _cleanup_free_ struct xpod **map = NULL;
@@ -322,9 +370,10 @@ static int replan(struct drain_exec *x, uint64_t now)
         r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, NULL);
         if (r < 0)
                 return r;
-        /* Only the PDBs of namespaces with pods here can select them: a cluster may have thousands. */
-        for (size_t i = 0; i < kube_informer_size(x->pdbs_inf); i++) {
-                const cJSON *o = kube_informer_at(x->pdbs_inf, i);
+        /* Only the PDBs of namespaces with pods here can select them: a cluster may have thousands (other
+         * nodes' pods elsewhere share no PDB with these). */
+        for (size_t i = 0; i < kube_informer_size(pdbs); i++) {
+                const cJSON *o = kube_informer_at(pdbs, i);
                 if (!namespace_has_pods(x, kube_object_str(o, "metadata.namespace")))
                         continue;
                 r = drain_inputs_add_pdb(di, o);
@@ -334,24 +383,15 @@ static int replan(struct drain_exec *x, uint64_t now)
         map = calloc(x->n_pods + 1, sizeof(*map));
         if (!map)
                 return -ENOMEM;
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                const cJSON *o;
-                if (p->leave)
-                        continue;
-                if (p->state == XPOD_GONE) {
-                        if (!p->ghost || now >= p->ghost_until)
-                                continue;
-                        o = p->ghost;
-                } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
-                        continue;
-                r = drain_inputs_add_pod(di, 0, o, NULL);
-                if (r == -ENOMEM)
-                        return r;
-                if (r >= 0)
-                        map[n++] = p;
-        }
+        r = add_pods(x, di, 0, now, map, &n);
+        if (r < 0)
+                return r;
         r = drain_inputs_add_startups(di, x->startups, x->n_startups);
+        if (r < 0)
+                return r;
+        /* The nodes draining at the same time take slots of the same PDBs: plan them all at once, so that
+         * a PDB that cannot be honoured across them shows here. */
+        r = drain_ledger_add_others(x->ledger, x, di);
         if (r < 0)
                 return r;
         r = drain_plan_make(drain_inputs_get(di), &plan);
@@ -364,6 +404,7 @@ static int replan(struct drain_exec *x, uint64_t now)
         x->plan = TAKE_PTR(plan);
         x->inputs = TAKE_PTR(di);
         x->plan_pods = TAKE_PTR(map);
+        x->n_own = n;
         export_plan_metrics(x);
         return 0;
 }
@@ -453,7 +494,7 @@ static unsigned count_left(const struct drain_exec *x)
         unsigned n = 0;
         if (!x->plan)
                 return 0;
-        for (size_t i = 0; i < x->plan->n_pods; i++)
+        for (size_t i = 0; i < x->n_own; i++)
                 if (x->plan->pods[i].action != DRAIN_ACTION_LEAVE && x->plan_pods[i]->state != XPOD_GONE)
                         n++;
         return n;
@@ -467,7 +508,7 @@ char *drain_exec_left_names(const struct drain_exec *x)
         b.len = 0;
         if (!x->plan)
                 return TAKE_PTR(b.data);
-        for (size_t i = 0; i < x->plan->n_pods; i++) {
+        for (size_t i = 0; i < x->n_own; i++) {
                 const struct xpod *p = x->plan_pods[i];
                 if (x->plan->pods[i].action == DRAIN_ACTION_LEAVE || p->state == XPOD_GONE)
                         continue;
@@ -488,7 +529,11 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->kick = timer_cancel(x->kick);
         x->wake = timer_cancel(x->wake);
         for (size_t i = 0; i < x->n_pods; i++)
-                x->pods[i]->call = kube_call_cancel(x->pods[i]->call);
+                xpod_cancel(x->pods[i]);
+        /* Its pods wait for no slot any more, and the others no longer drain beside it. */
+        if (x->joined)
+                drain_ledger_leave(x->ledger, x);
+        x->joined = false;
 
         x->result.outcome = outcome;
         x->result.error = error;
@@ -537,7 +582,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
 static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct buf *b)
 {
         const struct drain_input *in = x->inputs ? drain_inputs_get(x->inputs) : NULL;
-        for (size_t i = 0; in && i < in->n_pods; i++) {
+        for (size_t i = 0; in && i < x->n_own; i++) {
                 if (x->plan_pods[i] != p)
                         continue;
                 for (size_t j = 0; j < in->pods[i].n_pdbs; j++) {
@@ -546,13 +591,6 @@ static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct b
                                 return;
                 }
         }
-}
-
-static void unspend(struct xpod *p)
-{
-        if (p->spent_pdb >= 0 && p->x->spent[p->spent_pdb].n > 0)
-                p->x->spent[p->spent_pdb].n--;
-        p->spent_pdb = -1;
 }
 
 static void evict_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -564,19 +602,18 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         p->call = NULL;
         switch (kube_evict_outcome(r)) {
         case KUBE_EVICT_EVICTED:
+                xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
                 p->state = XPOD_EVICTED;
-                p->spent_pdb = -1;
                 x->result.evicted++;
                 break;
         case KUBE_EVICT_BLOCKED:
-                /* The status we went by was stale: probe that PDB again only after the floor (its next
-                 * status change lets the pod go at once). A pod outside the accounting waits the floor. */
-                if (p->spent_pdb >= 0) {
-                        x->spent[p->spent_pdb].probe_at = now + retry_delay(x);
-                        x->spent[p->spent_pdb].stale = true;
-                } else
+                /* With a slot from the ledger, the status it went by was stale: the ledger distrusts it
+                 * until it changes (or for the floor) and the pod waits for a slot again. A pod outside
+                 * the accounting waits the floor. */
+                if (p->grant_pdb)
+                        xpod_answer(p, DRAIN_LEDGER_REFUSED);
+                else
                         p->retry_at = now + retry_delay(x);
-                unspend(p);
                 p->state = XPOD_BLOCKED;
                 x->result.blocked++;
                 log_debug("eviction of %s/%s blocked by PDB %s: %s", p->namespace, p->name,
@@ -584,7 +621,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 break;
         case KUBE_EVICT_MULTIPLE: {
                 _cleanup_(buf_free) struct buf names = { 0 };
-                unspend(p);
+                xpod_answer(p, DRAIN_LEDGER_FAILED);
                 p->state = XPOD_MULTI;
                 x->result.multi_pdb++;
                 pdb_names(x, p, &names);
@@ -601,11 +638,13 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         }
         case KUBE_EVICT_GONE:
         case KUBE_EVICT_CONFLICT:
-                /* 404: gone, as wanted; 409: a new pod holds the name, ours is gone. */
+                /* 404: gone, as wanted; 409: a new pod holds the name, ours is gone. Neither took a
+                 * disruption. */
+                xpod_answer(p, DRAIN_LEDGER_FAILED);
                 xpod_gone(p);
                 break;
         case KUBE_EVICT_ERROR:
-                unspend(p);
+                xpod_answer(p, DRAIN_LEDGER_FAILED);
                 p->state = XPOD_BLOCKED;
                 p->retry_at = now + 4 * retry_delay(x);
                 log_debug_errno(r->error, "eviction of %s/%s failed: %s", p->namespace, p->name,
@@ -615,18 +654,23 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         kick(x);
 }
 
-static int evict(struct drain_exec *x, struct xpod *p, int spent_pdb)
+/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL. */
+static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb)
 {
         int r = kube_evict(x->c, p->namespace, p->name, p->uid, -1, evict_done, p, &p->call);
         if (r < 0) {
+                if (grant_pdb && *grant_pdb) {
+                        drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
+                        free(*grant_pdb);
+                        *grant_pdb = NULL;
+                }
                 p->state = XPOD_BLOCKED;
                 p->retry_at = clk_now() + 4 * retry_delay(x);
                 return r;
         }
         p->state = XPOD_EVICTING;
-        p->spent_pdb = spent_pdb;
-        if (spent_pdb >= 0)
-                x->spent[spent_pdb].n++;
+        if (grant_pdb)
+                p->grant_pdb = TAKE_PTR(*grant_pdb);
         return 0;
 }
 
@@ -685,42 +729,43 @@ static bool wants_eviction(const struct drain_plan_pod *pp)
 
 static void arm_wake(struct drain_exec *x, uint64_t at);
 
-static int issue(struct drain_exec *x, uint64_t now)
+/* Asks the ledger for a slot of the pod's PDB: 1 granted (*ret_pdb is its key), 0 wait. */
+static int want_slot(struct drain_exec *x, const struct drain_pdb_in *pdb, const struct xpod *p,
+                     uint64_t last_safe, char **ret_pdb)
+{
+        _cleanup_free_ char *key = strprintf("%s/%s", pdb->namespace, pdb->name);
+        if (!key)
+                return -ENOMEM;
+        int r = drain_ledger_want(x->ledger, x, key, p->key, last_safe);
+        if (r > 0)
+                *ret_pdb = TAKE_PTR(key);
+        return r;
+}
+
+static int issue_pods(struct drain_exec *x, uint64_t now)
 {
         const struct drain_input *in = drain_inputs_get(x->inputs);
         const struct drain_plan *plan = x->plan;
-        _cleanup_free_ struct order *order = calloc(plan->n_pods + 1, sizeof(*order));
-        _cleanup_free_ int *avail = calloc(in->n_pdbs + 1, sizeof(int));
-        _cleanup_free_ int *spent = calloc(in->n_pdbs + 1, sizeof(int));
-        _cleanup_free_ unsigned *in_flight = calloc(in->n_pdbs + 1, sizeof(unsigned));
+        _cleanup_free_ struct order *order = calloc(x->n_own + 1, sizeof(*order));
         _cleanup_(buf_free) struct buf forced = { 0 };
         uint64_t next = x->deadline;
         unsigned n_forced = 0;
         bool tier0_pending = false;
 
-        if (!order || !avail || !spent || !in_flight)
+        if (!order)
                 return -ENOMEM;
-        for (size_t j = 0; j < in->n_pdbs; j++) {
-                int s = spent_index(x, in->pdbs[j].namespace, in->pdbs[j].name);
-                if (s < 0)
-                        return s;
-                spent[j] = s;
-                avail[j] = x->spent[s].stale ? 0 : in->pdbs[j].disruptions_allowed - x->spent[s].n;
-        }
-        for (size_t i = 0; i < plan->n_pods; i++) {
+        for (size_t i = 0; i < x->n_own; i++) {
                 const struct drain_plan_pod *pp = &plan->pods[i];
                 struct xpod *p = x->plan_pods[i];
                 order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
-                if (p->state == XPOD_EVICTING && in->pods[i].n_pdbs == 1)
-                        in_flight[in->pods[i].pdbs[0]]++;
                 if (pp->tier == 0 && wants_eviction(pp) && !in->pods[i].deleting &&
                     (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
                      p->state == XPOD_EVICTING))
                         tier0_pending = true;
         }
-        qsort(order, plan->n_pods, sizeof(*order), order_cmp);
+        qsort(order, x->n_own, sizeof(*order), order_cmp);
 
-        for (size_t o = 0; o < plan->n_pods; o++) {
+        for (size_t o = 0; o < x->n_own; o++) {
                 size_t i = order[o].i;
                 const struct drain_plan_pod *pp = &plan->pods[i];
                 const struct drain_pod_in *pin = &in->pods[i];
@@ -739,28 +784,23 @@ static int issue(struct drain_exec *x, uint64_t now)
                 /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy
                  * pod that the API may let go without a disruption: nothing to count. */
                 bool takes_slot = pin->n_pdbs == 1 && pin->ready && !pin->pending;
-                size_t b = takes_slot ? pin->pdbs[0] : 0;
 
                 /* Once its last safe moment has come, a pod is evicted only when that surely works at
-                 * once; one that was refused before is forced. */
-                if (!gated && p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE)) {
+                 * once; one that was refused before is forced. A pod under a PDB is evicted only with a
+                 * slot from the ledger (shared by every drain of the process, earliest deadline first):
+                 * without one it waits, and the ledger wakes us when a slot may be ours. */
+                if (!gated && p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) &&
+                    now >= p->retry_at) {
+                        _cleanup_free_ char *grant = NULL;
                         bool issued = false;
-                        if (!takes_slot) {
-                                if (now >= p->retry_at)
-                                        issued = evict(x, p, -1) >= 0;
-                        } else if (avail[b] > 0 && now >= p->retry_at) {
-                                avail[b]--;
-                                issued = evict(x, p, spent[b]) >= 0;
-                        } else if (!due && in_flight[b] == 0) {
-                                /* No slot by the status we have, and nothing heard: the status may be
-                                 * stale, so one probe per PDB at the jittered floor. */
-                                struct spent *sp = &x->spent[spent[b]];
-                                if (now >= sp->probe_at) {
-                                        sp->probe_at = now + retry_delay(x);
-                                        in_flight[b]++;
-                                        issued = evict(x, p, spent[b]) >= 0;
-                                } else
-                                        next = MIN(next, sp->probe_at);
+                        if (!takes_slot)
+                                issued = evict(x, p, NULL) >= 0;
+                        else {
+                                int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
+                                if (g < 0)
+                                        return g;
+                                if (g > 0)
+                                        issued = evict(x, p, &grant) >= 0;
                         }
                         if (issued)
                                 continue;
@@ -802,6 +842,15 @@ static int issue(struct drain_exec *x, uint64_t now)
         }
         arm_wake(x, next);
         return 0;
+}
+
+/* Issues what the plan and the slots allow; the pods no longer asking for a slot stop waiting. */
+static int issue(struct drain_exec *x, uint64_t now)
+{
+        drain_ledger_begin(x->ledger, x);
+        int r = issue_pods(x, now);
+        drain_ledger_end(x->ledger, x);
+        return r;
 }
 
 /* ---- the timer for what is due next ---- */
@@ -910,7 +959,7 @@ static void act(struct drain_exec *x)
         uint64_t now = clk_now();
         int r;
 
-        if (x->finished || !kube_informer_synced(x->pods_inf) || !kube_informer_synced(x->pdbs_inf)) {
+        if (x->finished || !kube_informer_synced(x->pods_inf) || !drain_ledger_synced(x->ledger)) {
                 if (!x->finished && now >= x->deadline)
                         finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
                 return;
@@ -944,6 +993,13 @@ static void act(struct drain_exec *x)
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = x->plan->nodes[0].finish_usec;
                 x->result.killed_predicted = (unsigned)x->plan->nodes[0].n_killed;
+                x->judged_pods = x->plan->n_pods;
+                if (x->plan->nodes[0].verdict != DRAIN_FEASIBLE)
+                        alert_infeasible(x);
+        } else if (!x->result.infeasible && x->plan->n_pods > x->judged_pods) {
+                /* More pods drain beside this node's than when it was judged (another drain started or
+                 * came to know its pods): PDBs shared with them may not be honoured across all. */
+                x->judged_pods = x->plan->n_pods;
                 if (x->plan->nodes[0].verdict != DRAIN_FEASIBLE)
                         alert_infeasible(x);
         }
@@ -1015,32 +1071,8 @@ static void informer_synced(void *userdata)
         kick(userdata);
 }
 
-static void pdb_changed(struct drain_exec *x, const cJSON *obj)
-{
-        /* A new status includes (or outdates) our evictions so far: trust it again. */
-        const char *ns = kube_object_str(obj, "metadata.namespace");
-        const char *name = kube_object_str(obj, "metadata.name");
-        for (size_t i = 0; name && i < x->n_spent; i++) {
-                _cleanup_free_ char *key = strprintf("%s/%s", ns ? ns : "", name);
-                if (key && streq(x->spent[i].key, key)) {
-                        x->spent[i].n = 0;
-                        x->spent[i].stale = false;
-                }
-        }
-        kick(x);
-}
-
-static void pdbs_added(void *userdata, const cJSON *obj)
-{
-        pdb_changed(userdata, obj);
-}
-
-static void pdbs_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
-{
-        pdb_changed(userdata, obj);
-}
-
-static void pdbs_deleted(void *userdata, const cJSON *obj)
+/* The ledger's wake: a PDB changed, a drain started or ended beside this one, or a slot may be ours. */
+static void ledger_wake(void *userdata)
 {
         kick(userdata);
 }
@@ -1123,7 +1155,8 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         timer_cancel(x->kick);
         timer_cancel(x->wake);
         kube_informer_stop(x->pods_inf);
-        kube_informer_stop(x->pdbs_inf);
+        if (x->joined)
+                drain_ledger_leave(x->ledger, x);
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
@@ -1136,9 +1169,6 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_free(x->pods[i]);
         free(x->pods);
-        for (size_t i = 0; i < x->n_spent; i++)
-                free(x->spent[i].key);
-        free(x->spent);
         drain_plan_free(x->plan);
         drain_inputs_free(x->inputs);
         free(x->plan_pods);
@@ -1151,6 +1181,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
                 free(x->critical[i]);
         free(x->critical);
         free(x->message);
+        drain_ledger_free(x->own_ledger);
         free(x);
         return NULL;
 }
@@ -1218,20 +1249,25 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 .deleted = pods_deleted,
                 .synced = informer_synced,
         };
-        static const struct kube_informer_ops pdb_ops = {
-                .added = pdbs_added,
-                .modified = pdbs_modified,
-                .deleted = pdbs_deleted,
-                .synced = informer_synced,
+        static const struct drain_ledger_member_ops ledger_ops = {
+                .wake = ledger_wake,
+                .add_inputs = add_inputs,
         };
         struct kube_watch_options pw = { .path = "/api/v1/pods", .field_selector = field };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;
-        struct kube_watch_options bw = { .path = "/apis/policy/v1/poddisruptionbudgets" };
-        r = kube_informer_start(c, &bw, &pdb_ops, x, &x->pdbs_inf);
+        x->ledger = o->ledger;
+        if (!x->ledger) {
+                r = drain_ledger_new(c, x->floor, &x->own_ledger);
+                if (r < 0)
+                        return r;
+                x->ledger = x->own_ledger;
+        }
+        r = drain_ledger_join(x->ledger, &ledger_ops, x, x->deadline);
         if (r < 0)
                 return r;
+        x->joined = true;
         /* The deadline is always due: it ends the drain even when nothing else happens. */
         arm_wake(x, x->deadline);
         *ret = TAKE_PTR(x);
@@ -1248,7 +1284,7 @@ unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb)
         unsigned n = 0;
         if (!x || !x->plan)
                 return 0;
-        for (size_t i = 0; i < x->plan->n_pods; i++) {
+        for (size_t i = 0; i < x->n_own; i++) {
                 const struct drain_plan_pod *pp = &x->plan->pods[i];
                 if (pp->action == DRAIN_ACTION_LEAVE || x->plan_pods[i]->state == XPOD_GONE)
                         continue;

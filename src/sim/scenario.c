@@ -606,7 +606,22 @@ static int parse_provisioning(struct sctx *c, const struct ynode *root, struct s
 
 static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
-        static const char *const keys[] = { "api_error_rate", "api_latency_ms", NULL };
+        /* Shares of requests (0..1) that the simulator's surfaces answer with a fault; server.c and
+         * surfaces.c apply them (sim_server_options_from_scenario), docs/faults.md describes them. */
+        static const char *const rates[] = { "watch_drop_rate",   "watch_gone_rate",    "api_throttle_rate",
+                                             "sqs_error_rate",    "sqs_duplicate_rate", "imds_error_rate",
+                                             "imds_timeout_rate", "sts_error_rate",     NULL };
+        static const char *const keys[] = { "api_error_rate",
+                                            "api_latency_ms",
+                                            "watch_drop_rate",
+                                            "watch_gone_rate",
+                                            "api_throttle_rate",
+                                            "sqs_error_rate",
+                                            "sqs_duplicate_rate",
+                                            "imds_error_rate",
+                                            "imds_timeout_rate",
+                                            "sts_error_rate",
+                                            NULL };
         const struct ynode *m = ynode_get(root, "faults");
         if (!m || ynode_is_null(m))
                 return 0;
@@ -614,6 +629,11 @@ static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_sce
         if (r < 0 || (r = get_double(c, m, "api_error_rate", "faults", 0, 1, &sc->api_error_rate)) < 0 ||
             (r = get_int(c, m, "api_latency_ms", "faults", 0, 600000, &sc->api_latency_ms)) < 0)
                 return r;
+        for (size_t i = 0; rates[i]; i++) {
+                double rate = 0;
+                if ((r = get_double(c, m, rates[i], "faults", 0, 1, &rate)) < 0)
+                        return r;
+        }
         return 0;
 }
 

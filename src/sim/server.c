@@ -45,7 +45,13 @@ struct sim_server {
         atomic_bool stopping;
         double error_rate;
         unsigned latency_ms;
-        uint64_t rng; /* xorshift64 state; guarded by the model lock */
+        double watch_drop_rate, watch_gone_rate, throttle_rate;
+        uint64_t rng; /* the fault draws' seed */
+        /* The request being dispatched, and how many requests of each key (folded) came before; under the
+         * model lock. */
+        uint64_t req_key, req_n, req_count[1024];
+        /* Faults injected so far (GET /sim/v1/faults), under the model lock. */
+        uint64_t n_errors, n_throttled, n_watch_dropped, n_watch_gone, n_list_gone;
 };
 
 /* ---- the resources served ---- */
@@ -572,6 +578,82 @@ static enum MHD_Result reply_errno(struct MHD_Connection *c, int r)
         _cleanup_free_ char *msg = strprintf("internal error: %s", strerror(-r));
         return reply_status(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError",
                             msg ? msg : "internal error");
+}
+
+/* ---- faults ---- */
+
+/* The fault draws are a function of the seed, the request (method, path, watch or not), how many such
+ * requests came before, and the fault: a client's n-th PATCH of a node meets the same fault on every run,
+ * whatever its other requests do in parallel. */
+enum fault_salt {
+        FAULT_ERROR = 1,
+        FAULT_THROTTLE,
+        FAULT_WATCH_GONE,
+        FAULT_LIST_GONE,
+        FAULT_WATCH_DROP,
+        FAULT_WATCH_DROP_WHEN,
+};
+
+static uint64_t fault_mix(uint64_t x)
+{
+        x ^= x >> 30;
+        x *= 0xbf58476d1ce4e5b9ULL;
+        x ^= x >> 27;
+        x *= 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+}
+
+/* Keys the request being dispatched (under the model lock, which the whole dispatch holds). */
+static void fault_begin(struct sim_server *srv, const char *method, const char *url, bool watch)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *p = method; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = (h ^ ' ') * 1099511628211ULL;
+        for (const char *p = url; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = (h ^ (watch ? 'w' : 'r')) * 1099511628211ULL;
+        srv->req_key = h;
+        srv->req_n = srv->req_count[h % ARRAY_SIZE(srv->req_count)]++;
+}
+
+/* Uniform in [0, 1) for this request and fault. */
+static double fault_uniform(const struct sim_server *srv, enum fault_salt salt)
+{
+        uint64_t x = fault_mix(srv->rng ^ fault_mix(srv->req_key + fault_mix(srv->req_n * 64 + salt)));
+        return (double)(x >> 11) / (double)(1ULL << 53);
+}
+
+/* Whether a fault of this rate hits the request being dispatched. */
+static bool fault_draw(const struct sim_server *srv, double rate, enum fault_salt salt)
+{
+        return rate > 0 && fault_uniform(srv, salt) < rate;
+}
+
+/* A 429 as kube-apiserver's max-in-flight filter sends it: Retry-After tells the client when to come back.
+ */
+static enum MHD_Result reply_throttled(struct MHD_Connection *c)
+{
+        cJSON *st =
+            status_new(429, "TooManyRequests", "Too many requests, please try again later.", NULL, NULL);
+        char *text = st ? cJSON_PrintUnformatted(st) : NULL;
+        struct MHD_Response *resp;
+        enum MHD_Result ret;
+
+        cJSON_Delete(st);
+        if (!text)
+                return MHD_NO;
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+        MHD_add_response_header(resp, "Retry-After", "1");
+        ret = MHD_queue_response(c, 429, resp);
+        MHD_destroy_response(resp);
+        return ret;
 }
 
 /* ---- discovery ---- */
@@ -1157,6 +1239,17 @@ static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection 
                 return reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "unable to parse requirement");
         if (cont && sim_continue_decode(cont, &rv, &offset) < 0)
                 return reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid continue token");
+        /* faults.watch_gone_rate: a list from a resourceVersion (or a continue token) the server no longer
+         * has; "0" and none mean any version and are always served. */
+        if ((cont || (!isempty(arg(c, "resourceVersion")) && !streq(arg(c, "resourceVersion"), "0"))) &&
+            fault_draw(srv, srv->watch_gone_rate, FAULT_LIST_GONE)) {
+                srv->n_list_gone++;
+                return reply_status(
+                    c, 410, "Expired",
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter. "
+                    "(simulated fault)");
+        }
         if (limit_s) {
                 char *end;
                 unsigned long long l = strtoull(limit_s, &end, 10);
@@ -1398,6 +1491,11 @@ struct watch {
         char *include; /* includeObject of those tables */
         struct buf out;
         size_t out_pos;
+        /* faults.watch_drop_rate: the stream ends after this many events or at this monotonic instant, as
+         * when an apiserver restarts or a load balancer cuts an idle connection (0 = never) */
+        unsigned drop_after_events;
+        uint64_t drop_at;
+        unsigned events;
 };
 
 static void watch_free(void *p)
@@ -1435,8 +1533,10 @@ static void watch_emit(struct watch *w, const char *type, const cJSON *obj)
         } else
                 text = cJSON_PrintUnformatted(obj);
         cJSON_Delete(copy);
-        if (text)
+        if (text) {
                 buf_printf(&w->out, "{\"type\":\"%s\",\"object\":%s}\n", type, text);
+                w->events++;
+        }
 }
 
 static bool watch_matches(const struct watch *w, const cJSON *obj)
@@ -1530,6 +1630,9 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                 else if (w->rv < store_rv)
                         w->rv = store_rv;
                 now = now_monotonic_usec();
+                if ((w->drop_after_events && w->events >= w->drop_after_events) ||
+                    (w->drop_at && now >= w->drop_at))
+                        w->ended = true;
                 if (w->out.len == 0 && !w->ended) {
                         if (now >= w->deadline) {
                                 w->ended = true;
@@ -1540,6 +1643,8 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                                 wait = w->deadline - now;
                                 if (wait > WATCH_POLL_USEC)
                                         wait = WATCH_POLL_USEC;
+                                if (w->drop_at && w->drop_at - now < wait)
+                                        wait = w->drop_at - now;
                                 sim_wait(s, store_rv, wait);
                         }
                 }
@@ -1623,6 +1728,25 @@ static enum MHD_Result serve_watch(struct sim_server *srv, struct MHD_Connection
                         return reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
                                             "invalid resourceVersion");
                 }
+                /* faults.watch_gone_rate: as when the watch cache no longer holds that version — a 200 whose
+                 * only event is the 410 ERROR; the client must list again. */
+                if (fault_draw(srv, srv->watch_gone_rate, FAULT_WATCH_GONE)) {
+                        _cleanup_free_ char *msg = strprintf("too old resource version: %" PRIu64
+                                                             " (%" PRIu64 ") (simulated fault)",
+                                                             w->rv, sim_resource_version(s));
+                        cJSON *st = status_new(410, "Expired", msg, NULL, NULL);
+                        if (st)
+                                watch_emit(w, "ERROR", st);
+                        cJSON_Delete(st);
+                        w->ended = true;
+                        srv->n_watch_gone++;
+                }
+        }
+        if (!w->ended && fault_draw(srv, srv->watch_drop_rate, FAULT_WATCH_DROP)) {
+                uint64_t u = (uint64_t)(fault_uniform(srv, FAULT_WATCH_DROP_WHEN) * 1e6);
+                w->drop_after_events = w->events + 1 + (unsigned)(u % 3);
+                w->drop_at = now_monotonic_usec() + 200000 + (u % 1800) * 1000;
+                srv->n_watch_dropped++;
         }
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, watch_read, w, watch_free);
         if (!resp) {
@@ -1734,6 +1858,18 @@ static enum MHD_Result serve_sim(struct sim_server *srv, struct MHD_Connection *
                 cJSON_AddBoolToObject(o, "finished", sim_finished(s));
                 return reply_json(c, MHD_HTTP_OK, o);
         }
+        if (streq(what, "faults")) {
+                /* What the scenario's faults did to the Kubernetes API so far: tests check a fault fired. */
+                o = cJSON_CreateObject();
+                if (!o)
+                        return MHD_NO;
+                cJSON_AddNumberToObject(o, "api_errors", (double)srv->n_errors);
+                cJSON_AddNumberToObject(o, "api_throttled", (double)srv->n_throttled);
+                cJSON_AddNumberToObject(o, "watches_dropped", (double)srv->n_watch_dropped);
+                cJSON_AddNumberToObject(o, "watches_gone", (double)srv->n_watch_gone);
+                cJSON_AddNumberToObject(o, "lists_gone", (double)srv->n_list_gone);
+                return reply_json(c, MHD_HTTP_OK, o);
+        }
         return reply_not_found(c);
 }
 
@@ -1752,17 +1888,6 @@ static enum MHD_Result serve_version(struct MHD_Connection *c)
         cJSON_AddStringToObject(o, "compiler", "gc");
         cJSON_AddStringToObject(o, "platform", "linux/amd64");
         return reply_json(c, MHD_HTTP_OK, o);
-}
-
-/* Draws whether this request fails (faults.api_error_rate). Under the model lock. */
-static bool fault_draw(struct sim_server *srv)
-{
-        if (srv->error_rate <= 0)
-                return false;
-        srv->rng ^= srv->rng << 13;
-        srv->rng ^= srv->rng >> 7;
-        srv->rng ^= srv->rng << 17;
-        return (double)(srv->rng >> 11) / (double)(1ULL << 53) < srv->error_rate;
 }
 
 static int dispatch(void *userdata, const struct sim_http_request *rq)
@@ -1800,11 +1925,16 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         sim_advance(s);
         if (n >= 1 && (streq(segs[0], "api") || streq(segs[0], "apis") || streq(segs[0], "version")))
                 sim_count_request(s);
-        if (resource && fault_draw(srv))
+        if (resource)
+                fault_begin(srv, method, url, arg_true(c, "watch"));
+        if (resource && fault_draw(srv, srv->error_rate, FAULT_ERROR) && ++srv->n_errors)
                 ret = reply_status(
                     c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError",
                     "an error on the server (\"simulated fault\") has prevented the request from "
                     "succeeding");
+        else if (resource && !streq(segs[n - 1], "eviction") &&
+                 fault_draw(srv, srv->throttle_rate, FAULT_THROTTLE) && ++srv->n_throttled)
+                ret = reply_throttled(c);
         else if (n == 3 && streq(segs[0], "sim") && streq(segs[1], "v1") && streq(method, "GET"))
                 ret = serve_sim(srv, c, segs[2]);
         else if (n == 1 && streq(segs[0], "version"))
@@ -2042,6 +2172,22 @@ void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_s
                 opt->api_latency_ms = (unsigned)latency;
         if (ynode_int(ynode_get(scenario, "seed"), &seed) >= 0)
                 opt->seed = (uint64_t)seed;
+        static const struct {
+                const char *key;
+                size_t offset;
+        } rates[] = {
+                { "watch_drop_rate", offsetof(struct sim_server_options, watch_drop_rate) },
+                { "watch_gone_rate", offsetof(struct sim_server_options, watch_gone_rate) },
+                { "api_throttle_rate", offsetof(struct sim_server_options, api_throttle_rate) },
+                { "sqs_error_rate", offsetof(struct sim_server_options, sqs_error_rate) },
+                { "sqs_duplicate_rate", offsetof(struct sim_server_options, sqs_duplicate_rate) },
+                { "imds_error_rate", offsetof(struct sim_server_options, imds_error_rate) },
+                { "imds_timeout_rate", offsetof(struct sim_server_options, imds_timeout_rate) },
+                { "sts_error_rate", offsetof(struct sim_server_options, sts_error_rate) },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(rates); i++)
+                if (ynode_double(ynode_get(faults, rates[i].key), &rate) >= 0 && rate >= 0 && rate <= 1)
+                        *(double *)(void *)((char *)opt + rates[i].offset) = rate;
 }
 
 int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, struct sim_server **ret)
@@ -2055,7 +2201,10 @@ int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, s
         srv->sim = s;
         srv->error_rate = opt->api_error_rate;
         srv->latency_ms = opt->api_latency_ms;
-        srv->rng = opt->seed ? opt->seed : 1;
+        srv->watch_drop_rate = opt->watch_drop_rate;
+        srv->watch_gone_rate = opt->watch_gone_rate;
+        srv->throttle_rate = opt->api_throttle_rate;
+        srv->rng = fault_mix(opt->seed ? opt->seed : 1);
         atomic_init(&srv->stopping, false);
         r = sim_http_start(opt->listen, dispatch, srv, &srv->http);
         if (r < 0) {

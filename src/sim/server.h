@@ -47,7 +47,16 @@ struct sim_server_options {
         const char *listen;    /* "HOST:PORT", port 0 picks one; NULL = "127.0.0.1:0" */
         double api_error_rate; /* share of resource requests answered 500 (scenario faults.api_error_rate) */
         unsigned api_latency_ms; /* added before every resource request (faults.api_latency_ms) */
-        uint64_t seed;           /* for the error draws; 0 = 1 */
+        double watch_drop_rate;  /* share of watch streams ended early, after 1-3 events or 0.2-2 s */
+        double watch_gone_rate;  /* share of watches and lists from a resourceVersion answered 410 Expired */
+        double api_throttle_rate; /* share of non-eviction resource requests answered 429, Retry-After: 1 */
+        /* The AWS surfaces' faults (sim_surfaces_start): shares of requests answered with an error. */
+        double sqs_error_rate;     /* InternalError (500) */
+        double sqs_duplicate_rate; /* messages delivered twice */
+        double imds_error_rate;    /* 500 */
+        double imds_timeout_rate;  /* never answered: the connection hangs 2 s, then drops */
+        double sts_error_rate;     /* InternalFailure (500) */
+        uint64_t seed;             /* for the error draws; 0 = 1 */
 };
 /* The faults: section (and seed) of a loaded scenario. Leaves opt->listen alone. */
 void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_server_options *opt);

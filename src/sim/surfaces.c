@@ -1,7 +1,9 @@
 /* Starts and stops the simulator's surfaces together; see surfaces.h. */
 #include "sim/surfaces.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "sim/ec2_surface.h"
 #include "sim/imds_surface.h"
@@ -11,6 +13,44 @@
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 
+/* ---- the AWS surfaces' error rates ----
+ * The surfaces take their faults as counters ("the next N requests fail"). A driver thread turns the
+ * scenario's rates into those counters: request k of a lane (SQS, STS, the IMDS of one node) fails when a
+ * hash of the seed, the lane and k says so, and whenever a lane's next request is due to fail the driver
+ * arms the counter with the run of failing requests that starts there. It looks every few milliseconds, so a
+ * request that follows another within that time may miss its draw: the rate is a close approximation, the
+ * choice deterministic. */
+
+#define FAULT_POLL_NSEC (5 * 1000 * 1000L)
+#define FAULT_HANG_USEC (2ULL * 1000 * 1000)
+#define FAULT_RUN_MAX   16
+
+enum fault_kind {
+        FAULT_NONE,
+        FAULT_ERROR,
+        FAULT_HANG
+};
+
+struct fault_lane {
+        double error_rate, hang_rate;
+        uint64_t armed_until; /* requests below this index are covered by the counter last set */
+};
+
+struct fault_driver {
+        pthread_t thread;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool stopping;
+        uint64_t seed;
+        struct sim_imds *imds;
+        struct sim_sqs *sqs;
+        struct sim_sts *sts;
+        struct sim_sqs_fault sqs_base; /* the duplicate rate, kept when the error counter changes */
+        struct fault_lane sqs_lane, sts_lane;
+        struct fault_lane *imds_lanes; /* one per node */
+        size_t n_imds;
+};
+
 struct sim_surfaces {
         struct sim *sim;
         struct sim_server *k8s;
@@ -18,13 +58,180 @@ struct sim_surfaces {
         struct sim_sqs *sqs;
         struct sim_sts *sts;
         struct sim_ec2 *ec2;
+        struct fault_driver *faults;
 };
+
+static uint64_t fault_mix(uint64_t x)
+{
+        x ^= x >> 30;
+        x *= 0xbf58476d1ce4e5b9ULL;
+        x ^= x >> 27;
+        x *= 0x94d049bb133111ebULL;
+        return x ^ (x >> 31);
+}
+
+static enum fault_kind fault_kind_of(const struct fault_driver *d, const struct fault_lane *l, uint64_t lane,
+                                     uint64_t k)
+{
+        double u = (double)(fault_mix(d->seed ^ fault_mix(lane * 0x9e3779b97f4a7c15ULL + k)) >> 11) /
+                   (double)(1ULL << 53);
+        if (u < l->error_rate)
+                return FAULT_ERROR;
+        if (u < l->error_rate + l->hang_rate)
+                return FAULT_HANG;
+        return FAULT_NONE;
+}
+
+/* The run of requests starting at index `requests` that fail the same way; 0 when that one does not fail. */
+static unsigned fault_run(const struct fault_driver *d, struct fault_lane *l, uint64_t lane,
+                          uint64_t requests, enum fault_kind *ret_kind)
+{
+        unsigned n = 0;
+        enum fault_kind k;
+
+        if (requests < l->armed_until || (l->error_rate <= 0 && l->hang_rate <= 0))
+                return 0;
+        k = fault_kind_of(d, l, lane, requests);
+        if (k == FAULT_NONE)
+                return 0;
+        while (n < FAULT_RUN_MAX && fault_kind_of(d, l, lane, requests + n) == k)
+                n++;
+        l->armed_until = requests + n;
+        *ret_kind = k;
+        return n;
+}
+
+static void fault_step(struct fault_driver *d)
+{
+        enum fault_kind k = FAULT_NONE;
+        unsigned n;
+
+        if (d->sqs) {
+                struct sim_sqs_stats st;
+                if (sim_sqs_stats(d->sqs, &st) >= 0 &&
+                    (n = fault_run(d, &d->sqs_lane, 1, st.requests, &k))) {
+                        struct sim_sqs_fault f = d->sqs_base;
+                        f.error_500 = n;
+                        sim_sqs_set_fault(d->sqs, &f);
+                }
+        }
+        if (d->sts) {
+                struct sim_sts_stats st;
+                sim_sts_stats(d->sts, &st);
+                if ((n = fault_run(d, &d->sts_lane, 2, st.requests, &k)))
+                        sim_sts_set_fault(d->sts, &(struct sim_sts_fault){ .error_500 = n });
+        }
+        for (size_t i = 0; i < d->n_imds; i++) {
+                struct sim_imds_stats st;
+                if (sim_imds_stats(d->imds, i, &st) < 0 ||
+                    !(n = fault_run(d, &d->imds_lanes[i], 16 + i, st.requests, &k)))
+                        continue;
+                struct sim_imds_fault f = { .hang_usec = FAULT_HANG_USEC };
+                if (k == FAULT_HANG)
+                        f.hang = n;
+                else
+                        f.error_500 = n;
+                sim_imds_set_fault(d->imds, i, &f);
+        }
+}
+
+static void *fault_thread(void *userdata)
+{
+        struct fault_driver *d = userdata;
+
+        pthread_mutex_lock(&d->lock);
+        while (!d->stopping) {
+                struct timespec ts;
+                pthread_mutex_unlock(&d->lock);
+                fault_step(d);
+                pthread_mutex_lock(&d->lock);
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_nsec += FAULT_POLL_NSEC;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                while (!d->stopping && pthread_cond_timedwait(&d->cond, &d->lock, &ts) == 0)
+                        ;
+        }
+        pthread_mutex_unlock(&d->lock);
+        return NULL;
+}
+
+static void fault_driver_stop(struct fault_driver *d)
+{
+        if (!d)
+                return;
+        pthread_mutex_lock(&d->lock);
+        d->stopping = true;
+        pthread_cond_signal(&d->cond);
+        pthread_mutex_unlock(&d->lock);
+        pthread_join(d->thread, NULL);
+        pthread_cond_destroy(&d->cond);
+        pthread_mutex_destroy(&d->lock);
+        free(d->imds_lanes);
+        free(d);
+}
+
+/* Applies the AWS surfaces' faults of opt; no driver thread when no rate needs one. */
+static int fault_driver_start(struct sim_surfaces *x, const struct sim_server_options *opt)
+{
+        struct fault_driver *d;
+        pthread_condattr_t attr;
+        int r;
+
+        if (opt->sqs_duplicate_rate > 0) {
+                r = sim_sqs_set_fault(x->sqs,
+                                      &(struct sim_sqs_fault){ .duplicate_rate = opt->sqs_duplicate_rate });
+                if (r < 0)
+                        return r;
+        }
+        if (opt->sqs_error_rate <= 0 && opt->sts_error_rate <= 0 && opt->imds_error_rate <= 0 &&
+            opt->imds_timeout_rate <= 0)
+                return 0;
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        d->seed = fault_mix(opt->seed ? opt->seed : 1);
+        d->sqs = x->sqs;
+        d->sts = x->sts;
+        d->imds = x->imds;
+        d->sqs_base.duplicate_rate = opt->sqs_duplicate_rate;
+        d->sqs_lane.error_rate = opt->sqs_error_rate;
+        d->sts_lane.error_rate = opt->sts_error_rate;
+        d->n_imds = sim_imds_count(x->imds);
+        d->imds_lanes = calloc(d->n_imds ?: 1, sizeof(*d->imds_lanes));
+        if (!d->imds_lanes) {
+                free(d);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < d->n_imds; i++)
+                d->imds_lanes[i] = (struct fault_lane){ .error_rate = opt->imds_error_rate,
+                                                        .hang_rate = opt->imds_timeout_rate };
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&d->cond, &attr);
+        pthread_condattr_destroy(&attr);
+        r = -pthread_create(&d->thread, NULL, fault_thread, d);
+        if (r < 0) {
+                pthread_cond_destroy(&d->cond);
+                pthread_mutex_destroy(&d->lock);
+                free(d->imds_lanes);
+                free(d);
+                return r;
+        }
+        x->faults = d;
+        return 0;
+}
 
 struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
 {
         if (!x)
                 return NULL;
-        /* The AWS surfaces first: they may be waiting in long polls that the model wakes. */
+        /* The fault driver first: it sets the surfaces' faults. Then the AWS surfaces: they may be waiting
+         * in long polls that the model wakes. */
+        fault_driver_stop(x->faults);
         sim_sqs_stop(x->sqs);
         sim_ec2_stop(x->ec2);
         sim_sts_stop(x->sts);
@@ -85,6 +292,10 @@ int sim_surfaces_start(struct sim *s, const struct sim_server_options *kopt, str
         /* SQS and EC2 accept the credentials STS hands out (and the scenario's fixed key pair). */
         sim_sqs_use_sts(x->sqs, x->sts);
         sim_ec2_use_sts(x->ec2, x->sts);
+        if (kopt && (r = fault_driver_start(x, kopt)) < 0) {
+                log_debug_errno(r, "simulator: cannot apply the scenario's faults");
+                goto fail;
+        }
         *ret = x;
         return 0;
 fail:

@@ -26,11 +26,14 @@
 #include <cjson/cJSON.h>
 
 #include "sim/model.h"
+#include "spotdrain/awscreds.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/config.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
+#include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -398,6 +401,48 @@ static int parse_awsxml(void)
         return 0;
 }
 
+static const char STS_ANSWER[] =
+    "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+    "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>ASIAEXAMPLEIRSA12345</AccessKeyId>"
+    "<SecretAccessKey>wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY</SecretAccessKey>"
+    "<SessionToken>IQoJb3JpZ2luX2VjEXAMPLE==</SessionToken><Expiration>2024-05-14T11:21:53Z</Expiration>"
+    "</Credentials></AssumeRoleWithWebIdentityResult><ResponseMetadata><RequestId>ad4156e9</RequestId>"
+    "</ResponseMetadata></AssumeRoleWithWebIdentityResponse>";
+
+static const char CREDS_JSON[] = "{\"Code\":\"Success\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":"
+                                 "\"ASIAIOSFODNN7EXAMPLE\",\"SecretAccessKey\":\"wJalrXUtnFEMI/K7MDENG\","
+                                 "\"Token\":\"IQoJb3JpZ2luX2Vj==\",\"Expiration\":\"2024-05-14T16:14:39Z\"}";
+
+/* The readers on top of awsxml: STS, the credential JSON, and an EC2 answer. */
+static int parse_aws_answers(void)
+{
+        struct aws_credentials c;
+        char *msg = NULL;
+        memset(&c, 0, sizeof(c));
+        int r = aws_sts_parse_web_identity(200, STS_ANSWER, strlen(STS_ANSWER), &c, &msg);
+        free(msg);
+        if (r < 0)
+                return r;
+        aws_credentials_clear(&c);
+        msg = NULL;
+        r = aws_creds_parse_json(CREDS_JSON, "imds", &c, &msg);
+        free(msg);
+        if (r < 0)
+                return r;
+        aws_credentials_clear(&c);
+        struct ec2_result res;
+        struct ec2_instance *v = NULL;
+        size_t n = 0;
+        memset(&res, 0, sizeof(res));
+        r = ec2_parse_describe_instances(200, XML_DOC, strlen(XML_DOC), &res, &v, &n);
+        if (r < 0)
+                return r;
+        if (n != 1)
+                r = CONTRACT_BROKEN;
+        free(v);
+        return r;
+}
+
 static int parse_scenario(void)
 {
         struct ynode *tree = NULL;
@@ -434,6 +479,11 @@ static void test_awsxml(void **state)
 {
         sweep("awsxml_parse/aws_error_parse", parse_awsxml);
 }
+static void test_aws_answers(void **state)
+{
+        sweep("aws_sts_parse_web_identity/aws_creds_parse_json/ec2_parse_describe_instances",
+              parse_aws_answers);
+}
 static void test_scenario(void **state)
 {
         sweep("sim_scenario_load", parse_scenario);
@@ -451,6 +501,7 @@ static void skip_under_asan(void **state)
 #define test_kubeconfig   skip_under_asan
 #define test_kube_objects skip_under_asan
 #define test_awsxml       skip_under_asan
+#define test_aws_answers  skip_under_asan
 #define test_scenario     skip_under_asan
 
 #endif
@@ -461,7 +512,7 @@ int main(void)
                 cmocka_unit_test(test_notice),       cmocka_unit_test(test_yaml),
                 cmocka_unit_test(test_config),       cmocka_unit_test(test_kubeconfig),
                 cmocka_unit_test(test_kube_objects), cmocka_unit_test(test_awsxml),
-                cmocka_unit_test(test_scenario),
+                cmocka_unit_test(test_aws_answers),  cmocka_unit_test(test_scenario),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

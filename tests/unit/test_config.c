@@ -224,6 +224,57 @@ static void test_dump_round_trip(void **state)
         assert_string_equal(dump, dump2);
 }
 
+static void test_provision_keys(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL, *back = NULL;
+        _cleanup_free_ char *dump = NULL, *why = NULL;
+
+        assert_int_equal(config_new(&c), 0);
+        /* Off unless asked for: a production install launches nothing by surprise. */
+        assert_false(c->provision_enabled);
+        assert_int_equal(c->provision_mode, CONFIG_PROVISION_FLEET);
+        assert_null(c->provision_max_memory);
+        assert_null(c->provision_subnets[0]);
+        assert_null(c->provision_families[0]);
+        assert_string_equal(c->provision_architectures[0], "x86_64");
+        assert_string_equal(c->provision_capacity_types[0], "spot");
+        assert_string_equal(c->provision_capacity_types[1], "on-demand");
+        assert_string_equal(c->provision_triggers[0], "rebalance-recommendation");
+        assert_int_equal(c->provision_vcpu_window_usec, 600 * SEC);
+
+        assert_int_equal(config_set(c, "provision.enabled=true", NULL), 0);
+        assert_int_equal(config_set(c, "provision.mode=asg", NULL), 0);
+        assert_int_equal(config_set(c, "provision.max_memory=72Gi", NULL), 0);
+        assert_int_equal(config_set(c, "provision.subnets=subnet-1=us-east-1b,subnet-2=us-east-1c", NULL),
+                         0);
+        assert_int_equal(config_set(c, "provision.vcpu_limit_per_window=64", NULL), 0);
+        assert_int_equal(config_set(c, "provision.mode=spotfleet", &why), -EINVAL);
+        assert_non_null(why);
+        assert_int_equal(config_set(c, "provision.max_vcpus=-1", NULL), -ERANGE);
+        assert_true(c->provision_enabled);
+        assert_int_equal(c->provision_mode, CONFIG_PROVISION_ASG);
+        assert_string_equal(c->provision_max_memory, "72Gi");
+        assert_string_equal(c->provision_subnets[0], "subnet-1=us-east-1b");
+        assert_string_equal(c->provision_subnets[1], "subnet-2=us-east-1c");
+        assert_null(c->provision_subnets[2]);
+        assert_int_equal(c->provision_vcpu_limit_per_window, 64);
+
+        /* The dump reads back the same. */
+        char path[] = "/tmp/spotdrain-prov-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(config_dump(c, &dump), 0);
+        assert_non_null(strstr(dump, "provision:\n  enabled: true"));
+        assert_int_equal(write_file_atomic(path, dump, strlen(dump), 0600), 0);
+        assert_int_equal(config_new(&back), 0);
+        assert_int_equal(config_load_file(back, path, NULL), 0);
+        unlink(path);
+        assert_int_equal(back->provision_mode, CONFIG_PROVISION_ASG);
+        assert_string_equal(back->provision_subnets[1], "subnet-2=us-east-1c");
+        assert_string_equal(back->provision_max_memory, "72Gi");
+}
+
 static void test_table(void **state)
 {
         size_t n;
@@ -245,6 +296,7 @@ int main(void)
                 cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_types),
                 cmocka_unit_test(test_override_order),  cmocka_unit_test(test_set_errors),
                 cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
+                cmocka_unit_test(test_provision_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,524 @@
+/* The drain ledger: one PDB informer and one account of PDB slots for every executor of a process, so that
+ * drains of nodes sharing a PDB neither race for its disruptions (each believing the whole budget is its
+ * own, multiplying 429s) nor take them first-come: the earliest last safe moment goes first. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+
+#define DEFAULT_FLOOR_USEC (200 * UINT64_C(1000))
+/* How long a new member with an earlier deadline than others may take to state its first wants (its
+ * informers list, its startup estimates come) before their pods get slots without it: a later-deadline pod
+ * must not take a slot only because its drain started planning first. */
+#define SETTLE_USEC (3 * UINT64_C(1000000))
+
+struct member {
+        const struct drain_ledger_member_ops *ops;
+        void *userdata;
+        uint64_t joined_at, deadline;
+        bool stated; /* has stated its wants once (drain_ledger_end) */
+};
+
+struct waiter {
+        void *member;
+        char *pod;
+        uint64_t last_safe;
+        uint64_t seq; /* ties go to the pod that waited first */
+        bool seen;    /* stated since the member's last drain_ledger_begin() */
+};
+
+struct grant {
+        void *member;
+        char *pod;
+        bool answered; /* the eviction was answered: reflected by the next status change */
+};
+
+struct lpdb {
+        char *key; /* namespace/name */
+        struct waiter *waiters;
+        size_t n_waiters;
+        struct grant *grants;
+        size_t n_grants;
+        bool stale; /* a 429 contradicted the status: no slot until it changes or stale_until */
+        uint64_t stale_until;
+};
+
+struct drain_ledger {
+        struct kube_client *c;
+        struct loop *loop;
+        uint64_t floor;
+        struct kube_informer *inf;
+        struct member *members;
+        size_t n_members;
+        uint64_t seq;
+        struct lpdb *pdbs;
+        size_t n_pdbs;
+        struct timer *dispatch, *recheck;
+        uint64_t recheck_at;
+        struct drain_ledger_stats stats;
+};
+
+static void waiter_clear(struct waiter *w)
+{
+        free(w->pod);
+}
+
+static void lpdb_clear(struct lpdb *p)
+{
+        for (size_t i = 0; i < p->n_waiters; i++)
+                waiter_clear(&p->waiters[i]);
+        for (size_t i = 0; i < p->n_grants; i++)
+                free(p->grants[i].pod);
+        free(p->waiters);
+        free(p->grants);
+        free(p->key);
+}
+
+static struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
+{
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                if (streq(l->pdbs[i].key, key))
+                        return &l->pdbs[i];
+        return NULL;
+}
+
+static struct lpdb *lpdb_get(struct drain_ledger *l, const char *key)
+{
+        struct lpdb *p = lpdb_find(l, key);
+        if (p)
+                return p;
+        struct lpdb *a = realloc(l->pdbs, (l->n_pdbs + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        l->pdbs = a;
+        char *k = strdup(key);
+        if (!k)
+                return NULL;
+        l->pdbs[l->n_pdbs] = (struct lpdb){ .key = k };
+        return &l->pdbs[l->n_pdbs++];
+}
+
+/* The disruptions the PDB's latest status allows; 0 when unknown or the status is behind its spec (the
+ * eviction API refuses then too). */
+static int status_allowed(const struct drain_ledger *l, const char *key)
+{
+        const char *slash = strchr(key, '/');
+        if (!slash)
+                return 0;
+        _cleanup_free_ char *ns = strndup(key, (size_t)(slash - key));
+        if (!ns)
+                return 0;
+        const cJSON *o = kube_informer_get(l->inf, ns, slash + 1);
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "status");
+        const cJSON *gen = cJSON_GetObjectItemCaseSensitive(md, "generation");
+        const cJSON *obs = cJSON_GetObjectItemCaseSensitive(st, "observedGeneration");
+        const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(st, "disruptionsAllowed");
+        if (!cJSON_IsNumber(allowed))
+                return 0;
+        if (cJSON_IsNumber(gen) && (!cJSON_IsNumber(obs) || obs->valuedouble < gen->valuedouble))
+                return 0;
+        return allowed->valueint;
+}
+
+/* Whether a member that joined a moment ago, with an earlier deadline than member's, has yet to say what it
+ * wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody up.) */
+static bool unsettled_before(const struct drain_ledger *l, const void *member, uint64_t now)
+{
+        uint64_t deadline = UINT64_MAX;
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == member)
+                        deadline = l->members[i].deadline;
+        for (size_t i = 0; i < l->n_members; i++)
+                if (!l->members[i].stated && l->members[i].userdata != member &&
+                    l->members[i].deadline < deadline && now < l->members[i].joined_at + SETTLE_USEC)
+                        return true;
+        return false;
+}
+
+static int lpdb_free_slots(const struct drain_ledger *l, const struct lpdb *p)
+{
+        if (p->stale)
+                return 0;
+        int n = status_allowed(l, p->key) - (int)p->n_grants;
+        return n > 0 ? n : 0;
+}
+
+static bool waiter_before(const struct waiter *a, const struct waiter *b)
+{
+        if (a->last_safe != b->last_safe)
+                return a->last_safe < b->last_safe;
+        return a->seq < b->seq;
+}
+
+/* How many waiters of p go before w. */
+static size_t waiter_rank(const struct lpdb *p, const struct waiter *w)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_waiters; i++)
+                if (&p->waiters[i] != w && waiter_before(&p->waiters[i], w))
+                        n++;
+        return n;
+}
+
+static void wake_member(struct drain_ledger *l, void *member)
+{
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == member) {
+                        l->members[i].ops->wake(member);
+                        return;
+                }
+}
+
+static void wake_all(struct drain_ledger *l, const void *except)
+{
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata != except)
+                        l->members[i].ops->wake(l->members[i].userdata);
+}
+
+/* Wakes the members whose waiting pods now rank within the free slots of their PDB. */
+static void dispatch_fire(void *userdata)
+{
+        struct drain_ledger *l = userdata;
+        l->dispatch = NULL; /* released by the loop as it fired */
+        for (size_t i = 0; i < l->n_pdbs; i++) {
+                struct lpdb *p = &l->pdbs[i];
+                size_t slots = (size_t)lpdb_free_slots(l, p);
+                for (size_t j = 0; j < p->n_waiters && slots > 0; j++)
+                        if (waiter_rank(p, &p->waiters[j]) < slots)
+                                wake_member(l, p->waiters[j].member);
+        }
+}
+
+static void schedule_dispatch(struct drain_ledger *l)
+{
+        if (l->dispatch)
+                return;
+        if (timer_start_in(l->loop, 0, dispatch_fire, l, &l->dispatch) < 0)
+                dispatch_fire(l); /* no timer (ENOMEM): now rather than never */
+}
+
+static uint64_t jitter(uint64_t range)
+{
+        uint32_t v = 0;
+        if (range == 0 || getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+                return 0;
+        return v % range;
+}
+
+static void arm_recheck(struct drain_ledger *l);
+
+static void recheck_fire(void *userdata)
+{
+        struct drain_ledger *l = userdata;
+        uint64_t now = clk_now();
+        l->recheck = NULL; /* released by the loop as it fired */
+        l->recheck_at = 0;
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                if (l->pdbs[i].stale && now >= l->pdbs[i].stale_until)
+                        l->pdbs[i].stale = false;
+        arm_recheck(l);
+        dispatch_fire(l);
+}
+
+/* The next moment slots may free with nothing heard: a status distrusted after a 429 is trusted again after
+ * the floor (the safety net), and a new member that stays silent is waited for no longer. */
+static void arm_recheck(struct drain_ledger *l)
+{
+        uint64_t at = UINT64_MAX;
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                if (l->pdbs[i].stale && l->pdbs[i].stale_until < at)
+                        at = l->pdbs[i].stale_until;
+        for (size_t i = 0; i < l->n_members; i++)
+                if (!l->members[i].stated && l->members[i].joined_at + SETTLE_USEC < at)
+                        at = l->members[i].joined_at + SETTLE_USEC;
+        if (l->recheck && l->recheck_at == at)
+                return;
+        l->recheck = timer_cancel(l->recheck);
+        l->recheck_at = 0;
+        if (at != UINT64_MAX && timer_start(l->loop, at, recheck_fire, l, &l->recheck) >= 0)
+                l->recheck_at = at;
+}
+
+/* ---- the informer ---- */
+
+static void pdb_status_moved(struct drain_ledger *l, const cJSON *obj)
+{
+        const char *ns = kube_object_str(obj, "metadata.namespace");
+        const char *name = kube_object_str(obj, "metadata.name");
+        _cleanup_free_ char *key = name ? strprintf("%s/%s", ns ? ns : "", name) : NULL;
+        struct lpdb *p = key ? lpdb_find(l, key) : NULL;
+        if (p) {
+                /* The new status includes every eviction answered before it came (the eviction API
+                 * updates the PDB before it answers); those still unanswered stay spent. */
+                for (size_t i = 0; i < p->n_grants;)
+                        if (p->grants[i].answered) {
+                                free(p->grants[i].pod);
+                                p->grants[i] = p->grants[--p->n_grants];
+                        } else
+                                i++;
+                p->stale = false;
+                arm_recheck(l);
+        }
+        /* Every member plans with the PDB statuses: all of them, at once. */
+        wake_all(l, NULL);
+}
+
+static void pdbs_added(void *userdata, const cJSON *obj)
+{
+        pdb_status_moved(userdata, obj);
+}
+
+static bool status_differs(const cJSON *a, const cJSON *b)
+{
+        return !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "status"),
+                              cJSON_GetObjectItemCaseSensitive(b, "status"), true) ||
+               !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "spec"),
+                              cJSON_GetObjectItemCaseSensitive(b, "spec"), true);
+}
+
+static void pdbs_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
+{
+        if (!old_obj || status_differs(old_obj, obj))
+                pdb_status_moved(userdata, obj);
+}
+
+static void pdbs_deleted(void *userdata, const cJSON *obj)
+{
+        wake_all(userdata, NULL);
+}
+
+static void pdbs_synced(void *userdata)
+{
+        wake_all(userdata, NULL);
+}
+
+/* ---- life cycle and members ---- */
+
+int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct drain_ledger **ret)
+{
+        static const struct kube_informer_ops ops = {
+                .added = pdbs_added,
+                .modified = pdbs_modified,
+                .deleted = pdbs_deleted,
+                .synced = pdbs_synced,
+        };
+        _cleanup_(drain_ledger_freep) struct drain_ledger *l = NULL;
+        int r;
+
+        if (!c || !ret)
+                return -EINVAL;
+        l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->c = c;
+        l->loop = kube_client_loop(c);
+        l->floor = retry_floor_usec ? retry_floor_usec : DEFAULT_FLOOR_USEC;
+        struct kube_watch_options w = { .path = "/apis/policy/v1/poddisruptionbudgets" };
+        r = kube_informer_start(c, &w, &ops, l, &l->inf);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
+{
+        if (!l)
+                return NULL;
+        kube_informer_stop(l->inf);
+        timer_cancel(l->dispatch);
+        timer_cancel(l->recheck);
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                lpdb_clear(&l->pdbs[i]);
+        free(l->pdbs);
+        free(l->members);
+        free(l);
+        return NULL;
+}
+
+int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
+                      uint64_t deadline_usec)
+{
+        struct member *a = realloc(l->members, (l->n_members + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        l->members = a;
+        l->members[l->n_members++] = (struct member){
+                .ops = ops, .userdata = userdata, .joined_at = clk_now(), .deadline = deadline_usec
+        };
+        arm_recheck(l);
+        /* The others now drain beside one more node: their plans change. */
+        wake_all(l, userdata);
+        return 0;
+}
+
+void drain_ledger_leave(struct drain_ledger *l, void *userdata)
+{
+        bool found = false;
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == userdata) {
+                        memmove(&l->members[i], &l->members[i + 1],
+                                (l->n_members - i - 1) * sizeof(*l->members));
+                        l->n_members--;
+                        found = true;
+                        break;
+                }
+        if (!found)
+                return;
+        for (size_t i = 0; i < l->n_pdbs; i++) {
+                struct lpdb *p = &l->pdbs[i];
+                for (size_t j = 0; j < p->n_waiters;)
+                        if (p->waiters[j].member == userdata) {
+                                waiter_clear(&p->waiters[j]);
+                                p->waiters[j] = p->waiters[--p->n_waiters];
+                        } else
+                                j++;
+                /* Its evictions under way may have gone through: spent until the status moves. */
+                for (size_t j = 0; j < p->n_grants; j++)
+                        if (p->grants[j].member == userdata) {
+                                p->grants[j].member = NULL;
+                                p->grants[j].answered = true;
+                        }
+        }
+        arm_recheck(l);
+        wake_all(l, NULL);
+        schedule_dispatch(l);
+}
+
+const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
+{
+        return l->inf;
+}
+
+bool drain_ledger_synced(const struct drain_ledger *l)
+{
+        return kube_informer_synced(l->inf);
+}
+
+int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inputs *di)
+{
+        for (size_t i = 0; i < l->n_members; i++) {
+                if (l->members[i].userdata == self || !l->members[i].ops->add_inputs)
+                        continue;
+                int r = l->members[i].ops->add_inputs(l->members[i].userdata, di);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- slots ---- */
+
+void drain_ledger_begin(struct drain_ledger *l, void *member)
+{
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                for (size_t j = 0; j < l->pdbs[i].n_waiters; j++)
+                        if (l->pdbs[i].waiters[j].member == member)
+                                l->pdbs[i].waiters[j].seen = false;
+}
+
+void drain_ledger_end(struct drain_ledger *l, void *member)
+{
+        bool dropped = false;
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == member && !l->members[i].stated) {
+                        /* Its wants are known now: the slots may go out. */
+                        l->members[i].stated = true;
+                        arm_recheck(l);
+                        dropped = true;
+                }
+        for (size_t i = 0; i < l->n_pdbs; i++) {
+                struct lpdb *p = &l->pdbs[i];
+                for (size_t j = 0; j < p->n_waiters;)
+                        if (p->waiters[j].member == member && !p->waiters[j].seen) {
+                                waiter_clear(&p->waiters[j]);
+                                p->waiters[j] = p->waiters[--p->n_waiters];
+                                dropped = true;
+                        } else
+                                j++;
+        }
+        /* A pod that stopped waiting may have been ahead of others. */
+        if (dropped)
+                schedule_dispatch(l);
+}
+
+int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
+                      uint64_t last_safe_usec)
+{
+        struct lpdb *p = lpdb_get(l, pdb);
+        struct waiter *w = NULL;
+        if (!p)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_waiters && !w; i++)
+                if (p->waiters[i].member == member && streq(p->waiters[i].pod, pod))
+                        w = &p->waiters[i];
+        if (!w) {
+                struct waiter *a = realloc(p->waiters, (p->n_waiters + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                p->waiters = a;
+                char *copy = strdup(pod);
+                if (!copy)
+                        return -ENOMEM;
+                w = &p->waiters[p->n_waiters++];
+                *w = (struct waiter){ .member = member, .pod = copy, .seq = l->seq++ };
+        }
+        w->seen = true;
+        w->last_safe = last_safe_usec;
+
+        if (unsettled_before(l, member, clk_now()))
+                return 0;
+        size_t slots = (size_t)lpdb_free_slots(l, p);
+        if (waiter_rank(p, w) >= slots)
+                return 0;
+        struct grant *g = realloc(p->grants, (p->n_grants + 1) * sizeof(*g));
+        if (!g)
+                return -ENOMEM;
+        p->grants = g;
+        p->grants[p->n_grants++] = (struct grant){ .member = member, .pod = TAKE_PTR(w->pod) };
+        *w = p->waiters[--p->n_waiters];
+        l->stats.granted++;
+        return 1;
+}
+
+void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
+                         enum drain_ledger_answer a)
+{
+        struct lpdb *p = lpdb_find(l, pdb);
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n_grants; i++) {
+                struct grant *g = &p->grants[i];
+                if (g->member != member || g->answered || !streq(g->pod, pod))
+                        continue;
+                if (a == DRAIN_LEDGER_ACCEPTED) {
+                        g->answered = true;
+                        return;
+                }
+                free(g->pod);
+                *g = p->grants[--p->n_grants];
+                if (a == DRAIN_LEDGER_REFUSED) {
+                        l->stats.refused++;
+                        p->stale = true;
+                        p->stale_until = clk_now() + l->floor + jitter(l->floor / 2 + 1);
+                        arm_recheck(l);
+                } else
+                        schedule_dispatch(l);
+                return;
+        }
+}
+
+void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret)
+{
+        *ret = l->stats;
+        ret->waiting = 0;
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                ret->waiting += (unsigned)l->pdbs[i].n_waiters;
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Issue 6 acceptance, end to end through `spotdrain simulate` (the real controller on the simulator's SQS, the
+# real agent on its IMDS, the provisioner on its EC2 surface): in the rebalance-early scenario (a full cluster,
+# a rebalance recommendation at t=0, the interruption notice at t=60) the replacement is requested within 1 s
+# of the recommendation, is not the m5.32xlarge on offer (provision.max_memory 72Gi, smallest fit first), is
+# Ready before the notice, and the drain completes with no pod forced or killed. The same scenario without
+# provisioning stalls: the evicted pods stay Pending, the PDB blocks, pods are forced around it and the drain
+# ends much later; provisioning only at the notice (provision.triggers) comes too late to help as much.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
+command -v jq >/dev/null || skip "jq missing"
+
+# The shipped instance type catalog, wherever the test runs from.
+export SPOTDRAIN_CATALOG=$ROOT/data/instance-types.json
+SCALE=${PROVISION_TIME_SCALE:-10}
+WITH=$ROOT/examples/rebalance-early.yaml
+WITHOUT=$ROOT/examples/rebalance-early-noprov.yaml
+
+printf 'provision:\n  max_memory: 72Gi\n' >"$TEST_TMP/early.yaml"
+printf 'provision:\n  max_memory: 72Gi\n  triggers: [spot-interruption]\n' >"$TEST_TMP/late.yaml"
+
+# run NAME SCENARIO MODE [ARGS...]: the JSON result in $TEST_TMP/NAME.json; exit 0 or 3 expected (the run is
+# bounded by simulate itself: the scenario's length plus slack).
+run() {
+	local name=$1 scenario=$2 mode=$3 rc=0
+	shift 3
+	"$SPOTDRAIN" simulate "$scenario" --json --mode "$mode" --time-scale "$SCALE" "$@" \
+		>"$TEST_TMP/$name.json" 2>"$TEST_TMP/$name.err" || rc=$?
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
+		cat "$TEST_TMP/$name.err" >&2
+		fail "$name: simulate exited $rc"
+	fi
+}
+
+# figures NAME: one line for the log (and the report).
+figures() {
+	jq -r --arg n "$1" '"\($n): replacements=\([.replacements[] | "\(.instance_type)@\(.zone) requested \(.requested_at) ready \(.ready_at)"])"
+		+ " drained_at=\(.nodes[0].drained_at) forced=\(.nodes[0].pods_forced) killed=\(.nodes[0].pods_killed)"
+		+ " pdb_breaches=\(.pdb_breaches)"' "$TEST_TMP/$1.json"
+}
+
+# The acceptance on a run with provisioning.
+check_early() {
+	local name=$1 f=$TEST_TMP/$1.json
+	jq -e '.replacements | length == 1' "$f" >/dev/null || fail "$name: one replacement expected: $(figures "$name")"
+	jq -e '.replacements[0].requested_at - 0 <= 1' "$f" >/dev/null ||
+		fail "$name: replacement requested more than 1 s after the recommendation (t=0): $(figures "$name")"
+	jq -e '.replacements[0].instance_type != "m5.32xlarge"' "$f" >/dev/null ||
+		fail "$name: the 32xlarge was launched: $(figures "$name")"
+	jq -e '(.replacements[0].ready_at | type) == "number" and .replacements[0].ready_at < .nodes[0].notice_at' "$f" \
+		>/dev/null || fail "$name: the replacement was not Ready before the notice: $(figures "$name")"
+	jq -e '.nodes[0].name == "spot-a" and .nodes[0].notice_at == 60 and (.nodes[0].drained_at | type) == "number"
+		and .nodes[0].drained_at <= .nodes[0].deadline_at and .nodes[0].pods_killed == 0
+		and .nodes[0].pods_forced == 0 and .pdb_breaches == 0' "$f" >/dev/null ||
+		fail "$name: the drain did not complete cleanly: $(figures "$name")"
+	jq -e '[.alerts[] | select(.kind == "replacement-launched")] | length == 1' "$f" >/dev/null ||
+		fail "$name: no replacement-launched alert"
+	jq -e '[.alerts[] | select(.kind == "drain-completed" and .node == "spot-a")] | length == 1' "$f" >/dev/null ||
+		fail "$name: no drain-completed alert"
+}
+
+# Without provisioning: nothing launched, the drain forced pods around the PDB and ended later than with it.
+check_stalled() {
+	local name=$1 early=$2 f=$TEST_TMP/$1.json
+	jq -e '.replacements == []' "$f" >/dev/null || fail "$name: something was launched: $(figures "$name")"
+	jq -e '.nodes[0].pods_forced > 0 and .pdb_breaches > 0' "$f" >/dev/null ||
+		fail "$name: the drain did not stall on the PDB: $(figures "$name")"
+	jq -e --slurpfile e "$TEST_TMP/$early.json" '.nodes[0].drained_at - $e[0].nodes[0].drained_at >= 30' "$f" \
+		>/dev/null || fail "$name: not slower than $early by 30 s: $(figures "$name") / $(figures "$early")"
+}
+
+log "controller, provisioning from the rebalance recommendation"
+run ctl-early "$WITH" controller --config "$TEST_TMP/early.yaml"
+figures ctl-early
+check_early ctl-early
+jq -e '.delivery == "sqs"' "$TEST_TMP/ctl-early.json" >/dev/null || fail "controller mode did not use SQS"
+
+log "controller, no provisioning: the drain stalls on Pending pods"
+run ctl-none "$WITHOUT" controller
+figures ctl-none
+check_stalled ctl-none ctl-early
+
+log "controller, provisioning only at the interruption: Ready after the notice, the drain ends later"
+run ctl-late "$WITH" controller --config "$TEST_TMP/late.yaml"
+figures ctl-late
+jq -e '.replacements | length == 1 and .[0].requested_at >= 60 and .[0].ready_at > 60' "$TEST_TMP/ctl-late.json" \
+	>/dev/null || fail "ctl-late: the replacement should start at the notice: $(figures ctl-late)"
+jq -e --slurpfile e "$TEST_TMP/ctl-early.json" '.nodes[0].drained_at - $e[0].nodes[0].drained_at >= 20' \
+	"$TEST_TMP/ctl-late.json" >/dev/null || fail "ctl-late: not slower than ctl-early: $(figures ctl-late)"
+
+log "agent, provisioning from the rebalance recommendation"
+run agent-early "$WITH" agent --config "$TEST_TMP/early.yaml"
+figures agent-early
+check_early agent-early
+jq -e '.delivery == "imds"' "$TEST_TMP/agent-early.json" >/dev/null || fail "agent mode did not use IMDS"
+
+log "agent, no provisioning"
+run agent-none "$WITHOUT" agent
+figures agent-none
+check_stalled agent-none agent-early
+
+log "a bad provisioning setting is an error, not a silent no-op"
+printf 'provision:\n  max_memory: lots\n' >"$TEST_TMP/bad.yaml"
+rc=0
+"$SPOTDRAIN" simulate "$WITH" --json --mode controller --time-scale "$SCALE" --config "$TEST_TMP/bad.yaml" \
+	>"$TEST_TMP/bad.out" 2>"$TEST_TMP/bad.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "bad max_memory: exit $rc, expected 1"
+grep -q 'max_memory' "$TEST_TMP/bad.err" || fail "the error does not name the key: $(cat "$TEST_TMP/bad.err")"
+
+echo "ok"

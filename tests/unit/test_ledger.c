@@ -1,0 +1,394 @@
+/* The drain ledger: several executors of one process draining nodes that share a PDB, against the
+ * in-process simulator on a scaled engine clock. Every wait runs the loop until a condition holds, with a
+ * bound in real time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim/model.h"
+#include "sim/server.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/kubeconfig.h"
+#include "spotdrain/yaml.h"
+
+#define SEC        UINT64_C(1000000)
+#define REAL_BOUND (30 * SEC) /* no test comes near this in real time */
+#define MAX_DRAINS 3
+
+struct fx;
+
+struct drain {
+        struct fx *f;
+        const char *node;
+        struct drain_exec *x;
+        bool done;
+        struct drain_exec_result result;
+        unsigned infeasible_alerts;
+};
+
+struct fx {
+        char sc_path[64], kc_path[64];
+        struct ynode *tree;
+        struct sim *sim;
+        struct sim_server *srv;
+        struct kube_config *cfg;
+        struct loop *loop;
+        struct kube_client *client;
+        struct alert_bus *bus;
+        struct drain_ledger *ledger;
+        struct drain drains[MAX_DRAINS];
+        size_t n_drains;
+        bool all_done;
+};
+
+static void write_file(char *path_template, const char *text)
+{
+        int fd = mkstemp(path_template);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+}
+
+static void record_alert(const struct alert *a, void *userdata)
+{
+        struct fx *f = userdata;
+        for (size_t i = 0; i < f->n_drains; i++)
+                if (a->kind == ALERT_DRAIN_INFEASIBLE && streq_ptr(a->node, f->drains[i].node))
+                        f->drains[i].infeasible_alerts++;
+}
+
+/* shared: one ledger for every drain; otherwise each drain has its own (as before the ledger). */
+static struct fx *fx_new(const char *scenario, double scale, bool shared)
+{
+        struct fx *f = calloc(1, sizeof(*f));
+        _cleanup_free_ char *error = NULL, *kc = NULL;
+
+        assert_non_null(f);
+        strcpy(f->sc_path, "/tmp/test-ledger-scenario-XXXXXX");
+        strcpy(f->kc_path, "/tmp/test-ledger-kubeconfig-XXXXXX");
+        write_file(f->sc_path, scenario);
+        assert_int_equal(sim_scenario_load(f->sc_path, &f->tree, &error), 0);
+        assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = scale }, &f->sim, &error), 0);
+        sim_lock(f->sim);
+        sim_start(f->sim);
+        sim_unlock(f->sim);
+        clk_set_scale(scale);
+        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
+        kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
+        assert_non_null(kc);
+        write_file(f->kc_path, kc);
+        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
+        assert_int_equal(loop_new(&f->loop), 0);
+        assert_int_equal(
+            kube_client_new(f->loop, f->cfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
+        assert_int_equal(alert_bus_new(&f->bus), 0);
+        assert_int_equal(alert_bus_add_sink(f->bus, record_alert, f), 0);
+        if (shared)
+                assert_int_equal(drain_ledger_new(f->client, 0, &f->ledger), 0);
+        return f;
+}
+
+static void fx_free(struct fx *f)
+{
+        for (size_t i = 0; i < f->n_drains; i++)
+                drain_exec_free(f->drains[i].x);
+        drain_ledger_free(f->ledger);
+        kube_client_free(f->client);
+        loop_free(f->loop);
+        kube_config_free(f->cfg);
+        alert_bus_free(f->bus);
+        sim_server_stop(f->srv);
+        sim_free(f->sim);
+        ynode_free(f->tree);
+        clk_set_scale(1.0);
+        unlink(f->sc_path);
+        unlink(f->kc_path);
+        free(f);
+}
+
+/* The order in which the drained nodes' pods were deleted (evicted or forced), from the simulator's change
+ * log: one node index per pod, in the order their deletionTimestamp appeared. */
+struct deletions {
+        const struct fx *f;
+        char names[32][64];
+        size_t order[32];
+        size_t n;
+};
+
+static void deletion_seen(const struct sim_change *c, void *userdata)
+{
+        struct deletions *d = userdata;
+        const char *name = kube_object_str(c->object, "metadata.name");
+        const char *node = kube_object_str(c->object, "spec.nodeName");
+        if (!name || !node || !kube_object_str(c->object, "metadata.deletionTimestamp") || d->n >= 32)
+                return;
+        for (size_t i = 0; i < d->n; i++)
+                if (streq(d->names[i], name))
+                        return;
+        for (size_t i = 0; i < d->f->n_drains; i++)
+                if (streq(d->f->drains[i].node, node)) {
+                        snprintf(d->names[d->n], sizeof(d->names[d->n]), "%s", name);
+                        d->order[d->n++] = i;
+                }
+}
+
+static void sim_deletions(struct fx *f, struct deletions *d)
+{
+        *d = (struct deletions){ .f = f };
+        sim_lock(f->sim);
+        assert_int_equal(sim_changes_since(f->sim, SIM_POD, "shop", 0, deletion_seen, d), 0);
+        sim_unlock(f->sim);
+}
+
+/* Every deletion of drain a's pods came before any of drain b's. */
+static bool deleted_before(const struct deletions *d, size_t a, size_t b)
+{
+        bool seen_b = false;
+        for (size_t i = 0; i < d->n; i++) {
+                if (d->order[i] == b)
+                        seen_b = true;
+                else if (d->order[i] == a && seen_b)
+                        return false;
+        }
+        return true;
+}
+
+static int sim_breaches(struct fx *f)
+{
+        sim_lock(f->sim);
+        cJSON *res = sim_result(f->sim);
+        sim_unlock(f->sim);
+        assert_non_null(res);
+        int n = cJSON_GetObjectItem(res, "pdb_breaches")->valueint;
+        cJSON_Delete(res);
+        return n;
+}
+
+static void on_done(struct drain_exec *x, const struct drain_exec_result *r, void *userdata)
+{
+        struct drain *d = userdata;
+        struct fx *f = d->f;
+
+        d->result = *r;
+        d->done = true;
+        f->all_done = true;
+        for (size_t i = 0; i < f->n_drains; i++)
+                f->all_done = f->all_done && f->drains[i].done;
+}
+
+static void fx_drain(struct fx *f, const char *node, uint64_t budget)
+{
+        struct drain *d = &f->drains[f->n_drains++];
+        struct drain_exec_options o = {
+                .node = node,
+                .kind = "spot-interruption",
+                .deadline_usec = clk_now() + budget,
+                .margin_usec = 2 * SEC,
+                .policy = DRAIN_POLICY_FORCE,
+                .default_startup_usec = 2 * SEC,
+                .self_namespace = "",
+                .self_name = "",
+                .ledger = f->ledger,
+        };
+        d->f = f;
+        d->node = node;
+        assert_int_equal(drain_exec_start(f->client, f->bus, &o, on_done, d, &d->x), 0);
+}
+
+static void fx_run(struct fx *f)
+{
+        assert_int_equal(loop_run_until(f->loop, &f->all_done, REAL_BOUND), 0);
+}
+
+static unsigned fx_blocked(const struct fx *f)
+{
+        unsigned n = 0;
+        for (size_t i = 0; i < f->n_drains; i++)
+                n += f->drains[i].result.blocked;
+        return n;
+}
+
+#define NODES                                                                       \
+        "nodes:\n"                                                                  \
+        "  - {name: spot-a, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n" \
+        "  - {name: spot-b, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n" \
+        "  - {name: spot-c, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n" \
+        "  - {name: od-1, capacity_type: on-demand, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n"
+
+/* Three pods on each of two nodes under one maxUnavailable 1: one wave at a time across both nodes. */
+#define TWO_NODES                                                                                         \
+        "name: two\n" NODES "workloads:\n"                                                                \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 8, placement: {spot-a: 3, spot-b: " \
+        "3},\n"                                                                                           \
+        "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2,\n"                   \
+        "     pdb: {max_unavailable: 1}}\n"                                                               \
+        "events: []\n"
+
+/* Run once with a shared ledger and once with one per drain: the shared one sends no eviction the PDB
+ * has no room for, gives every slot to the earlier deadline first, and the earlier node finishes first. */
+static void test_two_nodes_edf(void **state)
+{
+        unsigned blocked[2];
+
+        for (int shared = 1; shared >= 0; shared--) {
+                struct fx *f = fx_new(TWO_NODES, 5, shared);
+                /* spot-b's instance goes first. */
+                fx_drain(f, "spot-a", 60 * SEC);
+                fx_drain(f, "spot-b", 40 * SEC);
+                fx_run(f);
+                for (size_t i = 0; i < 2; i++) {
+                        assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                        assert_int_equal(f->drains[i].result.forced, 0);
+                        assert_int_equal(f->drains[i].result.evicted, 3);
+                        assert_int_equal(f->drains[i].infeasible_alerts, 0);
+                }
+                assert_int_equal(sim_breaches(f), 0);
+                blocked[shared] = fx_blocked(f);
+                if (shared) {
+                        struct drain_ledger_stats st;
+                        drain_ledger_stats(f->ledger, &st);
+                        assert_int_equal(st.granted, 6 + st.refused);
+                        assert_int_equal(st.refused, blocked[shared]);
+                        /* EDF: every slot went to spot-b first. */
+                        struct deletions d;
+                        sim_deletions(f, &d);
+                        assert_int_equal(d.n, 6);
+                        assert_true(deleted_before(&d, 1, 0));
+                        assert_true(f->drains[1].result.finished_usec < f->drains[0].result.finished_usec);
+                }
+                fx_free(f);
+        }
+        /* Without the ledger both drains take the PDB's one slot each time it frees: 429s every wave. */
+        assert_true(blocked[0] >= 2);
+        assert_true(blocked[1] * 4 <= blocked[0]);
+}
+
+/* Three nodes, deadlines c < a < b: the drains end in that order. */
+static void test_three_nodes_edf(void **state)
+{
+        struct fx *f = fx_new("name: three\n" NODES "workloads:\n"
+                              "  - {name: api, namespace: shop, kind: Deployment, replicas: 8,\n"
+                              "     placement: {spot-a: 2, spot-b: 2, spot-c: 2},\n"
+                              "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2,\n"
+                              "     pdb: {max_unavailable: 1}}\n"
+                              "events: []\n",
+                              5, true);
+        fx_drain(f, "spot-a", 50 * SEC);
+        fx_drain(f, "spot-b", 60 * SEC);
+        fx_drain(f, "spot-c", 40 * SEC);
+        fx_run(f);
+        for (size_t i = 0; i < 3; i++) {
+                assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                assert_int_equal(f->drains[i].result.evicted, 2);
+                assert_int_equal(f->drains[i].result.forced, 0);
+        }
+        assert_true(f->drains[2].result.finished_usec < f->drains[0].result.finished_usec);
+        assert_true(f->drains[0].result.finished_usec < f->drains[1].result.finished_usec);
+        /* Slots in EDF order: c's pods, then a's, then b's. */
+        struct deletions d;
+        sim_deletions(f, &d);
+        assert_int_equal(d.n, 6);
+        assert_true(deleted_before(&d, 2, 0));
+        assert_true(deleted_before(&d, 0, 1));
+        assert_true(fx_blocked(f) <= 1);
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
+}
+
+/* maxUnavailable 1 and 5 s to replace a pod: three pods fit a node's 20 s budget (2 × 5 + 1 s), six do
+ * not. Planned across the nodes (shared ledger), the PDB is reported infeasible; planned node by node
+ * (one ledger each), neither drain sees it. */
+#define ACROSS                                                                                            \
+        "name: across\n" NODES "workloads:\n"                                                             \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 8, placement: {spot-a: 3, spot-b: " \
+        "3},\n"                                                                                           \
+        "     termination_grace_seconds: 2, shutdown_seconds: 1, startup_seconds: 5,\n"                   \
+        "     pdb: {max_unavailable: 1}}\n"                                                               \
+        "events: []\n"
+
+static void test_infeasible_across_nodes(void **state)
+{
+        for (int shared = 1; shared >= 0; shared--) {
+                struct fx *f = fx_new(ACROSS, 5, shared);
+                fx_drain(f, "spot-a", 20 * SEC);
+                fx_drain(f, "spot-b", 21 * SEC);
+                fx_run(f);
+                unsigned alerts = f->drains[0].infeasible_alerts + f->drains[1].infeasible_alerts;
+                if (shared) {
+                        /* spot-a goes first (EDF); spot-b is the node the PDB limits. */
+                        assert_int_equal(f->drains[0].infeasible_alerts, 0);
+                        assert_int_equal(f->drains[1].infeasible_alerts, 1);
+                        assert_true(f->drains[1].result.infeasible);
+                        assert_int_equal(f->drains[0].result.forced, 0);
+                } else
+                        assert_int_equal(alerts, 0);
+                fx_free(f);
+        }
+}
+
+/* The ledger on its own: grants follow the PDB status and the waiting pods' last safe moments. Members are
+ * identified by their userdata; these two never join, so nobody is woken. */
+static void test_ledger_grants(void **state)
+{
+        struct fx *f = fx_new(TWO_NODES, 1, true);
+        struct drain_ledger_stats st;
+        bool never = false;
+        int a = 0, b = 0, got = 0;
+
+        for (int i = 0; i < 2000 && !drain_ledger_synced(f->ledger); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_true(drain_ledger_synced(f->ledger));
+        drain_ledger_begin(f->ledger, &a);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/late", 50 * SEC), 1);
+        drain_ledger_end(f->ledger, &a);
+        /* The one slot is taken (granted, not yet reflected): nobody else gets one. */
+        drain_ledger_begin(f->ledger, &b);
+        assert_int_equal(drain_ledger_want(f->ledger, &b, "shop/api", "shop/early", 10 * SEC), 0);
+        drain_ledger_end(f->ledger, &b);
+        /* A refused eviction gives it back but distrusts the status for the floor. */
+        drain_ledger_answer(f->ledger, &a, "shop/api", "shop/late", DRAIN_LEDGER_REFUSED);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/late", 50 * SEC), 0);
+        drain_ledger_stats(f->ledger, &st);
+        assert_int_equal(st.granted, 1);
+        assert_int_equal(st.refused, 1);
+        assert_int_equal(st.waiting, 2);
+        /* After the floor the slot is back; the earlier last safe moment gets it, though the later one
+         * keeps asking first. */
+        for (int i = 0; i < 200 && !got; i++) {
+                assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/late", 50 * SEC), 0);
+                got = drain_ledger_want(f->ledger, &b, "shop/api", "shop/early", 10 * SEC);
+                if (!got)
+                        loop_run_until(f->loop, &never, 20 * 1000);
+        }
+        assert_int_equal(got, 1);
+        drain_ledger_stats(f->ledger, &st);
+        assert_int_equal(st.granted, 2);
+        assert_int_equal(st.waiting, 1);
+        /* A pod its member no longer states stops waiting. */
+        drain_ledger_begin(f->ledger, &a);
+        drain_ledger_end(f->ledger, &a);
+        drain_ledger_stats(f->ledger, &st);
+        assert_int_equal(st.waiting, 0);
+        fx_free(f);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_ledger_grants),
+                cmocka_unit_test(test_two_nodes_edf),
+                cmocka_unit_test(test_three_nodes_edf),
+                cmocka_unit_test(test_infeasible_across_nodes),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
