@@ -48,7 +48,7 @@ $(eval $(call variant,$(BUILD)/asan,$(SAN)))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 
-.PHONY: all check unit unit-asan unit-valgrind integration demo install format format-check clean deps fuzz
+.PHONY: all check unit unit-asan unit-valgrind integration demo install format format-check clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 all: $(BUILD)/spotdrain $(BUILD)/libspotdrain.a
 
@@ -72,12 +72,18 @@ unit-asan: $(ASAN_BINS)
 unit-valgrind: $(UNIT_BINS)
 	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
+# fuzz_smoke.sh is left to `make fuzz-smoke` (run by .ci/run after `make check`): it compiles the library
+# once more with fuzzing instrumentation, which would double the time `make check` takes.
 integration: $(BUILD)/spotdrain
-	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration $(filter-out %lib.sh,$(wildcard tests/integration/*.sh))
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration \
+		$(filter-out %lib.sh tests/integration/fuzz_smoke.sh,$(wildcard tests/integration/*.sh))
+fuzz-smoke: $(BUILD)/spotdrain
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/run-integration tests/integration/fuzz_smoke.sh
 
 # In order, so that a failure says where it is; the build itself may run in parallel (-j).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(UNIT_BINS) $(ASAN_BINS)
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory integration
