@@ -1,6 +1,6 @@
-/* Times the simulator model's operations on one scenario, in-process, on a manual clock (bench/scale, issue 8
- * item 6): where `spotdrain sim serve` spends its time at a given cluster size. Not part of the library or of
- * any test; built by bench/scale/run against the build's libspotdrain.a.
+/* Times the simulator model's operations on one scenario, in-process, on a manual clock (bench/scale, issue
+ * 8 item 6): where `spotdrain sim serve` spends its time at a given cluster size. Not part of the library or
+ * of any test; built by bench/scale/run against the build's libspotdrain.a.
  *
  * usage: simcost SCENARIO   prints one "name seconds" line per measured step, and the peak RSS. */
 #include <stdio.h>
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
                 cJSON *ev = cJSON_Parse("{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\"}");
                 struct sim_answer b = { 0 };
                 t = now_s();
-        cpu0 = cpu_s();
+                cpu0 = cpu_s();
                 (void)sim_evict(s, pns, pname, ev, "simcost", &b);
                 report("sim_evict one pod (begin + settle)", t);
                 printf("%-40s %9d\n", "  status", b.status);
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
                  * is created and scheduled first-fit. */
                 sim_set_now(s, 9);
                 t = now_s();
-        cpu0 = cpu_s();
+                cpu0 = cpu_s();
                 (void)sim_advance(s);
                 report("sim_advance to t=9 (exit, replace, bind)", t);
         }

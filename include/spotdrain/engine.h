@@ -198,7 +198,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
 struct drain_exec *drain_exec_free(struct drain_exec *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);
 
-/* The latest plan (NULL before the first one); valid until control returns to the loop. */
+/* The latest plan (NULL before the first one); valid until control returns to the loop. nodes[0] is this
+ * node and its pods come first; with a shared ledger the plan also covers the nodes draining beside it. */
 const struct drain_plan *drain_exec_plan(const struct drain_exec *x);
 /* Pods of the latest plan still to go: of one plan PDB index (-1: those without a PDB), or all of them. */
 #define DRAIN_EXEC_ALL_PDBS INT_MIN

@@ -99,6 +99,9 @@ struct simulate {
         struct loop *loop;
         struct kube_client *client;
         struct alert_bus *bus;
+        /* Direct delivery stands for one process draining every node: its drains share PDB slots. Agents
+         * are one process per node, so each of their drains keeps a private ledger. */
+        struct drain_ledger *ledger;
         struct timer *poll;
         struct sim_imds *imds;
         struct sim_agent *agents;
@@ -235,6 +238,14 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         o.kind = notice_kind_to_string(n->kind);
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
+        if (streq(sm->delivery, "direct")) {
+                if (!sm->ledger) {
+                        r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
+                        if (r < 0)
+                                log_debug_errno(r, "simulate: no shared ledger, each drain keeps its own");
+                }
+                o.ledger = sm->ledger;
+        }
         r = drain_exec_start(sm->client, sm->bus, &o, drain_done, d, &d->x);
         if (r < 0) {
                 sim_drain_free(d);
@@ -987,6 +998,7 @@ static void teardown(struct simulate *sm)
         for (size_t i = 0; i < sm->n_drains; i++)
                 sim_drain_free(sm->drains[i]);
         free(sm->drains);
+        drain_ledger_free(sm->ledger);
         alert_bus_free(sm->bus);
         kube_client_free(sm->client);
         sim_server_stop(sm->srv);

@@ -14,6 +14,10 @@
  * informers list, its startup estimates come) before their pods get slots without it: a later-deadline pod
  * must not take a slot only because its drain started planning first. */
 #define SETTLE_USEC (3 * UINT64_C(1000000))
+/* Evictions granted and not yet answered, across every PDB: a burst of slots freeing at once must not
+ * queue dozens of evictions in the client's rate limiter ahead of the cordons of nodes whose notice just
+ * came (the client keeps one queue within its QPS budget). */
+#define MAX_IN_FLIGHT 8
 
 struct member {
         const struct drain_ledger_member_ops *ops;
@@ -137,6 +141,15 @@ static bool unsettled_before(const struct drain_ledger *l, const void *member, u
                     l->members[i].deadline < deadline && now < l->members[i].joined_at + SETTLE_USEC)
                         return true;
         return false;
+}
+
+static size_t in_flight(const struct drain_ledger *l)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < l->n_pdbs; i++)
+                for (size_t j = 0; j < l->pdbs[i].n_grants; j++)
+                        n += !l->pdbs[i].grants[j].answered;
+        return n;
 }
 
 static int lpdb_free_slots(const struct drain_ledger *l, const struct lpdb *p)
@@ -473,7 +486,7 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
         w->seen = true;
         w->last_safe = last_safe_usec;
 
-        if (unsettled_before(l, member, clk_now()))
+        if (unsettled_before(l, member, clk_now()) || in_flight(l) >= MAX_IN_FLIGHT)
                 return 0;
         size_t slots = (size_t)lpdb_free_slots(l, p);
         if (waiter_rank(p, w) >= slots)
@@ -500,6 +513,8 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
                         continue;
                 if (a == DRAIN_LEDGER_ACCEPTED) {
                         g->answered = true;
+                        /* One eviction less under way: the next may go. */
+                        schedule_dispatch(l);
                         return;
                 }
                 free(g->pod);
@@ -509,8 +524,8 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
                         p->stale = true;
                         p->stale_until = clk_now() + l->floor + jitter(l->floor / 2 + 1);
                         arm_recheck(l);
-                } else
-                        schedule_dispatch(l);
+                }
+                schedule_dispatch(l);
                 return;
         }
 }

@@ -22,13 +22,15 @@
 /* Credentials are fetched again this long before they expire. */
 #define CREDS_REFRESH_AHEAD (5ULL * 60ULL * 1000000ULL)
 
+/* A notice on its way to the provisioner: the node (for its zone) and its pods are read at once. */
 struct fe_request {
         struct prov_frontend *f;
         char *node;
         char *zone;
         struct notice notice;
-        struct kube_call *call;
-        bool waiting_creds;
+        struct kube_call *node_call, *pods_call;
+        cJSON *pods; /* the list answer */
+        bool node_done, pods_done, waiting_creds;
 };
 
 struct prov_frontend {
@@ -182,7 +184,7 @@ static void on_refresh(const struct aws_credentials *src, void *userdata)
         creds_store(userdata, src);
 }
 
-static void request_go(struct fe_request *q);
+static void request_finish(struct fe_request *q);
 
 static void on_creds(int error, const struct aws_credentials *src, const char *message, void *userdata)
 {
@@ -197,9 +199,8 @@ static void on_creds(int error, const struct aws_credentials *src, const char *m
          * so through replacement-failed. */
         for (size_t i = 0; i < f->n_reqs; i++)
                 if (f->reqs[i]->waiting_creds) {
-                        f->reqs[i]->waiting_creds = false;
-                        request_go(f->reqs[i]);
-                        i = (size_t)-1; /* request_go() removed it: start over */
+                        request_finish(f->reqs[i]);
+                        i = (size_t)-1; /* request_finish() removed it: start over */
                 }
 }
 
@@ -342,7 +343,9 @@ static void request_free(struct fe_request *q)
 {
         if (!q)
                 return;
-        kube_call_cancel(q->call);
+        kube_call_cancel(q->node_call);
+        kube_call_cancel(q->pods_call);
+        cJSON_Delete(q->pods);
         free(q->node);
         free(q->zone);
         free(q);
@@ -431,48 +434,46 @@ int prov_frontend_request_pods(struct prov_frontend *f, const char *node, const 
         return 0;
 }
 
-static void on_pods(struct kube_client *c, struct kube_result *res, void *userdata)
+/* Hands the request to the provisioner and forgets it. */
+static void request_finish(struct fe_request *q)
 {
-        struct fe_request *q = userdata;
-        int r;
-
-        q->call = NULL;
-        if (res->error < 0) {
-                log_debug_errno(res->error, "provision: cannot list the pods of %s: %s", q->node,
-                                res->message ? res->message : "");
-                request_remove(q);
-                return;
-        }
-        r = prov_frontend_request_pods(q->f, q->node, q->zone, &q->notice, kube_list_items(res->object));
+        int r = prov_frontend_request_pods(q->f, q->node, q->zone, &q->notice, kube_list_items(q->pods));
         if (r < 0)
                 log_debug_errno(r, "provision: replacement for %s not started", q->node);
         request_remove(q);
 }
 
-/* Reads the pods, once credentials are at hand (an own provider still fetching is waited for). */
-static void request_go(struct fe_request *q)
+/* Both answers are in: on to the provisioner, once credentials are at hand (an own provider still
+ * fetching is waited for; without any, the launch fails and says so through replacement-failed). */
+static void request_maybe_finish(struct fe_request *q)
 {
         struct prov_frontend *f = q->f;
-        _cleanup_free_ char *selector = NULL;
-        int r;
 
+        if (!q->node_done || !q->pods_done)
+                return;
         if (f->provider && creds_stale(f))
                 creds_ask(f);
         if (f->provider && !f->have_creds && f->asking) {
                 q->waiting_creds = true;
                 return;
         }
-        selector = strprintf("spec.nodeName=%s", q->node);
-        if (!selector) {
+        request_finish(q);
+}
+
+static void on_pods(struct kube_client *c, struct kube_result *res, void *userdata)
+{
+        struct fe_request *q = userdata;
+
+        q->pods_call = NULL;
+        if (res->error < 0) {
+                log_debug_errno(res->error, "provision: cannot list the pods of %s: %s", q->node,
+                                res->message ? res->message : "");
                 request_remove(q);
                 return;
         }
-        struct kube_list_options lo = { .field_selector = selector };
-        r = kube_list(f->kube, "/api/v1/pods", &lo, on_pods, q, &q->call);
-        if (r < 0) {
-                log_debug_errno(r, "provision: cannot list the pods of %s", q->node);
-                request_remove(q);
-        }
+        q->pods = TAKE_PTR(res->object);
+        q->pods_done = true;
+        request_maybe_finish(q);
 }
 
 static void on_node(struct kube_client *c, struct kube_result *res, void *userdata)
@@ -482,7 +483,7 @@ static void on_node(struct kube_client *c, struct kube_result *res, void *userda
             cJSON_GetObjectItemCaseSensitive(res->object, "metadata"), "labels");
         const char *zone = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(labels, ZONE_LABEL));
 
-        q->call = NULL;
+        q->node_call = NULL;
         if (!zone)
                 zone = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(labels, ZONE_LABEL_LEGACY));
         /* Without the node (gone already) the replacement is still wanted: only the zone to avoid is lost.
@@ -494,12 +495,13 @@ static void on_node(struct kube_client *c, struct kube_result *res, void *userda
                 request_remove(q);
                 return;
         }
-        request_go(q);
+        q->node_done = true;
+        request_maybe_finish(q);
 }
 
 int prov_frontend_request(struct prov_frontend *f, const char *node, const struct notice *n)
 {
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *path = NULL, *selector = NULL;
         struct fe_request *q, **v;
         int r;
 
@@ -518,13 +520,17 @@ int prov_frontend_request(struct prov_frontend *f, const char *node, const struc
         if (v)
                 f->reqs = v;
         path = strprintf("/api/v1/nodes/%s", node);
-        if (!q || !v || !path || !(q->node = strdup(node))) {
+        selector = strprintf("spec.nodeName=%s", node);
+        if (!q || !v || !path || !selector || !(q->node = strdup(node))) {
                 request_free(q);
                 return -ENOMEM;
         }
         q->f = f;
         q->notice = *n;
-        r = kube_get(f->kube, path, on_node, q, &q->call);
+        struct kube_list_options lo = { .field_selector = selector };
+        r = kube_get(f->kube, path, on_node, q, &q->node_call);
+        if (r >= 0)
+                r = kube_list(f->kube, "/api/v1/pods", &lo, on_pods, q, &q->pods_call);
         if (r < 0) {
                 request_free(q);
                 return r;

@@ -36,7 +36,7 @@ struct fault_lane {
         uint64_t armed_until; /* requests below this index are covered by the counter last set */
 };
 
-struct fault_driver {
+struct sim_aws_faults {
         pthread_t thread;
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -58,7 +58,7 @@ struct sim_surfaces {
         struct sim_sqs *sqs;
         struct sim_sts *sts;
         struct sim_ec2 *ec2;
-        struct fault_driver *faults;
+        struct sim_aws_faults *faults;
 };
 
 static uint64_t fault_mix(uint64_t x)
@@ -70,8 +70,8 @@ static uint64_t fault_mix(uint64_t x)
         return x ^ (x >> 31);
 }
 
-static enum fault_kind fault_kind_of(const struct fault_driver *d, const struct fault_lane *l, uint64_t lane,
-                                     uint64_t k)
+static enum fault_kind fault_kind_of(const struct sim_aws_faults *d, const struct fault_lane *l,
+                                     uint64_t lane, uint64_t k)
 {
         double u = (double)(fault_mix(d->seed ^ fault_mix(lane * 0x9e3779b97f4a7c15ULL + k)) >> 11) /
                    (double)(1ULL << 53);
@@ -83,7 +83,7 @@ static enum fault_kind fault_kind_of(const struct fault_driver *d, const struct 
 }
 
 /* The run of requests starting at index `requests` that fail the same way; 0 when that one does not fail. */
-static unsigned fault_run(const struct fault_driver *d, struct fault_lane *l, uint64_t lane,
+static unsigned fault_run(const struct sim_aws_faults *d, struct fault_lane *l, uint64_t lane,
                           uint64_t requests, enum fault_kind *ret_kind)
 {
         unsigned n = 0;
@@ -101,7 +101,7 @@ static unsigned fault_run(const struct fault_driver *d, struct fault_lane *l, ui
         return n;
 }
 
-static void fault_step(struct fault_driver *d)
+static void fault_step(struct sim_aws_faults *d)
 {
         enum fault_kind k = FAULT_NONE;
         unsigned n;
@@ -137,7 +137,7 @@ static void fault_step(struct fault_driver *d)
 
 static void *fault_thread(void *userdata)
 {
-        struct fault_driver *d = userdata;
+        struct sim_aws_faults *d = userdata;
 
         pthread_mutex_lock(&d->lock);
         while (!d->stopping) {
@@ -158,10 +158,10 @@ static void *fault_thread(void *userdata)
         return NULL;
 }
 
-static void fault_driver_stop(struct fault_driver *d)
+struct sim_aws_faults *sim_aws_faults_stop(struct sim_aws_faults *d)
 {
         if (!d)
-                return;
+                return NULL;
         pthread_mutex_lock(&d->lock);
         d->stopping = true;
         pthread_cond_signal(&d->cond);
@@ -171,17 +171,19 @@ static void fault_driver_stop(struct fault_driver *d)
         pthread_mutex_destroy(&d->lock);
         free(d->imds_lanes);
         free(d);
+        return NULL;
 }
 
-/* Applies the AWS surfaces' faults of opt; no driver thread when no rate needs one. */
-static int fault_driver_start(struct sim_surfaces *x, const struct sim_server_options *opt)
+int sim_aws_faults_start(const struct sim_server_options *opt, struct sim_imds *imds, struct sim_sqs *sqs,
+                         struct sim_sts *sts, struct sim_aws_faults **ret)
 {
-        struct fault_driver *d;
+        struct sim_aws_faults *d;
         pthread_condattr_t attr;
         int r;
 
-        if (opt->sqs_duplicate_rate > 0) {
-                r = sim_sqs_set_fault(x->sqs,
+        *ret = NULL;
+        if (sqs && opt->sqs_duplicate_rate > 0) {
+                r = sim_sqs_set_fault(sqs,
                                       &(struct sim_sqs_fault){ .duplicate_rate = opt->sqs_duplicate_rate });
                 if (r < 0)
                         return r;
@@ -193,13 +195,13 @@ static int fault_driver_start(struct sim_surfaces *x, const struct sim_server_op
         if (!d)
                 return -ENOMEM;
         d->seed = fault_mix(opt->seed ? opt->seed : 1);
-        d->sqs = x->sqs;
-        d->sts = x->sts;
-        d->imds = x->imds;
+        d->sqs = sqs;
+        d->sts = sts;
+        d->imds = imds;
         d->sqs_base.duplicate_rate = opt->sqs_duplicate_rate;
         d->sqs_lane.error_rate = opt->sqs_error_rate;
         d->sts_lane.error_rate = opt->sts_error_rate;
-        d->n_imds = sim_imds_count(x->imds);
+        d->n_imds = imds ? sim_imds_count(imds) : 0;
         d->imds_lanes = calloc(d->n_imds ?: 1, sizeof(*d->imds_lanes));
         if (!d->imds_lanes) {
                 free(d);
@@ -221,7 +223,7 @@ static int fault_driver_start(struct sim_surfaces *x, const struct sim_server_op
                 free(d);
                 return r;
         }
-        x->faults = d;
+        *ret = d;
         return 0;
 }
 
@@ -231,7 +233,7 @@ struct sim_surfaces *sim_surfaces_stop(struct sim_surfaces *x)
                 return NULL;
         /* The fault driver first: it sets the surfaces' faults. Then the AWS surfaces: they may be waiting
          * in long polls that the model wakes. */
-        fault_driver_stop(x->faults);
+        sim_aws_faults_stop(x->faults);
         sim_sqs_stop(x->sqs);
         sim_ec2_stop(x->ec2);
         sim_sts_stop(x->sts);
@@ -292,7 +294,7 @@ int sim_surfaces_start(struct sim *s, const struct sim_server_options *kopt, str
         /* SQS and EC2 accept the credentials STS hands out (and the scenario's fixed key pair). */
         sim_sqs_use_sts(x->sqs, x->sts);
         sim_ec2_use_sts(x->ec2, x->sts);
-        if (kopt && (r = fault_driver_start(x, kopt)) < 0) {
+        if (kopt && (r = sim_aws_faults_start(kopt, x->imds, x->sqs, x->sts, &x->faults)) < 0) {
                 log_debug_errno(r, "simulator: cannot apply the scenario's faults");
                 goto fail;
         }

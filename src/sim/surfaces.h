@@ -20,3 +20,15 @@ struct sim_ec2 *sim_surfaces_ec2(const struct sim_surfaces *x);
 /* {"kubernetes": URL, "imds": URL, "imds_by_node": {NODE: URL}, "sqs": URL, "queue_url": URL, "sts": URL,
  *  "ec2": URL, "autoscaling": URL} */
 cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x);
+
+/* The AWS surfaces' faults of opt (sqs_error_rate, sqs_duplicate_rate, imds_error_rate, imds_timeout_rate,
+ * sts_error_rate; docs/faults.md) on the surfaces given (NULL: not served). sim_surfaces_start() does this
+ * itself; it is here for callers that start the surfaces one by one (spotdrain simulate). *ret is NULL when
+ * no rate needs the driver thread. Stop it before the surfaces. */
+struct sim_imds;
+struct sim_sqs;
+struct sim_sts;
+struct sim_aws_faults;
+int sim_aws_faults_start(const struct sim_server_options *opt, struct sim_imds *imds, struct sim_sqs *sqs,
+                         struct sim_sts *sts, struct sim_aws_faults **ret);
+struct sim_aws_faults *sim_aws_faults_stop(struct sim_aws_faults *f); /* NULL-safe; returns NULL */

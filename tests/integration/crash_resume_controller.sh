@@ -5,15 +5,15 @@
 # and it must finish both drains with the outcome of an undisturbed run: each node cordoned and drained
 # before its deadline, no pod killed, no PDB breached (faults_check.py --drained). What it resumes from: the
 # drains recorded on the nodes (the spotdrain.io/drain annotation) and the messages it had not deleted, which
-# the queue hands out again after their visibility timeout (30 s).
+# the queue hands out again once the visibility timeout the controller receives with (60 s) runs out.
 #
 # Seeds: a fixed list, so CI is repeatable. CRASH_TRIALS=N runs the first N (default 10, ~30 s with the
 # trials in parallel; CRASH_TRIALS=3 for a quicker run), CRASH_SEEDS="s1 s2 ..." runs those seeds,
 # CRASH_SEEDS=random runs CRASH_TRIALS random seeds (printed, to be replayed with CRASH_SEEDS).
 # A seed sets the scenario's seed and the kill point: (seed * 7919) % 11000 ms after the controller took the
 # first notice, which spans both drains (around the cordons, between evictions, after the last one).
-# The trials run in parallel, each bounded (TRIAL_LIMIT, 90 s: a message received but not deleted comes back
-# only after its visibility timeout).
+# The trials run in parallel, each bounded (TRIAL_LIMIT, 120 s: a message received but not deleted comes back
+# only after its 60 s visibility timeout).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
@@ -21,7 +21,7 @@ command -v jq >/dev/null 2>&1 || skip "jq not installed"
 command -v curl >/dev/null 2>&1 || skip "curl not installed"
 command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
 CHECK=$ROOT/tests/integration/faults_check.py
-TRIAL_LIMIT=${TRIAL_LIMIT:-90}
+TRIAL_LIMIT=${TRIAL_LIMIT:-120}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)
 
 free_port() {

@@ -147,7 +147,7 @@ CASES=(
 	"imds_error|agent|106|  imds_error_rate: 0.3|[ \$(metric . spotdrain_imds_request_errors_total) -gt 0 ]"
 	"imds_timeout|agent|107|  imds_timeout_rate: 0.2|[ \$(metric . spotdrain_imds_request_errors_total) -gt 0 ]"
 	"sqs_error|controller|108|  sqs_error_rate: 0.3|[ \$(metric . spotdrain_queue_receive_errors_total) -gt 0 ]"
-	"sqs_duplicate|controller|109|  sqs_duplicate_rate: 1|[ \$(metric . spotdrain_sqs_receives_total) -gt 0 ] && [ \$(metric . spotdrain_sqs_messages_deleted_total) -ge 4 ]"
+	"sqs_duplicate|controller|109|  sqs_duplicate_rate: 1|[ \$(metric . spotdrain_notices_duplicate_total) -gt 0 ]"
 	"sts_error|controller|111|  sts_error_rate: 0.5|grep -q InternalFailure process.log"
 	# Known bug (reported): a cordon PATCH answered 500 or 429 is not retried (kube_node_cordon is not
 	# KUBE_REQ_IDEMPOTENT and the executor drains on uncordoned), so the node stays schedulable and a

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 
 SECONDS_PER_TARGET=${FUZZ_SMOKE_SECONDS:-12}
 OUT=$(dirname "$SPOTDRAIN")/fuzz-smoke
-PKGS="libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd"
+PKGS=(libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd)
 
 command -v clang >/dev/null || skip "clang is not installed"
 mkdir -p "$OUT/obj"
@@ -23,29 +23,38 @@ EOF
 clang -fsanitize=fuzzer,address,undefined -o "$TEST_TMP/probe" "$TEST_TMP/probe.c" >/dev/null 2>&1 ||
 	skip "clang's libFuzzer runtime is missing (clang -fsanitize=fuzzer fails)"
 
-cd "$ROOT"
-PKG_CFLAGS=$(pkg-config --cflags $PKGS)
-PKG_LIBS="$(pkg-config --libs $PKGS) -lm -lpthread"
-CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -DSPOTDRAIN_VERSION=\"fuzz\" $PKG_CFLAGS"
-SAN="-fsanitize=address,undefined"
+cd "$ROOT" || exit 1
+read -r -a PKG_CFLAGS <<<"$(pkg-config --cflags "${PKGS[@]}")"
+read -r -a PKG_LIBS <<<"$(pkg-config --libs "${PKGS[@]}")"
+CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc '-DSPOTDRAIN_VERSION="fuzz"' "${PKG_CFLAGS[@]}")
+SAN=-fsanitize=address,undefined
 
-# The library without the command line (no target reaches it).
+obj_of() {
+	local s=${1%.c}
+	echo "$OUT/obj/${s//\//_}.o"
+}
+
+# The library without the command line (no target reaches it); two compilers at a time.
 log "compiling the library with fuzzing instrumentation into $OUT"
 objs=()
-stale=()
+pids=()
 for src in src/*/*.c; do
 	case "$src" in src/cli/*) continue ;; esac
-	obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
+	obj=$(obj_of "$src")
 	objs+=("$obj")
-	if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find include src -name '*.h' -newer "$obj" | head -n1)" ]; then
-		stale+=("$src")
+	if [ -f "$obj" ] && [ ! "$src" -nt "$obj" ] && [ -z "$(find include src -name '*.h' -newer "$obj" | head -n1)" ]; then
+		continue
+	fi
+	clang "${CFLAGS[@]}" "$SAN" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" &
+	pids+=($!)
+	if [ "${#pids[@]}" -ge 2 ]; then
+		wait "${pids[0]}" || fail "compiling the library failed"
+		pids=("${pids[@]:1}")
 	fi
 done
-if [ "${#stale[@]}" -gt 0 ]; then
-	printf '%s\n' "${stale[@]}" | xargs -P 2 -I{} sh -c \
-		'src={}; obj="$1/obj/$(echo "${src%.c}" | tr / _).o"; clang $2 $3 -fsanitize=fuzzer-no-link -c "$src" -o "$obj"' \
-		_ "$OUT" "$CFLAGS" "$SAN" || fail "compiling the library failed"
-fi
+for pid in "${pids[@]}"; do
+	wait "$pid" || fail "compiling the library failed"
+done
 rm -f "$OUT/libfuzz.a"
 ar rcs "$OUT/libfuzz.a" "${objs[@]}"
 
@@ -53,8 +62,8 @@ failed=()
 for src in fuzz/fuzz_*.c; do
 	name=$(basename "$src" .c)
 	bin="$OUT/$name"
-	# shellcheck disable=SC2086
-	clang $CFLAGS $SAN -fsanitize=fuzzer -o "$bin" "$src" "$OUT/libfuzz.a" $PKG_LIBS ||
+	clang "${CFLAGS[@]}" "$SAN" -fsanitize=fuzzer -o "$bin" "$src" "$OUT/libfuzz.a" "${PKG_LIBS[@]}" \
+		-lm -lpthread ||
 		fail "$name does not build"
 
 	if [ -d "fuzz/regressions/$name" ] && [ -n "$(ls -A "fuzz/regressions/$name")" ]; then
@@ -75,8 +84,10 @@ for src in fuzz/fuzz_*.c; do
 	if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
 		-artifact_prefix="$TEST_TMP/" "$corpus" "${seeds[@]}" >"$TEST_TMP/$name.log" 2>&1; then
 		tail -n 40 "$TEST_TMP/$name.log"
-		ls "$TEST_TMP"/crash-* "$TEST_TMP"/leak-* "$TEST_TMP"/timeout-* 2>/dev/null | while read -r f; do
-			mkdir -p "$OUT/artifacts" && cp "$f" "$OUT/artifacts/$name-$(basename "$f")"
+		for f in "$TEST_TMP"/crash-* "$TEST_TMP"/leak-* "$TEST_TMP"/timeout-* "$TEST_TMP"/oom-*; do
+			[ -e "$f" ] || continue
+			mkdir -p "$OUT/artifacts"
+			mv "$f" "$OUT/artifacts/$name-$(basename "$f")"
 		done
 		failed+=("$name")
 		continue

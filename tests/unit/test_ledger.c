@@ -235,11 +235,10 @@ static unsigned fx_blocked(const struct fx *f)
         "events: []\n"
 
 /* Run once with a shared ledger and once with one per drain: the shared one sends no eviction the PDB
- * has no room for, gives every slot to the earlier deadline first, and the earlier node finishes first. */
+ * has no room for, gives every slot to the earlier deadline first, and the earlier node finishes first;
+ * both drain everything without a breach. */
 static void test_two_nodes_edf(void **state)
 {
-        unsigned blocked[2];
-
         for (int shared = 1; shared >= 0; shared--) {
                 struct fx *f = fx_new(TWO_NODES, 5, shared);
                 /* spot-b's instance goes first. */
@@ -253,12 +252,16 @@ static void test_two_nodes_edf(void **state)
                         assert_int_equal(f->drains[i].infeasible_alerts, 0);
                 }
                 assert_int_equal(sim_breaches(f), 0);
-                blocked[shared] = fx_blocked(f);
                 if (shared) {
+                        /* An eviction goes only with a slot: at most one 429, when a status older than an
+                         * accepted eviction reaches the watch after its answer. (Without the ledger both
+                         * drains take the PDB's one slot whenever it frees; how often the loser's eviction
+                         * lands first is up to timing.) */
+                        assert_true(fx_blocked(f) <= 1);
                         struct drain_ledger_stats st;
                         drain_ledger_stats(f->ledger, &st);
                         assert_int_equal(st.granted, 6 + st.refused);
-                        assert_int_equal(st.refused, blocked[shared]);
+                        assert_int_equal(st.refused, fx_blocked(f));
                         /* EDF: every slot went to spot-b first. */
                         struct deletions d;
                         sim_deletions(f, &d);
@@ -268,9 +271,6 @@ static void test_two_nodes_edf(void **state)
                 }
                 fx_free(f);
         }
-        /* Without the ledger both drains take the PDB's one slot each time it frees: 429s every wave. */
-        assert_true(blocked[0] >= 2);
-        assert_true(blocked[1] * 4 <= blocked[0]);
 }
 
 /* Three nodes, deadlines c < a < b: the drains end in that order. */
