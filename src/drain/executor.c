@@ -86,7 +86,8 @@ struct drain_exec {
         struct xpod **plan_pods; /* plan pod index → its xpod, for the first n_own */
         size_t n_own;
 
-        struct timer *kick, *wake;
+        struct timer *kick, *wake, *cordon_retry;
+        struct backoff cordon_backoff;
         uint64_t wake_at;
         bool finished;
         struct drain_exec_result result;
@@ -1079,6 +1080,18 @@ static void ledger_wake(void *userdata)
 
 /* ---- node: cordon, taint, annotation ---- */
 
+static void cordon_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
+static void cordon_again(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->cordon_retry = NULL;
+        if (x->finished || x->cordon_call)
+                return;
+        if (kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call) < 0)
+                x->cordon_call = NULL;
+}
+
 static void cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct drain_exec *x = userdata;
@@ -1089,8 +1102,13 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
         }
         if (r->error < 0) {
                 const char *fields[] = { "node", x->node, NULL };
-                log_full(LOG_WARNING, r->error, fields, "cannot cordon %s (%s), draining anyway", x->node,
-                         r->message ? r->message : "no answer");
+                uint64_t delay = backoff_next(&x->cordon_backoff);
+                log_full(LOG_WARNING, r->error, fields,
+                         "cannot cordon %s (%s), draining anyway and trying again in %.1f s", x->node,
+                         r->message ? r->message : "no answer", (double)delay / 1e6);
+                /* Until it is cordoned, pods evicted from the node may be scheduled right back onto it. */
+                if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
+                        x->cordon_retry = NULL;
                 kick(x);
                 return;
         }
@@ -1125,6 +1143,7 @@ static int start_node_changes(struct drain_exec *x)
         struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
         int r;
 
+        x->cordon_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
         r = kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
         if (r < 0)
                 return r;
@@ -1154,6 +1173,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
                 return NULL;
         timer_cancel(x->kick);
         timer_cancel(x->wake);
+        timer_cancel(x->cordon_retry);
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);

@@ -1167,7 +1167,8 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
         return kube_request(c, "PATCH", path, "application/strategic-merge-patch+json",
                             cordon ? "{\"spec\":{\"unschedulable\":true}}"
                                    : "{\"spec\":{\"unschedulable\":null}}",
-                            KUBE_REQ_PRIORITY, done, userdata, ret_call);
+                            /* Setting spec.unschedulable twice changes nothing: safe to retry. */
+                            KUBE_REQ_PRIORITY | KUBE_REQ_IDEMPOTENT, done, userdata, ret_call);
 }
 
 static void taint_got_step(struct kube_call *call, struct kube_result *r);

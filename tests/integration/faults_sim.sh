@@ -149,12 +149,9 @@ CASES=(
 	"sqs_error|controller|108|  sqs_error_rate: 0.3|[ \$(metric . spotdrain_queue_receive_errors_total) -gt 0 ]"
 	"sqs_duplicate|controller|109|  sqs_duplicate_rate: 1|[ \$(metric . spotdrain_notices_duplicate_total) -gt 0 ]"
 	"sts_error|controller|111|  sts_error_rate: 0.5|grep -q InternalFailure process.log"
-	# Known bug (reported): a cordon PATCH answered 500 or 429 is not retried (kube_node_cordon is not
-	# KUBE_REQ_IDEMPOTENT and the executor drains on uncordoned), so the node stays schedulable and a
-	# replacement may land on it. These seeds make the first two PATCHes of the node fail; until the fix,
-	# their failure is reported as a known bug, not failed (FAULTS_STRICT=1 fails it).
-	"api_error_cordon|agent|2|  api_error_rate: 0.2|[ \$(jq .api_errors faults.json) -gt 0 ]|known"
-	"api_throttle_cordon|agent|4|  api_throttle_rate: 0.2|[ \$(jq .api_throttled faults.json) -gt 0 ]|known"
+	# These seeds make the first two cordon PATCHes of the node fail: the cordon must be retried.
+	"api_error_cordon|agent|2|  api_error_rate: 0.2|[ \$(jq .api_errors faults.json) -gt 0 ]|"
+	"api_throttle_cordon|agent|4|  api_throttle_rate: 0.2|[ \$(jq .api_throttled faults.json) -gt 0 ]|"
 )
 
 ran=()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every libFuzzer target (fuzz/fuzz_*.c) briefly: first its regression inputs (fuzz/regressions/NAME/, each
-# run once), then FUZZ_SMOKE_SECONDS (default 12) of fuzzing from its seeds (fuzz/seeds/NAME/). Any crash,
+# run once), then FUZZ_SMOKE_SECONDS (default 10) of fuzzing from its seeds (fuzz/seeds/NAME/). Any crash,
 # leak, sanitizer report or timeout fails the test. Skipped (77) without clang's libFuzzer runtime.
 #
 # The library is compiled once with fuzzing instrumentation into BUILD/fuzz-smoke/ (next to $SPOTDRAIN's
@@ -8,7 +8,7 @@
 # faster than `make fuzz` compiling every source into every target. docs/fuzzing.md has the long runs.
 source "$(dirname "$0")/lib.sh"
 
-SECONDS_PER_TARGET=${FUZZ_SMOKE_SECONDS:-12}
+SECONDS_PER_TARGET=${FUZZ_SMOKE_SECONDS:-10}
 OUT=$(dirname "$SPOTDRAIN")/fuzz-smoke
 PKGS=(libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd)
 

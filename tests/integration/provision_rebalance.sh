@@ -63,14 +63,15 @@ check_early() {
 		fail "$name: no drain-completed alert"
 }
 
-# Without provisioning: nothing launched, the drain forced pods around the PDB and ended later than with it.
+# Without provisioning: nothing launched, the evicted pods found no room (Pending), so the PDB blocked the drain
+# until pods were forced around it, and it ended later than with provisioning.
 check_stalled() {
 	local name=$1 early=$2 f=$TEST_TMP/$1.json
 	jq -e '.replacements == []' "$f" >/dev/null || fail "$name: something was launched: $(figures "$name")"
 	jq -e '.nodes[0].pods_forced > 0 and .pdb_breaches > 0' "$f" >/dev/null ||
 		fail "$name: the drain did not stall on the PDB: $(figures "$name")"
-	jq -e --slurpfile e "$TEST_TMP/$early.json" '.nodes[0].drained_at - $e[0].nodes[0].drained_at >= 30' "$f" \
-		>/dev/null || fail "$name: not slower than $early by 30 s: $(figures "$name") / $(figures "$early")"
+	jq -e --slurpfile e "$TEST_TMP/$early.json" '.nodes[0].drained_at > $e[0].nodes[0].drained_at' "$f" \
+		>/dev/null || fail "$name: not slower than $early: $(figures "$name") / $(figures "$early")"
 }
 
 log "controller, provisioning from the rebalance recommendation"
@@ -89,8 +90,10 @@ run ctl-late "$FAST" "$WITH" controller --config "$TEST_TMP/late.yaml"
 figures ctl-late
 jq -e '.replacements | length == 1 and .[0].requested_at >= 60 and .[0].ready_at > 60' "$TEST_TMP/ctl-late.json" \
 	>/dev/null || fail "ctl-late: the replacement should start at the notice: $(figures ctl-late)"
-jq -e --slurpfile e "$TEST_TMP/ctl-early.json" '.nodes[0].drained_at - $e[0].nodes[0].drained_at >= 20' \
-	"$TEST_TMP/ctl-late.json" >/dev/null || fail "ctl-late: not slower than ctl-early: $(figures ctl-late)"
+# The last pods had nowhere to go until the late replacement turned Ready.
+jq -e --slurpfile e "$TEST_TMP/ctl-early.json" '.nodes[0].drained_at > .replacements[0].ready_at
+	and .nodes[0].drained_at > $e[0].nodes[0].drained_at' "$TEST_TMP/ctl-late.json" >/dev/null ||
+	fail "ctl-late: the drain did not wait for the late replacement: $(figures ctl-late) / $(figures ctl-early)"
 
 log "agent, provisioning from the rebalance recommendation"
 run agent-early "$SCALE" "$WITH" agent --config "$TEST_TMP/early.yaml"
