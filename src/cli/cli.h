@@ -33,3 +33,4 @@ int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);

@@ -23,6 +23,8 @@ static const struct command commands[] = {
         { "sim", cmd_sim,
           "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
         { "catalog", cmd_catalog, "catalog show|refresh: the instance types replacements are chosen from" },
+        { "check-config", cmd_check_config,
+          "check-config [--config FILE]: validate the configuration, print it" },
         { "version", cmd_version, "print the version" },
 };
 

@@ -1,0 +1,63 @@
+/* spotdrain check-config [--config FILE] [--set KEY=VALUE ...]: validates the configuration (file,
+ * SPOTDRAIN_* environment, --set) without running anything, and prints the effective values (secrets
+ * hidden). */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "spotdrain/config.h"
+#include "spotdrain/core.h"
+
+int cmd_check_config(int argc, char **argv)
+{
+        static const struct option options[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "set", required_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
+        _cleanup_free_ char *error = NULL, *dump = NULL;
+        _cleanup_free_ char **sets = NULL;
+        const char *path = NULL;
+        size_t n_sets = 0;
+        int c, r;
+
+        sets = calloc((size_t)argc + 1, sizeof(char *));
+        if (!sets)
+                return EXIT_ERROR;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'c':
+                        path = optarg;
+                        break;
+                case 's':
+                        sets[n_sets++] = optarg;
+                        break;
+                case 'h':
+                        printf("usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
+                        return EXIT_OK;
+                default:
+                        fprintf(stderr,
+                                "usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind != argc) {
+                fprintf(stderr, "usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
+                return EXIT_USAGE;
+        }
+        r = config_load(path, sets, &cfg, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain check-config: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        r = config_dump(cfg, &dump);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain check-config: %s\n", strerror(-r));
+                return EXIT_ERROR;
+        }
+        fputs(dump, stdout);
+        return EXIT_OK;
+}
