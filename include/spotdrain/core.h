@@ -84,7 +84,7 @@ struct http_request {
         /* Timeouts are real time, not engine time: the network does not run faster in a simulation. */
         uint64_t timeout_usec;         /* whole request; 0 = 30 s; streaming requests: 0 = none */
         uint64_t connect_timeout_usec; /* 0 = 5 s */
-        size_t max_body;               /* 0 = 64 MiB; larger answers fail with -EFBIG */
+        size_t max_body;               /* 0 = 16 MiB; larger answers fail with -EFBIG */
         /* Streaming (watch): called with each chunk of a 2xx answer as it arrives instead of buffering the
          * body (other statuses are buffered into resp->body for the error message). Gets the userdata of
          * http_send(). Return <0 to abort: the call then ends with that error. */

@@ -49,6 +49,9 @@ int sigv4_string_to_sign(const struct sigv4_request *r, const char *canonical_re
 int sigv4_signature(const struct sigv4_request *r, const char *secret_access_key, const char *string_to_sign,
                     char ret_hex[65]);
 
+/* application/x-www-form-urlencoded decoding of n bytes of s ('+' is a space, %XX a byte); malloc'ed. */
+char *sigv4_form_decode(const char *s, size_t n);
+
 /* Simulator side: checks an incoming request's Authorization header (or presigned query) against a secret
  * looked up by access key id. Returns 0 when valid, -EACCES for a wrong signature (ret_why says what
  * differed), -EINVAL when malformed, -ENOKEY for an unknown key. */

@@ -13,6 +13,8 @@
 #define CREDS_TOKEN_FILE_MAX (64u * 1024u)
 #define CREDS_REFRESH_AHEAD  (5ULL * 60ULL * 1000000ULL)
 #define CREDS_TIMEOUT        (10ULL * 1000000ULL)
+/* Credential answers are a few hundred bytes; anything near this is not one. */
+#define CREDS_MAX_ANSWER     ((size_t)64 * 1024)
 #define CREDS_ECS_HOST       "http://169.254.170.2"
 #define CREDS_IMDS_ROLE_PATH "meta-data/iam/security-credentials/"
 
@@ -417,7 +419,8 @@ static void fetch_web_identity(struct aws_creds_provider *p)
                                     .url = p->sts_url,
                                     .headers = headers,
                                     .body = p->req_body,
-                                    .timeout_usec = p->o.timeout_usec };
+                                    .timeout_usec = p->o.timeout_usec,
+                                    .max_body = CREDS_MAX_ANSWER };
         r = http_send(p->loop, &req, sts_done, p, &p->call);
         if (r < 0)
                 fetch_fail(p, r,
@@ -485,7 +488,8 @@ static void fetch_container(struct aws_creds_provider *p)
         }
         struct http_request req = { .url = p->container_url,
                                     .headers = headers,
-                                    .timeout_usec = p->o.timeout_usec };
+                                    .timeout_usec = p->o.timeout_usec,
+                                    .max_body = CREDS_MAX_ANSWER };
         r = http_send(p->loop, &req, container_done, p, &p->call);
         if (auth)
                 explicit_bzero(auth, strlen(auth));

@@ -123,8 +123,8 @@ static int hexval(char c)
         return -1;
 }
 
-/* Decodes %XX (a '%' not followed by two hex digits stays as it is; '+' is a plus, as AWS reads it). */
-static char *uri_decode(const char *s, size_t n)
+/* Decodes %XX (a '%' not followed by two hex digits stays as it is); '+' is a space in form bodies only. */
+static char *percent_decode(const char *s, size_t n, bool plus_is_space)
 {
         char *out = malloc(n + 1), *o = out;
 
@@ -132,7 +132,10 @@ static char *uri_decode(const char *s, size_t n)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
                 int h, l;
-                if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 && (l = hexval(s[i + 2])) >= 0) {
+                if (plus_is_space && s[i] == '+')
+                        *o++ = ' ';
+                else if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 &&
+                         (l = hexval(s[i + 2])) >= 0) {
                         *o++ = (char)(h << 4 | l);
                         i += 2;
                 } else
@@ -140,6 +143,17 @@ static char *uri_decode(const char *s, size_t n)
         }
         *o = '\0';
         return out;
+}
+
+/* In a URI '+' is a plus, as AWS reads it. */
+static char *uri_decode(const char *s, size_t n)
+{
+        return percent_decode(s, n, false);
+}
+
+char *sigv4_form_decode(const char *s, size_t n)
+{
+        return percent_decode(s, n, true);
 }
 
 /* ---- URL pieces ---- */
@@ -433,6 +447,18 @@ static char *header_name(const char *line, size_t n)
         return s;
 }
 
+/* An HTTP field name (RFC 9110 token). Anything else could not be told apart in SignedHeaders, which ';'
+ * delimits. */
+static bool header_name_valid(const char *name)
+{
+        if (isempty(name))
+                return false;
+        for (const char *c = name; *c; c++)
+                if (!isalnum((unsigned char)*c) && !strchr("!#$%&'*+-.^_`|~", *c))
+                        return false;
+        return true;
+}
+
 static char *header_value_trimall(const char *v)
 {
         size_t n = strlen(v);
@@ -478,7 +504,7 @@ static int hdrs_add(struct hdrs *h, const char *line)
         value = header_value_trimall(colon + 1);
         if (!name || !value)
                 return -ENOMEM;
-        if (isempty(name))
+        if (!header_name_valid(name))
                 return -EINVAL;
         if (h->n == h->cap) {
                 size_t nc = h->cap ? h->cap * 2 : 8;

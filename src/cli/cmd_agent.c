@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/frontend.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/alert_sinks.h"
@@ -203,10 +204,8 @@ static const struct agent_actions agent_prov_actions = {
 int cmd_agent(int argc, char **argv)
 {
         static const struct option options[] = {
+                FRONTEND_OPTIONS,
                 { "node-name", required_argument, NULL, 'n' },
-                { "kubeconfig", required_argument, NULL, 'k' },
-                { "config", required_argument, NULL, 'c' },
-                { "metrics-listen", required_argument, NULL, 'm' },
                 { "imds-endpoint", required_argument, NULL, 'i' },
                 { "poll-interval", required_argument, NULL, 'p' },
                 { "imds-token-ttl", required_argument, NULL, 't' },
@@ -214,20 +213,18 @@ int cmd_agent(int argc, char **argv)
                 { "rebalance-revert", required_argument, NULL, 'r' },
                 { "maintenance-lead", required_argument, NULL, 'M' },
                 { "asg-deadline", required_argument, NULL, 'A' },
-                { "log-level", required_argument, NULL, 'L' },
-                { "log-format", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        const char *node = NULL, *kubeconfig = NULL, *config = NULL, *metrics_listen = NULL,
-                   *endpoint = NULL;
-        const char *level_s = NULL, *format_s = NULL;
+        const char *node = NULL, *endpoint = NULL;
         uint64_t poll = 0, revert = 0, lead = 0, ttl = 0, asg = 0;
         bool v1 = false;
-        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
-        _cleanup_(kube_config_freep) struct kube_config *kcfg = NULL;
-        _cleanup_(loop_freep) struct loop *l = NULL;
-        _cleanup_(kube_client_freep) struct kube_client *kube = NULL;
+        /* Before the frontend: its /healthz reads the budget until httpd is gone. */
+        _cleanup_(error_budget_freep) struct error_budget *budget = NULL;
+        _cleanup_(frontend_done) struct frontend fe = { .name = "agent" };
+        struct spotdrain_config *cfg;
+        struct loop *l;
+        struct kube_client *kube;
         _cleanup_(imds_client_freep) struct imds_client *imds = NULL;
         /* The webhook sink before the bus: freed after it. */
         _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
@@ -237,29 +234,17 @@ int cmd_agent(int argc, char **argv)
         _cleanup_(agent_freep) struct agent *a = NULL;
         _cleanup_free_ char *prov_error = NULL;
         struct agent_prov ap = {};
-        _cleanup_free_ char *error = NULL;
-        /* Before httpd: its health check reads the budget until httpd is gone. */
-        _cleanup_(error_budget_freep) struct error_budget *budget = NULL;
-        _cleanup_(httpd_freep) struct httpd *httpd = NULL;
-        _cleanup_(ops_watchdog_freep) struct ops_watchdog *watchdog = NULL;
         struct ops ops = {};
         uint64_t interval;
-        int c, r, level, format;
+        int c, r;
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (frontend_option(&fe, c, optarg))
+                        continue;
                 switch (c) {
                 case 'n':
                         node = optarg;
-                        break;
-                case 'k':
-                        kubeconfig = optarg;
-                        break;
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'm':
-                        metrics_listen = optarg;
                         break;
                 case 'i':
                         endpoint = optarg;
@@ -289,12 +274,6 @@ int cmd_agent(int argc, char **argv)
                 case 'v':
                         v1 = true;
                         break;
-                case 'L':
-                        level_s = optarg;
-                        break;
-                case 'F':
-                        format_s = optarg;
-                        break;
                 case 'h':
                         agent_usage(stdout);
                         return EXIT_OK;
@@ -312,19 +291,10 @@ int cmd_agent(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        r = config_load(config, NULL, &cfg, &error);
-        if (r < 0) {
-                fprintf(stderr, "spotdrain agent: %s\n", error ? error : strerror(-r));
-                return EXIT_ERROR;
-        }
-        level = level_s ? log_parse_level(level_s) : cfg->log_level;
-        format = format_s ? log_parse_format(format_s) : cfg->log_format;
-        if (level < 0 || format < 0) {
-                fprintf(stderr, "spotdrain agent: unknown log %s '%s'\n", level < 0 ? "level" : "format",
-                        level < 0 ? level_s : format_s);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        r = frontend_load_config(&fe);
+        if (r != EXIT_OK)
+                return r;
+        cfg = fe.cfg;
 
         /* Flags win over the configuration. */
         if (!ttl)
@@ -337,27 +307,11 @@ int cmd_agent(int argc, char **argv)
                 asg = cfg->agent_asg_deadline_usec;
         v1 = v1 || cfg->imds_allow_v1;
 
-        signal(SIGPIPE, SIG_IGN);
-        r = loop_new(&l);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
-
-        r = kube_config_load_auto(kubeconfig ? kubeconfig : cfg->kubeconfig, cfg->kube_context, &kcfg,
-                                  &error);
-        if (r < 0) {
-                if (error)
-                        log_error("cannot load the Kubernetes configuration: %s", error);
-                else
-                        log_error_errno(r, "cannot load the Kubernetes configuration");
-                return EXIT_ERROR;
-        }
-        r = kube_client_new(
-            l, kcfg,
-            &(struct kube_client_options){ .qps = cfg->kube_qps,
-                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0 },
-            &kube);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
+        r = frontend_start_kube(&fe);
+        if (r != EXIT_OK)
+                return r;
+        l = fe.loop;
+        kube = fe.kube;
 
         r = imds_client_new(l,
                             &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds_endpoint,
@@ -382,31 +336,25 @@ int cmd_agent(int argc, char **argv)
         ap = (struct agent_prov){ .engine = engine, .prov = prov };
 
         interval = poll ? poll : cfg->imds_poll_interval_usec;
-        metrics_listen = metrics_listen        ? metrics_listen
-                         : cfg->metrics_listen ? cfg->metrics_listen
-                                               : HTTPD_DEFAULT_LISTEN;
         r = ops_register();
         if (r < 0)
                 return log_error_errno(r, "cannot register the agent's metrics"), EXIT_ERROR;
         /* Unhealthy when most polls of the last minute found IMDS silent. */
         r = error_budget_new(60ULL * 1000000ULL, 0.9, 10, &budget);
-        if (r >= 0)
-                r = httpd_start(metrics_listen, &httpd);
         if (r < 0)
-                return log_error_errno(r, "cannot serve metrics on %s", metrics_listen), EXIT_ERROR;
-        if (httpd) {
-                r = httpd_watch_loop(httpd, l, 0);
-                if (r >= 0)
-                        r = httpd_set_ready(httpd, "imds", false, "not polling IMDS yet");
-                if (r >= 0)
-                        r = httpd_add_health_check(httpd, "imds", error_budget_check, budget);
+                return log_error_errno(r, "cannot set up the IMDS error budget"), EXIT_ERROR;
+        r = frontend_start_httpd(&fe, "imds", "not polling IMDS yet");
+        if (r != EXIT_OK)
+                return r;
+        if (fe.httpd) {
+                r = httpd_add_health_check(fe.httpd, "imds", error_budget_check, budget);
                 if (r < 0)
                         return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
         }
-        r = ops_watchdog_start(l, &watchdog);
+        r = ops_watchdog_start(l, &fe.watchdog);
         if (r < 0)
                 log_warning_errno(r, "cannot arm the watchdog, ignoring");
-        ops = (struct ops){ .imds = imds, .httpd = httpd, .budget = budget };
+        ops = (struct ops){ .imds = imds, .httpd = fe.httpd, .budget = budget };
 
         r = agent_new(l, imds, kube,
                       &(struct agent_options){ .node_name = node                            ? node
@@ -434,8 +382,7 @@ int cmd_agent(int argc, char **argv)
         a = agent_free(a);
         prov = prov_frontend_free(prov);
         engine = agent_engine_free(engine);
-        httpd = httpd_free(httpd);
-        watchdog = ops_watchdog_free(watchdog);
+        frontend_stop(&fe);
         log_info("spotdrain agent stopped");
         return r == 0 ? EXIT_OK : EXIT_ERROR;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/frontend.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/alert_sinks.h"
 #include "spotdrain/alert_webhook.h"
@@ -220,55 +221,40 @@ int cmd_controller(int argc, char **argv)
         static const struct option options[] = {
                 { "queue-url", required_argument, NULL, 'q' },
                 { "region", required_argument, NULL, 'r' },
-                { "kubeconfig", required_argument, NULL, 'k' },
-                { "config", required_argument, NULL, 'c' },
-                { "metrics-listen", required_argument, NULL, 'm' },
+                FRONTEND_OPTIONS,
                 { "lease-namespace", required_argument, NULL, 'n' },
                 { "identity", required_argument, NULL, 'i' },
                 { "no-leader-election", no_argument, NULL, 'N' },
                 { "sqs-endpoint", required_argument, NULL, 's' },
                 { "asg-endpoint", required_argument, NULL, 'a' },
-                { "log-level", required_argument, NULL, 'L' },
-                { "log-format", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        const char *queue_url = NULL, *region = NULL, *kubeconfig = NULL, *config = NULL,
-                   *metrics_listen = NULL, *lease_ns = NULL, *identity = NULL, *sqs_endpoint = NULL,
-                   *asg_endpoint = NULL, *level_s = NULL, *format_s = NULL;
+        const char *queue_url = NULL, *region = NULL, *lease_ns = NULL, *identity = NULL,
+                   *sqs_endpoint = NULL, *asg_endpoint = NULL;
         bool no_election = false;
-        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
-        _cleanup_(kube_config_freep) struct kube_config *kcfg = NULL;
-        _cleanup_(loop_freep) struct loop *l = NULL;
-        _cleanup_(kube_client_freep) struct kube_client *kube = NULL;
+        _cleanup_(frontend_done) struct frontend fe = { .name = "controller" };
+        struct spotdrain_config *cfg;
+        struct loop *l;
+        struct kube_client *kube;
         /* The webhook sink before the bus: freed after it. */
         _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         _cleanup_(controller_freep) struct controller *ctl = NULL;
-        _cleanup_free_ char *error = NULL;
-        _cleanup_(httpd_freep) struct httpd *httpd = NULL;
-        _cleanup_(ops_watchdog_freep) struct ops_watchdog *watchdog = NULL;
         struct creds creds = {};
         struct ops o = {};
-        int c, r, level, format;
+        int c, r;
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (frontend_option(&fe, c, optarg))
+                        continue;
                 switch (c) {
                 case 'q':
                         queue_url = optarg;
                         break;
                 case 'r':
                         region = optarg;
-                        break;
-                case 'k':
-                        kubeconfig = optarg;
-                        break;
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'm':
-                        metrics_listen = optarg;
                         break;
                 case 'n':
                         lease_ns = optarg;
@@ -285,12 +271,6 @@ int cmd_controller(int argc, char **argv)
                 case 'a':
                         asg_endpoint = optarg;
                         break;
-                case 'L':
-                        level_s = optarg;
-                        break;
-                case 'F':
-                        format_s = optarg;
-                        break;
                 case 'h':
                         controller_usage(stdout);
                         return EXIT_OK;
@@ -304,19 +284,10 @@ int cmd_controller(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        r = config_load(config, NULL, &cfg, &error);
-        if (r < 0) {
-                fprintf(stderr, "spotdrain controller: %s\n", error ? error : strerror(-r));
-                return EXIT_ERROR;
-        }
-        level = level_s ? log_parse_level(level_s) : cfg->log_level;
-        format = format_s ? log_parse_format(format_s) : cfg->log_format;
-        if (level < 0 || format < 0) {
-                fprintf(stderr, "spotdrain controller: unknown log %s '%s'\n",
-                        level < 0 ? "level" : "format", level < 0 ? level_s : format_s);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        r = frontend_load_config(&fe);
+        if (r != EXIT_OK)
+                return r;
+        cfg = fe.cfg;
         if (!queue_url)
                 queue_url = cfg->aws_queue_url;
         if (isempty(queue_url)) {
@@ -324,23 +295,11 @@ int cmd_controller(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        signal(SIGPIPE, SIG_IGN);
-        r = loop_new(&l);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
-        r = kube_config_load_auto(kubeconfig ? kubeconfig : cfg->kubeconfig, cfg->kube_context, &kcfg,
-                                  &error);
-        if (r < 0) {
-                log_error_errno(r, "cannot load the Kubernetes configuration: %s", error ? error : "");
-                return EXIT_ERROR;
-        }
-        r = kube_client_new(
-            l, kcfg,
-            &(struct kube_client_options){ .qps = cfg->kube_qps,
-                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0 },
-            &kube);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
+        r = frontend_start_kube(&fe);
+        if (r != EXIT_OK)
+                return r;
+        l = fe.loop;
+        kube = fe.kube;
 
         r = aws_creds_provider_new(
             l, &(struct aws_creds_options){ .on_refresh = on_refresh, .userdata = &creds }, &creds.provider);
@@ -373,26 +332,23 @@ int cmd_controller(int argc, char **argv)
                 return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
         }
 
-        metrics_listen = metrics_listen        ? metrics_listen
-                         : cfg->metrics_listen ? cfg->metrics_listen
-                                               : HTTPD_DEFAULT_LISTEN;
         r = ops_register();
-        if (r >= 0)
-                r = httpd_start(metrics_listen, &httpd);
-        if (r >= 0)
-                r = httpd_watch_loop(httpd, l, 0);
-        if (r >= 0)
-                r = httpd_set_ready(httpd, "queue", false,
-                                    "the interruption queue is not proven readable yet");
-        if (r >= 0)
-                r = ops_watchdog_start(l, &watchdog);
+        if (r < 0)
+                log_error_errno(r, "cannot register the controller's metrics");
+        else if (frontend_start_httpd(&fe, "queue", "the interruption queue is not proven readable yet") !=
+                 EXIT_OK)
+                r = -EIO;
+        else {
+                r = ops_watchdog_start(l, &fe.watchdog);
+                if (r < 0)
+                        log_error_errno(r, "cannot arm the watchdog");
+        }
         if (r < 0) {
-                log_error_errno(r, "cannot serve metrics on %s", metrics_listen);
                 ctl = controller_free(ctl);
                 aws_creds_provider_free(creds.provider);
                 return EXIT_ERROR;
         }
-        o = (struct ops){ .ctl = ctl, .loop = l, .httpd = httpd };
+        o = (struct ops){ .ctl = ctl, .loop = l, .httpd = fe.httpd };
 
         log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
                  aws_creds_provider_source(creds.provider));
@@ -404,8 +360,7 @@ int cmd_controller(int argc, char **argv)
         } else
                 log_error_errno(r, "cannot start the controller");
         o.timer = timer_cancel(o.timer);
-        httpd = httpd_free(httpd);
-        watchdog = ops_watchdog_free(watchdog);
+        frontend_stop(&fe);
         ctl = controller_free(ctl);
         aws_creds_provider_free(creds.provider);
         aws_credentials_clear(&creds.copy);

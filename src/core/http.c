@@ -13,7 +13,7 @@ _Static_assert(sizeof(((struct http_response *)0)->errbuf) >= CURL_ERROR_SIZE, "
 
 #define HTTP_TIMEOUT_USEC         (30ULL * 1000000ULL)
 #define HTTP_CONNECT_TIMEOUT_USEC (5ULL * 1000000ULL)
-#define HTTP_MAX_BODY             ((size_t)64 * 1024 * 1024)
+#define HTTP_MAX_BODY             ((size_t)16 * 1024 * 1024)
 
 struct http_ctx;
 

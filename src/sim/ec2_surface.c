@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/aws_request.h"
 #include "sim/ec2_surface.h"
 #include "sim/model.h"
 #include "sim/server.h"
@@ -169,58 +170,15 @@ static void asg_error(struct sim_ec2 *e, struct answer *a, unsigned status, cons
 
 /* ---- parameters ---- */
 
-static int unhex(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-static char *form_decode(const char *s, size_t len)
-{
-        char *out = malloc(len + 1), *w = out;
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < len; i++) {
-                if (s[i] == '+')
-                        *w++ = ' ';
-                else if (s[i] == '%' && i + 2 < len && unhex(s[i + 1]) >= 0 && unhex(s[i + 2]) >= 0) {
-                        *w++ = (char)(unhex(s[i + 1]) * 16 + unhex(s[i + 2]));
-                        i += 2;
-                } else
-                        *w++ = s[i];
-        }
-        *w = 0;
-        return out;
-}
-
 static int param_set(cJSON *p, const char *key, const char *value)
 {
         cJSON_DeleteItemFromObjectCaseSensitive(p, key);
         return cJSON_AddStringToObject(p, key, value) ? 0 : -ENOMEM;
 }
 
-static int form_parse(const char *body, size_t len, cJSON *p)
+static int form_param(void *userdata, const char *key, const char *value)
 {
-        for (size_t i = 0; i < len;) {
-                size_t j = i, eq;
-                while (j < len && body[j] != '&')
-                        j++;
-                for (eq = i; eq < j && body[eq] != '='; eq++)
-                        ;
-                if (j > i) {
-                        _cleanup_free_ char *k = form_decode(body + i, eq - i);
-                        _cleanup_free_ char *v = form_decode(body + eq + (eq < j), j - eq - (eq < j));
-                        if (!k || !v || param_set(p, k, v) < 0)
-                                return -ENOMEM;
-                }
-                i = j + 1;
-        }
-        return 0;
+        return param_set(userdata, key, value);
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -1072,115 +1030,9 @@ static void act_tags(struct sim_ec2 *e, const cJSON *p, struct answer *a)
 
 /* ---- authentication ---- */
 
-struct header_list {
-        char **v;
-        size_t n, cap;
-        int error;
-};
-
-static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct header_list *h = cls;
-        if (h->n + 2 > h->cap) {
-                size_t cap = h->cap ? h->cap * 2 : 16;
-                char **v = realloc(h->v, cap * sizeof(char *));
-                if (!v) {
-                        h->error = -ENOMEM;
-                        return MHD_NO;
-                }
-                h->v = v;
-                h->cap = cap;
-        }
-        if (!(h->v[h->n] = strprintf("%s: %s", key, value ? value : ""))) {
-                h->error = -ENOMEM;
-                return MHD_NO;
-        }
-        h->v[++h->n] = NULL;
-        return MHD_YES;
-}
-
-static bool unreserved(unsigned char c)
-{
-        return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-static int query_escape(struct buf *b, const char *s)
-{
-        for (; *s; s++)
-                if ((unreserved((unsigned char)*s) ? buf_append(b, s, 1)
-                                                   : buf_printf(b, "%%%02X", (unsigned char)*s)) < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct buf *b = cls;
-        if ((b->len > 0 && buf_append(b, "&", 1) < 0) || query_escape(b, key) < 0 ||
-            buf_append(b, "=", 1) < 0 || query_escape(b, value ? value : "") < 0)
-                return MHD_NO;
-        return MHD_YES;
-}
-
 static const char *default_lookup(const char *akid, void *userdata)
 {
         return streq(akid, SIM_EC2_ACCESS_KEY_ID) ? SIM_EC2_SECRET_ACCESS_KEY : NULL;
-}
-
-/* 0 valid; -EACCES bad signature; -ENOKEY unknown key or token; -EPERM no auth at all; -ENOMEM. */
-static int verify(struct sim_ec2 *e, const struct sim_http_request *rq, const char *service)
-{
-        struct header_list h = {};
-        struct buf query = {};
-        _cleanup_free_ char *url = NULL, *why = NULL;
-        const char *host = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Host");
-        const char *auth = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization");
-        int r;
-
-        if (!auth && !MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Signature"))
-                return -EPERM;
-        MHD_get_connection_values(rq->connection, MHD_HEADER_KIND, collect_header, &h);
-        MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_query, &query);
-        if (h.error < 0 || !h.v || buf_append(&query, "", 1) < 0) {
-                for (size_t i = 0; i < h.n; i++)
-                        free(h.v[i]);
-                free(h.v);
-                buf_free(&query);
-                return -ENOMEM;
-        }
-        url = strprintf("http://%s%s%s%s", host ? host : "localhost", rq->url, query.len > 1 ? "?" : "",
-                        query.data);
-        buf_free(&query);
-        struct sigv4_request sr = {
-                .method = rq->method,
-                .url = url,
-                .headers = (const char *const *)h.v,
-                .body = rq->body,
-                .body_len = rq->body_len,
-                .service = service,
-                .time_usec = now_realtime_usec(),
-        };
-        r = url ? sigv4_verify(&sr, e->lookup ? e->lookup : default_lookup,
-                               e->lookup ? e->lookup_userdata : NULL, &why)
-                : -ENOMEM;
-        for (size_t i = 0; i < h.n; i++)
-                free(h.v[i]);
-        free(h.v);
-        if (r == 0 && e->sts) {
-                /* Temporary credentials must come with their own session token. */
-                const char *cred = auth ? strstr(auth, "Credential=") : NULL;
-                const char *token =
-                    MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "X-Amz-Security-Token");
-                const char *slash = cred ? strchr(cred, '/') : NULL;
-                _cleanup_free_ char *akid = slash ? strndup(cred + strlen("Credential="),
-                                                            (size_t)(slash - cred - strlen("Credential=")))
-                                                  : NULL;
-                if (!akid || !sim_sts_session_token_valid(e->sts, akid, token))
-                        r = -ENOKEY;
-        }
-        if (r < 0 && r != -ENOMEM)
-                log_debug("sim ec2: refused signature: %s", why ? why : strerror(-r));
-        return r == -EINVAL ? -EACCES : r;
 }
 
 /* ---- dispatch ---- */
@@ -1202,7 +1054,7 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
 
         if (!p)
                 return sim_http_reply(rq->connection, 500, "text/plain", strdup("out of memory"));
-        if ((streq(rq->method, "POST") && form_parse(rq->body, rq->body_len, p) < 0) ||
+        if ((streq(rq->method, "POST") && sim_aws_form_parse(rq->body, rq->body_len, form_param, p) < 0) ||
             MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_arg, p) < 0) {
                 cJSON_Delete(p);
                 return sim_http_reply(rq->connection, 500, "text/plain", strdup("out of memory"));
@@ -1212,7 +1064,8 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
 
         pthread_mutex_lock(&e->lock);
         e->stats.requests++;
-        r = verify(e, rq, asg ? "autoscaling" : "ec2");
+        r = sim_aws_verify(rq, asg ? "autoscaling" : "ec2", e->lookup ? e->lookup : default_lookup,
+                           e->lookup ? e->lookup_userdata : NULL, e->sts);
         if (r < 0) {
                 e->stats.auth_failures++;
                 if (r == -ENOMEM)

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "sim/aws_request.h"
 #include "sim/model.h"
 #include "sim/server.h"
 #include "sim/sqs_surface.h"
@@ -989,36 +990,6 @@ static void act(struct sim_sqs *q, const char *action, const cJSON *p, const cha
 
 /* ---- the query protocol: form → parameters, result → XML ---- */
 
-static int unhex(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-static char *form_decode(const char *s, size_t len)
-{
-        char *out = malloc(len + 1), *w = out;
-
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < len; i++) {
-                if (s[i] == '+')
-                        *w++ = ' ';
-                else if (s[i] == '%' && i + 2 < len && unhex(s[i + 1]) >= 0 && unhex(s[i + 2]) >= 0) {
-                        *w++ = (char)(unhex(s[i + 1]) * 16 + unhex(s[i + 2]));
-                        i += 2;
-                } else
-                        *w++ = s[i];
-        }
-        *w = 0;
-        return out;
-}
-
 /* The item at 1-based index of the list key of p, created (as an object when obj) when absent. */
 static cJSON *list_slot(cJSON *p, const char *key, long index, bool obj)
 {
@@ -1111,25 +1082,9 @@ static int form_field(cJSON *p, const char *key, const char *value)
         return cJSON_AddStringToObject(p, key, value) ? 0 : -ENOMEM;
 }
 
-static int form_parse(const char *body, size_t len, cJSON *p)
+static int form_param(void *userdata, const char *key, const char *value)
 {
-        size_t i = 0;
-
-        while (i < len) {
-                size_t j = i, eq;
-                while (j < len && body[j] != '&')
-                        j++;
-                for (eq = i; eq < j && body[eq] != '='; eq++)
-                        ;
-                if (j > i) {
-                        _cleanup_free_ char *k = form_decode(body + i, eq - i);
-                        _cleanup_free_ char *v = form_decode(body + eq + (eq < j), j - eq - (eq < j));
-                        if (!k || !v || form_field(p, k, v) < 0)
-                                return -ENOMEM;
-                }
-                i = j + 1;
-        }
-        return 0;
+        return form_field(userdata, key, value);
 }
 
 static enum MHD_Result collect_get_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -1327,93 +1282,6 @@ static int reply_xml(struct MHD_Connection *c, const char *action, const char *r
 
 /* ---- signature ---- */
 
-struct header_list {
-        char **v;
-        size_t n, cap;
-        int error;
-};
-
-static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct header_list *h = cls;
-        char *line;
-
-        if (h->n + 2 > h->cap) {
-                size_t cap = h->cap ? h->cap * 2 : 16;
-                char **v = realloc(h->v, cap * sizeof(char *));
-                if (!v) {
-                        h->error = -ENOMEM;
-                        return MHD_NO;
-                }
-                h->v = v;
-                h->cap = cap;
-        }
-        line = strprintf("%s: %s", key, value ? value : "");
-        if (!line) {
-                h->error = -ENOMEM;
-                return MHD_NO;
-        }
-        h->v[h->n++] = line;
-        h->v[h->n] = NULL;
-        return MHD_YES;
-}
-
-static void header_list_free(struct header_list *h)
-{
-        for (size_t i = 0; i < h->n; i++)
-                free(h->v[i]);
-        free(h->v);
-}
-
-static bool unreserved(unsigned char c)
-{
-        return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-static int query_append(struct buf *b, const char *s)
-{
-        for (; *s; s++) {
-                int r = unreserved((unsigned char)*s) ? buf_append(b, s, 1)
-                                                      : buf_printf(b, "%%%02X", (unsigned char)*s);
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct buf *b = cls;
-        if ((b->len > 0 && buf_append(b, "&", 1) < 0) || query_append(b, key) < 0 ||
-            buf_append(b, "=", 1) < 0 || query_append(b, value ? value : "") < 0)
-                return MHD_NO;
-        return MHD_YES;
-}
-
-/* The session token a signed request carries must be the one issued with its key (none for long-term keys).
- */
-static bool session_token_valid(struct sim_sts *sts, const struct sim_http_request *rq)
-{
-        const char *auth = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization");
-        const char *cred =
-            MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Credential");
-        const char *token =
-            MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "X-Amz-Security-Token");
-        const char *slash;
-        _cleanup_free_ char *akid = NULL;
-
-        if (!token)
-                token = MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND,
-                                                    "X-Amz-Security-Token");
-        if (auth && strstr(auth, "Credential="))
-                cred = strstr(auth, "Credential=") + strlen("Credential=");
-        slash = cred ? strchr(cred, '/') : NULL;
-        if (!slash)
-                return false;
-        akid = strndup(cred, (size_t)(slash - cred));
-        return akid && sim_sts_session_token_valid(sts, akid, token);
-}
-
 static const char *default_lookup(const char *akid, void *userdata)
 {
         return streq(akid, SIM_SQS_ACCESS_KEY_ID) ? SIM_SQS_SECRET_ACCESS_KEY : NULL;
@@ -1422,14 +1290,9 @@ static const char *default_lookup(const char *akid, void *userdata)
 /* NULL when the request is signed by a known key, else the error to answer. */
 static const struct sqs_err *verify(struct sim_sqs *q, const struct sim_http_request *rq, char **ret_why)
 {
-        struct header_list h = {};
-        struct buf query = {};
-        _cleanup_free_ char *url = NULL;
-        const char *host = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Host");
         sigv4_secret_lookup_fn lookup;
         void *lookup_userdata;
         struct sim_sts *sts;
-        int r;
 
         pthread_mutex_lock(&q->lock);
         lookup = q->lookup;
@@ -1437,52 +1300,25 @@ static const struct sqs_err *verify(struct sim_sqs *q, const struct sim_http_req
         sts = q->sts;
         pthread_mutex_unlock(&q->lock);
 
-        MHD_get_connection_values(rq->connection, MHD_HEADER_KIND, collect_header, &h);
-        MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_query, &query);
-        if (h.error < 0 || !h.v || (query.len > 0 && buf_append(&query, "", 1) < 0)) {
-                header_list_free(&h);
-                buf_free(&query);
+        switch (sim_aws_verify(rq, "sqs", lookup ? lookup : default_lookup, lookup ? lookup_userdata : NULL,
+                               sts)) {
+        case 0:
+                return NULL;
+        case -ENOMEM:
                 return &err_internal;
-        }
-        url = strprintf("http://%s%s%s%s", host ? host : "localhost", rq->url, query.len > 0 ? "?" : "",
-                        query.len > 0 ? query.data : "");
-        buf_free(&query);
-        if (!url) {
-                header_list_free(&h);
-                return &err_internal;
-        }
-        struct sigv4_request sr = {
-                .method = rq->method,
-                .url = url,
-                .headers = (const char *const *)h.v,
-                .body = rq->body,
-                .body_len = rq->body_len,
-                .service = "sqs",
-                .time_usec = now_realtime_usec(),
-        };
-        if (!MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization") &&
-            !MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Signature")) {
-                header_list_free(&h);
+        case -EPERM:
                 *ret_why = strdup("Request is missing Authentication Token");
                 return &err_no_auth;
-        }
-        r = sigv4_verify(&sr, lookup ? lookup : default_lookup, lookup ? lookup_userdata : NULL, ret_why);
-        header_list_free(&h);
-        if (r == 0 && sts && !session_token_valid(sts, rq)) {
+        case -ENOKEY:
                 *ret_why = strdup("The security token included in the request is invalid.");
                 return &err_token;
+        default:
+                *ret_why =
+                    strdup("The request signature we calculated does not match the signature you "
+                           "provided. Check your AWS Secret Access Key and signing method. Consult the "
+                           "service documentation for details.");
+                return &err_signature;
         }
-        if (r == 0)
-                return NULL;
-        free(*ret_why);
-        if (r == -ENOKEY) {
-                *ret_why = strdup("The security token included in the request is invalid.");
-                return &err_token;
-        }
-        *ret_why = strdup("The request signature we calculated does not match the signature you provided. "
-                          "Check your AWS Secret Access Key and signing method. Consult the service "
-                          "documentation for details.");
-        return &err_signature;
 }
 
 /* ---- the listener ---- */
@@ -1510,7 +1346,8 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                         outcome_error(&o, &err_serialization, "The request body is not a JSON object.");
         } else {
                 p = cJSON_CreateObject();
-                if (p && streq(rq->method, "POST") && form_parse(rq->body, rq->body_len, p) < 0)
+                if (p && streq(rq->method, "POST") &&
+                    sim_aws_form_parse(rq->body, rq->body_len, form_param, p) < 0)
                         outcome_error(&o, &err_internal, "Out of memory.");
                 if (p)
                         MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_get_arg, p);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "sim/aws_request.h"
 #include "sim/model.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/util.h"
@@ -83,61 +84,15 @@ static const char *param_get(const struct params *p, const char *name)
         return NULL;
 }
 
-static int hexv(char c)
+static int form_param(void *userdata, const char *name, const char *value)
 {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-/* application/x-www-form-urlencoded: '+' is a space. */
-static char *form_decode(const char *s, size_t n)
-{
-        char *out = malloc(n + 1), *o = out;
-        if (!out)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                int h, l;
-                if (s[i] == '+')
-                        *o++ = ' ';
-                else if (s[i] == '%' && i + 2 < n && (h = hexv(s[i + 1])) >= 0 &&
-                         (l = hexv(s[i + 2])) >= 0) {
-                        *o++ = (char)(h << 4 | l);
-                        i += 2;
-                } else
-                        *o++ = s[i];
+        char *n = strdup(name), *v = strdup(value);
+        if (!n || !v) {
+                free(n);
+                free(v);
+                return -ENOMEM;
         }
-        *o = '\0';
-        return out;
-}
-
-static int form_parse(const char *s, size_t len, struct params *p)
-{
-        for (size_t i = 0; i < len;) {
-                size_t l = 0, eq;
-                while (i + l < len && s[i + l] != '&')
-                        l++;
-                for (eq = 0; eq < l && s[i + eq] != '='; eq++)
-                        ;
-                if (l > 0) {
-                        char *name = form_decode(&s[i], eq);
-                        char *value = eq < l ? form_decode(&s[i + eq + 1], l - eq - 1) : strdup("");
-                        if (!name || !value) {
-                                free(name);
-                                free(value);
-                                return -ENOMEM;
-                        }
-                        int r = params_add(p, name, value);
-                        if (r < 0)
-                                return r;
-                }
-                i += l + 1;
-        }
-        return 0;
+        return params_add(userdata, n, v);
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -509,7 +464,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (rq->too_big)
                 return respond_error(t, c, 413, "Sender", "RequestEntityTooLarge", "Request body too large");
         if (streq(method, "POST")) {
-                if (form_parse(rq->body.data ? rq->body.data : "", rq->body.len, &p) < 0)
+                if (sim_aws_form_parse(rq->body.data ? rq->body.data : "", rq->body.len, form_param, &p) < 0)
                         return MHD_NO;
         } else if (streq(method, "GET")) {
                 MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &p);

@@ -81,6 +81,10 @@ for src in fuzz/fuzz_*.c; do
 	seeds=()
 	[ -d "fuzz/seeds/$name" ] && seeds+=("fuzz/seeds/$name")
 	[ -d "fuzz/regressions/$name" ] && seeds+=("fuzz/regressions/$name")
+	# As `make fuzz` does: the shared wire-format fixtures seed every target (fuzz_notice has no others).
+	for d in ../shared/fixtures/eventbridge ../shared/fixtures/imds ../shared/fixtures/sqs; do
+		[ -d "$d" ] && seeds+=("$d")
+	done
 	if ! "$bin" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
 		-artifact_prefix="$TEST_TMP/" "$corpus" "${seeds[@]}" >"$TEST_TMP/$name.log" 2>&1; then
 		tail -n 40 "$TEST_TMP/$name.log"
