@@ -201,6 +201,11 @@ static char *derive_instance_id(const char *name)
         return strprintf("i-0%016llx", (unsigned long long)h);
 }
 
+/* Bounds on a world the simulator builds (sim_new grows with the pods): a small file must not ask for
+ * millions of pods, e.g. many DaemonSets on many nodes. */
+#define SIM_MAX_NODES 10000
+#define SIM_MAX_PODS  200000
+
 static int parse_nodes(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
         static const char *const keys[] = { "name",          "instance_id", "zone", "capacity_type",
@@ -212,6 +217,9 @@ static int parse_nodes(struct sctx *c, const struct ynode *root, struct sim_scen
                 return r;
         if (!seq || seq->n_children == 0)
                 return sc_fail(c, seq ? seq : root, "nodes", "at least one node is required");
+        if (seq->n_children > SIM_MAX_NODES)
+                return sc_fail(c, seq, "nodes", "%zu nodes: the simulator takes at most %d", seq->n_children,
+                               SIM_MAX_NODES);
         sc->nodes = calloc(seq->n_children, sizeof(*sc->nodes));
         if (!sc->nodes)
                 return -ENOMEM;
@@ -469,6 +477,7 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
 
 static int parse_workloads(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
+        int64_t pods = 0;
         const struct ynode *seq;
         int r = get_seq(c, root, "workloads", &seq);
         if (r < 0 || !seq)
@@ -484,6 +493,12 @@ static int parse_workloads(struct sctx *c, const struct ynode *root, struct sim_
                 r = parse_workload(c, &seq->children[i], p, sc, w);
                 if (r < 0)
                         return r;
+                pods += w->kind == SIM_WL_DAEMONSET ? (int64_t)sc->n_nodes : w->replicas;
+                if (pods > SIM_MAX_PODS)
+                        return sc_fail(
+                            c, &seq->children[i], p,
+                            "the workloads up to here make %lld pods: the simulator takes at most %d",
+                            (long long)pods, SIM_MAX_PODS);
                 for (size_t j = 0; j < i; j++)
                         if (streq(sc->workloads[j].name, w->name) && streq(sc->workloads[j].ns, w->ns)) {
                                 char pk[PATH_MAX_LEN];
