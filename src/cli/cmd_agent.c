@@ -2,7 +2,6 @@
  * Flags override the configuration (file, SPOTDRAIN_* environment). */
 #include <getopt.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,6 @@
 #include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
-#include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
 #include "spotdrain/provision.h"

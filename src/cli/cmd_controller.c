@@ -1,7 +1,6 @@
 /* spotdrain controller: queue mode. Long-polls an SQS queue fed by EventBridge / Auto Scaling and drains
  * any node of the cluster, one elected replica at a time, until SIGTERM (then hands over and exits 0). */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +16,6 @@
 #include "spotdrain/core.h"
 #include "spotdrain/httpd.h"
 #include "spotdrain/kube.h"
-#include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
 

@@ -662,7 +662,8 @@ int sim_imds_start(struct sim *s, const char *host, struct sim_imds **ret)
                 char addr[INET_ADDRSTRLEN];
 
                 /* A thread per connection: a hung answer (fault) holds only its own connection. */
-                n->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
+                n->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+                                                 MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO,
                                              0, NULL, NULL, handler, n, MHD_OPTION_SOCK_ADDR, &sa,
                                              MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
                 if (!n->daemon) {

@@ -503,10 +503,10 @@ int sim_sts_start(struct sim *s, const char *host, struct sim_sts **ret)
                 return -ENOMEM;
         t->sim = s;
         pthread_mutex_init(&t->lock, NULL);
-        t->daemon =
-            MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
-                             handler, t, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+        t->daemon = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL, NULL,
+            handler, t, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
         if (!t->daemon) {
                 sim_sts_stop(t);
                 return -EADDRNOTAVAIL;
