@@ -138,6 +138,9 @@ struct drain_ledger_stats {
         unsigned granted, refused, waiting;
 };
 void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret);
+/* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */
+bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec);
+int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n);
 
 /* ==== executor (executor.c) ==== */
 

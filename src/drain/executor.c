@@ -906,7 +906,7 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
 
         sc->call = NULL;
         if (r->error >= 0 && drain_startups_measure(kube_list_items(r->object), &s, &n) >= 0) {
-                if (merge_startups(x, s, n) < 0)
+                if (merge_startups(x, s, n) < 0 || drain_ledger_add_startups(x->ledger, s, n) < 0)
                         log_debug("out of memory keeping startup estimates");
                 drain_startups_free(s, n);
         } else
@@ -939,7 +939,17 @@ static void start_startups(struct drain_exec *x)
                 /* DaemonSet and mirror pods are left: their startup does not matter. */
                 if (p.mirror || (streq_ptr(p.owner_kind, "DaemonSet") && !x->evict_daemonsets))
                         continue;
-                if (startup_asked(x, key) || !(selector = drain_sibling_selector(&p)) ||
+                if (startup_asked(x, key))
+                        continue;
+                /* Another drain of this process measured the owner already. */
+                uint64_t known;
+                if (drain_ledger_startup(x->ledger, key, &known)) {
+                        struct drain_startup s = { .owner_key = key, .startup_usec = known };
+                        if (merge_startups(x, &s, 1) < 0)
+                                log_debug("out of memory keeping startup estimates");
+                        continue;
+                }
+                if (!(selector = drain_sibling_selector(&p)) ||
                     !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
                         continue;
                 struct startup_call *sc = &x->startup_calls[x->n_startup_calls];

@@ -63,6 +63,10 @@ struct drain_ledger {
         struct timer *dispatch, *recheck;
         uint64_t recheck_at;
         struct drain_ledger_stats stats;
+        /* Startup measurements by owner key, shared by the drains (one sibling list per owner, not per
+         * drain: with many nodes draining at once those lists would use up the client's rate limit). */
+        struct drain_startup *startups;
+        size_t n_startups;
 };
 
 static void waiter_clear(struct waiter *w)
@@ -350,6 +354,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 lpdb_clear(&l->pdbs[i]);
         free(l->pdbs);
         free(l->members);
+        drain_startups_free(l->startups, l->n_startups);
         free(l);
         return NULL;
 }
@@ -536,4 +541,33 @@ void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats 
         ret->waiting = 0;
         for (size_t i = 0; i < l->n_pdbs; i++)
                 ret->waiting += (unsigned)l->pdbs[i].n_waiters;
+}
+
+bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec)
+{
+        for (size_t i = 0; l && owner_key && i < l->n_startups; i++)
+                if (streq(l->startups[i].owner_key, owner_key)) {
+                        *ret_usec = l->startups[i].startup_usec;
+                        return true;
+                }
+        return false;
+}
+
+int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                uint64_t known;
+                if (drain_ledger_startup(l, s[i].owner_key, &known))
+                        continue;
+                struct drain_startup *v = realloc(l->startups, (l->n_startups + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                l->startups = v;
+                char *key = strdup(s[i].owner_key);
+                if (!key)
+                        return -ENOMEM;
+                l->startups[l->n_startups++] =
+                    (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
+        }
+        return 0;
 }
