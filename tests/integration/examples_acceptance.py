@@ -43,9 +43,9 @@ KNOWN_GAPS = {
 }
 
 
-# The agent polls IMDS every imds.poll_interval_seconds (default 1 s): a notice can wait that long before the
-# agent sees it, which alone would use up the 1 s in which drain-infeasible must come. The acceptance holds
-# with a 0.5 s poll.
+# The agent polls IMDS every imds.poll_interval_seconds: a notice can wait that long before the agent sees it,
+# so the 1 s in which drain-infeasible must come needs a poll well under 1 s. The default is 0.5 s; the test
+# sets it explicitly so that it does not depend on the default.
 CONFIG = "imds:\n  poll_interval_seconds: 500ms\n"
 
 
