@@ -6,8 +6,7 @@
 # the errorSet; describe-instance-types, terminate-instances, Auto Scaling describe/set-desired-capacity; a
 # wrong secret gets AuthFailure.
 #
-# The surface comes from `spotdrain sim serve --endpoints-out` when that lists "ec2"; otherwise a small
-# standalone server (written below) is compiled against the library beside $SPOTDRAIN.
+# The surface comes from `spotdrain sim serve --endpoints-out` ("ec2", "autoscaling").
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -40,89 +39,14 @@ provisioning:
     - {name: m5.xlarge, cpu: "4", memory: 16Gi}
 EOF
 
-build_standalone() {
-	local build lib
-	build=$(dirname "$SPOTDRAIN")
-	lib=$build/libspotdrain.a
-	[ -f "$lib" ] || skip "$lib not built"
-	cat >"$TEST_TMP/ec2-serve.c" <<'EOF'
-/* Serves one scenario's EC2 surface until SIGTERM; writes {"ec2": URL, "autoscaling": URL} to argv[2]. */
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "sim/ec2_surface.h"
-#include "sim/model.h"
-#include "spotdrain/util.h"
-#include "spotdrain/yaml.h"
-
-int main(int argc, char **argv)
-{
-        struct ynode *tree = NULL;
-        char *error = NULL, *doc;
-        struct sim *s = NULL;
-        struct sim_ec2 *e = NULL;
-        struct sim_options opt = { .time_scale = 1 };
-        sigset_t set;
-        int sig;
-
-        if (argc != 3)
-                return 2;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-        if (sim_scenario_load(argv[1], &tree, &error) < 0 || sim_new(tree, &opt, &s, &error) < 0) {
-                fprintf(stderr, "%s\n", error ? error : "cannot load the scenario");
-                return 1;
-        }
-        sim_lock(s);
-        sim_start(s);
-        sim_unlock(s);
-        if (sim_ec2_start(s, "127.0.0.1", &e) < 0)
-                return 1;
-        doc = strprintf("{\"ec2\": \"%s\", \"autoscaling\": \"%s\"}\n", sim_ec2_url(e), sim_ec2_url(e));
-        if (!doc || write_file_atomic(argv[2], doc, strlen(doc), 0644) < 0)
-                return 1;
-        sigwait(&set, &sig);
-        sim_ec2_stop(e);
-        sim_free(s);
-        ynode_free(tree);
-        free(doc);
-        return 0;
-}
-EOF
-	# shellcheck disable=SC2046
-	cc -std=c11 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" $(pkg-config --cflags libcjson) \
-		-o "$TEST_TMP/ec2-serve" "$TEST_TMP/ec2-serve.c" "$lib" \
-		$(pkg-config --libs libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd) -lm -lpthread ||
-		fail "cannot build the standalone EC2 server"
-}
-
 dir=$TEST_TMP/sim
 mkdir -p "$dir"
 "$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --mode controller --listen 127.0.0.1:0 \
 	--endpoints-out "$dir/endpoints.json" >"$dir/serve.log" 2>&1 &
 SIM_PIDS+=("$!")
-if wait_for 10 test -s "$dir/endpoints.json" && jq -e '.ec2 and .autoscaling' "$dir/endpoints.json" >/dev/null; then
-	endpoints=$dir/endpoints.json
-	log "sim serve's EC2 surface"
-else
-	kill -TERM "$!" 2>/dev/null || true
-	build_standalone
-	# The catalog DescribeInstanceTypes answers from is the shipped one.
-	(cd "$ROOT" && exec "$TEST_TMP/ec2-serve" "$TEST_TMP/scenario.yaml" "$dir/standalone.json") \
-		>"$dir/standalone.log" 2>&1 &
-	SIM_PIDS+=("$!")
-	if ! wait_for 10 test -s "$dir/standalone.json"; then
-		cat "$dir/standalone.log" >&2
-		fail "the standalone EC2 surface did not come up"
-	fi
-	endpoints=$dir/standalone.json
-	log "standalone EC2 surface (sim serve does not list ec2)"
-fi
+wait_for 10 test -s "$dir/endpoints.json" || { cat "$dir/serve.log" >&2; fail "sim serve did not start"; }
+jq -e '.ec2 and .autoscaling' "$dir/endpoints.json" >/dev/null || fail "sim serve lists no EC2 surface"
+endpoints=$dir/endpoints.json
 EC2_URL=$(jq -r .ec2 "$endpoints")
 ASG_URL=$(jq -r .autoscaling "$endpoints")
 log "EC2 $EC2_URL, Auto Scaling $ASG_URL"

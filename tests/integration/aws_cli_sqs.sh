@@ -5,8 +5,7 @@
 # (after which the queue is empty and the stale handle is refused), reads the queue attributes, and a wrong
 # secret gets SignatureDoesNotMatch.
 #
-# The surface comes from `spotdrain sim serve --endpoints-out` when that lists "sqs"; otherwise a small
-# standalone server (written below) is compiled against the library beside $SPOTDRAIN.
+# The surface comes from `spotdrain sim serve --endpoints-out` ("sqs", "queue_url").
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -45,84 +44,12 @@ start_surface() {
 	"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --mode controller --listen 127.0.0.1:0 \
 		--endpoints-out "$dir/endpoints.json" >"$dir/serve.log" 2>&1 &
 	SIM_PIDS+=("$!")
-	if wait_for 10 test -s "$dir/endpoints.json" && jq -e '.sqs and .queue_url' "$dir/endpoints.json" >/dev/null; then
-		endpoints=$dir/endpoints.json
-		log "$name: sim serve's SQS surface"
-	else
-		kill -TERM "$!" 2>/dev/null || true
-		build_standalone
-		"$TEST_TMP/sqs-serve" "$TEST_TMP/scenario.yaml" "$dir/standalone.json" >"$dir/standalone.log" 2>&1 &
-		SIM_PIDS+=("$!")
-		if ! wait_for 10 test -s "$dir/standalone.json"; then
-			cat "$dir/standalone.log" >&2
-			fail "the standalone SQS surface did not come up"
-		fi
-		endpoints=$dir/standalone.json
-		log "$name: standalone SQS surface (sim serve does not list sqs)"
-	fi
+	wait_for 10 test -s "$dir/endpoints.json" || { cat "$dir/serve.log" >&2; fail "$name: sim serve did not start"; }
+	jq -e '.sqs and .queue_url' "$dir/endpoints.json" >/dev/null || fail "$name: sim serve lists no SQS surface"
+	endpoints=$dir/endpoints.json
 	URL=$(jq -r .sqs "$endpoints")
 	QURL=$(jq -r .queue_url "$endpoints")
 	log "$name: endpoint $URL, queue $QURL"
-}
-
-build_standalone() {
-	local build lib
-	[ -x "$TEST_TMP/sqs-serve" ] && return 0
-	build=$(dirname "$SPOTDRAIN")
-	lib=$build/libspotdrain.a
-	[ -f "$lib" ] || skip "$lib not built"
-	cat >"$TEST_TMP/sqs-serve.c" <<'EOF'
-/* Serves one scenario's SQS surface until SIGTERM; writes {"sqs": URL, "queue_url": URL} to argv[2]. */
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "sim/model.h"
-#include "sim/sqs_surface.h"
-#include "spotdrain/util.h"
-#include "spotdrain/yaml.h"
-
-int main(int argc, char **argv)
-{
-        struct ynode *tree = NULL;
-        char *error = NULL, *doc;
-        struct sim *s = NULL;
-        struct sim_sqs *q = NULL;
-        struct sim_options opt = { .time_scale = 1 };
-        sigset_t set;
-        int sig;
-
-        if (argc != 3)
-                return 2;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-        if (sim_scenario_load(argv[1], &tree, &error) < 0 || sim_new(tree, &opt, &s, &error) < 0) {
-                fprintf(stderr, "%s\n", error ? error : "cannot load the scenario");
-                return 1;
-        }
-        sim_start(s);
-        if (sim_sqs_start(s, "127.0.0.1", &q) < 0)
-                return 1;
-        doc = strprintf("{\"sqs\": \"%s\", \"queue_url\": \"%s\"}\n", sim_sqs_url(q), sim_sqs_queue_url(q));
-        if (!doc || write_file_atomic(argv[2], doc, strlen(doc), 0644) < 0)
-                return 1;
-        sigwait(&set, &sig);
-        sim_sqs_stop(q);
-        sim_free(s);
-        ynode_free(tree);
-        free(doc);
-        return 0;
-}
-EOF
-	# shellcheck disable=SC2046
-	cc -std=c11 -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" $(pkg-config --cflags libcjson) \
-		-o "$TEST_TMP/sqs-serve" "$TEST_TMP/sqs-serve.c" "$lib" \
-		$(pkg-config --libs libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd) -lm -lpthread ||
-		fail "cannot build the standalone SQS server"
 }
 
 # cli AWS ARGS...: the CLI with the simulator's credentials and nothing from the user's configuration.
