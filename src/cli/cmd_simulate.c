@@ -42,9 +42,11 @@
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
+#include "spotdrain/metrics.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sigv4.h"
@@ -88,6 +90,8 @@ struct simulate {
         struct cli_common common;
         const char *delivery_flag;
         const char *scenario_path;
+        const char *metrics_listen; /* --metrics-listen: /metrics while the scenario runs */
+        struct httpd *httpd;
         double scale;
         const char *mode;
 
@@ -130,7 +134,7 @@ static void usage(FILE *f)
 {
         fprintf(f,
                 "usage: spotdrain simulate SCENARIO [--time-scale N] [--mode agent|controller] [--json]\n"
-                "                          [--delivery imds|sqs|direct]\n"
+                "                          [--delivery imds|sqs|direct] [--metrics-listen HOST:PORT]\n"
                 "                          [--config FILE] [--log-level LEVEL] [--log-format FORMAT]\n"
                 "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline\n"
                 "(or the simulation result as JSON). Times are scenario seconds.\n"
@@ -831,6 +835,7 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 { "time-scale", required_argument, NULL, 't' },
                 { "mode", required_argument, NULL, 'm' },
                 { "delivery", required_argument, NULL, 'd' },
+                { "metrics-listen", required_argument, NULL, 'M' },
                 { "json", no_argument, NULL, 'j' },
                 { "config", required_argument, NULL, 'c' },
                 { "log-format", required_argument, NULL, 'F' },
@@ -865,6 +870,9 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         sm->delivery_flag = optarg;
+                        break;
+                case 'M':
+                        sm->metrics_listen = optarg;
                         break;
                 case 'j':
                         sm->common.json = true;
@@ -963,8 +971,17 @@ static int setup(struct simulate *sm)
                 r = alert_bus_add_kube_event_sink(sm->bus, sm->client);
         if (r >= 0)
                 r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
+        if (r >= 0)
+                r = metrics_alert_sink_add(sm->bus);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
+        /* The same /metrics as agent and controller serve, moving as the scenario runs. */
+        if (sm->metrics_listen) {
+                r = httpd_start(sm->metrics_listen, &sm->httpd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot serve metrics on %s", sm->metrics_listen),
+                               EXIT_ERROR;
+        }
         /* Agent mode goes through IMDS and the agent, controller mode through SQS and the controller. */
         sm->delivery = sm->delivery_flag                        ? sm->delivery_flag
                        : streq(sim_mode(sm->sim), "controller") ? "sqs"
@@ -1000,6 +1017,7 @@ static void teardown(struct simulate *sm)
         free(sm->drains);
         drain_ledger_free(sm->ledger);
         alert_bus_free(sm->bus);
+        httpd_free(sm->httpd);
         kube_client_free(sm->client);
         sim_server_stop(sm->srv);
         loop_free(sm->loop);
