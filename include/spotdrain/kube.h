@@ -127,6 +127,7 @@ struct kube_list_options {
         const char *field_selector;
         unsigned limit; /* page size; 0 = 500 */
         const char *resource_version;
+        bool priority; /* ahead of ordinary requests in the rate limiter (the lists decisions wait for) */
 };
 /* Lists a collection path, following metadata.continue and concatenating items. */
 int kube_list(struct kube_client *c, const char *path, const struct kube_list_options *o, kube_done_fn done,

@@ -148,9 +148,12 @@ static void watch_list_done(struct kube_client *c, struct kube_result *r, void *
 
 static void watch_list(struct kube_watch *w)
 {
+        /* A watch's (re)list is what its owner's decisions wait for (a drain cannot plan before it): it goes
+         * ahead of ordinary requests, as the watch stream itself does. */
         struct kube_list_options o = {
                 .label_selector = w->label_selector,
                 .field_selector = w->field_selector,
+                .priority = true,
         };
         int r = kube_list(w->client, w->path, &o, watch_list_done, w, &w->call);
         if (r < 0)
