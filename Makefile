@@ -91,7 +91,7 @@ check:
 	@$(MAKE) --no-print-directory format-check
 
 demo: $(BUILD)/spotdrain
-	@scripts/demo
+	@SPOTDRAIN=$(BUILD)/spotdrain scripts/demo
 
 include mk/install.mk
 
