@@ -30,7 +30,7 @@ struct kube_config {
 
         /* credential cache (owned here) */
         char *cached_token;
-        uint64_t cached_token_expiry_usec; /* engine clock; 0 = none */
+        uint64_t cached_token_expiry_usec; /* CLOCK_MONOTONIC (real token lifetimes); 0 = none */
         uint64_t token_read_usec;
         uint64_t token_reread_usec; /* how often token_file is re-read; default 60 s */
 };
