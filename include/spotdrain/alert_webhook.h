@@ -86,20 +86,22 @@ void webhook_sink_stats(const struct webhook_sink *w, struct webhook_stats *ret)
 /* Runs the loop until nothing is queued or in flight: for shutdown (SIGTERM after a drain should still
  * tell people how it ended) and tests. -ETIMEDOUT after timeout_usec of real time. */
 int webhook_sink_flush(struct webhook_sink *w, uint64_t timeout_usec);
+/* The same from inside the loop (a stop handler, a callback), which cannot run the loop itself: fn(userdata,
+ * 0) on a later loop turn once nothing is queued or in flight (every alert delivered or given up), or
+ * fn(userdata, -ETIMEDOUT) after timeout_usec of real time. Typically fn ends the loop, so that an alert
+ * raised in the last moment (drain-completed just before a SIGTERM) still goes out. A later call replaces
+ * the request; webhook_sink_free() cancels it without a call. -EINVAL without w or fn. */
+typedef void (*webhook_flushed_fn)(void *userdata, int error);
+int webhook_sink_when_flushed(struct webhook_sink *w, uint64_t timeout_usec, webhook_flushed_fn fn,
+                              void *userdata);
 
 /* The request body for one alert (exposed for tests and `check-config`-style previews). */
 int webhook_render(const struct alert *a, enum webhook_format format, const char *template_text, char **ret);
 int webhook_format_from_string(const char *s); /* "slack", "json"; -EINVAL otherwise */
 
-/* Options from the configuration: alerts.webhook_url; a value "file:PATH" reads the URL from PATH. The
- * configuration table has no keys for the rest yet, so these environment variables (named as config_load_env
- * would name the keys) set them meanwhile:
- *   SPOTDRAIN_ALERTS_WEBHOOK_FORMAT           slack | json
- *   SPOTDRAIN_ALERTS_WEBHOOK_TEMPLATE         the template
- *   SPOTDRAIN_ALERTS_WEBHOOK_HEADERS_FILE     a file of "Name: value" lines
- *   SPOTDRAIN_ALERTS_WEBHOOK_TIMEOUT_SECONDS  per attempt
- *   SPOTDRAIN_ALERTS_WEBHOOK_MAX_ATTEMPTS
- * *ret borrows from c and the environment. -ENOENT when no webhook is configured; -EINVAL for a bad value,
- * with *ret_error (may be NULL) naming the variable. */
+/* Options from the configuration: alerts.webhook_url (a value "file:PATH" reads the URL from PATH),
+ * alerts.webhook_format, _template, _headers_file, _timeout_seconds and _max_attempts (file, environment
+ * SPOTDRAIN_ALERTS_WEBHOOK_* or --set; the configuration table validated them). *ret borrows from c.
+ * -ENOENT when no webhook is configured. ret_error (may be NULL) is not set: nothing is left to refuse. */
 int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,
                                 char **ret_error);

@@ -63,11 +63,13 @@ struct spotdrain_config {
         bool drain_ignore_daemonsets;
         bool drain_delete_emptydir_data;
         uint64_t drain_default_startup_usec;
+        double drain_expected_shutdown_fraction;
         uint64_t drain_eviction_retry_floor_usec;
         char **drain_critical_priority_classes;
 
         char *aws_region;
         char *aws_queue_url;
+        uint64_t controller_first_visibility_usec; /* a notice's hidden time until its drain is recorded */
         char *imds_endpoint;
         uint64_t imds_poll_interval_usec;
         uint64_t imds_token_ttl_usec;
@@ -81,6 +83,7 @@ struct spotdrain_config {
         char *alerts_webhook_headers_file;
         uint64_t alerts_webhook_timeout_usec;
         int64_t alerts_webhook_max_attempts;
+        uint64_t alerts_webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
 
         /* provisioning (provision.h, frontend.c) */
         bool provision_enabled;

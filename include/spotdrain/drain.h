@@ -64,6 +64,9 @@ struct drain_pod_in {
         /* When the delete of a deleting pod was requested (deletionTimestamp - deletionGracePeriodSeconds);
          * 0 = unknown, in which case its replacement is assumed to be counted in the PDB status already. */
         uint64_t deleted_at_usec;
+        /* A deleting pod that is already gone, still planned so that its replacement's slot is foreseen:
+         * when it left; 0 = still there. */
+        uint64_t gone_usec;
         const size_t *pdbs; /* indices into drain_input.pdbs of every PDB that selects it */
         size_t n_pdbs;
 };

@@ -37,6 +37,32 @@ struct spotdrain_config;
 
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 
+/* Observed graceful stops (delete → gone) per owner, the latest few of each. */
+struct drain_shutdowns;
+int drain_shutdowns_new(struct drain_shutdowns **ret);
+struct drain_shutdowns *drain_shutdowns_free(struct drain_shutdowns *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_shutdowns *, drain_shutdowns_free);
+/* unseen_usec: what the owner's stop was expected to take before any was seen. */
+int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
+                            uint64_t unseen_usec);
+/* The median and the longest of the owner's stops; false when none was observed. */
+bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median,
+                         uint64_t *ret_max);
+/* Moves whenever a stop raises what its owner's stops are expected to take (the median, or before the
+ * first one unseen_usec): drains judged on the earlier expectation are judged again. NULL-safe: 0. */
+unsigned drain_shutdowns_generation(const struct drain_shutdowns *s);
+
+/* What a pod's shutdown is taken to be. Either way a pod of the owner that has been stopping longer than
+ * that (it is still there) raises it to what it has already taken. */
+enum drain_shutdown_basis {
+        /* For acting (the last safe moment to start a graceful stop): the longest stop observed of the
+         * owner's pods with a quarter (at least 1 s) on top; the whole grace period when none was seen. */
+        DRAIN_SHUTDOWN_SAFE,
+        /* For predicting (the drain-infeasible verdict): the median stop observed; when none was seen,
+         * expected_shutdown_fraction of the grace period. */
+        DRAIN_SHUTDOWN_EXPECTED,
+};
+
 struct drain_inputs_options {
         uint64_t now_usec;
         enum drain_policy policy;
@@ -44,6 +70,10 @@ struct drain_inputs_options {
         uint64_t default_startup_usec;
         const char *const *critical_classes; /* NULL: the planner's defaults */
         size_t n_critical_classes;
+        /* Shutdown estimates (drain_pod_in.shutdown_usec) from the stops observed so far (NULL: none). */
+        const struct drain_shutdowns *shutdowns;
+        enum drain_shutdown_basis shutdown_basis;
+        double expected_shutdown_fraction; /* DRAIN_SHUTDOWN_EXPECTED, an owner never seen stopping */
 };
 
 /* Owns a struct drain_input and everything it points to. */
@@ -57,6 +87,8 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
 int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
 /* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
 int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
+/* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
+int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
 /* Copies the measurements (owner keys included). */
 int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n);
 /* The input as it stands (valid until the next add or free). */
@@ -141,6 +173,12 @@ void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats 
 /* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */
 bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec);
 int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n);
+/* A drain that ends hands over its pods that are gone but whose replacements are not Ready yet (until):
+ * the drains still going plan with the PDB slots they give back. */
+int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
+                            uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec);
+/* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
+struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
 
 /* ==== executor (executor.c) ==== */
 
@@ -156,7 +194,10 @@ struct drain_exec_options {
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */
         bool leave_emptydir;
-        uint64_t default_startup_usec;       /* owners without a measurement; 0 = 30 s */
+        uint64_t default_startup_usec; /* owners without a measurement; 0 = 30 s */
+        /* Of a pod's grace period, what its stop is expected to take before one of its kind was seen
+         * stopping: the drain-infeasible verdict goes by it (forcing allows the whole grace). 0 = 0.5. */
+        double expected_shutdown_fraction;
         uint64_t retry_floor_usec;           /* 0 = 200 ms */
         const char *const *critical_classes; /* NULL-terminated; NULL: the planner's defaults */
         /* Never evicted; NULL: POD_NAMESPACE / POD_NAME from the environment. */

@@ -46,12 +46,12 @@ enum sqs_error {
         SQS_ERR_AUTH,              /* signature, unknown key, missing auth (-EKEYREJECTED) */
         SQS_ERR_EXPIRED_TOKEN,     /* ExpiredToken, RequestExpired: refresh credentials (-EKEYEXPIRED) */
         SQS_ERR_INVALID_REQUEST,   /* InvalidParameterValue, MissingParameter, batch errors... (-EINVAL) */
-        SQS_ERR_THROTTLED,         /* RequestThrottled, ThrottlingException, OverLimit (-EBUSY) */
-        SQS_ERR_SERVER,            /* 5xx, InternalError, ServiceUnavailable (-EIO) */
-        SQS_ERR_TRANSPORT,         /* no answer: connection, timeout, TLS (the transport's errno) */
-        SQS_ERR_PROTOCOL,          /* an answer that is not what the protocol says (-EBADMSG) */
-        SQS_ERR_NO_CREDENTIALS,    /* the provider had none (-ENOKEY) */
-        SQS_ERR_OTHER,             /* any other error code (errno from the HTTP status) */
+        SQS_ERR_THROTTLED,      /* RequestThrottled, ThrottlingException, OverLimit, KmsThrottled (-EBUSY) */
+        SQS_ERR_SERVER,         /* 5xx, InternalError, ServiceUnavailable (-EIO) */
+        SQS_ERR_TRANSPORT,      /* no answer: connection, timeout, TLS (the transport's errno) */
+        SQS_ERR_PROTOCOL,       /* an answer that is not what the protocol says (-EBADMSG) */
+        SQS_ERR_NO_CREDENTIALS, /* the provider had none (-ENOKEY) */
+        SQS_ERR_OTHER,          /* any other error code (errno from the HTTP status) */
         _SQS_ERR_MAX,
 };
 

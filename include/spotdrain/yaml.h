@@ -21,9 +21,10 @@ struct ynode {
         unsigned line, column; /* 1-based, of the value (for map values: of the key) */
 };
 
+/* A leaf has no children array: stop before computing NULL + 0, which C leaves undefined. */
 #define YNODE_FOREACH(child, parent)                                           \
         for (const struct ynode *child = (parent) ? (parent)->children : NULL; \
-             (parent) && child < (parent)->children + (parent)->n_children; child++)
+             child && child < (parent)->children + (parent)->n_children; child++)
 
 #define YAML_MAX_DEPTH 64
 #define YAML_MAX_NODES 1000000

@@ -47,6 +47,10 @@ struct webhook_sink {
         size_t pending;
         bool idle; /* pending == 0; a flag for loop_run_until() */
         struct webhook_stats stats;
+        /* webhook_sink_when_flushed(): the callback, its timeout, and the loop turn that reports idle. */
+        webhook_flushed_fn flushed_fn;
+        void *flushed_userdata;
+        sd_event_source *flush_timer, *flush_idle;
 };
 
 int webhook_format_from_string(const char *s)
@@ -211,6 +215,47 @@ oom:
 
 /* ---- the queue ---- */
 
+static void flush_finish(struct webhook_sink *w, int error)
+{
+        webhook_flushed_fn fn = w->flushed_fn;
+        void *userdata = w->flushed_userdata;
+
+        w->flushed_fn = NULL;
+        w->flushed_userdata = NULL;
+        w->flush_timer = sd_event_source_disable_unref(w->flush_timer);
+        w->flush_idle = sd_event_source_disable_unref(w->flush_idle);
+        if (fn)
+                fn(userdata, error);
+}
+
+static int on_flush_timeout(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        flush_finish(userdata, -ETIMEDOUT);
+        return 0;
+}
+
+static int on_flush_idle(sd_event_source *s, void *userdata)
+{
+        struct webhook_sink *w = userdata;
+
+        /* An alert may have been queued since the turn was armed: then wait for it too. */
+        if (w->pending == 0)
+                flush_finish(w, 0);
+        else
+                w->flush_idle = sd_event_source_disable_unref(w->flush_idle);
+        return 0;
+}
+
+/* Reports idle to a waiting webhook_sink_when_flushed() on the next loop turn, never from inside the
+ * delivery callback that emptied the queue. */
+static void flush_check(struct webhook_sink *w)
+{
+        if (!w->flushed_fn || w->pending > 0 || w->flush_idle)
+                return;
+        if (sd_event_add_defer(loop_event(w->loop), &w->flush_idle, on_flush_idle, w) < 0)
+                flush_finish(w, 0);
+}
+
 static void delivery_free(struct delivery *d)
 {
         struct webhook_sink *w = d->w;
@@ -227,6 +272,7 @@ static void delivery_free(struct delivery *d)
         sd_event_source_disable_unref(d->retry);
         free(d->body);
         free(d);
+        flush_check(w);
 }
 
 static void delivery_send(struct delivery *d);
@@ -520,6 +566,10 @@ struct webhook_sink *webhook_sink_free(struct webhook_sink *w)
 {
         if (!w)
                 return NULL;
+        /* A waiting webhook_sink_when_flushed() is not called back. */
+        w->flushed_fn = NULL;
+        w->flush_timer = sd_event_source_disable_unref(w->flush_timer);
+        w->flush_idle = sd_event_source_disable_unref(w->flush_idle);
         while (w->queue)
                 delivery_free(w->queue);
         secret_free(w->url);
@@ -554,6 +604,28 @@ int webhook_sink_flush(struct webhook_sink *w, uint64_t timeout_usec)
                 return 0;
         w->idle = w->pending == 0;
         return loop_run_until(w->loop, &w->idle, timeout_usec);
+}
+
+int webhook_sink_when_flushed(struct webhook_sink *w, uint64_t timeout_usec, webhook_flushed_fn fn,
+                              void *userdata)
+{
+        int r;
+
+        if (!w || !fn)
+                return -EINVAL;
+        w->flush_timer = sd_event_source_disable_unref(w->flush_timer);
+        w->flush_idle = sd_event_source_disable_unref(w->flush_idle);
+        w->flushed_fn = fn;
+        w->flushed_userdata = userdata;
+        r = sd_event_add_time_relative(loop_event(w->loop), &w->flush_timer, CLOCK_MONOTONIC, timeout_usec,
+                                       0, on_flush_timeout, w);
+        if (r < 0) {
+                w->flushed_fn = NULL;
+                w->flushed_userdata = NULL;
+                return r;
+        }
+        flush_check(w);
+        return 0;
 }
 
 int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,

@@ -124,6 +124,11 @@ static const struct {
         { "Throttling", SQS_ERR_THROTTLED },
         { "ThrottlingException", SQS_ERR_THROTTLED },
         { "OverLimit", SQS_ERR_THROTTLED },
+        /* KMS throttling the queue's server-side encryption: JSON KmsThrottled, query
+         * KMS.ThrottlingException (seen here without its suffix). Ahead of the KMS.* rule below, which
+         * reads the other KMS errors as the key refusing the role. */
+        { "KmsThrottled", SQS_ERR_THROTTLED },
+        { "KMS.Throttling", SQS_ERR_THROTTLED },
         { "InternalError", SQS_ERR_SERVER },
         { "InternalFailure", SQS_ERR_SERVER },
         { "ServiceUnavailable", SQS_ERR_SERVER },

@@ -199,6 +199,14 @@ static const struct agent_actions agent_prov_actions = {
         .notice_seen = prov_notice_seen,
 };
 
+/* SIGTERM or SIGINT: the alerts raised last still go out before the loop ends; a second signal ends it at
+ * once. */
+static void on_stop_signal(struct loop *l, void *userdata)
+{
+        log_info("stopping");
+        frontend_exit(userdata, 0);
+}
+
 int cmd_agent(int argc, char **argv)
 {
         static const struct option options[] = {
@@ -322,6 +330,7 @@ int cmd_agent(int argc, char **argv)
         r = alert_bus_new(&bus);
         if (r >= 0)
                 r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
+        fe.webhook = webhook;
         if (r >= 0)
                 r = agent_engine_new(kube, bus, cfg, &engine);
         if (r < 0)
@@ -371,6 +380,7 @@ int cmd_agent(int argc, char **argv)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
+        loop_set_stop_handler(l, on_stop_signal, &fe);
         r = agent_start(a);
         if (r >= 0)
                 r = loop_run(l);

@@ -134,6 +134,7 @@ static const struct metric_family_def controller_families[] = {
 
 struct ops {
         struct controller *ctl;
+        struct frontend *fe;
         struct loop *loop;
         struct httpd *httpd;
         struct timer *timer;
@@ -204,14 +205,16 @@ static void ops_tick(void *userdata)
 
 static void on_handed_over(void *userdata)
 {
-        loop_exit(userdata, 0);
+        struct ops *o = userdata;
+        frontend_exit(o->fe, 0);
 }
 
 static void on_stop_signal(struct loop *l, void *userdata)
 {
+        struct ops *o = userdata;
         log_info("stopping: handing over what is under way");
         (void)ops_notify_stopping();
-        controller_stop(userdata, on_handed_over, l);
+        controller_stop(o->ctl, on_handed_over, o);
 }
 
 int cmd_controller(int argc, char **argv)
@@ -310,6 +313,7 @@ int cmd_controller(int argc, char **argv)
                 r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
         if (r < 0)
                 return log_error_errno(r, "cannot set up alerts"), EXIT_ERROR;
+        fe.webhook = webhook;
 
         r = controller_new(l, kube, bus,
                            &(struct controller_options){ .queue_url = queue_url,
@@ -346,11 +350,11 @@ int cmd_controller(int argc, char **argv)
                 aws_creds_provider_free(creds.provider);
                 return EXIT_ERROR;
         }
-        o = (struct ops){ .ctl = ctl, .loop = l, .httpd = fe.httpd };
+        o = (struct ops){ .ctl = ctl, .fe = &fe, .loop = l, .httpd = fe.httpd };
 
         log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
                  aws_creds_provider_source(creds.provider));
-        loop_set_stop_handler(l, on_stop_signal, ctl);
+        loop_set_stop_handler(l, on_stop_signal, &o);
         r = controller_start(ctl);
         if (r >= 0) {
                 ops_tick(&o);

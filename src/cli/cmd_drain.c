@@ -311,6 +311,10 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 .default_startup_usec = d->cfg->drain_default_startup_usec,
                 .critical_classes = (const char *const *)d->cfg->drain_critical_priority_classes,
                 .n_critical_classes = n,
+                /* What a running drain would alert on: no stop observed yet, so the expected share of
+                 * each grace period (the drain itself forces as if the whole grace period were needed). */
+                .shutdown_basis = DRAIN_SHUTDOWN_EXPECTED,
+                .expected_shutdown_fraction = d->cfg->drain_expected_shutdown_fraction,
         };
 }
 
@@ -591,7 +595,13 @@ int cmd_drain(int argc, char **argv)
         }
         drain_exec_free(run.x);
         flush(&d);
+        /* The webhook's too: drain-completed (or deadline-missed) was raised just now. */
+        if (webhook_sink_flush(webhook, d.cfg->alerts_webhook_flush_usec) == -ETIMEDOUT)
+                log_warning("%zu alerts not delivered to the webhook before exit",
+                            webhook_sink_pending(webhook));
         bus = alert_bus_free(bus);
+        /* Before the loop: what it still holds is cancelled on the loop. */
+        webhook = webhook_sink_free(webhook);
         drain_cli_done(&d);
         return status;
 }

@@ -180,9 +180,6 @@ static int sim_serve(int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
-        sim_lock(s);
-        sim_start(s);
-        sim_unlock(s);
         sopt.listen = listen;
         sim_server_options_from_scenario(tree, &sopt);
         if (opt.seed)
@@ -192,6 +189,12 @@ static int sim_serve(int argc, char **argv)
                 log_error_errno(r, "cannot listen on %s", listen);
                 return EXIT_ERROR;
         }
+        /* The scenario's t=0 is when every surface serves, and before anyone has been told where they are
+         * (the outputs below): no event fires while the simulator is still starting. */
+        sim_lock(s);
+        sim_start(s);
+        sim_broadcast(s);
+        sim_unlock(s);
         r = write_outputs(srv, kubeconfig_out, endpoints_out);
         if (r < 0) {
                 sim_surfaces_stop(srv);

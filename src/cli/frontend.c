@@ -98,6 +98,29 @@ int frontend_start_httpd(struct frontend *f, const char *ready_name, const char 
         return EXIT_OK;
 }
 
+static void on_alerts_flushed(void *userdata, int error)
+{
+        struct frontend *f = userdata;
+
+        if (error < 0)
+                log_warning("%zu alerts not delivered to the webhook before exit",
+                            webhook_sink_pending(f->webhook));
+        loop_exit(f->loop, f->exit_code);
+}
+
+void frontend_exit(struct frontend *f, int code)
+{
+        size_t pending = webhook_sink_pending(f->webhook);
+
+        f->exit_code = code;
+        if (pending > 0)
+                log_info("waiting up to %.1f s for %zu alerts to reach the webhook",
+                         (double)f->cfg->alerts_webhook_flush_usec / 1e6, pending);
+        if (!f->webhook || webhook_sink_when_flushed(f->webhook, f->cfg->alerts_webhook_flush_usec,
+                                                     on_alerts_flushed, f) < 0)
+                loop_exit(f->loop, code);
+}
+
 void frontend_stop(struct frontend *f)
 {
         f->httpd = httpd_free(f->httpd);

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 
+#include "spotdrain/alert_webhook.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/httpd.h"
@@ -32,6 +33,8 @@ struct frontend {
         struct kube_client *kube;
         struct httpd *httpd; /* NULL with metrics_listen "off" */
         struct ops_watchdog *watchdog;
+        struct webhook_sink *webhook; /* borrowed, NULL when none: flushed by frontend_exit() */
+        int exit_code;
 };
 
 /* True when c (a getopt_long result) is one of FRONTEND_OPTIONS; its value is then stored. */
@@ -44,6 +47,10 @@ int frontend_start_kube(struct frontend *f);
 /* Serves /metrics, /healthz and /readyz on --metrics-listen (else metrics.listen, else the default) with
  * the readiness check ready_name failing (ready_why) until the command says otherwise. Logs why not. */
 int frontend_start_httpd(struct frontend *f, const char *ready_name, const char *ready_why);
+/* Ends the loop with code, once the webhook (f->webhook) has delivered the alerts it still holds or after
+ * alerts.webhook_flush_seconds, whichever comes first: an alert raised in the last moment (drain-completed
+ * just before the SIGTERM) still goes out. From inside the loop (a stop handler, a callback). */
+void frontend_exit(struct frontend *f, int code);
 /* Stops serving and disarms the watchdog (before the command frees what /healthz looks at). */
 void frontend_stop(struct frontend *f);
 /* Frees everything; the struct may be reused. */

@@ -22,6 +22,8 @@
 #define SEC                      UINT64_C(1000000)
 #define MAX_POLLS                4
 #define DEFAULT_VISIBILITY       (60 * SEC)
+#define DEFAULT_FIRST_VISIBILITY (10 * SEC) /* controller.first_visibility_seconds; see on_extend() */
+#define EXTEND_RETRY_USEC        (1 * SEC)  /* a failed extension is tried again this soon */
 #define DEFAULT_MALFORMED        (600 * SEC)
 #define DEFAULT_ACCESS_CHECK     (60 * SEC)
 #define DEFAULT_FAILURES         3
@@ -48,7 +50,11 @@ struct cmsg {
         unsigned pending;
         int error;
         struct timer *extend;
-        struct sqs_op *op; /* visibility change in flight */
+        struct sqs_op *op;       /* visibility change in flight */
+        uint64_t hidden_usec;    /* the visibility last set: the receive's, then each extension's */
+        uint64_t extending_usec; /* the one the change in flight asks for */
+        char **instances;        /* the instances of its pending notices, whose drains must be recorded */
+        size_t n_instances;
 };
 
 struct pending_delete {
@@ -78,6 +84,7 @@ struct controller {
         struct kube_informer *nodes;
         struct prov_frontend *prov; /* NULL unless provision.enabled */
 
+        uint64_t first_visibility_usec;
         struct poll_slot polls[MAX_POLLS];
         struct sqs_op *access_op;
         struct timer *access_timer;
@@ -121,11 +128,15 @@ static void queue_failed(struct controller *c, const struct sqs_result *res, con
 {
         bool unreadable_now = sqs_error_queue_unreadable(res->kind);
 
+        log_debug("controller: %s failed: %s %s %s", what, sqs_error_to_string(res->kind), res->code,
+                  res->message);
+        /* A throttle says the queue is there and this role may read it, only not this fast: the call is
+         * retried after the backoff, and it counts neither toward unreadable nor as proof of readable. */
+        if (res->kind == SQS_ERR_THROTTLED)
+                return;
         c->failures_in_row++;
         if (unreadable_now)
                 c->stats.unreadable_failures++;
-        log_debug("controller: %s failed: %s %s %s", what, sqs_error_to_string(res->kind), res->code,
-                  res->message);
         if (c->unreadable || (!unreadable_now && c->failures_in_row < c->o.failures_unreadable))
                 return;
         c->unreadable = true;
@@ -309,6 +320,9 @@ static void cmsg_free(struct cmsg *m)
         sqs_op_cancel(m->op);
         free(m->id);
         free(m->handle);
+        for (size_t i = 0; i < m->n_instances; i++)
+                free(m->instances[i]);
+        free(m->instances);
         free(m);
 }
 
@@ -324,11 +338,29 @@ static void cmsg_remove(struct controller *c, struct cmsg *m)
 
 static void on_extend(void *userdata);
 
-static void arm_extend(struct cmsg *m)
+/* Renews the hold halfway through the visibility last set (after usec when given). */
+static void arm_extend(struct cmsg *m, uint64_t usec)
 {
         m->extend = timer_cancel(m->extend);
-        if (timer_start_in(m->c->loop, m->c->o.visibility_usec / 2, on_extend, m, &m->extend) < 0)
+        if (timer_start_in(m->c->loop, usec ? usec : m->hidden_usec / 2, on_extend, m, &m->extend) < 0)
                 log_debug("controller: cannot arm the visibility extension of %s", m->id);
+}
+
+/* Every drain the message waits for is recorded on its node (ENGINE_DRAIN_ANNOTATION, as the node informer
+ * sees it): a later leader would resume it from there. */
+static bool cmsg_recorded(struct controller *c, const struct cmsg *m)
+{
+        if (m->n_instances == 0)
+                return false;
+        for (size_t i = 0; i < m->n_instances; i++) {
+                const char *node = dispatch_node_for_instance(c->dispatch, m->instances[i]);
+                const cJSON *obj = node ? kube_informer_get(c->nodes, NULL, node) : NULL;
+                const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+                if (!cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION))
+                        return false;
+        }
+        return true;
 }
 
 static void on_extended(struct sqs_client *s, const struct sqs_result *res, void *userdata)
@@ -339,7 +371,8 @@ static void on_extended(struct sqs_client *s, const struct sqs_result *res, void
         m->op = NULL;
         if (res->error >= 0) {
                 c->stats.visibility_extends++;
-                arm_extend(m);
+                m->hidden_usec = m->extending_usec;
+                arm_extend(m, 0);
                 return;
         }
         c->stats.visibility_failures++;
@@ -354,7 +387,7 @@ static void on_extended(struct sqs_client *s, const struct sqs_result *res, void
         }
         log_debug("controller: extending the visibility of %s failed: %s", m->id,
                   sqs_error_to_string(res->kind));
-        arm_extend(m);
+        arm_extend(m, EXTEND_RETRY_USEC);
 }
 
 static void on_extend(void *userdata)
@@ -365,9 +398,13 @@ static void on_extend(void *userdata)
         m->extend = NULL;
         if (m->op)
                 return;
-        if (sqs_change_visibility(c->sqs, m->handle, (unsigned)((c->o.visibility_usec + SEC - 1) / SEC),
+        /* Short (the first visibility) until the drains are recorded on their nodes, the full visibility
+         * after: a controller killed before that costs the notice only the short time, and once recorded
+         * the next leader resumes from the node and need not wait for the message. */
+        m->extending_usec = cmsg_recorded(c, m) ? c->o.visibility_usec : c->first_visibility_usec;
+        if (sqs_change_visibility(c->sqs, m->handle, (unsigned)((m->extending_usec + SEC - 1) / SEC),
                                   on_extended, m, &m->op) < 0)
-                arm_extend(m);
+                arm_extend(m, EXTEND_RETRY_USEC);
 }
 
 /* The message's notices are all handled: delete it, or let it come back when one could not be acted on. */
@@ -398,6 +435,22 @@ static void notice_received(struct controller *c, const struct notice *n)
                                  (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id",
                                                    n->event_id, "instance_id", n->instance_id, NULL },
                                  "%s", human ? human : notice_kind_to_string(n->kind));
+}
+
+/* Out of memory the instance is not kept: the message then stays on the short visibility, which is safe. */
+static void cmsg_add_instance(struct cmsg *m, const char *instance_id)
+{
+        char **v, *id;
+
+        if (isempty(instance_id) || !(id = strdup(instance_id)))
+                return;
+        v = realloc(m->instances, (m->n_instances + 1) * sizeof(*v));
+        if (!v) {
+                free(id);
+                return;
+        }
+        m->instances = v;
+        m->instances[m->n_instances++] = id;
 }
 
 static void handle_message(struct controller *c, struct sqs_message *msg)
@@ -441,6 +494,7 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
         m->ticket = ++c->next_ticket;
         m->id = TAKE_PTR(msg->message_id);
         m->handle = TAKE_PTR(msg->receipt_handle);
+        m->hidden_usec = c->first_visibility_usec;
         c->msgs[c->n_msgs++] = m;
 
         for (size_t i = 0; i < n; i++) {
@@ -452,15 +506,16 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
                 c->stats.dispatch = st;
                 if (st.duplicates == dup && r >= 0)
                         notice_received(c, &notices[i]);
-                if (r == DISPATCH_PENDING)
+                if (r == DISPATCH_PENDING) {
                         m->pending++;
-                else if (r == DISPATCH_DEFER)
+                        cmsg_add_instance(m, notices[i].instance_id);
+                } else if (r == DISPATCH_DEFER)
                         defer = defer && defer < d ? defer : d;
                 else if (r < 0)
                         m->error = r;
         }
         if (m->pending > 0) {
-                arm_extend(m);
+                arm_extend(m, 0);
                 c->stats.in_flight = (unsigned)c->n_msgs;
                 return;
         }
@@ -516,7 +571,7 @@ static void poll_one(struct poll_slot *p)
 
         if (!c->active || p->op || p->retry)
                 return;
-        opts.visibility_timeout = (int)((c->o.visibility_usec + SEC - 1) / SEC);
+        opts.visibility_timeout = (int)((c->first_visibility_usec + SEC - 1) / SEC);
         r = sqs_receive(c->sqs, &opts, on_received, p, &p->op);
         if (r < 0 && timer_start_in(c->loop, backoff_next(&c->backoff), on_poll_retry, p, &p->retry) < 0)
                 log_debug_errno(r, "controller: cannot poll");
@@ -1032,6 +1087,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 c->o.visibility_usec = DEFAULT_VISIBILITY;
         if (c->o.visibility_usec < 2 * SEC)
                 c->o.visibility_usec = 2 * SEC;
+        c->first_visibility_usec = o->cfg && o->cfg->controller_first_visibility_usec
+                                       ? o->cfg->controller_first_visibility_usec
+                                       : DEFAULT_FIRST_VISIBILITY;
+        if (c->first_visibility_usec > c->o.visibility_usec)
+                c->first_visibility_usec = c->o.visibility_usec;
+        if (c->first_visibility_usec < 2 * SEC)
+                c->first_visibility_usec = 2 * SEC;
         if (!c->o.malformed_visibility_usec)
                 c->o.malformed_visibility_usec = DEFAULT_MALFORMED;
         if (!c->o.access_check_usec)

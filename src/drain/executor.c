@@ -18,7 +18,9 @@
 #define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
 #define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
-#define MIN(a, b)            ((a) < (b) ? (a) : (b))
+/* The share of its grace period a pod is expected to take to stop before any of its kind was seen. */
+#define DEFAULT_EXPECTED_SHUTDOWN 0.5
+#define MIN(a, b)                 ((a) < (b) ? (a) : (b))
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
 
@@ -47,7 +49,11 @@ struct xpod {
         /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
          * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
         cJSON *ghost;
-        uint64_t ghost_until;
+        uint64_t ghost_until, gone_at;
+        /* Engine clock: when our eviction or forced delete of it was accepted (0: not ours), the start of
+         * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */
+        uint64_t stop_at;
+        int64_t forced_grace;
 };
 
 struct drain_exec {
@@ -61,6 +67,7 @@ struct drain_exec {
         char **critical;
         size_t n_critical;
         uint64_t deadline, margin, default_startup, floor;
+        double expected_shutdown_fraction;
         enum drain_policy policy;
         bool evict_daemonsets, leave_emptydir;
 
@@ -68,7 +75,8 @@ struct drain_exec {
         /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
         struct drain_ledger *ledger, *own_ledger;
         bool joined;
-        size_t judged_pods; /* pods in the plan (all nodes) when infeasibility was last judged */
+        size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
+        unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
 
         struct startup_call *startup_calls;
@@ -156,6 +164,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->evict_daemonsets = !cfg->drain_ignore_daemonsets;
         o->leave_emptydir = !cfg->drain_delete_emptydir_data;
         o->default_startup_usec = cfg->drain_default_startup_usec;
+        o->expected_shutdown_fraction = cfg->drain_expected_shutdown_fraction;
         o->retry_floor_usec = cfg->drain_eviction_retry_floor_usec;
         o->critical_classes = (const char *const *)cfg->drain_critical_priority_classes;
 }
@@ -314,9 +323,12 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                         o = p->ghost;
                 } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
                         continue;
-                int r = drain_inputs_add_pod(di, node, o, NULL);
+                size_t idx;
+                int r = drain_inputs_add_pod(di, node, o, &idx);
                 if (r == -ENOMEM)
                         return r;
+                if (r >= 0 && o == p->ghost)
+                        (void)drain_inputs_set_gone(di, idx, p->gone_at);
                 if (r >= 0) {
                         if (map)
                                 map[*n] = p;
@@ -348,7 +360,11 @@ static int add_inputs(void *userdata, struct drain_inputs *di)
         return drain_inputs_add_startups(di, x->startups, x->n_startups);
 }
 
-static int replan(struct drain_exec *x, uint64_t now)
+/* Plans the drains (this node first) with shutdowns taken on basis; the map (pod index → xpod of this node)
+ * and its length only when ret_map is not NULL. */
+static int make_plan(struct drain_exec *x, uint64_t now, enum drain_shutdown_basis basis,
+                     struct drain_plan **ret_plan, struct drain_inputs **ret_inputs, struct xpod ***ret_map,
+                     size_t *ret_n)
 {
         struct drain_inputs_options io = {
                 .now_usec = now,
@@ -357,6 +373,9 @@ static int replan(struct drain_exec *x, uint64_t now)
                 .default_startup_usec = x->default_startup,
                 .critical_classes = (const char *const *)x->critical,
                 .n_critical_classes = x->n_critical,
+                .shutdowns = drain_ledger_shutdowns(x->ledger),
+                .shutdown_basis = basis,
+                .expected_shutdown_fraction = x->expected_shutdown_fraction,
         };
         const struct kube_informer *pdbs = drain_ledger_pdbs(x->ledger);
         _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
@@ -381,8 +400,7 @@ static int replan(struct drain_exec *x, uint64_t now)
                 if (r == -ENOMEM)
                         return r;
         }
-        map = calloc(x->n_pods + 1, sizeof(*map));
-        if (!map)
+        if (ret_map && !(map = calloc(x->n_pods + 1, sizeof(*map))))
                 return -ENOMEM;
         r = add_pods(x, di, 0, now, map, &n);
         if (r < 0)
@@ -398,13 +416,32 @@ static int replan(struct drain_exec *x, uint64_t now)
         r = drain_plan_make(drain_inputs_get(di), &plan);
         if (r < 0)
                 return r;
+        *ret_plan = TAKE_PTR(plan);
+        if (ret_inputs)
+                *ret_inputs = TAKE_PTR(di);
+        if (ret_map) {
+                *ret_map = TAKE_PTR(map);
+                *ret_n = n;
+        }
+        return 0;
+}
 
+/* The plan acted on: a pod's last safe moment allows it the longest stop it may take. */
+static int replan(struct drain_exec *x, uint64_t now)
+{
+        struct drain_plan *plan = NULL;
+        struct drain_inputs *di = NULL;
+        struct xpod **map = NULL;
+        size_t n = 0;
+        int r = make_plan(x, now, DRAIN_SHUTDOWN_SAFE, &plan, &di, &map, &n);
+        if (r < 0)
+                return r;
         drain_plan_free(x->plan);
         drain_inputs_free(x->inputs);
         free(x->plan_pods);
-        x->plan = TAKE_PTR(plan);
-        x->inputs = TAKE_PTR(di);
-        x->plan_pods = TAKE_PTR(map);
+        x->plan = plan;
+        x->inputs = di;
+        x->plan_pods = map;
         x->n_own = n;
         export_plan_metrics(x);
         return 0;
@@ -418,10 +455,10 @@ static void secs_field(char *buf, size_t len, uint64_t at, uint64_t now)
                 snprintf(buf, len, "%.1f", at > now ? (double)(at - now) / (double)USEC_PER_SEC : 0.0);
 }
 
-static void alert_infeasible(struct drain_exec *x)
+static void alert_infeasible(struct drain_exec *x, const struct drain_plan *plan)
 {
-        const struct drain_plan_node *node = &x->plan->nodes[0];
-        uint64_t now = x->plan->now_usec;
+        const struct drain_plan_node *node = &plan->nodes[0];
+        uint64_t now = plan->now_usec;
         char finish[32], unforced[32] = "", allowed[16], here[16], fit_max[16], fit_min[16];
         _cleanup_free_ char *pdb_name = NULL;
         const char *fields[32];
@@ -434,7 +471,7 @@ static void alert_infeasible(struct drain_exec *x)
         fields[n++] = "finish_seconds";
         fields[n++] = finish;
         if (node->limiting_pdb >= 0) {
-                const struct drain_plan_pdb *pdb = &x->plan->pdbs[node->limiting_pdb];
+                const struct drain_plan_pdb *pdb = &plan->pdbs[node->limiting_pdb];
                 pdb_name = strprintf("%s/%s", pdb->namespace, pdb->name);
                 secs_field(unforced, sizeof(unforced), pdb->unforced_finish_usec, now);
                 snprintf(allowed, sizeof(allowed), "%d", pdb->k);
@@ -465,6 +502,25 @@ static void alert_infeasible(struct drain_exec *x)
         x->result.infeasible = true;
         alert_emit(x->bus, ALERT_DRAIN_INFEASIBLE, x->node, fields, "drain of %s cannot finish in time: %s",
                    x->node, node->reason ? node->reason : drain_verdict_to_string(node->verdict));
+}
+
+/* drain-infeasible when the drain cannot finish in time even if pods stop as long as expected: the plan
+ * acted on gives each pod the longest stop it may take (so that a force comes in time), which before any
+ * stop was seen is its whole grace period, a pessimism that would cry wolf. That plan being feasible, the
+ * expected one is too (shorter stops only finish sooner). */
+static void judge(struct drain_exec *x, uint64_t now)
+{
+        _cleanup_(drain_plan_freep) struct drain_plan *expected = NULL;
+        x->judged_pods = x->plan->n_pods;
+        x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
+        if (x->plan->nodes[0].verdict == DRAIN_FEASIBLE)
+                return;
+        if (make_plan(x, now, DRAIN_SHUTDOWN_EXPECTED, &expected, NULL, NULL, NULL) < 0) {
+                alert_infeasible(x, x->plan); /* what is known */
+                return;
+        }
+        if (expected->nodes[0].verdict != DRAIN_FEASIBLE)
+                alert_infeasible(x, expected);
 }
 
 /* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */
@@ -531,7 +587,15 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->wake = timer_cancel(x->wake);
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_cancel(x->pods[i]);
-        /* Its pods wait for no slot any more, and the others no longer drain beside it. */
+        /* Its pods wait for no slot any more, and the others no longer drain beside it; but the slots its
+         * gone pods give back once their replacements are Ready are still to come for them. */
+        for (size_t i = 0; x->joined && i < x->n_pods; i++) {
+                const struct xpod *p = x->pods[i];
+                if (p->ghost && p->ghost_until > now &&
+                    drain_ledger_keep_ghost(x->ledger, x->node, x->deadline, x->margin, p->ghost, p->gone_at,
+                                            p->ghost_until) < 0)
+                        log_debug("out of memory handing the ledger the pods of %s", x->node);
+        }
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
         x->joined = false;
@@ -605,6 +669,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         case KUBE_EVICT_EVICTED:
                 xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
                 p->state = XPOD_EVICTED;
+                p->stop_at = now;
                 x->result.evicted++;
                 break;
         case KUBE_EVICT_BLOCKED:
@@ -683,6 +748,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
         p->call = NULL;
         if (r->error >= 0) {
                 p->state = XPOD_FORCED;
+                p->stop_at = clk_now();
                 x->result.forced++;
         } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
                 xpod_gone(p); /* gone, or the name now belongs to a successor */
@@ -819,6 +885,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                                 continue;
                         }
                         p->state = XPOD_DELETING;
+                        p->forced_grace = grace;
                         n_forced++;
                         if (buf_printf(&forced, "%s%s/%s (grace %" PRIi64 " s)", forced.len ? ", " : "",
                                        p->namespace, p->name, grace) < 0)
@@ -1004,15 +1071,14 @@ static void act(struct drain_exec *x)
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = x->plan->nodes[0].finish_usec;
                 x->result.killed_predicted = (unsigned)x->plan->nodes[0].n_killed;
-                x->judged_pods = x->plan->n_pods;
-                if (x->plan->nodes[0].verdict != DRAIN_FEASIBLE)
-                        alert_infeasible(x);
-        } else if (!x->result.infeasible && x->plan->n_pods > x->judged_pods) {
+                judge(x, now);
+        } else if (!x->result.infeasible &&
+                   (x->plan->n_pods > x->judged_pods ||
+                    drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
                 /* More pods drain beside this node's than when it was judged (another drain started or
-                 * came to know its pods): PDBs shared with them may not be honoured across all. */
-                x->judged_pods = x->plan->n_pods;
-                if (x->plan->nodes[0].verdict != DRAIN_FEASIBLE)
-                        alert_infeasible(x);
+                 * came to know its pods): PDBs shared with them may not be honoured across all. Or pods
+                 * were seen taking longer to stop than expected. */
+                judge(x, now);
         }
         /* A node that does not exist has no pods either: wait for the cordon's answer to tell. */
         if (count_left(x) == 0 && !x->cordon_call) {
@@ -1067,12 +1133,48 @@ static void keep_ghost(struct drain_exec *x, const cJSON *obj)
         if (cJSON_IsNumber(g) && g->valuedouble > 0 && deleted > (uint64_t)(g->valuedouble * 1e6))
                 deleted -= (uint64_t)(g->valuedouble * 1e6);
         p->ghost = cJSON_Duplicate(obj, true);
+        p->gone_at = clk_now();
         /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
         p->ghost_until = deleted + 2 * startup_of(x, key) + USEC_PER_SEC;
 }
 
+/* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
+static void observe_stop(struct drain_exec *x, const cJSON *obj)
+{
+        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+        uint64_t now = clk_now(), start;
+        if (kube_pod_parse(obj, &kp) < 0 || !kp.deletion_usec)
+                return;
+        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+        _cleanup_free_ char *key = drain_owner_key(&kp);
+        if (!key)
+                return;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
+                                                          "deletionGracePeriodSeconds");
+        double grace = cJSON_IsNumber(g) && g->valuedouble >= 0 ? g->valuedouble : (double)kp.grace_seconds;
+        if (p && p->stop_at)
+                start = p->stop_at;
+        else if (kp.deletion_usec > (uint64_t)(grace * 1e6))
+                start = kp.deletion_usec - (uint64_t)(grace * 1e6); /* deleted by someone else */
+        else
+                return;
+        /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
+        if (now <= start || now + USEC_PER_SEC >= x->deadline)
+                return;
+        uint64_t took = now - start;
+        if (grace < (double)kp.grace_seconds && (double)took + 1e6 >= grace * 1e6)
+                return;
+        if (p && p->forced_grace > 0 && p->forced_grace < kp.grace_seconds &&
+            took + USEC_PER_SEC >= (uint64_t)p->forced_grace * USEC_PER_SEC)
+                return;
+        uint64_t unseen = (uint64_t)((double)kp.grace_seconds * 1e6 * x->expected_shutdown_fraction);
+        if (drain_shutdowns_observe(drain_ledger_shutdowns(x->ledger), key, took, unseen) < 0)
+                log_debug("out of memory keeping shutdown observations");
+}
+
 static void pods_deleted(void *userdata, const cJSON *obj)
 {
+        observe_stop(userdata, obj);
         keep_ghost(userdata, obj);
         kick(userdata);
 }
@@ -1248,6 +1350,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->evict_daemonsets = o->evict_daemonsets;
         x->leave_emptydir = o->leave_emptydir;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
+        x->expected_shutdown_fraction =
+            o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_EXPECTED_SHUTDOWN;
         x->floor = o->retry_floor_usec ? o->retry_floor_usec : DEFAULT_FLOOR_USEC;
         x->result.notice_usec = o->notice_usec ? o->notice_usec : now;
         x->result.started_usec = now;

@@ -25,6 +25,15 @@ struct drain_inputs {
 
         struct drain_startup *startups;
         size_t n_startups;
+
+        const struct drain_shutdowns *shutdowns;
+        enum drain_shutdown_basis shutdown_basis;
+        double expected_fraction;
+};
+
+struct sample {
+        char *key;
+        uint64_t usec;
 };
 
 /* Grows *array (of elem bytes) so that index n fits. */
@@ -50,6 +59,9 @@ int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs *
                 .critical_classes = o->critical_classes,
                 .n_critical_classes = o->n_critical_classes,
         };
+        di->shutdowns = o->shutdowns;
+        di->shutdown_basis = o->shutdown_basis;
+        di->expected_fraction = o->expected_shutdown_fraction;
         *ret = di;
         return 0;
 }
@@ -209,6 +221,14 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
         return 0;
 }
 
+int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec)
+{
+        if (i >= di->n_pods || !di->pods[i].deleting)
+                return -EINVAL;
+        di->pods[i].gone_usec = gone_usec;
+        return 0;
+}
+
 int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n)
 {
         if (n == 0)
@@ -227,8 +247,74 @@ int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startu
         return 0;
 }
 
+static int stopping_cmp(const void *a, const void *b)
+{
+        const struct sample *x = a, *y = b;
+        return strcmp(x->key, y->key);
+}
+
+/* The longest any pod of the owner has been stopping so far; stopping is sorted by key. */
+static uint64_t stopping_longest(const struct sample *stopping, size_t n, const char *key)
+{
+        uint64_t longest = 0;
+        if (!key)
+                return 0;
+        const struct sample probe = { .key = (char *)key };
+        const struct sample *hit = bsearch(&probe, stopping, n, sizeof(*stopping), stopping_cmp);
+        if (!hit)
+                return 0;
+        while (hit > stopping && streq(hit[-1].key, key))
+                hit--;
+        for (; hit < stopping + n && streq(hit->key, key); hit++)
+                longest = hit->usec > longest ? hit->usec : longest;
+        return longest;
+}
+
+static uint64_t shutdown_estimate(const struct drain_inputs *di, const char *key, uint64_t grace,
+                                  uint64_t stopping)
+{
+        uint64_t median, longest, est;
+        bool seen = drain_shutdowns_get(di->shutdowns, key, &median, &longest);
+        if (di->shutdown_basis == DRAIN_SHUTDOWN_SAFE) {
+                if (!seen)
+                        return 0; /* the planner assumes the grace period */
+                est = longest > stopping ? longest : stopping;
+                uint64_t slack = est / 4 > 1000000 ? est / 4 : 1000000;
+                est += slack;
+        } else {
+                est = seen ? median : (uint64_t)((double)grace * di->expected_fraction);
+                est = est > stopping ? est : stopping;
+        }
+        /* 0 would mean "unknown"; a pod that stops at once still takes a moment. */
+        return est > 0 ? est : 1;
+}
+
+/* Fills every pod's shutdown estimate from the observed stops and from the pods stopping right now. */
+static void estimate_shutdowns(struct drain_inputs *di)
+{
+        _cleanup_free_ struct sample *stopping = NULL;
+        size_t n = 0;
+
+        stopping = calloc(di->n_pods + 1, sizeof(*stopping));
+        for (size_t i = 0; stopping && i < di->n_pods; i++) {
+                const struct drain_pod_in *p = &di->pods[i];
+                if (p->deleting && !p->gone_usec && p->deleted_at_usec && p->owner_key &&
+                    di->in.now_usec > p->deleted_at_usec)
+                        stopping[n++] = (struct sample){ .key = (char *)p->owner_key,
+                                                         .usec = di->in.now_usec - p->deleted_at_usec };
+        }
+        if (n > 1)
+                qsort(stopping, n, sizeof(*stopping), stopping_cmp);
+        for (size_t i = 0; i < di->n_pods; i++) {
+                struct drain_pod_in *p = &di->pods[i];
+                p->shutdown_usec = shutdown_estimate(di, p->owner_key, p->grace_usec,
+                                                     stopping_longest(stopping, n, p->owner_key));
+        }
+}
+
 const struct drain_input *drain_inputs_get(struct drain_inputs *di)
 {
+        estimate_shutdowns(di);
         /* The PDB entries borrow from the parsed PDBs, whose array is final only now. */
         for (size_t i = 0; i < di->n_pdbs; i++) {
                 const struct kube_pdb *k = &di->kpdbs[i];
@@ -288,11 +374,6 @@ char *drain_sibling_selector(const struct kube_pod *p)
                 return NULL;
         return TAKE_PTR(b.data);
 }
-
-struct sample {
-        char *key;
-        uint64_t usec;
-};
 
 static int sample_cmp(const void *a, const void *b)
 {
@@ -369,4 +450,101 @@ int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_
         *ret_n = out.n;
         out.n = 0;
         return 0;
+}
+
+/* ---- observed shutdowns ---- */
+
+/* The latest stops kept per owner: enough for a median, bounded however long the process runs. */
+#define SHUTDOWN_SAMPLES 16
+
+struct shutdown_owner {
+        char *owner_key;
+        uint64_t usec[SHUTDOWN_SAMPLES];
+        size_t n, next; /* samples held; where the next one goes (a ring once full) */
+};
+
+struct drain_shutdowns {
+        struct shutdown_owner *owners;
+        size_t n_owners;
+        unsigned generation;
+};
+
+int drain_shutdowns_new(struct drain_shutdowns **ret)
+{
+        struct drain_shutdowns *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+struct drain_shutdowns *drain_shutdowns_free(struct drain_shutdowns *s)
+{
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_owners; i++)
+                free(s->owners[i].owner_key);
+        free(s->owners);
+        free(s);
+        return NULL;
+}
+
+static const struct shutdown_owner *shutdown_owner_find(const struct drain_shutdowns *s, const char *key)
+{
+        for (size_t i = 0; s && key && i < s->n_owners; i++)
+                if (streq(s->owners[i].owner_key, key))
+                        return &s->owners[i];
+        return NULL;
+}
+
+int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
+                            uint64_t unseen_usec)
+{
+        uint64_t before = unseen_usec, after = 0;
+        if (!s || !owner_key)
+                return -EINVAL;
+        (void)drain_shutdowns_get(s, owner_key, &before, NULL);
+        struct shutdown_owner *o = (struct shutdown_owner *)shutdown_owner_find(s, owner_key);
+        if (!o) {
+                _cleanup_free_ char *key = strdup(owner_key);
+                if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0)
+                        return -ENOMEM;
+                o = &s->owners[s->n_owners++];
+                *o = (struct shutdown_owner){ .owner_key = TAKE_PTR(key) };
+        }
+        o->usec[o->next] = usec;
+        o->next = (o->next + 1) % SHUTDOWN_SAMPLES;
+        if (o->n < SHUTDOWN_SAMPLES)
+                o->n++;
+        if (drain_shutdowns_get(s, owner_key, &after, NULL) && after > before)
+                s->generation++;
+        return 0;
+}
+
+static int usec_cmp(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median,
+                         uint64_t *ret_max)
+{
+        const struct shutdown_owner *o = shutdown_owner_find(s, owner_key);
+        if (!o || o->n == 0)
+                return false;
+        uint64_t v[SHUTDOWN_SAMPLES];
+        memcpy(v, o->usec, o->n * sizeof(*v));
+        qsort(v, o->n, sizeof(*v), usec_cmp);
+        /* The lower middle for an even count: a value that was observed. */
+        if (ret_median)
+                *ret_median = v[(o->n - 1) / 2];
+        if (ret_max)
+                *ret_max = v[o->n - 1];
+        return true;
+}
+
+unsigned drain_shutdowns_generation(const struct drain_shutdowns *s)
+{
+        return s ? s->generation : 0;
 }

@@ -37,7 +37,8 @@ struct waiter {
 struct grant {
         void *member;
         char *pod;
-        bool answered; /* the eviction was answered: reflected by the next status change */
+        bool answered;       /* the eviction was answered: reflected by the next status change */
+        unsigned status_seq; /* lpdb.status_seq when it was given */
 };
 
 struct lpdb {
@@ -48,6 +49,15 @@ struct lpdb {
         size_t n_grants;
         bool stale; /* a 429 contradicted the status: no slot until it changes or stale_until */
         uint64_t stale_until;
+        unsigned status_seq; /* moves with every status change seen */
+};
+
+/* A pod of a drain that ended, deleting and gone already, kept until its replacement should be Ready, so
+ * that the drains still going foresee the PDB slot it gives back. */
+struct kept_ghost {
+        char *node;
+        uint64_t deadline, margin, gone_at, until;
+        cJSON *pod;
 };
 
 struct drain_ledger {
@@ -67,6 +77,9 @@ struct drain_ledger {
          * drain: with many nodes draining at once those lists would use up the client's rate limit). */
         struct drain_startup *startups;
         size_t n_startups;
+        struct drain_shutdowns *shutdowns;
+        struct kept_ghost *ghosts;
+        size_t n_ghosts;
 };
 
 static void waiter_clear(struct waiter *w)
@@ -171,13 +184,18 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
         return a->seq < b->seq;
 }
 
-/* How many waiters of p go before w. */
+/* How many waiters of p go before w. While w's member states its wants (between drain_ledger_begin() and
+ * drain_ledger_end()), its own pods not stated yet in this pass do not count: their last safe moments are
+ * from the previous pass, and when estimates moved (a stop observed) each pod stated with its new moment
+ * would rank behind its siblings' stale ones, and no pod of the node would ever get the slot. */
 static size_t waiter_rank(const struct lpdb *p, const struct waiter *w)
 {
         size_t n = 0;
-        for (size_t i = 0; i < p->n_waiters; i++)
-                if (&p->waiters[i] != w && waiter_before(&p->waiters[i], w))
+        for (size_t i = 0; i < p->n_waiters; i++) {
+                const struct waiter *o = &p->waiters[i];
+                if (o != w && (o->seen || o->member != w->member) && waiter_before(o, w))
                         n++;
+        }
         return n;
 }
 
@@ -279,6 +297,7 @@ static void pdb_status_moved(struct drain_ledger *l, const cJSON *obj)
                         } else
                                 i++;
                 p->stale = false;
+                p->status_seq++;
                 arm_recheck(l);
         }
         /* Every member plans with the PDB statuses: all of them, at once. */
@@ -335,12 +354,21 @@ int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct dr
         l->c = c;
         l->loop = kube_client_loop(c);
         l->floor = retry_floor_usec ? retry_floor_usec : DEFAULT_FLOOR_USEC;
+        r = drain_shutdowns_new(&l->shutdowns);
+        if (r < 0)
+                return r;
         struct kube_watch_options w = { .path = "/apis/policy/v1/poddisruptionbudgets" };
         r = kube_informer_start(c, &w, &ops, l, &l->inf);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(l);
         return 0;
+}
+
+static void kept_ghost_clear(struct kept_ghost *g)
+{
+        free(g->node);
+        cJSON_Delete(g->pod);
 }
 
 struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
@@ -355,6 +383,10 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
         free(l->pdbs);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
+        drain_shutdowns_free(l->shutdowns);
+        for (size_t i = 0; i < l->n_ghosts; i++)
+                kept_ghost_clear(&l->ghosts[i]);
+        free(l->ghosts);
         free(l);
         return NULL;
 }
@@ -420,6 +452,55 @@ bool drain_ledger_synced(const struct drain_ledger *l)
         return kube_informer_synced(l->inf);
 }
 
+int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
+                            uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec)
+{
+        struct kept_ghost g = { .deadline = deadline_usec,
+                                .margin = margin_usec,
+                                .gone_at = gone_usec,
+                                .until = until_usec,
+                                .node = strdup(node),
+                                .pod = cJSON_Duplicate(pod, true) };
+        struct kept_ghost *a = g.node && g.pod ? realloc(l->ghosts, (l->n_ghosts + 1) * sizeof(*a)) : NULL;
+        if (!a) {
+                kept_ghost_clear(&g);
+                return -ENOMEM;
+        }
+        l->ghosts = a;
+        l->ghosts[l->n_ghosts++] = g;
+        return 0;
+}
+
+/* The kept ghosts still due, each node of theirs once. */
+static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
+{
+        uint64_t now = drain_inputs_get(di)->now_usec;
+        for (size_t i = 0; i < l->n_ghosts;)
+                if (l->ghosts[i].until <= now) {
+                        kept_ghost_clear(&l->ghosts[i]);
+                        l->ghosts[i] = l->ghosts[--l->n_ghosts];
+                } else
+                        i++;
+        for (size_t i = 0; i < l->n_ghosts; i++) {
+                const struct kept_ghost *g = &l->ghosts[i];
+                const struct drain_input *in = drain_inputs_get(di);
+                size_t node = 0, idx;
+                while (node < in->n_nodes && !streq(in->nodes[node].name, g->node))
+                        node++;
+                int r = node < in->n_nodes
+                            ? 0
+                            : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
+                if (r < 0)
+                        return r;
+                r = drain_inputs_add_pod(di, node, g->pod, &idx);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0)
+                        (void)drain_inputs_set_gone(di, idx, g->gone_at);
+        }
+        return 0;
+}
+
 int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inputs *di)
 {
         for (size_t i = 0; i < l->n_members; i++) {
@@ -429,7 +510,7 @@ int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inp
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return add_ghosts(l, di);
 }
 
 /* ---- slots ---- */
@@ -500,7 +581,8 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
         if (!g)
                 return -ENOMEM;
         p->grants = g;
-        p->grants[p->n_grants++] = (struct grant){ .member = member, .pod = TAKE_PTR(w->pod) };
+        p->grants[p->n_grants++] =
+            (struct grant){ .member = member, .pod = TAKE_PTR(w->pod), .status_seq = p->status_seq };
         *w = p->waiters[--p->n_waiters];
         l->stats.granted++;
         return 1;
@@ -516,7 +598,12 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
                 struct grant *g = &p->grants[i];
                 if (g->member != member || g->answered || !streq(g->pod, pod))
                         continue;
-                if (a == DRAIN_LEDGER_ACCEPTED) {
+                /* A status that came between the grant and the answer may already count this eviction
+                 * (the API writes the PDB before it answers, and the watch can be quicker than the
+                 * answer): then keeping the grant would spend the slot twice, until the next status
+                 * change, which may be a whole startup away. Dropping it instead risks one 429, which
+                 * costs the floor. */
+                if (a == DRAIN_LEDGER_ACCEPTED && g->status_seq == p->status_seq) {
                         g->answered = true;
                         /* One eviction less under way: the next may go. */
                         schedule_dispatch(l);
@@ -524,6 +611,10 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
                 }
                 free(g->pod);
                 *g = p->grants[--p->n_grants];
+                if (a == DRAIN_LEDGER_ACCEPTED) {
+                        schedule_dispatch(l);
+                        return;
+                }
                 if (a == DRAIN_LEDGER_REFUSED) {
                         l->stats.refused++;
                         p->stale = true;
@@ -570,4 +661,9 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                     (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
         }
         return 0;
+}
+
+struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)
+{
+        return l ? l->shutdowns : NULL;
 }

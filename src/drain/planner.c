@@ -48,7 +48,8 @@ struct sim {
         enum pod_state *state;
         int64_t *t_evict;
         int64_t *t_gone;
-        int *margin; /* per PDB: currentHealthy - desiredHealthy as it moves */
+        int *margin;  /* per PDB: currentHealthy - desiredHealthy as it moves */
+        int *pending; /* per PDB: slot returns ahead at the start */
         struct slot_return *returns;
         size_t n_returns;
         int64_t *node_t0_gone; /* per node: when every tier-0 pod is gone; T_NEVER while one waits */
@@ -268,6 +269,7 @@ static void sim_done(struct sim *s)
         free(s->t_evict);
         free(s->t_gone);
         free(s->margin);
+        free(s->pending);
         free(s->returns);
         free(s->node_t0_gone);
         free(s->order);
@@ -283,12 +285,13 @@ static int sim_init(struct sim *s, const struct planner *pl)
                 .t_evict = calloc(np, sizeof(*s->t_evict)),
                 .t_gone = calloc(np, sizeof(*s->t_gone)),
                 .margin = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->margin)),
+                .pending = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->pending)),
                 .returns = calloc(pl->max_returns ? pl->max_returns : 1, sizeof(*s->returns)),
                 .node_t0_gone = calloc(in->n_nodes ? in->n_nodes : 1, sizeof(*s->node_t0_gone)),
                 .order = calloc(np, sizeof(*s->order)),
         };
-        if (!s->state || !s->t_evict || !s->t_gone || !s->margin || !s->returns || !s->node_t0_gone ||
-            !s->order) {
+        if (!s->state || !s->t_evict || !s->t_gone || !s->margin || !s->pending || !s->returns ||
+            !s->node_t0_gone || !s->order) {
                 sim_done(s);
                 return -ENOMEM;
         }
@@ -390,6 +393,41 @@ static bool tier_open(const struct planner *pl, const struct sim *s, size_t i, i
         return p->tier == 0 || t >= p->last_safe || s->node_t0_gone[pl->in->pods[i].node] <= t;
 }
 
+/* Replacements that should be Ready by now by the startup estimate, but that the PDB status does not count
+ * yet (it is a watch event behind, or the estimate a little short): as many as the status shows missing
+ * beyond the returns still ahead, each a moment from now. Without them a plan made around the instant a
+ * wave's replacements turn Ready would see one slot where there are two. */
+#define OVERDUE_RETURN_USEC USEC_PER_SEC
+static void push_overdue_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
+                                 const struct sim *pinned)
+{
+        const struct drain_input *in = pl->in;
+        int64_t now = pl->now;
+        for (size_t b = 0; b < in->n_pdbs; b++)
+                s->pending[b] = 0;
+        for (size_t r = 0; r < s->n_returns; r++)
+                s->pending[s->returns[r].pdb]++;
+        for (size_t i = 0; i < in->n_pods; i++) {
+                const struct drain_pod_in *pod = &in->pods[i];
+                if ((pinned && !pod_in_pdb(pod, override_pdb)) || s->state[i] != PS_DELETING ||
+                    !pod->deleted_at_usec || !owner_replaces(pod->owner))
+                        continue;
+                int64_t since = clamp_t(pod->deleted_at_usec);
+                int64_t at =
+                    (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : since) + pl->pi[i].startup;
+                if (at > now)
+                        continue;
+                for (size_t j = 0; j < pod->n_pdbs; j++) {
+                        size_t b = pod->pdbs[j];
+                        const struct drain_pdb_in *d = &in->pdbs[b];
+                        if (d->expected_pods - d->current_healthy > s->pending[b]) {
+                                push_return(s, now + OVERDUE_RETURN_USEC, b);
+                                s->pending[b]++;
+                        }
+                }
+        }
+}
+
 /* Replays the drain. With force, a pod still waiting at its last safe moment is deleted around its PDB.
  * override_pdb (or SIZE_MAX) starts with override_k disruptions instead of its status. With pinned, only
  * the pods of override_pdb are replayed and every other pod keeps its times from pinned: they do not depend
@@ -428,7 +466,8 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                 s->state[i] = PS_DELETING;
                 int64_t since = pod->deleted_at_usec ? clamp_t(pod->deleted_at_usec) : now;
                 s->t_evict[i] = since;
-                s->t_gone[i] = max_t(now, since + p->shutdown);
+                s->t_gone[i] =
+                    pod->gone_usec ? min_t(now, clamp_t(pod->gone_usec)) : max_t(now, since + p->shutdown);
                 if (!pod->deleted_at_usec || !owner_replaces(pod->owner))
                         continue;
                 int64_t at = (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : since) + p->startup;
@@ -436,6 +475,7 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                         for (size_t j = 0; j < pod->n_pdbs; j++)
                                 push_return(s, at, pod->pdbs[j]);
         }
+        push_overdue_returns(pl, s, override_pdb, pinned);
 
         for (int64_t t = now;;) {
                 bool progress;
@@ -974,7 +1014,9 @@ uint64_t drain_lower_bound_usec(const struct drain_input *in, size_t node)
                 if ((node != DRAIN_ALL_NODES && pod->node != node) || pod_left(in, pod))
                         continue;
                 int64_t need = pod_shutdown(pod);
-                if (pod->deleting && pod->deleted_at_usec)
+                if (pod->gone_usec)
+                        need = 0;
+                else if (pod->deleting && pod->deleted_at_usec)
                         need = clamp_t(pod->deleted_at_usec) + need - now;
                 lb = max_t(lb, need);
         }

@@ -268,6 +268,13 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
                 return -EINVAL;
         }
         sim_broadcast(s);
+        s->dirty = true;
+        if (s->log_skip > 0) {
+                /* sim_new: this change would be pushed out of the log by the ones after it */
+                s->log_skip--;
+                s->log_floor = rv;
+                return 0;
+        }
         const char *ns;
         cJSON *obj = render_any(s, kind, o, &ns);
         if (!obj)
@@ -286,7 +293,16 @@ int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_
 {
         if (after_rv < s->log_floor)
                 return -ESTALE;
-        for (size_t i = 0; i < s->log_len; i++) {
+        /* The log is in resourceVersion order: start at the first change after after_rv. */
+        size_t lo = 0, hi = s->log_len;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (s->log[(s->log_start + mid) % SIM_LOG_MAX].rv <= after_rv)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < s->log_len; i++) {
                 const struct sim_logentry *e = &s->log[(s->log_start + i) % SIM_LOG_MAX];
                 if (e->rv <= after_rv || e->kind != kind)
                         continue;
@@ -304,11 +320,123 @@ uint64_t sim_resource_version(const struct sim *s)
 }
 
 /* ---- lookups ---- */
+/* ---- pod indexes ---- */
+static size_t pod_key_hash(const char *ns, const char *name)
+{
+        uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over "ns\0name" */
+        for (const char *c = ns ?: ""; *c; c++)
+                h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+        h *= 0x100000001b3ULL;
+        for (const char *c = name; *c; c++)
+                h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+        return (size_t)h;
+}
+
+static void pod_hash_link(struct sim *s, struct sim_pod *p)
+{
+        size_t b = pod_key_hash(sim_pod_ns(p), p->name) & (s->pod_hash_size - 1);
+        p->hnext = s->pod_hash[b];
+        s->pod_hash[b] = p;
+}
+
+static void pod_hash_unlink(struct sim *s, struct sim_pod *p)
+{
+        size_t b = pod_key_hash(sim_pod_ns(p), p->name) & (s->pod_hash_size - 1);
+        for (struct sim_pod **q = &s->pod_hash[b]; *q; q = &(*q)->hnext)
+                if (*q == p) {
+                        *q = p->hnext;
+                        p->hnext = NULL;
+                        return;
+                }
+}
+
+/* Room for one more pod in the array and the hash (at most one pod per bucket on average). */
+static int pod_index_reserve(struct sim *s)
+{
+        if (s->n_pods + 1 > s->cap_pods) {
+                size_t cap = s->cap_pods ? s->cap_pods * 2 : 256;
+                struct sim_pod **a = realloc(s->pods, cap * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                s->pods = a;
+                s->cap_pods = cap;
+        }
+        if (s->n_pods + 1 > s->pod_hash_size) {
+                size_t size = s->pod_hash_size ? s->pod_hash_size * 2 : 256;
+                struct sim_pod **h = calloc(size, sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                free(s->pod_hash);
+                s->pod_hash = h;
+                s->pod_hash_size = size;
+                for (size_t i = 0; i < s->n_pods; i++)
+                        pod_hash_link(s, s->pods[i]);
+        }
+        return 0;
+}
+
+/* Inserts in creation order; a pod joins a list mostly as its newest member, so the walk is short. */
+static void plist_insert(struct sim_plist *l, struct sim_pod *p, enum sim_pod_link k)
+{
+        struct sim_pod_links *e = &p->links[k];
+        if (e->linked)
+                return;
+        struct sim_pod *after = l->tail;
+        while (after && after->seq > p->seq)
+                after = after->links[k].prev;
+        e->prev = after;
+        e->next = after ? after->links[k].next : l->head;
+        if (e->next)
+                e->next->links[k].prev = p;
+        else
+                l->tail = p;
+        if (after)
+                after->links[k].next = p;
+        else
+                l->head = p;
+        e->linked = true;
+}
+
+static void plist_remove(struct sim_plist *l, struct sim_pod *p, enum sim_pod_link k)
+{
+        struct sim_pod_links *e = &p->links[k];
+        if (!e->linked)
+                return;
+        if (e->prev)
+                e->prev->links[k].next = e->next;
+        else
+                l->head = e->next;
+        if (e->next)
+                e->next->links[k].prev = e->prev;
+        else
+                l->tail = e->prev;
+        *e = (struct sim_pod_links){ 0 };
+}
+
+/* After any change of a pod's state: its place on the timed and pending lists, and what the next settle has
+ * to look at again (its workload, and through it the PDBs that may select it). */
+static void pod_changed(struct sim *s, struct sim_pod *p)
+{
+        if (p->deleting || (p->node >= 0 && !p->ready))
+                plist_insert(&s->timed, p, SIM_LINK_TIMED);
+        else
+                plist_remove(&s->timed, p, SIM_LINK_TIMED);
+        if (p->node < 0 && !p->deleting)
+                plist_insert(&s->pending, p, SIM_LINK_PENDING);
+        else
+                plist_remove(&s->pending, p, SIM_LINK_PENDING);
+        p->wl->dirty = true;
+        s->dirty = true;
+}
+
 struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name)
 {
-        for (size_t i = 0; i < s->n_pods; i++)
-                if (streq(s->pods[i]->name, name) && streq(sim_pod_ns(s->pods[i]), ns))
-                        return s->pods[i];
+        if (!s->pod_hash)
+                return NULL;
+        for (struct sim_pod *p = s->pod_hash[pod_key_hash(ns, name) & (s->pod_hash_size - 1)]; p;
+             p = p->hnext)
+                if (streq(p->name, name) && streq(sim_pod_ns(p), ns))
+                        return p;
         return NULL;
 }
 
@@ -435,10 +563,8 @@ static int pod_name(struct sim *s, struct sim_workload *w, int ordinal, char **r
 
 static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct sim_pod **ret)
 {
-        struct sim_pod **a = realloc(s->pods, (s->n_pods + 1) * sizeof(*a));
-        if (!a)
+        if (pod_index_reserve(s) < 0)
                 return -ENOMEM;
-        s->pods = a;
         struct sim_pod *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
@@ -457,20 +583,50 @@ static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct si
                 pod_free(p);
                 return r < 0 ? r : -ENOMEM;
         }
+        p->seq = ++s->pod_seq;
         s->pods[s->n_pods++] = p;
+        pod_hash_link(s, p);
+        plist_insert(&w->pods, p, SIM_LINK_WL);
+        pod_changed(s, p);
         *ret = p;
         return 0;
+}
+
+/* Its index in sim.pods (sorted by seq). */
+static size_t pod_index(const struct sim *s, const struct sim_pod *p)
+{
+        size_t lo = 0, hi = s->n_pods;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (s->pods[mid]->seq < p->seq)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
 }
 
 static void pod_remove(struct sim *s, struct sim_pod *p)
 {
         (void)sim_emit(s, SIM_POD, "DELETED", p);
-        for (size_t i = 0; i < s->n_pods; i++)
-                if (s->pods[i] == p) {
-                        memmove(&s->pods[i], &s->pods[i + 1], (s->n_pods - i - 1) * sizeof(*s->pods));
-                        s->n_pods--;
-                        break;
-                }
+        size_t i = pod_index(s, p);
+        if (i < s->n_pods && s->pods[i] == p) {
+                memmove(&s->pods[i], &s->pods[i + 1], (s->n_pods - i - 1) * sizeof(*s->pods));
+                s->n_pods--;
+        }
+        pod_hash_unlink(s, p);
+        if (p->node >= 0) {
+                struct sim_node *n = s->nodes[p->node];
+                plist_remove(&n->pods, p, SIM_LINK_NODE);
+                n->used_cpu -= p->wl->sc->cpu_millis;
+                n->used_mem -= p->wl->sc->memory_bytes;
+                n->used_pods--;
+        }
+        plist_remove(&s->timed, p, SIM_LINK_TIMED);
+        plist_remove(&s->pending, p, SIM_LINK_PENDING);
+        plist_remove(&p->wl->pods, p, SIM_LINK_WL);
+        p->wl->dirty = true;
+        s->dirty = true;
         pod_free(p);
 }
 
@@ -493,6 +649,12 @@ static void pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit)
         p->scheduled_at = s->t;
         p->ready_at = s->t + p->wl->sc->startup;
         p->ready = p->wl->sc->startup <= 0;
+        struct sim_node *n = s->nodes[node];
+        plist_insert(&n->pods, p, SIM_LINK_NODE);
+        n->used_cpu += p->wl->sc->cpu_millis;
+        n->used_mem += p->wl->sc->memory_bytes;
+        n->used_pods++;
+        pod_changed(s, p);
         pod_tally(s, p);
         if (emit)
                 (void)sim_emit(s, SIM_POD, "MODIFIED", p);
@@ -527,12 +689,14 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
                 p->grace = grace;
                 if (p->exit_at > ts)
                         p->exit_at = ts;
+                pod_changed(s, p);
                 return sim_emit(s, SIM_POD, "MODIFIED", p);
         }
         p->deleting = true;
         p->grace = grace;
         p->deletion_ts = ts;
         p->exit_at = s->t + fmin(p->wl->sc->shutdown, (double)grace);
+        pod_changed(s, p);
         return sim_emit(s, SIM_POD, "MODIFIED", p);
 }
 
@@ -613,12 +777,8 @@ void sim_node_cordon_changed(struct sim *s, struct sim_node *n)
 static void node_terminate(struct sim *s, size_t ni)
 {
         struct sim_node *n = s->nodes[ni];
-        for (size_t i = 0; i < s->n_pods;) {
-                struct sim_pod *p = s->pods[i];
-                if (p->node != (long)ni) {
-                        i++;
-                        continue;
-                }
+        while (n->pods.head) {
+                struct sim_pod *p = n->pods.head;
                 if (sim_pod_evictable(p) && p->phase == SIM_RUNNING)
                         n->pods_killed++;
                 pod_remove(s, p);
@@ -627,25 +787,25 @@ static void node_terminate(struct sim *s, size_t ni)
         (void)sim_emit(s, SIM_NODE, "DELETED", n);
 }
 
-static void node_notice(struct sim *s, struct sim_node *n, size_t ni)
+static void node_notice(struct sim *s, struct sim_node *n)
 {
         if (n->noticed)
                 return;
         n->noticed = true;
-        for (size_t i = 0; i < s->n_pods; i++)
-                if (s->pods[i]->node == (long)ni)
-                        pod_tally(s, s->pods[i]);
+        for (struct sim_pod *p = n->pods.head; p; p = p->links[SIM_LINK_NODE].next)
+                pod_tally(s, p);
 }
 
 static void apply_event(struct sim *s, const struct sim_sc_event *e)
 {
         struct sim_node *n = s->nodes[e->node];
+        s->dirty = true;
         if (n->removed)
                 return;
         if (streq(e->type, "rebalance-recommendation")) {
                 if (n->rebalance_at < 0)
                         n->rebalance_at = s->t;
-                node_notice(s, n, e->node);
+                node_notice(s, n);
                 return;
         }
         /* spot-interruption, scheduled-change, asg-lifecycle-terminate: the instance goes away after the
@@ -658,30 +818,42 @@ static void apply_event(struct sim *s, const struct sim_sc_event *e)
         n->deadline_at = s->t + s->sc->budget;
         if (n->unschedulable)
                 n->cordoned_at = s->t;
-        node_notice(s, n, e->node);
+        node_notice(s, n);
 }
 
 /* ---- controllers, scheduler, PDB status ---- */
 /* Pods of the workload that are not terminating. */
-static int workload_active_pods(struct sim *s, const struct sim_workload *w)
+static int workload_active_pods(const struct sim_workload *w)
 {
         int c = 0;
-        for (size_t i = 0; i < s->n_pods; i++)
-                if (s->pods[i]->wl == w && !s->pods[i]->deleting)
+        for (const struct sim_pod *p = w->pods.head; p; p = p->links[SIM_LINK_WL].next)
+                if (!p->deleting)
                         c++;
         return c;
 }
 
+static bool node_has_pod_of(const struct sim_node *n, const struct sim_workload *w)
+{
+        for (const struct sim_pod *p = n->pods.head; p; p = p->links[SIM_LINK_NODE].next)
+                if (p->wl == w)
+                        return true;
+        return false;
+}
+
+/* Only workloads whose pods changed since the last settle (and DaemonSets when nodes joined) can be missing
+ * a pod: for the others a reconcile would find nothing to do. */
 static void reconcile_controllers(struct sim *s)
 {
         for (size_t wi = 0; wi < s->n_wls; wi++) {
                 struct sim_workload *w = &s->wls[wi];
                 struct sim_pod *p;
+                if (!w->dirty && !(w->sc->kind == SIM_WL_DAEMONSET && s->nodes_changed))
+                        continue;
                 switch (w->sc->kind) {
                 case SIM_WL_DEPLOYMENT:
                 case SIM_WL_JOB:
                         /* ReplicaSet and Job controllers replace a pod as soon as it is terminating. */
-                        for (int n = workload_active_pods(s, w); n < w->sc->replicas; n++) {
+                        for (int n = workload_active_pods(w); n < w->sc->replicas; n++) {
                                 if (pod_new(s, w, w->next_ordinal_or_index++, &p) < 0)
                                         break;
                                 (void)sim_emit(s, SIM_POD, "ADDED", p);
@@ -703,10 +875,7 @@ static void reconcile_controllers(struct sim *s)
                         for (size_t ni = 0; ni < s->n_nodes; ni++) {
                                 if (s->nodes[ni]->removed)
                                         continue;
-                                bool have = false;
-                                for (size_t i = 0; i < s->n_pods && !have; i++)
-                                        have = s->pods[i]->wl == w && s->pods[i]->node == (long)ni;
-                                if (have || pod_new(s, w, 0, &p) < 0)
+                                if (node_has_pod_of(s->nodes[ni], w) || pod_new(s, w, 0, &p) < 0)
                                         continue;
                                 /* The DaemonSet controller pins its pod to the node (node affinity). */
                                 pod_bind(s, p, ni, false);
@@ -719,17 +888,13 @@ static void reconcile_controllers(struct sim *s)
         }
 }
 
-struct usage {
-        int64_t cpu, mem, pods;
-};
-
-static bool node_fits(const struct sim_node *n, const struct usage *u, const struct sim_pod *p)
+static bool node_fits(const struct sim_node *n, const struct sim_pod *p)
 {
         const struct sim_sc_node *c = n->sc;
         if (n->removed || n->unschedulable || taints_block(n, p))
                 return false;
-        return u->cpu + p->wl->sc->cpu_millis <= c->cpu_millis &&
-               u->mem + p->wl->sc->memory_bytes <= c->memory_bytes && u->pods + 1 <= c->pods;
+        return n->used_cpu + p->wl->sc->cpu_millis <= c->cpu_millis &&
+               n->used_mem + p->wl->sc->memory_bytes <= c->memory_bytes && n->used_pods + 1 <= c->pods;
 }
 
 static bool placed_on(const struct sim_pod *p, size_t ni)
@@ -745,38 +910,43 @@ static bool placed_on(const struct sim_pod *p, size_t ni)
  * the exact count on the nodes it names, so its other pods go to other nodes first. */
 static int schedule_pending(struct sim *s, bool initial)
 {
-        bool any = false;
-        for (size_t i = 0; i < s->n_pods && !any; i++)
-                any = s->pods[i]->node < 0 && !s->pods[i]->deleting;
-        if (!any)
-                return 0;
-        _cleanup_free_ struct usage *u = calloc(s->n_nodes ?: 1, sizeof(*u));
-        if (!u)
-                return -ENOMEM;
-        for (size_t i = 0; i < s->n_pods; i++) {
-                const struct sim_pod *p = s->pods[i];
-                if (p->node < 0)
-                        continue;
-                u[p->node].cpu += p->wl->sc->cpu_millis;
-                u[p->node].mem += p->wl->sc->memory_bytes;
-                u[p->node].pods++;
-        }
-        for (size_t i = 0; i < s->n_pods; i++) {
-                struct sim_pod *p = s->pods[i];
-                if (p->node >= 0 || p->deleting)
-                        continue;
+        /* The pending list is in creation order, as the scan over every pod was. */
+        for (struct sim_pod *p = s->pending.head, *next; p; p = next) {
+                next = p->links[SIM_LINK_PENDING].next;
                 for (int pass = initial ? 0 : 1; pass < 2 && p->node < 0; pass++)
                         for (size_t ni = 0; ni < s->n_nodes; ni++) {
-                                if ((pass == 0 && placed_on(p, ni)) || !node_fits(s->nodes[ni], &u[ni], p))
+                                if ((pass == 0 && placed_on(p, ni)) || !node_fits(s->nodes[ni], p))
                                         continue;
-                                pod_bind(s, p, ni, true);
-                                u[ni].cpu += p->wl->sc->cpu_millis;
-                                u[ni].mem += p->wl->sc->memory_bytes;
-                                u[ni].pods++;
+                                pod_bind(s, p, ni, true); /* leaves the pending list */
                                 break;
                         }
         }
         return 0;
+}
+
+/* Labels that differ between the pods of one workload (a StatefulSet's pod name and index); every other
+ * label of a pod is its workload's. */
+static bool label_is_per_pod(const char *key)
+{
+        return streq(key, "statefulset.kubernetes.io/pod-name") ||
+               streq(key, "apps.kubernetes.io/pod-index");
+}
+
+/* Whether the PDB can select any pod of the workload: false only when its selector rules out the labels all
+ * of the workload's pods share. */
+static bool pdb_may_select(const struct sim_pdb *d, const struct sim_workload *w)
+{
+        if (!streq(d->ns, w->sc->ns))
+                return false;
+        const cJSON *ml;
+        cJSON_ArrayForEach (ml, d->match_labels) {
+                if (label_is_per_pod(ml->string))
+                        continue;
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(w->tmpl_labels, ml->string);
+                if (!cJSON_IsString(v) || !cJSON_IsString(ml) || !streq(v->valuestring, ml->valuestring))
+                        return false;
+        }
+        return true;
 }
 
 static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
@@ -797,9 +967,10 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
         for (size_t wi = 0; wi < s->n_wls; wi++) {
                 const struct sim_workload *w = &s->wls[wi];
                 bool owns = false;
-                for (size_t i = 0; i < s->n_pods; i++) {
-                        const struct sim_pod *p = s->pods[i];
-                        if (p->wl != w || !sim_pdb_matches(d, p))
+                if (!pdb_may_select(d, w))
+                        continue;
+                for (const struct sim_pod *p = w->pods.head; p; p = p->links[SIM_LINK_WL].next) {
+                        if (!sim_pdb_matches(d, p))
                                 continue;
                         owns = true;
                         matching++;
@@ -835,9 +1006,8 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
 static void workload_status(struct sim *s, struct sim_workload *w, bool emit)
 {
         int n = 0, ready = 0;
-        for (size_t i = 0; i < s->n_pods; i++) {
-                const struct sim_pod *p = s->pods[i];
-                if (p->wl != w || p->deleting)
+        for (const struct sim_pod *p = w->pods.head; p; p = p->links[SIM_LINK_WL].next) {
+                if (p->deleting)
                         continue;
                 n++;
                 if (p->ready)
@@ -872,22 +1042,44 @@ static void check_drained(struct sim *s)
                 if (!n->noticed || n->removed || n->drained_at >= 0)
                         continue;
                 bool left = false;
-                for (size_t i = 0; i < s->n_pods && !left; i++)
-                        left = s->pods[i]->node == (long)ni && sim_pod_evictable(s->pods[i]);
+                for (const struct sim_pod *p = n->pods.head; p && !left; p = p->links[SIM_LINK_NODE].next)
+                        left = sim_pod_evictable(p);
                 if (!left)
                         n->drained_at = s->t;
         }
 }
 
+/* A PDB's status can only have moved when a workload it may select changed, or while it has disruptedPods
+ * entries (they expire with time). */
+static bool pdb_stale(const struct sim *s, const struct sim_pdb *d)
+{
+        if (!d->computed || d->n_disrupted > 0)
+                return true;
+        for (size_t i = 0; i < s->n_wls; i++)
+                if (s->wls[i].dirty && pdb_may_select(d, &s->wls[i]))
+                        return true;
+        return false;
+}
+
+/* Brings controllers, scheduler, PDB and workload status up to date. Settling a settled world changes
+ * nothing, so only what changed since the last settle is looked at. */
 void sim_settle(struct sim *s)
 {
+        if (!s->dirty)
+                return;
         reconcile_controllers(s);
         (void)schedule_pending(s, false);
         for (size_t i = 0; i < s->n_pdbs; i++)
-                pdb_recompute(s, s->pdbs[i], true);
+                if (pdb_stale(s, s->pdbs[i]))
+                        pdb_recompute(s, s->pdbs[i], true);
         for (size_t i = 0; i < s->n_wls; i++)
-                workload_status(s, &s->wls[i], true);
+                if (s->wls[i].dirty) {
+                        workload_status(s, &s->wls[i], true);
+                        s->wls[i].dirty = false;
+                }
         check_drained(s);
+        s->nodes_changed = false;
+        s->dirty = false;
 }
 
 /* ---- timed actions ---- */
@@ -902,8 +1094,7 @@ static double next_due(const struct sim *s)
         double m = -1;
         if (s->next_event < s->sc->n_events)
                 due_min(&m, s->sc->events[s->next_event].at);
-        for (size_t i = 0; i < s->n_pods; i++) {
-                const struct sim_pod *p = s->pods[i];
+        for (const struct sim_pod *p = s->timed.head; p; p = p->links[SIM_LINK_TIMED].next) {
                 if (p->deleting)
                         due_min(&m, p->exit_at);
                 else if (p->node >= 0 && !p->ready)
@@ -953,6 +1144,7 @@ static int launch_join(struct sim *s, const struct sim_launch *l)
         }
         n->owned_sc = sc;
         s->nodes[s->n_nodes++] = n;
+        s->nodes_changed = true;
         return sim_emit(s, SIM_NODE, "ADDED", n);
 }
 
@@ -992,19 +1184,21 @@ int sim_launch_instance(struct sim *s, const char *instance_type, const char *zo
 static void run_due(struct sim *s, double t)
 {
         s->t = t;
+        s->dirty = true; /* also when only a disruptedPods entry expires */
         while (s->next_event < s->sc->n_events && s->sc->events[s->next_event].at <= t)
                 apply_event(s, &s->sc->events[s->next_event++]);
-        for (size_t i = 0; i < s->n_pods;) {
-                struct sim_pod *p = s->pods[i];
+        /* The timed list is in creation order, as the scan over every pod was. */
+        for (struct sim_pod *p = s->timed.head, *next; p; p = next) {
+                next = p->links[SIM_LINK_TIMED].next;
                 if (p->deleting && p->exit_at <= t) {
                         pod_exit(s, p);
                         continue;
                 }
                 if (!p->deleting && p->node >= 0 && !p->ready && p->ready_at <= t) {
                         p->ready = true;
+                        pod_changed(s, p);
                         (void)sim_emit(s, SIM_POD, "MODIFIED", p);
                 }
-                i++;
         }
         for (size_t i = 0; i < s->n_nodes; i++) {
                 struct sim_node *n = s->nodes[i];
@@ -1116,6 +1310,21 @@ static int ns_add(struct sim *s, const char *name)
         return 0;
 }
 
+/* The objects a workload is served as: a Deployment and its ReplicaSet, a StatefulSet, a DaemonSet; Jobs and
+ * bare pods have none of their own. */
+static size_t workload_objects(const struct sim_workload *w)
+{
+        switch (w->sc->kind) {
+        case SIM_WL_DEPLOYMENT:
+                return 2;
+        case SIM_WL_STATEFULSET:
+        case SIM_WL_DAEMONSET:
+                return 1;
+        default:
+                return 0;
+        }
+}
+
 static int world_build(struct sim *s)
 {
         static const char *const system_ns[] = { "default", "kube-node-lease", "kube-public",
@@ -1149,6 +1358,13 @@ static int world_build(struct sim *s)
                     !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)))
                         return -ENOMEM;
                 s->n_wls++;
+                /* The labels every pod of it carries (pod_labels of a stand-in pod). */
+                struct sim_pod tmpl = { .wl = w, .name = (char *)"" };
+                if (pod_labels(&tmpl) < 0) {
+                        cJSON_Delete(tmpl.labels);
+                        return -ENOMEM;
+                }
+                w->tmpl_labels = tmpl.labels;
                 if (!w->sc->has_pdb)
                         continue;
                 struct sim_pdb *d = pdb_new(w->sc->name, w->sc->ns);
@@ -1182,13 +1398,16 @@ static int world_build(struct sim *s)
                         if ((r = pod_new(s, w, w->next_ordinal_or_index++, &p)) < 0)
                                 return r;
         }
+        s->nodes_changed = true; /* the DaemonSets' pods */
         reconcile_controllers(s);
         if ((r = schedule_pending(s, true)) < 0)
                 return r;
         for (size_t i = 0; i < s->n_pods; i++) {
                 struct sim_pod *p = s->pods[i];
-                if (p->node >= 0)
+                if (p->node >= 0) {
                         p->ready = true;
+                        pod_changed(s, p);
+                }
         }
         s->t = 0;
         for (size_t i = 0; i < s->n_pdbs; i++) {
@@ -1198,7 +1417,12 @@ static int world_build(struct sim *s)
         for (size_t i = 0; i < s->n_wls; i++)
                 workload_status(s, &s->wls[i], false);
 
-        /* Everything enters the change log as ADDED, in a stable order. */
+        /* Everything enters the change log as ADDED, in a stable order; of a large world only the newest
+         * SIM_LOG_MAX are kept, so the others are not rendered at all. */
+        size_t total = s->n_nss + s->n_nodes + s->n_pods + s->n_pdbs;
+        for (size_t i = 0; i < s->n_wls; i++)
+                total += workload_objects(&s->wls[i]);
+        s->log_skip = total > SIM_LOG_MAX ? total - SIM_LOG_MAX : 0;
         s->building = false;
         for (size_t i = 0; i < s->n_nss; i++)
                 if ((r = sim_emit(s, SIM_NAMESPACE, "ADDED", &s->nss[i])) < 0)
@@ -1289,6 +1513,7 @@ struct sim *sim_free(struct sim *s)
         for (size_t i = 0; i < s->n_pods; i++)
                 pod_free(s->pods[i]);
         free(s->pods);
+        free(s->pod_hash);
         for (size_t i = 0; i < s->n_nodes; i++)
                 node_free(s->nodes[i]);
         free(s->nodes);
@@ -1297,6 +1522,7 @@ struct sim *sim_free(struct sim *s)
                 free(s->wls[i].rs_uid);
                 free(s->wls[i].hash);
                 free(s->wls[i].rs_name);
+                cJSON_Delete(s->wls[i].tmpl_labels);
         }
         free(s->wls);
         for (size_t i = 0; i < s->n_pdbs; i++)

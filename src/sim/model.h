@@ -88,6 +88,17 @@ bool sim_finished(
 uint64_t sim_resource_version(const struct sim *s); /* the store's current resourceVersion */
 /* A new array of the objects of a kind (all namespaces when ns is NULL); the caller filters and owns it. */
 int sim_list(struct sim *s, enum sim_kind kind, const char *ns, cJSON **ret_items);
+/* A filter that sim_list_filtered applies to the model's objects before rendering them, so that a narrow
+ * list of a large cluster costs what it keeps. Every field is optional. */
+struct sim_list_filter {
+        const char *node_name; /* pods: only those bound to this node ("": only unscheduled ones) */
+        /* pods and nodes: keeps the object only when this answers true for its metadata.labels */
+        bool (*labels)(const cJSON *labels, void *userdata);
+        void *userdata;
+};
+/* sim_list without the objects the filter rejects (same order); filter NULL = sim_list. */
+int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns,
+                      const struct sim_list_filter *filter, cJSON **ret_items);
 /* -ENOENT when absent. */
 int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name, cJSON **ret_obj);
 

@@ -115,7 +115,38 @@ static bool wl_has_kind(const struct sim_workload *w, enum sim_kind kind)
         }
 }
 
+static bool labels_kept(const struct sim_list_filter *f, const cJSON *labels)
+{
+        return !f || !f->labels || f->labels(labels, f->userdata);
+}
+
+/* Pods of one node (or the unscheduled ones), in the order of the full list. */
+static int list_pods_on_node(struct sim *s, const char *ns, const struct sim_list_filter *f, cJSON *arr)
+{
+        int r = 0;
+        if (isempty(f->node_name)) {
+                for (size_t i = 0; i < s->n_pods && r >= 0; i++) {
+                        const struct sim_pod *p = s->pods[i];
+                        if (p->node < 0 && (!ns || streq(ns, sim_pod_ns(p))) && labels_kept(f, p->labels))
+                                r = push_rendered(arr, sim_render_pod(s, p));
+                }
+                return r;
+        }
+        const struct sim_node *n = sim_find_node(s, f->node_name);
+        for (const struct sim_pod *p = n ? n->pods.head : NULL; p && r >= 0;
+             p = p->links[SIM_LINK_NODE].next)
+                if ((!ns || streq(ns, sim_pod_ns(p))) && labels_kept(f, p->labels))
+                        r = push_rendered(arr, sim_render_pod(s, p));
+        return r;
+}
+
 int sim_list(struct sim *s, enum sim_kind kind, const char *ns, cJSON **ret_items)
+{
+        return sim_list_filtered(s, kind, ns, NULL, ret_items);
+}
+
+int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const struct sim_list_filter *f,
+                      cJSON **ret_items)
 {
         sim_begin(s);
         _cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
@@ -129,12 +160,16 @@ int sim_list(struct sim *s, enum sim_kind kind, const char *ns, cJSON **ret_item
                 break;
         case SIM_NODE:
                 for (size_t i = 0; i < s->n_nodes && r >= 0; i++)
-                        if (!s->nodes[i]->removed)
+                        if (!s->nodes[i]->removed && labels_kept(f, s->nodes[i]->labels))
                                 r = push_rendered(arr, sim_render_node(s, s->nodes[i]));
                 break;
         case SIM_POD:
+                if (f && f->node_name) {
+                        r = list_pods_on_node(s, ns, f, arr);
+                        break;
+                }
                 for (size_t i = 0; i < s->n_pods && r >= 0; i++)
-                        if (!ns || streq(ns, sim_pod_ns(s->pods[i])))
+                        if ((!ns || streq(ns, sim_pod_ns(s->pods[i]))) && labels_kept(f, s->pods[i]->labels))
                                 r = push_rendered(arr, sim_render_pod(s, s->pods[i]));
                 break;
         case SIM_PDB:

@@ -88,7 +88,25 @@ struct sim_ns {
         uint64_t rv;
 };
 
+/* Intrusive lists of pods, kept in creation order (the order of sim.pods), so that walking one visits its
+ * pods in the same order as a scan of every pod would. */
+enum sim_pod_link {
+        SIM_LINK_NODE,    /* the pods bound to one node */
+        SIM_LINK_WL,      /* the pods of one workload */
+        SIM_LINK_TIMED,   /* pods with a due time: terminating, or bound and not yet Ready */
+        SIM_LINK_PENDING, /* unscheduled pods that are not terminating */
+        _SIM_LINK_MAX,
+};
+
+struct sim_pod;
+
+struct sim_plist {
+        struct sim_pod *head, *tail;
+};
+
 struct sim_node {
+        struct sim_plist pods;                 /* bound to it */
+        int64_t used_cpu, used_mem, used_pods; /* requests of the pods bound to it, terminating included */
         char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
         const struct sim_sc_node *sc;
         struct sim_sc_node *owned_sc;         /* a launched node's own description (sc points to it) */
@@ -105,6 +123,9 @@ struct sim_node {
 
 struct sim_workload {
         struct sim_sc_workload *sc;
+        struct sim_plist pods;
+        cJSON *tmpl_labels; /* the labels its pods share (a StatefulSet's also name the pod) */
+        bool dirty;         /* a pod of it changed since the last settle */
         char *uid, *rs_uid, *hash, *rs_name;
         uint64_t rv, rs_rv;
         int next_ordinal_or_index;
@@ -138,7 +159,15 @@ enum sim_phase {
         SIM_FAILED,
 };
 
+struct sim_pod_links {
+        struct sim_pod *prev, *next;
+        bool linked;
+};
+
 struct sim_pod {
+        uint64_t seq;          /* creation order: sim.pods is sorted by it */
+        struct sim_pod *hnext; /* chain of the namespace/name hash */
+        struct sim_pod_links links[_SIM_LINK_MAX];
         char *name, *uid, *ip;
         struct sim_workload *wl;
         cJSON *labels;
@@ -206,8 +235,15 @@ struct sim {
         size_t n_wls;
         struct sim_pdb **pdbs;
         size_t n_pdbs;
-        struct sim_pod **pods;
-        size_t n_pods;
+        struct sim_pod **pods; /* in creation order */
+        size_t n_pods, cap_pods;
+        uint64_t pod_seq;
+        struct sim_pod **pod_hash; /* by namespace/name; a power of two of buckets */
+        size_t pod_hash_size;
+        struct sim_plist timed, pending;
+        /* What sim_settle has to look at again: any change at all, nodes added (DaemonSets). */
+        bool dirty, nodes_changed;
+        size_t log_skip; /* sim_new: changes that would leave the log at once are not rendered */
         struct sim_obj **objs;
         size_t n_objs;
         size_t next_event;

@@ -623,20 +623,15 @@ static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_sce
 {
         /* Shares of requests (0..1) that the simulator's surfaces answer with a fault; server.c and
          * surfaces.c apply them (sim_server_options_from_scenario), docs/faults.md describes them. */
-        static const char *const rates[] = { "watch_drop_rate",   "watch_gone_rate",    "api_throttle_rate",
-                                             "sqs_error_rate",    "sqs_duplicate_rate", "imds_error_rate",
-                                             "imds_timeout_rate", "sts_error_rate",     NULL };
-        static const char *const keys[] = { "api_error_rate",
-                                            "api_latency_ms",
-                                            "watch_drop_rate",
-                                            "watch_gone_rate",
-                                            "api_throttle_rate",
-                                            "sqs_error_rate",
-                                            "sqs_duplicate_rate",
-                                            "imds_error_rate",
-                                            "imds_timeout_rate",
-                                            "sts_error_rate",
-                                            NULL };
+        static const char *const rates[] = { "watch_drop_rate",    "watch_gone_rate",
+                                             "api_throttle_rate",  "sqs_error_rate",
+                                             "sqs_duplicate_rate", "imds_error_rate",
+                                             "imds_timeout_rate",  "sts_error_rate",
+                                             "sqs_throttle_rate",  NULL };
+        static const char *const keys[] = { "api_error_rate",     "api_latency_ms",    "watch_drop_rate",
+                                            "watch_gone_rate",    "api_throttle_rate", "sqs_error_rate",
+                                            "sqs_duplicate_rate", "sqs_throttle_rate", "imds_error_rate",
+                                            "imds_timeout_rate",  "sts_error_rate",    NULL };
         const struct ynode *m = ynode_get(root, "faults");
         if (!m || ynode_is_null(m))
                 return 0;

@@ -525,6 +525,17 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
         return ret;
 }
 
+/* The answer of an API request, made while the model is locked, is serialised and sent once the lock is
+ * released (a pod list of a large cluster takes longer to print than to build): dispatch() points this at
+ * its own slot for the time it holds the lock. */
+struct deferred_reply {
+        struct MHD_Connection *c;
+        unsigned status;
+        cJSON *body;
+        bool set;
+};
+static _Thread_local struct deferred_reply *deferred;
+
 /* Sends and frees body. */
 static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
 {
@@ -532,6 +543,10 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, cJS
 
         if (!body)
                 return MHD_NO;
+        if (deferred && !deferred->set && deferred->c == c) {
+                *deferred = (struct deferred_reply){ .c = c, .status = status, .body = body, .set = true };
+                return MHD_YES;
+        }
         text = cJSON_PrintUnformatted(body);
         cJSON_Delete(body);
         return reply_text(c, status, "application/json", text);
@@ -1223,6 +1238,51 @@ static char *not_found_message(const struct api_path *ap)
 }
 
 /* Copies kept items of a list into the response, honouring limit and continue. */
+/* The value V of a "spec.nodeName=V" (or "==") term of a field selector, into buf: the one field a list can
+ * be narrowed by in the model (a node's pods). False when the selector has no such term. */
+static bool selector_node_name(const char *fsel, char *buf, size_t len)
+{
+        static const char field[] = "spec.nodeName";
+        for (const char *p = fsel; p && *p;) {
+                size_t n = strcspn(p, ",");
+                if (n > sizeof(field) - 1 && strncmp(p, field, sizeof(field) - 1) == 0) {
+                        const char *v = p + sizeof(field) - 1;
+                        if (*v == '=') {
+                                v += v[1] == '=' ? 2 : 1;
+                                size_t vl = n - (size_t)(v - p);
+                                if (vl < len) {
+                                        memcpy(buf, v, vl);
+                                        buf[vl] = 0;
+                                        return true;
+                                }
+                        }
+                }
+                p += n;
+                if (*p == ',')
+                        p++;
+        }
+        return false;
+}
+
+static bool labels_match_selector(const cJSON *labels, void *userdata)
+{
+        return sim_label_selector_match(userdata, labels) == 1;
+}
+
+/* A model-side pre-filter for a list with these selectors (the full selectors still apply to what it keeps).
+ */
+static void list_filter(const char *lsel, const char *fsel, char *node_buf, size_t node_len,
+                        struct sim_list_filter *ret)
+{
+        *ret = (struct sim_list_filter){ 0 };
+        if (selector_node_name(fsel, node_buf, node_len))
+                ret->node_name = node_buf;
+        if (!isempty(lsel)) {
+                ret->labels = labels_match_selector;
+                ret->userdata = (void *)lsel;
+        }
+}
+
 static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection *c,
                                   const struct api_path *ap)
 {
@@ -1257,7 +1317,10 @@ static enum MHD_Result serve_list(struct sim_server *srv, struct MHD_Connection 
                         return reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid limit");
                 limit = (size_t)l;
         }
-        r = sim_list(s, ap->res->sim_kind, ap->ns, &all);
+        struct sim_list_filter filter;
+        char node_buf[256];
+        list_filter(lsel, fsel, node_buf, sizeof(node_buf), &filter);
+        r = sim_list_filtered(s, ap->res->sim_kind, ap->ns, &filter, &all);
         if (r < 0)
                 return reply_errno(c, r);
         kept = cJSON_CreateArray();
@@ -1709,7 +1772,10 @@ static enum MHD_Result serve_watch(struct sim_server *srv, struct MHD_Connection
 
         if (isempty(rv_s) || streq(rv_s, "0")) {
                 cJSON *items = NULL, *it;
-                int r = sim_list(s, ap->res->sim_kind, ap->ns, &items);
+                struct sim_list_filter filter;
+                char node_buf[256];
+                list_filter(w->lsel, w->fsel, node_buf, sizeof(node_buf), &filter);
+                int r = sim_list_filtered(s, ap->res->sim_kind, ap->ns, &filter, &items);
                 if (r < 0) {
                         watch_free(w);
                         return reply_errno(c, r);
@@ -1920,7 +1986,9 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
                         ;
         }
 
+        struct deferred_reply reply = { .c = c };
         sim_lock(s);
+        deferred = &reply;
         before = sim_resource_version(s);
         sim_advance(s);
         if (n >= 1 && (streq(segs[0], "api") || streq(segs[0], "apis") || streq(segs[0], "version")))
@@ -1946,7 +2014,10 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         /* Writes and due actions wake the watchers and the ticker. */
         if (sim_resource_version(s) != before)
                 sim_broadcast(s);
+        deferred = NULL;
         sim_unlock(s);
+        if (reply.set)
+                ret = reply_json(c, reply.status, reply.body);
         return ret == MHD_YES ? 0 : -EIO;
 }
 
@@ -2181,6 +2252,7 @@ void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_s
                 { "api_throttle_rate", offsetof(struct sim_server_options, api_throttle_rate) },
                 { "sqs_error_rate", offsetof(struct sim_server_options, sqs_error_rate) },
                 { "sqs_duplicate_rate", offsetof(struct sim_server_options, sqs_duplicate_rate) },
+                { "sqs_throttle_rate", offsetof(struct sim_server_options, sqs_throttle_rate) },
                 { "imds_error_rate", offsetof(struct sim_server_options, imds_error_rate) },
                 { "imds_timeout_rate", offsetof(struct sim_server_options, imds_timeout_rate) },
                 { "sts_error_rate", offsetof(struct sim_server_options, sts_error_rate) },

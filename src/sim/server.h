@@ -53,6 +53,7 @@ struct sim_server_options {
         /* The AWS surfaces' faults (sim_surfaces_start): shares of requests answered with an error. */
         double sqs_error_rate;     /* InternalError (500) */
         double sqs_duplicate_rate; /* messages delivered twice */
+        double sqs_throttle_rate;  /* RequestThrottled (403) / ThrottlingException (400) */
         double imds_error_rate;    /* 500 */
         double imds_timeout_rate;  /* never answered: the connection hangs 2 s, then drops */
         double sts_error_rate;     /* InternalFailure (500) */

@@ -82,6 +82,13 @@ static const struct sqs_err err_no_auth = { 403, "MissingAuthenticationToken",
                                             "Sender" };
 static const struct sqs_err err_internal = { 500, "InternalError", "com.amazonaws.sqs#InternalError",
                                              "Receiver" };
+/* Throttling: SQS's modeled error (awsQueryError RequestThrottled, 403, in the SDKs' models) and the
+ * common error every AWS service may answer. */
+static const struct sqs_err err_throttled = { 403, "RequestThrottled", "com.amazonaws.sqs#RequestThrottled",
+                                              "Sender" };
+static const struct sqs_err err_throttling = { 400, "ThrottlingException",
+                                               "com.amazon.coral.availability#ThrottlingException",
+                                               "Sender" };
 
 /* ---- state ---- */
 struct queued {
@@ -622,6 +629,7 @@ static void act_receive(struct sim_sqs *q, const cJSON *p, const char *path, str
             !param_int(p, "VisibilityTimeout", 0, MAX_VISIBILITY, SIM_SQS_VISIBILITY, &vis, o))
                 return;
         q->stats.receives++;
+        q->stats.receive_visibility = (unsigned)vis;
         sim_lock(q->sim);
         scale = sim_time_scale(q->sim);
         sim_unlock(q->sim);
@@ -839,6 +847,7 @@ static void act_change_visibility(struct sim_sqs *q, const cJSON *p, const char 
                 return;
         }
         m->visible_at = now + (double)vis;
+        q->stats.change_visibility = (unsigned)vis;
         /* A message made visible again may be what a waiting poll is waiting for. */
         pthread_cond_broadcast(&q->cond);
 }
@@ -947,6 +956,15 @@ static void act_get_queue_url(struct sim_sqs *q, const cJSON *p, struct outcome 
         }
 }
 
+/* Whether request number k (1-based) is throttled under the fault's rate: a hash of the seed and k. */
+static bool throttle_draw(const struct sim_sqs_fault *f, uint64_t k)
+{
+        if (f->throttle_rate <= 0)
+                return false;
+        return (double)(mix64(f->seed ^ mix64(k * 0x9e3779b97f4a7c15ULL)) >> 11) / 9007199254740992.0 <
+               f->throttle_rate;
+}
+
 /* Runs one action (q->lock held). */
 static void act(struct sim_sqs *q, const char *action, const cJSON *p, const char *path, struct outcome *o)
 {
@@ -954,6 +972,14 @@ static void act(struct sim_sqs *q, const char *action, const cJSON *p, const cha
         if (q->fault.error_500 > 0) {
                 q->fault.error_500--;
                 outcome_error(o, &err_internal, "We encountered an internal error. Please try again.");
+                return;
+        }
+        if (throttle_draw(&q->fault, q->stats.requests)) {
+                q->stats.throttled++;
+                if (q->stats.throttled % 2)
+                        outcome_error(o, &err_throttled, "Request is throttled.");
+                else
+                        outcome_error(o, &err_throttling, "Rate exceeded");
                 return;
         }
         if (q->fault.nonexistent_queue) {
@@ -1517,7 +1543,8 @@ void sim_sqs_kick(struct sim_sqs *q)
 
 int sim_sqs_set_fault(struct sim_sqs *q, const struct sim_sqs_fault *f)
 {
-        if (!f || f->duplicate_rate < 0 || f->duplicate_rate > 1)
+        if (!f || !(f->duplicate_rate >= 0 && f->duplicate_rate <= 1) ||
+            !(f->throttle_rate >= 0 && f->throttle_rate <= 1))
                 return -EINVAL;
         pthread_mutex_lock(&q->lock);
         q->fault = *f;

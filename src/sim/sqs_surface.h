@@ -79,6 +79,15 @@ struct sim_sqs_fault {
          * same MessageId and body, received and deleted independently. Chosen per event, deterministically.
          */
         double duplicate_rate;
+        /* Share (0..1) of the requests answered as SQS throttles, drawn per request from a hash of seed and
+         * the request's index (so a run with the same seed and requests meets the same throttles). A
+         * throttled request alternates between the two forms of the real service: its modeled
+         * RequestThrottled (403; JSON __type com.amazonaws.sqs#RequestThrottled, query code
+         * RequestThrottled) and the common ThrottlingException (400; JSON __type
+         * com.amazon.coral.availability#ThrottlingException). Both carry x-amzn-query-error "CODE;Sender".
+         */
+        double throttle_rate;
+        uint64_t seed;
 };
 int sim_sqs_set_fault(struct sim_sqs *q, const struct sim_sqs_fault *f);
 
@@ -88,8 +97,12 @@ struct sim_sqs_stats {
         uint64_t delivered;     /* messages handed out (each receive of each message) */
         uint64_t deleted;       /* messages deleted */
         uint64_t auth_failures; /* requests refused for their signature or key */
-        unsigned waiting;       /* long polls waiting right now */
-        size_t messages;        /* messages in the queue (visible or in flight) */
+        uint64_t throttled;     /* requests answered with a throttle (throttle_rate) */
+        /* VisibilityTimeout (s) of the latest ReceiveMessage (else the default) and of the latest
+         * successful ChangeMessageVisibility. */
+        unsigned receive_visibility, change_visibility;
+        unsigned waiting; /* long polls waiting right now */
+        size_t messages;  /* messages in the queue (visible or in flight) */
 };
 int sim_sqs_stats(struct sim_sqs *q, struct sim_sqs_stats *ret);
 /* Waits (bounded by timeout_usec of real time) until at least n long polls are waiting; for tests that

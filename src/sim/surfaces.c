@@ -45,7 +45,7 @@ struct sim_aws_faults {
         struct sim_imds *imds;
         struct sim_sqs *sqs;
         struct sim_sts *sts;
-        struct sim_sqs_fault sqs_base; /* the duplicate rate, kept when the error counter changes */
+        struct sim_sqs_fault sqs_base; /* the other SQS faults, kept when the error counter changes */
         struct fault_lane sqs_lane, sts_lane;
         struct fault_lane *imds_lanes; /* one per node */
         size_t n_imds;
@@ -182,9 +182,11 @@ int sim_aws_faults_start(const struct sim_server_options *opt, struct sim_imds *
         int r;
 
         *ret = NULL;
-        if (sqs && opt->sqs_duplicate_rate > 0) {
-                r = sim_sqs_set_fault(sqs,
-                                      &(struct sim_sqs_fault){ .duplicate_rate = opt->sqs_duplicate_rate });
+        if (sqs && (opt->sqs_duplicate_rate > 0 || opt->sqs_throttle_rate > 0)) {
+                r = sim_sqs_set_fault(
+                    sqs, &(struct sim_sqs_fault){ .duplicate_rate = opt->sqs_duplicate_rate,
+                                                  .throttle_rate = opt->sqs_throttle_rate,
+                                                  .seed = fault_mix(opt->seed ? opt->seed : 1) });
                 if (r < 0)
                         return r;
         }
@@ -199,6 +201,8 @@ int sim_aws_faults_start(const struct sim_server_options *opt, struct sim_imds *
         d->sts = sts;
         d->imds = imds;
         d->sqs_base.duplicate_rate = opt->sqs_duplicate_rate;
+        d->sqs_base.throttle_rate = opt->sqs_throttle_rate;
+        d->sqs_base.seed = fault_mix(opt->seed ? opt->seed : 1);
         d->sqs_lane.error_rate = opt->sqs_error_rate;
         d->sts_lane.error_rate = opt->sts_error_rate;
         d->n_imds = imds ? sim_imds_count(imds) : 0;

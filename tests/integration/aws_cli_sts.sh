@@ -1,37 +1,35 @@
 #!/usr/bin/env bash
 # Debian's aws CLI (2.9, botocore 1.29) against the simulated STS: assume-role-with-web-identity gets
 # credentials back (and the STS surface accepts SigV4 made with them: checked in the unit tests), a garbage
-# token is refused with InvalidIdentityToken and an expired one with ExpiredTokenException.
-# The STS runs standalone (tests/tools/sts_sim.c, compiled here against the library next to $SPOTDRAIN).
-set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin=${SPOTDRAIN:-$ROOT/build/spotdrain}
-bin=${bin%% *}
-case "$bin" in /*) ;; *) bin=$ROOT/$bin ;; esac
-lib=${SPOTDRAIN_LIB:-$(dirname "$bin")/libspotdrain.a}
-fixtures=${SPOTDRAIN_FIXTURES:-$ROOT/../shared/fixtures}
-AWS=/usr/bin/aws
-[ -f "$lib" ] || { echo "skipped: no library at $lib (make first)"; exit 77; }
-[ -x "$AWS" ] || { echo "skipped: $AWS (Debian awscli) missing"; exit 77; }
+# token is refused with InvalidIdentityToken, an expired one with ExpiredTokenException and a bad session name
+# with ValidationError.
+#
+# The STS comes from `spotdrain sim serve --endpoints-out` ("sts").
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-pkgs=(libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd)
-read -ra cflags <<<"$(pkg-config --cflags "${pkgs[@]}")"
-read -ra libs <<<"$(pkg-config --libs "${pkgs[@]}")"
-${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$ROOT/include" -I"$ROOT/src" "${cflags[@]}" \
-	"$ROOT/tests/tools/sts_sim.c" "$lib" "${libs[@]}" -lm -lpthread -o "$tmp/sts_sim"
-"$tmp/sts_sim" >"$tmp/url" &
-pid=$!
-for _ in $(seq 100); do [ -s "$tmp/url" ] && break; sleep 0.1; done
-url=$(cat "$tmp/url")
-[ -n "$url" ] || { echo "FAIL: sts_sim did not start"; exit 1; }
-echo "--- STS at $url"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+AWS=/usr/bin/aws
+[ -x "$AWS" ] || skip "$AWS (Debian awscli) missing"
+fixtures=${SPOTDRAIN_FIXTURES:-$ROOT/../shared/fixtures}
+
+cat >"$TEST_TMP/scenario.yaml" <<'YAML'
+name: cli-sts
+mode: controller
+budget_seconds: 120
+nodes:
+  - {name: spot-a, zone: us-east-1a, capacity_type: spot}
+workloads: []
+events: []
+YAML
+"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --listen 127.0.0.1:0 --endpoints-out "$TEST_TMP/endpoints.json" \
+	>"$TEST_TMP/serve.log" 2>&1 &
+SIM_PIDS+=("$!")
+wait_for 10 test -s "$TEST_TMP/endpoints.json" || { cat "$TEST_TMP/serve.log" >&2; fail "sim serve did not start"; }
+url=$(jq -r '.sts // empty' "$TEST_TMP/endpoints.json")
+[ -n "$url" ] || fail "sim serve lists no STS surface"
+log "STS at $url"
 
 # A JWT shaped like a projected ServiceAccount token, valid for an hour (the signature is not checked).
 jwt() {
@@ -50,8 +48,8 @@ awscli() {
 
 role=arn:aws:iam::123456789012:role/spotguard-irsa
 awscli sts assume-role-with-web-identity --endpoint-url "$url" --role-arn "$role" --role-session-name it-session \
-	--web-identity-token "$(jwt 3600)" --duration-seconds 900 --output json >"$tmp/ok.json"
-/usr/bin/python3 - "$tmp/ok.json" <<'PY'
+	--web-identity-token "$(jwt 3600)" --duration-seconds 900 --output json >"$TEST_TMP/ok.json"
+/usr/bin/python3 - "$TEST_TMP/ok.json" <<'PY'
 import json, sys, datetime
 d = json.load(open(sys.argv[1]))
 c = d["Credentials"]
@@ -69,11 +67,12 @@ PY
 expect_error() {
 	local code=$1
 	shift
-	if awscli sts assume-role-with-web-identity --endpoint-url "$url" --role-arn "$role" "$@" >"$tmp/out" 2>&1; then
-		echo "FAIL: expected $code"; cat "$tmp/out"; exit 1
+	if awscli sts assume-role-with-web-identity --endpoint-url "$url" --role-arn "$role" "$@" >"$TEST_TMP/out" 2>&1; then
+		cat "$TEST_TMP/out"
+		fail "expected $code"
 	fi
-	grep -q "($code)" "$tmp/out" || { echo "FAIL: expected $code, got:"; cat "$tmp/out"; exit 1; }
-	echo "refused as expected: $(tr -d '\n' <"$tmp/out")"
+	grep -q "($code)" "$TEST_TMP/out" || { cat "$TEST_TMP/out"; fail "expected $code"; }
+	echo "refused as expected: $(tr -d '\n' <"$TEST_TMP/out")"
 }
 expect_error InvalidIdentityToken --role-session-name s1 --web-identity-token garbage-token
 expect_error ExpiredTokenException --role-session-name s1 --web-identity-token "$(cat "$fixtures/sts/irsa-web-identity-token.jwt")"

@@ -34,12 +34,7 @@ ALERT_KEYS = {"kind", "node", "at", "message"}
 # Scenarios whose timing checks (drain-infeasible within 1 s, no such alert and 1.15 x LB + 1.5 s when clearly
 # feasible, no PDB breach) fail today for a reason in another component. Their failures are reported as XFAIL;
 # the safety checks (result keys, exit status, pods_killed) stay strict.
-KNOWN_GAPS = {
-    "mass-interruption": "spot-08 and spot-10 (lower bound 78 s, just under 70 % of the budget) are alerted and "
-    "have their reports pod forced: the planner assumes a pod needs its whole grace period (60 s) to stop when no "
-    "shutdown was observed, so the third wave of the reports PDB (maxUnavailable 2) starts after the pod's last "
-    "safe moment, while this test's bound uses the scenario's real shutdown (20 s) (src/drain/planner.c)",
-}
+KNOWN_GAPS = {}
 
 
 # The agent polls IMDS every imds.poll_interval_seconds: a notice can wait that long before the agent sees it,

@@ -109,10 +109,13 @@ run_case() {
 				creds=(AWS_ROLE_ARN=arn:aws:iam::123456789012:role/spotdrain AWS_WEB_IDENTITY_TOKEN_FILE="$dir/token"
 					AWS_ROLE_SESSION_NAME=spotdrain AWS_ENDPOINT_URL_STS="$(jq -r .sts endpoints.json)")
 			fi
+			# The throttle case reads the controller's debug log for the throttles it met.
+			local -a level=()
+			[ "$name" != sqs_throttle ] || level=(--log-level debug)
 			env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
 				"${creds[@]}" AWS_REGION=us-east-1 POD_NAMESPACE=default POD_NAME="spotdrain-controller-$name" \
 				"$SPOTDRAIN" controller --queue-url "$(jq -r .queue_url endpoints.json)" --kubeconfig kubeconfig \
-				--metrics-listen "127.0.0.1:$port" >process.log 2>&1 &
+				--metrics-listen "127.0.0.1:$port" "${level[@]}" >process.log 2>&1 &
 		fi
 		pids+=($!)
 		deadline=$(($(date +%s) + CASE_LIMIT))
@@ -148,6 +151,9 @@ CASES=(
 	"imds_timeout|agent|107|  imds_timeout_rate: 0.2|[ \$(metric . spotdrain_imds_request_errors_total) -gt 0 ]"
 	"sqs_error|controller|108|  sqs_error_rate: 0.3|[ \$(metric . spotdrain_queue_receive_errors_total) -gt 0 ]"
 	"sqs_duplicate|controller|109|  sqs_duplicate_rate: 1|[ \$(metric . spotdrain_notices_duplicate_total) -gt 0 ]"
+	# Both throttle forms met and retried (RequestThrottled 403, ThrottlingException 400), never unreadable.
+	"sqs_throttle|controller|112|  sqs_throttle_rate: 0.5|grep -q 'failed: throttled RequestThrottled' process.log \
+&& grep -q 'failed: throttled ThrottlingException' process.log && [ \$(metric . spotdrain_queue_unreadable_total) -eq 0 ]"
 	"sts_error|controller|111|  sts_error_rate: 0.5|grep -q InternalFailure process.log"
 	# These seeds make the first two cordon PATCHes of the node fail: the cordon must be retried.
 	"api_error_cordon|agent|2|  api_error_rate: 0.2|[ \$(jq .api_errors faults.json) -gt 0 ]|"

@@ -30,15 +30,21 @@ log() {
 	echo "--- $*"
 }
 
+# Stops the servers start_sim started and still running. Each must exit 0 on SIGTERM, as stop_sim wants: a
+# sanitizer build that finds a leak at exit aborts instead, and a passing test fails.
 cleanup() {
-	local pid
+	local rc=$? pid live=() bad=
 	for pid in "${SIM_PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
+		kill -TERM "$pid" 2>/dev/null && live+=("$pid")
 	done
-	for pid in "${SIM_PIDS[@]}"; do
-		wait "$pid" 2>/dev/null || true
+	for pid in "${live[@]}"; do
+		wait "$pid" 2>/dev/null || bad="$bad $pid"
 	done
 	rm -rf "$TEST_TMP"
+	if [ -n "$bad" ] && [ "$rc" -eq 0 ]; then
+		echo "FAIL: sim serve (pid$bad) did not exit 0 on SIGTERM" >&2
+		exit 1
+	fi
 }
 trap cleanup EXIT
 

@@ -24,9 +24,10 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/sigv4.h"
 #include "spotdrain/yaml.h"
+#include "timescale.h"
 
 #define SEC        UINT64_C(1000000)
-#define REAL_BOUND (30 * SEC) /* no test comes near this in real time */
+#define REAL_BOUND test_real_bound(30 * SEC) /* no test comes near this in real time */
 #define MAX_CTL    2
 
 struct cfx {
@@ -71,6 +72,7 @@ static inline struct cfx *cfx_new(const char *scenario, double scale, const stru
         _cleanup_free_ char *error = NULL, *kc = NULL;
 
         assert_non_null(f);
+        scale = test_time_scale(scale);
         f->scale = scale;
         strcpy(f->sc_path, "/tmp/test-controller-scenario-XXXXXX");
         strcpy(f->kc_path, "/tmp/test-controller-kubeconfig-XXXXXX");

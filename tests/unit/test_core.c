@@ -332,6 +332,7 @@ static void test_log_auto_journal(void **state)
         assert_int_equal(log_info("to the journal"), 0);
         _cleanup_free_ char *out = capture_end(&c);
         assert_int_equal(c.len, 0);
+        assert_string_equal(out, "");
 
         /* An inherited variable that names another stream: text. */
         assert_int_equal(setenv("JOURNAL_STREAM", "1:2", 1), 0);

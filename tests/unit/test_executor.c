@@ -20,9 +20,10 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/yaml.h"
+#include "timescale.h"
 
 #define SEC        UINT64_C(1000000)
-#define REAL_BOUND (20 * SEC) /* no test comes near this in real time */
+#define REAL_BOUND test_real_bound(20 * SEC) /* no test comes near this in real time */
 #define MAX_ALERTS 16
 
 struct seen_alert {
@@ -78,6 +79,7 @@ static struct fx *fx_new(const char *scenario, double scale)
         _cleanup_free_ char *error = NULL, *kc = NULL;
 
         assert_non_null(f);
+        scale = test_time_scale(scale);
         strcpy(f->sc_path, "/tmp/test-executor-scenario-XXXXXX");
         strcpy(f->kc_path, "/tmp/test-executor-kubeconfig-XXXXXX");
         write_file(f->sc_path, scenario);

@@ -20,9 +20,10 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/yaml.h"
+#include "timescale.h"
 
 #define SEC        UINT64_C(1000000)
-#define REAL_BOUND (30 * SEC) /* no test comes near this in real time */
+#define REAL_BOUND test_real_bound(30 * SEC) /* no test comes near this in real time */
 #define MAX_DRAINS 3
 
 struct fx;
@@ -74,6 +75,7 @@ static struct fx *fx_new(const char *scenario, double scale, bool shared)
         _cleanup_free_ char *error = NULL, *kc = NULL;
 
         assert_non_null(f);
+        scale = test_time_scale(scale);
         strcpy(f->sc_path, "/tmp/test-ledger-scenario-XXXXXX");
         strcpy(f->kc_path, "/tmp/test-ledger-kubeconfig-XXXXXX");
         write_file(f->sc_path, scenario);
@@ -196,6 +198,9 @@ static void fx_drain(struct fx *f, const char *node, uint64_t budget)
                 .margin_usec = 2 * SEC,
                 .policy = DRAIN_POLICY_FORCE,
                 .default_startup_usec = 2 * SEC,
+                /* Judged once, at the start (pods stop within their whole grace period, so no stop seen
+                 * raises the expectation): what the drains see of each other then is the point here. */
+                .expected_shutdown_fraction = 1.0,
                 .self_namespace = "",
                 .self_name = "",
                 .ledger = f->ledger,
@@ -382,10 +387,41 @@ static void test_ledger_grants(void **state)
         fx_free(f);
 }
 
+/* A member's pods waiting for a slot, whose last safe moments all moved later (a stop was observed, the
+ * shutdown estimate fell): stated again one by one, the first must not rank behind its siblings' stale
+ * moments, or nobody on the node ever gets the slot. */
+static void test_ledger_moved_estimates(void **state)
+{
+        struct fx *f = fx_new(TWO_NODES, 1, true);
+        bool never = false;
+        int a = 0, b = 0;
+
+        for (int i = 0; i < 2000 && !drain_ledger_synced(f->ledger); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_true(drain_ledger_synced(f->ledger));
+        /* b holds the PDB's one slot while a's three pods state their wants. */
+        drain_ledger_begin(f->ledger, &b);
+        assert_int_equal(drain_ledger_want(f->ledger, &b, "shop/api", "shop/other", 5 * SEC), 1);
+        drain_ledger_end(f->ledger, &b);
+        drain_ledger_begin(f->ledger, &a);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/p1", 20 * SEC), 0);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/p2", 20 * SEC), 0);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/p3", 20 * SEC), 0);
+        drain_ledger_end(f->ledger, &a);
+        /* b's eviction failed: the slot is back, and a's next pass has every moment 10 s later. */
+        drain_ledger_answer(f->ledger, &b, "shop/api", "shop/other", DRAIN_LEDGER_FAILED);
+        drain_ledger_begin(f->ledger, &a);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/p1", 30 * SEC), 1);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", "shop/p2", 30 * SEC), 0);
+        drain_ledger_end(f->ledger, &a);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ledger_grants),
+                cmocka_unit_test(test_ledger_moved_estimates),
                 cmocka_unit_test(test_two_nodes_edf),
                 cmocka_unit_test(test_three_nodes_edf),
                 cmocka_unit_test(test_infeasible_across_nodes),

@@ -793,6 +793,39 @@ static void test_invariants_on_random_clusters(void **state)
         }
 }
 
+/* A wave's replacement is Ready by its startup estimate, but the PDB status does not count it yet: the slot
+ * it gives back is a moment away, not never. Once the status counts it, it is not counted twice. */
+static void test_overdue_return_counted_once(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        add_node(&f, "spot-a", 120, 5);
+        int b = (int)add_pdb(&f, "api", NULL, "1", 10, 9);
+        /* Its shutdown estimate (50 s) would have it still stopping; it is gone. */
+        size_t gone = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/api", 50, 60, b);
+        f.pods[gone].deleting = true;
+        f.pods[gone].ready = false;
+        f.pods[gone].deleted_at_usec = NOW - S(25);
+        f.pods[gone].gone_usec = NOW - S(20);
+        size_t next = add_pods(&f, 2, 0, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        _cleanup_(drain_plan_freep) struct drain_plan *lag = plan_of(&f);
+        /* Gone 20 s ago, not when its shutdown estimate says. */
+        assert_int_equal(lag->pods[gone].gone_usec, NOW - S(20));
+        assert_int_equal(lag->pods[next].evict_usec, AT(1));
+        assert_int_equal(lag->pods[next].action, DRAIN_ACTION_EVICT);
+        assert_int_equal(lag->pods[next + 1].evict_usec, AT(11));
+        assert_int_equal(lag->nodes[0].verdict, DRAIN_FEASIBLE);
+
+        /* The status caught up: one slot now, the next one a startup after the first eviction. */
+        f.pdbs[b].current_healthy = 10;
+        f.pdbs[b].disruptions_allowed = 1;
+        _cleanup_(drain_plan_freep) struct drain_plan *caught_up = plan_of(&f);
+        assert_int_equal(caught_up->pods[next].evict_usec, NOW);
+        assert_int_equal(caught_up->pods[next + 1].evict_usec, AT(10));
+        /* A gone pod needs no time of its own: the bound is the waiting pods' shutdown. */
+        assert_int_equal(drain_lower_bound_usec(&f.in, 0), S(5));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -815,6 +848,7 @@ int main(void)
                 cmocka_unit_test(test_warnings_and_bare_pods),
                 cmocka_unit_test(test_bare_pods_never_return_a_slot),
                 cmocka_unit_test(test_deleting_pods_replan),
+                cmocka_unit_test(test_overdue_return_counted_once),
                 cmocka_unit_test(test_lower_bound),
                 cmocka_unit_test(test_format_text_and_json),
                 cmocka_unit_test(test_invalid_input),

@@ -698,6 +698,127 @@ static void test_change_log(void **state)
         cJSON_Delete(st.first);
 }
 
+static bool label_app_is(const cJSON *labels, void *userdata)
+{
+        return streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(labels, "app")), userdata);
+}
+
+/* The names of the items on node (NULL: any, "": unscheduled) with label app (NULL: any), space-joined in
+ * list order. */
+static char *names_of(const cJSON *items, const char *node, const char *app)
+{
+        struct buf b = { 0 };
+        const cJSON *p;
+        cJSON_ArrayForEach (p, items) {
+                const char *nn = str_at(p, "spec.nodeName");
+                if (node && !(isempty(node) ? !nn : streq(nn, node)))
+                        continue;
+                if (app && !streq(str_at(p, "metadata.labels.app"), app))
+                        continue;
+                assert_int_equal(buf_printf(&b, "%s ", str_at(p, "metadata.name")), 0);
+        }
+        return b.data ? b.data : strdup("");
+}
+
+/* A filtered list is the full list without what the filter rejects, in the same order. */
+static void check_filtered(struct sim *s, const char *ns, const char *node, const char *app, int count)
+{
+        _cleanup_(cjson_freep) cJSON *all = NULL, *some = NULL;
+        assert_int_equal(sim_list(s, SIM_POD, ns, &all), 0);
+        struct sim_list_filter f = { .node_name = node,
+                                     .labels = app ? label_app_is : NULL,
+                                     .userdata = (void *)app };
+        assert_int_equal(sim_list_filtered(s, SIM_POD, ns, &f, &some), 0);
+        assert_int_equal(cJSON_GetArraySize(some), count);
+        _cleanup_free_ char *want = names_of(all, node, app), *have = names_of(some, NULL, NULL);
+        assert_string_equal(have, want);
+}
+
+static void test_list_filtered(void **state)
+{
+        _cleanup_(sim_freep) struct sim *s = mk(SEED504);
+        check_filtered(s, NULL, "spot-a", NULL, 10 + 6 + 4 + 1);
+        check_filtered(s, NULL, NULL, "web", 20);
+        check_filtered(s, "shop", "spot-a", "api", 10);
+        check_filtered(s, "batch", "spot-a", "api", 0);
+        check_filtered(s, NULL, "no-such-node", NULL, 0);
+        check_filtered(s, NULL, "", NULL, 0);
+
+        /* Nodes filter on their labels too. */
+        _cleanup_(cjson_freep) cJSON *nodes = NULL;
+        struct sim_list_filter nf = { .labels = label_app_is, .userdata = (void *)"x" };
+        assert_int_equal(sim_list_filtered(s, SIM_NODE, NULL, &nf, &nodes), 0);
+        assert_int_equal(cJSON_GetArraySize(nodes), 0);
+
+        /* Nowhere to go: the replacement of a deleted pod stays unscheduled (spec.nodeName ""), and the
+         * terminating pod is still listed on its node. */
+        static const char *const all_nodes[] = { "spot-a", "od-1", "od-2", "od-3" };
+        for (size_t i = 0; i < ARRAY_SIZE(all_nodes); i++)
+                cordon(s, all_nodes[i], true);
+        char names[1][64];
+        assert_int_equal(find_pods(s, "shop", "web", "spot-a", false, names, 1), 6);
+        _cleanup_(answer_done) struct sim_answer d = { 0 };
+        assert_int_equal(sim_delete_pod(s, "shop", names[0], -1, NULL, "test", &d), 0);
+        assert_int_equal(d.status, 200);
+        check_filtered(s, NULL, "", NULL, 1);
+        check_filtered(s, "shop", "", "web", 1);
+        check_filtered(s, NULL, "spot-a", NULL, 21);
+        set_time(s, 6); /* the web pod's shutdown (5 s) is over */
+        check_filtered(s, NULL, "spot-a", NULL, 20);
+        check_filtered(s, NULL, "", NULL, 1);
+}
+
+/* A world larger than the change log: only its newest SIM_LOG_MAX (20000) changes are kept, and a watch from
+ * before them is told its version is gone. */
+static void test_large_world_log(void **state)
+{
+        struct buf b = { 0 };
+        assert_int_equal(buf_printf(&b, "name: large\nbudget_seconds: 60\nnodes:\n"), 0);
+        for (int i = 0; i < 200; i++)
+                assert_int_equal(
+                    buf_printf(&b, "  - {name: n-%d, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n",
+                               i),
+                    0);
+        assert_int_equal(buf_printf(&b, "workloads:\n  - {name: big, replicas: 20100, shutdown_seconds: 1, "
+                                        "startup_seconds: 2, pdb: {max_unavailable: 1}}\n"),
+                         0);
+        _cleanup_free_ char *doc = b.data;
+        _cleanup_(sim_freep) struct sim *s = mk(doc);
+        uint64_t rv = sim_resource_version(s);
+        /* namespaces, 200 nodes, Deployment and ReplicaSet, 20100 pods, 1 PDB */
+        assert_int_equal(rv, 4 + 200 + 2 + 20100 + 1);
+        struct collected old = { .ordered = true };
+        assert_int_equal(sim_changes_since(s, SIM_NODE, NULL, 0, collect, &old), -ESTALE);
+        assert_int_equal(sim_changes_since(s, SIM_POD, NULL, rv - 20001, collect, &old), -ESTALE);
+        struct collected pods = { .ordered = true };
+        assert_int_equal(sim_changes_since(s, SIM_POD, NULL, rv - 20000, collect, &pods), 0);
+        assert_int_equal(pods.n, 19999);
+        assert_true(pods.ordered);
+        assert_string_equal(pods.types[0], "ADDED");
+        cJSON_Delete(pods.first);
+        struct collected pdbs = { .ordered = true };
+        assert_int_equal(sim_changes_since(s, SIM_PDB, NULL, rv - 20000, collect, &pdbs), 0);
+        assert_int_equal(pdbs.n, 1);
+        cJSON_Delete(pdbs.first);
+
+        /* Indexes at that size: a node's pods, a pod by name, and an eviction's changes from the log's end.
+         */
+        check_filtered(s, NULL, "n-7", NULL, 110); /* first fit: the first nodes are full */
+        char names[1][64];
+        assert_int_equal(find_pods(s, "default", "big", "n-7", false, names, 1), 110);
+        _cleanup_(cjson_freep) cJSON *pod = get(s, SIM_POD, "default", names[0]);
+        assert_non_null(pod);
+        _cleanup_(answer_done) struct sim_answer a = { 0 };
+        assert_int_equal(evict(s, "default", names[0], &a), 201);
+        struct collected after = { .ordered = true, .last_rv = rv };
+        assert_int_equal(sim_changes_since(s, SIM_POD, NULL, rv, collect, &after), 0);
+        assert_true(after.ordered);
+        assert_true(after.n >= 2); /* the evicted pod MODIFIED, its replacement ADDED (and bound) */
+        assert_string_equal(after.types[0], "MODIFIED");
+        assert_string_equal(str_at(after.first, "metadata.name"), names[0]);
+        cJSON_Delete(after.first);
+}
+
 static void test_node_patch(void **state)
 {
         _cleanup_(sim_freep) struct sim *s = mk(SMALL);
@@ -1098,6 +1219,8 @@ int main(void)
                 cmocka_unit_test(test_exit_and_termination),
                 cmocka_unit_test(test_delete_breach),
                 cmocka_unit_test(test_change_log),
+                cmocka_unit_test(test_list_filtered),
+                cmocka_unit_test(test_large_world_log),
                 cmocka_unit_test(test_node_patch),
                 cmocka_unit_test(test_cordon_accounting),
                 cmocka_unit_test(test_render_and_leases),

@@ -726,6 +726,66 @@ static void test_query_protocol(void **state)
         http_response_clear(&resp);
 }
 
+/* sqs_throttle_rate: the surface answers as SQS throttles, in both forms and both protocols, and the client
+ * classifies each as a retryable throttle (not an unreadable queue). */
+static void test_throttle(void **state)
+{
+        struct fx *f = *state;
+        struct sqs_message *m = NULL;
+        struct sqs_attribute *a = NULL;
+        struct sqs_result res;
+        struct sim_sqs_stats st;
+        struct http_response resp = {};
+        size_t n = 0;
+        unsigned throttled = 0;
+        struct sqs_receive_opts o = short_poll(-1);
+        _cleanup_free_ char *qurl = form_escape(sim_sqs_queue_url(f->q)), *form = NULL;
+
+        assert_int_equal(sim_sqs_set_fault(f->q, &(struct sim_sqs_fault){ .throttle_rate = 1.5 }), -EINVAL);
+        assert_int_equal(sim_sqs_set_fault(f->q, &(struct sim_sqs_fault){ .throttle_rate = 1 }), 0);
+        /* The modeled RequestThrottled, 403: not AccessDenied for all its status. */
+        assert_int_equal(sqs_receive_sync(f->c, &o, &res, &m, &n), -EBUSY);
+        assert_int_equal(res.kind, SQS_ERR_THROTTLED);
+        assert_int_equal(res.status, 403);
+        assert_string_equal(res.code, "RequestThrottled");
+        assert_true(sqs_error_retryable(res.kind));
+        assert_false(sqs_error_queue_unreadable(res.kind));
+        /* Then the common ThrottlingException, 400. */
+        assert_int_equal(sqs_get_attributes_sync(f->c, NULL, &res, &a, &n), -EBUSY);
+        assert_int_equal(res.kind, SQS_ERR_THROTTLED);
+        assert_int_equal(res.status, 400);
+        assert_string_equal(res.code, "ThrottlingException");
+
+        /* The query protocol (the aws CLI of Debian 12): the same codes in the XML error form. */
+        form = strprintf("Action=ReceiveMessage&Version=2012-11-05&QueueUrl=%s&WaitTimeSeconds=0", qurl);
+        assert_int_equal(query_post(f, form, SIM_SQS_SECRET_ACCESS_KEY, &resp), 0);
+        assert_int_equal(resp.status, 403);
+        assert_non_null(strstr(resp.body, "<Type>Sender</Type><Code>RequestThrottled</Code>"));
+        http_response_clear(&resp);
+        assert_int_equal(query_post(f, form, SIM_SQS_SECRET_ACCESS_KEY, &resp), 0);
+        assert_int_equal(resp.status, 400);
+        assert_non_null(strstr(resp.body, "<Code>ThrottlingException</Code>"));
+        http_response_clear(&resp);
+
+        /* A share: about half of 200 calls with rate 0.5, the same ones for the same seed. */
+        assert_int_equal(sim_sqs_set_fault(f->q, &(struct sim_sqs_fault){ .throttle_rate = 0.5, .seed = 9 }),
+                         0);
+        for (int i = 0; i < 200; i++) {
+                int r = sqs_receive_sync(f->c, &o, &res, &m, &n);
+                if (r == -EBUSY)
+                        throttled++;
+                else
+                        assert_int_equal(r, 0);
+        }
+        assert_in_range(throttled, 60, 140);
+        assert_int_equal(sim_sqs_stats(f->q, &st), 0);
+        assert_int_equal(st.throttled, 4 + throttled);
+
+        /* No rate, no throttle. */
+        assert_int_equal(sim_sqs_set_fault(f->q, &(struct sim_sqs_fault){}), 0);
+        assert_int_equal(sqs_receive_sync(f->c, &o, &res, &m, &n), 0);
+}
+
 /* ---- against a scripted fake: the answer forms the surface does not produce ---- */
 
 struct fake {
@@ -945,6 +1005,22 @@ static void test_error_codes(void **state)
         assert_int_equal(sqs_error_from_code("ExpiredToken", 400), SQS_ERR_EXPIRED_TOKEN);
         assert_int_equal(sqs_error_from_code("com.amazon.coral.availability#ThrottlingException", 400),
                          SQS_ERR_THROTTLED);
+        /* Every throttle SQS sends (its modeled RequestThrottled and OverLimit at 403, KMS throttling the
+         * queue's encryption in both protocols' spellings) is retried and never makes the queue unreadable.
+         */
+        static const char *const throttles[] = {
+                "com.amazonaws.sqs#RequestThrottled", "RequestThrottled",        "OverLimit",
+                "com.amazonaws.sqs#KmsThrottled",     "KMS.ThrottlingException", "Throttling"
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(throttles); i++) {
+                enum sqs_error e = sqs_error_from_code(throttles[i], i < 3 ? 403 : 400);
+                assert_int_equal(e, SQS_ERR_THROTTLED);
+                assert_true(sqs_error_retryable(e));
+                assert_false(sqs_error_queue_unreadable(e));
+        }
+        /* The other KMS errors are the key refusing the role. */
+        assert_int_equal(sqs_error_from_code("KMS.AccessDeniedException", 400), SQS_ERR_ACCESS_DENIED);
+        assert_int_equal(sqs_error_from_code(NULL, 429), SQS_ERR_THROTTLED);
         assert_int_equal(sqs_error_from_code("SomethingNew", 400), SQS_ERR_OTHER);
         assert_int_equal(sqs_error_from_code(NULL, 502), SQS_ERR_SERVER);
         assert_string_equal(sqs_error_to_string(SQS_ERR_ACCESS_DENIED), "access-denied");
@@ -958,6 +1034,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_change_visibility, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_get_attributes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_faults_mapped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_throttle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_long_poll_returns_when_due, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_long_poll_scaled_clock, setup, teardown),

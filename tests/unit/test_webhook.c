@@ -1,6 +1,7 @@
 /* The webhook alert sink against a local libmicrohttpd receiver: the Slack and JSON payloads and the
  * template, custom headers and headers from a file, retry after a 500, no retry after a 400, attempts
- * running out, a timeout followed by a retry, the pending limit, and no secret in the log. */
+ * running out, a timeout followed by a retry, the pending limit, the flush before exit
+ * (webhook_sink_when_flushed), and no secret in the log. */
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -521,6 +522,88 @@ static void test_pending_limit(void **state)
         receiver_stop(rx);
 }
 
+struct flushed {
+        struct loop *loop;
+        bool called;
+        int error;
+};
+
+static void on_flushed(void *userdata, int error)
+{
+        struct flushed *f = userdata;
+        f->called = true;
+        f->error = error;
+        if (f->loop)
+                loop_exit(f->loop, 7);
+}
+
+/* webhook_sink_when_flushed(), as a front end ends its loop: an alert whose first attempt failed just before
+ * the stop is retried and delivered before the loop ends; an idle sink reports on the next turn (never from
+ * inside the call); a receiver that never answers costs the timeout; freeing the sink cancels the wait. */
+static void test_when_flushed(void **state)
+{
+        static const int retry[] = { 503, 200 }, hang[] = { HANG };
+        struct receiver *rx = receiver_start(retry, ARRAY_SIZE(retry));
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct webhook_sink *w = NULL;
+        _cleanup_free_ char *url = receiver_url(rx);
+        struct webhook_options o = fast_options(url);
+        struct alert a = sample_alert();
+        struct webhook_stats st;
+        struct flushed f = {};
+
+        assert_int_equal(loop_new(&l), 0);
+        o.backoff_base_usec = o.backoff_max_usec = 300000;
+        assert_int_equal(webhook_sink_new(l, &o, &w), 0);
+        assert_int_equal(webhook_sink_when_flushed(w, 1000, NULL, NULL), -EINVAL);
+        assert_int_equal(webhook_sink_when_flushed(NULL, 1000, on_flushed, &f), -EINVAL);
+
+        f.loop = l;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_when_flushed(w, 20000000, on_flushed, &f), 0);
+        assert_false(f.called);
+        assert_int_equal(loop_run(l), 7);
+        assert_true(f.called);
+        assert_int_equal(f.error, 0);
+        webhook_sink_stats(w, &st);
+        assert_int_equal(st.delivered, 1);
+        assert_int_equal(st.retries, 1);
+        assert_int_equal(receiver_count(rx), 2);
+        w = webhook_sink_free(w);
+        receiver_stop(rx);
+        l = loop_free(l);
+
+        /* Nothing pending: called back on the next turn. */
+        rx = receiver_start(hang, ARRAY_SIZE(hang));
+        free(url);
+        url = receiver_url(rx);
+        o = fast_options(url);
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(webhook_sink_new(l, &o, &w), 0);
+        f = (struct flushed){};
+        assert_int_equal(webhook_sink_when_flushed(w, 20000000, on_flushed, &f), 0);
+        assert_false(f.called);
+        assert_int_equal(loop_run_until(l, &f.called, 5000000), 0);
+        assert_int_equal(f.error, 0);
+
+        /* A receiver that never answers: the timeout. */
+        f = (struct flushed){};
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_when_flushed(w, 200000, on_flushed, &f), 0);
+        assert_int_equal(loop_run_until(l, &f.called, 5000000), 0);
+        assert_int_equal(f.error, -ETIMEDOUT);
+        assert_int_equal(webhook_sink_pending(w), 1);
+
+        /* Freed while waiting: no call. */
+        f = (struct flushed){};
+        assert_int_equal(webhook_sink_when_flushed(w, 100000, on_flushed, &f), 0);
+        w = webhook_sink_free(w);
+        bool never = false;
+        assert_int_equal(loop_run_until(l, &never, 300000), -ETIMEDOUT);
+        assert_false(f.called);
+        receiver_stop(rx);
+}
+
 /* Debug logging on, every failure path taken: the log says what happened, never the URL nor the token. */
 static void test_no_secret_in_log(void **state)
 {
@@ -580,7 +663,8 @@ int main(void)
                 cmocka_unit_test(test_example_config),   cmocka_unit_test(test_delivery),
                 cmocka_unit_test(test_retry_after_500),  cmocka_unit_test(test_no_retry_after_400),
                 cmocka_unit_test(test_attempts_run_out), cmocka_unit_test(test_timeout),
-                cmocka_unit_test(test_pending_limit),    cmocka_unit_test(test_no_secret_in_log),
+                cmocka_unit_test(test_pending_limit),    cmocka_unit_test(test_when_flushed),
+                cmocka_unit_test(test_no_secret_in_log),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         metrics_reset();

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The simulator's SQS throttles (scenario faults.sqs_throttle_rate, docs/faults.md) are what the AWS SDKs take
+# for throttling: every aws CLI installed retries them until its attempts run out. Debian's /usr/bin/aws 2.9
+# (botocore 1.29: query protocol, "standard" retry mode) and, when installed, a newer aws CLI on PATH (JSON
+# 1.0 protocol; aws CLI v1 uses botocore's "legacy" mode, whose SQS policy names RequestThrottled with 403).
+# With every request throttled, the CLI must report "reached max retries: N" with N > 0 and one of the two
+# throttle codes the surface alternates (RequestThrottled 403, ThrottlingException 400).
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+CLIS=()
+[ -x /usr/bin/aws ] && CLIS+=(/usr/bin/aws)
+other=$(command -v aws 2>/dev/null || true)
+if [ -n "$other" ] && [ "$(readlink -f "$other")" != /usr/bin/aws ]; then
+	CLIS+=("$other")
+fi
+[ "${#CLIS[@]}" -gt 0 ] || skip "no aws CLI installed"
+
+cat >"$TEST_TMP/scenario.yaml" <<'EOF'
+name: cli-throttle
+mode: controller
+budget_seconds: 120
+seed: 3
+nodes:
+  - {name: spot-a, instance_id: i-0a00000000000000a, zone: us-east-1a, capacity_type: spot}
+  - {name: od-1, zone: us-east-1b, capacity_type: on-demand}
+workloads:
+  - {name: web, namespace: shop, kind: Deployment, replicas: 2, requests: {cpu: 100m, memory: 128Mi}}
+events:
+  - {at: 0, type: spot-interruption, node: spot-a}
+faults:
+  sqs_throttle_rate: 1
+EOF
+
+"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --mode controller --listen 127.0.0.1:0 \
+	--endpoints-out "$TEST_TMP/endpoints.json" >"$TEST_TMP/serve.log" 2>&1 &
+SIM_PIDS+=("$!")
+wait_for 10 test -s "$TEST_TMP/endpoints.json" || { cat "$TEST_TMP/serve.log" >&2; fail "sim serve did not start"; }
+URL=$(jq -r .sqs "$TEST_TMP/endpoints.json")
+QURL=$(jq -r .queue_url "$TEST_TMP/endpoints.json")
+
+for aws in "${CLIS[@]}"; do
+	version=$("$aws" --version 2>&1)
+	log "$version: receive-message against a queue that throttles every request"
+	rc=0
+	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS -u AWS_RETRY_MODE \
+		-u AWS_MAX_ATTEMPTS AWS_ACCESS_KEY_ID=AKIDEXAMPLE \
+		AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' AWS_CONFIG_FILE=/dev/null \
+		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
+		timeout 120 "$aws" sqs receive-message --queue-url "$QURL" --wait-time-seconds 0 --endpoint-url "$URL" \
+		--region us-east-1 --output json >"$TEST_TMP/out" 2>&1 || rc=$?
+	cat "$TEST_TMP/out"
+	[ "$rc" -ne 0 ] || fail "$aws: receive-message succeeded against a queue that throttles every request"
+	grep -Eq '\((RequestThrottled|ThrottlingException)\) when calling the ReceiveMessage operation \(reached max retries: [1-9]' \
+		"$TEST_TMP/out" || fail "$aws: the throttle was not retried as a throttle"
+done
+echo "ok"

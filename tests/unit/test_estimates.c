@@ -1,0 +1,198 @@
+/* Shutdown estimates: the stops observed per owner, and what the planner's input takes a pod's shutdown to
+ * be for acting (safe) and for the verdict (expected). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cJSON.h>
+#include <cmocka.h>
+
+#include "spotdrain/engine.h"
+#include "spotdrain/util.h"
+
+#define S(x) ((uint64_t)((x)*1000000.0))
+/* 2026-11-30T10:00:00Z, the engine clock of these inputs. */
+#define NOW   S(1796032800)
+#define OWNER "shop/ReplicaSet/api-7d4b9"
+
+static void test_observations_median_and_longest(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *s = NULL;
+        uint64_t median = 0, longest = 0;
+        assert_int_equal(drain_shutdowns_new(&s), 0);
+        assert_false(drain_shutdowns_get(s, OWNER, &median, &longest));
+        assert_int_equal(drain_shutdowns_generation(s), 0);
+        assert_int_equal(drain_shutdowns_observe(s, OWNER, S(20), S(30)), 0);
+        /* Quicker than expected: nobody needs judging again. */
+        assert_int_equal(drain_shutdowns_generation(s), 0);
+        assert_int_equal(drain_shutdowns_observe(s, OWNER, S(8), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe(s, "shop/ReplicaSet/other", S(1), 0), 0);
+        assert_int_equal(drain_shutdowns_generation(s), 1);
+        assert_int_equal(drain_shutdowns_observe(s, OWNER, S(12), S(30)), 0);
+        assert_true(drain_shutdowns_get(s, OWNER, &median, &longest));
+        assert_int_equal(median, S(12));
+        assert_int_equal(longest, S(20));
+        /* The median rose from 8 to 12 s. */
+        assert_int_equal(drain_shutdowns_generation(s), 2);
+        /* An even count gives the lower middle, a value that was seen. */
+        assert_int_equal(drain_shutdowns_observe(s, OWNER, S(30), S(30)), 0);
+        assert_true(drain_shutdowns_get(s, OWNER, &median, NULL));
+        assert_int_equal(median, S(12));
+        assert_int_equal(drain_shutdowns_generation(s), 2);
+        /* Only the latest stops count: an old long one is forgotten. */
+        for (int i = 0; i < 16; i++)
+                assert_int_equal(drain_shutdowns_observe(s, OWNER, S(3), S(30)), 0);
+        assert_true(drain_shutdowns_get(s, OWNER, &median, &longest));
+        assert_int_equal(median, S(3));
+        assert_int_equal(longest, S(3));
+        assert_int_equal(drain_shutdowns_observe(NULL, OWNER, 1, 0), -EINVAL);
+        assert_false(drain_shutdowns_get(NULL, OWNER, &median, &longest));
+}
+
+/* A Ready pod of OWNER with a 60 s grace period; stopping_for > 0: deleted that long ago. */
+static cJSON *pod(const char *name, double stopping_for)
+{
+        char deletion[160] = "";
+        if (stopping_for > 0) {
+                /* deletionTimestamp is when the grace period ends. */
+                uint64_t ends = NOW - S(stopping_for) + S(60);
+                char ts[64];
+                assert_int_equal(format_rfc3339(ends, ts, sizeof(ts)), 0);
+                snprintf(deletion, sizeof(deletion),
+                         "\"deletionTimestamp\": \"%s\", \"deletionGracePeriodSeconds\": 60,", ts);
+        }
+        char text[1024];
+        snprintf(text, sizeof(text),
+                 "{\"metadata\": {\"name\": \"%s\", \"namespace\": \"shop\", \"uid\": \"u-%s\", %s"
+                 " \"ownerReferences\": [{\"kind\": \"ReplicaSet\", \"name\": \"api-7d4b9\", "
+                 "\"controller\": true}]},"
+                 " \"spec\": {\"nodeName\": \"spot-a\", \"terminationGracePeriodSeconds\": 60},"
+                 " \"status\": {\"phase\": \"Running\", \"conditions\": [{\"type\": \"Ready\", \"status\": "
+                 "\"True\"}]}}",
+                 name, name, deletion);
+        cJSON *o = cJSON_Parse(text);
+        assert_non_null(o);
+        return o;
+}
+
+/* The shutdown estimate of each pod ("a", "b" stopping for `stopping` s when > 0, "c" gone) on basis. */
+static void estimates(const struct drain_shutdowns *seen, enum drain_shutdown_basis basis, double stopping,
+                      uint64_t ret[3])
+{
+        struct drain_inputs_options o = { .now_usec = NOW,
+                                          .default_startup_usec = S(10),
+                                          .shutdowns = seen,
+                                          .shutdown_basis = basis,
+                                          .expected_shutdown_fraction = 0.5 };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        size_t idx[3];
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_add_node(di, "spot-a", NOW + S(120), S(5), NULL), 0);
+        const char *names[] = { "a", "b", "c" };
+        double stop[] = { 0, stopping, 100 };
+        for (size_t i = 0; i < 3; i++) {
+                cJSON *p = pod(names[i], stop[i]);
+                assert_int_equal(drain_inputs_add_pod(di, 0, p, &idx[i]), 0);
+                cJSON_Delete(p);
+        }
+        /* "c" was deleted 100 s ago and is gone: it says nothing of how long a stop takes now. */
+        assert_int_equal(drain_inputs_set_gone(di, idx[2], NOW - S(50)), 0);
+        assert_int_equal(drain_inputs_set_gone(di, idx[0], NOW), -EINVAL); /* not deleting */
+        const struct drain_input *in = drain_inputs_get(di);
+        for (size_t i = 0; i < 3; i++)
+                ret[i] = in->pods[idx[i]].shutdown_usec;
+}
+
+static void test_estimates_safe_and_expected(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *seen = NULL;
+        uint64_t e[3];
+        assert_int_equal(drain_shutdowns_new(&seen), 0);
+
+        /* Nothing seen: acting allows the whole grace period (0 = the planner takes the grace period), the
+         * verdict expects half of it. */
+        estimates(NULL, DRAIN_SHUTDOWN_SAFE, 0, e);
+        assert_int_equal(e[0], 0);
+        estimates(seen, DRAIN_SHUTDOWN_SAFE, 0, e);
+        assert_int_equal(e[0], 0);
+        estimates(seen, DRAIN_SHUTDOWN_EXPECTED, 0, e);
+        assert_int_equal(e[0], S(30));
+        assert_int_equal(e[2], S(30));
+
+        /* Siblings stopped in 20 s and 16 s: the verdict takes the median, acting the longest and a
+         * quarter on top. */
+        assert_int_equal(drain_shutdowns_observe(seen, OWNER, S(20), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe(seen, OWNER, S(16), S(30)), 0);
+        estimates(seen, DRAIN_SHUTDOWN_EXPECTED, 0, e);
+        assert_int_equal(e[0], S(16));
+        estimates(seen, DRAIN_SHUTDOWN_SAFE, 0, e);
+        assert_int_equal(e[0], S(25));
+
+        /* A sibling has been stopping for 40 s already: longer than anything seen, so both grow to it. */
+        estimates(seen, DRAIN_SHUTDOWN_EXPECTED, 40, e);
+        assert_int_equal(e[0], S(40));
+        assert_int_equal(e[1], S(40));
+        estimates(seen, DRAIN_SHUTDOWN_SAFE, 40, e);
+        assert_int_equal(e[0], S(50));
+        /* One stopping for less than the median changes nothing. */
+        estimates(seen, DRAIN_SHUTDOWN_EXPECTED, 5, e);
+        assert_int_equal(e[0], S(16));
+
+        /* A quick stop still takes a moment: never 0, which would mean unknown. */
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *quick = NULL;
+        assert_int_equal(drain_shutdowns_new(&quick), 0);
+        assert_int_equal(drain_shutdowns_observe(quick, OWNER, 0, S(30)), 0);
+        estimates(quick, DRAIN_SHUTDOWN_EXPECTED, 0, e);
+        assert_int_equal(e[0], 1);
+        estimates(quick, DRAIN_SHUTDOWN_SAFE, 0, e);
+        assert_int_equal(e[0], S(1));
+}
+
+/* The verdict follows the estimates: a pod that waits 60 s for its PDB slot fits a 120 s budget if it
+ * stops in 30 s, not if it needs its whole 60 s grace period. */
+static void test_expected_basis_changes_the_verdict(void **state)
+{
+        for (int basis = DRAIN_SHUTDOWN_SAFE; basis <= DRAIN_SHUTDOWN_EXPECTED; basis++) {
+                struct drain_inputs_options o = { .now_usec = NOW,
+                                                  .default_startup_usec = S(30),
+                                                  .shutdown_basis = (enum drain_shutdown_basis)basis,
+                                                  .expected_shutdown_fraction = 0.5 };
+                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+                assert_int_equal(drain_inputs_new(&o, &di), 0);
+                assert_int_equal(drain_inputs_add_node(di, "spot-a", NOW + S(120), S(5), NULL), 0);
+                cJSON *pdb = cJSON_Parse(
+                    "{\"metadata\": {\"name\": \"api\", \"namespace\": \"shop\"}, \"spec\": "
+                    "{\"maxUnavailable\": 1,"
+                    " \"selector\": {}}, \"status\": {\"currentHealthy\": 10, \"desiredHealthy\": 9,"
+                    " \"expectedPods\": 10, \"disruptionsAllowed\": 1}}");
+                assert_non_null(pdb);
+                assert_int_equal(drain_inputs_add_pdb(di, pdb), 0);
+                cJSON_Delete(pdb);
+                const char *names[] = { "a", "b", "c" };
+                for (size_t i = 0; i < 3; i++) {
+                        cJSON *p = pod(names[i], 0);
+                        assert_int_equal(drain_inputs_add_pod(di, 0, p, NULL), 0);
+                        cJSON_Delete(p);
+                }
+                assert_int_equal(drain_plan_make(drain_inputs_get(di), &plan), 0);
+                /* Three waves 30 s apart: the last starts at 60 s. */
+                assert_int_equal(plan->pdbs[0].waves, 3);
+                assert_int_equal(plan->nodes[0].verdict,
+                                 basis == DRAIN_SHUTDOWN_SAFE ? DRAIN_INFEASIBLE_FORCED : DRAIN_FEASIBLE);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_observations_median_and_longest),
+                cmocka_unit_test(test_estimates_safe_and_expected),
+                cmocka_unit_test(test_expected_basis_changes_the_verdict),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
