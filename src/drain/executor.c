@@ -354,7 +354,7 @@ static int add_inputs(void *userdata, struct drain_inputs *di)
         r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
         if (r < 0)
                 return r;
-        r = add_pods(x, di, node, drain_inputs_get(di)->now_usec, NULL, &n);
+        r = add_pods(x, di, node, drain_inputs_now(di), NULL, &n);
         if (r < 0)
                 return r;
         return drain_inputs_add_startups(di, x->startups, x->n_startups);

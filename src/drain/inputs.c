@@ -29,6 +29,7 @@ struct drain_inputs {
         const struct drain_shutdowns *shutdowns;
         enum drain_shutdown_basis shutdown_basis;
         double expected_fraction;
+        bool estimated; /* every pod's shutdown estimate is filled in for the pods as they stand */
 };
 
 struct sample {
@@ -36,10 +37,17 @@ struct sample {
         uint64_t usec;
 };
 
-/* Grows *array (of elem bytes) so that index n fits. */
+/* Grows *array (of elem bytes, holding n) so that index n fits. Arrays only ever grow one element at a time
+ * through here, so the capacity is the power of two above n: doubled when n reaches it. (One realloc per
+ * element made every plan quadratic in the pods of all the drains planned together.) */
 static int grow(void **array, size_t n, size_t elem)
 {
-        void *p = realloc(*array, (n + 1) * elem);
+        if (n > 0 && (n & (n - 1)) != 0)
+                return 0;
+        size_t cap = n ? 2 * n : 1;
+        if (cap > SIZE_MAX / elem)
+                return -ENOMEM;
+        void *p = realloc(*array, cap * elem);
         if (!p)
                 return -ENOMEM;
         *array = p;
@@ -218,6 +226,7 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
         if (ret_index)
                 *ret_index = di->n_pods;
         di->n_pods++;
+        di->estimated = false;
         return 0;
 }
 
@@ -226,6 +235,7 @@ int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec)
         if (i >= di->n_pods || !di->pods[i].deleting)
                 return -EINVAL;
         di->pods[i].gone_usec = gone_usec;
+        di->estimated = false;
         return 0;
 }
 
@@ -312,9 +322,27 @@ static void estimate_shutdowns(struct drain_inputs *di)
         }
 }
 
+uint64_t drain_inputs_now(const struct drain_inputs *di)
+{
+        return di->in.now_usec;
+}
+
+bool drain_inputs_find_node(const struct drain_inputs *di, const char *name, size_t *ret_index)
+{
+        for (size_t i = 0; i < di->n_nodes; i++)
+                if (streq(di->node_names[i], name)) {
+                        *ret_index = i;
+                        return true;
+                }
+        return false;
+}
+
 const struct drain_input *drain_inputs_get(struct drain_inputs *di)
 {
-        estimate_shutdowns(di);
+        if (!di->estimated) {
+                estimate_shutdowns(di);
+                di->estimated = true;
+        }
         /* The PDB entries borrow from the parsed PDBs, whose array is final only now. */
         for (size_t i = 0; i < di->n_pdbs; i++) {
                 const struct kube_pdb *k = &di->kpdbs[i];

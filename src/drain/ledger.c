@@ -474,7 +474,7 @@ int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t d
 /* The kept ghosts still due, each node of theirs once. */
 static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
 {
-        uint64_t now = drain_inputs_get(di)->now_usec;
+        uint64_t now = drain_inputs_now(di);
         for (size_t i = 0; i < l->n_ghosts;)
                 if (l->ghosts[i].until <= now) {
                         kept_ghost_clear(&l->ghosts[i]);
@@ -483,11 +483,8 @@ static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
                         i++;
         for (size_t i = 0; i < l->n_ghosts; i++) {
                 const struct kept_ghost *g = &l->ghosts[i];
-                const struct drain_input *in = drain_inputs_get(di);
                 size_t node = 0, idx;
-                while (node < in->n_nodes && !streq(in->nodes[node].name, g->node))
-                        node++;
-                int r = node < in->n_nodes
+                int r = drain_inputs_find_node(di, g->node, &node)
                             ? 0
                             : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
                 if (r < 0)
@@ -570,6 +567,11 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                 *w = (struct waiter){ .member = member, .pod = copy, .seq = l->seq++ };
         }
         w->seen = true;
+        /* Its moment moved (the estimates did): the order among every member's waiters may have changed,
+         * and a pod of another member that now ranks within the free slots is woken, or it would wait
+         * behind this one's old moment while this one waits behind its. */
+        if (w->last_safe != last_safe_usec && w->last_safe != 0)
+                schedule_dispatch(l);
         w->last_safe = last_safe_usec;
 
         if (unsettled_before(l, member, clk_now()) || in_flight(l) >= MAX_IN_FLIGHT)
