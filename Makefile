@@ -5,7 +5,11 @@ CC ?= cc
 BUILD ?= build
 VERSION := 0.1.0
 
-PKGS := libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd
+PKGS := libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd
+# spotdrain-agent: the same library without the simulator, so without libmicrohttpd (and GnuTLS with it).
+AGENT_PKGS := libcjson yaml-0.1 openssl libsystemd expat
+# Tests only: a few drive the simulator with libcurl as an independent client.
+TEST_PKGS := libcurl cmocka
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
@@ -14,7 +18,8 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-paramete
 OPT ?= -O2 -g
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
-CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+AGENT_LIBS = $(shell pkg-config --libs $(AGENT_PKGS) 2>/dev/null) -lm -lpthread
+CMOCKA_LIBS = $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
 
 # MODULES and TESTS narrow a build to some modules / test binaries (e.g. make unit MODULES="core sim" TESTS=test_yaml).
 MODULES ?= $(notdir $(wildcard src/*))
@@ -40,6 +45,12 @@ $(1)/libspotdrain.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
 	ar rcs $$@ $$^
 $(1)/spotdrain: $(1)/obj/src/cli/main.o $(1)/libspotdrain.a
 	$(3) $(2) -o $$@ $$^ $$(PKG_LIBS)
+$(1)/obj/src/cli/main_agent.o: src/cli/main.c $(HDRS) $(DEPS_STAMP)
+	@mkdir -p $$(dir $$@)
+	$(3) $$(CFLAGS_BASE) $$(OPT) $(2) $$(PKG_CFLAGS) -DSPOTDRAIN_AGENT_ONLY -c $$< -o $$@
+# Linked without libmicrohttpd: a reference to the simulator from the agent's code fails here.
+$(1)/spotdrain-agent: $(1)/obj/src/cli/main_agent.o $(1)/libspotdrain.a
+	$(3) $(2) -o $$@ $$^ $$(AGENT_LIBS)
 $(1)/tests/%: $(1)/obj/tests/unit/%.o $$(patsubst %.c,$(1)/obj/%.o,$$(TEST_HELPERS)) $(1)/libspotdrain.a
 	@mkdir -p $$(dir $$@)
 	$(3) $(2) -o $$@ $$^ $$(PKG_LIBS) $$(CMOCKA_LIBS)
@@ -57,11 +68,11 @@ ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 
 .PHONY: all check unit unit-asan unit-valgrind integration integration-asan demo install format format-check clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
-all: $(BUILD)/spotdrain $(BUILD)/libspotdrain.a
+all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 
 # Installs missing Debian packages only when a pkg-config or command check fails.
 $(DEPS_STAMP): scripts/install-deps
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PKGS) cmocka \
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PKGS) $(TEST_PKGS) \
 	   || ! command -v clang >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 \
 	   || ! /usr/bin/python3 -c 'import yaml, botocore' >/dev/null 2>&1 \
 	   || ! command -v kubectl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 \
@@ -85,7 +96,7 @@ unit-valgrind: $(UNIT_BINS)
 # fuzz_smoke.sh is left to `make fuzz-smoke` (run by .ci/run after `make check`): it compiles the library
 # once more with fuzzing instrumentation, which would double the time `make check` takes.
 INTEGRATION_TESTS := $(filter-out %lib.sh tests/integration/fuzz_smoke.sh,$(wildcard tests/integration/*.sh))
-integration: $(BUILD)/spotdrain
+integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 	@SPOTDRAIN=$(BUILD)/spotdrain IT_LOGS=$(BUILD)/it scripts/run-integration $(INTEGRATION_TESTS)
 # The same suite against the ASan+UBSan binary. The test tools the scripts compile against the library are
 # instrumented too ($CC); Go's cgo is off, so that helm_lint's renderer does not link with that $CC. The
@@ -94,7 +105,7 @@ integration: $(BUILD)/spotdrain
 # Every sanitizer report goes to a file under $(BUILD)/it-asan/reports/TEST/ rather than to stderr, so that
 # one written at the exit of a background server stopped by SIGTERM is noticed, not lost in a log nobody reads:
 # run-integration fails a test that leaves a report. Leaks count: every process frees what it owns on exit.
-integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/libspotdrain.a
+integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/spotdrain-agent $(BUILD)/asan/libspotdrain.a
 	@SPOTDRAIN=$(BUILD)/asan/spotdrain IT_LOGS=$(BUILD)/it-asan SANITIZER_REPORTS=$(BUILD)/it-asan/reports \
 		CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 scripts/run-integration $(INTEGRATION_TESTS)
@@ -115,9 +126,10 @@ demo: $(BUILD)/spotdrain
 
 include mk/install.mk
 
-install: $(BUILD)/spotdrain
+install: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/spotdrain $(DESTDIR)$(PREFIX)/bin/spotdrain
+	install -m 0755 $(BUILD)/spotdrain-agent $(DESTDIR)$(PREFIX)/bin/spotdrain-agent
 	install -d $(DESTDIR)$(PREFIX)/share/spotdrain
 	install -m 0644 data/instance-types.json $(DESTDIR)$(PREFIX)/share/spotdrain/instance-types.json
 

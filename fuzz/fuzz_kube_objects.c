@@ -1,5 +1,6 @@
 /* libFuzzer target for the Kubernetes object readers (src/kube/kube_objects.c): pods, nodes, PDBs, label
- * selectors and leases out of any JSON, without a crash, a leak or undefined behaviour.
+ * selectors and leases out of any JSON, and the informers' pruning (kube_object_prune), without a crash, a
+ * leak or undefined behaviour.
  *
  * The input is parsed as JSON; the object itself, its spec.selector and every element of its "items" (a
  * list answer) go through every reader, and each PDB's selector is matched against each pod's labels.
@@ -54,6 +55,19 @@ static void one(const cJSON *obj, const cJSON *other)
                 (void)kube_pod_annotation(&pod, "kubernetes.io/config.mirror");
                 kube_pod_clear(&pod);
         }
+        /* The informers' pruning (every path form: nested, whole subtree, array filter, malformed), and the
+         * pod reader on what is left, as the drains read their pods. */
+        static const char *const keep[] = { "metadata.labels",
+                                            "spec",
+                                            "status.conditions[type=Ready]",
+                                            "status.conditions[type",
+                                            "a..b",
+                                            "x[=]",
+                                            NULL };
+        cJSON *pruned = kube_object_prune(obj, keep);
+        if (pruned && kube_pod_parse(pruned, &pod) == 0)
+                kube_pod_clear(&pod);
+        cJSON_Delete(pruned);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

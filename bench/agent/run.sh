@@ -4,7 +4,8 @@
 # aws-node-termination-handler's published figures.
 #
 # Everything runs at time scale 1 against the simulator's Kubernetes and IMDS surfaces (`spotdrain sim serve`),
-# each agent a separate `spotdrain agent` process with the default 1 s poll.
+# each agent a separate `spotdrain-agent agent` process (the DaemonSet's binary) speaking HTTPS to the API
+# server through bench/agent/tls_front.py (a CA and certificate made for the run), as in a cluster.
 #
 # usage: bench/agent/run.sh [--quick]     SPOTDRAIN=path/to/spotdrain (default build/spotdrain)
 #   --quick: 60 s idle window instead of 300 s.
@@ -14,6 +15,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SPOTDRAIN=${SPOTDRAIN:-$ROOT/build/spotdrain}
 case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac
+# The agents run the DaemonSet's binary (spotdrain-agent, beside spotdrain); the simulator runs spotdrain.
+SPOTDRAIN_AGENT=${SPOTDRAIN_AGENT:-$(dirname "$SPOTDRAIN")/spotdrain-agent}
 IDLE_SECONDS=300
 [ "${1:-}" = --quick ] && IDLE_SECONDS=60
 N=20
@@ -55,13 +58,18 @@ start_sim() {
 	PIDS+=("$!")
 	wait_for 15 test -s "$dir/endpoints.json" || die "simulator $1 did not start: $(cat "$dir/sim.log")"
 	EP=$dir/endpoints.json
-	KC=$dir/kubeconfig
 	K8S=$(jq -r .kubernetes "$EP")
+	# The agents speak HTTPS to the API server, as in a cluster (tls_front.py relays to the simulator).
+	/usr/bin/python3 "$ROOT/bench/agent/tls_front.py" "$dir/kubeconfig" "$dir/kubeconfig-tls" "$dir" \
+		>"$dir/tls.log" 2>&1 &
+	PIDS+=("$!")
+	wait_for 15 test -s "$dir/kubeconfig-tls" || die "TLS front $1 did not start: $(cat "$dir/tls.log")"
+	KC=$dir/kubeconfig-tls
 }
 
 # start_agent NODE LOG: sets AGENT_PID
 start_agent() {
-	NODE_NAME= "$SPOTDRAIN" agent --kubeconfig "$KC" --imds-endpoint "$(jq -r --arg n "$1" '.imds_by_node[$n]' "$EP")" \
+	NODE_NAME= "$SPOTDRAIN_AGENT" agent --kubeconfig "$KC" --imds-endpoint "$(jq -r --arg n "$1" '.imds_by_node[$n]' "$EP")" \
 		--metrics-listen off --log-level warning --poll-interval "$POLL" >"$2" 2>&1 &
 	AGENT_PID=$!
 	PIDS+=("$AGENT_PID")
@@ -126,7 +134,7 @@ idle_anon=$(anon_kib "$idle_pid")
 idle_pss=$(pss_kib "$idle_pid")
 # What the binary costs before it does anything: the shared libraries every spotdrain process maps.
 baseline=0
-[ -x /usr/bin/time ] && baseline=$(/usr/bin/time -f %M "$SPOTDRAIN" version 2>&1 >/dev/null | tail -n1)
+[ -x /usr/bin/time ] && baseline=$(/usr/bin/time -f %M "$SPOTDRAIN_AGENT" version 2>&1 >/dev/null | tail -n1)
 hz=$(getconf CLK_TCK)
 cpu_per_hour=$(awk -v d=$((cpu1 - cpu0)) -v hz="$hz" -v w="$IDLE_SECONDS" 'BEGIN { printf "%.2f", d / hz * 3600 / w }')
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -185,7 +193,7 @@ printf '  %-34s %-22s %s\n' "peak RSS, draining 110 pods" "$(mib "$drain_hwm")" 
 printf '  %-34s %-22s %s\n' "CPU per idle hour" "${cpu_per_hour} s" "-"
 echo
 echo "  idle memory: RSS $(mib "$idle_rss") = private $(mib "$idle_anon") + shared library pages; PSS $(mib "$idle_pss");"
-echo "    \`spotdrain version\` alone peaks at $(mib "$baseline") (the ~40 shared libraries of the one binary)."
+echo "    \`spotdrain-agent version\` alone peaks at $(mib "$baseline") (its shared libraries: libc, OpenSSL, libsystemd, cJSON, libyaml, expat)."
 echo "  draining: private (anonymous) memory at the end $(mib "$drain_anon")."
 echo "  drain of 110 pods: $drain_status; simulator: $drain_result"
 echo "  CPU per idle hour is measured over ${IDLE_SECONDS} s of idle polling and extrapolated to one hour."

@@ -1,4 +1,4 @@
-/* core: the one event loop (sd-event + libcurl multi), the engine clock, HTTP client, backoff, logging. */
+/* core: the one event loop (sd-event), the engine clock, HTTP client, backoff, logging. */
 #pragma once
 
 #include <stdarg.h>
@@ -60,9 +60,16 @@ int timer_start_in(struct loop *l, uint64_t after_usec, timer_fn fn, void *userd
 struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL; not after it fired */
 
 /* ---- HTTP client ----
- * Async, on the loop. TLS is always verified. Redirects are not followed. https only, except loopback
- * addresses and the link-local AWS services (IMDS 169.254.169.254 / fd00:ec2::254, EKS Pod Identity
- * 169.254.170.23 / fd00:ec2::23, ECS 169.254.170.2) where plain http is allowed.
+ * Async, on the loop: HTTP/1.1 on OpenSSL's libssl, with keep-alive connections pooled per loop (an idle
+ * connection the server closed is retried once for GET/HEAD/PUT/DELETE). TLS (>= 1.2) is always verified,
+ * names and IP literals alike. Redirects are not followed. https only, except loopback addresses and the
+ * link-local AWS services (IMDS 169.254.169.254 / fd00:ec2::254, EKS Pod Identity 169.254.170.23 /
+ * fd00:ec2::23, ECS 169.254.170.2) where plain http is allowed. https goes through an HTTP CONNECT proxy
+ * from https_proxy/HTTPS_PROXY (http:// proxy URLs, user:pass sent as Proxy-Authorization) unless
+ * no_proxy/NO_PROXY matches; loopback and link-local hosts never go through a proxy.
+ * Transport errors: -ECONNREFUSED (or the socket's errno), -EHOSTUNREACH (name not resolved), -ETIMEDOUT,
+ * -ECONNRESET (connection lost before the answer was complete), -EBADMSG (TLS verification or handshake
+ * failure; an answer's header block over 64 KiB), -EPROTO (malformed answer), -EFBIG (body over max_body).
  */
 struct http_tls {
         const char *ca_file;   /* PEM bundle path; NULL = system default */
@@ -98,7 +105,7 @@ struct http_response {
         size_t body_len;
         char *content_type;
         char *retry_after; /* Retry-After header, if any */
-        char errbuf[256];  /* curl's explanation of a transport failure */
+        char errbuf[256];  /* the explanation of a transport failure, in words */
 };
 
 typedef void (*http_done_fn)(const struct http_response *resp, void *userdata);
@@ -127,7 +134,7 @@ int http_status_to_errno(long status);
 int http_status_to_errno_method(const char *method, long status);
 
 /* Internal to src/core (loop.c <-> http.c), not for other modules: the slot where http.c keeps its per-loop
- * state (curl multi handle, sockets, calls), and its teardown from loop_free(). */
+ * state (calls, idle connections, TLS contexts), and its teardown from loop_free(). */
 void **loop_http_state(struct loop *l);
 void http_loop_cleanup(struct loop *l);
 

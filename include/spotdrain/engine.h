@@ -95,6 +95,9 @@ int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startu
  * pod's shutdown again. */
 uint64_t drain_inputs_now(const struct drain_inputs *di);
 bool drain_inputs_find_node(const struct drain_inputs *di, const char *name, size_t *ret_index);
+/* How many pods were added so far (the index the next one gets). */
+size_t drain_inputs_n_pods(const struct drain_inputs *di);
+size_t drain_inputs_n_nodes(const struct drain_inputs *di);
 /* The input as it stands (valid until the next add or free). */
 const struct drain_input *drain_inputs_get(struct drain_inputs *di);
 /* The parsed pod of input index i (valid as above). */
@@ -122,7 +125,9 @@ void drain_startups_free(struct drain_startup *s, size_t n);
  * A grant is reflected (and released) by the first status change after its eviction was answered; a 429
  * gives the slot back and marks the status stale until it changes, or for a jittered floor. Members are
  * woken (not polled) whenever a PDB changes, a member joins or leaves, or a slot may be theirs. The ledger
- * also lets a member plan across every node being drained (drain_ledger_add_others). */
+ * also plans every node being drained at once, one joint plan shared by the members (drain_ledger_plan):
+ * made anew at most once per burst of changes, not once per member and event (with D drains of P pods that
+ * was D² × P pod parses a round, and D copies of every other drain's pods). */
 struct drain_ledger;
 struct kube_informer;
 
@@ -134,11 +139,36 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_ledger *, drain_ledger_free);
 
 struct drain_inputs;
+/* A member's place in a joint plan: its node's index and its pods, n_pods of them from first_pod on. */
+struct drain_ledger_slice {
+        size_t node, first_pod, n_pods;
+};
+/* One plan of every drain of a ledger, with the input it was made from; reference counted, since a member
+ * that left may still read its last one. */
+struct drain_joint {
+        unsigned refs;
+        struct drain_inputs *inputs;
+        struct drain_plan *plan;
+        uint64_t made_usec; /* engine clock */
+        /* The same drains with shutdowns on DRAIN_SHUTDOWN_EXPECTED, made on the first ask. */
+        struct drain_inputs *expected_inputs;
+        struct drain_plan *expected;
+};
+struct drain_joint *drain_joint_ref(struct drain_joint *j);
+struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
+
 struct drain_ledger_member_ops {
         /* Something the member's plan depends on changed, or a slot may be waiting for it. */
         void (*wake)(void *userdata);
-        /* Adds the member's node and pods to another member's planner input; may do nothing. */
-        int (*add_inputs)(void *userdata, struct drain_inputs *di);
+        /* Adds the member's node and pods to a joint input (or nothing, e.g. before its pods are listed).
+         * slice is NULL for a plan the member will not act on; otherwise the member fills it in and keeps
+         * what it needs to act on the plan handed over by planned(). */
+        int (*add_inputs)(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice);
+        /* Appends the namespaces of its pods (borrowed until the next call into the member) to *ns. */
+        int (*namespaces)(void *userdata, const char ***ns, size_t *n);
+        /* The new joint plan (take a reference to keep it) and the member's slice, NULL when it added
+         * nothing. */
+        void (*planned)(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice);
 };
 /* userdata identifies the member in every call below; deadline_usec (engine clock) is its node's. */
 int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
@@ -149,8 +179,18 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata);
 /* The shared PDB informer (borrowed) and whether it has listed once. */
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l);
 bool drain_ledger_synced(const struct drain_ledger *l);
-/* Calls add_inputs of every member but self. */
-int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inputs *di);
+/* Something a plan depends on changed (a member's pods): the next drain_ledger_plan() makes a new one. */
+void drain_ledger_touch(struct drain_ledger *l);
+/* Makes the joint plan anew (with o, on DRAIN_SHUTDOWN_SAFE) when something changed since the last one or
+ * it is older than a second, and hands it to every member (planned()) before it returns. A burst of changes
+ * costs one plan: a new one is made at most every few times the last one took; until then member keeps the
+ * plan it has and is woken once the new one is made. */
+int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o);
+/* The current joint plan's counterpart on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), and the
+ * index of node in it; borrowed from the joint plan. -ENOENT when there is no joint plan or node is not
+ * in it. */
+int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
+                          const struct drain_plan **ret, size_t *ret_node);
 
 /* Slots. pdb and pod are "namespace/name". A member states every pod it wants to evict now between
  * drain_ledger_begin() and drain_ledger_end(); pods it no longer states stop waiting at the end. */
@@ -172,6 +212,8 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
 /* Counters for tests and benchmarks. */
 struct drain_ledger_stats {
         unsigned granted, refused, waiting;
+        unsigned
+            rechecks; /* times the ledger looked again with nothing heard (settle, a distrusted status) */
 };
 void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret);
 /* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */
@@ -246,9 +288,11 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
 struct drain_exec *drain_exec_free(struct drain_exec *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);
 
-/* The latest plan (NULL before the first one); valid until control returns to the loop. nodes[0] is this
- * node and its pods come first; with a shared ledger the plan also covers the nodes draining beside it. */
+/* The latest plan (NULL before the first one); valid until control returns to the loop. It is the ledger's
+ * joint plan: with a shared ledger it covers every node draining beside this one. */
 const struct drain_plan *drain_exec_plan(const struct drain_exec *x);
+/* This drain's node in it (drain_exec_plan() plans every node draining in the process). */
+const struct drain_plan_node *drain_exec_plan_node(const struct drain_exec *x);
 /* Pods of the latest plan still to go: of one plan PDB index (-1: those without a PDB), or all of them. */
 #define DRAIN_EXEC_ALL_PDBS INT_MIN
 unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb);

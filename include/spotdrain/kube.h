@@ -98,6 +98,9 @@ int kube_list_sync(struct kube_client *c, const char *path, const struct kube_li
 enum {
         KUBE_REQ_PRIORITY = 1 << 0,   /* ahead of ordinary requests in the rate limiter's queue */
         KUBE_REQ_IDEMPOTENT = 1 << 1, /* may be retried after 5xx, and 429 with Retry-After */
+        /* ahead of priority requests too: what a notice needs first (the cordon), which a burst of
+         * notices must not queue behind the lists and evictions of the drains already under way */
+        KUBE_REQ_URGENT = 1 << 2,
 };
 
 /* Any request. path is absolute ("/api/v1/nodes/n1?x=y"); body may be NULL. ret_call may be NULL. The verb
@@ -128,6 +131,9 @@ struct kube_list_options {
         unsigned limit; /* page size; 0 = 500 */
         const char *resource_version;
         bool priority; /* ahead of ordinary requests in the rate limiter (the lists decisions wait for) */
+        /* Keep only these fields of each item (kube_object_prune()), page by page, so that a large list
+         * never holds whole objects beyond one page; NULL keeps everything. Borrowed until the list ends. */
+        const char *const *keep_fields;
 };
 /* Lists a collection path, following metadata.continue and concatenating items. */
 int kube_list(struct kube_client *c, const char *path, const struct kube_list_options *o, kube_done_fn done,
@@ -136,6 +142,12 @@ int kube_list(struct kube_client *c, const char *path, const struct kube_list_op
 cJSON *kube_list_items(const cJSON *list);
 const char *kube_object_rv(const cJSON *obj);
 const char *kube_object_str(const cJSON *obj, const char *dotted_path); /* "metadata.name" */
+/* A copy of obj with only the fields at the NULL-terminated dotted paths of keep ("spec.providerID",
+ * "metadata.annotations"; a last segment "conditions[type=Ready]" keeps the array's matching elements), and
+ * always kind, apiVersion and metadata name, namespace, uid, resourceVersion,
+ * generation and deletionTimestamp; NULL on ENOMEM. An informer of 2,000 Nodes keeps kilobytes of each
+ * (status.images alone) that a controller never reads. */
+cJSON *kube_object_prune(const cJSON *obj, const char *const *keep);
 
 /* ---- watch ---- */
 enum kube_event_type {
@@ -157,6 +169,9 @@ struct kube_watch_options {
         const char *field_selector;
         const char *resource_version; /* NULL: start with a list (relisted is called) */
         unsigned timeout_seconds;     /* server-side watch timeout; 0 = 300 */
+        /* An informer keeps only these fields of each object (kube_object_prune()); NULL: all. Borrowed:
+         * must outlive the informer. */
+        const char *const *keep_fields;
 };
 struct kube_watch;
 int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
@@ -177,6 +192,8 @@ int kube_informer_start(struct kube_client *c, const struct kube_watch_options *
                         const struct kube_informer_ops *ops, void *userdata, struct kube_informer **ret);
 struct kube_informer *kube_informer_stop(struct kube_informer *inf);
 bool kube_informer_synced(const struct kube_informer *inf);
+/* Moves whenever an object is added, replaced or removed: equal values mean the same store. */
+unsigned long kube_informer_generation(const struct kube_informer *inf);
 size_t kube_informer_size(const struct kube_informer *inf);
 /* The stored object (borrowed) by namespace (NULL for cluster-scoped) and name. */
 const cJSON *kube_informer_get(const struct kube_informer *inf, const char *namespace, const char *name);

@@ -466,11 +466,11 @@ static void refresh(void *userdata)
                 if (n > 0 && buf_printf(&b, ", %s %u", plan->pdbs[i].name, n) < 0)
                         return;
         }
-        if (plan && plan->nodes[0].finish_usec != DRAIN_NEVER &&
+        const struct drain_plan_node *pn = drain_exec_plan_node(run->x);
+        if (pn && pn->finish_usec != DRAIN_NEVER &&
             buf_printf(&b, "; predicted finish in %.0f s",
-                       plan->nodes[0].finish_usec > now
-                           ? (double)(plan->nodes[0].finish_usec - now) / (double)USEC_PER_SEC
-                           : 0.0) < 0)
+                       pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
+                                             : 0.0) < 0)
                 return;
         fprintf(stderr, "\r\033[K%s", b.data);
         fflush(stderr);

@@ -592,7 +592,7 @@ static void show_progress(struct simulate *sm, struct sim_drain *d)
                 timeline(sm, scenario_seconds(sm, r->cordoned_usec), d->node, "cordoned and tainted");
         }
         if (!d->plan_shown && plan && plan->n_nodes > 0) {
-                const struct drain_plan_node *pn = &plan->nodes[0];
+                const struct drain_plan_node *pn = drain_exec_plan_node(d->x);
                 d->plan_shown = true;
                 if (pn->finish_usec != DRAIN_NEVER)
                         timeline(sm, scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now()),

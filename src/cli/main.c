@@ -11,18 +11,31 @@ struct command {
         const char *summary;
 };
 
+/* spotdrain-agent (SPOTDRAIN_AGENT_ONLY) is the same program with the DaemonSet's verbs only: without the
+ * simulator it links neither libmicrohttpd nor GnuTLS, whose pages an agent on every spot node would carry
+ * for nothing (docs/agent.md, "Memory"). */
+#ifdef SPOTDRAIN_AGENT_ONLY
+#define PROGRAM "spotdrain-agent"
+#else
+#define PROGRAM "spotdrain"
+#endif
+
 static const struct command commands[] = {
         { "agent", cmd_agent, "DaemonSet mode: poll this instance's IMDS for notices and drain this node" },
+#ifndef SPOTDRAIN_AGENT_ONLY
         { "controller", cmd_controller,
           "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node" },
         { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
         { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
         { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },
+#endif
         { "event", cmd_event, "event parse [FILE|-]: normalize one SQS/EventBridge/SNS/IMDS notice body" },
+#ifndef SPOTDRAIN_AGENT_ONLY
         { "simulate", cmd_simulate, "simulate SCENARIO: replay a scenario, the real engine acting on it" },
         { "sim", cmd_sim,
           "sim serve SCENARIO: serve the simulator to kubectl, the aws CLI or another spotdrain" },
         { "catalog", cmd_catalog, "catalog show|refresh: the instance types replacements are chosen from" },
+#endif
         { "check-config", cmd_check_config,
           "check-config [--config FILE]: validate the configuration, print it" },
         { "version", cmd_version, "print the version" },
@@ -30,7 +43,7 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: spotdrain COMMAND [OPTIONS]\n\ncommands:\n");
+        fprintf(f, "usage: " PROGRAM " COMMAND [OPTIONS]\n\ncommands:\n");
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
                 fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
         fprintf(f, "\ncommon options: --config FILE --kubeconfig FILE --json --log-format json|text "
@@ -52,7 +65,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
                 if (streq(argv[1], commands[i].name))
                         return commands[i].run(argc - 1, argv + 1);
-        fprintf(stderr, "spotdrain: unknown command '%s'\n\n", argv[1]);
+        fprintf(stderr, PROGRAM ": unknown command '%s'\n\n", argv[1]);
         usage(stderr);
         return EXIT_USAGE;
 }

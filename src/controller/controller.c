@@ -965,8 +965,12 @@ int controller_start(struct controller *c)
         if (c->started)
                 return -EALREADY;
         c->started = true;
-        r = kube_informer_start(c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes" }, &ops, c,
-                                &c->nodes);
+        /* What the controller reads of a Node (providerID for the notices' instances, the drain record
+         * annotation): not its status, most of a Node's size (images, conditions, capacity). */
+        static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec", NULL };
+        r = kube_informer_start(
+            c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes", .keep_fields = node_fields },
+            &ops, c, &c->nodes);
         if (r < 0)
                 return r;
         access_schedule(c, 0);

@@ -1,4 +1,4 @@
-/* The one event loop: sd-event owns signals and timers; http.c glues libcurl's multi-socket API into it. */
+/* The one event loop: sd-event owns signals and timers; http.c runs its connections on it. */
 #include <signal.h>
 #include <systemd/sd-event.h>
 

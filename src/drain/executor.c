@@ -23,6 +23,11 @@
 #define MIN(a, b)                 ((a) < (b) ? (a) : (b))
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
+/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
+ * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
+ * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
+ * only waits for a slow replacement infeasible. */
+#define GHOST_OVERDUE_USEC (30 * USEC_PER_SEC)
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -72,6 +77,8 @@ struct drain_exec {
         bool evict_daemonsets, leave_emptydir;
 
         struct kube_informer *pods_inf;
+        unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
+        bool pods_synced;
         /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
         struct drain_ledger *ledger, *own_ledger;
         bool joined;
@@ -88,11 +95,15 @@ struct drain_exec {
         struct xpod **pods;
         size_t n_pods;
 
+        /* The ledger's joint plan of every node draining beside this one (a reference); plan and inputs
+         * are its. This node's pods are slice.n_pods (n_own) from slice.first_pod on. */
+        struct drain_joint *joint;
+        const struct drain_plan *plan;
         struct drain_inputs *inputs;
-        struct drain_plan *plan;
-        /* The plan covers every node draining beside this one; this node's pods come first. */
-        struct xpod **plan_pods; /* plan pod index → its xpod, for the first n_own */
+        struct drain_ledger_slice slice;
+        struct xpod **plan_pods; /* own pod index → its xpod, for the n_own */
         size_t n_own;
+        struct xpod **next_map; /* plan_pods of the plan being made */
 
         struct timer *kick, *wake, *cordon_retry;
         struct backoff cordon_backoff;
@@ -110,6 +121,23 @@ struct startup_call {
 };
 
 static void act(struct drain_exec *x);
+
+/* Own pod i of the plan (0 ≤ i < n_own), and its input. */
+static const struct drain_plan_pod *own_plan_pod(const struct drain_exec *x, size_t i)
+{
+        return &x->plan->pods[x->slice.first_pod + i];
+}
+
+static const struct drain_pod_in *own_pod_in(const struct drain_exec *x, const struct drain_input *in,
+                                             size_t i)
+{
+        return &in->pods[x->slice.first_pod + i];
+}
+
+static const struct drain_plan_node *own_node(const struct drain_exec *x)
+{
+        return &x->plan->nodes[x->slice.node];
+}
 
 static void kick_fire(void *userdata)
 {
@@ -261,6 +289,9 @@ static void xpod_gone(struct xpod *p)
  * another UID (a StatefulSet's successor) are gone. */
 static int sync_pods(struct drain_exec *x)
 {
+        unsigned long generation = kube_informer_generation(x->pods_inf);
+        if (x->pods_synced && generation == x->synced_generation)
+                return 0;
         for (size_t i = 0; i < x->n_pods; i++) {
                 struct xpod *p = x->pods[i];
                 if (p->state == XPOD_GONE)
@@ -280,24 +311,17 @@ static int sync_pods(struct drain_exec *x)
                 if (r < 0)
                         return r;
         }
+        x->pods_synced = true;
+        x->synced_generation = generation;
         return 0;
 }
 
 /* ---- planning ---- */
 
-static bool namespace_has_pods(const struct drain_exec *x, const char *ns)
-{
-        for (size_t i = 0; i < x->n_pods; i++)
-                if ((x->pods[i]->state != XPOD_GONE || x->pods[i]->ghost) &&
-                    streq_ptr(x->pods[i]->namespace, ns))
-                        return true;
-        return false;
-}
-
 /* The budget and the predicted drain time of this node, for spotdrain_drain_{budget,predicted}_seconds. */
 static void export_plan_metrics(const struct drain_exec *x)
 {
-        const struct drain_plan_node *node = &x->plan->nodes[0];
+        const struct drain_plan_node *node = own_node(x);
         uint64_t now = x->plan->now_usec;
         double budget = node->deadline_usec > now ? (double)(node->deadline_usec - now) / 1e6 : 0.0;
         double predicted = node->finish_usec == DRAIN_NEVER ? budget
@@ -338,10 +362,11 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
         return 0;
 }
 
-/* The ledger's add_inputs: this drain, as seen by another executor planning beside it. */
-static int add_inputs(void *userdata, struct drain_inputs *di)
+/* The ledger's add_inputs: this drain's node and pods in the joint plan. */
+static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice)
 {
         struct drain_exec *x = userdata;
+        _cleanup_free_ struct xpod **map = NULL;
         size_t node, n = 0;
         int r;
 
@@ -351,22 +376,85 @@ static int add_inputs(void *userdata, struct drain_inputs *di)
         r = sync_pods(x);
         if (r < 0)
                 return r;
+        if (slice && !(map = calloc(x->n_pods + 1, sizeof(*map))))
+                return -ENOMEM;
         r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
         if (r < 0)
                 return r;
-        r = add_pods(x, di, node, drain_inputs_now(di), NULL, &n);
+        r = add_pods(x, di, node, drain_inputs_now(di), map, &n);
         if (r < 0)
                 return r;
-        return drain_inputs_add_startups(di, x->startups, x->n_startups);
+        if (slice) {
+                slice->node = node;
+                slice->n_pods = n;
+                free(x->next_map);
+                x->next_map = TAKE_PTR(map);
+        }
+        return 0;
 }
 
-/* Plans the drains (this node first) with shutdowns taken on basis; the map (pod index → xpod of this node)
- * and its length only when ret_map is not NULL. */
-static int make_plan(struct drain_exec *x, uint64_t now, enum drain_shutdown_basis basis,
-                     struct drain_plan **ret_plan, struct drain_inputs **ret_inputs, struct xpod ***ret_map,
-                     size_t *ret_n)
+/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. */
+static int add_namespaces(void *userdata, const char ***ns, size_t *n)
 {
-        struct drain_inputs_options io = {
+        struct drain_exec *x = userdata;
+        for (size_t i = 0; i < x->n_pods; i++) {
+                const struct xpod *p = x->pods[i];
+                if (p->state == XPOD_GONE && !p->ghost)
+                        continue;
+                if (*n > 0 && streq((*ns)[*n - 1], p->namespace))
+                        continue;
+                const char **a = realloc(*ns, (*n + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                *ns = a;
+                (*ns)[(*n)++] = p->namespace;
+        }
+        return 0;
+}
+
+/* Whether the plan asks anything else of this node's pods than the one acted on: what issue_pods() and
+ * warn_pod() go by. */
+static bool own_schedule_moved(const struct drain_exec *x, const struct drain_plan *plan,
+                               const struct drain_ledger_slice *slice, struct xpod *const *map)
+{
+        if (!x->plan || x->n_own != slice->n_pods)
+                return true;
+        for (size_t i = 0; i < slice->n_pods; i++) {
+                const struct drain_plan_pod *a = own_plan_pod(x, i), *b = &plan->pods[slice->first_pod + i];
+                if (x->plan_pods[i] != map[i] || a->action != b->action || a->tier != b->tier ||
+                    a->last_safe_usec != b->last_safe_usec || a->forced != b->forced ||
+                    a->killed != b->killed || a->warnings != b->warnings)
+                        return true;
+        }
+        return false;
+}
+
+/* The ledger's planned: the joint plan to act on from now. A drain acts on a new plan at once when it
+ * changes what this node's pods are to do (others' changes alone do not concern it). */
+static void planned(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice)
+{
+        struct drain_exec *x = userdata;
+        if (slice && x->next_map && own_schedule_moved(x, j->plan, slice, x->next_map))
+                kick(x);
+        x->joint = drain_joint_unref(x->joint);
+        free(x->plan_pods);
+        x->plan_pods = NULL;
+        x->plan = NULL;
+        x->inputs = NULL;
+        x->n_own = 0;
+        if (!slice)
+                return;
+        x->joint = drain_joint_ref(j);
+        x->plan = j->plan;
+        x->inputs = j->inputs;
+        x->slice = *slice;
+        x->n_own = slice->n_pods;
+        x->plan_pods = TAKE_PTR(x->next_map);
+}
+
+static void inputs_options(const struct drain_exec *x, uint64_t now, struct drain_inputs_options *ret)
+{
+        *ret = (struct drain_inputs_options){
                 .now_usec = now,
                 .policy = x->policy,
                 .evict_daemonsets = x->evict_daemonsets,
@@ -374,76 +462,23 @@ static int make_plan(struct drain_exec *x, uint64_t now, enum drain_shutdown_bas
                 .critical_classes = (const char *const *)x->critical,
                 .n_critical_classes = x->n_critical,
                 .shutdowns = drain_ledger_shutdowns(x->ledger),
-                .shutdown_basis = basis,
+                .shutdown_basis = DRAIN_SHUTDOWN_SAFE,
                 .expected_shutdown_fraction = x->expected_shutdown_fraction,
         };
-        const struct kube_informer *pdbs = drain_ledger_pdbs(x->ledger);
-        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
-        _cleanup_free_ struct xpod **map = NULL;
-        size_t n = 0;
-        int r;
-
-        r = drain_inputs_new(&io, &di);
-        if (r < 0)
-                return r;
-        r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, NULL);
-        if (r < 0)
-                return r;
-        /* Only the PDBs of namespaces with pods here can select them: a cluster may have thousands (other
-         * nodes' pods elsewhere share no PDB with these). */
-        for (size_t i = 0; i < kube_informer_size(pdbs); i++) {
-                const cJSON *o = kube_informer_at(pdbs, i);
-                if (!namespace_has_pods(x, kube_object_str(o, "metadata.namespace")))
-                        continue;
-                r = drain_inputs_add_pdb(di, o);
-                if (r == -ENOMEM)
-                        return r;
-        }
-        if (ret_map && !(map = calloc(x->n_pods + 1, sizeof(*map))))
-                return -ENOMEM;
-        r = add_pods(x, di, 0, now, map, &n);
-        if (r < 0)
-                return r;
-        r = drain_inputs_add_startups(di, x->startups, x->n_startups);
-        if (r < 0)
-                return r;
-        /* The nodes draining at the same time take slots of the same PDBs: plan them all at once, so that
-         * a PDB that cannot be honoured across them shows here. */
-        r = drain_ledger_add_others(x->ledger, x, di);
-        if (r < 0)
-                return r;
-        r = drain_plan_make(drain_inputs_get(di), &plan);
-        if (r < 0)
-                return r;
-        *ret_plan = TAKE_PTR(plan);
-        if (ret_inputs)
-                *ret_inputs = TAKE_PTR(di);
-        if (ret_map) {
-                *ret_map = TAKE_PTR(map);
-                *ret_n = n;
-        }
-        return 0;
 }
 
-/* The plan acted on: a pod's last safe moment allows it the longest stop it may take. */
+/* The plan acted on (a pod's last safe moment allows it the longest stop it may take): the ledger's joint
+ * plan of every node draining, made anew when something changed. */
 static int replan(struct drain_exec *x, uint64_t now)
 {
-        struct drain_plan *plan = NULL;
-        struct drain_inputs *di = NULL;
-        struct xpod **map = NULL;
-        size_t n = 0;
-        int r = make_plan(x, now, DRAIN_SHUTDOWN_SAFE, &plan, &di, &map, &n);
+        struct drain_inputs_options io;
+        const struct drain_plan *before = x->plan;
+        inputs_options(x, now, &io);
+        int r = drain_ledger_plan(x->ledger, x, &io);
         if (r < 0)
                 return r;
-        drain_plan_free(x->plan);
-        drain_inputs_free(x->inputs);
-        free(x->plan_pods);
-        x->plan = plan;
-        x->inputs = di;
-        x->plan_pods = map;
-        x->n_own = n;
-        export_plan_metrics(x);
+        if (x->plan && x->plan != before)
+                export_plan_metrics(x);
         return 0;
 }
 
@@ -455,9 +490,9 @@ static void secs_field(char *buf, size_t len, uint64_t at, uint64_t now)
                 snprintf(buf, len, "%.1f", at > now ? (double)(at - now) / (double)USEC_PER_SEC : 0.0);
 }
 
-static void alert_infeasible(struct drain_exec *x, const struct drain_plan *plan)
+static void alert_infeasible(struct drain_exec *x, const struct drain_plan *plan, size_t node_index)
 {
-        const struct drain_plan_node *node = &plan->nodes[0];
+        const struct drain_plan_node *node = &plan->nodes[node_index];
         uint64_t now = plan->now_usec;
         char finish[32], unforced[32] = "", allowed[16], here[16], fit_max[16], fit_min[16];
         _cleanup_free_ char *pdb_name = NULL;
@@ -508,25 +543,39 @@ static void alert_infeasible(struct drain_exec *x, const struct drain_plan *plan
  * acted on gives each pod the longest stop it may take (so that a force comes in time), which before any
  * stop was seen is its whole grace period, a pessimism that would cry wolf. That plan being feasible, the
  * expected one is too (shorter stops only finish sooner). */
-static void judge(struct drain_exec *x, uint64_t now)
+static void judge(struct drain_exec *x, uint64_t now, bool first)
 {
-        _cleanup_(drain_plan_freep) struct drain_plan *expected = NULL;
+        const struct drain_plan *expected = NULL;
+        struct drain_inputs_options io;
+        size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
-        if (x->plan->nodes[0].verdict == DRAIN_FEASIBLE)
+        if (own_node(x)->verdict == DRAIN_FEASIBLE)
                 return;
-        if (make_plan(x, now, DRAIN_SHUTDOWN_EXPECTED, &expected, NULL, NULL, NULL) < 0) {
-                alert_infeasible(x, x->plan); /* what is known */
+        inputs_options(x, now, &io);
+        if (drain_ledger_expected(x->ledger, &io, x->node, &expected, &node) < 0) {
+                alert_infeasible(x, x->plan, x->slice.node); /* what is known */
                 return;
         }
-        if (expected->nodes[0].verdict != DRAIN_FEASIBLE)
-                alert_infeasible(x, expected);
+        if (expected->nodes[node].verdict == DRAIN_FEASIBLE)
+                return;
+        /* Judged again mid-drain, a PDB that allows no disruption right now is most often short of a
+         * replacement still starting for an eviction elsewhere (another agent's node, an earlier wave) that
+         * this plan cannot see coming back: not a reason to cry wolf. A PDB blocked for good was blocked at
+         * the notice already, where the first judgement alerts; the deadline confirms the rest. */
+        int lb = expected->nodes[node].limiting_pdb;
+        if (!first && lb >= 0 && expected->pdbs[lb].k <= 0) {
+                log_debug("drain of %s: PDB %s/%s allows no disruption now; not judged infeasible mid-drain",
+                          x->node, expected->pdbs[lb].namespace, expected->pdbs[lb].name);
+                return;
+        }
+        alert_infeasible(x, expected, node);
 }
 
 /* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */
 static void warn_pod(struct drain_exec *x, size_t i)
 {
-        const struct drain_plan_pod *pp = &x->plan->pods[i];
+        const struct drain_plan_pod *pp = own_plan_pod(x, i);
         struct xpod *p = x->plan_pods[i];
         if (p->warned || pp->action == DRAIN_ACTION_LEAVE)
                 return;
@@ -552,7 +601,7 @@ static unsigned count_left(const struct drain_exec *x)
         if (!x->plan)
                 return 0;
         for (size_t i = 0; i < x->n_own; i++)
-                if (x->plan->pods[i].action != DRAIN_ACTION_LEAVE && x->plan_pods[i]->state != XPOD_GONE)
+                if (own_plan_pod(x, i)->action != DRAIN_ACTION_LEAVE && x->plan_pods[i]->state != XPOD_GONE)
                         n++;
         return n;
 }
@@ -567,7 +616,7 @@ char *drain_exec_left_names(const struct drain_exec *x)
                 return TAKE_PTR(b.data);
         for (size_t i = 0; i < x->n_own; i++) {
                 const struct xpod *p = x->plan_pods[i];
-                if (x->plan->pods[i].action == DRAIN_ACTION_LEAVE || p->state == XPOD_GONE)
+                if (own_plan_pod(x, i)->action == DRAIN_ACTION_LEAVE || p->state == XPOD_GONE)
                         continue;
                 if (buf_printf(&b, "%s%s/%s", b.len ? ", " : "", p->namespace, p->name) < 0)
                         return NULL;
@@ -650,8 +699,9 @@ static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct b
         for (size_t i = 0; in && i < x->n_own; i++) {
                 if (x->plan_pods[i] != p)
                         continue;
-                for (size_t j = 0; j < in->pods[i].n_pdbs; j++) {
-                        const struct drain_pdb_in *pdb = &in->pdbs[in->pods[i].pdbs[j]];
+                const struct drain_pod_in *pin = own_pod_in(x, in, i);
+                for (size_t j = 0; j < pin->n_pdbs; j++) {
+                        const struct drain_pdb_in *pdb = &in->pdbs[pin->pdbs[j]];
                         if (buf_printf(b, "%s%s/%s", j ? ", " : "", pdb->namespace, pdb->name) < 0)
                                 return;
                 }
@@ -812,7 +862,6 @@ static int want_slot(struct drain_exec *x, const struct drain_pdb_in *pdb, const
 static int issue_pods(struct drain_exec *x, uint64_t now)
 {
         const struct drain_input *in = drain_inputs_get(x->inputs);
-        const struct drain_plan *plan = x->plan;
         _cleanup_free_ struct order *order = calloc(x->n_own + 1, sizeof(*order));
         _cleanup_(buf_free) struct buf forced = { 0 };
         uint64_t next = x->deadline;
@@ -822,10 +871,10 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
         if (!order)
                 return -ENOMEM;
         for (size_t i = 0; i < x->n_own; i++) {
-                const struct drain_plan_pod *pp = &plan->pods[i];
+                const struct drain_plan_pod *pp = own_plan_pod(x, i);
                 struct xpod *p = x->plan_pods[i];
                 order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
-                if (pp->tier == 0 && wants_eviction(pp) && !in->pods[i].deleting &&
+                if (pp->tier == 0 && wants_eviction(pp) && !own_pod_in(x, in, i)->deleting &&
                     (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
                      p->state == XPOD_EVICTING))
                         tier0_pending = true;
@@ -834,8 +883,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
         for (size_t o = 0; o < x->n_own; o++) {
                 size_t i = order[o].i;
-                const struct drain_plan_pod *pp = &plan->pods[i];
-                const struct drain_pod_in *pin = &in->pods[i];
+                const struct drain_plan_pod *pp = own_plan_pod(x, i);
+                const struct drain_pod_in *pin = own_pod_in(x, in, i);
                 struct xpod *p = x->plan_pods[i];
 
                 warn_pod(x, i);
@@ -875,7 +924,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
                 /* Force phase: the last moment a graceful stop still ends before the deadline. */
                 if (due && now >= p->force_at) {
-                        const struct kube_pod *kp = drain_inputs_pod(x->inputs, i);
+                        const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
                         int64_t grace = force_grace(x, kp, now);
                         p->call = kube_call_cancel(p->call);
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
@@ -1044,11 +1093,11 @@ static void act(struct drain_exec *x)
         }
         if (!x->startups_started)
                 start_startups(x);
-        /* The first plan waits for the measurements (they answer in one round trip) so that the infeasible
-         * verdict is not raised on guesses, but not long: the alert is due within a second of the notice.
-         * Later plans use what is known. */
-        if (!x->plan && x->startups_pending > 0 && now < x->result.started_usec + STARTUP_WAIT_USEC &&
-            now < x->deadline) {
+        /* The first plan acted on waits for the measurements (they answer in one round trip) so that the
+         * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
+         * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
+        if (!x->result.planned_usec && x->startups_pending > 0 &&
+            now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
         }
@@ -1067,18 +1116,24 @@ static void act(struct drain_exec *x)
                         return;
                 }
         }
+        if (!x->plan) {
+                /* The joint plan comes after a burst of changes: the ledger wakes us with it. */
+                if (now >= x->deadline)
+                        finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
+                return;
+        }
         if (!x->result.planned_usec) {
                 x->result.planned_usec = now;
-                x->result.predicted_finish_usec = x->plan->nodes[0].finish_usec;
-                x->result.killed_predicted = (unsigned)x->plan->nodes[0].n_killed;
-                judge(x, now);
+                x->result.predicted_finish_usec = own_node(x)->finish_usec;
+                x->result.killed_predicted = (unsigned)own_node(x)->n_killed;
+                judge(x, now, true);
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
                 /* More pods drain beside this node's than when it was judged (another drain started or
                  * came to know its pods): PDBs shared with them may not be honoured across all. Or pods
                  * were seen taking longer to stop than expected. */
-                judge(x, now);
+                judge(x, now, false);
         }
         /* A node that does not exist has no pods either: wait for the cordon's answer to tell. */
         if (count_left(x) == 0 && !x->cordon_call) {
@@ -1098,14 +1153,21 @@ static void act(struct drain_exec *x)
 
 /* ---- informers ---- */
 
+/* A change of this node's pods: the joint plan is to be made anew, and acted on. */
+static void pods_changed(struct drain_exec *x)
+{
+        drain_ledger_touch(x->ledger);
+        kick(x);
+}
+
 static void pods_added(void *userdata, const cJSON *obj)
 {
-        kick(userdata);
+        pods_changed(userdata);
 }
 
 static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 {
-        kick(userdata);
+        pods_changed(userdata);
 }
 
 static uint64_t startup_of(const struct drain_exec *x, const char *owner_key)
@@ -1135,7 +1197,7 @@ static void keep_ghost(struct drain_exec *x, const cJSON *obj)
         p->ghost = cJSON_Duplicate(obj, true);
         p->gone_at = clk_now();
         /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
-        p->ghost_until = deleted + 2 * startup_of(x, key) + USEC_PER_SEC;
+        p->ghost_until = deleted + 2 * startup_of(x, key) + USEC_PER_SEC + GHOST_OVERDUE_USEC;
 }
 
 /* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
@@ -1176,12 +1238,12 @@ static void pods_deleted(void *userdata, const cJSON *obj)
 {
         observe_stop(userdata, obj);
         keep_ghost(userdata, obj);
-        kick(userdata);
+        pods_changed(userdata);
 }
 
 static void informer_synced(void *userdata)
 {
-        kick(userdata);
+        pods_changed(userdata);
 }
 
 /* The ledger's wake: a PDB changed, a drain started or ended beside this one, or a slot may be ours. */
@@ -1301,9 +1363,9 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_free(x->pods[i]);
         free(x->pods);
-        drain_plan_free(x->plan);
-        drain_inputs_free(x->inputs);
+        drain_joint_unref(x->joint);
         free(x->plan_pods);
+        free(x->next_map);
         free(x->node);
         free(x->kind);
         free(x->taint_key);
@@ -1386,8 +1448,29 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         static const struct drain_ledger_member_ops ledger_ops = {
                 .wake = ledger_wake,
                 .add_inputs = add_inputs,
+                .namespaces = add_namespaces,
+                .planned = planned,
         };
-        struct kube_watch_options pw = { .path = "/api/v1/pods", .field_selector = field };
+        /* What the drain reads of a pod (kube_pod_parse(), the delete's grace): a drain of a node's pods
+         * beside hundreds of others must not keep whole pods (managedFields, containers, env). */
+        static const char *const pod_fields[] = {
+                "metadata.labels",
+                "metadata.annotations",
+                "metadata.ownerReferences",
+                "metadata.creationTimestamp",
+                "metadata.deletionGracePeriodSeconds",
+                "spec.nodeName",
+                "spec.priority",
+                "spec.priorityClassName",
+                "spec.terminationGracePeriodSeconds",
+                "spec.volumes",
+                "status.phase",
+                "status.conditions[type=Ready]",
+                NULL,
+        };
+        struct kube_watch_options pw = { .path = "/api/v1/pods",
+                                         .field_selector = field,
+                                         .keep_fields = pod_fields };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;
@@ -1413,13 +1496,18 @@ const struct drain_plan *drain_exec_plan(const struct drain_exec *x)
         return x ? x->plan : NULL;
 }
 
+const struct drain_plan_node *drain_exec_plan_node(const struct drain_exec *x)
+{
+        return x && x->plan ? own_node(x) : NULL;
+}
+
 unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb)
 {
         unsigned n = 0;
         if (!x || !x->plan)
                 return 0;
         for (size_t i = 0; i < x->n_own; i++) {
-                const struct drain_plan_pod *pp = &x->plan->pods[i];
+                const struct drain_plan_pod *pp = own_plan_pod(x, i);
                 if (pp->action == DRAIN_ACTION_LEAVE || x->plan_pods[i]->state == XPOD_GONE)
                         continue;
                 if (pdb == DRAIN_EXEC_ALL_PDBS || pp->pdb == pdb)

@@ -337,6 +337,16 @@ bool drain_inputs_find_node(const struct drain_inputs *di, const char *name, siz
         return false;
 }
 
+size_t drain_inputs_n_pods(const struct drain_inputs *di)
+{
+        return di->n_pods;
+}
+
+size_t drain_inputs_n_nodes(const struct drain_inputs *di)
+{
+        return di->n_nodes;
+}
+
 const struct drain_input *drain_inputs_get(struct drain_inputs *di)
 {
         if (!di->estimated) {

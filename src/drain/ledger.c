@@ -18,12 +18,23 @@
  * queue dozens of evictions in the client's rate limiter ahead of the cordons of nodes whose notice just
  * came (the client keeps one queue within its QPS budget). */
 #define MAX_IN_FLIGHT 8
+/* A joint plan older than this is made anew even when nothing was heard: estimates of pods stopping right
+ * now grow with time, and kept ghosts expire. */
+#define PLAN_MAX_AGE_USEC (1000 * UINT64_C(1000))
+/* A new joint plan comes at most every PLAN_GAP_FACTOR times what the last one took (engine clock): a
+ * burst of changes across hundreds of drains costs a few plans, and planning at most a fifth of the loop,
+ * which the cordons of new notices need. */
+#define PLAN_GAP_FACTOR   4
+#define PLAN_GAP_MAX_USEC (500 * UINT64_C(1000))
 
 struct member {
         const struct drain_ledger_member_ops *ops;
         void *userdata;
         uint64_t joined_at, deadline;
-        bool stated; /* has stated its wants once (drain_ledger_end) */
+        bool stated;  /* has stated its wants once (drain_ledger_end) */
+        bool pending; /* asked for a plan while a new one had to wait: woken when it is made */
+        bool in_plan; /* slice is its place in the plan being made */
+        struct drain_ledger_slice slice;
 };
 
 struct waiter {
@@ -47,7 +58,9 @@ struct lpdb {
         size_t n_waiters;
         struct grant *grants;
         size_t n_grants;
-        bool stale; /* a 429 contradicted the status: no slot until it changes or stale_until */
+        bool stale;         /* a 429 contradicted the status: no slot until it changes or stale_until */
+        bool allowed_known; /* allowed is the status's (status_allowed()), until the status moves */
+        int allowed;
         uint64_t stale_until;
         unsigned status_seq; /* moves with every status change seen */
 };
@@ -70,6 +83,10 @@ struct drain_ledger {
         uint64_t seq;
         struct lpdb *pdbs;
         size_t n_pdbs;
+        size_t *by_key; /* indexes of pdbs in the order of their keys, for lookups by bisection */
+        /* The member between drain_ledger_begin() and _end(), and whether a newcomer holds it up. */
+        const void *stating;
+        bool stating_unsettled;
         struct timer *dispatch, *recheck;
         uint64_t recheck_at;
         struct drain_ledger_stats stats;
@@ -80,7 +97,20 @@ struct drain_ledger {
         struct drain_shutdowns *shutdowns;
         struct kept_ghost *ghosts;
         size_t n_ghosts;
+        /* The joint plan of every member, and when the next may be made. */
+        struct drain_joint *joint;
+        bool dirty;
+        uint64_t plan_cost, plan_made; /* engine clock: what the last one took, when it was done */
+        struct timer *replan;
+        /* The options of the members' plans (the first member's; a process drains with one configuration),
+         * so that the ledger can make a plan itself when something changed. */
+        struct drain_inputs_options opts;
+        char **critical;
+        size_t n_critical;
+        bool have_opts;
 };
+
+static void set_dirty(struct drain_ledger *l);
 
 static void waiter_clear(struct waiter *w)
 {
@@ -98,27 +128,53 @@ static void lpdb_clear(struct lpdb *p)
         free(p->key);
 }
 
+/* The position of key in by_key: where it is (*found) or would go. Every eviction asks, for every pod. */
+static size_t lpdb_position(const struct drain_ledger *l, const char *key, bool *found)
+{
+        size_t lo = 0, hi = l->n_pdbs;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(l->pdbs[l->by_key[mid]].key, key);
+                if (c == 0) {
+                        *found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
 static struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
 {
-        for (size_t i = 0; i < l->n_pdbs; i++)
-                if (streq(l->pdbs[i].key, key))
-                        return &l->pdbs[i];
-        return NULL;
+        bool found;
+        size_t at = lpdb_position(l, key, &found);
+        return found ? &l->pdbs[l->by_key[at]] : NULL;
 }
 
 static struct lpdb *lpdb_get(struct drain_ledger *l, const char *key)
 {
-        struct lpdb *p = lpdb_find(l, key);
-        if (p)
-                return p;
+        bool found;
+        size_t at = lpdb_position(l, key, &found);
+        if (found)
+                return &l->pdbs[l->by_key[at]];
         struct lpdb *a = realloc(l->pdbs, (l->n_pdbs + 1) * sizeof(*a));
         if (!a)
                 return NULL;
         l->pdbs = a;
+        size_t *b = realloc(l->by_key, (l->n_pdbs + 1) * sizeof(*b));
+        if (!b)
+                return NULL;
+        l->by_key = b;
         char *k = strdup(key);
         if (!k)
                 return NULL;
         l->pdbs[l->n_pdbs] = (struct lpdb){ .key = k };
+        memmove(&l->by_key[at + 1], &l->by_key[at], (l->n_pdbs - at) * sizeof(*l->by_key));
+        l->by_key[at] = l->n_pdbs;
         return &l->pdbs[l->n_pdbs++];
 }
 
@@ -169,11 +225,15 @@ static size_t in_flight(const struct drain_ledger *l)
         return n;
 }
 
-static int lpdb_free_slots(const struct drain_ledger *l, const struct lpdb *p)
+static int lpdb_free_slots(const struct drain_ledger *l, struct lpdb *p)
 {
         if (p->stale)
                 return 0;
-        int n = status_allowed(l, p->key) - (int)p->n_grants;
+        if (!p->allowed_known) {
+                p->allowed = status_allowed(l, p->key);
+                p->allowed_known = true;
+        }
+        int n = p->allowed - (int)p->n_grants;
         return n > 0 ? n : 0;
 }
 
@@ -184,19 +244,20 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
         return a->seq < b->seq;
 }
 
-/* How many waiters of p go before w. While w's member states its wants (between drain_ledger_begin() and
- * drain_ledger_end()), its own pods not stated yet in this pass do not count: their last safe moments are
- * from the previous pass, and when estimates moved (a stop observed) each pod stated with its new moment
- * would rank behind its siblings' stale ones, and no pod of the node would ever get the slot. */
-static size_t waiter_rank(const struct lpdb *p, const struct waiter *w)
+/* Whether fewer than slots waiters of p go before w (counting no further than needed). While w's member
+ * states its wants (between drain_ledger_begin() and drain_ledger_end()), its own pods not stated yet in
+ * this pass do not count: their last safe moments are from the previous pass, and when estimates moved (a
+ * stop observed) each pod stated with its new moment would rank behind its siblings' stale ones, and no pod
+ * of the node would ever get the slot. */
+static bool waiter_within(const struct lpdb *p, const struct waiter *w, size_t slots)
 {
         size_t n = 0;
-        for (size_t i = 0; i < p->n_waiters; i++) {
+        for (size_t i = 0; i < p->n_waiters && n < slots; i++) {
                 const struct waiter *o = &p->waiters[i];
                 if (o != w && (o->seen || o->member != w->member) && waiter_before(o, w))
                         n++;
         }
-        return n;
+        return n < slots;
 }
 
 static void wake_member(struct drain_ledger *l, void *member)
@@ -220,11 +281,15 @@ static void dispatch_fire(void *userdata)
 {
         struct drain_ledger *l = userdata;
         l->dispatch = NULL; /* released by the loop as it fired */
+        /* No slot goes out while the evictions under way are at the cap: woken now, the waiters would only
+         * ask again and be told to wait (hundreds of drains, over and over). An answer dispatches again. */
+        if (in_flight(l) >= MAX_IN_FLIGHT)
+                return;
         for (size_t i = 0; i < l->n_pdbs; i++) {
                 struct lpdb *p = &l->pdbs[i];
                 size_t slots = (size_t)lpdb_free_slots(l, p);
                 for (size_t j = 0; j < p->n_waiters && slots > 0; j++)
-                        if (waiter_rank(p, &p->waiters[j]) < slots)
+                        if (waiter_within(p, &p->waiters[j], slots))
                                 wake_member(l, p->waiters[j].member);
         }
 }
@@ -253,6 +318,7 @@ static void recheck_fire(void *userdata)
         uint64_t now = clk_now();
         l->recheck = NULL; /* released by the loop as it fired */
         l->recheck_at = 0;
+        l->stats.rechecks++;
         for (size_t i = 0; i < l->n_pdbs; i++)
                 if (l->pdbs[i].stale && now >= l->pdbs[i].stale_until)
                         l->pdbs[i].stale = false;
@@ -264,13 +330,18 @@ static void recheck_fire(void *userdata)
  * the floor (the safety net), and a new member that stays silent is waited for no longer. */
 static void arm_recheck(struct drain_ledger *l)
 {
-        uint64_t at = UINT64_MAX;
+        uint64_t at = UINT64_MAX, now = clk_now();
         for (size_t i = 0; i < l->n_pdbs; i++)
                 if (l->pdbs[i].stale && l->pdbs[i].stale_until < at)
                         at = l->pdbs[i].stale_until;
-        for (size_t i = 0; i < l->n_members; i++)
-                if (!l->members[i].stated && l->members[i].joined_at + SETTLE_USEC < at)
-                        at = l->members[i].joined_at + SETTLE_USEC;
+        /* A newcomer silent past its settle time holds nobody up any more (unsettled_before()): waiting for
+         * that moment again would fire at once, over and over, until it speaks, which under a flood of
+         * notices (its pods listed behind a hundred others) takes seconds. */
+        for (size_t i = 0; i < l->n_members; i++) {
+                uint64_t settled = l->members[i].joined_at + SETTLE_USEC;
+                if (!l->members[i].stated && settled > now && settled < at)
+                        at = settled;
+        }
         if (l->recheck && l->recheck_at == at)
                 return;
         l->recheck = timer_cancel(l->recheck);
@@ -297,11 +368,19 @@ static void pdb_status_moved(struct drain_ledger *l, const cJSON *obj)
                         } else
                                 i++;
                 p->stale = false;
+                p->allowed_known = false;
                 p->status_seq++;
                 arm_recheck(l);
+                /* A slot may be free for the members waiting for one (or holding one: theirs may now be
+                 * reflected). The others see the new status in the next joint plan, which wakes those whose
+                 * schedule it changes. */
+                for (size_t i = 0; i < p->n_waiters; i++)
+                        wake_member(l, p->waiters[i].member);
+                for (size_t i = 0; i < p->n_grants; i++)
+                        if (p->grants[i].member)
+                                wake_member(l, p->grants[i].member);
         }
-        /* Every member plans with the PDB statuses: all of them, at once. */
-        wake_all(l, NULL);
+        set_dirty(l);
 }
 
 static void pdbs_added(void *userdata, const cJSON *obj)
@@ -325,12 +404,22 @@ static void pdbs_modified(void *userdata, const cJSON *old_obj, const cJSON *obj
 
 static void pdbs_deleted(void *userdata, const cJSON *obj)
 {
-        wake_all(userdata, NULL);
+        struct drain_ledger *l = userdata;
+        const char *ns = kube_object_str(obj, "metadata.namespace");
+        const char *name = kube_object_str(obj, "metadata.name");
+        _cleanup_free_ char *key = name ? strprintf("%s/%s", ns ? ns : "", name) : NULL;
+        struct lpdb *p = key ? lpdb_find(l, key) : NULL;
+        if (p)
+                p->allowed_known = false;
+        set_dirty(l);
 }
 
 static void pdbs_synced(void *userdata)
 {
-        wake_all(userdata, NULL);
+        struct drain_ledger *l = userdata;
+        set_dirty(l);
+        /* They wait for the PDBs before their first plan. */
+        wake_all(l, NULL);
 }
 
 /* ---- life cycle and members ---- */
@@ -378,9 +467,15 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
         kube_informer_stop(l->inf);
         timer_cancel(l->dispatch);
         timer_cancel(l->recheck);
+        timer_cancel(l->replan);
+        drain_joint_unref(l->joint);
+        for (size_t i = 0; i < l->n_critical; i++)
+                free(l->critical[i]);
+        free(l->critical);
         for (size_t i = 0; i < l->n_pdbs; i++)
                 lpdb_clear(&l->pdbs[i]);
         free(l->pdbs);
+        free(l->by_key);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
         drain_shutdowns_free(l->shutdowns);
@@ -403,7 +498,7 @@ int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_o
         };
         arm_recheck(l);
         /* The others now drain beside one more node: their plans change. */
-        wake_all(l, userdata);
+        set_dirty(l);
         return 0;
 }
 
@@ -438,7 +533,7 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
                         }
         }
         arm_recheck(l);
-        wake_all(l, NULL);
+        set_dirty(l);
         schedule_dispatch(l);
 }
 
@@ -468,6 +563,7 @@ int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t d
         }
         l->ghosts = a;
         l->ghosts[l->n_ghosts++] = g;
+        set_dirty(l);
         return 0;
 }
 
@@ -498,22 +594,255 @@ static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
         return 0;
 }
 
-int drain_ledger_add_others(struct drain_ledger *l, void *self, struct drain_inputs *di)
+static int str_cmp(const void *a, const void *b)
 {
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every PDB of a namespace with pods to plan: a cluster may have thousands, and only these can select the
+ * pods (a pod is matched against every PDB added). */
+static int add_pdbs(struct drain_ledger *l, struct drain_inputs *di)
+{
+        _cleanup_free_ const char **ns = NULL;
+        size_t n = 0;
+        int r;
+
         for (size_t i = 0; i < l->n_members; i++) {
-                if (l->members[i].userdata == self || !l->members[i].ops->add_inputs)
+                if (!l->members[i].ops->namespaces)
                         continue;
-                int r = l->members[i].ops->add_inputs(l->members[i].userdata, di);
+                r = l->members[i].ops->namespaces(l->members[i].userdata, &ns, &n);
                 if (r < 0)
                         return r;
         }
-        return add_ghosts(l, di);
+        for (size_t i = 0; i < l->n_ghosts; i++) {
+                const char **a = realloc(ns, (n + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                ns = a;
+                const char *g = kube_object_str(l->ghosts[i].pod, "metadata.namespace");
+                ns[n++] = g ? g : "";
+        }
+        if (n > 1)
+                qsort(ns, n, sizeof(*ns), str_cmp);
+        for (size_t i = 0; i < kube_informer_size(l->inf); i++) {
+                const cJSON *o = kube_informer_at(l->inf, i);
+                const char *key = kube_object_str(o, "metadata.namespace");
+                if (!key)
+                        key = "";
+                if (n == 0 || !bsearch(&key, ns, n, sizeof(*ns), str_cmp))
+                        continue;
+                r = drain_inputs_add_pdb(di, o);
+                if (r == -ENOMEM)
+                        return r;
+        }
+        return 0;
+}
+
+/* The input of every member's node and pods (in the order they joined), then the kept ghosts. keep: the
+ * plan is to be acted on, each member records its slice. */
+static int make_input(struct drain_ledger *l, const struct drain_inputs_options *o, bool keep,
+                      struct drain_inputs **ret)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        int r = drain_inputs_new(o, &di);
+        if (r < 0)
+                return r;
+        r = add_pdbs(l, di);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l->n_members; i++) {
+                struct member *m = &l->members[i];
+                m->in_plan = false;
+                if (!m->ops->add_inputs)
+                        continue;
+                m->slice = (struct drain_ledger_slice){ .first_pod = drain_inputs_n_pods(di) };
+                size_t nodes = drain_inputs_n_nodes(di);
+                r = m->ops->add_inputs(m->userdata, di, keep ? &m->slice : NULL);
+                if (r < 0)
+                        return r;
+                m->in_plan = keep && drain_inputs_n_nodes(di) > nodes;
+        }
+        r = add_ghosts(l, di);
+        if (r < 0)
+                return r;
+        r = drain_inputs_add_startups(di, l->startups, l->n_startups);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(di);
+        return 0;
+}
+
+struct drain_joint *drain_joint_ref(struct drain_joint *j)
+{
+        if (j)
+                j->refs++;
+        return j;
+}
+
+struct drain_joint *drain_joint_unref(struct drain_joint *j)
+{
+        if (!j || --j->refs > 0)
+                return NULL;
+        drain_plan_free(j->plan);
+        drain_inputs_free(j->inputs);
+        drain_plan_free(j->expected);
+        drain_inputs_free(j->expected_inputs);
+        free(j);
+        return NULL;
+}
+
+static int make_joint(struct drain_ledger *l, const struct drain_inputs_options *o)
+{
+        uint64_t started = clk_now();
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        int r = make_input(l, o, true, &di);
+        if (r >= 0)
+                r = drain_plan_make(drain_inputs_get(di), &plan);
+        if (r < 0)
+                return r;
+        struct drain_joint *j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (struct drain_joint){
+                .refs = 1, .inputs = TAKE_PTR(di), .plan = TAKE_PTR(plan), .made_usec = o->now_usec
+        };
+        drain_joint_unref(l->joint);
+        l->joint = j;
+        l->dirty = false;
+        l->plan_made = clk_now();
+        l->plan_cost = l->plan_made > started ? l->plan_made - started : 0;
+        for (size_t i = 0; i < l->n_members; i++) {
+                struct member *m = &l->members[i];
+                if (m->ops->planned)
+                        m->ops->planned(m->userdata, j, m->in_plan ? &m->slice : NULL);
+        }
+        return 0;
+}
+
+/* Wakes the members that asked for a plan while one had to wait. */
+static void wake_pending(struct drain_ledger *l)
+{
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].pending) {
+                        l->members[i].pending = false;
+                        l->members[i].ops->wake(l->members[i].userdata);
+                }
+}
+
+static uint64_t plan_gap(const struct drain_ledger *l)
+{
+        uint64_t gap = l->plan_cost * PLAN_GAP_FACTOR;
+        return gap < PLAN_GAP_MAX_USEC ? gap : PLAN_GAP_MAX_USEC;
+}
+
+static void replan_fire(void *userdata)
+{
+        struct drain_ledger *l = userdata;
+        l->replan = NULL; /* released by the loop as it fired */
+        if (l->dirty && l->have_opts && l->n_members > 0) {
+                struct drain_inputs_options o = l->opts;
+                o.now_usec = clk_now();
+                int r = make_joint(l, &o);
+                if (r < 0)
+                        log_debug_errno(r, "cannot plan the drains");
+        }
+        /* On the new plan, or (without one) to plan on their own turn: they must not wait for nothing. */
+        wake_pending(l);
+}
+
+/* A new joint plan is due once the gap after the last one has passed. */
+static void set_dirty(struct drain_ledger *l)
+{
+        l->dirty = true;
+        if (l->replan || !l->have_opts)
+                return;
+        uint64_t at = l->plan_made + plan_gap(l), now = clk_now();
+        if (timer_start(l->loop, at > now ? at : now, replan_fire, l, &l->replan) < 0)
+                l->replan = NULL;
+}
+
+void drain_ledger_touch(struct drain_ledger *l)
+{
+        if (l)
+                set_dirty(l);
+}
+
+static int keep_options(struct drain_ledger *l, const struct drain_inputs_options *o)
+{
+        size_t n = o->critical_classes ? o->n_critical_classes : 0;
+        for (size_t i = 0; i < l->n_critical; i++)
+                free(l->critical[i]);
+        free(l->critical);
+        l->n_critical = 0;
+        l->critical = n ? calloc(n, sizeof(*l->critical)) : NULL;
+        if (n && !l->critical)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++, l->n_critical++)
+                if (!(l->critical[i] = strdup(o->critical_classes[i])))
+                        return -ENOMEM;
+        l->opts = *o;
+        l->opts.critical_classes = o->critical_classes ? (const char *const *)l->critical : NULL;
+        l->have_opts = true;
+        return 0;
+}
+
+int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o)
+{
+        if (!l->have_opts) {
+                int r = keep_options(l, o);
+                if (r < 0)
+                        return r;
+        }
+        if (l->joint && !l->dirty && o->now_usec < l->joint->made_usec + PLAN_MAX_AGE_USEC)
+                return 0;
+        if (l->joint && clk_now() < l->plan_made + plan_gap(l)) {
+                for (size_t i = 0; i < l->n_members; i++)
+                        if (l->members[i].userdata == member)
+                                l->members[i].pending = true;
+                set_dirty(l);
+                return 0;
+        }
+        l->replan = timer_cancel(l->replan);
+        int r = make_joint(l, o);
+        wake_pending(l);
+        return r;
+}
+
+int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
+                          const struct drain_plan **ret, size_t *ret_node)
+{
+        struct drain_joint *j = l->joint;
+        if (!j)
+                return -ENOENT;
+        if (!j->expected) {
+                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+                /* The pods as they are now, so at the asker's now (not the joint plan's: a pod deleted
+                 * since would be deleted in the future). */
+                struct drain_inputs_options eo = *o;
+                eo.shutdown_basis = DRAIN_SHUTDOWN_EXPECTED;
+                int r = make_input(l, &eo, false, &di);
+                if (r >= 0)
+                        r = drain_plan_make(drain_inputs_get(di), &plan);
+                if (r < 0)
+                        return r;
+                j->expected_inputs = TAKE_PTR(di);
+                j->expected = TAKE_PTR(plan);
+        }
+        if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
+                return -ENOENT;
+        *ret = j->expected;
+        return 0;
 }
 
 /* ---- slots ---- */
 
 void drain_ledger_begin(struct drain_ledger *l, void *member)
 {
+        /* The same for every pod the member states now. */
+        l->stating = member;
+        l->stating_unsettled = unsettled_before(l, member, clk_now());
         for (size_t i = 0; i < l->n_pdbs; i++)
                 for (size_t j = 0; j < l->pdbs[i].n_waiters; j++)
                         if (l->pdbs[i].waiters[j].member == member)
@@ -523,6 +852,7 @@ void drain_ledger_begin(struct drain_ledger *l, void *member)
 void drain_ledger_end(struct drain_ledger *l, void *member)
 {
         bool dropped = false;
+        l->stating = NULL;
         for (size_t i = 0; i < l->n_members; i++)
                 if (l->members[i].userdata == member && !l->members[i].stated) {
                         /* Its wants are known now: the slots may go out. */
@@ -574,10 +904,13 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                 schedule_dispatch(l);
         w->last_safe = last_safe_usec;
 
-        if (unsettled_before(l, member, clk_now()) || in_flight(l) >= MAX_IN_FLIGHT)
-                return 0;
+        /* Cheapest first: most wants find no slot free. */
         size_t slots = (size_t)lpdb_free_slots(l, p);
-        if (waiter_rank(p, w) >= slots)
+        if (slots == 0 || !waiter_within(p, w, slots))
+                return 0;
+        bool unsettled =
+            l->stating == member ? l->stating_unsettled : unsettled_before(l, member, clk_now());
+        if (unsettled || in_flight(l) >= MAX_IN_FLIGHT)
                 return 0;
         struct grant *g = realloc(p->grants, (p->n_grants + 1) * sizeof(*g));
         if (!g)
@@ -661,6 +994,7 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                         return -ENOMEM;
                 l->startups[l->n_startups++] =
                     (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
+                set_dirty(l);
         }
         return 0;
 }

@@ -26,7 +26,7 @@ struct kube_client {
         struct kube_client_options opts;
 
         struct kube_call *calls;                 /* every live call */
-        struct kube_call *q_head[2], *q_tail[2]; /* [0] priority, [1] ordinary */
+        struct kube_call *q_head[3], *q_tail[3]; /* [0] urgent, [1] priority, [2] ordinary */
         double tokens;
         uint64_t last_refill;
         struct timer *pump_timer;
@@ -75,6 +75,7 @@ struct kube_call {
         char *s_ns, *s_name, *s_uid, *s_extra, *s_base;
         int64_t grace;
         cJSON *acc;
+        const char *const *keep_fields; /* kube_list: pruning of each item */
         struct kube_taint taint;
         bool add;
         unsigned conflicts, restarts;
@@ -109,7 +110,7 @@ static void queue_remove(struct kube_call *call)
         struct kube_client *c = call->client;
         if (!call->queued)
                 return;
-        for (int q = 0; q < 2; q++) {
+        for (int q = 0; q < 3; q++) {
                 struct kube_call *prev = NULL;
                 for (struct kube_call *i = c->q_head[q]; i; prev = i, i = i->qnext) {
                         if (i != call)
@@ -205,7 +206,7 @@ static void pump_soon(struct kube_client *c, uint64_t after_usec)
 static void enqueue(struct kube_call *call)
 {
         struct kube_client *c = call->client;
-        int q = (call->flags & KUBE_REQ_PRIORITY) ? 0 : 1;
+        int q = (call->flags & KUBE_REQ_URGENT) ? 0 : (call->flags & KUBE_REQ_PRIORITY) ? 1 : 2;
         call->qnext = NULL;
         if (c->q_tail[q])
                 c->q_tail[q]->qnext = call;
@@ -568,11 +569,11 @@ static void refill(struct kube_client *c)
         c->last_refill = now;
 }
 
-/* Starts queued calls while the token bucket allows: priority queue first, then the ordinary one. */
+/* Starts queued calls while the token bucket allows: urgent first, then priority, then ordinary. */
 static void pump(struct kube_client *c)
 {
         for (;;) {
-                int q = c->q_head[0] ? 0 : c->q_head[1] ? 1 : -1;
+                int q = c->q_head[0] ? 0 : c->q_head[1] ? 1 : c->q_head[2] ? 2 : -1;
                 if (q < 0)
                         return;
                 if (c->opts.qps > 0) {
@@ -700,7 +701,8 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 {
         struct kube_call *call;
         int r = call_new(c, method, path, content_type, body,
-                         flags & (KUBE_REQ_PRIORITY | KUBE_REQ_IDEMPOTENT), done, userdata, &call);
+                         flags & (KUBE_REQ_URGENT | KUBE_REQ_PRIORITY | KUBE_REQ_IDEMPOTENT), done, userdata,
+                         &call);
         if (r < 0)
                 return r;
         enqueue(call);
@@ -821,6 +823,94 @@ const char *kube_object_str(const cJSON *obj, const char *dotted_path)
         return cJSON_IsString(cur) ? cur->valuestring : NULL;
 }
 
+/* Copies the elements of array src whose string field fkey equals fval into dst[key] (made if missing). */
+static int prune_elements(cJSON *dst, const char *key, const cJSON *src, const char *fkey, const char *fval)
+{
+        if (!cJSON_IsArray(src))
+                return 0;
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(dst, key);
+        if (!a && !(a = cJSON_AddArrayToObject(dst, key)))
+                return -ENOMEM;
+        if (!cJSON_IsArray(a))
+                return 0;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, src) {
+                const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, fkey));
+                if (!v || !streq(v, fval))
+                        continue;
+                cJSON *copy = cJSON_Duplicate(e, true);
+                if (!copy || !cJSON_AddItemToArray(a, copy)) {
+                        cJSON_Delete(copy);
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+/* Copies the field at dotted path from src into dst, creating the objects on the way. A last segment
+ * "NAME[KEY=VALUE]" keeps only the elements of array NAME whose KEY is VALUE. */
+static int prune_copy(cJSON *dst, const cJSON *src, const char *path)
+{
+        const char *dot = strchr(path, '.');
+        size_t l = dot ? (size_t)(dot - path) : strlen(path);
+        char key[128];
+        if (l == 0 || l >= sizeof(key))
+                return 0;
+        memcpy(key, path, l);
+        key[l] = 0;
+        char *bracket = dot ? NULL : strchr(key, '[');
+        if (bracket) {
+                char *eq = strchr(bracket, '='), *end = strchr(bracket, ']');
+                if (!eq || !end || eq > end || end[1])
+                        return 0;
+                *bracket = *eq = *end = 0;
+                return prune_elements(dst, key, cJSON_GetObjectItemCaseSensitive(src, key), bracket + 1,
+                                      eq + 1);
+        }
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, key);
+        if (!s)
+                return 0;
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(dst, key);
+        if (!dot) {
+                if (d)
+                        cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
+                cJSON *copy = cJSON_Duplicate(s, true);
+                return copy && cJSON_AddItemToObject(dst, key, copy) ? 0 : (cJSON_Delete(copy), -ENOMEM);
+        }
+        if (!cJSON_IsObject(s))
+                return 0;
+        if (!d && !(d = cJSON_AddObjectToObject(dst, key)))
+                return -ENOMEM;
+        return cJSON_IsObject(d) ? prune_copy(d, s, dot + 1) : 0;
+}
+
+cJSON *kube_object_prune(const cJSON *obj, const char *const *keep)
+{
+        static const char *const always[] = {
+                "kind",
+                "apiVersion",
+                "metadata.name",
+                "metadata.namespace",
+                "metadata.uid",
+                "metadata.resourceVersion",
+                "metadata.generation",
+                "metadata.deletionTimestamp",
+        };
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < sizeof(always) / sizeof(*always); i++)
+                if (prune_copy(o, obj, always[i]) < 0)
+                        goto fail;
+        for (const char *const *k = keep; k && *k; k++)
+                if (prune_copy(o, obj, *k) < 0)
+                        goto fail;
+        return o;
+fail:
+        cJSON_Delete(o);
+        return NULL;
+}
+
 const char *kube_object_rv(const cJSON *obj)
 {
         return kube_object_str(obj, "metadata.resourceVersion");
@@ -874,8 +964,19 @@ static void list_step(struct kube_call *call, struct kube_result *r)
                 return call_finish(call, r);
         cJSON *items = kube_list_items(r->object);
         cJSON *acc_items = kube_list_items(call->acc);
-        while (items && items->child)
-                cJSON_AddItemToArray(acc_items, cJSON_DetachItemViaPointer(items, items->child));
+        while (items && items->child) {
+                cJSON *item = cJSON_DetachItemViaPointer(items, items->child);
+                if (call->keep_fields) {
+                        cJSON *pruned = kube_object_prune(item, call->keep_fields);
+                        cJSON_Delete(item);
+                        if (!pruned) {
+                                kube_result_clear(r);
+                                return call_fail(call, -ENOMEM, NULL);
+                        }
+                        item = pruned;
+                }
+                cJSON_AddItemToArray(acc_items, item);
+        }
         const char *cont = kube_object_str(r->object, "metadata.continue");
         if (!isempty(cont)) {
                 _cleanup_free_ char *esc = kube_query_escape(cont);
@@ -932,6 +1033,7 @@ int kube_list(struct kube_client *c, const char *path, const struct kube_list_op
         if (r < 0)
                 return r;
         call->s_base = strdup(full);
+        call->keep_fields = o->keep_fields;
         call->acc = list_acc_new();
         if (!call->s_base || !call->acc) {
                 call_free(call);
@@ -1169,7 +1271,7 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
                             cordon ? "{\"spec\":{\"unschedulable\":true}}"
                                    : "{\"spec\":{\"unschedulable\":null}}",
                             /* Setting spec.unschedulable twice changes nothing: safe to retry. */
-                            KUBE_REQ_PRIORITY | KUBE_REQ_IDEMPOTENT, done, userdata, ret_call);
+                            KUBE_REQ_URGENT | KUBE_REQ_IDEMPOTENT, done, userdata, ret_call);
 }
 
 static void taint_got_step(struct kube_call *call, struct kube_result *r);

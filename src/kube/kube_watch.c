@@ -18,6 +18,7 @@ enum watch_next {
 struct kube_watch {
         struct kube_client *client;
         char *path, *label_selector, *field_selector;
+        const char *const *keep_fields;
         unsigned timeout_seconds;
         char *rv;
         struct kube_watch_ops ops;
@@ -154,6 +155,7 @@ static void watch_list(struct kube_watch *w)
                 .label_selector = w->label_selector,
                 .field_selector = w->field_selector,
                 .priority = true,
+                .keep_fields = w->keep_fields,
         };
         int r = kube_list(w->client, w->path, &o, watch_list_done, w, &w->call);
         if (r < 0)
@@ -320,6 +322,7 @@ int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
         w->userdata = userdata;
         w->timeout_seconds = o->timeout_seconds ? o->timeout_seconds : 300;
         w->backoff = BACKOFF_INIT(500 * 1000, 30 * 1000 * 1000);
+        w->keep_fields = o->keep_fields;
         w->path = strdup(o->path);
         if (!w->path || free_and_strdup(&w->label_selector, o->label_selector) < 0 ||
             free_and_strdup(&w->field_selector, o->field_selector) < 0 ||
@@ -356,6 +359,8 @@ struct kube_informer {
         bool synced;
         unsigned busy;
         bool stopped;
+        unsigned long generation; /* moves with every change of the store */
+        const char *const *keep_fields;
 };
 
 static char *object_key(const cJSON *obj)
@@ -499,6 +504,7 @@ static bool informer_delete(struct kube_informer *inf, struct store_entry *e)
 {
         cJSON *old = TAKE_PTR(e->obj);
         store_remove(inf, e);
+        inf->generation++;
         bool stopped = false;
         if (inf->ops.deleted) {
                 inf->busy++;
@@ -518,9 +524,11 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
         struct store_entry *e = store_find(inf, key);
         if (type == KUBE_EVENT_DELETED)
                 return e ? informer_delete(inf, e) : false;
-        cJSON *dup = cJSON_Duplicate(obj, true);
+        cJSON *dup =
+            inf->keep_fields ? kube_object_prune(obj, inf->keep_fields) : cJSON_Duplicate(obj, true);
         if (!dup)
                 return false;
+        inf->generation++;
         if (e) {
                 cJSON *old = e->obj;
                 e->obj = dup;
@@ -588,6 +596,7 @@ int kube_informer_start(struct kube_client *c, const struct kube_watch_options *
                 return -ENOMEM;
         inf->ops = *ops;
         inf->userdata = userdata;
+        inf->keep_fields = o->keep_fields;
         struct kube_watch_options wo = *o;
         wo.resource_version = NULL; /* an informer always starts from a full list */
         static const struct kube_watch_ops wops = {
@@ -601,6 +610,11 @@ int kube_informer_start(struct kube_client *c, const struct kube_watch_options *
         }
         *ret = inf;
         return 0;
+}
+
+unsigned long kube_informer_generation(const struct kube_informer *inf)
+{
+        return inf->generation;
 }
 
 bool kube_informer_synced(const struct kube_informer *inf)

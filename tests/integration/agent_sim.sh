@@ -7,6 +7,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
 command -v jq >/dev/null 2>&1 || skip "jq not installed"
 command -v curl >/dev/null 2>&1 || skip "curl not installed"
+[ -x "$SPOTDRAIN_AGENT" ] || fail "$SPOTDRAIN_AGENT not built"
+
+# The DaemonSet's binary carries neither the simulator's HTTP server nor libcurl (and no GnuTLS through them):
+# every spot node pays for its shared libraries (docs/agent.md, "Memory").
+if libs=$(ldd "$SPOTDRAIN_AGENT" 2>/dev/null); then
+	! grep -E 'libmicrohttpd|libcurl|libgnutls' <<<"$libs" || fail "spotdrain-agent links libraries it must not"
+fi
+! "$SPOTDRAIN_AGENT" sim serve /dev/null >/dev/null 2>&1 || fail "spotdrain-agent runs the simulator"
 
 # spot-a carries 8 pods of a Deployment whose PDB lets one go at a time; each replacement needs 3 s to be Ready,
 # so the drain takes ~30 s: long enough to kill the agent in the middle of it.
@@ -55,7 +63,7 @@ wait_for 5 test -S "$TEST_TMP/notify.sock" || fail "no notify socket"
 
 start_agent() {
 	NOTIFY_SOCKET=${1:-} NODE_NAME= POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test \
-		"$SPOTDRAIN" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
+		"$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
 		--metrics-listen "127.0.0.1:$METRICS_PORT" >>"$TEST_TMP/agent.log" 2>&1 &
 	AGENT_PID=$!
 	SIM_PIDS+=("$AGENT_PID")

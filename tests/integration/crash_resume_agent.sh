@@ -72,7 +72,7 @@ trial() {
 		port=$(free_port)
 		start_agent() {
 			NODE_NAME='' POD_NAMESPACE=kube-system POD_NAME="spotdrain-agent-$seed" \
-				"$SPOTDRAIN" agent --kubeconfig kubeconfig --imds-endpoint "$imds" \
+				"$SPOTDRAIN_AGENT" agent --kubeconfig kubeconfig --imds-endpoint "$imds" \
 				--metrics-listen "127.0.0.1:$port" >>agent.log 2>&1 &
 			pids+=($!)
 		}

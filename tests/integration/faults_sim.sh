@@ -99,7 +99,7 @@ run_case() {
 		if [ "$mode" = agent ]; then
 			nodes=(spot-a)
 			NODE_NAME='' POD_NAMESPACE=kube-system POD_NAME="spotdrain-agent-$name" \
-				"$SPOTDRAIN" agent --kubeconfig kubeconfig --imds-endpoint "$(jq -r '.imds_by_node["spot-a"]' endpoints.json)" \
+				"$SPOTDRAIN_AGENT" agent --kubeconfig kubeconfig --imds-endpoint "$(jq -r '.imds_by_node["spot-a"]' endpoints.json)" \
 				--metrics-listen "127.0.0.1:$port" >process.log 2>&1 &
 		else
 			nodes=(spot-a spot-b)

@@ -162,6 +162,7 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert spec["priorityClassName"] == "system-node-critical"
         assert spec["tolerations"] == [{"operator": "Exists"}]
         assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+        assert c["command"] == ["/usr/local/bin/spotdrain-agent"], c.get("command")
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
         assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
@@ -171,6 +172,7 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         dep = one(docs, "Deployment")
         spec = dep["spec"]["template"]["spec"]
         c, env = check_pod(spec, mode)
+        assert "command" not in c, c["command"]
         assert dep["spec"]["replicas"] == 2
         assert spec["priorityClassName"] == "system-cluster-critical"
         assert "NODE_NAME" not in env and not spec.get("hostNetwork")

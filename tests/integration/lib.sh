@@ -11,6 +11,8 @@ fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SPOTDRAIN=${SPOTDRAIN:-$ROOT/build/spotdrain}
 case "$SPOTDRAIN" in /*) ;; *) SPOTDRAIN=$ROOT/$SPOTDRAIN ;; esac
+# The DaemonSet's binary (the library without the simulator), built beside spotdrain: the agent tests run it.
+SPOTDRAIN_AGENT=${SPOTDRAIN_AGENT:-$(dirname "$SPOTDRAIN")/spotdrain-agent}
 TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-it.XXXXXX")
 SIM_PIDS=()
 # Set by start_sim for the test scripts.

@@ -43,7 +43,7 @@ PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 URL="http://127.0.0.1:$PORT"
 
 NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-metrics \
-	"$SPOTDRAIN" agent --kubeconfig "$TEST_TMP/kubeconfig" --imds-endpoint "$IMDS" \
+	"$SPOTDRAIN_AGENT" agent --kubeconfig "$TEST_TMP/kubeconfig" --imds-endpoint "$IMDS" \
 	--metrics-listen "127.0.0.1:$PORT" >"$TEST_TMP/agent.log" 2>&1 &
 AGENT_PID=$!
 SIM_PIDS+=("$AGENT_PID")

@@ -38,7 +38,7 @@ env -i PATH="$PATH" HOME="$TEST_TMP" NODE_NAME=spot-a \
 	SPOTDRAIN_PROVISION_SUBNETS=subnet-sim-us-east-1a=us-east-1a,subnet-sim-us-east-1b=us-east-1b \
 	SPOTDRAIN_PROVISION_FAMILIES=m5 \
 	SPOTDRAIN_PROVISION_MAX_MEMORY=72Gi \
-	"$SPOTDRAIN" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
+	"$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
 	--metrics-listen "127.0.0.1:$METRICS_PORT" --poll-interval 0.05 --log-level debug >"$TEST_TMP/agent.log" 2>&1 &
 AGENT_PID=$!
 SIM_PIDS+=("$AGENT_PID")

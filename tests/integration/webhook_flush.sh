@@ -116,7 +116,7 @@ run_frontend() {
 	hook="http://127.0.0.1:$(cat "$dir/port")/hook"
 	if [ "$mode" = agent ]; then
 		SPOTDRAIN_ALERTS_WEBHOOK_URL=$hook NODE_NAME='' POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-webhook \
-			"$SPOTDRAIN" agent --kubeconfig "$SIM_KUBECONFIG" \
+			"$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" \
 			--imds-endpoint "$(jq -r '.imds_by_node["spot-a"]' "$endpoints")" --metrics-listen off \
 			>"$dir/process.log" 2>&1 &
 	else
@@ -189,7 +189,7 @@ scenario agent '  - {at: 2, type: spot-interruption, node: spot-a}' >"$dir/scena
 start_sim hang-agent-sim "$dir/scenario.yaml"
 SPOTDRAIN_ALERTS_WEBHOOK_URL="http://127.0.0.1:$(cat "$dir/port")/hook" SPOTDRAIN_ALERTS_WEBHOOK_FLUSH_SECONDS=1 \
 	NODE_NAME='' POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-hang \
-	"$SPOTDRAIN" agent --kubeconfig "$SIM_KUBECONFIG" \
+	"$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" \
 	--imds-endpoint "$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/hang-agent-sim/endpoints.json")" \
 	--metrics-listen off >"$dir/process.log" 2>&1 &
 pid=$!

@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,11 +14,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <systemd/sd-event.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "core/http_internal.h"
 #include "spotdrain/core.h"
 
 #define WAIT_BOUND_USEC (10ULL * 1000000ULL)
@@ -523,7 +526,7 @@ static void add_ext(X509 *x, int nid, const char *value)
         X509_EXTENSION_free(ext);
 }
 
-static void make_cert(char **ret_cert, char **ret_key)
+static void make_cert_san(const char *san, char **ret_cert, char **ret_key)
 {
         EVP_PKEY *pkey = EVP_EC_gen("P-256");
         X509 *x = X509_new();
@@ -544,7 +547,7 @@ static void make_cert(char **ret_cert, char **ret_key)
         assert_int_equal(X509_set_issuer_name(x, name), 1);
         add_ext(x, NID_basic_constraints, "critical,CA:TRUE");
         add_ext(x, NID_key_usage, "critical,digitalSignature,keyCertSign");
-        add_ext(x, NID_subject_alt_name, "IP:127.0.0.1");
+        add_ext(x, NID_subject_alt_name, san);
         assert_true(X509_sign(x, pkey, EVP_sha256()) > 0);
         assert_int_equal(PEM_write_bio_X509(bc, x), 1);
         assert_int_equal(PEM_write_bio_PrivateKey(bk, pkey, NULL, NULL, 0, NULL, NULL), 1);
@@ -554,6 +557,11 @@ static void make_cert(char **ret_cert, char **ret_key)
         BIO_free(bk);
         X509_free(x);
         EVP_PKEY_free(pkey);
+}
+
+static void make_cert(char **ret_cert, char **ret_key)
+{
+        make_cert_san("IP:127.0.0.1", ret_cert, ret_key);
 }
 
 static void test_tls_verified(void **state)
@@ -609,6 +617,21 @@ static void test_tls_verified(void **state)
         http_response_clear(&resp);
 
         MHD_stop_daemon(d);
+}
+
+static struct MHD_Daemon *start_tls_daemon(const char *cert, const char *key, uint16_t *ret_port)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET };
+        struct MHD_Daemon *d;
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_TLS,
+                             0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_HTTPS_MEM_KEY, key,
+                             MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_END);
+        assert_non_null(d);
+        *ret_port = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT)->port;
+        return d;
 }
 
 struct stream_state {
@@ -827,6 +850,682 @@ static void test_free_with_calls_in_flight(void **state)
         assert_int_equal(n, 0);
 }
 
+/* ---- a raw HTTP server thread with a script of answers, for what libmicrohttpd does not send ---- */
+
+#define RAW_CLOSE ((const char *)1) /* in a script: read the request, then close without answering */
+
+struct raw_server {
+        int fd;
+        uint16_t port;
+        pthread_t thread;
+        const char *const *script; /* one answer per request, NULL-terminated */
+        bool close_after;          /* close the connection after each answer */
+        unsigned accepted, requests;
+};
+
+static int listen_loopback(uint16_t *ret_port)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET };
+        socklen_t len = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        assert_true(fd >= 0);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(listen(fd, 16), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+        *ret_port = ntohs(sa.sin_port);
+        return fd;
+}
+
+/* Waits (bounded) for fd to become readable. */
+static bool wait_readable(int fd)
+{
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        return poll(&p, 1, (int)(WAIT_BOUND_USEC / 1000)) == 1;
+}
+
+/* Reads one request head (no body) from fd: false at EOF or error. */
+static bool read_request(int fd, char *buf, size_t size)
+{
+        size_t n = 0;
+
+        while (n + 1 < size) {
+                if (!wait_readable(fd))
+                        return false;
+                ssize_t k = recv(fd, buf + n, 1, 0);
+                if (k <= 0)
+                        return false;
+                n++;
+                buf[n] = 0;
+                if (n >= 4 && memcmp(buf + n - 4, "\r\n\r\n", 4) == 0)
+                        return true;
+        }
+        return false;
+}
+
+static void *raw_server_run(void *arg)
+{
+        struct raw_server *rs = arg;
+        char req[8192];
+
+        while (rs->script[rs->requests]) {
+                if (!wait_readable(rs->fd))
+                        break;
+                int c = accept4(rs->fd, NULL, NULL, SOCK_CLOEXEC);
+                if (c < 0)
+                        break;
+                rs->accepted++;
+                while (rs->script[rs->requests] && read_request(c, req, sizeof(req))) {
+                        const char *answer = rs->script[rs->requests++];
+                        if (answer == RAW_CLOSE)
+                                break;
+                        (void)send(c, answer, strlen(answer), MSG_NOSIGNAL);
+                        if (rs->close_after)
+                                break;
+                }
+                close(c);
+        }
+        return NULL;
+}
+
+static void raw_server_start(struct raw_server *rs, const char *const *script, bool close_after)
+{
+        *rs = (struct raw_server){ .script = script, .close_after = close_after };
+        rs->fd = listen_loopback(&rs->port);
+        assert_int_equal(pthread_create(&rs->thread, NULL, raw_server_run, rs), 0);
+}
+
+static void raw_server_stop(struct raw_server *rs)
+{
+        assert_int_equal(pthread_join(rs->thread, NULL), 0);
+        close(rs->fd);
+}
+
+static char *raw_url(const struct raw_server *rs, const char *path)
+{
+        char *u = strprintf("http://127.0.0.1:%u%s", rs->port, path);
+        assert_non_null(u);
+        return u;
+}
+
+static void test_chunked_extensions_trailers(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
+                "5;ext=1\r\nhello\r\n7 ; name=\"v\"\r\n, world\r\n0\r\nX-Trailer: yes\r\n\r\n",
+                /* The same connection, still in step after the trailers. */
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, false);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        assert_string_equal(resp.body, "hello, world");
+        assert_int_equal(resp.body_len, 12);
+        assert_string_equal(resp.content_type, "text/plain");
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "ok");
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 1);
+}
+
+static void test_chunked_malformed(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), -EPROTO);
+        assert_null(resp.body);
+        assert_true(resp.errbuf[0] != 0);
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+}
+
+static void test_read_until_close(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it, until the end",
+                "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nagain",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        assert_string_equal(resp.body, "all of it, until the end");
+        http_response_clear(&resp);
+        /* Such a connection is not reused: the next request opens another. */
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "again");
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 2);
+}
+
+static void test_truncated_body(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), -ECONNRESET);
+        assert_null(resp.body);
+        assert_true(resp.errbuf[0] != 0);
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+}
+
+static void test_idle_close_retried(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none",
+                /* The reused connection takes the request and closes without an answer, as a server does
+                 * when its idle timeout strikes just then. */
+                RAW_CLOSE,
+                "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
+                RAW_CLOSE,
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, false);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "one");
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 200);
+        assert_string_equal(resp.body, "two");
+        http_response_clear(&resp);
+        /* A POST is not repeated: it may have been acted on. */
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .method = "POST" }, &resp),
+                         -ECONNRESET);
+        assert_true(resp.errbuf[0] != 0);
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 2);
+        assert_int_equal(rs.requests, 4);
+}
+
+static void test_server_closed_idle_connection(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none",
+                "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        /* Keep-alive answers, but the server closes each connection right after: never an error. */
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "one");
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "two");
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 2);
+}
+
+static void test_header_too_large(void **state)
+{
+        _cleanup_free_ char *big = malloc(70 * 1024 + 64);
+        assert_non_null(big);
+        strcpy(big, "HTTP/1.1 200 OK\r\nX-Big: ");
+        size_t n = strlen(big);
+        memset(big + n, 'a', 70 * 1024);
+        strcpy(big + n + 70 * 1024, "\r\n\r\n");
+        const char *const script[] = { big, NULL };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), -EBADMSG);
+        assert_int_equal(resp.status, 0);
+        assert_true(resp.errbuf[0] != 0);
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+}
+
+static void test_interim_and_no_body_statuses(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+                "HTTP/1.1 201 Created\r\nContent-Length: 2\r\nRetry-After: 3\r\n\r\nhi",
+                "HTTP/1.1 204 No Content\r\n\r\n",
+                "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, false);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 201);
+        assert_string_equal(resp.body, "hi");
+        assert_string_equal(resp.retry_after, "3");
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 204);
+        assert_string_equal(resp.body, "");
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_int_equal(resp.status, 304);
+        http_response_clear(&resp);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "x");
+        http_response_clear(&resp);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 1);
+}
+
+static void test_head(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_free_ char *url = url_for("/echo");
+        struct http_response resp;
+
+        assert_int_equal(loop_new(&l), 0);
+        unsigned before = server_connections();
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .method = "HEAD" }, &resp),
+                         0);
+        assert_int_equal(resp.status, 200);
+        assert_string_equal(resp.body, "");
+        assert_int_equal(resp.body_len, 0);
+        assert_string_equal(resp.content_type, "application/json");
+        http_response_clear(&resp);
+        /* The announced length was not waited for: the connection serves the next request. */
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), 0);
+        assert_string_equal(resp.body, "{\"ok\":true}");
+        http_response_clear(&resp);
+        assert_int_equal(server_connections() - before, 1);
+}
+
+static void test_tls_wrong_host(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_free_ char *cert = NULL, *key = NULL, *url = NULL, *url_ip = NULL;
+        struct http_response resp;
+        uint16_t port;
+
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+                skip();
+        /* Trusted, but made out for another name than the one asked for. */
+        make_cert_san("DNS:other.example", &cert, &key);
+        struct MHD_Daemon *d = start_tls_daemon(cert, key, &port);
+        url = strprintf("https://localhost:%u/echo", port);
+        url_ip = strprintf("https://127.0.0.1:%u/echo", port);
+        assert_true(url && url_ip);
+        assert_int_equal(loop_new(&l), 0);
+
+        struct http_tls tls = { .ca_pem = cert };
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .tls = &tls }, &resp),
+                         -EBADMSG);
+        assert_int_equal(resp.status, 0);
+        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        http_response_clear(&resp);
+        /* An IP literal is checked against IP addresses, not against names. */
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url_ip, .tls = &tls }, &resp),
+                         -EBADMSG);
+        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        http_response_clear(&resp);
+        MHD_stop_daemon(d);
+}
+
+static void test_tls_reuse(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_free_ char *cert = NULL, *key = NULL, *url = NULL;
+        struct http_response resp;
+        uint16_t port;
+
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+                skip();
+        make_cert(&cert, &key);
+        struct MHD_Daemon *d = start_tls_daemon(cert, key, &port);
+        url = strprintf("https://127.0.0.1:%u/echo", port);
+        assert_non_null(url);
+        assert_int_equal(loop_new(&l), 0);
+        unsigned before = server_connections();
+        for (int i = 0; i < 3; i++) {
+                /* A fresh copy each time: settings are matched by content, not by address. */
+                _cleanup_free_ char *ca = strdup(cert);
+                assert_non_null(ca);
+                struct http_tls tls = { .ca_pem = ca };
+                assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .tls = &tls }, &resp),
+                                 0);
+                assert_string_equal(resp.body, "{\"ok\":true}");
+                http_response_clear(&resp);
+        }
+        /* This daemon does not count connections: the shared one must have seen none. */
+        assert_int_equal(server_connections(), before);
+        MHD_stop_daemon(d);
+}
+
+/* ---- a CONNECT proxy thread ---- */
+
+struct proxy {
+        int fd;
+        uint16_t port;
+        uint16_t target_port; /* where every tunnel goes (127.0.0.1) */
+        pthread_t thread;
+        unsigned tunnels;
+        char request[4096];
+};
+
+static void relay(int a, int b)
+{
+        char buf[16384];
+
+        for (;;) {
+                struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
+                if (poll(p, 2, (int)(WAIT_BOUND_USEC / 1000)) <= 0)
+                        return;
+                for (int i = 0; i < 2; i++) {
+                        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                                continue;
+                        ssize_t n = recv(p[i].fd, buf, sizeof(buf), 0);
+                        if (n <= 0 || send(p[1 - i].fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
+                                return;
+                }
+        }
+}
+
+static void *proxy_run(void *arg)
+{
+        struct proxy *px = arg;
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(px->target_port) };
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (!wait_readable(px->fd))
+                return NULL;
+        int c = accept4(px->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+                return NULL;
+        if (read_request(c, px->request, sizeof(px->request))) {
+                int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (t >= 0 && connect(t, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+                    send(c, ok, strlen(ok), MSG_NOSIGNAL) == (ssize_t)strlen(ok)) {
+                        px->tunnels++;
+                        relay(c, t);
+                }
+                if (t >= 0)
+                        close(t);
+        }
+        close(c);
+        return NULL;
+}
+
+static void test_connect_proxy(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_free_ char *cert = NULL, *key = NULL, *url = NULL, *proxy_url = NULL;
+        struct http_response resp;
+        struct proxy px = { 0 };
+
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+                skip();
+        /* A name nobody resolves: only the proxy knows where it is. */
+        make_cert_san("DNS:spotdrain-test.invalid", &cert, &key);
+        struct MHD_Daemon *d = start_tls_daemon(cert, key, &px.target_port);
+        px.fd = listen_loopback(&px.port);
+        assert_int_equal(pthread_create(&px.thread, NULL, proxy_run, &px), 0);
+        url = strprintf("https://spotdrain-test.invalid:%u/echo", px.target_port);
+        proxy_url = strprintf("http://user:p%%40ss@127.0.0.1:%u/", px.port);
+        assert_true(url && proxy_url);
+        assert_int_equal(setenv("HTTPS_PROXY", proxy_url, 1), 0);
+        assert_int_equal(loop_new(&l), 0);
+
+        struct http_tls tls = { .ca_pem = cert };
+        assert_int_equal(
+            http_send_sync(l, &(struct http_request){ .url = url, .tls = &tls, .bearer_token = "tok" },
+                           &resp),
+            0);
+        assert_int_equal(resp.status, 200);
+        assert_string_equal(resp.body, "{\"ok\":true}");
+        http_response_clear(&resp);
+        /* The tunnel is closed once the loop lets go of the connection. */
+        l = loop_free(l);
+        assert_int_equal(pthread_join(px.thread, NULL), 0);
+        assert_int_equal(px.tunnels, 1);
+        _cleanup_free_ char *line =
+            strprintf("CONNECT spotdrain-test.invalid:%u HTTP/1.1\r\n", px.target_port);
+        assert_non_null(line);
+        assert_true(startswith(px.request, line));
+        /* user:p@ss */
+        assert_non_null(strstr(px.request, "Proxy-Authorization: Basic dXNlcjpwQHNz\r\n"));
+        /* The bearer token travels inside the tunnel only. */
+        assert_null(strstr(px.request, "tok"));
+
+        /* Bypassed for no_proxy hosts: then the name does not resolve. */
+        assert_int_equal(setenv("NO_PROXY", "example.com, .invalid", 1), 0);
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .tls = &tls }, &resp),
+                         -EHOSTUNREACH);
+        assert_true(resp.errbuf[0] != 0);
+        http_response_clear(&resp);
+        /* Loopback is never proxied (the proxy thread is gone: this would fail if it were). */
+        assert_int_equal(unsetenv("NO_PROXY"), 0);
+        _cleanup_free_ char *direct = strprintf("https://127.0.0.1:%u/echo", px.target_port);
+        assert_non_null(direct);
+        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = direct, .tls = &tls }, &resp),
+                         -EBADMSG); /* the certificate names spotdrain-test.invalid, not 127.0.0.1 */
+        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        http_response_clear(&resp);
+        assert_int_equal(unsetenv("HTTPS_PROXY"), 0);
+        close(px.fd);
+        MHD_stop_daemon(d);
+}
+
+static void test_no_proxy_match(void **state)
+{
+        assert_true(http_no_proxy_match("*", "api.example.com"));
+        assert_true(http_no_proxy_match("example.com", "example.com"));
+        assert_true(http_no_proxy_match("example.com", "api.example.com"));
+        assert_true(http_no_proxy_match(".example.com", "api.example.com"));
+        assert_true(http_no_proxy_match(".example.com", "example.com"));
+        assert_true(http_no_proxy_match("a.org, EXAMPLE.com ", "api.example.com"));
+        assert_false(http_no_proxy_match("example.com", "badexample.com"));
+        assert_false(http_no_proxy_match("api.example.com", "example.com"));
+        assert_false(http_no_proxy_match("", "example.com"));
+        assert_false(http_no_proxy_match(NULL, "example.com"));
+        assert_true(http_no_proxy_match("10.0.0.1", "10.0.0.1"));
+}
+
+static void test_url_parse(void **state)
+{
+        struct http_url u;
+
+        assert_int_equal(http_url_parse("https://Kube.example:6443/api/v1/pods?watch=1&x=%20#frag", &u), 0);
+        assert_true(u.https);
+        assert_string_equal(u.host, "Kube.example");
+        assert_int_equal(u.port, 6443);
+        assert_string_equal(u.hostport, "Kube.example:6443");
+        assert_string_equal(u.target, "/api/v1/pods?watch=1&x=%20");
+        assert_false(u.ip_literal);
+        http_url_clear(&u);
+
+        assert_int_equal(http_url_parse("http://[fd00:ec2::254]/latest?x", &u), 0);
+        assert_false(u.https);
+        assert_string_equal(u.host, "fd00:ec2::254");
+        assert_string_equal(u.hostport, "[fd00:ec2::254]");
+        assert_int_equal(u.port, 80);
+        assert_true(u.ip_literal);
+        http_url_clear(&u);
+
+        assert_int_equal(http_url_parse("https://10.0.0.1:443?q", &u), 0);
+        assert_string_equal(u.hostport, "10.0.0.1");
+        assert_string_equal(u.target, "/?q");
+        http_url_clear(&u);
+
+        assert_int_equal(http_url_parse("https://user@host/", &u), -EINVAL);
+        assert_int_equal(http_url_parse("https://host:99999/", &u), -EINVAL);
+        assert_int_equal(http_url_parse("https:///x", &u), -EINVAL);
+        assert_int_equal(http_url_parse("https://host/a b", &u), -EINVAL);
+        assert_int_equal(http_url_parse("gopher://host/", &u), -EPROTONOSUPPORT);
+}
+
+static void test_header_injection_refused(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_free_ char *url = url_for("/echo");
+        unsigned n = 0;
+
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(
+            http_send(l,
+                      &(struct http_request){ .url = url,
+                                              .headers = (const char *const[]){ "X: a\r\nY: b", NULL } },
+                      count_done, &n, NULL),
+            -EINVAL);
+        assert_int_equal(
+            http_send(l, &(struct http_request){ .url = url, .bearer_token = "a\nb" }, count_done, &n, NULL),
+            -EINVAL);
+        assert_int_equal(n, 0);
+}
+
+struct abort_state {
+        unsigned calls;
+        bool done;
+        int error;
+        char errbuf[256];
+};
+
+static int abort_on_data(const char *data, size_t len, void *userdata)
+{
+        struct abort_state *st = userdata;
+        st->calls++;
+        return -EBADE;
+}
+
+static void abort_done(const struct http_response *resp, void *userdata)
+{
+        struct abort_state *st = userdata;
+        st->done = true;
+        st->error = resp->error;
+        memcpy(st->errbuf, resp->errbuf, sizeof(st->errbuf));
+}
+
+static void test_on_data_abort(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct abort_state st = { 0 };
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *url = raw_url(&rs, "/");
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send(l, &(struct http_request){ .url = url, .on_data = abort_on_data },
+                                   abort_done, &st, NULL),
+                         0);
+        assert_int_equal(loop_run_until(l, &st.done, WAIT_BOUND_USEC), 0);
+        /* The receiver's error ends the call: the second piece is not handed over. */
+        assert_int_equal(st.error, -EBADE);
+        assert_int_equal(st.calls, 1);
+        assert_non_null(strstr(st.errbuf, "aborted"));
+        raw_server_stop(&rs);
+}
+
+static void test_proxy_refuses_tunnel(void **state)
+{
+        static const char *const script[] = {
+                "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
+                NULL,
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct raw_server rs;
+        struct http_response resp;
+
+        raw_server_start(&rs, script, true);
+        _cleanup_free_ char *proxy_url = strprintf("127.0.0.1:%u", rs.port); /* no scheme: http */
+        assert_non_null(proxy_url);
+        assert_int_equal(setenv("https_proxy", proxy_url, 1), 0);
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(
+            http_send_sync(l, &(struct http_request){ .url = "https://spotdrain-test.invalid/" }, &resp),
+            -ECONNREFUSED);
+        assert_non_null(strstr(resp.errbuf, "407"));
+        http_response_clear(&resp);
+        /* Only http:// proxies: the tunnel carries the TLS. */
+        assert_int_equal(setenv("https_proxy", "https://127.0.0.1:1", 1), 0);
+        assert_int_equal(
+            http_send_sync(l, &(struct http_request){ .url = "https://spotdrain-test.invalid/" }, &resp),
+            -EPROTONOSUPPORT);
+        assert_int_equal(unsetenv("https_proxy"), 0);
+        raw_server_stop(&rs);
+        assert_int_equal(rs.accepted, 1);
+}
+
+static void test_cancel_while_resolving(void **state)
+{
+        struct loop *l = NULL;
+        struct http_call *c = NULL;
+        unsigned n = 0;
+
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(http_send(l, &(struct http_request){ .url = "https://spotdrain-test.invalid/" },
+                                   count_done, &n, &c),
+                         0);
+        assert_int_equal(http_send(l, &(struct http_request){ .url = "https://spotdrain-test.invalid/x" },
+                                   count_done, &n, NULL),
+                         0);
+        /* One iteration starts both calls: their lookups are under way in other threads. */
+        assert_true(sd_event_run(loop_event(l), 0) >= 0);
+        c = http_cancel(c);
+        /* The other one goes with the loop; the lookup's thread finds nobody listening. */
+        l = loop_free(l);
+        assert_int_equal(n, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -845,6 +1544,24 @@ int main(void)
                 cmocka_unit_test(test_plain_http_refused),
                 cmocka_unit_test(test_many_concurrent),
                 cmocka_unit_test(test_free_with_calls_in_flight),
+                cmocka_unit_test(test_chunked_extensions_trailers),
+                cmocka_unit_test(test_chunked_malformed),
+                cmocka_unit_test(test_read_until_close),
+                cmocka_unit_test(test_truncated_body),
+                cmocka_unit_test(test_idle_close_retried),
+                cmocka_unit_test(test_server_closed_idle_connection),
+                cmocka_unit_test(test_header_too_large),
+                cmocka_unit_test(test_interim_and_no_body_statuses),
+                cmocka_unit_test(test_head),
+                cmocka_unit_test(test_tls_wrong_host),
+                cmocka_unit_test(test_tls_reuse),
+                cmocka_unit_test(test_connect_proxy),
+                cmocka_unit_test(test_no_proxy_match),
+                cmocka_unit_test(test_url_parse),
+                cmocka_unit_test(test_header_injection_refused),
+                cmocka_unit_test(test_on_data_abort),
+                cmocka_unit_test(test_proxy_refuses_tunnel),
+                cmocka_unit_test(test_cancel_while_resolving),
         };
         return cmocka_run_group_tests(tests, server_start, server_stop);
 }

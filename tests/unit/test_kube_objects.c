@@ -263,6 +263,66 @@ static void test_evict_outcome_mapping(void **state)
         assert_int_equal(kube_evict_outcome(&r), KUBE_EVICT_ERROR);
 }
 
+/* Pruning keeps the listed fields (creating their parents), the identity fields always, and nothing else. */
+static void test_prune(void **state)
+{
+        cJSON *node = parse(
+            "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u1\","
+            "\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\"},\"managedFields\":[{\"x\":1}]},"
+            "\"spec\":{\"providerID\":\"aws:///us-east-1a/i-1\",\"taints\":[{\"key\":\"k\"}]},"
+            "\"status\":{\"images\":[{\"names\":[\"big\"]}],\"nodeInfo\":{\"kubeletVersion\":\"1\"}}}");
+        static const char *const keep[] = {
+                "spec.providerID", "metadata.labels",      "status.nodeInfo.kubeletVersion",
+                "spec.missing",    "metadata.name.deeper", NULL
+        };
+        cJSON *p = kube_object_prune(node, keep);
+        assert_non_null(p);
+        assert_string_equal(kube_object_str(p, "kind"), "Node");
+        assert_string_equal(kube_object_str(p, "metadata.name"), "n1");
+        assert_string_equal(kube_object_str(p, "metadata.uid"), "u1");
+        assert_string_equal(kube_object_rv(p), "7");
+        assert_string_equal(kube_object_str(p, "metadata.labels.a"), "b");
+        assert_string_equal(kube_object_str(p, "spec.providerID"), "aws:///us-east-1a/i-1");
+        assert_string_equal(kube_object_str(p, "status.nodeInfo.kubeletVersion"), "1");
+        /* Not listed: gone. */
+        assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "metadata"),
+                                                     "managedFields"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "taints"));
+        assert_null(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "status"), "images"));
+        assert_null(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "spec"), "missing"));
+        /* A pruned object pruned again with the same list is the same. */
+        cJSON *again = kube_object_prune(p, keep);
+        assert_true(cJSON_Compare(p, again, true));
+        /* An array filtered by a field of its elements. */
+        cJSON *pod =
+            parse("{\"metadata\":{\"name\":\"p\"},\"status\":{\"conditions\":[{\"type\":\"Initialized\","
+                  "\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"False\"},{\"status\":\"True\"}]}}");
+        static const char *const ready[] = { "status.conditions[type=Ready]", "status.phase[x=y]", NULL };
+        cJSON *pp = kube_object_prune(pod, ready);
+        const cJSON *conds =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "status"), "conditions");
+        assert_int_equal(cJSON_GetArraySize(conds), 1);
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(conds, 0), "status"), "False");
+        assert_null(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "status"), "phase"));
+        struct kube_pod kp = { 0 };
+        assert_int_equal(kube_pod_parse(pp, &kp), 0);
+        assert_false(kp.ready);
+        kube_pod_clear(&kp);
+        cJSON_Delete(pp);
+        cJSON_Delete(pod);
+        /* Nothing listed: the identity only. */
+        cJSON *bare = kube_object_prune(node, NULL);
+        assert_null(cJSON_GetObjectItemCaseSensitive(bare, "spec"));
+        assert_string_equal(kube_object_str(bare, "metadata.name"), "n1");
+        cJSON_Delete(bare);
+        cJSON_Delete(again);
+        cJSON_Delete(p);
+        cJSON_Delete(node);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -273,6 +333,7 @@ int main(void)
                 cmocka_unit_test(test_not_in_and_exists),
                 cmocka_unit_test(test_paths_and_escaping),
                 cmocka_unit_test(test_evict_outcome_mapping),
+                cmocka_unit_test(test_prune),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -417,14 +417,43 @@ static void test_ledger_moved_estimates(void **state)
         fx_free(f);
 }
 
+static void silent_wake(void *userdata)
+{
+        unsigned *n = userdata;
+        (*n)++;
+}
+
+/* A member that joins and never states its wants holds the others up for the settle time, then no longer:
+ * the ledger looks again once at that moment, not over and over until the member speaks. */
+static void test_ledger_silent_member(void **state)
+{
+        static const struct drain_ledger_member_ops ops = { .wake = silent_wake };
+        struct fx *f = fx_new(TWO_NODES, 5, true);
+        struct drain_ledger_stats st;
+        unsigned wakes = 0;
+        bool never = false;
+
+        for (int i = 0; i < 2000 && !drain_ledger_synced(f->ledger); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_true(drain_ledger_synced(f->ledger));
+        assert_int_equal(drain_ledger_join(f->ledger, &ops, &wakes, clk_now() + 60 * SEC), 0);
+        /* Past the 3 s settle time, and 2 s more. */
+        uint64_t until = clk_now() + 5 * SEC;
+        while (clk_now() < until)
+                loop_run_until(f->loop, &never, 50 * 1000);
+        drain_ledger_stats(f->ledger, &st);
+        assert_true(st.rechecks >= 1);
+        assert_true(st.rechecks <= 3);
+        drain_ledger_leave(f->ledger, &wakes);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_ledger_grants),
-                cmocka_unit_test(test_ledger_moved_estimates),
-                cmocka_unit_test(test_two_nodes_edf),
-                cmocka_unit_test(test_three_nodes_edf),
-                cmocka_unit_test(test_infeasible_across_nodes),
+                cmocka_unit_test(test_ledger_grants),        cmocka_unit_test(test_ledger_moved_estimates),
+                cmocka_unit_test(test_ledger_silent_member), cmocka_unit_test(test_two_nodes_edf),
+                cmocka_unit_test(test_three_nodes_edf),      cmocka_unit_test(test_infeasible_across_nodes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

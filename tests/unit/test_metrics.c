@@ -1,6 +1,9 @@
 /* The metrics registry and its Prometheus encoding, the /metrics /healthz /readyz endpoint fetched over
- * HTTP, readiness aggregation, the loop watch, the error budget, and the sd_notify helpers. */
+ * HTTP and through plain sockets (malformed, split, oversized and stalled requests), readiness aggregation,
+ * the loop watch, the error budget, and the sd_notify helpers. */
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -360,6 +364,98 @@ static void test_endpoint(void **state)
         assert_int_equal(fetch(l, httpd_port(h), NULL, "/nope", &body, NULL), 404);
 }
 
+/* ---- the endpoint seen through a plain socket: what probes, scrapers and hostile clients send ---- */
+
+/* Every wait below is bounded by these socket timeouts: a wait that runs out fails its assertion. */
+#define RAW_TIMEOUT_SEC 10
+
+static int raw_connect(uint16_t port)
+{
+        struct sockaddr_in sa = { .sin_family = AF_INET,
+                                  .sin_port = htons(port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct timeval tv = { .tv_sec = RAW_TIMEOUT_SEC };
+        int one = 1, fd;
+
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+        /* Each send leaves as a segment of its own, so that split requests arrive split. */
+        assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        return fd;
+}
+
+static void raw_send(int fd, const char *s)
+{
+        size_t len = strlen(s);
+        assert_int_equal(send(fd, s, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Everything until the server closes. */
+static char *raw_read_all(int fd)
+{
+        struct buf b = {};
+        char chunk[4096];
+
+        for (;;) {
+                ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+                assert_true(n >= 0);
+                if (n == 0)
+                        break;
+                assert_int_equal(buf_append(&b, chunk, (size_t)n), 0);
+        }
+        assert_int_equal(buf_append(&b, "", 0), 0);
+        return b.data;
+}
+
+/* Sends each piece with a write of its own; returns the whole answer. */
+static char *raw_exchange(uint16_t port, const char *const *pieces)
+{
+        int fd = raw_connect(port);
+        char *resp;
+
+        for (; *pieces; pieces++)
+                raw_send(fd, *pieces);
+        resp = raw_read_all(fd);
+        close(fd);
+        return resp;
+}
+
+static char *raw_request(uint16_t port, const char *request)
+{
+        return raw_exchange(port, (const char *const[]){ request, NULL });
+}
+
+static unsigned raw_status(const char *resp)
+{
+        unsigned status = 0;
+
+        if (sscanf(resp, "HTTP/1.1 %u ", &status) != 1)
+                fail_msg("not an HTTP/1.1 answer: %s", resp);
+        return status;
+}
+
+static const char *raw_body(const char *resp)
+{
+        const char *p = strstr(resp, "\r\n\r\n");
+
+        assert_non_null(p);
+        return p + 4;
+}
+
+/* The status of a request sent in one write; the body is checked to match its Content-Length. */
+static unsigned raw_status_of(uint16_t port, const char *request)
+{
+        _cleanup_free_ char *resp = raw_request(port, request);
+        _cleanup_free_ char *length = strprintf("Content-Length: %zu\r\n", strlen(raw_body(resp)));
+
+        assert_contains(resp, length);
+        assert_contains(resp, "Connection: close\r\n");
+        return raw_status(resp);
+}
+
 static void test_listen_forms(void **state)
 {
         struct httpd *h = (struct httpd *)1;
@@ -374,6 +470,18 @@ static void test_listen_forms(void **state)
         assert_int_equal(httpd_start("::1:0", &h), -EINVAL);
         assert_int_equal(httpd_start("localhost:0", &h), -EINVAL); /* numeric only */
         assert_int_equal(httpd_start("127.0.0.1:x", &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:65536", &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:-1", &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:", &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.256:0", &h), -EINVAL);
+        assert_int_equal(httpd_start("[::1:0", &h), -EINVAL);
+        assert_int_equal(httpd_start("[nope]:0", &h), -EINVAL);
+
+        /* No host: any IPv4 address. */
+        assert_int_equal(httpd_start(":0", &h), 0);
+        assert_true(httpd_port(h) > 0);
+        assert_int_equal(raw_status_of(httpd_port(h), "GET /healthz HTTP/1.1\r\n\r\n"), 200);
+        httpd_free(h);
 
         assert_int_equal(httpd_start("[::1]:0", &h), 0);
         httpd_free(h);
@@ -421,6 +529,166 @@ static void test_loop_watch(void **state)
         }
         assert_int_equal(status, 200);
         h = httpd_free(h); /* before its loop */
+}
+
+static void test_endpoint_raw(void **state)
+{
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        uint16_t port;
+        char *resp;
+
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        port = httpd_port(h);
+        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "completed", NULL), 0);
+
+        resp = raw_request(port, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n");
+        assert_int_equal(raw_status(resp), 200);
+        assert_contains(resp, "Content-Type: text/plain; charset=utf-8\r\n");
+        assert_contains(resp, "Content-Length: 3\r\n");
+        assert_contains(resp, "Connection: close\r\n");
+        assert_string_equal(raw_body(resp), "ok\n");
+        free(resp);
+
+        /* HEAD: the same headers, no body. */
+        resp = raw_request(port, "HEAD /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert_int_equal(raw_status(resp), 200);
+        assert_contains(resp, "Content-Length: 3\r\n");
+        assert_string_equal(raw_body(resp), "");
+        free(resp);
+        resp = raw_request(port, "HEAD /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert_int_equal(raw_status(resp), 200);
+        assert_contains(resp, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n");
+        assert_null(strstr(resp, "Content-Length: 0\r\n"));
+        assert_string_equal(raw_body(resp), "");
+        free(resp);
+
+        resp = raw_request(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        assert_int_equal(raw_status(resp), 200);
+        assert_contains(raw_body(resp), "spotdrain_drains_total{result=\"completed\"} 1\n");
+        free(resp);
+
+        /* Other methods: 405 naming the allowed ones, also with a body the server never reads. */
+        resp = raw_request(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\na=1");
+        assert_int_equal(raw_status(resp), 405);
+        assert_contains(resp, "Allow: GET, HEAD\r\n");
+        assert_string_equal(raw_body(resp), "method not allowed\n");
+        free(resp);
+        assert_int_equal(raw_status_of(port, "DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
+        assert_int_equal(raw_status_of(port, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
+
+        resp = raw_request(port, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_int_equal(raw_status(resp), 404);
+        assert_string_equal(raw_body(resp), "not found\n");
+        free(resp);
+        assert_int_equal(raw_status_of(port, "GET /metricsx HTTP/1.1\r\n\r\n"), 404);
+        assert_int_equal(raw_status_of(port, "GET /healthz/ HTTP/1.1\r\n\r\n"), 404);
+        resp = raw_request(port, "HEAD /nope HTTP/1.1\r\n\r\n");
+        assert_int_equal(raw_status(resp), 404);
+        assert_contains(resp, "Content-Length: 10\r\n");
+        assert_string_equal(raw_body(resp), "");
+        free(resp);
+
+        /* The query string is ignored; the absolute form, HTTP/1.0 and bare LF line ends are accepted. */
+        assert_int_equal(raw_status_of(port, "GET /healthz?verbose=1&x HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+        assert_int_equal(raw_status_of(port, "GET http://127.0.0.1:9464/readyz HTTP/1.1\r\n\r\n"), 200);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.0\r\n\r\n"), 200);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\nHost: x\n\n"), 200);
+
+        /* Malformed request lines and headers. */
+        assert_int_equal(raw_status_of(port, "GARBAGE\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET  /healthz HTTP/1.1\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1 \r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.x\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "G(T /healthz HTTP/1.1\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET healthz HTTP/1.1\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\r\nno colon\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\r\n: empty name\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\r\nA: b\r\n folded\r\n\r\n"), 400);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/2.0\r\n\r\n"), 505);
+        /* A bad request line is answered at once, without waiting for the end of the head. */
+        assert_int_equal(raw_status_of(port, "NOT HTTP AT ALL\r\n"), 400);
+}
+
+/* A request head over 8 KiB: 431 (headers) or 414 (the request line alone). */
+static void test_endpoint_limits(void **state)
+{
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        _cleanup_free_ char *pad = malloc(9001), *headers = NULL, *line = NULL, *fits = NULL;
+        uint16_t port;
+
+        assert_non_null(pad);
+        memset(pad, 'a', 9000);
+        pad[9000] = '\0';
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        port = httpd_port(h);
+
+        headers = strprintf("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", pad);
+        assert_non_null(headers);
+        assert_int_equal(raw_status_of(port, headers), 431);
+        line = strprintf("GET /healthz?%s HTTP/1.1\r\nHost: x\r\n\r\n", pad);
+        assert_non_null(line);
+        assert_int_equal(raw_status_of(port, line), 414);
+
+        /* Just under the limit still counts as a request. */
+        pad[8000] = '\0';
+        fits = strprintf("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", pad);
+        assert_non_null(fits);
+        assert_int_equal(raw_status_of(port, fits), 200);
+}
+
+/* A request split across several writes, even in the middle of its final blank line. */
+static void test_endpoint_split(void **state)
+{
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        _cleanup_free_ char *resp = NULL;
+
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        resp = raw_exchange(httpd_port(h), (const char *const[]){ "GE", "T /hea", "lthz?x=1 HTTP/1.1\r\nHo",
+                                                                  "st: 127.0.0.1\r\n\r", "\n", NULL });
+        assert_int_equal(raw_status(resp), 200);
+        assert_string_equal(raw_body(resp), "ok\n");
+}
+
+/* Clients that connect and stall hold a slot each, never the server: others are answered, the oldest
+ * stalled ones give way when every slot is taken, the rest are closed at their read deadline, and
+ * httpd_free() returns with a stalled client still connected. */
+static void test_endpoint_stalled_clients(void **state)
+{
+        struct httpd *h = NULL;
+        int silent, partial, crowd[16], late;
+        char byte;
+        uint16_t port;
+
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        port = httpd_port(h);
+
+        silent = raw_connect(port);
+        partial = raw_connect(port);
+        raw_send(partial, "GET /metr");
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+
+        /* The server accepts in connection order, so these come after the two above and push them out. */
+        for (size_t i = 0; i < ARRAY_SIZE(crowd); i++)
+                crowd[i] = raw_connect(port);
+        assert_int_equal(raw_status_of(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+        assert_int_equal(recv(silent, &byte, 1, 0), 0);
+        assert_int_equal(recv(partial, &byte, 1, 0), 0);
+        close(silent);
+        close(partial);
+
+        /* Nobody else comes: the last of the crowd is closed at its read deadline (5 s). */
+        assert_int_equal(recv(crowd[ARRAY_SIZE(crowd) - 1], &byte, 1, 0), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(crowd); i++)
+                close(crowd[i]);
+
+        late = raw_connect(port);
+        raw_send(late, "GET /he");
+        /* Answered only once "late" has been accepted. */
+        assert_int_equal(raw_status_of(port, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+        assert_null(httpd_free(h));
+        assert_int_equal(recv(late, &byte, 1, 0), 0);
+        close(late);
 }
 
 static void test_error_budget(void **state)
@@ -549,6 +817,10 @@ int main(void)
                 cmocka_unit_test_setup(test_endpoint, reset),
                 cmocka_unit_test(test_listen_forms),
                 cmocka_unit_test(test_loop_watch),
+                cmocka_unit_test_setup(test_endpoint_raw, reset),
+                cmocka_unit_test(test_endpoint_limits),
+                cmocka_unit_test(test_endpoint_split),
+                cmocka_unit_test(test_endpoint_stalled_clients),
                 cmocka_unit_test(test_error_budget),
                 cmocka_unit_test(test_notify),
         };

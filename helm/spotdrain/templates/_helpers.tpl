@@ -141,6 +141,11 @@ spec:
     - name: spotdrain
       image: {{ include "spotdrain.image" . }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
+      {{- if eq .Values.mode "agent" }}
+      # The agent's own binary: the same code without the simulator, so without libmicrohttpd and GnuTLS.
+      command:
+        - /usr/local/bin/spotdrain-agent
+      {{- end }}
       args:
         - {{ .Values.mode }}
         - --config
