@@ -11,10 +11,14 @@ command -v systemd-analyze >/dev/null 2>&1 || skip "systemd-analyze not installe
 units=("$ROOT"/systemd/*.service)
 [ -e "${units[0]}" ] || fail "no units in $ROOT/systemd"
 
+# The agent's unit runs the agent's own binary (without the simulator), the others spotdrain.
 for unit in "${units[@]}"; do
 	name=$(basename "$unit")
-	grep -q '^ExecStart=/usr/local/bin/spotdrain ' "$unit" || fail "$name: ExecStart is not /usr/local/bin/spotdrain"
-	sed "s#^ExecStart=/usr/local/bin/spotdrain #ExecStart=$SPOTDRAIN #" "$unit" >"$TEST_TMP/$name"
+	bin=spotdrain built=$SPOTDRAIN
+	[ "$name" = spotdrain-agent.service ] && bin=spotdrain-agent built=$SPOTDRAIN_AGENT
+	grep -q "^ExecStart=/usr/local/bin/$bin " "$unit" || fail "$name: ExecStart is not /usr/local/bin/$bin"
+	[ -x "$built" ] || fail "$built not built"
+	sed "s#^ExecStart=/usr/local/bin/$bin #ExecStart=$built #" "$unit" >"$TEST_TMP/$name"
 done
 
 for unit in "${units[@]}"; do
