@@ -294,6 +294,10 @@ struct kube_pod {
         bool ready;
         uint64_t creation_usec;
         uint64_t deletion_usec;         /* deletionTimestamp; 0 = not deleting */
+        int64_t deletion_grace_seconds; /* metadata.deletionGracePeriodSeconds; -1 = absent */
+        /* When the delete was asked: deletionTimestamp is the end of the grace period, so that grace
+         * (deletionGracePeriodSeconds, else the spec's) before it; 0 = not deleting. */
+        uint64_t deleted_usec;
         uint64_t ready_transition_usec; /* Ready condition lastTransitionTime; 0 = unknown */
         char *owner_kind, *owner_name;  /* the controller owner if any, else the first owner */
         bool owner_controller;

@@ -89,8 +89,6 @@ struct drain_exec {
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
         bool startups_started;
-        struct drain_startup *startups;
-        size_t n_startups;
 
         struct xpod **pods;
         size_t n_pods;
@@ -992,27 +990,6 @@ static void arm_wake(struct drain_exec *x, uint64_t at)
 
 /* ---- startup estimates: one list per owner, selected by the pod's own labels ---- */
 
-static int merge_startups(struct drain_exec *x, const struct drain_startup *s, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                bool known = false;
-                for (size_t j = 0; j < x->n_startups && !known; j++)
-                        known = streq(x->startups[j].owner_key, s[i].owner_key);
-                if (known)
-                        continue;
-                struct drain_startup *a = realloc(x->startups, (x->n_startups + 1) * sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                x->startups = a;
-                char *key = strdup(s[i].owner_key);
-                if (!key)
-                        return -ENOMEM;
-                x->startups[x->n_startups++] =
-                    (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
-        }
-        return 0;
-}
-
 static void startup_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct startup_call *sc = userdata;
@@ -1022,7 +999,7 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
 
         sc->call = NULL;
         if (r->error >= 0 && drain_startups_measure(kube_list_items(r->object), &s, &n) >= 0) {
-                if (merge_startups(x, s, n) < 0 || drain_ledger_add_startups(x->ledger, s, n) < 0)
+                if (drain_ledger_add_startups(x->ledger, s, n) < 0)
                         log_debug("out of memory keeping startup estimates");
                 drain_startups_free(s, n);
         } else
@@ -1059,12 +1036,8 @@ static void start_startups(struct drain_exec *x)
                         continue;
                 /* Another drain of this process measured the owner already. */
                 uint64_t known;
-                if (drain_ledger_startup(x->ledger, key, &known)) {
-                        struct drain_startup s = { .owner_key = key, .startup_usec = known };
-                        if (merge_startups(x, &s, 1) < 0)
-                                log_debug("out of memory keeping startup estimates");
+                if (drain_ledger_startup(x->ledger, key, &known))
                         continue;
-                }
                 if (!(selector = drain_sibling_selector(&p)) ||
                     !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
                         continue;
@@ -1172,73 +1145,58 @@ static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj
 
 static uint64_t startup_of(const struct drain_exec *x, const char *owner_key)
 {
-        for (size_t i = 0; owner_key && i < x->n_startups; i++)
-                if (streq(x->startups[i].owner_key, owner_key))
-                        return x->startups[i].startup_usec;
-        return x->default_startup;
+        uint64_t usec;
+        return drain_ledger_startup(x->ledger, owner_key, &usec) ? usec : x->default_startup;
 }
 
 /* A pod that was deleting left: keep its last state while its replacement is on the way (see ghost). */
-static void keep_ghost(struct drain_exec *x, const cJSON *obj)
+static void keep_ghost(struct drain_exec *x, struct xpod *p, const cJSON *obj, const struct kube_pod *kp,
+                       const char *key)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-        if (kube_pod_parse(obj, &kp) < 0 || !kp.deletion_usec)
-                return;
-        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
-        _cleanup_free_ char *key = drain_owner_key(&kp);
-        if (!p || p->ghost || !key)
-                return;
-        /* deletionTimestamp is the end of the grace period: the delete came that long before. */
-        uint64_t deleted = kp.deletion_usec;
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
-                                                          "deletionGracePeriodSeconds");
-        if (cJSON_IsNumber(g) && g->valuedouble > 0 && deleted > (uint64_t)(g->valuedouble * 1e6))
-                deleted -= (uint64_t)(g->valuedouble * 1e6);
         p->ghost = cJSON_Duplicate(obj, true);
         p->gone_at = clk_now();
         /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
-        p->ghost_until = deleted + 2 * startup_of(x, key) + USEC_PER_SEC + GHOST_OVERDUE_USEC;
+        p->ghost_until = kp->deleted_usec + 2 * startup_of(x, key) + USEC_PER_SEC + GHOST_OVERDUE_USEC;
 }
 
 /* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
-static void observe_stop(struct drain_exec *x, const cJSON *obj)
+static void observe_stop(struct drain_exec *x, const struct xpod *p, const struct kube_pod *kp,
+                         const char *key)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
         uint64_t now = clk_now(), start;
-        if (kube_pod_parse(obj, &kp) < 0 || !kp.deletion_usec)
-                return;
-        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
-        _cleanup_free_ char *key = drain_owner_key(&kp);
-        if (!key)
-                return;
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
-                                                          "deletionGracePeriodSeconds");
-        double grace = cJSON_IsNumber(g) && g->valuedouble >= 0 ? g->valuedouble : (double)kp.grace_seconds;
+        int64_t grace = kp->deletion_grace_seconds >= 0 ? kp->deletion_grace_seconds : kp->grace_seconds;
         if (p && p->stop_at)
                 start = p->stop_at;
-        else if (kp.deletion_usec > (uint64_t)(grace * 1e6))
-                start = kp.deletion_usec - (uint64_t)(grace * 1e6); /* deleted by someone else */
+        else if (kp->deleted_usec)
+                start = kp->deleted_usec; /* deleted by someone else */
         else
                 return;
         /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
         if (now <= start || now + USEC_PER_SEC >= x->deadline)
                 return;
         uint64_t took = now - start;
-        if (grace < (double)kp.grace_seconds && (double)took + 1e6 >= grace * 1e6)
+        if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
                 return;
-        if (p && p->forced_grace > 0 && p->forced_grace < kp.grace_seconds &&
+        if (p && p->forced_grace > 0 && p->forced_grace < kp->grace_seconds &&
             took + USEC_PER_SEC >= (uint64_t)p->forced_grace * USEC_PER_SEC)
                 return;
-        uint64_t unseen = (uint64_t)((double)kp.grace_seconds * 1e6 * x->expected_shutdown_fraction);
+        uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * x->expected_shutdown_fraction);
         if (drain_shutdowns_observe(drain_ledger_shutdowns(x->ledger), key, took, unseen) < 0)
                 log_debug("out of memory keeping shutdown observations");
 }
 
 static void pods_deleted(void *userdata, const cJSON *obj)
 {
-        observe_stop(userdata, obj);
-        keep_ghost(userdata, obj);
-        pods_changed(userdata);
+        struct drain_exec *x = userdata;
+        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+        _cleanup_free_ char *key = NULL;
+        if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
+                struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+                observe_stop(x, p, &kp, key);
+                if (p && !p->ghost)
+                        keep_ghost(x, p, obj, &kp, key);
+        }
+        pods_changed(x);
 }
 
 static void informer_synced(void *userdata)
@@ -1359,7 +1317,6 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
                 free(x->startup_calls[i].owner_key);
         }
         free(x->startup_calls);
-        drain_startups_free(x->startups, x->n_startups);
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_free(x->pods[i]);
         free(x->pods);

@@ -189,14 +189,6 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
             grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
                 return -ENOMEM;
 
-        /* deletionTimestamp is when the grace period ends; the delete was asked for that long before. */
-        uint64_t deleted_at = 0;
-        const cJSON *dg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
-                                                           "deletionGracePeriodSeconds");
-        if (p.deletion_usec && cJSON_IsNumber(dg) && dg->valuedouble >= 0 &&
-            p.deletion_usec >= (uint64_t)(dg->valuedouble * 1e6))
-                deleted_at = p.deletion_usec - (uint64_t)(dg->valuedouble * 1e6);
-
         const char *dnd = kube_pod_annotation(&p, "karpenter.sh/do-not-disrupt");
         di->kpods[di->n_pods] = p;
         p = (struct kube_pod){ 0 };
@@ -217,7 +209,7 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 .ready = kp->ready,
                 .pending = streq_ptr(kp->phase, "Pending"),
                 .deleting = kp->deletion_usec != 0,
-                .deleted_at_usec = deleted_at,
+                .deleted_at_usec = kp->deleted_usec,
                 .pdbs = pdbs,
                 .n_pdbs = n_pdbs,
         };

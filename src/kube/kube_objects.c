@@ -117,7 +117,7 @@ int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
         const cJSON *meta = jget(obj, "metadata"), *spec = jget(obj, "spec"), *status = jget(obj, "status");
         if (!jstr(meta, "name"))
                 return -EINVAL;
-        _cleanup_(kube_pod_clear) struct kube_pod p = { .grace_seconds = 30 };
+        _cleanup_(kube_pod_clear) struct kube_pod p = { .grace_seconds = 30, .deletion_grace_seconds = -1 };
         if (jdup(meta, "namespace", &p.namespace) < 0 || jdup(meta, "name", &p.name) < 0 ||
             jdup(meta, "uid", &p.uid) < 0 || jdup(spec, "nodeName", &p.node_name) < 0 ||
             jdup(status, "phase", &p.phase) < 0 || jdup(spec, "priorityClassName", &p.priority_class) < 0 ||
@@ -133,6 +133,12 @@ int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
         }
         if (jint(spec, "terminationGracePeriodSeconds", &v) && v >= 0)
                 p.grace_seconds = v;
+        if (jint(meta, "deletionGracePeriodSeconds", &v) && v >= 0)
+                p.deletion_grace_seconds = v;
+        uint64_t grace_usec =
+            (uint64_t)(p.deletion_grace_seconds >= 0 ? p.deletion_grace_seconds : p.grace_seconds) * 1000000;
+        if (p.deletion_usec > grace_usec)
+                p.deleted_usec = p.deletion_usec - grace_usec;
 
         /* The controller owner is what replaces the pod; without one, the first owner says what it is. */
         const cJSON *owner, *chosen = NULL;

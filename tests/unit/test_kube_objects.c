@@ -79,6 +79,29 @@ static void test_pod_mirror_deleting_defaults(void **state)
         assert_false(p.ready);
         assert_int_not_equal(p.deletion_usec, 0);
         assert_int_equal(p.grace_seconds, 30);
+        /* No deletionGracePeriodSeconds: the delete was asked the spec's grace before the timestamp. */
+        assert_int_equal(p.deletion_grace_seconds, -1);
+        assert_int_equal(p.deleted_usec, p.deletion_usec - 30 * 1000000ULL);
+        kube_pod_clear(&p);
+        j = parse("{\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-11-30T06:00:30Z\","
+                  "\"deletionGracePeriodSeconds\":5},\"spec\":{\"terminationGracePeriodSeconds\":60}}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_int_equal(p.deletion_grace_seconds, 5);
+        assert_int_equal(p.deleted_usec, p.deletion_usec - 5 * 1000000ULL);
+        kube_pod_clear(&p);
+        j = parse("{\"metadata\":{\"name\":\"b\"}}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_int_equal(p.deleted_usec, 0);
+        kube_pod_clear(&p);
+        j = parse("{\"metadata\":{\"name\":\"kube-proxy-n1\",\"namespace\":\"kube-system\","
+                  "\"deletionTimestamp\":\"2026-11-30T06:00:30Z\","
+                  "\"annotations\":{\"kubernetes.io/config.mirror\":\"abc\"},"
+                  "\"ownerReferences\":[{\"kind\":\"Node\",\"name\":\"n1\"}]},"
+                  "\"spec\":{},\"status\":{\"phase\":\"Running\"}}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
         assert_false(p.has_priority);
         assert_false(p.has_emptydir);
         assert_null(p.node_name);

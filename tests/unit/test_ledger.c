@@ -35,6 +35,7 @@ struct drain {
         bool done;
         struct drain_exec_result result;
         unsigned infeasible_alerts;
+        unsigned across_alerts; /* of those, the ones for a PDB's pods across the draining nodes */
 };
 
 struct fx {
@@ -64,8 +65,10 @@ static void record_alert(const struct alert *a, void *userdata)
 {
         struct fx *f = userdata;
         for (size_t i = 0; i < f->n_drains; i++)
-                if (a->kind == ALERT_DRAIN_INFEASIBLE && streq_ptr(a->node, f->drains[i].node))
+                if (a->kind == ALERT_DRAIN_INFEASIBLE && streq_ptr(a->node, f->drains[i].node)) {
                         f->drains[i].infeasible_alerts++;
+                        f->drains[i].across_alerts += strstr(a->message, "on the draining nodes") != NULL;
+                }
 }
 
 /* shared: one ledger for every drain; otherwise each drain has its own (as before the ledger). */
@@ -328,15 +331,19 @@ static void test_infeasible_across_nodes(void **state)
                 fx_drain(f, "spot-a", 20 * SEC);
                 fx_drain(f, "spot-b", 21 * SEC);
                 fx_run(f);
-                unsigned alerts = f->drains[0].infeasible_alerts + f->drains[1].infeasible_alerts;
+                unsigned across = f->drains[0].across_alerts + f->drains[1].across_alerts;
                 if (shared) {
                         /* spot-a goes first (EDF); spot-b is the node the PDB limits. */
                         assert_int_equal(f->drains[0].infeasible_alerts, 0);
                         assert_int_equal(f->drains[1].infeasible_alerts, 1);
+                        assert_int_equal(f->drains[1].across_alerts, 1);
                         assert_true(f->drains[1].result.infeasible);
                         assert_int_equal(f->drains[0].result.forced, 0);
                 } else
-                        assert_int_equal(alerts, 0);
+                        /* Each sees only its own node. (Either may still be judged infeasible from a PDB the
+                         * other's eviction left short, whose replacement its plan cannot see coming: that
+                         * depends on which judgement comes first, and is not what this test is about.) */
+                        assert_int_equal(across, 0);
                 fx_free(f);
         }
 }
