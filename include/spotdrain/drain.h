@@ -82,7 +82,15 @@ struct drain_pdb_in {
         int expected_pods;
         int disruptions_allowed;
         int covered_pods; /* pods the selector matches, cluster-wide */
+        /* When healthy pods this process did not evict were lost, as far as it saw (a drop of currentHealthy
+         * in the watch, a replacement found starting), ascending. The planner expects each back a startup
+         * later, for as much of the status' shortfall as the plan's own deleting pods do not explain; one
+         * overdue by more than DRAIN_LOSS_OVERDUE_USEC counts as down for good (a crashloop, say). */
+        const uint64_t *lost_usec;
+        size_t n_lost;
 };
+
+#define DRAIN_LOSS_OVERDUE_USEC (30 * UINT64_C(1000000))
 
 /* Median creation → Ready of an owner's pods. */
 struct drain_startup {

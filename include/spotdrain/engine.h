@@ -85,6 +85,9 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
                           uint64_t margin_usec, size_t *ret_index);
 /* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
 int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
+/* When healthy pods of the PDB added last were lost to something outside this process's drains (engine
+ * clock, ascending; drain_pdb_in.lost_usec): copied. */
+int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec, size_t n);
 /* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
 int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
@@ -213,12 +216,19 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
 struct drain_ledger_stats {
         unsigned granted, refused, waiting;
         unsigned
-            rechecks; /* times the ledger looked again with nothing heard (settle, a distrusted status) */
+            rechecks;    /* times the ledger looked again with nothing heard (settle, a distrusted status) */
+        unsigned losses; /* healthy pods lost to something outside the ledger, not yet back (drain_pdb_in) */
 };
 void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret);
 /* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */
 bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec);
 int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n);
+/* Pods listed by a drain (its pods' siblings): each one starting (scheduled, not Ready, not deleting) is a
+ * healthy pod lost at its creation to whatever PDBs select it, and expected back a startup later. This is
+ * how a drain that starts after another process's eviction (another node's agent) sees that the PDB's
+ * shortfall is a replacement on its way rather than a pod down for good; drops of currentHealthy seen in
+ * the watch are recorded by the ledger itself. */
+void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items);
 /* A drain that ends hands over its pods that are gone but whose replacements are not Ready yet (until):
  * the drains still going plan with the PDB slots they give back. */
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,

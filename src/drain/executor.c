@@ -998,6 +998,9 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
         size_t n = 0;
 
         sc->call = NULL;
+        /* Those of them starting (another node's drain's replacements) explain a PDB's shortfall. */
+        if (r->error >= 0)
+                drain_ledger_note_starting(x->ledger, kube_list_items(r->object));
         if (r->error >= 0 && drain_startups_measure(kube_list_items(r->object), &s, &n) >= 0) {
                 if (drain_ledger_add_startups(x->ledger, s, n) < 0)
                         log_debug("out of memory keeping startup estimates");

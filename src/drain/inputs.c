@@ -15,6 +15,8 @@ struct drain_inputs {
 
         struct kube_pdb *kpdbs;
         struct drain_pdb_in *pdbs;
+        uint64_t **pdb_lost;
+        size_t *pdb_n_lost;
         size_t n_pdbs;
 
         struct kube_pod *kpods;
@@ -82,10 +84,14 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
                 free(di->node_names[i]);
         free(di->node_names);
         free(di->nodes);
-        for (size_t i = 0; i < di->n_pdbs; i++)
+        for (size_t i = 0; i < di->n_pdbs; i++) {
                 kube_pdb_clear(&di->kpdbs[i]);
+                free(di->pdb_lost[i]);
+        }
         free(di->kpdbs);
         free(di->pdbs);
+        free(di->pdb_lost);
+        free(di->pdb_n_lost);
         for (size_t i = 0; i < di->n_pods; i++) {
                 kube_pod_clear(&di->kpods[i]);
                 free(di->owner_keys[i]);
@@ -126,11 +132,31 @@ int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *obj)
         if (r < 0)
                 return r;
         if (grow((void **)&di->kpdbs, di->n_pdbs, sizeof(*di->kpdbs)) < 0 ||
-            grow((void **)&di->pdbs, di->n_pdbs, sizeof(*di->pdbs)) < 0)
+            grow((void **)&di->pdbs, di->n_pdbs, sizeof(*di->pdbs)) < 0 ||
+            grow((void **)&di->pdb_lost, di->n_pdbs, sizeof(*di->pdb_lost)) < 0 ||
+            grow((void **)&di->pdb_n_lost, di->n_pdbs, sizeof(*di->pdb_n_lost)) < 0)
                 return -ENOMEM;
         di->kpdbs[di->n_pdbs] = p;
+        di->pdb_lost[di->n_pdbs] = NULL;
+        di->pdb_n_lost[di->n_pdbs] = 0;
         p = (struct kube_pdb){ 0 };
         di->n_pdbs++;
+        return 0;
+}
+
+int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec, size_t n)
+{
+        if (di->n_pdbs == 0 || (n && !lost_usec))
+                return -EINVAL;
+        size_t b = di->n_pdbs - 1;
+        uint64_t *a = NULL;
+        if (n && !(a = malloc(n * sizeof(*a))))
+                return -ENOMEM;
+        if (n)
+                memcpy(a, lost_usec, n * sizeof(*a));
+        free(di->pdb_lost[b]);
+        di->pdb_lost[b] = a;
+        di->pdb_n_lost[b] = n;
         return 0;
 }
 
@@ -358,6 +384,8 @@ const struct drain_input *drain_inputs_get(struct drain_inputs *di)
                         .expected_pods = k->expected_pods,
                         .disruptions_allowed = k->disruptions_allowed,
                         .covered_pods = k->expected_pods,
+                        .lost_usec = di->pdb_lost[i],
+                        .n_lost = di->pdb_n_lost[i],
                 };
         }
         di->in.nodes = di->nodes;

@@ -52,6 +52,19 @@ struct grant {
         unsigned status_seq; /* lpdb.status_seq when it was given */
 };
 
+/* A healthy pod of a PDB lost to something outside the ledger's grants (another process's eviction, a pod
+ * going unready): drain_pdb_in.lost_usec. */
+struct loss {
+        uint64_t at;
+        char *uid; /* the starting pod that showed it (drain_ledger_note_starting); NULL: a drop in the watch
+                    */
+};
+#define MAX_LOSSES 64
+/* The pods lately evicted through this ledger's grants, by name, per PDB: their eviction leaves the status'
+ * disruptedPods in the change that drops currentHealthy (the API writes the entry; the disruption
+ * controller drops it as it recounts), after the grant was released. */
+#define RECENT_EVICTED 32
+
 struct lpdb {
         char *key; /* namespace/name */
         struct waiter *waiters;
@@ -63,6 +76,10 @@ struct lpdb {
         int allowed;
         uint64_t stale_until;
         unsigned status_seq; /* moves with every status change seen */
+        struct loss *losses; /* ascending */
+        size_t n_losses;
+        char **evicted; /* RECENT_EVICTED names, a ring */
+        size_t evicted_next;
 };
 
 /* A pod of a drain that ended, deleting and gone already, kept until its replacement should be Ready, so
@@ -123,9 +140,89 @@ static void lpdb_clear(struct lpdb *p)
                 waiter_clear(&p->waiters[i]);
         for (size_t i = 0; i < p->n_grants; i++)
                 free(p->grants[i].pod);
+        for (size_t i = 0; i < p->n_losses; i++)
+                free(p->losses[i].uid);
+        for (size_t i = 0; p->evicted && i < RECENT_EVICTED; i++)
+                free(p->evicted[i]);
+        free(p->evicted);
         free(p->waiters);
         free(p->grants);
+        free(p->losses);
         free(p->key);
+}
+
+/* ---- losses ---- */
+
+static void loss_drop(struct lpdb *p, size_t i)
+{
+        free(p->losses[i].uid);
+        memmove(&p->losses[i], &p->losses[i + 1], (p->n_losses - i - 1) * sizeof(*p->losses));
+        p->n_losses--;
+}
+
+/* In time order; the oldest goes when the list is full. uid: once per starting pod. */
+static int loss_add(struct lpdb *p, uint64_t at, const char *uid)
+{
+        if (uid)
+                for (size_t i = 0; i < p->n_losses; i++)
+                        if (streq_ptr(p->losses[i].uid, uid))
+                                return 0;
+        if (p->n_losses == MAX_LOSSES)
+                loss_drop(p, 0);
+        if (!p->losses && !(p->losses = calloc(MAX_LOSSES, sizeof(*p->losses))))
+                return -ENOMEM;
+        char *u = NULL;
+        if (uid && !(u = strdup(uid)))
+                return -ENOMEM;
+        size_t i = p->n_losses;
+        while (i > 0 && p->losses[i - 1].at > at)
+                i--;
+        memmove(&p->losses[i + 1], &p->losses[i], (p->n_losses - i) * sizeof(*p->losses));
+        p->losses[i] = (struct loss){ .at = at, .uid = u };
+        p->n_losses++;
+        return 0;
+}
+
+static void note_evicted(struct lpdb *p, const char *pod)
+{
+        const char *slash = strchr(pod, '/');
+        if (!p->evicted && !(p->evicted = calloc(RECENT_EVICTED, sizeof(*p->evicted))))
+                return;
+        char **e = &p->evicted[p->evicted_next];
+        free(*e);
+        *e = strdup(slash ? slash + 1 : pod);
+        p->evicted_next = (p->evicted_next + 1) % RECENT_EVICTED;
+}
+
+static bool evicted_lately(const struct lpdb *p, const char *name)
+{
+        for (size_t i = 0; p && p->evicted && i < RECENT_EVICTED; i++)
+                if (streq_ptr(p->evicted[i], name))
+                        return true;
+        return false;
+}
+
+/* The pods this ledger evicted that left disruptedPods between the two statuses. */
+static int evicted_left(const struct lpdb *p, const cJSON *old_obj, const cJSON *obj)
+{
+        const cJSON *was = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(old_obj, "status"), "disruptedPods");
+        const cJSON *is = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "status"),
+                                                           "disruptedPods");
+        const cJSON *e;
+        int n = 0;
+        cJSON_ArrayForEach (e, was)
+                if (e->string && !cJSON_GetObjectItemCaseSensitive(is, e->string) &&
+                    evicted_lately(p, e->string))
+                        n++;
+        return n;
+}
+
+static int status_int(const cJSON *obj, const char *field)
+{
+        const cJSON *v =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "status"), field);
+        return cJSON_IsNumber(v) ? v->valueint : 0;
 }
 
 /* The position of key in by_key: where it is (*found) or would go. Every eviction asks, for every pod. */
@@ -352,13 +449,42 @@ static void arm_recheck(struct drain_ledger *l)
 
 /* ---- the informer ---- */
 
-static void pdb_status_moved(struct drain_ledger *l, const cJSON *obj)
+/* Healthy pods the new status misses that the old one counted, beyond the evictions granted here
+ * (explained), are losses from outside; pods coming back settle the oldest. */
+static void note_losses(struct drain_ledger *l, const char *key, const cJSON *old_obj, const cJSON *obj,
+                        int explained)
+{
+        int before = status_int(old_obj, "currentHealthy"), after = status_int(obj, "currentHealthy");
+        int shortfall = status_int(obj, "expectedPods") - after;
+        struct lpdb *p = after < before - explained && shortfall > 0 ? lpdb_get(l, key) : lpdb_find(l, key);
+        if (!p)
+                return;
+        if (shortfall <= 0) {
+                while (p->n_losses > 0)
+                        loss_drop(p, p->n_losses - 1);
+                return;
+        }
+        if (after > before)
+                for (int i = before; i < after && p->n_losses > 0; i++)
+                        loss_drop(p, 0);
+        uint64_t now = clk_now();
+        for (int i = after; i < before - explained; i++)
+                if (loss_add(p, now, NULL) < 0)
+                        log_debug("out of memory noting a PDB's lost pod");
+}
+
+static void pdb_status_moved(struct drain_ledger *l, const cJSON *old_obj, const cJSON *obj)
 {
         const char *ns = kube_object_str(obj, "metadata.namespace");
         const char *name = kube_object_str(obj, "metadata.name");
         _cleanup_free_ char *key = name ? strprintf("%s/%s", ns ? ns : "", name) : NULL;
         struct lpdb *p = key ? lpdb_find(l, key) : NULL;
+        int explained = 0;
         if (p) {
+                /* What the status now misses may be an eviction granted here, answered or not, or one
+                 * whose grant an earlier status released: only a drop beyond them all is a loss from
+                 * outside. */
+                explained = (int)p->n_grants + (old_obj ? evicted_left(p, old_obj, obj) : 0);
                 /* The new status includes every eviction answered before it came (the eviction API
                  * updates the PDB before it answers); those still unanswered stay spent. */
                 for (size_t i = 0; i < p->n_grants;)
@@ -380,12 +506,15 @@ static void pdb_status_moved(struct drain_ledger *l, const cJSON *obj)
                         if (p->grants[i].member)
                                 wake_member(l, p->grants[i].member);
         }
+        /* (p may move: lpdb_get() can grow the array.) */
+        if (key && old_obj)
+                note_losses(l, key, old_obj, obj, explained);
         set_dirty(l);
 }
 
 static void pdbs_added(void *userdata, const cJSON *obj)
 {
-        pdb_status_moved(userdata, obj);
+        pdb_status_moved(userdata, NULL, obj);
 }
 
 static bool status_differs(const cJSON *a, const cJSON *b)
@@ -399,7 +528,7 @@ static bool status_differs(const cJSON *a, const cJSON *b)
 static void pdbs_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 {
         if (!old_obj || status_differs(old_obj, obj))
-                pdb_status_moved(userdata, obj);
+                pdb_status_moved(userdata, old_obj, obj);
 }
 
 static void pdbs_deleted(void *userdata, const cJSON *obj)
@@ -409,8 +538,11 @@ static void pdbs_deleted(void *userdata, const cJSON *obj)
         const char *name = kube_object_str(obj, "metadata.name");
         _cleanup_free_ char *key = name ? strprintf("%s/%s", ns ? ns : "", name) : NULL;
         struct lpdb *p = key ? lpdb_find(l, key) : NULL;
-        if (p)
+        if (p) {
                 p->allowed_known = false;
+                while (p->n_losses > 0)
+                        loss_drop(p, p->n_losses - 1);
+        }
         set_dirty(l);
 }
 
@@ -633,6 +765,19 @@ static int add_pdbs(struct drain_ledger *l, struct drain_inputs *di)
                         continue;
                 r = drain_inputs_add_pdb(di, o);
                 if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        continue;
+                const char *name = kube_object_str(o, "metadata.name");
+                _cleanup_free_ char *pkey = name ? strprintf("%s/%s", key, name) : NULL;
+                const struct lpdb *p = pkey ? lpdb_find(l, pkey) : NULL;
+                if (!p || p->n_losses == 0)
+                        continue;
+                uint64_t at[MAX_LOSSES];
+                for (size_t k = 0; k < p->n_losses; k++)
+                        at[k] = p->losses[k].at;
+                r = drain_inputs_set_pdb_lost(di, at, p->n_losses);
+                if (r < 0)
                         return r;
         }
         return 0;
@@ -938,6 +1083,8 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
                  * answer): then keeping the grant would spend the slot twice, until the next status
                  * change, which may be a whole startup away. Dropping it instead risks one 429, which
                  * costs the floor. */
+                if (a == DRAIN_LEDGER_ACCEPTED)
+                        note_evicted(p, pod);
                 if (a == DRAIN_LEDGER_ACCEPTED && g->status_seq == p->status_seq) {
                         g->answered = true;
                         /* One eviction less under way: the next may go. */
@@ -964,9 +1111,11 @@ void drain_ledger_answer(struct drain_ledger *l, void *member, const char *pdb, 
 void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret)
 {
         *ret = l->stats;
-        ret->waiting = 0;
-        for (size_t i = 0; i < l->n_pdbs; i++)
+        ret->waiting = ret->losses = 0;
+        for (size_t i = 0; i < l->n_pdbs; i++) {
                 ret->waiting += (unsigned)l->pdbs[i].n_waiters;
+                ret->losses += (unsigned)l->pdbs[i].n_losses;
+        }
 }
 
 bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec)
@@ -997,6 +1146,40 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                 set_dirty(l);
         }
         return 0;
+}
+
+void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
+{
+        const cJSON *obj;
+        bool noted = false;
+        cJSON_ArrayForEach (obj, items) {
+                _cleanup_(kube_pod_clear) struct kube_pod pod = { 0 };
+                /* Scheduled (one still Pending for room may wait for a node for long), not Ready, not
+                 * going. */
+                if (kube_pod_parse(obj, &pod) < 0 || pod.ready || pod.deletion_usec || !pod.creation_usec ||
+                    isempty(pod.node_name) || !pod.uid ||
+                    !(streq_ptr(pod.phase, "Pending") || streq_ptr(pod.phase, "Running")))
+                        continue;
+                for (size_t i = 0; i < kube_informer_size(l->inf); i++) {
+                        const cJSON *o = kube_informer_at(l->inf, i);
+                        if (!streq_ptr(kube_object_str(o, "metadata.namespace"), pod.namespace))
+                                continue;
+                        _cleanup_(kube_pdb_clear) struct kube_pdb pdb = { 0 };
+                        if (kube_pdb_parse(o, &pdb) < 0 || !kube_pdb_matches_pod(&pdb, &pod) ||
+                            pdb.expected_pods <= pdb.current_healthy)
+                                continue;
+                        _cleanup_free_ char *key =
+                            strprintf("%s/%s", pdb.namespace ? pdb.namespace : "", pdb.name ? pdb.name : "");
+                        struct lpdb *p = key ? lpdb_get(l, key) : NULL;
+                        if (!p || loss_add(p, pod.creation_usec, pod.uid) < 0) {
+                                log_debug("out of memory noting a starting pod");
+                                continue;
+                        }
+                        noted = true;
+                }
+        }
+        if (noted)
+                set_dirty(l);
 }
 
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)

@@ -63,8 +63,9 @@ struct planner {
         struct pod_info *pi;
         size_t *order; /* pods to evict, earliest last safe moment first */
         size_t n_order;
-        int *margin0; /* per PDB, at the start */
-        bool *frozen; /* per PDB: expectedPods <= 0, nothing is ever allowed */
+        int *margin0;         /* per PDB, at the start */
+        bool *frozen;         /* per PDB: expectedPods <= 0, nothing is ever allowed */
+        int64_t *pdb_startup; /* per PDB: the longest startup of its pods here (a lost pod's return) */
         size_t max_returns;
 };
 
@@ -170,7 +171,8 @@ static int validate(const struct drain_input *in)
                 if (!in->nodes[i].name)
                         return -EINVAL;
         for (size_t i = 0; i < in->n_pdbs; i++)
-                if (!in->pdbs[i].namespace || !in->pdbs[i].name)
+                if (!in->pdbs[i].namespace || !in->pdbs[i].name ||
+                    (in->pdbs[i].n_lost && !in->pdbs[i].lost_usec))
                         return -EINVAL;
         for (size_t i = 0; i < in->n_pods; i++) {
                 const struct drain_pod_in *pod = &in->pods[i];
@@ -189,6 +191,7 @@ static void planner_done(struct planner *pl)
         free(pl->order);
         free(pl->margin0);
         free(pl->frozen);
+        free(pl->pdb_startup);
 }
 
 /* Sort key of a pod to evict. */
@@ -217,7 +220,8 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         pl->order = calloc(np, sizeof(*pl->order));
         pl->margin0 = calloc(nb, sizeof(*pl->margin0));
         pl->frozen = calloc(nb, sizeof(*pl->frozen));
-        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen) {
+        pl->pdb_startup = calloc(nb, sizeof(*pl->pdb_startup));
+        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup) {
                 planner_done(pl);
                 return -ENOMEM;
         }
@@ -236,9 +240,17 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 pl->max_returns += pod->n_pdbs;
                 if (!p->left && !pod->deleting)
                         pl->order[pl->n_order++] = i;
+                if (!p->left)
+                        for (size_t j = 0; j < pod->n_pdbs; j++)
+                                pl->pdb_startup[pod->pdbs[j]] =
+                                    max_t(pl->pdb_startup[pod->pdbs[j]], p->startup);
         }
-        for (size_t i = 0; i < in->n_pdbs; i++)
+        for (size_t i = 0; i < in->n_pdbs; i++) {
                 pl->margin0[i] = pdb_initial_margin(&in->pdbs[i], &pl->frozen[i]);
+                if (pl->pdb_startup[i] == 0)
+                        pl->pdb_startup[i] = clamp_t(in->default_startup_usec);
+                pl->max_returns += in->pdbs[i].n_lost;
+        }
         _cleanup_free_ struct order_key *keys = calloc(pl->n_order ? pl->n_order : 1, sizeof(*keys));
         if (!keys) {
                 planner_done(pl);
@@ -428,6 +440,31 @@ static void push_overdue_returns(const struct planner *pl, struct sim *s, size_t
         }
 }
 
+/* The rest of each PDB's shortfall, beyond the returns already foreseen: pods lost to something outside
+ * these drains (another process's eviction, a pod restarting), each back a startup after it was lost, the
+ * earliest first, or a moment from now when a little overdue. One overdue by more than
+ * DRAIN_LOSS_OVERDUE_USEC, or never seen going, stays missing. */
+static void push_lost_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
+                              const struct sim *pinned)
+{
+        const struct drain_input *in = pl->in;
+        int64_t now = pl->now;
+        for (size_t b = 0; b < in->n_pdbs; b++) {
+                const struct drain_pdb_in *d = &in->pdbs[b];
+                if (pinned && b != override_pdb)
+                        continue;
+                int missing = d->expected_pods - d->current_healthy - s->pending[b];
+                for (size_t k = 0; k < d->n_lost && missing > 0; k++) {
+                        int64_t at = clamp_t(d->lost_usec[k]) + pl->pdb_startup[b];
+                        if (at < now - (int64_t)DRAIN_LOSS_OVERDUE_USEC)
+                                continue;
+                        push_return(s, at > now ? at : now + OVERDUE_RETURN_USEC, b);
+                        s->pending[b]++;
+                        missing--;
+                }
+        }
+}
+
 /* Replays the drain. With force, a pod still waiting at its last safe moment is deleted around its PDB.
  * override_pdb (or SIZE_MAX) starts with override_k disruptions instead of its status. With pinned, only
  * the pods of override_pdb are replayed and every other pod keeps its times from pinned: they do not depend
@@ -476,6 +513,7 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                                 push_return(s, at, pod->pdbs[j]);
         }
         push_overdue_returns(pl, s, override_pdb, pinned);
+        push_lost_returns(pl, s, override_pdb, pinned);
 
         for (int64_t t = now;;) {
                 bool progress;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "sim/model_internal.h"
+#include "spotdrain/core.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -93,7 +94,10 @@ void sim_start(struct sim *s)
 {
         s->started = true;
         s->start_mono = now_monotonic_usec();
-        s->epoch_usec = now_realtime_usec();
+        /* The engine clock's now: the wall clock unless a simulation in this process scaled it, in which
+         * case it may run ahead of the wall clock (by what earlier scaled runs gained), and timestamps read
+         * by the engine must be on its clock. */
+        s->epoch_usec = clk_now();
 }
 
 double sim_now(const struct sim *s)
@@ -1494,7 +1498,7 @@ int sim_new(const struct ynode *scenario, const struct sim_options *opt, struct 
         s->rng = s->seed;
         s->fault_rng = s->seed ^ 0x5deece66dULL;
         s->manual_clock = opt && opt->manual_clock;
-        s->epoch_usec = now_realtime_usec();
+        s->epoch_usec = clk_now();
         s->building = true;
         r = world_build(s);
         if (r < 0) {

@@ -455,12 +455,163 @@ static void test_ledger_silent_member(void **state)
         fx_free(f);
 }
 
+/* ---- losses: healthy pods a PDB lost to something outside the ledger ---- */
+
+struct node_pods {
+        const char *node;
+        char names[8][64];
+        size_t n;
+};
+
+static void pod_on_node(const struct sim_change *c, void *userdata)
+{
+        struct node_pods *np = userdata;
+        const char *name = kube_object_str(c->object, "metadata.name");
+        if (!name || !streq_ptr(kube_object_str(c->object, "spec.nodeName"), np->node) || np->n >= 8)
+                return;
+        for (size_t i = 0; i < np->n; i++)
+                if (streq(np->names[i], name))
+                        return;
+        snprintf(np->names[np->n++], sizeof(np->names[0]), "%s", name);
+}
+
+static void pods_on(struct fx *f, const char *node, struct node_pods *np)
+{
+        *np = (struct node_pods){ .node = node };
+        sim_lock(f->sim);
+        assert_int_equal(sim_changes_since(f->sim, SIM_POD, "shop", 0, pod_on_node, np), 0);
+        sim_unlock(f->sim);
+}
+
+/* currentHealthy of shop/api in the ledger's informer; -1 before it has the PDB. */
+static int api_healthy(struct fx *f)
+{
+        const struct kube_informer *inf = drain_ledger_pdbs(f->ledger);
+        for (size_t i = 0; i < kube_informer_size(inf); i++) {
+                const cJSON *o = kube_informer_at(inf, i);
+                if (streq_ptr(kube_object_str(o, "metadata.name"), "api"))
+                        return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "status"), "currentHealthy")
+                            ->valueint;
+        }
+        return -1;
+}
+
+static unsigned ledger_losses(struct fx *f)
+{
+        struct drain_ledger_stats st;
+        drain_ledger_stats(f->ledger, &st);
+        return st.losses;
+}
+
+struct evict_call {
+        struct fx *f;
+        void *member;
+        const char *pod; /* "shop/NAME" for the ledger's answer; NULL: not evicted through the ledger */
+        int outcome;     /* -1 until answered */
+};
+
+static void evict_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct evict_call *e = userdata;
+        e->outcome = kube_evict_outcome(r);
+        if (e->pod)
+                drain_ledger_answer(e->f->ledger, e->member, "shop/api", e->pod,
+                                    e->outcome == KUBE_EVICT_EVICTED ? DRAIN_LEDGER_ACCEPTED
+                                                                     : DRAIN_LEDGER_FAILED);
+}
+
+/* Runs the loop in slices until healthy (and, unless -1, losses) are what is asked, within the bound. */
+static void wait_for(struct fx *f, int healthy, int losses)
+{
+        bool never = false;
+        for (int i = 0; i < 3000; i++) {
+                if (api_healthy(f) == healthy && (losses < 0 || ledger_losses(f) == (unsigned)losses))
+                        return;
+                loop_run_until(f->loop, &never, 10 * 1000);
+        }
+        assert_int_equal(api_healthy(f), healthy);
+        if (losses >= 0)
+                assert_int_equal(ledger_losses(f), losses);
+}
+
+/* An eviction someone else made is a loss until its replacement is Ready; one through the ledger's own
+ * grant never is, though its drop of currentHealthy comes after the grant was released. */
+static void test_ledger_losses(void **state)
+{
+        struct fx *f = fx_new(TWO_NODES, 5, true);
+        struct node_pods np;
+        int a = 0;
+
+        wait_for(f, 8, 0);
+        pods_on(f, "spot-a", &np);
+        assert_true(np.n >= 2);
+
+        struct evict_call other = { .f = f, .outcome = -1 };
+        assert_int_equal(kube_evict(f->client, "shop", np.names[0], NULL, -1, evict_done, &other, NULL), 0);
+        wait_for(f, 7, 1);
+        assert_int_equal(other.outcome, KUBE_EVICT_EVICTED);
+        /* Its replacement turns Ready: nothing is missing any more. */
+        wait_for(f, 8, 0);
+
+        _cleanup_free_ char *pod = strprintf("shop/%s", np.names[1]);
+        drain_ledger_begin(f->ledger, &a);
+        assert_int_equal(drain_ledger_want(f->ledger, &a, "shop/api", pod, 50 * SEC), 1);
+        drain_ledger_end(f->ledger, &a);
+        struct evict_call own = { .f = f, .member = &a, .pod = pod, .outcome = -1 };
+        assert_int_equal(kube_evict(f->client, "shop", np.names[1], NULL, -1, evict_done, &own, NULL), 0);
+        wait_for(f, 7, -1);
+        assert_int_equal(ledger_losses(f), 0);
+        wait_for(f, 8, 0);
+        assert_int_equal(own.outcome, KUBE_EVICT_EVICTED);
+        fx_free(f);
+}
+
+static void cordoned(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        *(int *)userdata = r->error;
+}
+
+/* Each node's agent drains with its own view: spot-b's drain starts after spot-a's has evicted a pod, so the
+ * PDB it first sees is short. The replacement starting elsewhere (its sibling list shows it) is on its way,
+ * not a pod down for good: no infeasible verdict. */
+static void test_drain_after_another(void **state)
+{
+        struct fx *f = fx_new(TWO_NODES, 5, false);
+        bool never = false;
+
+        /* The replacements go to other nodes than spot-b, whose own drain would see them starting. */
+        int error = 1;
+        assert_int_equal(kube_node_cordon(f->client, "spot-b", true, cordoned, &error, NULL), 0);
+        for (int i = 0; i < 3000 && error > 0; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_int_equal(error, 0);
+        fx_drain(f, "spot-a", 60 * SEC);
+        struct deletions d = { 0 };
+        for (int i = 0; i < 3000 && d.n == 0; i++) {
+                loop_run_until(f->loop, &never, 10 * 1000);
+                sim_deletions(f, &d);
+        }
+        assert_true(d.n >= 1);
+        fx_drain(f, "spot-b", 40 * SEC);
+        fx_run(f);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                assert_int_equal(f->drains[i].result.forced, 0);
+        }
+        assert_int_equal(f->drains[0].result.evicted, 3);
+        assert_int_equal(f->drains[1].result.evicted, 3);
+        assert_int_equal(f->drains[1].infeasible_alerts, 0);
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ledger_grants),        cmocka_unit_test(test_ledger_moved_estimates),
                 cmocka_unit_test(test_ledger_silent_member), cmocka_unit_test(test_two_nodes_edf),
                 cmocka_unit_test(test_three_nodes_edf),      cmocka_unit_test(test_infeasible_across_nodes),
+                cmocka_unit_test(test_ledger_losses),        cmocka_unit_test(test_drain_after_another),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -826,6 +826,72 @@ static void test_overdue_return_counted_once(void **state)
         assert_int_equal(drain_lower_bound_usec(&f.in, 0), S(5));
 }
 
+/* A PDB short of a pod that no drain here deleted: seen going (lost_usec), it is expected back a startup
+ * later; never seen going, or overdue by more than DRAIN_LOSS_OVERDUE_USEC (a crashloop), it stays
+ * missing. Only the shortfall the plan's own deleting pods leave unexplained counts. */
+static void test_lost_pods_return(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        add_node(&f, "spot-a", 120, 5);
+        /* maxUnavailable 1 of 10, one missing: no disruption now. */
+        int b = (int)add_pdb(&f, "api", NULL, "1", 10, 9);
+        set_startup(&f, "shop/api", 10);
+        add_pods(&f, 3, 0, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->nodes[0].verdict, DRAIN_INFEASIBLE_FORCED);
+                assert_int_equal(p->pods[0].action, DRAIN_ACTION_FORCE);
+        }
+        uint64_t lost[2] = { NOW - S(4) };
+        f.pdbs[b].lost_usec = lost;
+        f.pdbs[b].n_lost = 1;
+        {
+                /* Back at 6 s: a wave a startup apart from there. */
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->nodes[0].verdict, DRAIN_FEASIBLE);
+                assert_int_equal(p->pods[0].action, DRAIN_ACTION_EVICT);
+                assert_int_equal(p->pods[0].evict_usec, AT(6));
+                assert_int_equal(p->pods[1].evict_usec, AT(16));
+                assert_int_equal(p->pods[2].evict_usec, AT(26));
+        }
+        lost[0] = NOW - S(35);
+        {
+                /* 25 s overdue: a moment from now. */
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->nodes[0].verdict, DRAIN_FEASIBLE);
+                assert_int_equal(p->pods[0].evict_usec, AT(1));
+        }
+        lost[0] = NOW - S(45);
+        {
+                /* 35 s overdue: down for good. */
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->nodes[0].verdict, DRAIN_INFEASIBLE_FORCED);
+        }
+        /* Two seen going, one missing: only the earliest comes back. */
+        lost[0] = NOW - S(8);
+        lost[1] = NOW - S(4);
+        f.pdbs[b].n_lost = 2;
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->pods[0].evict_usec, AT(2));
+                assert_int_equal(p->pods[1].evict_usec, AT(12));
+        }
+        /* The missing pod is this drain's own, deleting: its return explains the shortfall, and the losses
+         * seen (the same pod, in the watch) add nothing. */
+        size_t own = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        f.pods[own].deleting = true;
+        f.pods[own].ready = false;
+        f.pods[own].deleted_at_usec = NOW - S(1);
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(p->pods[0].evict_usec, AT(9));
+                assert_int_equal(p->pods[1].evict_usec, AT(19));
+        }
+        f.pdbs[b].lost_usec = NULL;
+        assert_int_equal(drain_plan_make(&f.in, &(struct drain_plan *){ NULL }), -EINVAL);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -849,6 +915,7 @@ int main(void)
                 cmocka_unit_test(test_bare_pods_never_return_a_slot),
                 cmocka_unit_test(test_deleting_pods_replan),
                 cmocka_unit_test(test_overdue_return_counted_once),
+                cmocka_unit_test(test_lost_pods_return),
                 cmocka_unit_test(test_lower_bound),
                 cmocka_unit_test(test_format_text_and_json),
                 cmocka_unit_test(test_invalid_input),
