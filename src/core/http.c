@@ -119,6 +119,7 @@ struct http_call {
 
         /* The answer. */
         struct buf head_buf;
+        size_t head_scanned; /* head_buf holds no end of the header block before this */
         bool got_bytes;
         bool streaming;
         bool keep_alive;
@@ -550,7 +551,10 @@ static int parse_status_line(const char *p, size_t n, long *ret_status, int *ret
 {
         if (n < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ')
                 return -EPROTO;
-        for (int i = 9; i < 12; i++)
+        /* Three digits, the first 1 to 9: there are no status codes below 100. */
+        if (p[9] < '1' || p[9] > '9')
+                return -EPROTO;
+        for (int i = 10; i < 12; i++)
                 if (p[i] < '0' || p[i] > '9')
                         return -EPROTO;
         if (n > 12 && p[12] != ' ' && p[12] != '\r' && p[12] != '\n')
@@ -560,10 +564,12 @@ static int parse_status_line(const char *p, size_t n, long *ret_status, int *ret
         return 0;
 }
 
-/* Finds the end of a header block: the offset after the empty line, or 0 when it is not complete. */
-static size_t head_end(const char *p, size_t n)
+/* Finds the end of a header block: the offset after the empty line, or 0 when it is not complete. The
+ * search starts at from, where the previous one left off (an answer trickling in a byte at a time must not
+ * cost a scan of everything before each byte). */
+static size_t head_end(const char *p, size_t n, size_t from)
 {
-        for (size_t i = 0; i + 1 < n; i++) {
+        for (size_t i = from; i + 1 < n; i++) {
                 if (p[i] != '\n')
                         continue;
                 if (p[i + 1] == '\n')
@@ -811,10 +817,12 @@ static int feed(struct http_call *c, const char *p, size_t n)
         if ((r = buf_append(&c->head_buf, p, n)) < 0)
                 return r;
         for (;;) {
-                size_t end = head_end(c->head_buf.data, c->head_buf.len);
+                size_t end = head_end(c->head_buf.data, c->head_buf.len, c->head_scanned);
                 if (end == 0) {
                         if (c->head_buf.len > HTTP_MAX_HEADER)
                                 return -EBADMSG;
+                        /* The last two bytes may start the end ("\n\r", then "\n"). */
+                        c->head_scanned = c->head_buf.len > 2 ? c->head_buf.len - 2 : 0;
                         return 0;
                 }
                 if (end > HTTP_MAX_HEADER)
@@ -829,6 +837,7 @@ static int feed(struct http_call *c, const char *p, size_t n)
                         /* Interim answers (100 Continue, 103 Early Hints) precede the real one. */
                         memmove(c->head_buf.data, c->head_buf.data + end, rest);
                         c->head_buf.len = rest;
+                        c->head_scanned = 0;
                         continue;
                 }
                 r = parse_head(c, c->head_buf.data, end);
@@ -847,6 +856,45 @@ static int feed(struct http_call *c, const char *p, size_t n)
                 buf_free(&tail);
                 return r;
         }
+}
+
+/* ---- the parser alone, for the fuzzer ---- */
+
+static int fuzz_sink(const char *data, size_t len, void *userdata)
+{
+        struct http_fuzz_result *res = userdata;
+        for (size_t i = 0; i < len; i++)
+                res->sum = res->sum * 31 + (unsigned char)data[i];
+        res->body += len;
+        return 0;
+}
+
+int http_fuzz_feed(const char *data, size_t n, const size_t *cuts, size_t n_cuts, bool head, bool stream,
+                   size_t max_body, struct http_fuzz_result *ret)
+{
+        struct http_call c = { .state = ST_HEADERS, .head = head, .max_body = max_body };
+        int r = 0;
+
+        *ret = (struct http_fuzz_result){ 0 };
+        if (stream) {
+                c.on_data = fuzz_sink;
+                c.userdata = ret;
+        }
+        for (size_t k = 0, off = 0; r == 0 && off < n; k++) {
+                size_t end = k < n_cuts && cuts[k] > off && cuts[k] < n ? cuts[k] : n;
+                r = feed(&c, data + off, end - off);
+                off = end;
+        }
+        ret->status = c.resp.status;
+        if (!c.streaming) {
+                ret->body = 0;
+                (void)fuzz_sink(c.body.data, c.body.len, ret);
+        }
+        buf_free(&c.head_buf);
+        buf_free(&c.line);
+        buf_free(&c.body);
+        http_response_clear(&c.resp);
+        return r;
 }
 
 /* ---- driving a call ---- */
@@ -1119,13 +1167,14 @@ static int call_connected(struct http_call *c)
 /* The proxy's answer to CONNECT: 2xx opens the tunnel. */
 static int proxy_answer(struct http_call *c, bool *ret_done)
 {
-        size_t end = head_end(c->head_buf.data, c->head_buf.len);
+        size_t end = head_end(c->head_buf.data, c->head_buf.len, c->head_scanned);
         long status;
         int minor;
 
         if (end == 0) {
                 if (c->head_buf.len > HTTP_MAX_HEADER)
                         return -EPROTO;
+                c->head_scanned = c->head_buf.len > 2 ? c->head_buf.len - 2 : 0;
                 *ret_done = false;
                 return 0;
         }
@@ -1141,6 +1190,7 @@ static int proxy_answer(struct http_call *c, bool *ret_done)
                 return -ECONNREFUSED;
         }
         c->head_buf.len = 0;
+        c->head_scanned = 0;
         *ret_done = true;
         return 0;
 }

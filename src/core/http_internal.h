@@ -47,3 +47,16 @@ int http_tls_entry_ctx(struct http_tls_entry *e, char *errbuf, size_t errlen);
 int http_tls_new(SSL_CTX *ctx, int fd, const char *host, bool ip_literal, SSL **ret);
 /* Why a handshake failed, in words. */
 void http_tls_explain(SSL *ssl, int ssl_error, int saved_errno, char *errbuf, size_t errlen);
+
+/* The answer parser alone, for the fuzzer (fuzz/fuzz_http.c): feeds data as the answer to a call (a HEAD
+ * request when head; streamed to a sink when stream), in pieces ending at each of cuts (ascending offsets;
+ * the rest in one last piece), until it is complete or fails. Returns what the last feed returned (1
+ * complete, 0 wants more, <0 error); *ret_status the status parsed, *ret_body the body bytes decoded and
+ * *ret_sum a checksum of them. */
+struct http_fuzz_result {
+        long status;
+        size_t body;
+        uint64_t sum;
+};
+int http_fuzz_feed(const char *data, size_t n, const size_t *cuts, size_t n_cuts, bool head, bool stream,
+                   size_t max_body, struct http_fuzz_result *ret);

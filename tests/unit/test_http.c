@@ -998,6 +998,49 @@ static void test_chunked_malformed(void **state)
         raw_server_stop(&rs);
 }
 
+/* The answer parser alone (http_fuzz_feed, as the fuzzer drives it): a table of answers, each fed in one
+ * piece and a byte at a time, buffered and streamed, with the same outcome every way. */
+static void test_parser_table(void **state)
+{
+        static const struct {
+                const char *answer;
+                int r;
+                long status;
+                size_t body;
+        } cases[] = {
+                { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1, 200, 5 },
+                { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", 0, 200, 3 },
+                { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: 1\r\n\r\n",
+                  1, 200, 5 },
+                { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", -EPROTO, 200, 0 },
+                { "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 1, 204, 0 },
+                { "HTTP/1.0 200 OK\r\n\r\nuntil close", 0, 200, 11 },
+                /* Conflicting lengths, a folded header, and a status below 100 are not answers. */
+                { "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", -EPROTO, 200, 0 },
+                { "HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n", -EPROTO, 200, 0 },
+                { "HTTP/1.1 042 Odd\r\nContent-Length: 0\r\n\r\n", -EPROTO, 0, 0 },
+                { "HTTP/2 200\r\n\r\n", -EPROTO, 0, 0 },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *a = cases[i].answer;
+                size_t n = strlen(a), each[512];
+                for (size_t k = 1; k < n; k++)
+                        each[k - 1] = k;
+                for (int stream = 0; stream <= 1; stream++) {
+                        struct http_fuzz_result whole, bytes;
+                        int r = http_fuzz_feed(a, n, NULL, 0, false, stream, 4096, &whole);
+                        assert_int_equal(r, cases[i].r);
+                        assert_int_equal(whole.status, cases[i].status);
+                        if (r >= 0)
+                                assert_int_equal(whole.body, cases[i].body);
+                        assert_int_equal(http_fuzz_feed(a, n, each, n - 1, false, stream, 4096, &bytes), r);
+                        assert_int_equal(bytes.status, whole.status);
+                        assert_int_equal(bytes.body, whole.body);
+                        assert_true(bytes.sum == whole.sum);
+                }
+        }
+}
+
 static void test_read_until_close(void **state)
 {
         static const char *const script[] = {
@@ -1546,6 +1589,7 @@ int main(void)
                 cmocka_unit_test(test_free_with_calls_in_flight),
                 cmocka_unit_test(test_chunked_extensions_trailers),
                 cmocka_unit_test(test_chunked_malformed),
+                cmocka_unit_test(test_parser_table),
                 cmocka_unit_test(test_read_until_close),
                 cmocka_unit_test(test_truncated_body),
                 cmocka_unit_test(test_idle_close_retried),

@@ -520,18 +520,22 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                                                                      : DRAIN_LEDGER_FAILED);
 }
 
-/* Runs the loop in slices until healthy (and, unless -1, losses) are what is asked, within the bound. */
-static void wait_for(struct fx *f, int healthy, int losses)
+/* Runs the loop in slices until healthy (and, unless -1, losses) are what is asked and the eviction e (if
+ * any) was answered (the watch may bring its effect first), within the bound. */
+static void wait_for(struct fx *f, int healthy, int losses, const struct evict_call *e)
 {
         bool never = false;
         for (int i = 0; i < 3000; i++) {
-                if (api_healthy(f) == healthy && (losses < 0 || ledger_losses(f) == (unsigned)losses))
+                if (api_healthy(f) == healthy && (losses < 0 || ledger_losses(f) == (unsigned)losses) &&
+                    (!e || e->outcome >= 0))
                         return;
                 loop_run_until(f->loop, &never, 10 * 1000);
         }
         assert_int_equal(api_healthy(f), healthy);
         if (losses >= 0)
                 assert_int_equal(ledger_losses(f), losses);
+        if (e)
+                assert_true(e->outcome >= 0);
 }
 
 /* An eviction someone else made is a loss until its replacement is Ready; one through the ledger's own
@@ -542,16 +546,16 @@ static void test_ledger_losses(void **state)
         struct node_pods np;
         int a = 0;
 
-        wait_for(f, 8, 0);
+        wait_for(f, 8, 0, NULL);
         pods_on(f, "spot-a", &np);
         assert_true(np.n >= 2);
 
         struct evict_call other = { .f = f, .outcome = -1 };
         assert_int_equal(kube_evict(f->client, "shop", np.names[0], NULL, -1, evict_done, &other, NULL), 0);
-        wait_for(f, 7, 1);
+        wait_for(f, 7, 1, &other);
         assert_int_equal(other.outcome, KUBE_EVICT_EVICTED);
         /* Its replacement turns Ready: nothing is missing any more. */
-        wait_for(f, 8, 0);
+        wait_for(f, 8, 0, NULL);
 
         _cleanup_free_ char *pod = strprintf("shop/%s", np.names[1]);
         drain_ledger_begin(f->ledger, &a);
@@ -559,10 +563,10 @@ static void test_ledger_losses(void **state)
         drain_ledger_end(f->ledger, &a);
         struct evict_call own = { .f = f, .member = &a, .pod = pod, .outcome = -1 };
         assert_int_equal(kube_evict(f->client, "shop", np.names[1], NULL, -1, evict_done, &own, NULL), 0);
-        wait_for(f, 7, -1);
-        assert_int_equal(ledger_losses(f), 0);
-        wait_for(f, 8, 0);
+        wait_for(f, 7, -1, &own);
         assert_int_equal(own.outcome, KUBE_EVICT_EVICTED);
+        assert_int_equal(ledger_losses(f), 0);
+        wait_for(f, 8, 0, NULL);
         fx_free(f);
 }
 
