@@ -5,11 +5,11 @@ CC ?= cc
 BUILD ?= build
 VERSION := 0.1.0
 
-PKGS := libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd
-# spotdrain-agent: the same library without the simulator, so without libmicrohttpd (and GnuTLS with it).
-AGENT_PKGS := libcjson yaml-0.1 openssl libsystemd expat
-# Tests only: a few drive the simulator with libcurl as an independent client.
-TEST_PKGS := libcurl cmocka
+# libcurl makes every outbound HTTP call, libmicrohttpd serves every HTTP endpoint (ops and simulator).
+PKGS := libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd
+# spotdrain-agent: the same library without the simulator's code (it serves /metrics on libmicrohttpd too).
+AGENT_PKGS := $(PKGS)
+TEST_PKGS := cmocka
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
@@ -48,7 +48,6 @@ $(1)/spotdrain: $(1)/obj/src/cli/main.o $(1)/libspotdrain.a
 $(1)/obj/src/cli/main_agent.o: src/cli/main.c $(HDRS) $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
 	$(3) $$(CFLAGS_BASE) $$(OPT) $(2) $$(PKG_CFLAGS) -DSPOTDRAIN_AGENT_ONLY -c $$< -o $$@
-# Linked without libmicrohttpd: a reference to the simulator from the agent's code fails here.
 $(1)/spotdrain-agent: $(1)/obj/src/cli/main_agent.o $(1)/libspotdrain.a
 	$(3) $(2) -o $$@ $$^ $$(AGENT_LIBS)
 $(1)/tests/%: $(1)/obj/tests/unit/%.o $$(patsubst %.c,$(1)/obj/%.o,$$(TEST_HELPERS)) $(1)/libspotdrain.a
