@@ -1,4 +1,4 @@
-/* core: the one event loop (sd-event), the engine clock, HTTP client, backoff, logging. */
+/* core: the one event loop (sd-event + libcurl multi), the engine clock, HTTP client, backoff, logging. */
 #pragma once
 
 #include <stdarg.h>
@@ -60,24 +60,31 @@ int timer_start_in(struct loop *l, uint64_t after_usec, timer_fn fn, void *userd
 struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL; not after it fired */
 
 /* ---- HTTP client ----
- * Async, on the loop: HTTP/1.1 on OpenSSL's libssl, with keep-alive connections pooled per loop (an idle
- * connection the server closed is retried once for GET/HEAD/PUT/DELETE). TLS (>= 1.2) is always verified,
- * names and IP literals alike. Redirects are not followed. https only, except loopback addresses and the
- * link-local AWS services (IMDS 169.254.169.254 / fd00:ec2::254, EKS Pod Identity 169.254.170.23 /
- * fd00:ec2::23, ECS 169.254.170.2) where plain http is allowed. https goes through an HTTP CONNECT proxy
- * from https_proxy/HTTPS_PROXY (http:// proxy URLs, user:pass sent as Proxy-Authorization) unless
- * no_proxy/NO_PROXY matches; loopback and link-local hosts never go through a proxy.
+ * Async, on the loop, on libcurl's multi-socket API: HTTP/2 multiplexed over TLS where the server offers it,
+ * HTTP/1.1 otherwise, connections pooled per loop. TLS (>= 1.2) is always verified against the
+ * certificate's subjectAltName (names and IP literals; never the subject's CN). Redirects are not followed.
+ * https only, except loopback addresses and the link-local AWS services (IMDS 169.254.169.254 /
+ * fd00:ec2::254, EKS Pod Identity 169.254.170.23 / fd00:ec2::23, ECS 169.254.170.2) where plain http is
+ * allowed. Proxies come from the environment as libcurl reads it (https_proxy/HTTPS_PROXY, no_proxy/NO_PROXY
+ * with names, suffixes and CIDR ranges) or from http_request.proxy; loopback and link-local hosts never go
+ * through a proxy. A request on a reused connection that the server closed before any byte of an answer is
+ * sent once more on a new one, whatever its method (libcurl's rule): every POST spotdrain makes is safe to
+ * repeat (an eviction, an SQS or STS call, CreateFleet with its ClientToken, a webhook alert). A call that
+ * timed out before any answer came closes its connection, so that no other call
+ * waits on a connection that stopped passing bytes.
  * Transport errors: -ECONNREFUSED (or the socket's errno), -EHOSTUNREACH (name not resolved), -ETIMEDOUT,
  * -ECONNRESET (connection lost before the answer was complete), -EBADMSG (TLS verification or handshake
  * failure; an answer's header block over 64 KiB), -EPROTO (malformed answer), -EFBIG (body over max_body).
  */
 struct http_tls {
-        const char *ca_file;   /* PEM bundle path; NULL = system default */
+        const char *ca_file;   /* PEM bundle path, read again when it changes; NULL = system default */
         const char *ca_pem;    /* PEM in memory (kubeconfig certificate-authority-data) */
         const char *cert_file; /* client certificate */
         const char *cert_pem;
         const char *key_file;
         const char *key_pem;
+        /* kubeconfig tls-server-name: the name sent (SNI) and verified instead of the URL's host. */
+        const char *server_name;
 };
 
 struct http_request {
@@ -90,8 +97,13 @@ struct http_request {
         const struct http_tls *tls;
         /* Timeouts are real time, not engine time: the network does not run faster in a simulation. */
         uint64_t timeout_usec;         /* whole request; 0 = 30 s; streaming requests: 0 = none */
-        uint64_t connect_timeout_usec; /* 0 = 5 s */
-        size_t max_body;               /* 0 = 16 MiB; larger answers fail with -EFBIG */
+        uint64_t connect_timeout_usec; /* 0 = 5 s, shared out over the name's addresses */
+        /* No byte of the answer for this long fails the call with -ETIMEDOUT (whole seconds; libcurl's
+         * low-speed rule, so silence is noticed within this plus up to 5 s). 0 = none for ordinary requests,
+         * 10 s for streaming ones: a watch that the server leaves silent is ended and started again. */
+        uint64_t idle_timeout_usec;
+        const char *proxy; /* "http://host:port" for this call instead of the environment's; NULL = env */
+        size_t max_body;   /* 0 = 16 MiB; larger answers fail with -EFBIG */
         /* Streaming (watch): called with each chunk of a 2xx answer as it arrives instead of buffering the
          * body (other statuses are buffered into resp->body for the error message). Gets the userdata of
          * http_send(). Return <0 to abort: the call then ends with that error. */
@@ -134,7 +146,7 @@ int http_status_to_errno(long status);
 int http_status_to_errno_method(const char *method, long status);
 
 /* Internal to src/core (loop.c <-> http.c), not for other modules: the slot where http.c keeps its per-loop
- * state (calls, idle connections, TLS contexts), and its teardown from loop_free(). */
+ * state (the curl multi handle, its sources, the PEM file cache), and its teardown from loop_free(). */
 void **loop_http_state(struct loop *l);
 void http_loop_cleanup(struct loop *l);
 

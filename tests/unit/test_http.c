@@ -20,7 +20,6 @@
 
 #include <cmocka.h>
 
-#include "core/http_internal.h"
 #include "spotdrain/core.h"
 
 #define WAIT_BOUND_USEC (10ULL * 1000000ULL)
@@ -991,54 +990,13 @@ static void test_chunked_malformed(void **state)
         raw_server_start(&rs, script, true);
         _cleanup_free_ char *url = raw_url(&rs, "/");
         assert_int_equal(loop_new(&l), 0);
-        assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url }, &resp), -EPROTO);
+        /* libcurl reports a broken chunk as a receive error: the call fails either way, without a body. */
+        int r = http_send_sync(l, &(struct http_request){ .url = url }, &resp);
+        assert_true(r == -EPROTO || r == -ECONNRESET);
         assert_null(resp.body);
         assert_true(resp.errbuf[0] != 0);
         http_response_clear(&resp);
         raw_server_stop(&rs);
-}
-
-/* The answer parser alone (http_fuzz_feed, as the fuzzer drives it): a table of answers, each fed in one
- * piece and a byte at a time, buffered and streamed, with the same outcome every way. */
-static void test_parser_table(void **state)
-{
-        static const struct {
-                const char *answer;
-                int r;
-                long status;
-                size_t body;
-        } cases[] = {
-                { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 1, 200, 5 },
-                { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", 0, 200, 3 },
-                { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\nT: 1\r\n\r\n",
-                  1, 200, 5 },
-                { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", -EPROTO, 200, 0 },
-                { "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 1, 204, 0 },
-                { "HTTP/1.0 200 OK\r\n\r\nuntil close", 0, 200, 11 },
-                /* Conflicting lengths, a folded header, and a status below 100 are not answers. */
-                { "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", -EPROTO, 200, 0 },
-                { "HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n", -EPROTO, 200, 0 },
-                { "HTTP/1.1 042 Odd\r\nContent-Length: 0\r\n\r\n", -EPROTO, 0, 0 },
-                { "HTTP/2 200\r\n\r\n", -EPROTO, 0, 0 },
-        };
-        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-                const char *a = cases[i].answer;
-                size_t n = strlen(a), each[512];
-                for (size_t k = 1; k < n; k++)
-                        each[k - 1] = k;
-                for (int stream = 0; stream <= 1; stream++) {
-                        struct http_fuzz_result whole, bytes;
-                        int r = http_fuzz_feed(a, n, NULL, 0, false, stream, 4096, &whole);
-                        assert_int_equal(r, cases[i].r);
-                        assert_int_equal(whole.status, cases[i].status);
-                        if (r >= 0)
-                                assert_int_equal(whole.body, cases[i].body);
-                        assert_int_equal(http_fuzz_feed(a, n, each, n - 1, false, stream, 4096, &bytes), r);
-                        assert_int_equal(bytes.status, whole.status);
-                        assert_int_equal(bytes.body, whole.body);
-                        assert_true(bytes.sum == whole.sum);
-                }
-        }
 }
 
 static void test_read_until_close(void **state)
@@ -1096,6 +1054,7 @@ static void test_idle_close_retried(void **state)
                 RAW_CLOSE,
                 "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
                 RAW_CLOSE,
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nthree",
                 NULL,
         };
         _cleanup_(loop_freep) struct loop *l = NULL;
@@ -1112,14 +1071,15 @@ static void test_idle_close_retried(void **state)
         assert_int_equal(resp.status, 200);
         assert_string_equal(resp.body, "two");
         http_response_clear(&resp);
-        /* A POST is not repeated: it may have been acted on. */
+        /* libcurl sends a POST again too when the reused connection closed before any byte of an answer:
+         * every POST spotdrain makes is safe to repeat (core.h). */
         assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .method = "POST" }, &resp),
-                         -ECONNRESET);
-        assert_true(resp.errbuf[0] != 0);
+                         0);
+        assert_string_equal(resp.body, "three");
         http_response_clear(&resp);
         raw_server_stop(&rs);
-        assert_int_equal(rs.accepted, 2);
-        assert_int_equal(rs.requests, 4);
+        assert_int_equal(rs.accepted, 3);
+        assert_int_equal(rs.requests, 5);
 }
 
 static void test_server_closed_idle_connection(void **state)
@@ -1249,12 +1209,12 @@ static void test_tls_wrong_host(void **state)
         assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url, .tls = &tls }, &resp),
                          -EBADMSG);
         assert_int_equal(resp.status, 0);
-        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        assert_non_null(strstr(resp.errbuf, "mismatch"));
         http_response_clear(&resp);
         /* An IP literal is checked against IP addresses, not against names. */
         assert_int_equal(http_send_sync(l, &(struct http_request){ .url = url_ip, .tls = &tls }, &resp),
                          -EBADMSG);
-        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        assert_non_null(strstr(resp.errbuf, "mismatch"));
         http_response_clear(&resp);
         MHD_stop_daemon(d);
 }
@@ -1398,59 +1358,35 @@ static void test_connect_proxy(void **state)
         assert_non_null(direct);
         assert_int_equal(http_send_sync(l, &(struct http_request){ .url = direct, .tls = &tls }, &resp),
                          -EBADMSG); /* the certificate names spotdrain-test.invalid, not 127.0.0.1 */
-        assert_non_null(strstr(resp.errbuf, "certificate verify failed"));
+        assert_non_null(strstr(resp.errbuf, "mismatch"));
         http_response_clear(&resp);
         assert_int_equal(unsetenv("HTTPS_PROXY"), 0);
         close(px.fd);
         MHD_stop_daemon(d);
 }
 
-static void test_no_proxy_match(void **state)
+/* URLs refused before anything is sent: credentials, bad ports, no host, spaces, other schemes, and plain
+ * http beyond loopback and the link-local AWS services. */
+static void test_bad_urls(void **state)
 {
-        assert_true(http_no_proxy_match("*", "api.example.com"));
-        assert_true(http_no_proxy_match("example.com", "example.com"));
-        assert_true(http_no_proxy_match("example.com", "api.example.com"));
-        assert_true(http_no_proxy_match(".example.com", "api.example.com"));
-        assert_true(http_no_proxy_match(".example.com", "example.com"));
-        assert_true(http_no_proxy_match("a.org, EXAMPLE.com ", "api.example.com"));
-        assert_false(http_no_proxy_match("example.com", "badexample.com"));
-        assert_false(http_no_proxy_match("api.example.com", "example.com"));
-        assert_false(http_no_proxy_match("", "example.com"));
-        assert_false(http_no_proxy_match(NULL, "example.com"));
-        assert_true(http_no_proxy_match("10.0.0.1", "10.0.0.1"));
-}
+        static const struct {
+                const char *url;
+                int r;
+        } cases[] = {
+                { "https://user@host.example/", -EINVAL },      { "https://user:pw@host.example/", -EINVAL },
+                { "https://host.example:99999/", -EINVAL },     { "https://host.example/a b", -EINVAL },
+                { "gopher://host.example/", -EPROTONOSUPPORT }, { "http://kube.example/", -EPROTONOSUPPORT },
+                { "http://10.0.0.1/", -EPROTONOSUPPORT },
+        };
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        unsigned n = 0;
 
-static void test_url_parse(void **state)
-{
-        struct http_url u;
-
-        assert_int_equal(http_url_parse("https://Kube.example:6443/api/v1/pods?watch=1&x=%20#frag", &u), 0);
-        assert_true(u.https);
-        assert_string_equal(u.host, "Kube.example");
-        assert_int_equal(u.port, 6443);
-        assert_string_equal(u.hostport, "Kube.example:6443");
-        assert_string_equal(u.target, "/api/v1/pods?watch=1&x=%20");
-        assert_false(u.ip_literal);
-        http_url_clear(&u);
-
-        assert_int_equal(http_url_parse("http://[fd00:ec2::254]/latest?x", &u), 0);
-        assert_false(u.https);
-        assert_string_equal(u.host, "fd00:ec2::254");
-        assert_string_equal(u.hostport, "[fd00:ec2::254]");
-        assert_int_equal(u.port, 80);
-        assert_true(u.ip_literal);
-        http_url_clear(&u);
-
-        assert_int_equal(http_url_parse("https://10.0.0.1:443?q", &u), 0);
-        assert_string_equal(u.hostport, "10.0.0.1");
-        assert_string_equal(u.target, "/?q");
-        http_url_clear(&u);
-
-        assert_int_equal(http_url_parse("https://user@host/", &u), -EINVAL);
-        assert_int_equal(http_url_parse("https://host:99999/", &u), -EINVAL);
-        assert_int_equal(http_url_parse("https:///x", &u), -EINVAL);
-        assert_int_equal(http_url_parse("https://host/a b", &u), -EINVAL);
-        assert_int_equal(http_url_parse("gopher://host/", &u), -EPROTONOSUPPORT);
+        assert_int_equal(loop_new(&l), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                assert_int_equal(
+                    http_send(l, &(struct http_request){ .url = cases[i].url }, count_done, &n, NULL),
+                    cases[i].r);
+        assert_int_equal(n, 0);
 }
 
 static void test_header_injection_refused(void **state)
@@ -1522,6 +1458,7 @@ static void test_proxy_refuses_tunnel(void **state)
 {
         static const char *const script[] = {
                 "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
+                "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
                 NULL,
         };
         _cleanup_(loop_freep) struct loop *l = NULL;
@@ -1538,14 +1475,18 @@ static void test_proxy_refuses_tunnel(void **state)
             -ECONNREFUSED);
         assert_non_null(strstr(resp.errbuf, "407"));
         http_response_clear(&resp);
-        /* Only http:// proxies: the tunnel carries the TLS. */
-        assert_int_equal(setenv("https_proxy", "https://127.0.0.1:1", 1), 0);
-        assert_int_equal(
-            http_send_sync(l, &(struct http_request){ .url = "https://spotdrain-test.invalid/" }, &resp),
-            -EPROTONOSUPPORT);
+        /* A proxy of the call's own (the webhook's setting) is used without any in the environment. */
         assert_int_equal(unsetenv("https_proxy"), 0);
+        _cleanup_free_ char *own = strprintf("http://127.0.0.1:%u", rs.port);
+        assert_non_null(own);
+        assert_int_equal(
+            http_send_sync(
+                l, &(struct http_request){ .url = "https://spotdrain-test.invalid/", .proxy = own }, &resp),
+            -ECONNREFUSED);
+        assert_non_null(strstr(resp.errbuf, "403"));
+        http_response_clear(&resp);
         raw_server_stop(&rs);
-        assert_int_equal(rs.accepted, 1);
+        assert_int_equal(rs.accepted, 2);
 }
 
 static void test_cancel_while_resolving(void **state)
@@ -1589,7 +1530,6 @@ int main(void)
                 cmocka_unit_test(test_free_with_calls_in_flight),
                 cmocka_unit_test(test_chunked_extensions_trailers),
                 cmocka_unit_test(test_chunked_malformed),
-                cmocka_unit_test(test_parser_table),
                 cmocka_unit_test(test_read_until_close),
                 cmocka_unit_test(test_truncated_body),
                 cmocka_unit_test(test_idle_close_retried),
@@ -1600,8 +1540,7 @@ int main(void)
                 cmocka_unit_test(test_tls_wrong_host),
                 cmocka_unit_test(test_tls_reuse),
                 cmocka_unit_test(test_connect_proxy),
-                cmocka_unit_test(test_no_proxy_match),
-                cmocka_unit_test(test_url_parse),
+                cmocka_unit_test(test_bad_urls),
                 cmocka_unit_test(test_header_injection_refused),
                 cmocka_unit_test(test_on_data_abort),
                 cmocka_unit_test(test_proxy_refuses_tunnel),
