@@ -12,6 +12,10 @@
 
 /* ==== client ==== */
 
+/* No byte from the API server for this long ends a request or a watch's stream (the HTTP client's idle
+ * limit); a request is retried, a watch resumes from its resourceVersion. */
+#define KUBE_IDLE_TIMEOUT_USEC (10ULL * 1000000ULL)
+
 struct kube_client_options {
         double qps;                    /* client-side rate limit; 0 = default 20, <0 = unlimited */
         unsigned burst;                /* token bucket size; 0 = default 30 */

@@ -537,6 +537,7 @@ static void call_start(struct kube_call *call)
                 .cert_pem = c->cfg->cert_pem,
                 .key_file = c->cfg->key_file,
                 .key_pem = c->cfg->key_pem,
+                .server_name = c->cfg->tls_server_name,
         };
         struct http_request req = {
                 .method = call->method,
@@ -547,6 +548,10 @@ static void call_start(struct kube_call *call)
                 .bearer_token = call->token,
                 .tls = &call->tls,
                 .timeout_usec = (call->flags & CALL_STREAM) ? 0 : c->opts.request_timeout_usec,
+                /* The API server answers at once: ten silent seconds is a connection that stopped passing
+                 * bytes (the HTTP client then closes it), and the call is retried on another. A watch gets
+                 * the same limit (http.c's default for streams) and resumes from its resourceVersion. */
+                .idle_timeout_usec = KUBE_IDLE_TIMEOUT_USEC,
                 .on_data = (call->flags & CALL_STREAM) ? call_on_data : NULL,
         };
         r = http_send(c->loop, &req, call_http_done, call, &call->http);

@@ -280,6 +280,16 @@ static void watch_stream_done(struct kube_client *c, struct kube_result *r, void
                         backoff_reset(&w->backoff);
                 return watch_schedule(w, WATCH_NEXT_STREAM, delay);
         }
+        if (!w->restart && r->error == -ETIMEDOUT) {
+                /* Silent for the idle limit: a quiet resource (the answer had begun), or a connection that
+                 * stopped passing bytes, which the HTTP client has closed. Either way the events since the
+                 * last resourceVersion are still to be had: resume, on a live connection. */
+                bool quiet = r->http_status == 200;
+                if (!quiet)
+                        log_info("kube: watch %s: no answer within %u s; resuming from resourceVersion %s",
+                                 w->path, (unsigned)(KUBE_IDLE_TIMEOUT_USEC / 1000000), w->rv ? w->rv : "");
+                return watch_schedule(w, WATCH_NEXT_STREAM, quiet ? 0 : backoff_next(&w->backoff));
+        }
         w->restart = false;
         if (w->ops.error) {
                 watch_report(w, r);
