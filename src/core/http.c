@@ -73,6 +73,7 @@ struct http_call {
         bool pending_add;   /* started from inside a curl callback; added by http_dispatch() */
         bool finishing;     /* done is running; freed when it returns */
         bool idle_limited;  /* LOW_SPEED set: a -ETIMEDOUT may be the idle limit */
+        bool method_head;   /* a HEAD request: no body is expected */
         size_t header_size; /* bytes of header lines so far, interim answers included */
         size_t max_body;
         struct buf body;
@@ -215,6 +216,31 @@ static void drop_silent_connection(struct http_call *c, CURLcode res)
         (void)shutdown(fd, SHUT_RDWR);
 }
 
+/* Over TLS, an HTTP/1.x body that only the connection's close delimits (no Content-Length, not chunked) may
+ * have been cut short by anyone on the path: libcurl takes a TCP close without TLS close_notify as its end.
+ * The servers spotdrain talks to always state a length, so such an answer is refused. */
+static bool tls_body_until_close(struct http_call *c)
+{
+        long version = 0;
+        curl_off_t length = -1;
+        struct curl_header *te = NULL;
+        char *url = NULL;
+        bool https = false;
+
+        if (c->method_head || c->resp.status == 204 || c->resp.status == 304 || c->body.len == 0)
+                return false;
+        if (curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &url) == CURLE_OK && url)
+                https = startswith(url, "https:");
+        if (!https || curl_easy_getinfo(c->easy, CURLINFO_HTTP_VERSION, &version) != CURLE_OK ||
+            (version != CURL_HTTP_VERSION_1_0 && version != CURL_HTTP_VERSION_1_1))
+                return false;
+        if (curl_easy_getinfo(c->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
+            length >= 0)
+                return false;
+        return curl_easy_header(c->easy, "Transfer-Encoding", 0, CURLH_HEADER, -1, &te) != CURLHE_OK ||
+               !strcasestr(te->value, "chunked");
+}
+
 /* Takes the answer out of the finished easy handle, detaches the call, reports it, frees it. */
 static void call_finish(struct http_call *c, CURLcode res)
 {
@@ -231,6 +257,11 @@ static void call_finish(struct http_call *c, CURLcode res)
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &resp->status);
         resp->error = curl_error_to_errno(c, res);
         drop_silent_connection(c, res);
+        if (resp->error == 0 && !c->streaming && tls_body_until_close(c)) {
+                resp->error = -EPROTO;
+                snprintf(resp->errbuf, sizeof(resp->errbuf),
+                         "answer over TLS delimited only by the connection's close: may be truncated");
+        }
         long connect_code = 0;
         if (resp->error < 0 &&
             curl_easy_getinfo(c->easy, CURLINFO_HTTP_CONNECTCODE, &connect_code) == CURLE_OK &&
@@ -715,8 +746,6 @@ static CURLcode on_ssl_ctx(CURL *easy, void *ssl_ctx, void *userdata)
                 ok = X509_VERIFY_PARAM_set1_ip_asc(param, name);
         else
                 ok = X509_VERIFY_PARAM_set1_host(param, name, 0);
-        /* A body cut short without the TLS close_notify is a truncation, not an end. */
-        SSL_CTX_clear_options(ssl_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
         return ok == 1 ? CURLE_OK : CURLE_SSL_CERTPROBLEM;
 }
 
@@ -887,9 +916,10 @@ static int setup_request(struct http_call *c, const struct http_request *req, co
 
         if (streq(method, "GET"))
                 SETOPT(easy, CURLOPT_HTTPGET, 1L);
-        else if (streq(method, "HEAD"))
+        else if (streq(method, "HEAD")) {
                 SETOPT(easy, CURLOPT_NOBODY, 1L);
-        else {
+                c->method_head = true;
+        } else {
                 if (!streq(method, "POST"))
                         SETOPT(easy, CURLOPT_CUSTOMREQUEST, method);
                 /* POST, PUT and PATCH always carry a body (maybe empty, so Content-Length: 0 is sent). */
