@@ -36,8 +36,9 @@ struct kube_config {
         uint64_t token_reread_usec; /* how often token_file is re-read; default 60 s */
 
         /* exec plugin runs; 0 = default (tests set them) */
-        uint64_t exec_timeout_usec; /* a run's deadline: 10 s, then SIGTERM and SIGKILL 1 s later */
-        size_t exec_output_max;     /* stdout cap: 1 MiB */
+        uint64_t exec_timeout_usec;    /* a run's deadline: 10 s, then SIGTERM and SIGKILL 1 s later */
+        size_t exec_output_max;        /* stdout cap: 1 MiB */
+        uint64_t exec_retry_base_usec; /* first backoff after a failed run: 1 s, doubling to 1 min */
         /* CLOCK_MONOTONIC before which a failed run is not repeated (backoff; aged by hand in tests) */
         uint64_t exec_retry_after_usec;
         struct exec_state *exec_state; /* runs and waiters of kube_config_token_async (kubeconfig.c) */

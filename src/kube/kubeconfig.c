@@ -1189,6 +1189,13 @@ static int exec_run_start(const struct kube_config *c, sd_event *event, struct e
         }
         run->out_fd = out[0];
         run->err_fd = err[0];
+        /* linked before the fork: a child that fails to exec exits with every block still reachable,
+         * which keeps memcheck (it follows the child) quiet */
+        run->list = list;
+        run->next = *list;
+        if (*list)
+                (*list)->prev = run;
+        *list = run;
         pid_t pid = fork();
         if (pid < 0) {
                 r = -errno;
@@ -1215,11 +1222,6 @@ static int exec_run_start(const struct kube_config *c, sd_event *event, struct e
         (void)setpgid(pid, pid); /* also here, so that a kill right away already reaches the group */
         close(out[1]);
         close(err[1]);
-        run->list = list;
-        run->next = *list;
-        if (*list)
-                (*list)->prev = run;
-        *list = run;
 
         run->pid_fd = pidfd_open(pid, 0);
         if (fcntl(run->out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(run->err_fd, F_SETFL, O_NONBLOCK) < 0)
@@ -1551,7 +1553,9 @@ int kube_config_token_async(struct kube_config *c, struct loop *l, const char **
                         return -ENOMEM;
                 st->cfg = c;
                 st->event = sd_event_ref(loop_event(l));
-                st->backoff = BACKOFF_INIT(KC_EXEC_RETRY_BASE_USEC, KC_EXEC_RETRY_MAX_USEC);
+                uint64_t base = c->exec_retry_base_usec ? c->exec_retry_base_usec : KC_EXEC_RETRY_BASE_USEC;
+                st->backoff =
+                    BACKOFF_INIT(base, base > KC_EXEC_RETRY_MAX_USEC ? base : KC_EXEC_RETRY_MAX_USEC);
                 c->exec_state = st;
         }
         uint64_t now = now_monotonic_usec();
