@@ -1038,6 +1038,11 @@ static void exec_run_check(struct exec_run *run)
                 return exec_run_fail(run, -EIO, "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         if (buf_append(&run->out, "", 1) < 0)
                 return exec_run_fail(run, -ENOMEM, "%s", strerror(ENOMEM));
+        /* stderr no longer reaches the daemon's own; warnings of a plugin that succeeded are kept at debug
+         */
+        _cleanup_free_ char *excerpt = exec_run_stderr_excerpt(run);
+        if (excerpt)
+                log_debug("exec plugin %s: stderr: %s", run->cmd, excerpt);
         exec_run_complete(run);
 }
 
