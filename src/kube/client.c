@@ -61,6 +61,7 @@ struct kube_call {
         char *hdr_ct;
         struct http_tls tls;
         struct http_call *http;
+        struct kube_token_wait *token_wait; /* waits for the exec plugin's credential */
         struct timer *timer;
         struct backoff backoff;
         unsigned retries;
@@ -137,6 +138,7 @@ static void call_free(struct kube_call *call)
                 http_cancel(call->http);
                 c->stats.in_flight--;
         }
+        kube_token_wait_cancel(call->token_wait);
         timer_cancel(call->timer);
         if (call->prev)
                 call->prev->next = call->next;
@@ -472,7 +474,7 @@ static void call_http_done(const struct http_response *resp, void *userdata)
         if (resp->status == 401 && !call->reauthed) {
                 /* The token may have rotated (projected service-account tokens, exec plugins): read it again
                  * and try once more. */
-                kube_config_invalidate(c->cfg);
+                kube_config_token_rejected(c->cfg, call->token);
                 call->reauthed = true;
                 enqueue(call);
                 return;
@@ -505,16 +507,42 @@ static int call_on_data(const char *data, size_t len, void *userdata)
         return call->on_data(data, len, call->userdata);
 }
 
+static void call_no_credentials(struct kube_call *call, int error, const char *why)
+{
+        call_fail(
+            call, error,
+            strprintf("%s %s: no credentials: %s", call->method, call->path, why ? why : strerror(-error)));
+}
+
+static void call_send(struct kube_call *call, const char *token);
+
+static void call_token_ready(int error, const char *token, const char *error_message, void *userdata)
+{
+        struct kube_call *call = userdata;
+        call->token_wait = NULL;
+        if (error < 0)
+                return call_no_credentials(call, error, error_message);
+        call_send(call, token);
+}
+
 static void call_start(struct kube_call *call)
 {
         struct kube_client *c = call->client;
         const char *token = NULL;
         _cleanup_free_ char *err = NULL;
-        int r = kube_config_token(c->cfg, &token, &err);
+        int r = kube_config_token_async(c->cfg, c->loop, &token, call_token_ready, call, &call->token_wait,
+                                        &err);
         if (r < 0)
-                return call_fail(call, r,
-                                 strprintf("%s %s: no credentials: %s", call->method, call->path,
-                                           err ? err : strerror(-r)));
+                return call_no_credentials(call, r, err);
+        if (r == 0)
+                return; /* an exec plugin runs; call_token_ready goes on */
+        call_send(call, token);
+}
+
+static void call_send(struct kube_call *call, const char *token)
+{
+        struct kube_client *c = call->client;
+        int r;
         free(call->token);
         call->token = token ? strdup(token) : NULL;
         free(call->url);

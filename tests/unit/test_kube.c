@@ -1099,6 +1099,143 @@ static void test_cancel(void **state)
         assert_int_equal(kfake_count(fx->fake), 1);
 }
 
+/* ---- exec credential plugins (tests/unit/data/kubeconfig/exec-plugin.sh) ---- */
+
+struct plugin_dir {
+        char path[64];
+};
+
+/* Switches the fixture to an exec plugin whose state lives in a fresh directory. */
+static void fx_use_exec(struct fx *fx, struct plugin_dir *d)
+{
+        strcpy(d->path, "/tmp/spotdrain-kube-exec-XXXXXX");
+        assert_non_null(mkdtemp(d->path));
+        assert_int_equal(setenv("PLUGIN_STATE_DIR", d->path, 1), 0);
+        kube_client_free(fx->client);
+        kube_config_free(fx->cfg);
+        fx->cfg = NULL;
+        assert_int_equal(
+            kube_config_load_file("tests/unit/data/kubeconfig/exec-v1.yaml", NULL, &fx->cfg, NULL), 0);
+        assert_int_equal(free_and_strdup(&fx->cfg->server, kfake_url(fx->fake)), 0);
+        free(fx->cfg->ca_pem);
+        fx->cfg->ca_pem = NULL;
+        struct kube_client_options o = { .qps = -1, .backoff_base_usec = 1000, .backoff_max_usec = 5000 };
+        assert_int_equal(kube_client_new(fx->loop, fx->cfg, &o, &fx->client), 0);
+}
+
+static int plugin_runs(const struct plugin_dir *d)
+{
+        char p[96];
+        snprintf(p, sizeof(p), "%s/runs", d->path);
+        _cleanup_free_ char *s = NULL;
+        size_t len;
+        assert_int_equal(read_file_full(p, 64, &s, &len), 0);
+        return atoi(s);
+}
+
+static void plugin_dir_remove(struct plugin_dir *d)
+{
+        const char *names[] = { "runs", "exec-info.json", "go" };
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                char p[96];
+                snprintf(p, sizeof(p), "%s/%s", d->path, names[i]);
+                unlink(p);
+        }
+        assert_int_equal(rmdir(d->path), 0);
+        unsetenv("PLUGIN_STATE_DIR");
+        unsetenv("PLUGIN_WAIT_FOR");
+        unsetenv("PLUGIN_EXIT");
+}
+
+struct go_file {
+        const struct plugin_dir *d;
+        const struct count *n;
+        bool fired_before_answers;
+};
+
+static void go_file_create(void *userdata)
+{
+        struct go_file *g = userdata;
+        g->fired_before_answers = g->n->done == 0;
+        char p[96];
+        snprintf(p, sizeof(p), "%s/go", g->d->path);
+        assert_int_equal(write_file_atomic(p, "", 0, 0600), 0);
+}
+
+static void test_exec_plugin_one_run_loop_free(void **state)
+{
+        struct fx *fx = *state;
+        struct plugin_dir d;
+        fx_use_exec(fx, &d);
+        /* the plugin answers once a loop timer has created its file: the loop must keep running meanwhile */
+        assert_int_equal(setenv("PLUGIN_WAIT_FOR", "go", 1), 0);
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = "/api/v1/nodes/n1", .status = 200, .body = "{}", .sticky = true });
+        struct count n = { .want = 3 };
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n1", count_done, &n, NULL), 0);
+        struct go_file g = { .d = &d, .n = &n };
+        assert_int_equal(timer_start_in(fx->loop, 1000, go_file_create, &g, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_true(g.fired_before_answers);
+        assert_int_equal(n.ok, 3);
+        assert_int_equal(plugin_runs(&d), 1);
+        assert_int_equal(kfake_count(fx->fake), 3);
+        for (size_t i = 0; i < 3; i++)
+                assert_string_equal(req(fx, i)->authorization, "Bearer hello-1");
+        plugin_dir_remove(&d);
+}
+
+static void test_exec_plugin_401_reruns_once(void **state)
+{
+        struct fx *fx = *state;
+        struct plugin_dir d;
+        fx_use_exec(fx, &d);
+        const char *unauthorized = "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}";
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 401, unauthorized);
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 401, unauthorized);
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = "/api/v1/nodes/n1", .status = 200, .body = "{}", .sticky = true });
+        /* both go out with hello-1 and come back 401: the first forgets it, the second (about the same
+         * credential) does not make the plugin run a third time */
+        struct count n = { .want = 2 };
+        for (int i = 0; i < 2; i++)
+                assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n1", count_done, &n, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 2);
+        assert_int_equal(plugin_runs(&d), 2);
+        assert_int_equal(kfake_count(fx->fake), 4);
+        assert_string_equal(req(fx, 0)->authorization, "Bearer hello-1");
+        assert_string_equal(req(fx, 1)->authorization, "Bearer hello-1");
+        assert_string_equal(req(fx, 2)->authorization, "Bearer hello-2");
+        assert_string_equal(req(fx, 3)->authorization, "Bearer hello-2");
+        plugin_dir_remove(&d);
+}
+
+static void test_exec_plugin_failure_fails_calls(void **state)
+{
+        struct fx *fx = *state;
+        struct plugin_dir d;
+        fx_use_exec(fx, &d);
+        assert_int_equal(setenv("PLUGIN_EXIT", "3", 1), 0);
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(fx->client, "/api/v1/nodes/n1", kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -EIO);
+        if (!strstr(s.result.message, "GET /api/v1/nodes/n1: no credentials: exec plugin ") ||
+            !strstr(s.result.message,
+                    "exec-plugin.sh: exited with status 3 (stderr: exec-plugin.sh: failing on "
+                    "purpose)"))
+                fail_msg("message: %s", s.result.message);
+        kube_result_clear(&s.result);
+        assert_int_equal(kfake_count(fx->fake), 0);
+        plugin_dir_remove(&d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1128,6 +1265,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_plugin_one_run_loop_free, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_plugin_401_reruns_once, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_exec_plugin_failure_fails_calls, fx_setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "spotdrain/core.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/util.h"
 
@@ -30,7 +32,8 @@ static void tmpdir_make(struct tmpdir *t)
 
 static void tmpdir_remove(struct tmpdir *t)
 {
-        const char *names[] = { "runs", "exec-info.json", "token", "ca.crt", "namespace", "kc.yaml" };
+        const char *names[] = { "runs",  "exec-info.json", "go",        "pid",
+                                "token", "ca.crt",         "namespace", "kc.yaml" };
         for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
                 _cleanup_free_ char *p = strprintf("%s/%s", t->path, names[i]);
                 assert_non_null(p);
@@ -190,6 +193,9 @@ static void plugin_env(const struct tmpdir *t, const char *expiry)
         unsetenv("PLUGIN_EXIT");
         unsetenv("PLUGIN_ANSWER_VERSION");
         unsetenv("PLUGIN_CERT");
+        unsetenv("PLUGIN_WAIT_FOR");
+        unsetenv("PLUGIN_HANG");
+        unsetenv("PLUGIN_FLOOD");
 }
 
 static void rfc3339_from_now(int64_t seconds, char *buf, size_t len)
@@ -300,7 +306,9 @@ static void test_exec_failures(void **state)
         const char *tok = NULL;
         _cleanup_free_ char *err = NULL;
         assert_int_equal(kube_config_token(c, &tok, &err), -EIO);
-        assert_non_null(strstr(err, "exec-plugin.sh: exited with status 3"));
+        assert_non_null(strstr(err,
+                               "exec-plugin.sh: exited with status 3 (stderr: exec-plugin.sh: failing on "
+                               "purpose)"));
 
         /* an answer in another apiVersion than asked is refused */
         plugin_env(&t, NULL);
@@ -318,7 +326,332 @@ static void test_exec_failures(void **state)
         assert_non_null(c->exec->argv[0]);
         _cleanup_free_ char *err3 = NULL;
         assert_int_equal(kube_config_token(c, &tok, &err3), -EIO);
-        assert_non_null(strstr(err3, "status 127"));
+        if (!strstr(err3, "status 127"))
+                fail_msg("message: %s", err3);
+        tmpdir_remove(&t);
+}
+
+/* ---- the asynchronous path, on an event loop ---- */
+
+#define WAIT_USEC (10ULL * 1000000ULL)
+
+struct got {
+        bool done;
+        int error;
+        char *token, *message;
+};
+
+static void got_token(int error, const char *token, const char *message, void *userdata)
+{
+        struct got *g = userdata;
+        assert_false(g->done);
+        g->done = true;
+        g->error = error;
+        g->token = token ? strdup(token) : NULL;
+        g->message = message ? strdup(message) : NULL;
+}
+
+static void got_clear(struct got *g)
+{
+        free(g->token);
+        free(g->message);
+        *g = (struct got){ 0 };
+}
+
+/* Starts an async token request that must wait; got_token fills g later. */
+static void ask_waiting(struct kube_config *c, struct loop *l, struct got *g, struct kube_token_wait **w)
+{
+        const char *tok = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(kube_config_token_async(c, l, &tok, got_token, g, w, &err), 0);
+        assert_null(err);
+}
+
+/* An async token request answered at once. */
+static const char *ask_ready(struct kube_config *c, struct loop *l)
+{
+        const char *tok = NULL;
+        struct kube_token_wait *w = NULL;
+        assert_int_equal(kube_config_token_async(c, l, &tok, got_token, NULL, &w, NULL), 1);
+        assert_null(w);
+        return tok;
+}
+
+/* Runs the loop until pred holds, checking it every few milliseconds, for at most WAIT_USEC. */
+struct until {
+        struct loop *loop;
+        bool (*pred)(void *arg);
+        void *arg;
+        bool done;
+};
+
+static void until_check(void *userdata)
+{
+        struct until *u = userdata;
+        if (u->pred(u->arg))
+                u->done = true;
+        else
+                assert_int_equal(timer_start_in(u->loop, 5000, until_check, u, NULL), 0);
+}
+
+static void run_until(struct loop *l, bool (*pred)(void *arg), void *arg)
+{
+        struct until u = { .loop = l, .pred = pred, .arg = arg };
+        until_check(&u);
+        assert_int_equal(loop_run_until(l, &u.done, WAIT_USEC), 0);
+}
+
+struct go {
+        const struct tmpdir *t;
+        const bool *waiting_done; /* the credential's arrival, seen from the timer */
+        bool fired, fired_while_waiting;
+};
+
+static void create_go(void *userdata)
+{
+        struct go *g = userdata;
+        g->fired = true;
+        g->fired_while_waiting = !*g->waiting_done;
+        write_in(g->t, "go", "");
+}
+
+static struct kube_config *load_exec(const char *file)
+{
+        struct kube_config *c = NULL;
+        assert_int_equal(kube_config_load_file(file, NULL, &c, NULL), 0);
+        return c;
+}
+
+static void test_exec_async_loop_runs_meanwhile(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        plugin_env(&t, NULL);
+        /* the plugin answers only after a loop timer has created its file: a blocked loop never gets there
+         * (the plugin is killed at this deadline instead) */
+        assert_int_equal(setenv("PLUGIN_WAIT_FOR", "go", 1), 0);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1.yaml");
+        c->exec_timeout_usec = WAIT_USEC / 2;
+
+        struct got g = { 0 };
+        struct kube_token_wait *w = NULL;
+        ask_waiting(c, l, &g, &w);
+        assert_false(g.done);
+        struct go go = { .t = &t, .waiting_done = &g.done };
+        assert_int_equal(timer_start_in(l, 1000, create_go, &go, NULL), 0);
+        assert_int_equal(loop_run_until(l, &g.done, WAIT_USEC), 0);
+        assert_true(go.fired_while_waiting);
+        assert_int_equal(g.error, 0);
+        assert_string_equal(g.token, "hello-1");
+        assert_string_equal(ask_ready(c, l), "hello-1");
+        assert_int_equal(runs(&t), 1);
+        got_clear(&g);
+        unsetenv("PLUGIN_WAIT_FOR");
+        tmpdir_remove(&t);
+}
+
+static void test_exec_async_one_run_serves_all(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        plugin_env(&t, NULL);
+        assert_int_equal(setenv("PLUGIN_WAIT_FOR", "go", 1), 0);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1.yaml");
+
+        struct got g[4] = { 0 };
+        struct kube_token_wait *w[4] = { 0 };
+        for (size_t i = 0; i < ARRAY_SIZE(g); i++)
+                ask_waiting(c, l, &g[i], &w[i]);
+        /* a cancelled wait is never called back; the others are */
+        w[1] = kube_token_wait_cancel(w[1]);
+        struct go go = { .t = &t, .waiting_done = &g[3].done };
+        assert_int_equal(timer_start_in(l, 1000, create_go, &go, NULL), 0);
+        assert_int_equal(loop_run_until(l, &g[3].done, WAIT_USEC), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(g); i++) {
+                if (i == 1) {
+                        assert_false(g[i].done);
+                        continue;
+                }
+                assert_true(g[i].done);
+                assert_int_equal(g[i].error, 0);
+                assert_string_equal(g[i].token, "hello-1");
+                got_clear(&g[i]);
+        }
+        assert_int_equal(runs(&t), 1);
+        unsetenv("PLUGIN_WAIT_FOR");
+        tmpdir_remove(&t);
+}
+
+static bool cached_is(void *arg)
+{
+        void **a = arg;
+        const struct kube_config *c = a[0];
+        return streq(c->cached_token, a[1]);
+}
+
+static void test_exec_async_expiry(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        char exp[64];
+        rfc3339_from_now(-60, exp, sizeof(exp));
+        plugin_env(&t, exp);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1beta1.yaml");
+
+        /* an answer that is already expired serves the calls that waited for it ... */
+        struct got g = { 0 };
+        struct kube_token_wait *w = NULL;
+        ask_waiting(c, l, &g, &w);
+        assert_int_equal(loop_run_until(l, &g.done, WAIT_USEC), 0);
+        assert_string_equal(g.token, "hello-1");
+        got_clear(&g);
+
+        /* ... but a later call waits for a fresh one rather than use it */
+        rfc3339_from_now(18, exp, sizeof(exp));
+        assert_int_equal(setenv("PLUGIN_EXPIRY", exp, 1), 0);
+        ask_waiting(c, l, &g, &w);
+        assert_int_equal(loop_run_until(l, &g.done, WAIT_USEC), 0);
+        assert_int_equal(g.error, 0);
+        assert_string_equal(g.token, "hello-2");
+        got_clear(&g);
+        assert_int_equal(runs(&t), 2);
+
+        /* hello-2 has 8 s left (18 s less the 10 s skew), under the 10 s refresh margin: it is still handed
+         * out while one background run renews it */
+        rfc3339_from_now(3600, exp, sizeof(exp));
+        assert_int_equal(setenv("PLUGIN_EXPIRY", exp, 1), 0);
+        assert_string_equal(ask_ready(c, l), "hello-2");
+        assert_string_equal(ask_ready(c, l), "hello-2");
+        void *arg[2] = { c, "hello-3" };
+        run_until(l, cached_is, arg);
+        assert_string_equal(ask_ready(c, l), "hello-3");
+        assert_int_equal(runs(&t), 3);
+        tmpdir_remove(&t);
+}
+
+static bool process_gone(void *arg)
+{
+        return kill(*(pid_t *)arg, 0) < 0 && errno == ESRCH;
+}
+
+static void test_exec_async_timeout_kills(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        plugin_env(&t, NULL);
+        assert_int_equal(setenv("PLUGIN_HANG", "1", 1), 0);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1.yaml");
+        c->exec_timeout_usec = 1000000;
+        c->exec_retry_base_usec = 3600ULL * 1000000ULL; /* no retry unless aged by hand */
+
+        struct got g[2] = { 0 };
+        struct kube_token_wait *w[2] = { 0 };
+        ask_waiting(c, l, &g[0], &w[0]);
+        ask_waiting(c, l, &g[1], &w[1]);
+        assert_int_equal(loop_run_until(l, &g[1].done, WAIT_USEC), 0);
+        for (size_t i = 0; i < 2; i++) {
+                assert_true(g[i].done);
+                assert_int_equal(g[i].error, -ETIMEDOUT);
+                assert_null(g[i].token);
+                if (!strstr(g[i].message, "exec-plugin.sh: timed out after 1.0 s"))
+                        fail_msg("message: %s", g[i].message);
+                got_clear(&g[i]);
+        }
+        /* the plugin ignores SIGTERM: SIGKILL after the grace ends it, and it is reaped */
+        _cleanup_free_ char *pid_text = read_in(&t, "pid");
+        pid_t pid = (pid_t)atoi(pid_text);
+        assert_true(pid > 1);
+        run_until(l, process_gone, &pid);
+
+        /* the next call does not run it again at once, it fails with the same words */
+        const char *tok = NULL;
+        _cleanup_free_ char *err = NULL;
+        struct kube_token_wait *w2 = NULL;
+        assert_int_equal(kube_config_token_async(c, l, &tok, got_token, &g[0], &w2, &err), -ETIMEDOUT);
+        assert_null(w2);
+        assert_non_null(strstr(err, "timed out after 1.0 s"));
+        assert_non_null(strstr(err, "tried again in"));
+        assert_int_equal(runs(&t), 1);
+
+        /* once the backoff has passed (aged by hand), a call runs it again */
+        unsetenv("PLUGIN_HANG");
+        c->exec_retry_after_usec = 0;
+        ask_waiting(c, l, &g[0], &w2);
+        assert_int_equal(loop_run_until(l, &g[0].done, WAIT_USEC), 0);
+        assert_string_equal(g[0].token, "hello-2");
+        got_clear(&g[0]);
+        tmpdir_remove(&t);
+}
+
+static void test_exec_async_failure_words(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        plugin_env(&t, NULL);
+        assert_int_equal(setenv("PLUGIN_EXIT", "3", 1), 0);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1.yaml");
+        c->exec_retry_base_usec = 3600ULL * 1000000ULL;
+
+        struct got g[2] = { 0 };
+        struct kube_token_wait *w[2] = { 0 };
+        ask_waiting(c, l, &g[0], &w[0]);
+        ask_waiting(c, l, &g[1], &w[1]);
+        assert_int_equal(loop_run_until(l, &g[1].done, WAIT_USEC), 0);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(g[i].error, -EIO);
+                if (!strstr(g[i].message, "exec-plugin.sh: exited with status 3 (stderr: exec-plugin.sh: "
+                                          "failing on purpose)"))
+                        fail_msg("message: %s", g[i].message);
+                got_clear(&g[i]);
+        }
+        const char *tok = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(kube_config_token_async(c, l, &tok, got_token, &g[0], &w[0], &err), -EIO);
+        assert_non_null(strstr(err, "failing on purpose"));
+        assert_int_equal(runs(&t), 1);
+        unsetenv("PLUGIN_EXIT");
+        tmpdir_remove(&t);
+}
+
+static void test_exec_output_cap(void **state)
+{
+        struct tmpdir t;
+        tmpdir_make(&t);
+        plugin_env(&t, NULL);
+        assert_int_equal(setenv("PLUGIN_FLOOD", "100000", 1), 0);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        assert_int_equal(loop_new(&l), 0);
+        _cleanup_(kube_config_freep) struct kube_config *c = load_exec(DATA "/exec-v1.yaml");
+        c->exec_output_max = 4096;
+
+        struct got g = { 0 };
+        struct kube_token_wait *w = NULL;
+        ask_waiting(c, l, &g, &w);
+        assert_int_equal(loop_run_until(l, &g.done, WAIT_USEC), 0);
+        assert_int_equal(g.error, -EFBIG);
+        if (!strstr(g.message, "exec-plugin.sh: wrote more than 4096 bytes to stdout"))
+                fail_msg("message: %s", g.message);
+        got_clear(&g);
+        /* the synchronous path has the same cap */
+        const char *tok = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(kube_config_token(c, &tok, &err), -EFBIG);
+        assert_non_null(strstr(err, "wrote more than 4096 bytes"));
+        /* under the cap the same flood is only a bad answer */
+        c->exec_output_max = 0;
+        _cleanup_free_ char *err2 = NULL;
+        assert_int_equal(kube_config_token(c, &tok, &err2), -EBADMSG);
+        unsetenv("PLUGIN_FLOOD");
         tmpdir_remove(&t);
 }
 
@@ -420,6 +753,12 @@ int main(void)
                 cmocka_unit_test(test_exec_v1beta1_expired_reruns),
                 cmocka_unit_test(test_exec_client_cert),
                 cmocka_unit_test(test_exec_failures),
+                cmocka_unit_test(test_exec_async_loop_runs_meanwhile),
+                cmocka_unit_test(test_exec_async_one_run_serves_all),
+                cmocka_unit_test(test_exec_async_expiry),
+                cmocka_unit_test(test_exec_async_timeout_kills),
+                cmocka_unit_test(test_exec_async_failure_words),
+                cmocka_unit_test(test_exec_output_cap),
                 cmocka_unit_test(test_load_errors),
                 cmocka_unit_test(test_incluster),
                 cmocka_unit_test(test_load_auto),
