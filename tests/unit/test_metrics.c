@@ -6,8 +6,11 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -440,9 +443,9 @@ static char *raw_read_all(int fd)
 }
 
 /* Sends each piece with a write of its own; returns the whole answer. */
-static char *raw_exchange(uint16_t port, const char *const *pieces)
+static char *raw_exchange_to(const char *addr, uint16_t port, const char *const *pieces)
 {
-        int fd = raw_connect_from(port, NULL);
+        int fd = raw_connect_to(addr, NULL, port);
         char *resp;
 
         for (; *pieces; pieces++)
@@ -450,6 +453,11 @@ static char *raw_exchange(uint16_t port, const char *const *pieces)
         resp = raw_read_all(fd);
         close(fd);
         return resp;
+}
+
+static char *raw_exchange(uint16_t port, const char *const *pieces)
+{
+        return raw_exchange_to("127.0.0.1", port, pieces);
 }
 
 static char *raw_request(uint16_t port, const char *request)
@@ -624,6 +632,12 @@ static void test_endpoint_raw(void **state)
         assert_contains(resp, "Allow: GET, HEAD\r\n");
         assert_string_equal(raw_body(resp), "method not allowed\n");
         free(resp);
+        /* A client that waits for "100 Continue" before its body gets the refusal instead. */
+        resp = raw_request(port, "PUT /metrics HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                                 "Content-Length: 1000000\r\n\r\n");
+        assert_int_equal(raw_status(resp), 405);
+        assert_null(strstr(resp, "100 Continue"));
+        free(resp);
         assert_int_equal(raw_status_of(port, "DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
         assert_int_equal(raw_status_of(port, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
 
@@ -756,6 +770,148 @@ static void test_endpoint_stalled_clients(void **state)
         close(late);
 }
 
+/* "[::1]" serves IPv6; "[::]" serves IPv4 too, so its port is taken for "0.0.0.0" as well. */
+static void test_endpoint_ipv6(void **state)
+{
+        static const char *const scrape[] = { "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", NULL };
+        struct httpd *h = NULL, *second = NULL;
+        _cleanup_free_ char *taken = NULL;
+        char *resp;
+
+        assert_int_equal(httpd_start("[::1]:0", &h), 0);
+        assert_true(httpd_port(h) > 0);
+        resp = raw_exchange_to("::1", httpd_port(h), scrape);
+        assert_int_equal(raw_status(resp), 200);
+        assert_string_equal(raw_body(resp), "ok\n");
+        free(resp);
+        h = httpd_free(h);
+
+        assert_int_equal(httpd_start("[::]:0", &h), 0);
+        resp = raw_exchange_to("::1", httpd_port(h), scrape);
+        assert_int_equal(raw_status(resp), 200);
+        free(resp);
+        resp = raw_exchange_to("127.0.0.1", httpd_port(h), scrape);
+        assert_int_equal(raw_status(resp), 200);
+        free(resp);
+        taken = strprintf("0.0.0.0:%u", httpd_port(h));
+        assert_non_null(taken);
+        assert_int_equal(httpd_start(taken, &second), -EADDRINUSE);
+        httpd_free(h);
+}
+
+/* An exposition larger than the per-connection memory goes out whole, to GET and (as a length) to HEAD. */
+static void test_endpoint_large_answer(void **state)
+{
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        _cleanup_free_ char *get = NULL, *head = NULL, *length = NULL;
+
+        for (unsigned i = 0; i < 3000; i++) {
+                char node[32];
+
+                (void)snprintf(node, sizeof(node), "spot-%04u", i);
+                assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, i, node, NULL), 0);
+        }
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        get = raw_request(httpd_port(h), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_int_equal(raw_status(get), 200);
+        assert_true(strlen(raw_body(get)) > 64 * 1024);
+        assert_contains(raw_body(get), "spotdrain_drain_budget_seconds{node=\"spot-2999\"} 2999\n");
+        length = strprintf("Content-Length: %zu\r\n", strlen(raw_body(get)));
+        assert_contains(get, length);
+        head = raw_request(httpd_port(h), "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_contains(head, length);
+        assert_string_equal(raw_body(head), "");
+}
+
+struct serial_check {
+        atomic_int running;
+        atomic_int most; /* the most checks seen running at once */
+};
+
+/* Widens the window in which a second check, run at the same time, would be seen. */
+static bool serial_check_fn(void *userdata, const char **ret_reason)
+{
+        struct serial_check *s = userdata;
+        int now = atomic_fetch_add(&s->running, 1) + 1;
+
+        if (now > atomic_load(&s->most))
+                atomic_store(&s->most, now);
+        for (int i = 0; i < 20; i++)
+                sched_yield();
+        atomic_fetch_sub(&s->running, 1);
+        return true;
+}
+
+struct flipper {
+        struct httpd *h;
+        atomic_bool stop;
+        unsigned flips, failed; /* cmocka asserts only on the test's thread */
+};
+
+static void *flip_ready(void *userdata)
+{
+        struct flipper *f = userdata;
+
+        /* At least a few flips, then on until the scrapes are done. */
+        for (unsigned i = 0; i < 100 || !atomic_load(&f->stop); i++) {
+                bool ready = i % 2 == 0;
+
+                if (httpd_set_ready(f->h, "flip", ready, ready ? NULL : "odd") < 0)
+                        f->failed++;
+                f->flips++;
+                sched_yield(); /* the scrapes' turn too, on a machine of one core or under valgrind */
+        }
+        return NULL;
+}
+
+/* Checks run one at a time however many scrapes come at once, while another thread publishes a condition
+ * with httpd_set_ready(). */
+static void test_endpoint_concurrent(void **state)
+{
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        struct serial_check serial = {};
+        struct flipper flipper = {};
+        pthread_t thread;
+        int fds[12];
+
+        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_add_ready_check(h, "serial", serial_check_fn, &serial), 0);
+        assert_int_equal(httpd_add_health_check(h, "serial", serial_check_fn, &serial), 0);
+        flipper.h = h;
+        assert_int_equal(pthread_create(&thread, NULL, flip_ready, &flipper), 0);
+
+        for (unsigned round = 0; round < 5; round++) {
+                /* Each from an address of its own, far from any limit. */
+                for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+                        char from[32];
+
+                        (void)snprintf(from, sizeof(from), "127.0.%u.%zu", round + 1, i + 1);
+                        fds[i] = raw_connect_from(httpd_port(h), from);
+                        raw_send(fds[i],
+                                 i % 2 ? "GET /healthz HTTP/1.1\r\n\r\n" : "GET /readyz HTTP/1.1\r\n\r\n");
+                }
+                for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+                        _cleanup_free_ char *resp = raw_read_all(fds[i]);
+                        unsigned status = raw_status(resp);
+
+                        close(fds[i]);
+                        if (i % 2)
+                                assert_int_equal(status, 200);
+                        else if (status == 200)
+                                assert_string_equal(raw_body(resp), "ok\n");
+                        else {
+                                assert_int_equal(status, 503);
+                                assert_string_equal(raw_body(resp), "flip: odd\n");
+                        }
+                }
+        }
+        atomic_store(&flipper.stop, true);
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        assert_int_equal(flipper.failed, 0);
+        assert_true(flipper.flips >= 100);
+        assert_int_equal(atomic_load(&serial.most), 1);
+}
+
 static void test_error_budget(void **state)
 {
         _cleanup_(error_budget_freep) struct error_budget *e = NULL;
@@ -886,6 +1042,9 @@ int main(void)
                 cmocka_unit_test(test_endpoint_limits),
                 cmocka_unit_test(test_endpoint_split),
                 cmocka_unit_test(test_endpoint_stalled_clients),
+                cmocka_unit_test(test_endpoint_ipv6),
+                cmocka_unit_test_setup_teardown(test_endpoint_large_answer, reset, reset),
+                cmocka_unit_test(test_endpoint_concurrent),
                 cmocka_unit_test(test_error_budget),
                 cmocka_unit_test(test_notify),
         };
