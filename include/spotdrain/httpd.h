@@ -1,4 +1,4 @@
-/* httpd: the operations endpoint (plain sockets, its own thread) on --metrics-listen:
+/* httpd: the operations endpoint (libmicrohttpd, its own thread) on --metrics-listen:
  *   GET /metrics  the metrics registry (metrics.h), text/plain; version=0.0.4
  *   GET /healthz  200 while the process is alive and, when a loop is watched, the loop is turning
  *   GET /readyz   200 when every readiness check passes, else 503 listing the failing ones
