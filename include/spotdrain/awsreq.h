@@ -58,6 +58,8 @@ bool aws_error_class_retryable(enum aws_error_class c);        /* throttled, ser
 /* Classifies an error code (with or without a "namespace#" prefix or an "Exception" suffix) and the HTTP
  * status. *ret_refresh (may be NULL) says whether new credentials may cure it (expired or unknown token). */
 enum aws_error_class aws_error_classify(const char *code, long status, bool *ret_refresh);
+/* The code without its "namespace#" prefix and "Exception" suffix, in buf (the form the tables use). */
+const char *aws_error_code_base(const char *code, char *buf, size_t size);
 /* The errno of a class (status for the classes that take it from the status). */
 int aws_error_class_errno(enum aws_error_class c, long status);
 

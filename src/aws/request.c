@@ -167,19 +167,26 @@ static const struct {
         { "RequestTimeout", AWS_ERR_SERVER, false },
 };
 
+const char *aws_error_code_base(const char *code, char *buf, size_t size)
+{
+        const char *hash = code ? strrchr(code, '#') : NULL;
+        size_t len;
+
+        snprintf(buf, size, "%s", hash ? hash + 1 : code ? code : "");
+        len = strlen(buf);
+        if (len > strlen("Exception") && streq(buf + len - strlen("Exception"), "Exception"))
+                buf[len - strlen("Exception")] = 0;
+        return buf;
+}
+
 enum aws_error_class aws_error_classify(const char *code, long status, bool *ret_refresh)
 {
         char buf[96];
-        size_t len;
 
         if (ret_refresh)
                 *ret_refresh = false;
         if (!isempty(code)) {
-                const char *hash = strrchr(code, '#');
-                snprintf(buf, sizeof(buf), "%s", hash ? hash + 1 : code);
-                len = strlen(buf);
-                if (len > strlen("Exception") && streq(buf + len - strlen("Exception"), "Exception"))
-                        buf[len - strlen("Exception")] = 0;
+                aws_error_code_base(code, buf, sizeof(buf));
                 for (size_t i = 0; i < ARRAY_SIZE(error_codes); i++)
                         if (streq(error_codes[i].code, buf)) {
                                 if (ret_refresh)
