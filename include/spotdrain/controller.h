@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spotdrain/awsreq.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -155,13 +156,13 @@ const char *leader_identity(const struct leader *le);
 const char *leader_observed_holder(const struct leader *le);
 unsigned leader_transitions(const struct leader *le); /* times this replica became leader */
 
-/* ==== Auto Scaling lifecycle client ==== */
+/* ==== the Auto Scaling client (the controller's lifecycle calls, the provisioner's capacity calls) ==== */
 
 typedef const struct aws_credentials *(*asg_credentials_fn)(void *userdata);
 struct asg_client;
-/* endpoint NULL: $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else
- * https://autoscaling.REGION.amazonaws.com
- * (.com.cn for cn- regions). region is required. */
+/* endpoint NULL: $AWS_ENDPOINT_URL_AUTO_SCALING, $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else
+ * https://autoscaling.REGION.amazonaws.com (.com.cn for cn- regions; aws_endpoint_resolve()). region is
+ * required. */
 int asg_client_new(struct loop *l, const char *endpoint, const char *region, asg_credentials_fn creds,
                    void *creds_userdata, struct asg_client **ret);
 struct asg_client *asg_client_free(struct asg_client *c); /* cancels calls in flight; NULL-safe */
@@ -174,6 +175,10 @@ int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done
 /* The form body of an action (pure; tests). */
 int asg_lifecycle_body(const struct notice *n, const char *action, const char *result, char **ret);
 const char *asg_client_endpoint(const struct asg_client *c);
+/* Any other action: body is the whole form (Action=...&Version=2011-01-01&...). done runs exactly once, on
+ * the loop: with the answer, or with AWS_ERR_CANCELLED (-ECANCELED) from asg_client_free(), where the
+ * lifecycle calls end silently. */
+int asg_call(struct asg_client *c, const char *body, aws_call_fn done, void *userdata);
 
 /* ==== the controller ==== */
 

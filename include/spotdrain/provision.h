@@ -159,7 +159,7 @@ typedef const struct aws_credentials *(*ec2_credentials_fn)(void *userdata);
 
 struct ec2_config {
         const char *endpoint;             /* NULL: $AWS_ENDPOINT_URL_EC2, $AWS_ENDPOINT_URL, else AWS's */
-        const char *autoscaling_endpoint; /* NULL: $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, AWS's */
+        const char *autoscaling_endpoint; /* NULL: asg_client_new()'s rules (controller.h) */
         const char *region;               /* NULL: $AWS_REGION, $AWS_DEFAULT_REGION */
         ec2_credentials_fn credentials;   /* required */
         void *userdata;
@@ -283,15 +283,18 @@ typedef void (*asg_raise_fn)(const struct ec2_result *res, int desired, void *us
 int asg_raise_desired(struct ec2_client *c, const char *group, const char *instance_id, unsigned n,
                       asg_raise_fn done, void *userdata);
 
-/* Internal to src/provision (ec2.c <-> asg_capacity.c): the signed query-protocol call, form encoding and
- * error reading. done runs exactly once: with the answer, or with -ECANCELED from ec2_client_free(). */
+/* Internal to src/provision (ec2.c <-> asg_capacity.c): the query call (EC2's, or the Auto Scaling
+ * client's), a form field with a formatted key, and EC2's reading of errors. done runs exactly once: with
+ * the answer, or with -ECANCELED from ec2_client_free(). */
 struct buf;
-typedef void (*ec2_raw_fn)(int error, long status, const char *body, size_t len, void *userdata);
-int ec2_call(struct ec2_client *c, bool autoscaling, const char *body, ec2_raw_fn done, void *userdata);
-int ec2_form_add(struct buf *b, const char *key, const char *value);
+struct aws_result;
+int ec2_call(struct ec2_client *c, bool autoscaling, const char *body,
+             void (*done)(const struct aws_result *res, const char *body, size_t len, void *userdata),
+             void *userdata);
 int ec2_form_addf(struct buf *b, const char *value, const char *key_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ec2_result_from_answer(int error, long status, const char *body, size_t len, struct ec2_result *r);
+void ec2_result_from_aws(const struct aws_result *a, struct ec2_result *r);
 const char *ec2_client_region(const struct ec2_client *c);
 
 /* ==== provisioner (provisioner.c) ==== */

@@ -2,13 +2,14 @@
  *
  * Every call is a POST to the endpoint's "/" with Content-Type application/x-amz-json-1.0 and X-Amz-Target
  * AmazonSQS.<Operation>, signed with the credentials the provider callback yields at send time. Calls run
- * asynchronously on the core loop and report through a callback exactly once (unless cancelled); the *_sync
- * wrappers run the loop until the answer (one-shot commands, tests).
+ * asynchronously on the core loop and report through a callback exactly once (unless cancelled). Signing,
+ * sending and the error classes are the AWS request layer's (awsreq.h); the classes SQS adds are below.
  *
  * Endpoint, in order: sqs_config.endpoint, $AWS_ENDPOINT_URL_SQS, $AWS_ENDPOINT_URL, else the scheme and
- * host of the queue URL. Plain http is only accepted for loopback hosts (core's HTTP client enforces it).
- * Region, in order: sqs_config.region, the queue URL's host (sqs.REGION.amazonaws.com[.cn] or the legacy
- * REGION.queue.amazonaws.com), $AWS_REGION, $AWS_DEFAULT_REGION.
+ * host of the queue URL (aws_endpoint_resolve()). Plain http is only accepted for loopback hosts (core's
+ * HTTP client enforces it). Region, in order: sqs_config.region, the queue URL's host
+ * (sqs.REGION.amazonaws.com[.cn] or the legacy REGION.queue.amazonaws.com), $AWS_REGION,
+ * $AWS_DEFAULT_REGION.
  *
  * Errors come back as a struct sqs_result: a negative errno, a classified kind, the HTTP status and the
  * server's error code and message (the code is the part of the JSON "__type" after '#', e.g.
@@ -98,6 +99,7 @@ static inline void sqs_client_freep(struct sqs_client **c)
 const char *sqs_client_endpoint(const struct sqs_client *c);
 const char *sqs_client_region(const struct sqs_client *c);
 const char *sqs_client_queue_url(const struct sqs_client *c);
+struct loop *sqs_client_loop(const struct sqs_client *c);
 
 /* Cancels one call in flight; its callback is not called. NULL-safe; returns NULL. Not from inside that
  * call's own callback (the call is finished then). */
@@ -182,17 +184,3 @@ typedef void (*sqs_attributes_fn)(struct sqs_client *c, const struct sqs_result 
 /* names: NULL-terminated attribute names, NULL = ["All"]. */
 int sqs_get_attributes(struct sqs_client *c, const char *const *names, sqs_attributes_fn done,
                        void *userdata, struct sqs_op **ret);
-
-/* ---- blocking wrappers: run the loop until the answer (at most the call's own HTTP timeout) ----
- * Each returns res->error (after filling *res), or the error of starting the call (then *res says so too).
- */
-int sqs_receive_sync(struct sqs_client *c, const struct sqs_receive_opts *opts, struct sqs_result *res,
-                     struct sqs_message **ret_msgs, size_t *ret_n);
-int sqs_delete_sync(struct sqs_client *c, const char *receipt_handle, struct sqs_result *res);
-/* *ret_entries (n of them, free()) only when res->error is 0. */
-int sqs_delete_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
-                          struct sqs_result *res, struct sqs_entry_result **ret_entries);
-int sqs_change_visibility_sync(struct sqs_client *c, const char *receipt_handle, unsigned timeout_seconds,
-                               struct sqs_result *res);
-int sqs_get_attributes_sync(struct sqs_client *c, const char *const *names, struct sqs_result *res,
-                            struct sqs_attribute **ret_attrs, size_t *ret_n);

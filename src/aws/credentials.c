@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "spotdrain/awscreds.h"
+#include "spotdrain/awsreq.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 
@@ -37,8 +38,9 @@ struct aws_creds_provider {
         const char *source_name;
 
         char *role_arn, *token_file, *session_name, *sts_url; /* web identity */
-        char *container_url, *auth_token_file, *auth_token;   /* container */
-        struct imds_client *imds;                             /* instance role */
+        struct aws_client *sts;
+        char *container_url, *auth_token_file, *auth_token; /* container */
+        struct imds_client *imds;                           /* instance role */
 
         struct aws_credentials cached;
         uint64_t fetched_at;
@@ -47,7 +49,6 @@ struct aws_creds_provider {
         bool fetching;
         struct http_call *call;
         struct imds_get *iget;
-        char *req_body;
         struct timer *refresh_timer, *deliver_timer;
         struct backoff backoff;
         uint64_t retry_not_before;
@@ -321,11 +322,6 @@ static void arm_refresh(struct aws_creds_provider *p, uint64_t at)
 static void fetch_done(struct aws_creds_provider *p, int error, struct aws_credentials *c, char *message)
 {
         p->fetching = false;
-        if (p->req_body) {
-                explicit_bzero(p->req_body, strlen(p->req_body));
-                free(p->req_body);
-                p->req_body = NULL;
-        }
         if (error >= 0) {
                 aws_credentials_clear(&p->cached);
                 p->cached = *c;
@@ -370,21 +366,19 @@ static void fetch_fail(struct aws_creds_provider *p, int error, char *message)
 
 /* -- web identity -- */
 
-static void sts_done(const struct http_response *resp, void *userdata)
+static void sts_done(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct aws_creds_provider *p = userdata;
         struct aws_credentials c = { 0 };
         char *msg = NULL, *full;
         int r;
 
-        p->call = NULL;
-        if (resp->error < 0) {
-                fetch_fail(p, resp->error,
-                           strprintf("sts:AssumeRoleWithWebIdentity at %s: %s", p->sts_url,
-                                     resp->errbuf[0] ? resp->errbuf : strerror(-resp->error)));
+        if (a->status == 0) {
+                fetch_fail(p, a->error,
+                           strprintf("sts:AssumeRoleWithWebIdentity at %s: %s", p->sts_url, a->message));
                 return;
         }
-        r = aws_sts_parse_web_identity(resp->status, resp->body, resp->body_len, &c, &msg);
+        r = aws_sts_parse_web_identity(a->status, body, len, &c, &msg);
         if (r < 0) {
                 full =
                     strprintf("sts:AssumeRoleWithWebIdentity at %s: %s", p->sts_url, msg ? msg : "failed");
@@ -398,6 +392,7 @@ static void sts_done(const struct http_response *resp, void *userdata)
 static void fetch_web_identity(struct aws_creds_provider *p)
 {
         _cleanup_free_ char *token = NULL;
+        char *body = NULL;
         size_t len;
         int r;
 
@@ -408,20 +403,17 @@ static void fetch_web_identity(struct aws_creds_provider *p)
                                   strprintf("web identity token file %s: %s", p->token_file, strerror(-r)));
         while (len > 0 && isspace((unsigned char)token[len - 1]))
                 token[--len] = '\0';
-        r = aws_sts_web_identity_body(p->role_arn, p->session_name, token, &p->req_body);
+        r = aws_sts_web_identity_body(p->role_arn, p->session_name, token, &body);
         explicit_bzero(token, len);
         if (r < 0)
                 return fetch_fail(p, r, strdup("cannot build the AssumeRoleWithWebIdentity request"));
-        /* Unsigned on purpose: the token is the proof, and there are no credentials yet. */
-        const char *headers[] = { "Content-Type: application/x-www-form-urlencoded; charset=utf-8",
-                                  "Accept: text/xml", NULL };
-        struct http_request req = { .method = "POST",
-                                    .url = p->sts_url,
-                                    .headers = headers,
-                                    .body = p->req_body,
-                                    .timeout_usec = p->o.timeout_usec,
-                                    .max_body = CREDS_MAX_ANSWER };
-        r = http_send(p->loop, &req, sts_done, p, &p->call);
+        /* Unsigned (the STS client has no credentials): the token is the proof. The layer keeps (and wipes)
+         * its own copy of the body. */
+        r = aws_request_start(
+            p->sts, &(struct aws_call_params){ .action = "AssumeRoleWithWebIdentity", .body = body },
+            sts_done, p, NULL);
+        explicit_bzero(body, strlen(body));
+        free(body);
         if (r < 0)
                 fetch_fail(p, r,
                            strprintf("sts:AssumeRoleWithWebIdentity at %s: %s", p->sts_url, strerror(-r)));
@@ -611,24 +603,25 @@ static int dup_env(const struct aws_creds_options *o, const char *name, char **r
         return *ret ? 0 : -ENOMEM;
 }
 
+static struct aws_endpoint_query sts_endpoint_query(const char *const *env)
+{
+        return (struct aws_endpoint_query){
+                .service_id = "STS", .host = "sts", .region = aws_env_region(env), .env = env
+        };
+}
+
 int aws_sts_endpoint(const char *const *env, char **ret)
 {
-        struct aws_creds_options o = { .env = env };
-        const char *ep = env_get(&o, "AWS_ENDPOINT_URL_STS") ?: env_get(&o, "AWS_ENDPOINT_URL");
-        const char *region = env_get(&o, "AWS_REGION") ?: env_get(&o, "AWS_DEFAULT_REGION");
+        struct aws_endpoint_query q = sts_endpoint_query(env);
+        _cleanup_free_ char *e = NULL;
+        int r;
 
         if (!ret)
                 return -EINVAL;
-        if (ep) {
-                size_t n = strlen(ep);
-                while (n > 0 && ep[n - 1] == '/')
-                        n--;
-                *ret = strprintf("%.*s/", (int)n, ep);
-        } else if (region)
-                *ret = strprintf("https://sts.%s.amazonaws.com%s/", region,
-                                 startswith(region, "cn-") ? ".cn" : "");
-        else
-                *ret = strdup("https://sts.amazonaws.com/");
+        r = aws_endpoint_resolve(&q, &e);
+        if (r < 0)
+                return r;
+        *ret = strprintf("%s/", e);
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -646,7 +639,21 @@ static int setup_web_identity(struct aws_creds_provider *p)
             !(p->session_name =
                   strprintf("spotdrain-%llu", (unsigned long long)(now_realtime_usec() / 1000000))))
                 return -ENOMEM;
-        return aws_sts_endpoint(p->o.env, &p->sts_url);
+        /* The global endpoint signs (were it signed) for us-east-1. */
+        r = aws_client_new(
+            p->loop,
+            &(struct aws_client_config){ .service = "sts",
+                                         .protocol = AWS_PROTOCOL_QUERY,
+                                         .endpoint = sts_endpoint_query(p->o.env),
+                                         .region = aws_env_region(p->o.env) ?: "us-east-1",
+                                         .headers = (const char *const[]){ "Accept: text/xml", NULL },
+                                         .timeout_usec = p->o.timeout_usec,
+                                         .max_body = CREDS_MAX_ANSWER },
+            &p->sts);
+        if (r < 0)
+                return r;
+        p->sts_url = strprintf("%s/", aws_client_endpoint(p->sts));
+        return p->sts_url ? 0 : -ENOMEM;
 }
 
 static int setup_container(struct aws_creds_provider *p, const char *full, const char *relative)
@@ -736,14 +743,11 @@ struct aws_creds_provider *aws_creds_provider_free(struct aws_creds_provider *p)
         if (!p)
                 return NULL;
         http_cancel(p->call);
+        aws_client_free(p->sts);
         imds_get_cancel(p->iget);
         imds_client_free(p->imds);
         timer_cancel(p->refresh_timer);
         timer_cancel(p->deliver_timer);
-        if (p->req_body) {
-                explicit_bzero(p->req_body, strlen(p->req_body));
-                free(p->req_body);
-        }
         aws_credentials_clear(&p->cached);
         free(p->role_arn);
         free(p->token_file);

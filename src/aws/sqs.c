@@ -10,13 +10,11 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "spotdrain/awsreq.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sigv4.h"
 #include "spotdrain/sqs.h"
 
 #define CALL_TIMEOUT_USEC (30ULL * 1000000ULL)
-/* A sync wrapper waits for the call's own timeout plus this much before giving up on the loop. */
-#define SYNC_SLACK_USEC (5ULL * 1000000ULL)
 
 enum op_kind {
         OP_RECEIVE,
@@ -30,7 +28,7 @@ struct sqs_op {
         struct sqs_client *client;
         struct sqs_op *prev, *next;
         enum op_kind kind;
-        struct http_call *call;
+        struct aws_request *req;
         union {
                 sqs_receive_fn receive;
                 sqs_done_fn done;
@@ -44,11 +42,8 @@ struct sqs_op {
 
 struct sqs_client {
         struct loop *loop;
+        struct aws_client *aws;
         char *queue_url;
-        char *endpoint; /* scheme://host[:port], no trailing slash */
-        char *region;
-        sqs_credentials_fn credentials;
-        void *credentials_userdata;
         struct sqs_op *ops;
 };
 
@@ -88,29 +83,18 @@ bool sqs_error_retryable(enum sqs_error e)
                e == SQS_ERR_EXPIRED_TOKEN;
 }
 
-/* Codes as SQS sends them: the legacy query name (x-amzn-query-error) and the JSON shape name, both
- * accepted, with or without an "Exception" suffix. */
+/* The codes only SQS sends (the legacy query name and the JSON shape name, both accepted, with or without
+ * an "Exception" suffix); the rest are the request layer's (awsreq.h). */
 static const struct {
         const char *code;
         enum sqs_error kind;
 } error_codes[] = {
-        { "AccessDenied", SQS_ERR_ACCESS_DENIED },
         { "AWS.SimpleQueueService.NonExistentQueue", SQS_ERR_NONEXISTENT_QUEUE },
         { "QueueDoesNotExist", SQS_ERR_NONEXISTENT_QUEUE },
         { "NonExistentQueue", SQS_ERR_NONEXISTENT_QUEUE },
         { "ReceiptHandleIsInvalid", SQS_ERR_RECEIPT_HANDLE },
         { "AWS.SimpleQueueService.MessageNotInflight", SQS_ERR_NOT_INFLIGHT },
         { "MessageNotInflight", SQS_ERR_NOT_INFLIGHT },
-        { "SignatureDoesNotMatch", SQS_ERR_AUTH },
-        { "InvalidSignature", SQS_ERR_AUTH },
-        { "IncompleteSignature", SQS_ERR_AUTH },
-        { "InvalidClientTokenId", SQS_ERR_AUTH },
-        { "UnrecognizedClient", SQS_ERR_AUTH },
-        { "MissingAuthenticationToken", SQS_ERR_AUTH },
-        { "MissingClientTokenId", SQS_ERR_AUTH },
-        { "InvalidSecurity", SQS_ERR_AUTH },
-        { "ExpiredToken", SQS_ERR_EXPIRED_TOKEN },
-        { "RequestExpired", SQS_ERR_EXPIRED_TOKEN },
         { "InvalidParameterValue", SQS_ERR_INVALID_REQUEST },
         { "InvalidParameterCombination", SQS_ERR_INVALID_REQUEST },
         { "MissingParameter", SQS_ERR_INVALID_REQUEST },
@@ -120,32 +104,20 @@ static const struct {
         { "UnknownOperation", SQS_ERR_INVALID_REQUEST },
         { "Serialization", SQS_ERR_INVALID_REQUEST },
         { "InvalidAddress", SQS_ERR_INVALID_REQUEST },
-        { "RequestThrottled", SQS_ERR_THROTTLED },
-        { "Throttling", SQS_ERR_THROTTLED },
-        { "ThrottlingException", SQS_ERR_THROTTLED },
         { "OverLimit", SQS_ERR_THROTTLED },
         /* KMS throttling the queue's server-side encryption: JSON KmsThrottled, query
          * KMS.ThrottlingException (seen here without its suffix). Ahead of the KMS.* rule below, which
          * reads the other KMS errors as the key refusing the role. */
         { "KmsThrottled", SQS_ERR_THROTTLED },
         { "KMS.Throttling", SQS_ERR_THROTTLED },
-        { "InternalError", SQS_ERR_SERVER },
-        { "InternalFailure", SQS_ERR_SERVER },
-        { "ServiceUnavailable", SQS_ERR_SERVER },
 };
 
 enum sqs_error sqs_error_from_code(const char *code, long status)
 {
         char buf[96];
-        const char *hash;
-        size_t len;
 
         if (!isempty(code)) {
-                hash = strrchr(code, '#');
-                snprintf(buf, sizeof(buf), "%s", hash ? hash + 1 : code);
-                len = strlen(buf);
-                if (len > strlen("Exception") && streq(buf + len - strlen("Exception"), "Exception"))
-                        buf[len - strlen("Exception")] = 0;
+                aws_error_code_base(code, buf, sizeof(buf));
                 for (size_t i = 0; i < ARRAY_SIZE(error_codes); i++)
                         if (streq(error_codes[i].code, buf))
                                 return error_codes[i].kind;
@@ -155,11 +127,24 @@ enum sqs_error sqs_error_from_code(const char *code, long status)
                 if (startswith(buf, "KMS."))
                         return SQS_ERR_ACCESS_DENIED;
         }
-        if (status >= 500)
-                return SQS_ERR_SERVER;
-        if (status == 429)
+        switch (aws_error_classify(code, status, NULL)) {
+        case AWS_ERR_THROTTLED:
                 return SQS_ERR_THROTTLED;
-        return isempty(code) ? SQS_ERR_PROTOCOL : SQS_ERR_OTHER;
+        case AWS_ERR_EXPIRED_CREDENTIALS:
+                return SQS_ERR_EXPIRED_TOKEN;
+        case AWS_ERR_INVALID_CREDENTIALS:
+                return SQS_ERR_AUTH;
+        case AWS_ERR_ACCESS_DENIED:
+                return SQS_ERR_ACCESS_DENIED;
+        case AWS_ERR_SERVER:
+                return SQS_ERR_SERVER;
+        case AWS_ERR_TRANSPORT:
+                return SQS_ERR_TRANSPORT;
+        case AWS_ERR_NO_CREDENTIALS:
+                return SQS_ERR_NO_CREDENTIALS;
+        default:
+                return isempty(code) ? SQS_ERR_PROTOCOL : SQS_ERR_OTHER;
+        }
 }
 
 static int error_to_errno(enum sqs_error kind, long status)
@@ -212,44 +197,17 @@ static void result_set(struct sqs_result *res, enum sqs_error kind, int error, l
         }
 }
 
-/* The "code" to report: the part of __type after '#', as the SDKs do. */
-static const char *error_code_of(const cJSON *o)
+/* A call that failed in the request layer: its code and message, SQS's kind. */
+static void result_from_aws(struct sqs_result *res, const struct aws_result *a)
 {
-        const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "__type"));
-        const char *hash;
+        enum sqs_error kind = a->cls == AWS_ERR_TRANSPORT || a->cls == AWS_ERR_CANCELLED ? SQS_ERR_TRANSPORT
+                              : a->cls == AWS_ERR_NO_CREDENTIALS ? SQS_ERR_NO_CREDENTIALS
+                                                                 : sqs_error_from_code(a->code, a->status);
 
-        if (isempty(t))
-                t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "code"));
-        if (isempty(t))
-                t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "Code"));
-        if (isempty(t))
-                return NULL;
-        hash = strrchr(t, '#');
-        return hash ? hash + 1 : t;
-}
-
-static const char *error_message_of(const cJSON *o)
-{
-        const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "message"));
-        return m ? m : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "Message"));
-}
-
-/* An answer that is not 2xx: a JSON error body when there is one, else the status alone. */
-static void result_from_error(struct sqs_result *res, long status, const char *body, size_t len)
-{
-        cJSON *o = len > 0 ? cJSON_ParseWithLength(body, len) : NULL;
-        const char *code = o ? error_code_of(o) : NULL;
-        const char *msg = o ? error_message_of(o) : NULL;
-        enum sqs_error kind = sqs_error_from_code(code, status);
-
-        /* Without a readable code a bare 403 still means the credentials may not use the queue. */
-        if (isempty(code) && status == 403)
-                kind = SQS_ERR_ACCESS_DENIED;
-        else if (isempty(code) && kind == SQS_ERR_PROTOCOL)
+        if (isempty(a->code) && kind == SQS_ERR_PROTOCOL)
                 kind = SQS_ERR_OTHER;
-        result_set(res, kind, error_to_errno(kind, status), status, code, "%s",
-                   msg ? msg : "HTTP error without an SQS error body");
-        cJSON_Delete(o);
+        result_set(res, kind, kind == SQS_ERR_TRANSPORT ? a->error : error_to_errno(kind, a->status),
+                   a->status, a->code, "%s", a->message);
 }
 
 /* ---- client ---- */
@@ -305,22 +263,11 @@ static char *region_from_base(const char *base)
         return NULL;
 }
 
-static char *endpoint_normalize(const char *e)
-{
-        _cleanup_free_ char *base = NULL;
-        const char *path;
-
-        /* An endpoint is scheme://host[:port]; a path or a trailing slash on it is ignored. */
-        if (url_split(e, &base, &path) < 0)
-                return NULL;
-        return TAKE_PTR(base);
-}
-
 int sqs_client_new(struct loop *l, const struct sqs_config *cfg, struct sqs_client **ret)
 {
-        _cleanup_free_ char *base = NULL;
+        _cleanup_free_ char *base = NULL, *region = NULL;
         struct sqs_client *c;
-        const char *path, *env;
+        const char *path;
         int r;
 
         if (!l || !cfg || isempty(cfg->queue_url) || !cfg->credentials)
@@ -330,57 +277,43 @@ int sqs_client_new(struct loop *l, const struct sqs_config *cfg, struct sqs_clie
                 return r;
         if (streq(path, "") || streq(path, "/"))
                 return -EINVAL;
+        if (isempty(cfg->region)) {
+                region = region_from_base(base);
+                if (!region && !aws_env_region(NULL))
+                        return -EDESTADDRREQ;
+        }
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
         c->loop = l;
-        c->credentials = cfg->credentials;
-        c->credentials_userdata = cfg->credentials_userdata;
         c->queue_url = strdup(cfg->queue_url);
-        if (!c->queue_url)
-                goto oom;
-
-        if (!isempty(cfg->endpoint))
-                env = cfg->endpoint;
-        else if (!isempty(getenv("AWS_ENDPOINT_URL_SQS")))
-                env = getenv("AWS_ENDPOINT_URL_SQS");
-        else
-                env = getenv("AWS_ENDPOINT_URL");
-        if (!isempty(env)) {
-                c->endpoint = endpoint_normalize(env);
-                if (!c->endpoint) {
-                        sqs_client_free(c);
-                        return -EINVAL;
-                }
-        } else
-                c->endpoint = TAKE_PTR(base);
-        if (!c->endpoint)
-                goto oom;
-
-        if (!isempty(cfg->region))
-                c->region = strdup(cfg->region);
-        else {
-                _cleanup_free_ char *qbase = NULL;
-                if (url_split(cfg->queue_url, &qbase, NULL) < 0)
-                        goto oom;
-                c->region = region_from_base(qbase);
-                if (!c->region && !isempty(getenv("AWS_REGION")))
-                        c->region = strdup(getenv("AWS_REGION"));
-                else if (!c->region && !isempty(getenv("AWS_DEFAULT_REGION")))
-                        c->region = strdup(getenv("AWS_DEFAULT_REGION"));
-                else if (!c->region) {
-                        sqs_client_free(c);
-                        return -EDESTADDRREQ;
-                }
+        if (!c->queue_url) {
+                sqs_client_free(c);
+                return -ENOMEM;
         }
-        if (!c->region)
-                goto oom;
-        log_debug("sqs: endpoint %s, region %s", c->endpoint, c->region);
+        /* Endpoint: the flag, the environment, else the queue URL's host. */
+        r = aws_client_new(l,
+                           &(struct aws_client_config){
+                               .service = "sqs",
+                               .protocol = AWS_PROTOCOL_JSON_10,
+                               .target_prefix = "AmazonSQS",
+                               .endpoint = { .service_id = "SQS",
+                                             .host = "sqs",
+                                             .configured = cfg->endpoint,
+                                             .fallback = base },
+                               .region = !isempty(cfg->region) ? cfg->region : region,
+                               .credentials = cfg->credentials,
+                               .credentials_userdata = cfg->credentials_userdata,
+                               .timeout_usec = CALL_TIMEOUT_USEC,
+                               .max_body = 2 * SQS_MAX_MESSAGES * SQS_MAX_MESSAGE_BYTES,
+                           },
+                           &c->aws);
+        if (r < 0) {
+                sqs_client_free(c);
+                return r;
+        }
         *ret = c;
         return 0;
-oom:
-        sqs_client_free(c);
-        return -ENOMEM;
 }
 
 static void op_free(struct sqs_op *op)
@@ -403,7 +336,7 @@ struct sqs_op *sqs_op_cancel(struct sqs_op *op)
 {
         if (!op)
                 return NULL;
-        op->call = http_cancel(op->call);
+        op->req = aws_request_cancel(op->req);
         op_free(op);
         return NULL;
 }
@@ -414,21 +347,20 @@ struct sqs_client *sqs_client_free(struct sqs_client *c)
                 return NULL;
         while (c->ops)
                 sqs_op_cancel(c->ops);
+        aws_client_free(c->aws);
         free(c->queue_url);
-        free(c->endpoint);
-        free(c->region);
         free(c);
         return NULL;
 }
 
 const char *sqs_client_endpoint(const struct sqs_client *c)
 {
-        return c->endpoint;
+        return aws_client_endpoint(c->aws);
 }
 
 const char *sqs_client_region(const struct sqs_client *c)
 {
-        return c->region;
+        return aws_client_region(c->aws);
 }
 
 const char *sqs_client_queue_url(const struct sqs_client *c)
@@ -478,7 +410,7 @@ const char *sqs_attribute_get(const struct sqs_attribute *a, size_t n, const cha
 
 /* ---- the call ---- */
 
-static void on_http_done(const struct http_response *resp, void *userdata);
+static void on_answer(const struct aws_result *a, const char *body, size_t len, void *userdata);
 
 static const char *const op_actions[] = {
         [OP_RECEIVE] = "ReceiveMessage",
@@ -488,15 +420,11 @@ static const char *const op_actions[] = {
         [OP_GET_ATTRIBUTES] = "GetQueueAttributes",
 };
 
-/* Signs and sends body (a JSON object, consumed) as the op's action. On failure nothing was sent. */
+/* Sends body (a JSON object, consumed) as the op's action. On failure nothing was sent. */
 static int op_send(struct sqs_op *op, cJSON *body, uint64_t timeout_usec)
 {
         struct sqs_client *c = op->client;
-        _cleanup_free_ char *text = NULL, *url = NULL, *target = NULL;
-        char **signed_headers = NULL;
-        const struct aws_credentials *creds;
-        const char *headers[8];
-        size_t n = 0;
+        _cleanup_free_ char *text = NULL;
         int r;
 
         if (!body)
@@ -509,49 +437,11 @@ static int op_send(struct sqs_op *op, cJSON *body, uint64_t timeout_usec)
         cJSON_Delete(body);
         if (r < 0)
                 return r;
-        url = strprintf("%s/", c->endpoint);
-        target = strprintf("X-Amz-Target: AmazonSQS.%s", op_actions[op->kind]);
-        if (!url || !target)
-                return -ENOMEM;
-        headers[n++] = "Content-Type: application/x-amz-json-1.0";
-        headers[n++] = target;
-        headers[n] = NULL;
-
-        creds = c->credentials(c->credentials_userdata);
-        if (!creds || isempty(creds->access_key_id) || isempty(creds->secret_access_key))
-                return -ENOKEY;
-        struct sigv4_request sr = {
-                .method = "POST",
-                .url = url,
-                .headers = headers,
-                .body = text,
-                .body_len = strlen(text),
-                .region = c->region,
-                .service = "sqs",
-                .time_usec = now_realtime_usec(),
-        };
-        r = sigv4_sign_headers(&sr, creds, &signed_headers);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; signed_headers[i] && n + 1 < ARRAY_SIZE(headers); i++)
-                headers[n++] = signed_headers[i];
-        headers[n] = NULL;
-
-        struct http_request req = {
-                .method = "POST",
-                .url = url,
-                .headers = headers,
-                .body = text,
-                .body_len = strlen(text),
-                .timeout_usec = timeout_usec,
-                .max_body = 2 * SQS_MAX_MESSAGES * SQS_MAX_MESSAGE_BYTES,
-        };
-        r = http_send(c->loop, &req, on_http_done, op, &op->call);
-        sigv4_strv_free(signed_headers);
-        if (r < 0)
-                return r;
-        log_debug("sqs: %s sent", op_actions[op->kind]);
-        return 0;
+        return aws_request_start(c->aws,
+                                 &(struct aws_call_params){ .action = op_actions[op->kind],
+                                                            .body = text,
+                                                            .timeout_usec = timeout_usec },
+                                 on_answer, op, &op->req);
 }
 
 static struct sqs_op *op_new(struct sqs_client *c, enum op_kind kind, void *userdata)
@@ -819,35 +709,26 @@ static bool all_space(const char *s, size_t len)
         return true;
 }
 
-static void on_http_done(const struct http_response *resp, void *userdata)
+static void on_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct sqs_op *op = userdata;
         struct sqs_result res = {};
         cJSON *o = NULL;
 
-        op->call = NULL;
-        if (resp->error < 0) {
-                result_set(&res, SQS_ERR_TRANSPORT, resp->error, 0, NULL, "%s",
-                           resp->errbuf[0] ? resp->errbuf : "no answer");
-                log_debug_errno(resp->error, "sqs: %s: no answer", op_actions[op->kind]);
+        op->req = NULL;
+        if (a->error < 0) {
+                result_from_aws(&res, a);
                 op_fail(op, &res);
                 op_free(op);
                 return;
         }
-        if (resp->status < 200 || resp->status > 299) {
-                result_from_error(&res, resp->status, resp->body, resp->body_len);
-                log_debug("sqs: %s: HTTP %ld %s", op_actions[op->kind], resp->status, res.code);
-                op_fail(op, &res);
-                op_free(op);
-                return;
-        }
-        res.status = resp->status;
+        res.status = a->status;
         /* A success may carry no payload at all (awsJson1_0 "no output", or an empty long poll). */
-        if (resp->body_len > 0 && !all_space(resp->body, resp->body_len)) {
-                o = cJSON_ParseWithLength(resp->body, resp->body_len);
+        if (len > 0 && !all_space(body, len)) {
+                o = cJSON_ParseWithLength(body, len);
                 if (!cJSON_IsObject(o)) {
                         cJSON_Delete(o);
-                        result_set(&res, SQS_ERR_PROTOCOL, -EBADMSG, resp->status, NULL,
+                        result_set(&res, SQS_ERR_PROTOCOL, -EBADMSG, a->status, NULL,
                                    "%s answer is not a JSON object", op_actions[op->kind]);
                         op_fail(op, &res);
                         op_free(op);
@@ -1048,210 +929,7 @@ int sqs_get_attributes(struct sqs_client *c, const char *const *names, sqs_attri
         return op_start(op, body, CALL_TIMEOUT_USEC, ret);
 }
 
-/* ---- blocking wrappers ---- */
-
-struct sync_state {
-        bool done;
-        struct sqs_result *res;
-        struct sqs_message *msgs;
-        size_t n_msgs;
-        struct sqs_entry_result *entries;
-        size_t n_entries;
-        struct sqs_attribute *attrs;
-        size_t n_attrs;
-        int error; /* ENOMEM while copying */
-};
-
-static void sync_start_failed(struct sqs_result *res, int r)
+struct loop *sqs_client_loop(const struct sqs_client *c)
 {
-        result_set(res,
-                   r == -ENOKEY   ? SQS_ERR_NO_CREDENTIALS
-                   : r == -EINVAL ? SQS_ERR_INVALID_REQUEST
-                                  : SQS_ERR_OTHER,
-                   r, 0, NULL, "the call could not be sent: %s", strerror(-r));
-}
-
-static int sync_run(struct sqs_client *c, struct sync_state *st, uint64_t timeout_usec)
-{
-        int r = loop_run_until(c->loop, &st->done, timeout_usec + SYNC_SLACK_USEC);
-        if (r < 0) {
-                result_set(st->res, SQS_ERR_TRANSPORT, r, 0, NULL, "the loop ended before the answer");
-                return r;
-        }
-        return st->res->error;
-}
-
-static void sync_receive_done(struct sqs_client *c, const struct sqs_result *res, struct sqs_message *msgs,
-                              size_t n, void *userdata)
-{
-        struct sync_state *st = userdata;
-
-        *st->res = *res;
-        st->done = true;
-        if (n == 0)
-                return;
-        st->msgs = calloc(n, sizeof(*msgs));
-        if (!st->msgs) {
-                result_set(st->res, SQS_ERR_OTHER, -ENOMEM, res->status, NULL, "out of memory");
-                return;
-        }
-        for (size_t i = 0; i < n; i++) {
-                st->msgs[i] = msgs[i];
-                msgs[i] = (struct sqs_message){};
-        }
-        st->n_msgs = n;
-}
-
-int sqs_receive_sync(struct sqs_client *c, const struct sqs_receive_opts *opts, struct sqs_result *res,
-                     struct sqs_message **ret_msgs, size_t *ret_n)
-{
-        struct sqs_receive_opts o = opts ? *opts : SQS_RECEIVE_OPTS_DEFAULT;
-        struct sync_state st = { .res = res };
-        struct sqs_op *op = NULL;
-        int r;
-
-        r = sqs_receive(c, &o, sync_receive_done, &st, &op);
-        if (r < 0) {
-                sync_start_failed(res, r);
-                return r;
-        }
-        r = sync_run(c, &st,
-                     (uint64_t)(o.wait_seconds > 0 ? o.wait_seconds : SQS_MAX_WAIT_SECONDS) * 1000000ULL +
-                         SQS_RECEIVE_SLACK_USEC);
-        if (!st.done)
-                sqs_op_cancel(op);
-        if (r < 0) {
-                sqs_messages_free(st.msgs, st.n_msgs);
-                return r;
-        }
-        *ret_msgs = st.msgs;
-        *ret_n = st.n_msgs;
-        return 0;
-}
-
-static void sync_done(struct sqs_client *c, const struct sqs_result *res, void *userdata)
-{
-        struct sync_state *st = userdata;
-        *st->res = *res;
-        st->done = true;
-}
-
-static int sync_handle_op(struct sqs_client *c, enum op_kind kind, const char *handle, unsigned visibility,
-                          struct sqs_result *res)
-{
-        struct sync_state st = { .res = res };
-        struct sqs_op *op = NULL;
-        int r;
-
-        r = kind == OP_DELETE ? sqs_delete(c, handle, sync_done, &st, &op)
-                              : sqs_change_visibility(c, handle, visibility, sync_done, &st, &op);
-        if (r < 0) {
-                sync_start_failed(res, r);
-                return r;
-        }
-        r = sync_run(c, &st, CALL_TIMEOUT_USEC);
-        if (!st.done)
-                sqs_op_cancel(op);
-        return r;
-}
-
-int sqs_delete_sync(struct sqs_client *c, const char *receipt_handle, struct sqs_result *res)
-{
-        return sync_handle_op(c, OP_DELETE, receipt_handle, 0, res);
-}
-
-int sqs_change_visibility_sync(struct sqs_client *c, const char *receipt_handle, unsigned timeout_seconds,
-                               struct sqs_result *res)
-{
-        return sync_handle_op(c, OP_CHANGE_VISIBILITY, receipt_handle, timeout_seconds, res);
-}
-
-static void sync_batch_done(struct sqs_client *c, const struct sqs_result *res,
-                            const struct sqs_entry_result *entries, size_t n, void *userdata)
-{
-        struct sync_state *st = userdata;
-
-        *st->res = *res;
-        st->done = true;
-        if (n == 0)
-                return;
-        st->entries = malloc(n * sizeof(*entries));
-        if (!st->entries) {
-                result_set(st->res, SQS_ERR_OTHER, -ENOMEM, res->status, NULL, "out of memory");
-                return;
-        }
-        memcpy(st->entries, entries, n * sizeof(*entries));
-        st->n_entries = n;
-}
-
-int sqs_delete_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
-                          struct sqs_result *res, struct sqs_entry_result **ret_entries)
-{
-        struct sync_state st = { .res = res };
-        struct sqs_op *op = NULL;
-        int r;
-
-        r = sqs_delete_batch(c, entries, n, sync_batch_done, &st, &op);
-        if (r < 0) {
-                sync_start_failed(res, r);
-                return r;
-        }
-        r = sync_run(c, &st, CALL_TIMEOUT_USEC);
-        if (!st.done)
-                sqs_op_cancel(op);
-        if (r < 0) {
-                free(st.entries);
-                return r;
-        }
-        *ret_entries = st.entries;
-        return 0;
-}
-
-static void sync_attributes_done(struct sqs_client *c, const struct sqs_result *res,
-                                 const struct sqs_attribute *attrs, size_t n, void *userdata)
-{
-        struct sync_state *st = userdata;
-
-        *st->res = *res;
-        st->done = true;
-        if (n == 0)
-                return;
-        st->attrs = calloc(n, sizeof(*attrs));
-        if (!st->attrs) {
-                result_set(st->res, SQS_ERR_OTHER, -ENOMEM, res->status, NULL, "out of memory");
-                return;
-        }
-        for (size_t i = 0; i < n; i++) {
-                st->attrs[i].name = strdup(attrs[i].name);
-                st->attrs[i].value = strdup(attrs[i].value);
-                st->n_attrs = i + 1;
-                if (!st->attrs[i].name || !st->attrs[i].value) {
-                        result_set(st->res, SQS_ERR_OTHER, -ENOMEM, res->status, NULL, "out of memory");
-                        return;
-                }
-        }
-}
-
-int sqs_get_attributes_sync(struct sqs_client *c, const char *const *names, struct sqs_result *res,
-                            struct sqs_attribute **ret_attrs, size_t *ret_n)
-{
-        struct sync_state st = { .res = res };
-        struct sqs_op *op = NULL;
-        int r;
-
-        r = sqs_get_attributes(c, names, sync_attributes_done, &st, &op);
-        if (r < 0) {
-                sync_start_failed(res, r);
-                return r;
-        }
-        r = sync_run(c, &st, CALL_TIMEOUT_USEC);
-        if (!st.done)
-                sqs_op_cancel(op);
-        if (r < 0) {
-                sqs_attributes_free(st.attrs, st.n_attrs);
-                return r;
-        }
-        *ret_attrs = st.attrs;
-        *ret_n = st.n_attrs;
-        return 0;
+        return c->loop;
 }

@@ -4,25 +4,9 @@
 #include <string.h>
 
 #include "spotdrain/awscreds.h"
+#include "spotdrain/awsreq.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/core.h"
-
-static int form_append(struct buf *b, const char *name, const char *value)
-{
-        static const char hex[] = "0123456789ABCDEF";
-        int r = buf_printf(b, "%s%s=", b->len > 0 ? "&" : "", name);
-
-        for (const unsigned char *s = (const unsigned char *)value; r >= 0 && *s; s++) {
-                if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-                    strchr("-_.~", *s))
-                        r = buf_append(b, s, 1);
-                else {
-                        char e[3] = { '%', hex[*s >> 4], hex[*s & 15] };
-                        r = buf_append(b, e, 3);
-                }
-        }
-        return r;
-}
 
 int aws_sts_web_identity_body(const char *role_arn, const char *session_name, const char *token, char **ret)
 {
@@ -31,15 +15,15 @@ int aws_sts_web_identity_body(const char *role_arn, const char *session_name, co
 
         if (isempty(role_arn) || isempty(session_name) || !token || !ret)
                 return -EINVAL;
-        r = form_append(&b, "Action", "AssumeRoleWithWebIdentity");
+        r = aws_form_add(&b, "Action", "AssumeRoleWithWebIdentity");
         if (r >= 0)
-                r = form_append(&b, "Version", "2011-06-15");
+                r = aws_form_add(&b, "Version", "2011-06-15");
         if (r >= 0)
-                r = form_append(&b, "RoleArn", role_arn);
+                r = aws_form_add(&b, "RoleArn", role_arn);
         if (r >= 0)
-                r = form_append(&b, "RoleSessionName", session_name);
+                r = aws_form_add(&b, "RoleSessionName", session_name);
         if (r >= 0)
-                r = form_append(&b, "WebIdentityToken", token);
+                r = aws_form_add(&b, "WebIdentityToken", token);
         if (r >= 0)
                 r = buf_append(&b, "", 1);
         if (r < 0) {
@@ -64,14 +48,13 @@ int aws_sts_parse_web_identity(long status, const char *body, size_t len, struct
         if (!ret || !ret_message)
                 return -EINVAL;
         if (status < 200 || status > 299) {
-                struct aws_error e = { 0 };
-                r = http_status_to_errno(status);
-                if (r == 0)
-                        r = -EIO;
-                if (body && aws_error_parse(body, len, &e) == 0) {
-                        *ret_message = strprintf("%s: %s", e.code, e.message ? e.message : "(no message)");
-                        aws_error_clear(&e);
-                } else
+                struct aws_result e;
+                aws_result_from_answer(AWS_PROTOCOL_QUERY, 0, status, body, body ? len : 0, &e);
+                r = http_status_to_errno(status) ?: -EIO;
+                if (e.code[0])
+                        *ret_message =
+                            strprintf("%s: %s", e.code, e.message[0] ? e.message : "(no message)");
+                else
                         *ret_message = strprintf("HTTP status %ld without an STS error document", status);
                 return r;
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spotdrain/awsreq.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/core.h"
 #include "spotdrain/provision.h"
@@ -91,16 +92,16 @@ static void describe_free(struct describe_ctx *d)
         free(d);
 }
 
-static void describe_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void describe_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct describe_ctx *d = userdata;
         struct asg_group g = {};
         struct ec2_result res = {};
 
-        if (error < 0)
-                ec2_result_from_answer(error, status, body, len, &res);
+        if (a->status == 0)
+                ec2_result_from_aws(a, &res);
         else
-                (void)asg_parse_group(status, body, len, d->instance, &res, &g);
+                (void)asg_parse_group(a->status, body, len, d->instance, &res, &g);
         d->done(&res, res.error < 0 ? NULL : &g, d->userdata);
         describe_free(d);
 }
@@ -122,9 +123,9 @@ int asg_describe_group(struct ec2_client *c, const char *group, const char *repl
                 free(d);
                 return -ENOMEM;
         }
-        r = ec2_form_add(&b, "Action", "DescribeAutoScalingGroups");
-        r = r ?: ec2_form_add(&b, "Version", ASG_VERSION);
-        r = r ?: ec2_form_add(&b, "AutoScalingGroupNames.member.1", group);
+        r = aws_form_add(&b, "Action", "DescribeAutoScalingGroups");
+        r = r ?: aws_form_add(&b, "Version", ASG_VERSION);
+        r = r ?: aws_form_add(&b, "AutoScalingGroupNames.member.1", group);
         r = r ?: buf_append(&b, "", 1);
         r = r ?: ec2_call(c, true, b.data, describe_answer, d);
         buf_free(&b);
@@ -158,13 +159,13 @@ static void raise_finish(struct raise_ctx *x, const struct ec2_result *res, int 
         raise_release(x);
 }
 
-static void set_desired_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void set_desired_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct raise_ctx *x = userdata;
         struct ec2_result res;
 
-        ec2_result_from_answer(error, status, body, len, &res);
-        log_debug("asg: SetDesiredCapacity %s %d → %ld", x->group, x->target, status);
+        ec2_result_from_aws(a, &res);
+        log_debug("asg: SetDesiredCapacity %s %d → %ld", x->group, x->target, a->status);
         raise_finish(x, &res, x->target);
 }
 
@@ -175,23 +176,23 @@ static int set_desired(struct raise_ctx *x)
         int r;
 
         snprintf(num, sizeof(num), "%d", x->target);
-        r = ec2_form_add(&b, "Action", "SetDesiredCapacity");
-        r = r ?: ec2_form_add(&b, "Version", ASG_VERSION);
-        r = r ?: ec2_form_add(&b, "AutoScalingGroupName", x->group);
-        r = r ?: ec2_form_add(&b, "DesiredCapacity", num);
-        r = r ?: ec2_form_add(&b, "HonorCooldown", "false");
+        r = aws_form_add(&b, "Action", "SetDesiredCapacity");
+        r = r ?: aws_form_add(&b, "Version", ASG_VERSION);
+        r = r ?: aws_form_add(&b, "AutoScalingGroupName", x->group);
+        r = r ?: aws_form_add(&b, "DesiredCapacity", num);
+        r = r ?: aws_form_add(&b, "HonorCooldown", "false");
         r = r ?: buf_append(&b, "", 1);
         r = r ?: ec2_call(x->client, true, b.data, set_desired_answer, x);
         buf_free(&b);
         return r;
 }
 
-static void tag_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void tag_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct raise_ctx *x = userdata;
         struct ec2_result res;
 
-        ec2_result_from_answer(error, status, body, len, &res);
+        ec2_result_from_aws(a, &res);
         if (res.error == 0) {
                 int r = set_desired(x);
                 if (r == 0)
@@ -211,13 +212,13 @@ static int write_tag(struct raise_ctx *x)
         if (r < 0)
                 return r;
         snprintf(num, sizeof(num), "%d", x->target);
-        r = ec2_form_add(&b, "Action", "CreateOrUpdateTags");
-        r = r ?: ec2_form_add(&b, "Version", ASG_VERSION);
-        r = r ?: ec2_form_add(&b, "Tags.member.1.ResourceId", x->group);
-        r = r ?: ec2_form_add(&b, "Tags.member.1.ResourceType", "auto-scaling-group");
-        r = r ?: ec2_form_add(&b, "Tags.member.1.Key", key);
-        r = r ?: ec2_form_add(&b, "Tags.member.1.Value", num);
-        r = r ?: ec2_form_add(&b, "Tags.member.1.PropagateAtLaunch", "false");
+        r = aws_form_add(&b, "Action", "CreateOrUpdateTags");
+        r = r ?: aws_form_add(&b, "Version", ASG_VERSION);
+        r = r ?: aws_form_add(&b, "Tags.member.1.ResourceId", x->group);
+        r = r ?: aws_form_add(&b, "Tags.member.1.ResourceType", "auto-scaling-group");
+        r = r ?: aws_form_add(&b, "Tags.member.1.Key", key);
+        r = r ?: aws_form_add(&b, "Tags.member.1.Value", num);
+        r = r ?: aws_form_add(&b, "Tags.member.1.PropagateAtLaunch", "false");
         r = r ?: buf_append(&b, "", 1);
         r = r ?: ec2_call(x->client, true, b.data, tag_answer, x);
         buf_free(&b);

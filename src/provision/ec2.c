@@ -1,5 +1,6 @@
 /* The EC2 query-protocol client: CreateFleet (instant), DescribeInstances, DescribeInstanceTypes,
- * TerminateInstances; and the signed-call machinery the Auto Scaling calls (asg_capacity.c) share. */
+ * TerminateInstances, through the AWS request layer; it holds the Auto Scaling client the capacity calls
+ * (asg_capacity.c) use. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -7,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spotdrain/awsreq.h"
 #include "spotdrain/awsxml.h"
+#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/provision.h"
 
@@ -15,71 +18,52 @@
 #define EC2_MAX_BODY  (16u * 1024u * 1024u)
 #define EC2_MAX_ITEMS 1000
 
-struct ec2_call {
-        struct ec2_client *client;
-        struct http_call *http;
-        ec2_raw_fn done;
-        void *userdata;
-        struct ec2_call *next;
-};
-
 struct ec2_client {
-        struct loop *loop;
-        char *endpoint, *asg_endpoint, *region;
-        ec2_credentials_fn credentials;
-        void *userdata;
-        uint64_t timeout_usec;
-        struct ec2_call *calls;
-        bool freeing;
+        struct aws_client *ec2;
+        struct asg_client *asg; /* the one Auto Scaling client (controller/asg.c) */
+        char *region;
 };
-
-static const char *env_first(const char *a, const char *b)
-{
-        const char *v = getenv(a);
-        if (isempty(v))
-                v = b ? getenv(b) : NULL;
-        return isempty(v) ? NULL : v;
-}
-
-static char *endpoint_for(const char *configured, const char *env_name, const char *service,
-                          const char *region)
-{
-        const char *e = configured ? configured : env_first(env_name, "AWS_ENDPOINT_URL");
-        if (!e)
-                return strprintf("https://%s.%s.amazonaws.com%s/", service, region,
-                                 startswith(region, "cn-") ? ".cn" : "");
-        /* The query protocol posts to "/": keep the endpoint's host, one trailing slash. */
-        size_t l = strlen(e);
-        while (l > 0 && e[l - 1] == '/')
-                l--;
-        return strprintf("%.*s/", (int)l, e);
-}
 
 int ec2_client_new(struct loop *l, const struct ec2_config *cfg, struct ec2_client **ret)
 {
         struct ec2_client *c;
         const char *region;
+        int r;
 
         if (!l || !cfg || !cfg->credentials)
                 return -EINVAL;
-        region = cfg->region ? cfg->region : env_first("AWS_REGION", "AWS_DEFAULT_REGION");
+        region = cfg->region ? cfg->region : aws_env_region(NULL);
         if (isempty(region))
                 return -EDESTADDRREQ;
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        c->loop = l;
-        c->credentials = cfg->credentials;
-        c->userdata = cfg->userdata;
-        c->timeout_usec = cfg->timeout_usec ? cfg->timeout_usec : 30ULL * 1000000ULL;
         c->region = strdup(region);
-        c->endpoint = c->region ? endpoint_for(cfg->endpoint, "AWS_ENDPOINT_URL_EC2", "ec2", region) : NULL;
-        c->asg_endpoint = c->region ? endpoint_for(cfg->autoscaling_endpoint, "AWS_ENDPOINT_URL_AUTOSCALING",
-                                                   "autoscaling", region)
-                                    : NULL;
-        if (!c->endpoint || !c->asg_endpoint) {
+        if (!c->region) {
                 ec2_client_free(c);
                 return -ENOMEM;
+        }
+        r = aws_client_new(l,
+                           &(struct aws_client_config){
+                               .service = "ec2",
+                               .protocol = AWS_PROTOCOL_QUERY,
+                               .endpoint = { .service_id = "EC2",
+                                             .host = "ec2",
+                                             .configured = cfg->endpoint,
+                                             .region = region },
+                               .credentials = cfg->credentials,
+                               .credentials_userdata = cfg->userdata,
+                               .timeout_usec = cfg->timeout_usec,
+                               .max_body = EC2_MAX_BODY,
+                               .notify_cancel = true,
+                           },
+                           &c->ec2);
+        if (r >= 0)
+                r = asg_client_new(l, cfg->autoscaling_endpoint, region, cfg->credentials, cfg->userdata,
+                                   &c->asg);
+        if (r < 0) {
+                ec2_client_free(c);
+                return r;
         }
         *ret = c;
         return 0;
@@ -89,16 +73,8 @@ struct ec2_client *ec2_client_free(struct ec2_client *c)
 {
         if (!c)
                 return NULL;
-        c->freeing = true;
-        while (c->calls) {
-                struct ec2_call *k = c->calls;
-                c->calls = k->next;
-                http_cancel(k->http);
-                k->done(-ECANCELED, 0, NULL, 0, k->userdata);
-                free(k);
-        }
-        free(c->endpoint);
-        free(c->asg_endpoint);
+        aws_client_free(c->ec2);
+        asg_client_free(c->asg);
         free(c->region);
         free(c);
         return NULL;
@@ -124,28 +100,7 @@ bool ec2_capacity_error(const char *code)
         return false;
 }
 
-/* ---- form encoding (as botocore does: unreserved kept, space '+', the rest %XX) ---- */
-
-static int form_escape(struct buf *b, const char *s)
-{
-        for (; *s; s++) {
-                unsigned char ch = (unsigned char)*s;
-                int r = isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~'
-                            ? buf_append(b, s, 1)
-                            : (ch == ' ' ? buf_append(b, "+", 1) : buf_printf(b, "%%%02X", ch));
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-int ec2_form_add(struct buf *b, const char *key, const char *value)
-{
-        if ((b->len > 0 && buf_append(b, "&", 1) < 0) || form_escape(b, key) < 0 ||
-            buf_append(b, "=", 1) < 0 || form_escape(b, value ? value : "") < 0)
-                return -ENOMEM;
-        return 0;
-}
+/* ---- form encoding (aws_form_add, with a formatted key) ---- */
 
 int ec2_form_addf(struct buf *b, const char *value, const char *key_fmt, ...)
 {
@@ -157,7 +112,7 @@ int ec2_form_addf(struct buf *b, const char *value, const char *key_fmt, ...)
         va_end(ap);
         if (k < 0 || (size_t)k >= sizeof(key))
                 return -EINVAL;
-        return ec2_form_add(b, key, value);
+        return aws_form_add(b, key, value);
 }
 
 /* ---- errors ---- */
@@ -167,108 +122,42 @@ static void copy(char *dst, size_t size, const char *src)
         snprintf(dst, size, "%s", src ? src : "");
 }
 
-void ec2_result_from_answer(int error, long status, const char *body, size_t len, struct ec2_result *r)
+void ec2_result_from_aws(const struct aws_result *a, struct ec2_result *r)
 {
-        struct aws_error e = {};
-
-        *r = (struct ec2_result){ .status = status };
-        if (error < 0) {
-                r->error = error;
-                copy(r->message, sizeof(r->message), strerror(-error));
-                return;
-        }
-        if (status >= 200 && status < 300)
-                return;
-        r->error = http_status_to_errno(status);
-        if (aws_error_parse(body ? body : "", body ? len : 0, &e) == 0) {
-                copy(r->code, sizeof(r->code), e.code);
-                copy(r->message, sizeof(r->message), e.message);
-                aws_error_clear(&e);
-        } else
-                snprintf(r->message, sizeof(r->message), "HTTP %ld", status);
-        if (streq(r->code, "RequestLimitExceeded") || streq(r->code, "Throttling"))
-                r->error = -EBUSY;
-        else if (streq(r->code, "UnauthorizedOperation") || streq(r->code, "AccessDenied"))
+        *r = (struct ec2_result){ .status = a->status, .error = a->error };
+        copy(r->code, sizeof(r->code), a->code);
+        copy(r->message, sizeof(r->message), a->message);
+        /* EC2's errno conventions: access denied is -EPERM, capacity -ENOSPC, the rest the status's. */
+        if (a->cls == AWS_ERR_ACCESS_DENIED)
                 r->error = -EPERM;
         else if (ec2_capacity_error(r->code))
                 r->error = -ENOSPC;
+        else if (a->cls == AWS_ERR_SERVER || a->cls == AWS_ERR_CLIENT ||
+                 a->cls == AWS_ERR_EXPIRED_CREDENTIALS || a->cls == AWS_ERR_INVALID_CREDENTIALS)
+                r->error = http_status_to_errno(a->status) ?: -EIO;
+}
+
+void ec2_result_from_answer(int error, long status, const char *body, size_t len, struct ec2_result *r)
+{
+        struct aws_result a;
+
+        aws_result_from_answer(AWS_PROTOCOL_QUERY, error, status, body, len, &a);
+        ec2_result_from_aws(&a, r);
 }
 
 /* ---- the signed call ---- */
 
-static void call_unlink(struct ec2_call *k)
+int ec2_call(struct ec2_client *c, bool autoscaling, const char *body, aws_call_fn done, void *userdata)
 {
-        for (struct ec2_call **p = &k->client->calls; *p; p = &(*p)->next)
-                if (*p == k) {
-                        *p = k->next;
-                        return;
-                }
-}
+        const char *a = startswith(body, "Action=") ? body + strlen("Action=") : NULL;
+        _cleanup_free_ char *action = a ? strndup(a, strcspn(a, "&")) : NULL;
 
-static void on_http_done(const struct http_response *resp, void *userdata)
-{
-        struct ec2_call *k = userdata;
-
-        call_unlink(k);
-        k->done(resp->error, resp->status, resp->body, resp->body_len, k->userdata);
-        free(k);
-}
-
-int ec2_call(struct ec2_client *c, bool autoscaling, const char *body, ec2_raw_fn done, void *userdata)
-{
-        const char *url = autoscaling ? c->asg_endpoint : c->endpoint;
-        const struct aws_credentials *creds = c->credentials(c->userdata);
-        const char *headers[8];
-        char **signed_headers = NULL;
-        struct ec2_call *k;
-        size_t n = 0;
-        int r;
-
-        if (c->freeing)
-                return -ECANCELED;
-        if (!creds || isempty(creds->access_key_id) || isempty(creds->secret_access_key))
-                return -ENOKEY;
-        headers[n++] = "Content-Type: application/x-www-form-urlencoded; charset=utf-8";
-        headers[n] = NULL;
-        struct sigv4_request sr = {
-                .method = "POST",
-                .url = url,
-                .headers = headers,
-                .body = body,
-                .body_len = strlen(body),
-                .region = c->region,
-                .service = autoscaling ? "autoscaling" : "ec2",
-                .time_usec = now_realtime_usec(),
-        };
-        r = sigv4_sign_headers(&sr, creds, &signed_headers);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; signed_headers[i] && n + 1 < ARRAY_SIZE(headers); i++)
-                headers[n++] = signed_headers[i];
-        headers[n] = NULL;
-        k = calloc(1, sizeof(*k));
-        if (!k) {
-                sigv4_strv_free(signed_headers);
-                return -ENOMEM;
-        }
-        *k = (struct ec2_call){ .client = c, .done = done, .userdata = userdata, .next = c->calls };
-        struct http_request req = {
-                .method = "POST",
-                .url = url,
-                .headers = headers,
-                .body = body,
-                .body_len = strlen(body),
-                .timeout_usec = c->timeout_usec,
-                .max_body = EC2_MAX_BODY,
-        };
-        r = http_send(c->loop, &req, on_http_done, k, &k->http);
-        sigv4_strv_free(signed_headers);
-        if (r < 0) {
-                free(k);
-                return r;
-        }
-        c->calls = k;
-        return 0;
+        if (autoscaling)
+                return asg_call(c->asg, body, done, userdata);
+        if (!action)
+                return -EINVAL;
+        return aws_request_start(c->ec2, &(struct aws_call_params){ .action = action, .body = body }, done,
+                                 userdata, NULL);
 }
 
 /* ---- CreateFleet ---- */
@@ -286,10 +175,10 @@ int ec2_create_fleet_body(const struct ec2_fleet_request *q, char **ret)
             (!spot && !streq(q->capacity_type, PROV_CAPACITY_ON_DEMAND)))
                 return -EINVAL;
         snprintf(num, sizeof(num), "%u", q->target ? q->target : 1);
-        r = ec2_form_add(&b, "Action", "CreateFleet");
-        r = r ?: ec2_form_add(&b, "Version", EC2_VERSION);
-        r = r ?: ec2_form_add(&b, "ClientToken", q->client_token);
-        r = r ?: ec2_form_add(&b, "Type", "instant");
+        r = aws_form_add(&b, "Action", "CreateFleet");
+        r = r ?: aws_form_add(&b, "Version", EC2_VERSION);
+        r = r ?: aws_form_add(&b, "ClientToken", q->client_token);
+        r = r ?: aws_form_add(&b, "Type", "instant");
         if (!isempty(q->launch_template_id))
                 r = r ?: ec2_form_addf(&b, q->launch_template_id, "%s.LaunchTemplateId", lt);
         else
@@ -319,17 +208,17 @@ int ec2_create_fleet_body(const struct ec2_fleet_request *q, char **ret)
                                                  i + 1);
                 }
         }
-        r = r ?: ec2_form_add(&b, "TargetCapacitySpecification.TotalTargetCapacity", num);
-        r = r ?: ec2_form_add(&b, "TargetCapacitySpecification.DefaultTargetCapacityType", q->capacity_type);
+        r = r ?: aws_form_add(&b, "TargetCapacitySpecification.TotalTargetCapacity", num);
+        r = r ?: aws_form_add(&b, "TargetCapacitySpecification.DefaultTargetCapacityType", q->capacity_type);
         if (spot) {
-                r = r ?: ec2_form_add(&b, "TargetCapacitySpecification.SpotTargetCapacity", num);
-                r = r ?: ec2_form_add(&b, "SpotOptions.AllocationStrategy", "price-capacity-optimized");
+                r = r ?: aws_form_add(&b, "TargetCapacitySpecification.SpotTargetCapacity", num);
+                r = r ?: aws_form_add(&b, "SpotOptions.AllocationStrategy", "price-capacity-optimized");
         } else {
-                r = r ?: ec2_form_add(&b, "TargetCapacitySpecification.OnDemandTargetCapacity", num);
-                r = r ?: ec2_form_add(&b, "OnDemandOptions.AllocationStrategy", "prioritized");
+                r = r ?: aws_form_add(&b, "TargetCapacitySpecification.OnDemandTargetCapacity", num);
+                r = r ?: aws_form_add(&b, "OnDemandOptions.AllocationStrategy", "prioritized");
         }
         if (q->n_tags > 0)
-                r = r ?: ec2_form_add(&b, "TagSpecification.1.ResourceType", "instance");
+                r = r ?: aws_form_add(&b, "TagSpecification.1.ResourceType", "instance");
         for (size_t i = 0; i < q->n_tags && r == 0; i++) {
                 r = ec2_form_addf(&b, q->tags[i].key, "TagSpecification.1.Tag.%zu.Key", i + 1);
                 r = r ?: ec2_form_addf(&b, q->tags[i].value, "TagSpecification.1.Tag.%zu.Value", i + 1);
@@ -438,16 +327,16 @@ struct fleet_ctx {
         void *userdata;
 };
 
-static void fleet_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void fleet_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct fleet_ctx *ctx = userdata;
         struct ec2_fleet_result f = {};
 
-        if (error < 0)
-                ec2_result_from_answer(error, status, body, len, &f.r);
-        else if (ec2_parse_create_fleet(status, body, len, &f) == -ENOMEM)
+        if (a->status == 0)
+                ec2_result_from_aws(a, &f.r);
+        else if (ec2_parse_create_fleet(a->status, body, len, &f) == -ENOMEM)
                 f.r.error = -ENOMEM;
-        log_debug("ec2: CreateFleet → %ld, %zu instance(s), %zu error(s)", status, f.n_instances,
+        log_debug("ec2: CreateFleet → %ld, %zu instance(s), %zu error(s)", a->status, f.n_instances,
                   f.n_errors);
         ctx->done(&f, ctx->userdata);
         ec2_fleet_result_clear(&f);
@@ -519,16 +408,16 @@ struct instances_ctx {
         void *userdata;
 };
 
-static void instances_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void instances_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct instances_ctx *ctx = userdata;
         _cleanup_free_ struct ec2_instance *v = NULL;
         struct ec2_result res = {};
         size_t n = 0;
 
-        if (error < 0)
-                ec2_result_from_answer(error, status, body, len, &res);
-        else if (ec2_parse_describe_instances(status, body, len, &res, &v, &n) == -ENOMEM)
+        if (a->status == 0)
+                ec2_result_from_aws(a, &res);
+        else if (ec2_parse_describe_instances(a->status, body, len, &res, &v, &n) == -ENOMEM)
                 res.error = -ENOMEM;
         ctx->done(&res, v, n, ctx->userdata);
         free(ctx);
@@ -541,8 +430,8 @@ int ec2_describe_instances(struct ec2_client *c, const char *const *ids, const c
         struct instances_ctx *ctx;
         int r;
 
-        r = ec2_form_add(&b, "Action", "DescribeInstances");
-        r = r ?: ec2_form_add(&b, "Version", EC2_VERSION);
+        r = aws_form_add(&b, "Action", "DescribeInstances");
+        r = r ?: aws_form_add(&b, "Version", EC2_VERSION);
         for (size_t i = 0; ids && ids[i] && r == 0; i++)
                 r = ec2_form_addf(&b, ids[i], "InstanceId.%zu", i + 1);
         for (size_t i = 0; filters && filters[i] && r == 0; i++) {
@@ -583,12 +472,12 @@ struct done_ctx {
         void *userdata;
 };
 
-static void done_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void done_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct done_ctx *ctx = userdata;
         struct ec2_result res;
 
-        ec2_result_from_answer(error, status, body, len, &res);
+        ec2_result_from_aws(a, &res);
         ctx->done(&res, ctx->userdata);
         free(ctx);
 }
@@ -601,8 +490,8 @@ int ec2_terminate_instances(struct ec2_client *c, const char *const *ids, ec2_do
 
         if (!ids || !ids[0])
                 return -EINVAL;
-        r = ec2_form_add(&b, "Action", "TerminateInstances");
-        r = r ?: ec2_form_add(&b, "Version", EC2_VERSION);
+        r = aws_form_add(&b, "Action", "TerminateInstances");
+        r = r ?: aws_form_add(&b, "Version", EC2_VERSION);
         for (size_t i = 0; ids[i] && r == 0; i++)
                 r = ec2_form_addf(&b, ids[i], "InstanceId.%zu", i + 1);
         r = r ?: buf_append(&b, "", 1);
@@ -705,15 +594,15 @@ static void types_finish(struct types_ctx *t, const struct ec2_result *res)
         types_ctx_free(t);
 }
 
-static void types_answer(int error, long status, const char *body, size_t len, void *userdata)
+static void types_answer(const struct aws_result *a, const char *body, size_t len, void *userdata)
 {
         struct types_ctx *t = userdata;
         _cleanup_free_ char *next = NULL;
         struct ec2_result res = {};
 
-        if (error < 0)
-                ec2_result_from_answer(error, status, body, len, &res);
-        else if (ec2_parse_instance_types(status, body, len, &res, t->cat, &next) == -ENOMEM)
+        if (a->status == 0)
+                ec2_result_from_aws(a, &res);
+        else if (ec2_parse_instance_types(a->status, body, len, &res, t->cat, &next) == -ENOMEM)
                 res.error = -ENOMEM;
         if (res.error == 0 && next && ++t->pages < 1000) {
                 int r = types_request(t, next);
@@ -729,17 +618,17 @@ static int types_request(struct types_ctx *t, const char *next_token)
         struct buf b = {};
         int r;
 
-        r = ec2_form_add(&b, "Action", "DescribeInstanceTypes");
-        r = r ?: ec2_form_add(&b, "Version", EC2_VERSION);
-        r = r ?: ec2_form_add(&b, "MaxResults", "100");
+        r = aws_form_add(&b, "Action", "DescribeInstanceTypes");
+        r = r ?: aws_form_add(&b, "Version", EC2_VERSION);
+        r = r ?: aws_form_add(&b, "MaxResults", "100");
         if (t->families && t->families[0])
-                r = r ?: ec2_form_add(&b, "Filter.1.Name", "instance-type");
+                r = r ?: aws_form_add(&b, "Filter.1.Name", "instance-type");
         for (size_t i = 0; t->families && t->families[i] && r == 0; i++) {
                 _cleanup_free_ char *pat = strprintf("%s.*", t->families[i]);
                 r = pat ? ec2_form_addf(&b, pat, "Filter.1.Value.%zu", i + 1) : -ENOMEM;
         }
         if (next_token)
-                r = r ?: ec2_form_add(&b, "NextToken", next_token);
+                r = r ?: aws_form_add(&b, "NextToken", next_token);
         r = r ?: buf_append(&b, "", 1);
         if (r == 0)
                 r = ec2_call(t->client, false, b.data, types_answer, t);

@@ -23,6 +23,7 @@
 #include "spotdrain/sqs.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
+#include "sqs_sync.h"
 
 static const char scenario[] =
     "name: sqs-test\nmode: controller\nbudget_seconds: 120\nnodes:\n"
