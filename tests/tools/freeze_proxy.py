@@ -6,7 +6,7 @@ while connections opened afterwards pass normally. What it tests: a client that 
 the peer closes hangs on such a connection until its own timeouts (if any) fire.
 
   freeze_proxy.py --upstream 127.0.0.1:PORT --port-file FILE [--stats-file FILE] [--control-fifo FILE]
-                  [--max-seconds N]
+                  [--max-seconds N] [--log-requests]
 
 It listens on 127.0.0.1, port 0 (the kernel picks one), and writes the port to --port-file once it accepts
 connections (written to a temporary name, then renamed: a reader never sees a partial file). Commands:
@@ -18,7 +18,9 @@ freeze) holds: accepted, open (passing), frozen (frozen and still held open), fr
 last_froze (connections the last freeze caught), bytes_up / bytes_down (forwarded client->upstream and
 upstream->client), dropped_bytes (read before a freeze but never forwarded), unread_bytes (waiting unread in
 the kernel on frozen sockets when the file was written: what the ends kept sending into the freeze),
-upstream_failures, seconds (since the start). A test writes `freeze`, or sends SIGUSR1, then waits until
+upstream_failures, seconds (since the start). On stderr it logs each connection opened and closed and each
+freeze, with the time since the start, and with --log-requests the request line of each HTTP request a client
+sends (a request line at the start of a read; a sketch for reading a test's log, not an HTTP parser). A test writes `freeze`, or sends SIGUSR1, then waits until
 `freezes` counts it.
 
 Python 3 standard library only; one thread, one selector. Loopback addresses only."""
@@ -74,7 +76,8 @@ class Side:
 
 
 class Conn:
-    def __init__(self, client, upstream):
+    def __init__(self, n, client, upstream):
+        self.n = n
         self.client = Side(client)
         self.upstream = Side(upstream)
         self.frozen = False
@@ -114,6 +117,9 @@ class Proxy:
         self.fifo_buf = b""
         if args.control_fifo:
             self.open_fifo()
+
+    def say(self, fmt, *a):
+        print("freeze_proxy: %7.3f s: %s" % (time.monotonic() - self.started, fmt % a), file=sys.stderr, flush=True)
 
     # --- control -----------------------------------------------------------------------------------------
     def open_fifo(self):
@@ -160,8 +166,8 @@ class Proxy:
             n += 1
         self.stats["freezes"] += 1
         self.stats["last_froze"] = n
-        print("freeze_proxy: froze %d connection(s) (freeze %d)" % (n, self.stats["freezes"]), file=sys.stderr,
-              flush=True)
+        self.say("froze %d connection(s) (freeze %d): %s", n, self.stats["freezes"],
+                 " ".join("#%d" % c.n for c in self.frozen[len(self.frozen) - n:]) or "-")
         self.dirty = True
         self.write_stats(force=True)
 
@@ -180,7 +186,7 @@ class Proxy:
             try:
                 upstream.connect(addr)
             except OSError as e:
-                print("freeze_proxy: upstream %s: %s" % (addr, e), file=sys.stderr, flush=True)
+                self.say("upstream %s: %s", addr, e)
                 self.stats["upstream_failures"] += 1
                 upstream.close()
                 client.close()
@@ -188,8 +194,9 @@ class Proxy:
             for s in (client, upstream):
                 s.setblocking(False)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            c = Conn(client, upstream)
+            c = Conn(self.stats["accepted"], client, upstream)
             self.conns.add(c)
+            self.say("#%d opened (%d passing, %d frozen)", c.n, len(self.conns), len(self.frozen))
             self.update(c)
 
     def unwatch(self, side):
@@ -225,6 +232,7 @@ class Proxy:
             s.sock.close()
         self.conns.discard(c)
         self.dirty = True
+        self.say("#%d closed (%d passing, %d frozen)", c.n, len(self.conns), len(self.frozen))
 
     def on_event(self, c, sock, mask):
         s = c.client if sock is c.client.sock else c.upstream
@@ -251,6 +259,8 @@ class Proxy:
             if data == b"":
                 s.read_done = True
             elif data:
+                if s is c.client and self.args.log_requests:
+                    self.log_request(c, data)
                 p.out += data
         # EOF from one side goes on to the other once what preceded it is written.
         for a in (c.client, c.upstream):
@@ -265,6 +275,13 @@ class Proxy:
             self.close(c)
             return
         self.update(c)
+
+    def log_request(self, c, data):
+        line = data.split(b"\r\n", 1)[0]
+        method = line.split(b" ", 1)[0]
+        if method in (b"GET", b"POST", b"PUT", b"PATCH", b"DELETE", b"HEAD", b"OPTIONS") and line.endswith(
+                (b"HTTP/1.1", b"HTTP/1.0")):
+            self.say("#%d %s", c.n, line[:300].decode(errors="replace"))
 
     # --- stats and loop ----------------------------------------------------------------------------------
     def unread(self):
@@ -296,8 +313,7 @@ class Proxy:
         while not self.stop:
             left = end - time.monotonic()
             if left <= 0:
-                print("freeze_proxy: --max-seconds %g reached, exiting" % self.args.max_seconds, file=sys.stderr,
-                      flush=True)
+                self.say("--max-seconds %g reached, exiting", self.args.max_seconds)
                 break
             # Wake now and then to refresh the stats (unread_bytes grows while nothing else happens).
             for key, mask in self.sel.select(timeout=min(left, 0.5)):
@@ -334,6 +350,7 @@ def main():
     ap.add_argument("--port-file", required=True, help="where to write the port it listens on")
     ap.add_argument("--stats-file", help="JSON counts, rewritten as they change")
     ap.add_argument("--control-fifo", help="a FIFO (created if absent) that takes the lines `freeze` and `quit`")
+    ap.add_argument("--log-requests", action="store_true", help="log the request line of each HTTP request")
     ap.add_argument("--max-seconds", type=float, default=300, help="exit after this long (default 300)")
     args = ap.parse_args()
     if args.max_seconds <= 0:
