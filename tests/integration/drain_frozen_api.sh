@@ -70,7 +70,7 @@ log "lower bound $LB s ($WHY): the drain must end within $LIMIT s"
 start_sim frozen "$TEST_TMP/frozen.yaml" --time-scale 1
 DIR=$TEST_TMP/frozen
 python3 "$PROXY" --upstream "${SIM_URL#http://}" --port-file "$DIR/proxy.port" --stats-file "$DIR/proxy.json" \
-	--control-fifo "$DIR/proxy.ctl" --log-requests --max-seconds "$(awk -v l="$LIMIT" -v e="$EXTRA" 'BEGIN { print int(l + e + 60) }')" \
+	--log-requests --max-seconds "$(awk -v l="$LIMIT" -v e="$EXTRA" 'BEGIN { print int(l + e + 60) }')" \
 	2>"$DIR/proxy.log" &
 PROXY_PID=$!
 wait_for 10 test -s "$DIR/proxy.port" || fail "freeze_proxy did not come up: $(cat "$DIR/proxy.log")"
@@ -102,7 +102,8 @@ if ! wait_for 20 up_at_most 6; then
 	drain_running || fail "the drain ended before the freeze: $(cat "$DIR/drain.log")"
 	fail "the drain evicted fewer than 2 pods in 20 s (pods up: $(pods_up))"
 fi
-echo freeze >"$DIR/proxy.ctl"
+# A signal, not the FIFO: writing to a FIFO whose reader died would block for good.
+kill -USR1 "$PROXY_PID" || fail "freeze_proxy is gone: $(cat "$DIR/proxy.log")"
 wait_for 5 jq -e '.freezes >= 1' "$DIR/proxy.json" || fail "the proxy did not freeze"
 FROZE=$(jq .last_froze "$DIR/proxy.json")
 FREEZE_AT=$(secs_since "$START")

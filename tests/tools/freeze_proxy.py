@@ -20,8 +20,8 @@ upstream->client), dropped_bytes (read before a freeze but never forwarded), unr
 the kernel on frozen sockets when the file was written: what the ends kept sending into the freeze),
 upstream_failures, seconds (since the start). On stderr it logs each connection opened and closed and each
 freeze, with the time since the start, and with --log-requests the request line of each HTTP request a client
-sends (a request line at the start of a read; a sketch for reading a test's log, not an HTTP parser). A test writes `freeze`, or sends SIGUSR1, then waits until
-`freezes` counts it.
+sends (a request line at the start of a read; a sketch for reading a test's log, not an HTTP parser). A test sends SIGUSR1 (or writes `freeze`), then waits until
+`freezes` counts it; SIGUSR1 cannot block, while opening the FIFO to write blocks if the proxy is gone.
 
 Python 3 standard library only; one thread, one selector. Loopback addresses only."""
 
