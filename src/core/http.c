@@ -32,6 +32,7 @@ _Static_assert(sizeof(((struct http_response *)0)->errbuf) >= CURL_ERROR_SIZE, "
 #define HTTP_TIMEOUT_USEC         (30ULL * 1000000ULL)
 #define HTTP_CONNECT_TIMEOUT_USEC (5ULL * 1000000ULL)
 #define HTTP_STREAM_IDLE_USEC     (10ULL * 1000000ULL)
+#define HTTP_STALL_CAUTION_USEC   (60ULL * 1000000ULL)
 #define HTTP_MAX_BODY             ((size_t)16 * 1024 * 1024)
 #define HTTP_MAX_HEADER           ((size_t)64 * 1024)
 /* Files larger than this are no certificate bundle. */
@@ -90,7 +91,8 @@ struct http_ctx {
         struct curl_sock *socks;
         struct http_call *calls;
         struct pem_file *pem_files;
-        unsigned in_curl; /* depth of curl_multi_socket_action(): no handle removal allowed inside */
+        unsigned in_curl;    /* depth of curl_multi_socket_action(): no handle removal allowed inside */
+        uint64_t last_stall; /* CLOCK_MONOTONIC usec when a call last timed out; 0 = never */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -208,7 +210,10 @@ static void drop_silent_connection(struct http_call *c, CURLcode res)
 {
         curl_socket_t fd = CURL_SOCKET_BAD;
 
-        if (res != CURLE_OPERATION_TIMEDOUT || c->resp.status != 0)
+        if (res != CURLE_OPERATION_TIMEDOUT)
+                return;
+        c->ctx->last_stall = now_monotonic_usec();
+        if (c->resp.status != 0)
                 return;
         if (curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD)
                 return;
@@ -905,6 +910,11 @@ static int setup_request(struct http_call *c, const struct http_request *req, co
          * multiplexed" until its first answer, and a waiting call would queue behind a long one. */
         if (u->https)
                 SETOPT(easy, CURLOPT_PIPEWAIT, 1L);
+        /* After a call timed out, the pooled connections that sat idle meanwhile may be as silent (a NAT
+         * gateway that dropped its state drops it for all of them): for a while, only connections used
+         * within the last two seconds are reused. */
+        if (c->ctx->last_stall && now_monotonic_usec() - c->ctx->last_stall < HTTP_STALL_CAUTION_USEC)
+                SETOPT(easy, CURLOPT_MAXAGE_CONN, 1L);
         if (u->local)
                 SETOPT(easy, CURLOPT_NOPROXY, "*"); /* loopback and link-local: never through a proxy */
         else if (req->proxy)
