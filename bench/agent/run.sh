@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Agent benchmark (issue 4): notice → cordon latency over 20 simulated interruptions (median, worst), the
-# agent's peak RSS idle and while draining a node of 110 pods, and CPU seconds per idle hour, printed beside
+# Agent benchmark (issues 4, 13): notice → cordon latency over 20 simulated interruptions (median, worst), the
+# agent's peak RSS and Private_Dirty idle and while draining a node of 110 pods, and CPU seconds per idle hour, printed beside
 # aws-node-termination-handler's published figures.
 #
 # Everything runs at time scale 1 against the simulator's Kubernetes and IMDS surfaces (`spotdrain sim serve`),
@@ -78,6 +78,8 @@ start_agent() {
 hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 anon_kib() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
 pss_kib() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup"; }
+# Private_Dirty: the pages only this process has written (heap, stacks, relocated data of its libraries).
+pd_kib() { awk '/^Private_Dirty:/ { print $2 }' "/proc/$1/smaps_rollup"; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
@@ -132,6 +134,7 @@ idle_hwm=$(hwm_kib "$idle_pid")
 idle_rss=$(rss_kib "$idle_pid")
 idle_anon=$(anon_kib "$idle_pid")
 idle_pss=$(pss_kib "$idle_pid")
+idle_pd=$(pd_kib "$idle_pid")
 # What the binary costs before it does anything: the shared libraries every spotdrain process maps.
 baseline=0
 [ -x /usr/bin/time ] && baseline=$(/usr/bin/time -f %M "$SPOTDRAIN_AGENT" version 2>&1 >/dev/null | tail -n1)
@@ -177,6 +180,7 @@ drain_status=completed
 wait_for 130 drained || drain_status="not finished ($(pods_left) pods left)"
 drain_hwm=$(hwm_kib "$drain_pid")
 drain_anon=$(anon_kib "$drain_pid")
+drain_pd=$(pd_kib "$drain_pid")
 drain_result=$(curl -sSf "$K8S/sim/v1/result" | jq -c '.nodes[] | select(.name == "spot-a")')
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -189,12 +193,14 @@ printf '  %-34s %-22s %s\n' "" "spotdrain agent" "aws-node-termination-handler (
 printf '  %-34s %-22s %s\n' "median" "$(printf %.3f "$median") s" "-"
 printf '  %-34s %-22s %s\n' "worst" "$(printf %.3f "$worst") s" "up to ~3 s (2 s poll + 1 s dispatch)"
 printf '  %-34s %-22s %s\n' "peak RSS, idle" "$(mib "$idle_hwm") (now $(mib "$idle_rss"))" "~24 MiB"
+printf '  %-34s %-22s %s\n' "Private_Dirty, idle" "$(mib "$idle_pd")" "-"
 printf '  %-34s %-22s %s\n' "peak RSS, draining 110 pods" "$(mib "$drain_hwm")" "-"
 printf '  %-34s %-22s %s\n' "CPU per idle hour" "${cpu_per_hour} s" "-"
 echo
 echo "  idle memory: RSS $(mib "$idle_rss") = private $(mib "$idle_anon") + shared library pages; PSS $(mib "$idle_pss");"
-echo "    \`spotdrain-agent version\` alone peaks at $(mib "$baseline") (its shared libraries: libc, OpenSSL, libsystemd, cJSON, libyaml, expat)."
-echo "  draining: private (anonymous) memory at the end $(mib "$drain_anon")."
+echo "    \`spotdrain-agent version\` alone peaks at $(mib "$baseline") (its shared libraries: libc, libcurl and what Debian links it with, libmicrohttpd, OpenSSL, libsystemd, cJSON, libyaml, expat)."
+echo "  draining: private (anonymous) memory at the end $(mib "$drain_anon"), Private_Dirty $(mib "$drain_pd")."
+echo "  goals (issue 13): idle <= 12 MiB RSS and <= 1.5 MiB Private_Dirty (limits 14 and 2), draining <= 18 MiB."
 echo "  drain of 110 pods: $drain_status; simulator: $drain_result"
 echo "  CPU per idle hour is measured over ${IDLE_SECONDS} s of idle polling and extrapolated to one hour."
 echo "  Latencies are the simulator's cordoned_at - notice_at (scenario seconds = real seconds at scale 1)."
