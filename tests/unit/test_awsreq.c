@@ -3,6 +3,7 @@
  * cancellation in flight and from callbacks). */
 #include <errno.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -387,10 +388,18 @@ static void test_refresh_once(void **state)
         assert_int_equal(kfake_count(f->fake), 5);
 }
 
-/* Every answer takes 200 ms, the one marked slow a second. */
+/* Every answer takes 200 ms; the one marked slow waits until the test lets it go (at most 5 s), so that
+ * it cannot be answered before the callback that cancels it, however loaded the machine. */
+static atomic_bool slow_release;
+
 static void slow_hook(const struct kfake_request *req, void *userdata)
 {
-        usleep(strstr(req->body, "Marker=slow") ? 1000 * 1000 : 200 * 1000);
+        if (!strstr(req->body, "Marker=slow")) {
+                usleep(200 * 1000);
+                return;
+        }
+        for (int i = 0; i < 1000 && !atomic_load(&slow_release); i++)
+                usleep(5 * 1000);
 }
 
 static void test_cancel_in_flight(void **state)
@@ -412,9 +421,11 @@ static void test_cancel_in_flight(void **state)
         assert_int_equal(aws_request_start(f->c, &slow, on_done, &c, &c.self), 0);
         b.other = c.self;
         assert_null(aws_request_cancel(a.self));
+        atomic_store(&slow_release, false);
         run(f, &b);
         assert_int_equal(b.res.error, 0);
-        loop_run_until(f->loop, &c.done, 1500 * 1000);
+        atomic_store(&slow_release, true);
+        loop_run_until(f->loop, &c.done, 500 * 1000);
         assert_false(a.done);
         assert_false(c.done);
 
