@@ -903,6 +903,9 @@ static int setup_request(struct http_call *c, const struct http_request *req, co
         }
         if (!streaming)
                 SETOPT(easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_body);
+        /* Request bodies here are small (a JSON patch, an SQS call): libcurl's least send buffer, not its
+         * 64 KiB default, for each call in flight. */
+        SETOPT(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
         SETOPT(easy, CURLOPT_TCP_KEEPALIVE, 1L);
         SETOPT(easy, CURLOPT_TCP_KEEPIDLE, 15L);
         SETOPT(easy, CURLOPT_TCP_KEEPINTVL, 5L);
