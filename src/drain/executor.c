@@ -85,6 +85,10 @@ struct drain_exec {
         size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
+        /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
+         * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
+         * yet (the cordon and the first evictions go out on separate connections). */
+        bool cordon_answered;
 
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
@@ -903,8 +907,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                  * once; one that was refused before is forced. A pod under a PDB is evicted only with a
                  * slot from the ledger (shared by every drain of the process, earliest deadline first):
                  * without one it waits, and the ledger wakes us when a slot may be ours. */
-                if (!gated && p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) &&
-                    now >= p->retry_at) {
+                if (!gated && x->cordon_answered && p->state != XPOD_MULTI &&
+                    (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
                         if (!takes_slot)
@@ -1244,10 +1248,12 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
                 /* Until it is cordoned, pods evicted from the node may be scheduled right back onto it. */
                 if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
                         x->cordon_retry = NULL;
+                x->cordon_answered = true;
                 kick(x);
                 return;
         }
         x->result.cordoned_usec = clk_now();
+        x->cordon_answered = true;
         kick(x);
 }
 
