@@ -7,7 +7,7 @@ FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential pkg-config \
-      libcjson-dev libyaml-dev libssl-dev libsystemd-dev libexpat1-dev libmicrohttpd-dev \
+      libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libsystemd-dev libexpat1-dev libmicrohttpd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -22,7 +22,7 @@ RUN mkdir -p build \
 FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      ca-certificates libcjson1 libyaml-0-2 libssl3 libsystemd0 libexpat1 libmicrohttpd12 \
+      ca-certificates libcurl4 libcjson1 libyaml-0-2 libssl3 libsystemd0 libexpat1 libmicrohttpd12 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 COPY systemd/spotdrain.yaml /usr/local/share/doc/spotdrain/spotdrain.yaml.example
