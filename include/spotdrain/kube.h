@@ -177,6 +177,58 @@ struct kube_watch_options {
          * must outlive the informer. */
         const char *const *keep_fields;
 };
+/* The watch stream's own decoding, without a network (src/kube/watch_decode.c): a line framer and an event
+ * decoder, which kube_watch feeds with the stream's chunks and which fuzz/fuzz_watch.c fuzzes. */
+
+/* One watch line at most (its newline not counted): etcd stores objects of at most 1.5 MiB. */
+#define KUBE_WATCH_MAX_LINE (16u * 1024 * 1024)
+
+/* Takes a byte stream in chunks of any size and hands over its complete lines. The newline search resumes
+ * where the last one stopped, so a large line arriving in small chunks is scanned once. Zero-initialise
+ * (max_line 0 = KUBE_WATCH_MAX_LINE), or kube_line_framer_init. */
+struct kube_line_framer {
+        struct buf buf; /* bytes not handed over yet, from offset start */
+        size_t start;   /* where the next line begins in buf */
+        size_t scanned; /* buf.data[start, scanned) holds no newline */
+        size_t max_line;
+};
+void kube_line_framer_init(struct kube_line_framer *f, size_t max_line);
+/* Appends a chunk (0 or -ENOMEM). Lines handed over before are invalid after this. */
+int kube_line_framer_feed(struct kube_line_framer *f, const void *data, size_t len);
+/* The next complete line, without its '\n' (a '\r' before it is kept): 1 with *line and *len set (borrowed
+ * until the next feed or reset), 0 when no complete line is buffered, -EFBIG when the line is longer than
+ * max_line (whether its newline came or not; the framer holds the same line until reset). */
+int kube_line_framer_next(struct kube_line_framer *f, const char **line, size_t *len);
+/* Once next answered 0: what follows the last complete line (a last line without its newline, at the
+ * stream's end); length 0 when nothing. Borrowed as for next; the bytes stay buffered until reset. */
+size_t kube_line_framer_rest(const struct kube_line_framer *f, const char **line);
+void kube_line_framer_reset(struct kube_line_framer *f); /* empties it, keeps the memory */
+void kube_line_framer_free(struct kube_line_framer *f);
+
+/* What one watch line is. */
+enum kube_watch_line {
+        KUBE_WATCH_LINE_EMPTY,      /* nothing but spaces and '\r' */
+        KUBE_WATCH_LINE_EVENT,      /* ADDED, MODIFIED or DELETED: see type */
+        KUBE_WATCH_LINE_BOOKMARK,   /* a new resourceVersion and nothing else */
+        KUBE_WATCH_LINE_ERROR,      /* an ERROR event: object is a Status, code its code */
+        KUBE_WATCH_LINE_STATUS,     /* JSON without a string "type": the Status of a refused watch */
+        KUBE_WATCH_LINE_UNKNOWN,    /* an event of a type we do not know (ignored) */
+        KUBE_WATCH_LINE_UNPARSABLE, /* not JSON (or no memory to parse it) */
+};
+struct kube_watch_decoded {
+        enum kube_watch_line kind;
+        enum kube_event_type type; /* KUBE_WATCH_LINE_EVENT */
+        cJSON *json;               /* the whole line, owned (kube_watch_decoded_clear); NULL if none */
+        /* the event's "object" (borrowed from json; NULL or not an object when the line lacks one) */
+        const cJSON *object;
+        const char *rv; /* object's metadata.resourceVersion (borrowed); NULL when absent */
+        /* ERROR: the object's "code"; STATUS: the line's own "code"; 0 when it is not a number */
+        int code;
+};
+/* Decodes one line (trailing '\r' and spaces trimmed). Returns kind; ret->json must be cleared. */
+enum kube_watch_line kube_watch_decode(const char *line, size_t len, struct kube_watch_decoded *ret);
+void kube_watch_decoded_clear(struct kube_watch_decoded *d);
+
 struct kube_watch;
 int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
                      const struct kube_watch_ops *ops, void *userdata, struct kube_watch **ret);

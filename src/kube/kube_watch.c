@@ -8,8 +8,6 @@
 
 #include "spotdrain/kube.h"
 
-#define WATCH_MAX_LINE (16u * 1024 * 1024)
-
 enum watch_next {
         WATCH_NEXT_LIST,
         WATCH_NEXT_STREAM,
@@ -28,10 +26,10 @@ struct kube_watch {
         struct timer *timer;    /* waiting before the next try */
         enum watch_next next;
         struct backoff backoff;
-        struct buf line; /* an event line not complete yet */
-        bool got_event;  /* this stream delivered something */
-        bool restart;    /* an ERROR event or a Status came instead of events: relist */
-        bool gone;       /* ... and it said 410 Gone: relist at once */
+        struct kube_line_framer line; /* the stream cut into event lines */
+        bool got_event;               /* this stream delivered something */
+        bool restart;                 /* an ERROR event or a Status came instead of events: relist */
+        bool gone;                    /* ... and it said 410 Gone: relist at once */
         unsigned relists;
         unsigned busy; /* inside our callbacks (the stream's data, or the owner's) */
         bool stopped;  /* stop was asked for inside a callback: free when it returns */
@@ -45,7 +43,7 @@ static void watch_free(struct kube_watch *w)
         free(w->label_selector);
         free(w->field_selector);
         free(w->rv);
-        buf_free(&w->line);
+        kube_line_framer_free(&w->line);
         free(w);
 }
 
@@ -164,91 +162,68 @@ static void watch_list(struct kube_watch *w)
 
 static int watch_line(struct kube_watch *w, const char *line, size_t len)
 {
-        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
-                len--;
-        if (len == 0)
-                return 0;
-        cJSON *ev = cJSON_ParseWithLength(line, len);
-        if (!ev) {
+        struct kube_watch_decoded d;
+        int ret = 0;
+        switch (kube_watch_decode(line, len, &d)) {
+        case KUBE_WATCH_LINE_EMPTY:
+        case KUBE_WATCH_LINE_UNKNOWN:
+                break;
+        case KUBE_WATCH_LINE_UNPARSABLE:
                 log_debug("kube: watch %s: unparsable event line, relisting", w->path);
                 w->restart = true;
-                return -EBADMSG;
-        }
-        const char *type = kube_object_str(ev, "type");
-        const cJSON *obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
-        int ret = 0;
-        if (!type) {
-                /* Not an event: the Status body of a refused watch (e.g. 410 answered directly). */
-                const cJSON *code = cJSON_GetObjectItemCaseSensitive(ev, "code");
-                w->restart = true;
-                w->gone = cJSON_IsNumber(code) && code->valueint == 410;
                 ret = -EBADMSG;
-        } else if (streq(type, "BOOKMARK")) {
-                const char *rv = kube_object_rv(obj);
-                if (rv && free_and_strdup(&w->rv, rv) < 0)
-                        ret = -ENOMEM;
-                w->got_event = true;
-        } else if (streq(type, "ERROR")) {
-                const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
-                log_debug("kube: watch %s: ERROR event (code %d), relisting", w->path,
-                          cJSON_IsNumber(code) ? code->valueint : 0);
+                break;
+        case KUBE_WATCH_LINE_STATUS:
+                /* The Status body of a refused watch (e.g. 410 answered directly). */
                 w->restart = true;
-                w->gone = cJSON_IsNumber(code) && code->valueint == 410;
+                w->gone = d.code == 410;
+                ret = -EBADMSG;
+                break;
+        case KUBE_WATCH_LINE_ERROR:
+                log_debug("kube: watch %s: ERROR event (code %d), relisting", w->path, d.code);
+                w->restart = true;
+                w->gone = d.code == 410;
                 ret = -ESTALE;
-        } else {
-                enum kube_event_type t;
-                if (streq(type, "ADDED"))
-                        t = KUBE_EVENT_ADDED;
-                else if (streq(type, "MODIFIED"))
-                        t = KUBE_EVENT_MODIFIED;
-                else if (streq(type, "DELETED"))
-                        t = KUBE_EVENT_DELETED;
-                else {
-                        cJSON_Delete(ev);
-                        return 0;
-                }
-                const char *rv = kube_object_rv(obj);
-                if (rv && free_and_strdup(&w->rv, rv) < 0)
+                break;
+        case KUBE_WATCH_LINE_BOOKMARK:
+        case KUBE_WATCH_LINE_EVENT:
+                if (d.rv && free_and_strdup(&w->rv, d.rv) < 0)
                         ret = -ENOMEM;
                 w->got_event = true;
-                if (ret == 0 && w->ops.event && cJSON_IsObject(obj)) {
+                if (d.kind == KUBE_WATCH_LINE_EVENT && ret == 0 && w->ops.event &&
+                    cJSON_IsObject(d.object)) {
                         w->busy++;
-                        w->ops.event(w->userdata, t, obj);
+                        w->ops.event(w->userdata, d.type, d.object);
                         if (watch_leave(w))
                                 ret = -ECANCELED;
                 }
+                break;
         }
-        cJSON_Delete(ev);
+        kube_watch_decoded_clear(&d);
         return ret;
 }
 
-/* Splits the stream into lines; an event may arrive in several chunks, or several in one. */
+/* Takes the stream's chunks; an event may arrive in several chunks, or several in one. */
 static int watch_on_data(const char *data, size_t len, void *userdata)
 {
         struct kube_watch *w = userdata;
         if (w->restart)
                 return -ECANCELED;
-        if (w->line.len + len > WATCH_MAX_LINE)
-                return -EFBIG;
-        if (buf_append(&w->line, data, len) < 0)
+        if (kube_line_framer_feed(&w->line, data, len) < 0)
                 return -ENOMEM;
         w->busy++;
-        size_t start = 0;
-        int r = 0;
-        for (size_t i = 0; i < w->line.len && r == 0; i++) {
-                if (w->line.data[i] != '\n')
-                        continue;
-                r = watch_line(w, w->line.data + start, i - start);
-                start = i + 1;
-        }
+        const char *line;
+        size_t n;
+        int r;
+        while ((r = kube_line_framer_next(&w->line, &line, &n)) > 0 && (r = watch_line(w, line, n)) == 0)
+                ;
         if (watch_leave(w))
                 return -ECANCELED;
         if (r < 0) {
-                w->line.len = 0;
+                /* Nothing more of this stream is read: not even its last line (an -EFBIG one's start). */
+                kube_line_framer_reset(&w->line);
                 return r;
         }
-        memmove(w->line.data, w->line.data + start, w->line.len - start);
-        w->line.len -= start;
         return 0;
 }
 
@@ -256,18 +231,17 @@ static void watch_stream_done(struct kube_client *c, struct kube_result *r, void
 {
         struct kube_watch *w = userdata;
         w->call = NULL;
-        if (w->line.len > 0 && !w->restart) {
-                /* A last line without its newline: an event, or the Status of a refused watch. */
-                _cleanup_free_ char *rest = strndup(w->line.data, w->line.len);
-                w->line.len = 0;
-                if (rest) {
-                        w->busy++;
-                        (void)watch_line(w, rest, strlen(rest));
-                        if (watch_leave(w))
-                                return;
-                }
+        const char *rest;
+        size_t n = kube_line_framer_rest(&w->line, &rest);
+        if (n > 0 && !w->restart) {
+                /* A last line without its newline: an event, or the Status of a refused watch. It ends at
+                 * its first NUL, if any (as when it was copied as a string). */
+                w->busy++;
+                (void)watch_line(w, rest, strnlen(rest, n));
+                if (watch_leave(w))
+                        return;
         }
-        w->line.len = 0;
+        kube_line_framer_reset(&w->line);
         if (w->gone || r->http_status == 410) {
                 /* Our resourceVersion is too old: a relist is the normal way on, at once. */
                 w->gone = w->restart = false;
@@ -312,7 +286,7 @@ static void watch_stream(struct kube_watch *w)
                : NULL;
         w->got_event = false;
         w->restart = w->gone = false;
-        w->line.len = 0;
+        kube_line_framer_reset(&w->line);
         int r = path ? kube_request_stream(w->client, path, watch_on_data, watch_stream_done, w, &w->call)
                      : -ENOMEM;
         if (r < 0)

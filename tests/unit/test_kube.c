@@ -88,6 +88,24 @@ static const struct kfake_request *req(struct fx *fx, size_t i)
         return r;
 }
 
+/* A (re)list: the GET of path with a page size answers 200 with body. */
+static void add_list(struct fx *fx, const char *path, const char *body)
+{
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = path, .query_contains = "limit=", .status = 200, .body = body });
+}
+
+/* A watch stream: the GET of path whose query contains query answers 200 in these chunks (NULL-ended). */
+static void add_stream(struct fx *fx, const char *path, const char *query, const char *const *chunks)
+{
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = path, .query_contains = query, .status = 200, .chunks = chunks });
+}
+
 /* ---- list ---- */
 
 static void test_list_pages_and_selectors(void **state)
@@ -194,6 +212,14 @@ static const struct kube_watch_ops wl_ops = {
         .error = wl_error,
 };
 
+static void expect_events(const struct watch_log *wl, int added, int modified, int deleted, const char *last)
+{
+        assert_int_equal(wl->added, added);
+        assert_int_equal(wl->modified, modified);
+        assert_int_equal(wl->deleted, deleted);
+        assert_string_equal(wl->last_name, last);
+}
+
 static void test_watch_chunks_and_bookmark(void **state)
 {
         struct fx *fx = *state;
@@ -212,16 +238,8 @@ static void test_watch_chunks_and_bookmark(void **state)
                 "}\n",
                 NULL,
         };
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=10",
-                                                    .status = 200,
-                                                    .chunks = first });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=15",
-                                                    .status = 200,
-                                                    .chunks = second });
+        add_stream(fx, "/api/v1/pods", "resourceVersion=10", first);
+        add_stream(fx, "/api/v1/pods", "resourceVersion=15", second);
         struct watch_log wl = { .want_events = 3 };
         struct kube_watch *w = NULL;
         struct kube_watch_options o = { .path = "/api/v1/pods",
@@ -229,10 +247,7 @@ static void test_watch_chunks_and_bookmark(void **state)
                                         .timeout_seconds = 60 };
         assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
         assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
-        assert_int_equal(wl.added, 1);
-        assert_int_equal(wl.modified, 1);
-        assert_int_equal(wl.deleted, 1);
-        assert_string_equal(wl.last_name, "b");
+        expect_events(&wl, 1, 1, 1, "b");
         assert_string_equal(kube_watch_rv(w), "16");
         assert_int_equal(wl.relisted, 0);
         kube_watch_stop(w);
@@ -244,6 +259,49 @@ static void test_watch_chunks_and_bookmark(void **state)
         assert_non_null(strstr(q, "timeoutSeconds=60"));
         /* the bookmark moved the resume point */
         assert_non_null(strstr(req(fx, 1)->query, "resourceVersion=15"));
+}
+
+/* CRLF lines, trailing spaces, an empty line and an unknown type (ignored), an event split across chunks;
+ * the stream's last line comes without its newline, first an event, then the Status of a refused watch. */
+static void test_watch_crlf_and_last_line(void **state)
+{
+        struct fx *fx = *state;
+        const char *const first[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}"
+                "\r\n  "
+                "\r\n{\"type\":\"PATCHED\",\"object\":{\"metadata\":{\"name\":\"x\",\"resourceVersion\":"
+                "\"99\"}}}\n{\"type\":\"MODIFIED\",\"object\":{\"metadata\":",
+                "{\"name\":\"a\",\"resourceVersion\":\"12\"}}}  \r\n{\"type\":\"DELETED\",\"object\":{"
+                "\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"13\"}}}",
+                NULL,
+        };
+        const char *const refused[] = { "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}", NULL };
+        const char *const after[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"c\",\"resourceVersion\":\"21\"}}}"
+                "\r\n",
+                NULL,
+        };
+        add_stream(fx, "/api/v1/pods", "resourceVersion=10&", first);
+        add_stream(fx, "/api/v1/pods", "resourceVersion=13&", refused);
+        add_list(fx, "/api/v1/pods", "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":[]}");
+        add_stream(fx, "/api/v1/pods", "resourceVersion=20&", after);
+        struct watch_log wl = { .want_events = 3 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods", .resource_version = "10" };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        expect_events(&wl, 1, 1, 1, "b");
+        assert_string_equal(kube_watch_rv(w), "13");
+        assert_int_equal(wl.relisted, 0);
+        /* The next stream is refused with 410: a relist at once, not an error. */
+        wl.done = false;
+        wl.want_events = 4;
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        assert_int_equal(wl.relisted, 1);
+        assert_int_equal(wl.errors, 0);
+        assert_string_equal(wl.last_name, "c");
+        assert_string_equal(kube_watch_rv(w), "21");
+        kube_watch_stop(w);
 }
 
 static void test_watch_gone_relists(void **state)
@@ -260,12 +318,7 @@ static void test_watch_gone_relists(void **state)
                 "\n",
                 NULL,
         };
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "watch=true&allowWatchBookmarks=true&"
-                                                                      "resourceVersion=5&",
-                                                    .status = 200,
-                                                    .chunks = gone });
+        add_stream(fx, "/api/v1/pods", "watch=true&allowWatchBookmarks=true&resourceVersion=5&", gone);
         kfake_add(fx->fake,
                   &(struct kfake_script){
                       .method = "GET",
@@ -275,11 +328,7 @@ static void test_watch_gone_relists(void **state)
                       .body = "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"100\"},"
                               "\"items\":[{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"90\"}}]}",
                   });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=100",
-                                                    .status = 200,
-                                                    .chunks = after });
+        add_stream(fx, "/api/v1/pods", "resourceVersion=100", after);
         struct watch_log wl = { .want_events = 1 };
         struct kube_watch *w = NULL;
         struct kube_watch_options o = { .path = "/api/v1/pods",
@@ -337,22 +386,11 @@ static void test_informer(void **state)
                 "\"resourceVersion\":\"9\"}}}\n",
                 NULL,
         };
-        kfake_add(fx->fake,
-                  &(struct kfake_script){
-                      .method = "GET",
-                      .path = "/api/v1/pods",
-                      .query_contains = "limit=",
-                      .status = 200,
-                      .body =
-                          "{\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
-                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"a\",\"resourceVersion\":\"3\"}},"
-                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"b\",\"resourceVersion\":\"4\"}}]}",
-                  });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=7",
-                                                    .status = 200,
-                                                    .chunks = events });
+        add_list(fx, "/api/v1/pods",
+                 "{\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
+                 "{\"metadata\":{\"namespace\":\"d\",\"name\":\"a\",\"resourceVersion\":\"3\"}},"
+                 "{\"metadata\":{\"namespace\":\"d\",\"name\":\"b\",\"resourceVersion\":\"4\"}}]}");
+        add_stream(fx, "/api/v1/pods", "resourceVersion=7", events);
         static const struct kube_informer_ops ops = {
                 .added = il_added,
                 .modified = il_modified,
@@ -379,21 +417,10 @@ static void test_informer(void **state)
                 "\n",
                 NULL,
         };
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=9",
-                                                    .status = 200,
-                                                    .chunks = gone });
-        kfake_add(fx->fake,
-                  &(struct kfake_script){
-                      .method = "GET",
-                      .path = "/api/v1/pods",
-                      .query_contains = "limit=",
-                      .status = 200,
-                      .body =
-                          "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
-                          "{\"metadata\":{\"namespace\":\"d\",\"name\":\"c\",\"resourceVersion\":\"19\"}}]}",
-                  });
+        add_stream(fx, "/api/v1/pods", "resourceVersion=9", gone);
+        add_list(fx, "/api/v1/pods",
+                 "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
+                 "{\"metadata\":{\"namespace\":\"d\",\"name\":\"c\",\"resourceVersion\":\"19\"}}]}");
         il.done = false;
         assert_int_equal(loop_run_until(fx->loop, &il.done, WAIT_USEC), 0);
         assert_int_equal(il.deleted, 2);
@@ -532,17 +559,10 @@ static void test_watch_failure_reports_and_relists(void **state)
                                                     .query_contains = "resourceVersion=20",
                                                     .status = 500,
                                                     .body = "{\"kind\":\"Status\",\"code\":500}" });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/apis/policy/v1/poddisruptionbudgets",
-                                                    .query_contains = "limit=",
-                                                    .status = 200,
-                                                    .body = "{\"metadata\":{\"resourceVersion\":\"30\"},"
-                                                            "\"items\":[]}" });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/apis/policy/v1/poddisruptionbudgets",
-                                                    .query_contains = "resourceVersion=30",
-                                                    .status = 200,
-                                                    .chunks = after });
+        add_list(fx, "/apis/policy/v1/poddisruptionbudgets",
+                 "{\"metadata\":{\"resourceVersion\":\"30\"},"
+                 "\"items\":[]}");
+        add_stream(fx, "/apis/policy/v1/poddisruptionbudgets", "resourceVersion=30", after);
         struct watch_log wl = { .want_events = 1 };
         struct kube_watch *w = NULL;
         struct kube_watch_options o = { .path = "/apis/policy/v1/poddisruptionbudgets",
@@ -591,21 +611,9 @@ static void test_informer_many(void **state)
         const char *const gone[] = { "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n",
                                      NULL };
         char *all = pod_list(300, 1, "1000"), *even = pod_list(300, 2, "2000");
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "limit=",
-                                                    .status = 200,
-                                                    .body = all });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "resourceVersion=1000",
-                                                    .status = 200,
-                                                    .chunks = gone });
-        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
-                                                    .path = "/api/v1/pods",
-                                                    .query_contains = "limit=",
-                                                    .status = 200,
-                                                    .body = even });
+        add_list(fx, "/api/v1/pods", all);
+        add_stream(fx, "/api/v1/pods", "resourceVersion=1000", gone);
+        add_list(fx, "/api/v1/pods", even);
         free(all);
         free(even);
         static const struct kube_informer_ops ops = { .added = ml_added, .deleted = ml_deleted };
@@ -1242,6 +1250,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_list_pages_and_selectors, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_retries_5xx, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_chunks_and_bookmark, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_crlf_and_last_line, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_informer, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_429_retry_after, fx_setup, fx_teardown),
