@@ -24,7 +24,7 @@ enum alert_kind {
         _ALERT_KIND_MAX,
 };
 
-/* "drain-infeasible" (CONTRACTS §4 spelling), and back (-EINVAL when unknown). */
+/* "drain-infeasible" (docs/contracts.md §6.2 spelling), and back (-EINVAL when unknown). */
 const char *alert_kind_to_string(enum alert_kind k);
 int alert_kind_from_string(const char *s);
 /* The Kubernetes Event reason: the kind in CamelCase ("DrainInfeasible"). */

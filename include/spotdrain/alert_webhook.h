@@ -12,7 +12,7 @@
  *                    ("node" and "deadline" are null when the alert has none).
  *
  * TEXT comes from a template; {{NAME}} is replaced by:
- *   {{kind}}      drain-infeasible, deadline-missed, ... (CONTRACTS §4)
+ *   {{kind}}      drain-infeasible, deadline-missed, ... (docs/contracts.md §6.2)
  *   {{reason}}    the same in CamelCase (the Kubernetes Event reason)
  *   {{severity}}  "warning" for bad news, else "info"
  *   {{emoji}}     ":warning:" for bad news, else ":information_source:"

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The predeclared families (CONTRACTS §1: names prefixed spotdrain_); labels in braces. */
+/* The predeclared families (docs/contracts.md §6.1: names prefixed spotdrain_); labels in braces. */
 #define METRIC_NOTICES_RECEIVED        "spotdrain_notices_received_total"         /* {kind,source} */
 #define METRIC_DRAINS                  "spotdrain_drains_total"                   /* {result} */
 #define METRIC_DRAIN_DURATION_SECONDS  "spotdrain_drain_duration_seconds"         /* histogram */

@@ -1,6 +1,6 @@
 /* aws/notice: every form an interruption notice arrives in (EventBridge events in SQS bodies, SNS envelopes,
- * direct Auto Scaling lifecycle messages, IMDS documents) normalized into one `struct notice` (CONTRACTS
- * §2).
+ * direct Auto Scaling lifecycle messages, IMDS documents) normalized into one `struct notice`
+ * (docs/contracts.md §2).
  *
  * The parser is pure: no I/O, no logging above debug, bounded input, bounded nesting, one SNS unwrap level
  * plus one for good measure, and a human-readable reason for every refusal. Both front ends (the IMDS agent
@@ -119,7 +119,7 @@ struct notice_parse_opts {
 int notice_parse(const void *data, size_t len, const struct notice_parse_opts *opts, struct notice **ret,
                  size_t *ret_n, char *reason, size_t reason_size);
 
-/* The notice as one line of CONTRACTS §2 JSON (no newline), keys in this order:
+/* The notice as one line of docs/contracts.md §2 JSON (no newline), keys in this order:
  *   kind, instance_id (absent for asg-test-notification), source, notice_time, deadline (null when none),
  *   action, region, event_id, asg_name, lifecycle_hook_name, lifecycle_action_token,
  *   start_time and end_time (scheduled-change only; end_time absent when not given), state.

@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-/* Common options (CONTRACTS §1). Parsed by cli_common_option(); each verb handles its own. */
+/* Common options (docs/contracts.md §1). Parsed by cli_common_option(); each verb handles its own. */
 struct cli_common {
         const char *config;
         const char *kubeconfig;
@@ -13,7 +13,7 @@ struct cli_common {
         const char *log_level;
 };
 
-/* Exit codes (CONTRACTS §1). */
+/* Exit codes (docs/contracts.md §1). */
 enum {
         EXIT_OK = 0,
         EXIT_ERROR = 1,

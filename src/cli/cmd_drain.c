@@ -1,4 +1,4 @@
-/* spotdrain drain NODE, plan NODE, audit: the one-shot drain commands (CONTRACTS §1). */
+/* spotdrain drain NODE, plan NODE, audit: the one-shot drain commands (docs/contracts.md §1). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* spotdrain event parse [FILE|-] [--json] [--imds PATH] [--instance-id ID] [--region R]: one notice body in,
- * the normalized notices out (CONTRACTS §2). */
+ * the normalized notices out (docs/contracts.md §2). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -89,7 +89,7 @@ static int event_parse(int argc, char **argv)
                 { "now", required_argument, NULL, OPT_NOW },
                 { "asg-deadline", required_argument, NULL, OPT_ASG },
                 { "help", no_argument, NULL, 'h' },
-                /* Common flags (CONTRACTS §1) that mean nothing to a pure parser are accepted. */
+                /* Common flags (docs/contracts.md §1) that mean nothing to a pure parser are accepted. */
                 { "config", required_argument, NULL, OPT_IGNORED },
                 { "kubeconfig", required_argument, NULL, OPT_IGNORED },
                 { "log-format", required_argument, NULL, OPT_IGNORED },

@@ -1,6 +1,6 @@
 /* spotdrain simulate SCENARIO: the built-in simulator plays the cluster and AWS in this process, the real
  * drain engine acts on it through the simulator's Kubernetes API, and the run ends with a timeline (or the
- * CONTRACTS §4 result with --json).
+ * docs/contracts.md §4 result with --json).
  *
  * Clocks: the model's clock and the engine clock are started together with the same scale, so an engine
  * instant is the simulator's wall-clock instant of a scenario time (sim_wall_usec) and every deadline keeps

@@ -1,5 +1,5 @@
 /* The simulator's EC2 and Auto Scaling surface: one libmicrohttpd listener answering both query protocols
- * (form POST, or GET with the parameters in the query; XML answers as in /work/shared/fixtures/ec2):
+ * (form POST, or GET with the parameters in the query; XML answers: docs/contracts.md §5):
  *
  *   EC2 (Version 2016-11-15, SigV4 service "ec2")
  *     CreateFleet            Type=instant only. Each instance of the target goes to the first override (in

@@ -1,5 +1,5 @@
 /* The simulator's IMDS surface: one libmicrohttpd listener per scenario node, each answering as that
- * instance's metadata service with IMDSv2 required (the wire formats of /work/shared/fixtures/imds).
+ * instance's metadata service with IMDSv2 required (docs/contracts.md §5; wire formats of fixtures/imds).
  *
  * Served under /latest/: PUT api/token (X-aws-ec2-metadata-token-ttl-seconds 1..21600 required, else 400;
  * X-Forwarded-For refused with 403); every GET needs a live token (401 otherwise, as on an instance with

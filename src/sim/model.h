@@ -155,7 +155,7 @@ int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_
 int sim_launch_instance(struct sim *s, const char *instance_type, const char *zone,
                         const char *capacity_type, char **ret_instance_id);
 
-/* ---- accounting and result (CONTRACTS §4) ---- */
+/* ---- accounting and result (docs/contracts.md §4) ---- */
 void sim_count_request(struct sim *s); /* every API request served */
 cJSON *sim_result(struct sim *s);      /* the simulation result object */
 /* Alerts the engine raised, recorded into the result (kind, node, at = sim_now()). */
@@ -181,7 +181,7 @@ double sim_node_rebalance_at(const struct sim *s, size_t i);
 /* The node was terminated (its object is gone). */
 bool sim_node_gone(const struct sim *s, size_t i);
 
-/* The scenario's faults (CONTRACTS §3): share of API calls to answer 500, and added latency. */
+/* The scenario's faults (docs/contracts.md §3): share of API calls to answer 500, and added latency. */
 double sim_api_error_rate(const struct sim *s);
 int64_t sim_api_latency_ms(const struct sim *s);
 /* A deterministic random number from the scenario's seed (for faults). */

@@ -8,7 +8,7 @@
 #include "sim/model.h"
 #include "spotdrain/pdb.h"
 
-/* ---- the parsed scenario (CONTRACTS §3) ---- */
+/* ---- the parsed scenario (docs/contracts.md §3) ---- */
 enum sim_wl_kind {
         SIM_WL_DEPLOYMENT,
         SIM_WL_STATEFULSET,

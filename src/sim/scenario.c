@@ -1,4 +1,5 @@
-/* Scenario files (CONTRACTS §3): loading and validation. Every error names file, line and the key's path. */
+/* Scenario files (docs/contracts.md §3): loading and validation. Every error names file, line and the key's
+ * path. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The simulator's STS surface: one libmicrohttpd listener answering sts:AssumeRoleWithWebIdentity in the
  * query protocol (form POST, or GET with the parameters in the query), as the real service does for IRSA
- * (the wire formats of /work/shared/fixtures/sts): the XML answer with fresh temporary credentials, or an
+ * (docs/contracts.md §5, fixtures/sts): the XML answer with fresh temporary credentials, or an
  * ErrorResponse (400 InvalidIdentityToken for an empty or unparsable token, 400 ExpiredTokenException when
  * the JWT's exp has passed, 400 ValidationError / MissingParameter for bad parameters, 400 InvalidAction
  * for other actions, 403 AccessDenied and 500 InternalFailure as faults).

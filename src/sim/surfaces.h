@@ -1,5 +1,5 @@
 /* Every surface of the simulator at once — the Kubernetes API, IMDS per node, SQS (and the AWS surfaces as
- * they are added) — for `sim serve` and `simulate`, with the endpoints document of CONTRACTS §1. */
+ * they are added) — for `sim serve` and `simulate`, with the endpoints document of docs/contracts.md §1. */
 #pragma once
 
 #include <cjson/cJSON.h>

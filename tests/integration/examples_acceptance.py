@@ -5,7 +5,7 @@ For each interrupted node, with its lower bound computed from the YAML alone (be
 - lower bound > budget: a drain-infeasible alert for the node at most 1 s after its notice;
 - lower bound < 70 % of the budget: no drain-infeasible alert, drained_at - notice_at <= 1.15 x LB + 1.5 s,
   and (when every interrupted node of the scenario is in this class) pdb_breaches is 0.
-The result must carry the CONTRACTS §4 keys and the exit status must agree with it (0 / 3).
+The result must carry the docs/contracts.md §4 keys and the exit status must agree with it (0 / 3).
 
 KNOWN_GAPS lists scenarios whose timing checks fail for a documented reason in another component: those
 failures are reported as XFAIL (the safety checks stay strict), and a listed scenario that passes everything

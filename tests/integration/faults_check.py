@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks a simulator result (GET /sim/v1/result, CONTRACTS §4) after a drain under faults or a crash.
+"""Checks a simulator result (GET /sim/v1/result, docs/contracts.md §4) after a drain under faults or a
+crash.
 
 usage: faults_check.py RESULT.json NODE... [--drained]
 

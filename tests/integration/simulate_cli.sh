@@ -2,7 +2,7 @@
 # `spotdrain simulate`: usage and scenario errors, a scenario without interruption, a drain that cannot meet its
 # deadline through the PDB (drain-infeasible at the notice, pods forced, none killed, exit 0) with each notice
 # delivery (IMDS and the agent, SQS and the controller, direct), a pod whose shutdown outlasts the notice
-# (killed: deadline-missed, exit 3), and the CONTRACTS §4 JSON shape.
+# (killed: deadline-missed, exit 3), and the docs/contracts.md §4 JSON shape.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
