@@ -129,11 +129,12 @@ extern const struct agent_actions agent_kube_actions;
  * drain at a time: a request with an earlier deadline than the one under way restarts it, any other
  * request leaves it alone (after a restart the agent asks again and a fresh drain picks up where the
  * node is). notice_seen raises notice-received on the bus; soft_taint, replacement_request as
- * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL) and cfg are borrowed
- * and must outlive the engine. */
+ * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL), cfg and the metrics
+ * registry the drains report into (may be NULL) are borrowed and must outlive the engine. */
 struct agent_engine;
+struct metrics;
 int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
-                     struct agent_engine **ret);
+                     struct metrics *m, struct agent_engine **ret);
 /* Stops a drain under way (no result). NULL-safe; returns NULL. */
 struct agent_engine *agent_engine_free(struct agent_engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);

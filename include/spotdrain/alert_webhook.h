@@ -37,6 +37,7 @@
 struct alert;
 struct alert_bus;
 struct loop;
+struct metrics;
 struct spotdrain_config;
 
 enum webhook_format {
@@ -58,6 +59,8 @@ struct webhook_options {
         uint64_t backoff_base_usec; /* 0 = 1 s */
         uint64_t backoff_max_usec;  /* 0 = 60 s; also caps a Retry-After */
         size_t max_pending;         /* alerts queued or in flight; beyond, new ones are dropped; 0 = 256 */
+        /* spotdrain_alert_webhook_deliveries_total{result}; borrowed, must outlive the sink; NULL = none */
+        struct metrics *metrics;
 };
 
 struct webhook_stats {

@@ -30,6 +30,7 @@
 struct alert_bus;
 struct kube_client;
 struct kube_pod;
+struct metrics;
 struct spotdrain_config;
 
 #define ENGINE_TAINT_KEY_DEFAULT "spotdrain.io/interruption"
@@ -262,6 +263,9 @@ struct drain_exec_options {
          * PDB slots given out across nodes by earliest deadline, plans made across the nodes draining
          * together. NULL: a private one (a drain on its own). */
         struct drain_ledger *ledger;
+        /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
+         * not reported. */
+        struct metrics *metrics;
 };
 /* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);

@@ -12,6 +12,8 @@
 
 /* ==== client ==== */
 
+struct metrics;
+
 /* No byte from the API server for this long ends a request or a watch's stream (the HTTP client's idle
  * limit); a request is retried, a watch resumes from its resourceVersion. */
 #define KUBE_IDLE_TIMEOUT_USEC (10ULL * 1000000ULL)
@@ -24,6 +26,9 @@ struct kube_client_options {
         uint64_t backoff_max_usec;     /* 0 = 10 s */
         unsigned conflict_retries;     /* read-modify-write retries after 409; 0 = default 5 */
         uint64_t request_timeout_usec; /* 0 = core's default */
+        /* spotdrain_api_requests_total, spotdrain_evictions_total; borrowed, must outlive the client;
+         * NULL = not counted */
+        struct metrics *metrics;
 };
 
 struct kube_client;

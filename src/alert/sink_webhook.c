@@ -43,6 +43,7 @@ struct webhook_sink {
         unsigned max_attempts;
         uint64_t backoff_base_usec, backoff_max_usec;
         size_t max_pending;
+        struct metrics *metrics; /* borrowed; NULL: deliveries not counted */
         struct delivery *queue;
         size_t pending;
         bool idle; /* pending == 0; a flag for loop_run_until() */
@@ -307,10 +308,10 @@ static void delivery_finish(struct delivery *d, bool ok)
 
         if (ok) {
                 w->stats.delivered++;
-                metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "delivered", NULL);
+                metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "delivered", NULL);
         } else {
                 w->stats.failed++;
-                metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "failed", NULL);
+                metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "failed", NULL);
         }
         delivery_free(d);
 }
@@ -352,7 +353,7 @@ static void on_done(const struct http_response *resp, void *userdata)
                 return;
         }
         w->stats.retries++;
-        metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "retried", NULL);
+        metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "retried", NULL);
 }
 
 static void delivery_send(struct delivery *d)
@@ -411,7 +412,7 @@ void webhook_sink_deliver(const struct alert *a, void *userdata)
         return;
 drop:
         w->stats.dropped++;
-        metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "dropped", NULL);
+        metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "dropped", NULL);
 }
 
 /* ---- setup ---- */
@@ -544,6 +545,7 @@ int webhook_sink_new(struct loop *l, const struct webhook_options *o, struct web
         w->backoff_base_usec = o->backoff_base_usec ? o->backoff_base_usec : DEFAULT_BACKOFF_BASE_USEC;
         w->backoff_max_usec = o->backoff_max_usec ? o->backoff_max_usec : DEFAULT_BACKOFF_MAX_USEC;
         w->max_pending = o->max_pending ? o->max_pending : DEFAULT_MAX_PENDING;
+        w->metrics = o->metrics;
         if (o->template_text && !(w->template_text = strdup(o->template_text)))
                 return -ENOMEM;
         r = url_load(w, o);

@@ -562,7 +562,7 @@ int cmd_drain(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, d.cfg, &webhook);
+                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, NULL, d.cfg, &webhook);
         struct drain_exec_options o = { 0 };
         drain_exec_options_from_config(d.cfg, &o);
         o.node = d.node;

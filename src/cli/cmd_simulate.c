@@ -92,6 +92,7 @@ struct simulate {
         const char *scenario_path;
         const char *metrics_listen; /* --metrics-listen: /metrics while the scenario runs */
         struct httpd *httpd;
+        struct metrics *metrics; /* with --metrics-listen: one registry for every engine of the run */
         double scale;
         const char *mode;
 
@@ -242,6 +243,7 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         o.kind = notice_kind_to_string(n->kind);
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
+        o.metrics = sm->metrics;
         if (streq(sm->delivery, "direct")) {
                 if (!sm->ledger) {
                         r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
@@ -425,6 +427,7 @@ static int start_controller(struct simulate *sm)
                                          .credentials = sqs_credentials,
                                          .credentials_userdata = sm,
                                          .cfg = sm->cfg,
+                                         .metrics = sm->metrics,
                                          .no_leader_election = true };
         r = controller_new(sm->loop, sm->client, sm->bus, &co, &sm->controller);
         if (r >= 0)
@@ -962,7 +965,10 @@ static int setup(struct simulate *sm)
         struct kube_client_options ko = { .qps = sm->cfg->kube_qps > 0 ? sm->cfg->kube_qps * sm->scale
                                                                        : sm->cfg->kube_qps,
                                           .burst = (unsigned)sm->cfg->kube_burst };
-        r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
+        r = sm->metrics_listen ? metrics_new(&sm->metrics) : 0;
+        ko.metrics = sm->metrics;
+        if (r >= 0)
+                r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
         if (r >= 0)
                 r = alert_bus_new(&sm->bus);
         if (r >= 0)
@@ -972,12 +978,12 @@ static int setup(struct simulate *sm)
         if (r >= 0)
                 r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
         if (r >= 0)
-                r = metrics_alert_sink_add(sm->bus);
+                r = metrics_alert_sink_add(sm->bus, sm->metrics);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
         /* The same /metrics as agent and controller serve, moving as the scenario runs. */
         if (sm->metrics_listen) {
-                r = httpd_start(sm->metrics_listen, &sm->httpd);
+                r = httpd_start(sm->metrics_listen, sm->metrics, &sm->httpd);
                 if (r < 0)
                         return log_error_errno(r, "cannot serve metrics on %s", sm->metrics_listen),
                                EXIT_ERROR;
@@ -1019,6 +1025,7 @@ static void teardown(struct simulate *sm)
         alert_bus_free(sm->bus);
         httpd_free(sm->httpd);
         kube_client_free(sm->client);
+        metrics_free(sm->metrics);
         sim_server_stop(sm->srv);
         loop_free(sm->loop);
         kube_config_free(sm->kcfg);

@@ -59,6 +59,9 @@ int frontend_start_kube(struct frontend *f)
         r = loop_new(&f->loop);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
+        r = metrics_new(&f->metrics);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the metrics"), EXIT_ERROR;
         r = kube_config_load_auto(f->kubeconfig ? f->kubeconfig : cfg->kubeconfig, cfg->kube_context,
                                   &f->kcfg, &error);
         if (r < 0) {
@@ -71,7 +74,8 @@ int frontend_start_kube(struct frontend *f)
         r = kube_client_new(
             f->loop, f->kcfg,
             &(struct kube_client_options){ .qps = cfg->kube_qps,
-                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0 },
+                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0,
+                                           .metrics = f->metrics },
             &f->kube);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
@@ -85,7 +89,7 @@ int frontend_start_httpd(struct frontend *f, const char *ready_name, const char 
                                                       : HTTPD_DEFAULT_LISTEN;
         int r;
 
-        r = httpd_start(listen, &f->httpd);
+        r = httpd_start(listen, f->metrics, &f->httpd);
         if (r < 0)
                 return log_error_errno(r, "cannot serve metrics on %s", listen), EXIT_ERROR;
         if (!f->httpd)
@@ -131,6 +135,7 @@ void frontend_done(struct frontend *f)
 {
         frontend_stop(f);
         f->kube = kube_client_free(f->kube);
+        f->metrics = metrics_free(f->metrics);
         f->loop = loop_free(f->loop);
         f->kcfg = kube_config_free(f->kcfg);
         f->cfg = config_free(f->cfg);

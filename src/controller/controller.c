@@ -714,6 +714,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
         if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
                 log_debug_errno(r, "controller: no shared drain ledger");
         o.ledger = c->ledger;
+        o.metrics = c->o.metrics;
         if (!d) {
                 v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
                 if (!v)

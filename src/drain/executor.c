@@ -65,6 +65,7 @@ struct drain_exec {
         struct kube_client *c;
         struct loop *loop;
         struct alert_bus *bus;
+        struct metrics *metrics;
         drain_exec_done_fn done;
         void *userdata;
 
@@ -325,8 +326,8 @@ static void export_plan_metrics(const struct drain_exec *x)
         double predicted = node->finish_usec == DRAIN_NEVER ? budget
                            : node->finish_usec > now        ? (double)(node->finish_usec - now) / 1e6
                                                             : 0.0;
-        metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
-        metrics_gauge_set(METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
+        metrics_gauge_set(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
+        metrics_gauge_set(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
 }
 
 /* Adds this node's pods (and the ghosts of those whose replacement is still on the way) to di as node
@@ -683,8 +684,8 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                                        strerror(-error));
         x->result.message = x->message;
         /* The per-node gauges describe drains under way only. */
-        metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
-        metrics_remove(METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
+        metrics_remove(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
+        metrics_remove(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
         if (x->done)
                 x->done(x, &x->result, x->userdata);
 }
@@ -1364,6 +1365,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->c = c;
         x->loop = kube_client_loop(c);
         x->bus = bus;
+        x->metrics = o->metrics;
         x->done = done;
         x->userdata = userdata;
         x->deadline = o->deadline_usec;
