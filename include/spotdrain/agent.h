@@ -31,6 +31,18 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
+/* The agent's configuration (node_name, agent.*). Its keys: agent_node_config_section, agent_config_section
+ * (its settings.c). */
+struct agent_settings {
+        char *node_name;
+        uint64_t rebalance_revert_usec;
+        uint64_t maintenance_lead_usec;
+        uint64_t asg_deadline_usec;
+};
+struct config_section;
+extern const struct config_section agent_node_config_section;
+extern const struct config_section agent_config_section;
+
 struct alert_bus;
 struct drain_exec;
 struct imds_client;

@@ -34,6 +34,19 @@
 
 #include "spotdrain/util.h"
 
+/* The alerts' configuration (alerts.*). Its keys: alerts_config_section (its settings.c). */
+struct alerts_settings {
+        char *webhook_url;
+        int webhook_format; /* enum webhook_format (alert_webhook.h) */
+        char *webhook_template;
+        char *webhook_headers_file;
+        uint64_t webhook_timeout_usec;
+        int64_t webhook_max_attempts;
+        uint64_t webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
+};
+struct config_section;
+extern const struct config_section alerts_config_section;
+
 struct alert;
 struct alert_bus;
 struct loop;

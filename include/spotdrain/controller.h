@@ -34,6 +34,13 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
+/* The controller's configuration (controller.*). Its keys: controller_config_section (its settings.c). */
+struct controller_settings {
+        uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
+};
+struct config_section;
+extern const struct config_section controller_config_section;
+
 struct alert_bus;
 struct aws_credentials;
 struct kube_client;

@@ -13,6 +13,14 @@
 
 #include "spotdrain/util.h"
 
+/* The operations endpoint's configuration (metrics_listen). Its keys: ops_config_section (its settings.c).
+ */
+struct ops_settings {
+        char *metrics_listen;
+};
+struct config_section;
+extern const struct config_section ops_config_section;
+
 struct loop;
 struct httpd;
 struct metrics;

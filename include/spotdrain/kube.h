@@ -10,6 +10,17 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/pdb.h"
 
+/* The Kubernetes client's configuration (kubeconfig, kube.*). Its keys: kube_config_section (its
+ * settings.c). */
+struct kube_settings {
+        char *kubeconfig;
+        char *context;
+        double qps;
+        int64_t burst;
+};
+struct config_section;
+extern const struct config_section kube_config_section;
+
 /* ==== client ==== */
 
 struct metrics;

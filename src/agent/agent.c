@@ -884,7 +884,7 @@ static int engine_uncordon(void *userdata, const char *node)
         e->running = drain_exec_free(e->running);
         /* The engine's taint, under the key the configuration may have changed. */
         return uncordon_with_key(e->kube, node,
-                                 e->cfg && !isempty(e->cfg->drain_taint_key) ? e->cfg->drain_taint_key
+                                 e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
                                                                              : ENGINE_TAINT_KEY_DEFAULT);
 }
 

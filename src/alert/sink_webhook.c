@@ -633,7 +633,7 @@ int webhook_sink_when_flushed(struct webhook_sink *w, uint64_t timeout_usec, web
 int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,
                                 char **ret_error)
 {
-        const char *url = c ? c->alerts_webhook_url : NULL;
+        const char *url = c ? c->alerts.webhook_url : NULL;
         struct webhook_options o = { .format = WEBHOOK_FORMAT_SLACK };
 
         if (isempty(url))
@@ -644,11 +644,11 @@ int webhook_options_from_config(const struct spotdrain_config *c, struct webhook
                 o.url = url;
         /* The configuration table validated the values (file, SPOTDRAIN_ALERTS_WEBHOOK_* and --set alike).
          */
-        o.format = (enum webhook_format)c->alerts_webhook_format;
-        o.template_text = c->alerts_webhook_template;
-        o.headers_file = c->alerts_webhook_headers_file;
-        o.timeout_usec = c->alerts_webhook_timeout_usec;
-        o.max_attempts = (unsigned)c->alerts_webhook_max_attempts;
+        o.format = (enum webhook_format)c->alerts.webhook_format;
+        o.template_text = c->alerts.webhook_template;
+        o.headers_file = c->alerts.webhook_headers_file;
+        o.timeout_usec = c->alerts.webhook_timeout_usec;
+        o.max_attempts = (unsigned)c->alerts.webhook_max_attempts;
         *ret = o;
         return 0;
 }

@@ -306,14 +306,14 @@ int cmd_agent(int argc, char **argv)
 
         /* Flags win over the configuration. */
         if (!ttl)
-                ttl = cfg->imds_token_ttl_usec;
+                ttl = cfg->imds.token_ttl_usec;
         if (!revert)
-                revert = cfg->agent_rebalance_revert_usec;
+                revert = cfg->agent.rebalance_revert_usec;
         if (!lead)
-                lead = cfg->agent_maintenance_lead_usec;
+                lead = cfg->agent.maintenance_lead_usec;
         if (!asg)
-                asg = cfg->agent_asg_deadline_usec;
-        v1 = v1 || cfg->imds_allow_v1;
+                asg = cfg->agent.asg_deadline_usec;
+        v1 = v1 || cfg->imds.allow_v1;
 
         r = frontend_start_kube(&fe);
         if (r != EXIT_OK)
@@ -322,7 +322,7 @@ int cmd_agent(int argc, char **argv)
         kube = fe.kube;
 
         r = imds_client_new(l,
-                            &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds_endpoint,
+                            &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds.endpoint,
                                                     .token_ttl_seconds = (unsigned)(ttl / 1000000ULL),
                                                     .allow_v1 = v1 },
                             &imds);
@@ -344,7 +344,7 @@ int cmd_agent(int argc, char **argv)
                        EXIT_ERROR;
         ap = (struct agent_prov){ .engine = engine, .prov = prov };
 
-        interval = poll ? poll : cfg->imds_poll_interval_usec;
+        interval = poll ? poll : cfg->imds.poll_interval_usec;
         r = ops_register(fe.metrics);
         if (r < 0)
                 return log_error_errno(r, "cannot register the agent's metrics"), EXIT_ERROR;
@@ -366,10 +366,11 @@ int cmd_agent(int argc, char **argv)
         ops = (struct ops){ .metrics = fe.metrics, .imds = imds, .httpd = fe.httpd, .budget = budget };
 
         r = agent_new(l, imds, kube,
-                      &(struct agent_options){ .node_name = node                            ? node
-                                                            : !isempty(getenv("NODE_NAME")) ? NULL
-                                                                                            : cfg->node_name,
-                                               .region = cfg->aws_region,
+                      &(struct agent_options){ .node_name = node ? node
+                                                            : !isempty(getenv("NODE_NAME"))
+                                                                ? NULL
+                                                                : cfg->agent.node_name,
+                                               .region = cfg->aws.region,
                                                .poll_interval_usec = interval,
                                                .rebalance_revert_usec = revert,
                                                .maintenance_lead_usec = lead,

@@ -291,7 +291,7 @@ int cmd_controller(int argc, char **argv)
                 return r;
         cfg = fe.cfg;
         if (!queue_url)
-                queue_url = cfg->aws_queue_url;
+                queue_url = cfg->aws.queue_url;
         if (isempty(queue_url)) {
                 fprintf(stderr, "spotdrain controller: --queue-url (or aws.queue_url) is required\n");
                 return EXIT_USAGE;
@@ -318,7 +318,7 @@ int cmd_controller(int argc, char **argv)
 
         r = controller_new(l, kube, bus,
                            &(struct controller_options){ .queue_url = queue_url,
-                                                         .region = region ? region : cfg->aws_region,
+                                                         .region = region ? region : cfg->aws.region,
                                                          .sqs_endpoint = sqs_endpoint,
                                                          .asg_endpoint = asg_endpoint,
                                                          .credentials = creds_current,

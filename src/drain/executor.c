@@ -184,16 +184,16 @@ const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
 
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
 {
-        o->margin_usec = cfg->drain_safety_margin_usec;
+        o->margin_usec = cfg->drain.safety_margin_usec;
         o->policy =
-            cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
-        o->taint_key = cfg->drain_taint_key;
-        o->evict_daemonsets = !cfg->drain_ignore_daemonsets;
-        o->leave_emptydir = !cfg->drain_delete_emptydir_data;
-        o->default_startup_usec = cfg->drain_default_startup_usec;
-        o->expected_shutdown_fraction = cfg->drain_expected_shutdown_fraction;
-        o->retry_floor_usec = cfg->drain_eviction_retry_floor_usec;
-        o->critical_classes = (const char *const *)cfg->drain_critical_priority_classes;
+            cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        o->taint_key = cfg->drain.taint_key;
+        o->evict_daemonsets = !cfg->drain.ignore_daemonsets;
+        o->leave_emptydir = !cfg->drain.delete_emptydir_data;
+        o->default_startup_usec = cfg->drain.default_startup_usec;
+        o->expected_shutdown_fraction = cfg->drain.expected_shutdown_fraction;
+        o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
+        o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
 }
 
 /* ---- pods ---- */

@@ -345,8 +345,8 @@ static void test_example_config(void **state)
         assert_int_equal(config_new(&c), 0);
         if (config_load_file(c, "systemd/spotdrain.yaml", &error) < 0)
                 fail_msg("systemd/spotdrain.yaml: %s", error);
-        assert_string_equal(c->metrics_listen, "0.0.0.0:9464");
-        assert_non_null(c->aws_queue_url);
+        assert_string_equal(c->ops.metrics_listen, "0.0.0.0:9464");
+        assert_non_null(c->aws.queue_url);
         assert_int_equal(webhook_options_from_config(c, &o, NULL), -ENOENT);
 }
 
