@@ -31,6 +31,18 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
+/* The agent's configuration (node_name, agent.*). Its keys: agent_node_config_section, agent_config_section
+ * (its settings.c). */
+struct agent_settings {
+        char *node_name;
+        uint64_t rebalance_revert_usec;
+        uint64_t maintenance_lead_usec;
+        uint64_t asg_deadline_usec;
+};
+struct config_section;
+extern const struct config_section agent_node_config_section;
+extern const struct config_section agent_config_section;
+
 struct alert_bus;
 struct drain_exec;
 struct imds_client;
@@ -129,11 +141,12 @@ extern const struct agent_actions agent_kube_actions;
  * drain at a time: a request with an earlier deadline than the one under way restarts it, any other
  * request leaves it alone (after a restart the agent asks again and a fresh drain picks up where the
  * node is). notice_seen raises notice-received on the bus; soft_taint, replacement_request as
- * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL) and cfg are borrowed
- * and must outlive the engine. */
+ * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL), cfg and the metrics
+ * registry the drains report into (may be NULL) are borrowed and must outlive the engine. */
 struct agent_engine;
+struct metrics;
 int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
-                     struct agent_engine **ret);
+                     struct metrics *m, struct agent_engine **ret);
 /* Stops a drain under way (no result). NULL-safe; returns NULL. */
 struct agent_engine *agent_engine_free(struct agent_engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);

@@ -34,9 +34,23 @@
 
 #include "spotdrain/util.h"
 
+/* The alerts' configuration (alerts.*). Its keys: alerts_config_section (its settings.c). */
+struct alerts_settings {
+        char *webhook_url;
+        int webhook_format; /* enum webhook_format (alert_webhook.h) */
+        char *webhook_template;
+        char *webhook_headers_file;
+        uint64_t webhook_timeout_usec;
+        int64_t webhook_max_attempts;
+        uint64_t webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
+};
+struct config_section;
+extern const struct config_section alerts_config_section;
+
 struct alert;
 struct alert_bus;
 struct loop;
+struct metrics;
 struct spotdrain_config;
 
 enum webhook_format {
@@ -58,6 +72,8 @@ struct webhook_options {
         uint64_t backoff_base_usec; /* 0 = 1 s */
         uint64_t backoff_max_usec;  /* 0 = 60 s; also caps a Retry-After */
         size_t max_pending;         /* alerts queued or in flight; beyond, new ones are dropped; 0 = 256 */
+        /* spotdrain_alert_webhook_deliveries_total{result}; borrowed, must outlive the sink; NULL = none */
+        struct metrics *metrics;
 };
 
 struct webhook_stats {

@@ -12,6 +12,14 @@
 #include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 
+/* AWS configuration (aws.*). Its keys: aws_config_section (its settings.c). */
+struct aws_settings {
+        char *region;
+        char *queue_url;
+};
+struct config_section;
+extern const struct config_section aws_config_section;
+
 struct loop;
 
 /* ---- endpoints ----

@@ -1,11 +1,23 @@
-/* The configuration: one table of keys {key, type, default, offset, description}; values come from the
- * defaults, then a YAML file, then SPOTDRAIN_* environment variables, then --set KEY=VALUE, each overriding
- * the one before. */
+/* The configuration: each module declares its keys in a table {key, type, default, offset, description}
+ * (a struct config_section in its own src/MODULE/settings.c) with the values in a struct of its own; the
+ * parser here walks the list of sections. Values come from the defaults, then a YAML file, then SPOTDRAIN_*
+ * environment variables, then --set KEY=VALUE, each overriding the one before. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "spotdrain/agent.h"
+#include "spotdrain/alert_webhook.h"
+#include "spotdrain/awsreq.h"
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/httpd.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/provision.h"
 
 enum config_type {
         CONFIG_STRING,   /* char *, NULL when unset */
@@ -17,18 +29,6 @@ enum config_type {
         CONFIG_STRV,     /* char **, NULL-terminated (never NULL once loaded); a YAML list or "a,b,c" */
 };
 
-/* Values of drain.policy. */
-enum config_drain_policy {
-        CONFIG_DRAIN_POLICY_FORCE,   /* at a pod's last safe moment, delete it around its PDB */
-        CONFIG_DRAIN_POLICY_RESPECT, /* never go around a PDB */
-};
-
-/* Values of provision.mode. */
-enum config_provision_mode {
-        CONFIG_PROVISION_FLEET, /* EC2 CreateFleet instant, one fleet per bin */
-        CONFIG_PROVISION_ASG,   /* raise the Auto Scaling group's desired capacity */
-};
-
 struct config_enum_value {
         const char *name;
         int value;
@@ -38,7 +38,7 @@ struct config_item {
         const char *key; /* dotted path, e.g. "drain.safety_margin_seconds" */
         enum config_type type;
         const char *def; /* default in the same text form as the environment uses; NULL = unset */
-        size_t offset;   /* into struct spotdrain_config */
+        size_t offset;   /* into the module's struct */
         const char *description;
         const struct config_enum_value *enum_values; /* CONFIG_ENUM: terminated by a NULL name */
         uint64_t unit_usec;                          /* CONFIG_DURATION: the unit of a bare number */
@@ -46,69 +46,44 @@ struct config_item {
         bool secret;     /* config_dump hides the value */
 };
 
-struct spotdrain_config {
-        int log_format; /* enum log_format (core.h) */
-        int log_level;  /* syslog level: LOG_ERR .. LOG_DEBUG */
-        char *kubeconfig;
-        char *kube_context;
-        double kube_qps;
-        int64_t kube_burst;
-        char *metrics_listen;
-        char *node_name;
+/* The unit of a CONFIG_DURATION written as a bare number, and "no range", for the tables. */
+#define CONFIG_SECONDS      UINT64_C(1000000)
+#define CONFIG_MILLISECONDS UINT64_C(1000)
+#define CONFIG_NO_RANGE     .min = 1, .max = 0
 
-        uint64_t drain_budget_usec;
-        uint64_t drain_safety_margin_usec;
-        int drain_policy; /* enum config_drain_policy */
-        char *drain_taint_key;
-        bool drain_ignore_daemonsets;
-        bool drain_delete_emptydir_data;
-        uint64_t drain_default_startup_usec;
-        double drain_expected_shutdown_fraction;
-        uint64_t drain_eviction_retry_floor_usec;
-        char **drain_critical_priority_classes;
-
-        char *aws_region;
-        char *aws_queue_url;
-        uint64_t controller_first_visibility_usec; /* a notice's hidden time until its drain is recorded */
-        char *imds_endpoint;
-        uint64_t imds_poll_interval_usec;
-        uint64_t imds_token_ttl_usec;
-        bool imds_allow_v1;
-        uint64_t agent_rebalance_revert_usec;
-        uint64_t agent_maintenance_lead_usec;
-        uint64_t agent_asg_deadline_usec;
-        char *alerts_webhook_url;
-        int alerts_webhook_format; /* enum webhook_format (alert_webhook.h) */
-        char *alerts_webhook_template;
-        char *alerts_webhook_headers_file;
-        uint64_t alerts_webhook_timeout_usec;
-        int64_t alerts_webhook_max_attempts;
-        uint64_t alerts_webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
-
-        /* provisioning (provision.h, frontend.c) */
-        bool provision_enabled;
-        int provision_mode; /* enum config_provision_mode */
-        char *provision_endpoint;
-        char *provision_catalog;
-        char *provision_launch_template; /* "lt-..." is an id, anything else a name */
-        char *provision_launch_template_version;
-        char *provision_asg_name;
-        char **provision_subnets; /* "subnet-id=zone" (or "=zone": the zone only) */
-        char **provision_families;
-        char **provision_sizes;
-        char **provision_architectures;
-        char **provision_capacity_types; /* "spot", "on-demand" */
-        char **provision_triggers;       /* notice kinds (notice.h names) */
-        char *provision_max_memory;      /* a quantity, "72Gi"; NULL = no limit */
-        int64_t provision_max_vcpus;
-        int64_t provision_vcpu_limit_per_window;
-        uint64_t provision_vcpu_window_usec;
-        uint64_t provision_ready_timeout_usec;
-        char *provision_cluster_tag_key;
+/* One module's keys, in dump order. Keys of one dotted prefix stay together (config_dump nests them under
+ * one heading); a module may declare several sections. */
+struct config_section {
+        const char *name;
+        const struct config_item *items;
+        size_t n_items;
 };
 
-/* The table, in dump order. */
-const struct config_item *config_items(size_t *ret_n);
+/* Every module's configuration, each in the module's own struct (declared in its header, its keys in its
+ * own src/MODULE/settings.c); config_sections lists where each section's values lie in here. */
+struct spotdrain_config {
+        struct log_settings log;
+        struct kube_settings kube;
+        struct ops_settings ops;
+        struct agent_settings agent;
+        struct drain_settings drain;
+        struct aws_settings aws;
+        struct controller_settings controller;
+        struct imds_settings imds;
+        struct alerts_settings alerts;
+        struct provision_settings provision;
+};
+
+/* Every section in dump order (the order of `spotdrain check-config`), with the offset of its module's
+ * struct in struct spotdrain_config (src/cli/config_sections.c). */
+struct config_section_ref {
+        const struct config_section *section;
+        size_t offset;
+};
+extern const struct config_section_ref config_sections[];
+extern const size_t config_n_sections;
+
+/* The key's table entry, NULL when no module declares it. */
 const struct config_item *config_find(const char *key);
 
 /* A configuration holding the defaults. */

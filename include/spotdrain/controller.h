@@ -34,10 +34,18 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
+/* The controller's configuration (controller.*). Its keys: controller_config_section (its settings.c). */
+struct controller_settings {
+        uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
+};
+struct config_section;
+extern const struct config_section controller_config_section;
+
 struct alert_bus;
 struct aws_credentials;
 struct kube_client;
 struct loop;
+struct metrics;
 struct spotdrain_config;
 
 #define CONTROLLER_REBALANCE_TAINT_KEY "spotdrain.io/rebalance"
@@ -191,6 +199,7 @@ struct controller_options {
         const struct aws_credentials *(*credentials)(void *userdata);
         void *credentials_userdata;
         const struct spotdrain_config *cfg; /* drain options; may be NULL */
+        struct metrics *metrics;            /* what the drains report; borrowed; may be NULL */
         const char *lease_namespace;        /* NULL: $POD_NAMESPACE, else "default" */
         const char *identity;               /* NULL: leader_options' default */
         bool no_leader_election;            /* act at once (a single replica) */

@@ -10,6 +10,14 @@
 
 #include "spotdrain/util.h"
 
+/* The log's configuration (log.*). Its keys: log_config_section (its settings.c). */
+struct log_settings {
+        int format; /* enum log_format (core.h) */
+        int level;  /* syslog level: LOG_ERR .. LOG_DEBUG */
+};
+struct config_section;
+extern const struct config_section log_config_section;
+
 typedef struct sd_event sd_event;
 typedef struct sd_event_source sd_event_source;
 

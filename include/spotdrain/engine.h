@@ -27,9 +27,32 @@
 
 #include "spotdrain/drain.h"
 
+/* Values of drain.policy. */
+enum config_drain_policy {
+        CONFIG_DRAIN_POLICY_FORCE,   /* at a pod's last safe moment, delete it around its PDB */
+        CONFIG_DRAIN_POLICY_RESPECT, /* never go around a PDB */
+};
+
+/* The drain engine's configuration (drain.*). Its keys: drain_config_section (its settings.c). */
+struct drain_settings {
+        uint64_t budget_usec;
+        uint64_t safety_margin_usec;
+        int policy; /* enum config_drain_policy */
+        char *taint_key;
+        bool ignore_daemonsets;
+        bool delete_emptydir_data;
+        uint64_t default_startup_usec;
+        double expected_shutdown_fraction;
+        uint64_t eviction_retry_floor_usec;
+        char **critical_priority_classes;
+};
+struct config_section;
+extern const struct config_section drain_config_section;
+
 struct alert_bus;
 struct kube_client;
 struct kube_pod;
+struct metrics;
 struct spotdrain_config;
 
 #define ENGINE_TAINT_KEY_DEFAULT "spotdrain.io/interruption"
@@ -262,6 +285,9 @@ struct drain_exec_options {
          * PDB slots given out across nodes by earliest deadline, plans made across the nodes draining
          * together. NULL: a private one (a drain on its own). */
         struct drain_ledger *ledger;
+        /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
+         * not reported. */
+        struct metrics *metrics;
 };
 /* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);

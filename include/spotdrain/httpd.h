@@ -1,5 +1,5 @@
 /* httpd: the operations endpoint (libmicrohttpd, its own thread) on --metrics-listen:
- *   GET /metrics  the metrics registry (metrics.h), text/plain; version=0.0.4
+ *   GET /metrics  the metrics registry given to httpd_start() (metrics.h), text/plain; version=0.0.4
  *   GET /healthz  200 while the process is alive and, when a loop is watched, the loop is turning
  *   GET /readyz   200 when every readiness check passes, else 503 listing the failing ones
  * Checks are registered by the front ends: "leader or standby known", "queue readable", "within the recent
@@ -13,14 +13,24 @@
 
 #include "spotdrain/util.h"
 
+/* The operations endpoint's configuration (metrics_listen). Its keys: ops_config_section (its settings.c).
+ */
+struct ops_settings {
+        char *metrics_listen;
+};
+struct config_section;
+extern const struct config_section ops_config_section;
+
 struct loop;
 struct httpd;
+struct metrics;
 
 /* "HOST:PORT" ("0.0.0.0:9464", "[::]:9464", ":9464" = any address; port 0 picks one). "off" or "" serve
  * nothing: *ret is set to NULL and 0 returned, and every other function accepts the NULL server. -EINVAL
- * for a malformed address, -EADDRINUSE when it cannot be bound. */
+ * for a malformed address, -EADDRINUSE when it cannot be bound. /metrics renders m (borrowed: it must
+ * outlive the server; NULL serves an empty exposition). */
 #define HTTPD_DEFAULT_LISTEN "0.0.0.0:9464"
-int httpd_start(const char *listen, struct httpd **ret);
+int httpd_start(const char *listen, struct metrics *m, struct httpd **ret);
 /* Stops the server thread and releases the loop watch; call on the loop's thread before loop_free().
  * NULL-safe; returns NULL. */
 struct httpd *httpd_free(struct httpd *h);

@@ -26,6 +26,16 @@
 
 #include "spotdrain/util.h"
 
+/* The IMDS client's configuration (imds.*). Its keys: imds_config_section (its settings.c). */
+struct imds_settings {
+        char *endpoint;
+        uint64_t poll_interval_usec;
+        uint64_t token_ttl_usec;
+        bool allow_v1;
+};
+struct config_section;
+extern const struct config_section imds_config_section;
+
 struct loop;
 
 #define IMDS_DEFAULT_ENDPOINT     "http://169.254.169.254"

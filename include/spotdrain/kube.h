@@ -10,7 +10,20 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/pdb.h"
 
+/* The Kubernetes client's configuration (kubeconfig, kube.*). Its keys: kube_config_section (its
+ * settings.c). */
+struct kube_settings {
+        char *kubeconfig;
+        char *context;
+        double qps;
+        int64_t burst;
+};
+struct config_section;
+extern const struct config_section kube_config_section;
+
 /* ==== client ==== */
+
+struct metrics;
 
 /* No byte from the API server for this long ends a request or a watch's stream (the HTTP client's idle
  * limit); a request is retried, a watch resumes from its resourceVersion. */
@@ -24,6 +37,9 @@ struct kube_client_options {
         uint64_t backoff_max_usec;     /* 0 = 10 s */
         unsigned conflict_retries;     /* read-modify-write retries after 409; 0 = default 5 */
         uint64_t request_timeout_usec; /* 0 = core's default */
+        /* spotdrain_api_requests_total, spotdrain_evictions_total; borrowed, must outlive the client;
+         * NULL = not counted */
+        struct metrics *metrics;
 };
 
 struct kube_client;

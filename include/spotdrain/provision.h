@@ -21,6 +21,37 @@
 #include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 
+/* Values of provision.mode. */
+enum config_provision_mode {
+        CONFIG_PROVISION_FLEET, /* EC2 CreateFleet instant, one fleet per bin */
+        CONFIG_PROVISION_ASG,   /* raise the Auto Scaling group's desired capacity */
+};
+
+/* Provisioning's configuration (provision.*). Its keys: provision_config_section (its settings.c). */
+struct provision_settings {
+        bool enabled;
+        int mode; /* enum config_provision_mode */
+        char *endpoint;
+        char *catalog;
+        char *launch_template; /* "lt-..." is an id, anything else a name */
+        char *launch_template_version;
+        char *asg_name;
+        char **subnets; /* "subnet-id=zone" (or "=zone": the zone only) */
+        char **families;
+        char **sizes;
+        char **architectures;
+        char **capacity_types; /* "spot", "on-demand" */
+        char **triggers;       /* notice kinds (notice.h names) */
+        char *max_memory;      /* a quantity, "72Gi"; NULL = no limit */
+        int64_t max_vcpus;
+        int64_t vcpu_limit_per_window;
+        uint64_t vcpu_window_usec;
+        uint64_t ready_timeout_usec;
+        char *cluster_tag_key;
+};
+struct config_section;
+extern const struct config_section provision_config_section;
+
 struct loop;
 struct alert_bus;
 struct kube_client;

@@ -801,6 +801,7 @@ struct agent_engine {
         struct kube_client *kube;
         struct alert_bus *bus;
         const struct spotdrain_config *cfg;
+        struct metrics *metrics;
         struct drain_exec *running;
         struct drain_exec *last; /* finished; kept for its result */
         uint64_t deadline;
@@ -841,6 +842,7 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
         o.deadline_usec = req->deadline_usec;
         o.self_namespace = req->self_namespace;
         o.self_name = req->self_name;
+        o.metrics = e->metrics;
         r = drain_exec_start(e->kube, e->bus, &o, on_drain_done, e, &x);
         if (r < 0)
                 return r;
@@ -882,7 +884,7 @@ static int engine_uncordon(void *userdata, const char *node)
         e->running = drain_exec_free(e->running);
         /* The engine's taint, under the key the configuration may have changed. */
         return uncordon_with_key(e->kube, node,
-                                 e->cfg && !isempty(e->cfg->drain_taint_key) ? e->cfg->drain_taint_key
+                                 e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
                                                                              : ENGINE_TAINT_KEY_DEFAULT);
 }
 
@@ -895,7 +897,7 @@ const struct agent_actions agent_engine_actions = {
 };
 
 int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
-                     struct agent_engine **ret)
+                     struct metrics *m, struct agent_engine **ret)
 {
         struct agent_engine *e;
 
@@ -907,6 +909,7 @@ int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const stru
         e->kube = kube;
         e->bus = bus;
         e->cfg = cfg;
+        e->metrics = m;
         *ret = e;
         return 0;
 }

@@ -27,47 +27,48 @@ static double number(const struct alert *a, const char *name)
         return *end || !(v >= 0) ? NAN : v;
 }
 
-static void drain_ended(const struct alert *a, const char *result)
+static void drain_ended(struct metrics *m, const struct alert *a, const char *result)
 {
         double secs = number(a, "seconds");
 
-        (void)metrics_counter_inc(METRIC_DRAINS, result, NULL);
+        (void)metrics_counter_inc(m, METRIC_DRAINS, result, NULL);
         if (a->kind == ALERT_DRAIN_COMPLETED && !isnan(secs))
-                (void)metrics_histogram_observe(METRIC_DRAIN_DURATION_SECONDS, secs, NULL);
+                (void)metrics_histogram_observe(m, METRIC_DRAIN_DURATION_SECONDS, secs, NULL);
         if (a->kind == ALERT_DEADLINE_MISSED)
-                (void)metrics_counter_inc(METRIC_DEADLINES_MISSED, NULL);
+                (void)metrics_counter_inc(m, METRIC_DEADLINES_MISSED, NULL);
         /* The node has no current drain any more; its gauges would otherwise show a stale prediction. */
         if (a->node) {
-                (void)metrics_remove(METRIC_DRAIN_PREDICTED_SECONDS, a->node, NULL);
-                (void)metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, a->node, NULL);
+                (void)metrics_remove(m, METRIC_DRAIN_PREDICTED_SECONDS, a->node, NULL);
+                (void)metrics_remove(m, METRIC_DRAIN_BUDGET_SECONDS, a->node, NULL);
         }
 }
 
 static void sink_metrics(const struct alert *a, void *userdata)
 {
+        struct metrics *m = userdata;
         double v;
 
         switch (a->kind) {
         case ALERT_DRAIN_COMPLETED:
-                drain_ended(a, "completed");
+                drain_ended(m, a, "completed");
                 break;
         case ALERT_DEADLINE_MISSED:
-                drain_ended(a, "deadline-missed");
+                drain_ended(m, a, "deadline-missed");
                 break;
         case ALERT_PODS_FORCED:
                 v = number(a, "pods");
-                (void)metrics_counter_add(METRIC_PODS_FORCED, isnan(v) ? 1 : v, NULL);
+                (void)metrics_counter_add(m, METRIC_PODS_FORCED, isnan(v) ? 1 : v, NULL);
                 break;
         case ALERT_REPLACEMENT_LAUNCHED:
-                (void)metrics_counter_inc(METRIC_REPLACEMENTS, "launched", NULL);
+                (void)metrics_counter_inc(m, METRIC_REPLACEMENTS, "launched", NULL);
                 break;
         case ALERT_REPLACEMENT_FAILED:
-                (void)metrics_counter_inc(METRIC_REPLACEMENTS, "failed", NULL);
+                (void)metrics_counter_inc(m, METRIC_REPLACEMENTS, "failed", NULL);
                 break;
         case ALERT_DRAIN_INFEASIBLE:
                 v = number(a, "finish_seconds");
                 if (a->node && !isnan(v))
-                        (void)metrics_gauge_set(METRIC_DRAIN_PREDICTED_SECONDS, v, a->node, NULL);
+                        (void)metrics_gauge_set(m, METRIC_DRAIN_PREDICTED_SECONDS, v, a->node, NULL);
                 break;
         case ALERT_NOTICE_RECEIVED:
         case ALERT_QUEUE_UNREADABLE:
@@ -76,9 +77,11 @@ static void sink_metrics(const struct alert *a, void *userdata)
         }
 }
 
-int metrics_alert_sink_add(struct alert_bus *b)
+int metrics_alert_sink_add(struct alert_bus *b, struct metrics *m)
 {
         if (!b)
                 return -EINVAL;
-        return alert_bus_add_sink(b, sink_metrics, NULL);
+        if (!m)
+                return 0;
+        return alert_bus_add_sink(b, sink_metrics, m);
 }

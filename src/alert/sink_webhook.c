@@ -43,6 +43,7 @@ struct webhook_sink {
         unsigned max_attempts;
         uint64_t backoff_base_usec, backoff_max_usec;
         size_t max_pending;
+        struct metrics *metrics; /* borrowed; NULL: deliveries not counted */
         struct delivery *queue;
         size_t pending;
         bool idle; /* pending == 0; a flag for loop_run_until() */
@@ -307,10 +308,10 @@ static void delivery_finish(struct delivery *d, bool ok)
 
         if (ok) {
                 w->stats.delivered++;
-                metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "delivered", NULL);
+                metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "delivered", NULL);
         } else {
                 w->stats.failed++;
-                metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "failed", NULL);
+                metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "failed", NULL);
         }
         delivery_free(d);
 }
@@ -352,7 +353,7 @@ static void on_done(const struct http_response *resp, void *userdata)
                 return;
         }
         w->stats.retries++;
-        metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "retried", NULL);
+        metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "retried", NULL);
 }
 
 static void delivery_send(struct delivery *d)
@@ -411,7 +412,7 @@ void webhook_sink_deliver(const struct alert *a, void *userdata)
         return;
 drop:
         w->stats.dropped++;
-        metrics_counter_inc(METRIC_WEBHOOK_DELIVERIES, "dropped", NULL);
+        metrics_counter_inc(w->metrics, METRIC_WEBHOOK_DELIVERIES, "dropped", NULL);
 }
 
 /* ---- setup ---- */
@@ -544,6 +545,7 @@ int webhook_sink_new(struct loop *l, const struct webhook_options *o, struct web
         w->backoff_base_usec = o->backoff_base_usec ? o->backoff_base_usec : DEFAULT_BACKOFF_BASE_USEC;
         w->backoff_max_usec = o->backoff_max_usec ? o->backoff_max_usec : DEFAULT_BACKOFF_MAX_USEC;
         w->max_pending = o->max_pending ? o->max_pending : DEFAULT_MAX_PENDING;
+        w->metrics = o->metrics;
         if (o->template_text && !(w->template_text = strdup(o->template_text)))
                 return -ENOMEM;
         r = url_load(w, o);
@@ -631,7 +633,7 @@ int webhook_sink_when_flushed(struct webhook_sink *w, uint64_t timeout_usec, web
 int webhook_options_from_config(const struct spotdrain_config *c, struct webhook_options *ret,
                                 char **ret_error)
 {
-        const char *url = c ? c->alerts_webhook_url : NULL;
+        const char *url = c ? c->alerts.webhook_url : NULL;
         struct webhook_options o = { .format = WEBHOOK_FORMAT_SLACK };
 
         if (isempty(url))
@@ -642,11 +644,11 @@ int webhook_options_from_config(const struct spotdrain_config *c, struct webhook
                 o.url = url;
         /* The configuration table validated the values (file, SPOTDRAIN_ALERTS_WEBHOOK_* and --set alike).
          */
-        o.format = (enum webhook_format)c->alerts_webhook_format;
-        o.template_text = c->alerts_webhook_template;
-        o.headers_file = c->alerts_webhook_headers_file;
-        o.timeout_usec = c->alerts_webhook_timeout_usec;
-        o.max_attempts = (unsigned)c->alerts_webhook_max_attempts;
+        o.format = (enum webhook_format)c->alerts.webhook_format;
+        o.template_text = c->alerts.webhook_template;
+        o.headers_file = c->alerts.webhook_headers_file;
+        o.timeout_usec = c->alerts.webhook_timeout_usec;
+        o.max_attempts = (unsigned)c->alerts.webhook_max_attempts;
         *ret = o;
         return 0;
 }

@@ -10,7 +10,8 @@
 #include "spotdrain/metrics.h"
 
 int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kube_client *kube,
-                                 const struct spotdrain_config *cfg, struct webhook_sink **ret_webhook)
+                                 struct metrics *m, const struct spotdrain_config *cfg,
+                                 struct webhook_sink **ret_webhook)
 {
         _cleanup_(webhook_sink_freep) struct webhook_sink *w = NULL;
         struct webhook_options wo;
@@ -21,7 +22,7 @@ int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kub
         if (r >= 0 && kube)
                 r = alert_bus_add_kube_event_sink(b, kube);
         if (r >= 0)
-                r = metrics_alert_sink_add(b);
+                r = metrics_alert_sink_add(b, m);
         if (r < 0)
                 return r;
 
@@ -32,6 +33,7 @@ int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kub
         }
         if (r < 0)
                 return log_error_errno(r, "alert webhook: %s", error ? error : "bad configuration");
+        wo.metrics = m;
         r = webhook_sink_new(l, &wo, &w);
         if (r < 0)
                 return log_error_errno(r, "alert webhook: cannot set it up");

@@ -80,6 +80,7 @@ static const struct metric_family_def agent_families[] = {
 /* Loop-thread state behind the metrics: the registry takes counter increments, so the agent's totals are
  * turned into deltas. */
 struct ops {
+        struct metrics *metrics;
         struct imds_client *imds;
         struct httpd *httpd;
         struct error_budget *budget;
@@ -87,20 +88,20 @@ struct ops {
         struct imds_stats last_imds;
 };
 
-static int ops_register(void)
+static int ops_register(struct metrics *m)
 {
         for (size_t i = 0; i < ARRAY_SIZE(agent_families); i++) {
-                int r = metrics_register(&agent_families[i]);
+                int r = metrics_register(m, &agent_families[i]);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static void add_delta(const char *name, uint64_t now, uint64_t before)
+static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before)
 {
         if (now > before)
-                (void)metrics_counter_add(name, (double)(now - before), NULL);
+                (void)metrics_counter_add(m, name, (double)(now - before), NULL);
 }
 
 static void on_tick(struct agent *a, void *userdata)
@@ -111,19 +112,20 @@ static void on_tick(struct agent *a, void *userdata)
 
         agent_stats(a, &st);
         imds_client_stats(o->imds, &is);
-        add_delta(METRIC_IMDS_POLLS, st.ticks, o->last.ticks);
-        add_delta(METRIC_IMDS_POLL_FAILURES, st.tick_errors, o->last.tick_errors);
-        add_delta(METRIC_IMDS_REQUEST_ERRORS, st.path_errors, o->last.path_errors);
-        add_delta(METRIC_IMDS_PARSE_ERRORS, st.parse_errors, o->last.parse_errors);
-        add_delta(METRIC_AGENT_ACTION_ERRORS, st.action_errors, o->last.action_errors);
-        add_delta(METRIC_IMDS_TOKEN_FAILURES, is.token_failures, o->last_imds.token_failures);
+        add_delta(o->metrics, METRIC_IMDS_POLLS, st.ticks, o->last.ticks);
+        add_delta(o->metrics, METRIC_IMDS_POLL_FAILURES, st.tick_errors, o->last.tick_errors);
+        add_delta(o->metrics, METRIC_IMDS_REQUEST_ERRORS, st.path_errors, o->last.path_errors);
+        add_delta(o->metrics, METRIC_IMDS_PARSE_ERRORS, st.parse_errors, o->last.parse_errors);
+        add_delta(o->metrics, METRIC_AGENT_ACTION_ERRORS, st.action_errors, o->last.action_errors);
+        add_delta(o->metrics, METRIC_IMDS_TOKEN_FAILURES, is.token_failures, o->last_imds.token_failures);
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
                 if (st.notice_counts[k] > o->last.notice_counts[k])
-                        (void)metrics_counter_add(METRIC_NOTICES_RECEIVED,
+                        (void)metrics_counter_add(o->metrics, METRIC_NOTICES_RECEIVED,
                                                   (double)(st.notice_counts[k] - o->last.notice_counts[k]),
                                                   notice_kind_to_string((enum notice_kind)k), "imds", NULL);
         if (st.last_ok_usec)
-                (void)metrics_gauge_set(METRIC_IMDS_LAST_SUCCESS, (double)st.last_ok_usec / 1e6, NULL);
+                (void)metrics_gauge_set(o->metrics, METRIC_IMDS_LAST_SUCCESS, (double)st.last_ok_usec / 1e6,
+                                        NULL);
         /* Health: IMDS answers within the recent error budget. */
         error_budget_record(o->budget, st.tick_errors == o->last.tick_errors);
         o->last = st;
@@ -304,14 +306,14 @@ int cmd_agent(int argc, char **argv)
 
         /* Flags win over the configuration. */
         if (!ttl)
-                ttl = cfg->imds_token_ttl_usec;
+                ttl = cfg->imds.token_ttl_usec;
         if (!revert)
-                revert = cfg->agent_rebalance_revert_usec;
+                revert = cfg->agent.rebalance_revert_usec;
         if (!lead)
-                lead = cfg->agent_maintenance_lead_usec;
+                lead = cfg->agent.maintenance_lead_usec;
         if (!asg)
-                asg = cfg->agent_asg_deadline_usec;
-        v1 = v1 || cfg->imds_allow_v1;
+                asg = cfg->agent.asg_deadline_usec;
+        v1 = v1 || cfg->imds.allow_v1;
 
         r = frontend_start_kube(&fe);
         if (r != EXIT_OK)
@@ -320,7 +322,7 @@ int cmd_agent(int argc, char **argv)
         kube = fe.kube;
 
         r = imds_client_new(l,
-                            &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds_endpoint,
+                            &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds.endpoint,
                                                     .token_ttl_seconds = (unsigned)(ttl / 1000000ULL),
                                                     .allow_v1 = v1 },
                             &imds);
@@ -329,10 +331,10 @@ int cmd_agent(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
+                r = alert_bus_add_standard_sinks(bus, l, kube, fe.metrics, cfg, &webhook);
         fe.webhook = webhook;
         if (r >= 0)
-                r = agent_engine_new(kube, bus, cfg, &engine);
+                r = agent_engine_new(kube, bus, cfg, fe.metrics, &engine);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the drain engine"), EXIT_ERROR;
         /* provision.enabled: replacement capacity from the rebalance recommendation on. */
@@ -342,8 +344,8 @@ int cmd_agent(int argc, char **argv)
                        EXIT_ERROR;
         ap = (struct agent_prov){ .engine = engine, .prov = prov };
 
-        interval = poll ? poll : cfg->imds_poll_interval_usec;
-        r = ops_register();
+        interval = poll ? poll : cfg->imds.poll_interval_usec;
+        r = ops_register(fe.metrics);
         if (r < 0)
                 return log_error_errno(r, "cannot register the agent's metrics"), EXIT_ERROR;
         /* Unhealthy when most polls of the last minute found IMDS silent. */
@@ -361,13 +363,14 @@ int cmd_agent(int argc, char **argv)
         r = ops_watchdog_start(l, &fe.watchdog);
         if (r < 0)
                 log_warning_errno(r, "cannot arm the watchdog, ignoring");
-        ops = (struct ops){ .imds = imds, .httpd = fe.httpd, .budget = budget };
+        ops = (struct ops){ .metrics = fe.metrics, .imds = imds, .httpd = fe.httpd, .budget = budget };
 
         r = agent_new(l, imds, kube,
-                      &(struct agent_options){ .node_name = node                            ? node
-                                                            : !isempty(getenv("NODE_NAME")) ? NULL
-                                                                                            : cfg->node_name,
-                                               .region = cfg->aws_region,
+                      &(struct agent_options){ .node_name = node ? node
+                                                            : !isempty(getenv("NODE_NAME"))
+                                                                ? NULL
+                                                                : cfg->agent.node_name,
+                                               .region = cfg->aws.region,
                                                .poll_interval_usec = interval,
                                                .rebalance_revert_usec = revert,
                                                .maintenance_lead_usec = lead,

@@ -142,54 +142,55 @@ struct ops {
         bool notified;
 };
 
-static int ops_register(void)
+static int ops_register(struct metrics *m)
 {
         for (size_t i = 0; i < ARRAY_SIZE(controller_families); i++) {
-                int r = metrics_register(&controller_families[i]);
+                int r = metrics_register(m, &controller_families[i]);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static void add_delta(const char *name, uint64_t now, uint64_t before, const char *label)
+static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before, const char *label)
 {
         if (now > before)
-                (void)metrics_counter_add(name, (double)(now - before), label, NULL);
+                (void)metrics_counter_add(m, name, (double)(now - before), label, NULL);
 }
 
 static void ops_tick(void *userdata)
 {
         struct ops *o = userdata;
         struct controller_stats st;
+        struct metrics *m = o->fe->metrics;
         bool ready = controller_ready(o->ctl);
 
         o->timer = NULL;
         controller_stats(o->ctl, &st);
-        add_delta(M_RECEIVES, st.receives, o->last.receives, NULL);
-        add_delta(M_DELETED, st.deleted, o->last.deleted, NULL);
-        add_delta(M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
-        add_delta(M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
-        add_delta(M_MALFORMED, st.malformed, o->last.malformed, NULL);
-        add_delta(M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
-        add_delta(M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
-        add_delta(M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
-        add_delta(M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
-        add_delta(M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);
-        add_delta(METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures, o->last.unreadable_failures,
+        add_delta(m, M_RECEIVES, st.receives, o->last.receives, NULL);
+        add_delta(m, M_DELETED, st.deleted, o->last.deleted, NULL);
+        add_delta(m, M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
+        add_delta(m, M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
+        add_delta(m, M_MALFORMED, st.malformed, o->last.malformed, NULL);
+        add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
+        add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
+        add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
+        add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
+        add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);
+        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures, o->last.unreadable_failures,
                   "unreadable");
-        add_delta(METRIC_QUEUE_RECEIVE_ERRORS, st.receive_failures - st.unreadable_failures,
+        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.receive_failures - st.unreadable_failures,
                   o->last.receive_failures - o->last.unreadable_failures, "other");
-        add_delta(METRIC_MESSAGES, st.messages, o->last.messages, "received");
+        add_delta(m, METRIC_MESSAGES, st.messages, o->last.messages, "received");
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
                 if (st.notice_counts[k] > o->last.notice_counts[k])
-                        (void)metrics_counter_add(METRIC_NOTICES_RECEIVED,
+                        (void)metrics_counter_add(m, METRIC_NOTICES_RECEIVED,
                                                   (double)(st.notice_counts[k] - o->last.notice_counts[k]),
                                                   notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
-        (void)metrics_gauge_set(M_IN_FLIGHT, st.in_flight, NULL);
-        (void)metrics_gauge_set(M_DRAINING, st.dispatch.draining, NULL);
-        (void)metrics_gauge_set(M_UNREADABLE, ready ? 0 : 1, NULL);
-        (void)metrics_gauge_set(METRIC_LEADER, st.leader ? 1 : 0, NULL);
+        (void)metrics_gauge_set(m, M_IN_FLIGHT, st.in_flight, NULL);
+        (void)metrics_gauge_set(m, M_DRAINING, st.dispatch.draining, NULL);
+        (void)metrics_gauge_set(m, M_UNREADABLE, ready ? 0 : 1, NULL);
+        (void)metrics_gauge_set(m, METRIC_LEADER, st.leader ? 1 : 0, NULL);
         (void)httpd_set_ready(o->httpd, "queue", ready,
                               ready ? NULL : "the interruption queue is not readable");
         if (ready && !o->notified) {
@@ -290,7 +291,7 @@ int cmd_controller(int argc, char **argv)
                 return r;
         cfg = fe.cfg;
         if (!queue_url)
-                queue_url = cfg->aws_queue_url;
+                queue_url = cfg->aws.queue_url;
         if (isempty(queue_url)) {
                 fprintf(stderr, "spotdrain controller: --queue-url (or aws.queue_url) is required\n");
                 return EXIT_USAGE;
@@ -310,19 +311,20 @@ int cmd_controller(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, l, kube, cfg, &webhook);
+                r = alert_bus_add_standard_sinks(bus, l, kube, fe.metrics, cfg, &webhook);
         if (r < 0)
                 return log_error_errno(r, "cannot set up alerts"), EXIT_ERROR;
         fe.webhook = webhook;
 
         r = controller_new(l, kube, bus,
                            &(struct controller_options){ .queue_url = queue_url,
-                                                         .region = region ? region : cfg->aws_region,
+                                                         .region = region ? region : cfg->aws.region,
                                                          .sqs_endpoint = sqs_endpoint,
                                                          .asg_endpoint = asg_endpoint,
                                                          .credentials = creds_current,
                                                          .credentials_userdata = &creds,
                                                          .cfg = cfg,
+                                                         .metrics = fe.metrics,
                                                          .lease_namespace = lease_ns,
                                                          .identity = identity,
                                                          .no_leader_election = no_election },
@@ -334,7 +336,7 @@ int cmd_controller(int argc, char **argv)
                 return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
         }
 
-        r = ops_register();
+        r = ops_register(fe.metrics);
         if (r < 0)
                 log_error_errno(r, "cannot register the controller's metrics");
         else if (frontend_start_httpd(&fe, "queue", "the interruption queue is not proven readable yet") !=

@@ -171,7 +171,7 @@ static int setup(struct drain_cli *d)
                         return EXIT_USAGE;
                 }
         } else {
-                uint64_t budget = d->cfg->drain_budget_usec;
+                uint64_t budget = d->cfg->drain.budget_usec;
                 if (d->budget) {
                         char *end;
                         double s = strtod(d->budget, &end);
@@ -186,11 +186,11 @@ static int setup(struct drain_cli *d)
                 d->deadline_usec = d->now + budget;
         }
         if (d->policy)
-                d->cfg->drain_policy =
+                d->cfg->drain.policy =
                     streq(d->policy, "respect") ? CONFIG_DRAIN_POLICY_RESPECT : CONFIG_DRAIN_POLICY_FORCE;
 
-        r = kube_config_load_auto(d->common.kubeconfig ? d->common.kubeconfig : d->cfg->kubeconfig,
-                                  d->cfg->kube_context, &d->kcfg, &error);
+        r = kube_config_load_auto(d->common.kubeconfig ? d->common.kubeconfig : d->cfg->kube.kubeconfig,
+                                  d->cfg->kube.context, &d->kcfg, &error);
         if (r < 0) {
                 fprintf(stderr, "spotdrain %s: %s\n", d->verb, error ? error : strerror(-r));
                 return EXIT_ERROR;
@@ -200,7 +200,7 @@ static int setup(struct drain_cli *d)
                 log_error_errno(r, "cannot set up the event loop");
                 return EXIT_ERROR;
         }
-        struct kube_client_options ko = { .qps = d->cfg->kube_qps, .burst = (unsigned)d->cfg->kube_burst };
+        struct kube_client_options ko = { .qps = d->cfg->kube.qps, .burst = (unsigned)d->cfg->kube.burst };
         r = kube_client_new(d->loop, d->kcfg, &ko, &d->client);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the Kubernetes client");
@@ -301,20 +301,20 @@ static int node_startups(struct drain_cli *d, const cJSON *items, struct drain_s
 static struct drain_inputs_options inputs_options(const struct drain_cli *d)
 {
         size_t n = 0;
-        for (char **s = d->cfg->drain_critical_priority_classes; s && *s; s++)
+        for (char **s = d->cfg->drain.critical_priority_classes; s && *s; s++)
                 n++;
         return (struct drain_inputs_options){
                 .now_usec = d->now,
-                .policy = d->cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT
+                .policy = d->cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT
                                                                               : DRAIN_POLICY_FORCE,
-                .evict_daemonsets = !d->cfg->drain_ignore_daemonsets,
-                .default_startup_usec = d->cfg->drain_default_startup_usec,
-                .critical_classes = (const char *const *)d->cfg->drain_critical_priority_classes,
+                .evict_daemonsets = !d->cfg->drain.ignore_daemonsets,
+                .default_startup_usec = d->cfg->drain.default_startup_usec,
+                .critical_classes = (const char *const *)d->cfg->drain.critical_priority_classes,
                 .n_critical_classes = n,
                 /* What a running drain would alert on: no stop observed yet, so the expected share of
                  * each grace period (the drain itself forces as if the whole grace period were needed). */
                 .shutdown_basis = DRAIN_SHUTDOWN_EXPECTED,
-                .expected_shutdown_fraction = d->cfg->drain_expected_shutdown_fraction,
+                .expected_shutdown_fraction = d->cfg->drain.expected_shutdown_fraction,
         };
 }
 
@@ -356,7 +356,7 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret)
         if (r >= 0)
                 r = drain_inputs_new(&io, &di);
         if (r >= 0)
-                r = drain_inputs_add_node(di, d->node, d->deadline_usec, d->cfg->drain_safety_margin_usec,
+                r = drain_inputs_add_node(di, d->node, d->deadline_usec, d->cfg->drain.safety_margin_usec,
                                           NULL);
         if (r >= 0)
                 r = drain_inputs_add_startups(di, startups, n_startups);
@@ -562,7 +562,7 @@ int cmd_drain(int argc, char **argv)
 
         r = alert_bus_new(&bus);
         if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, d.cfg, &webhook);
+                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, NULL, d.cfg, &webhook);
         struct drain_exec_options o = { 0 };
         drain_exec_options_from_config(d.cfg, &o);
         o.node = d.node;
@@ -596,7 +596,7 @@ int cmd_drain(int argc, char **argv)
         drain_exec_free(run.x);
         flush(&d);
         /* The webhook's too: drain-completed (or deadline-missed) was raised just now. */
-        if (webhook_sink_flush(webhook, d.cfg->alerts_webhook_flush_usec) == -ETIMEDOUT)
+        if (webhook_sink_flush(webhook, d.cfg->alerts.webhook_flush_usec) == -ETIMEDOUT)
                 log_warning("%zu alerts not delivered to the webhook before exit",
                             webhook_sink_pending(webhook));
         bus = alert_bus_free(bus);
@@ -758,7 +758,7 @@ static int audit_plan(const struct audit *a, const struct drain_cli *d, const ch
 
         r = drain_inputs_new(&io, &di);
         if (r >= 0)
-                r = drain_inputs_add_node(di, node, d->deadline_usec, d->cfg->drain_safety_margin_usec,
+                r = drain_inputs_add_node(di, node, d->deadline_usec, d->cfg->drain.safety_margin_usec,
                                           NULL);
         if (r >= 0)
                 r = drain_inputs_add_startups(di, a->startups, a->n_startups);

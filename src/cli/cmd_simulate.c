@@ -92,6 +92,7 @@ struct simulate {
         const char *scenario_path;
         const char *metrics_listen; /* --metrics-listen: /metrics while the scenario runs */
         struct httpd *httpd;
+        struct metrics *metrics; /* with --metrics-listen: one registry for every engine of the run */
         double scale;
         const char *mode;
 
@@ -242,6 +243,7 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         o.kind = notice_kind_to_string(n->kind);
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
+        o.metrics = sm->metrics;
         if (streq(sm->delivery, "direct")) {
                 if (!sm->ledger) {
                         r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
@@ -342,7 +344,7 @@ static int start_agents(struct simulate *sm)
                 struct sim_agent *sa = &sm->agents[i];
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
-                                            .poll_interval_usec = sm->cfg->imds_poll_interval_usec };
+                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec };
 
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);
@@ -425,6 +427,7 @@ static int start_controller(struct simulate *sm)
                                          .credentials = sqs_credentials,
                                          .credentials_userdata = sm,
                                          .cfg = sm->cfg,
+                                         .metrics = sm->metrics,
                                          .no_leader_election = true };
         r = controller_new(sm->loop, sm->client, sm->bus, &co, &sm->controller);
         if (r >= 0)
@@ -469,8 +472,8 @@ static int start_provisioning(struct simulate *sm)
 {
         static char key_id[] = SIM_EC2_ACCESS_KEY_ID, secret[] = SIM_EC2_SECRET_ACCESS_KEY,
                     source[] = "simulator";
-        bool subnets = sm->cfg->provision_subnets && sm->cfg->provision_subnets[0],
-             families = sm->cfg->provision_families && sm->cfg->provision_families[0];
+        bool subnets = sm->cfg->provision.subnets && sm->cfg->provision.subnets[0],
+             families = sm->cfg->provision.families && sm->cfg->provision.families[0];
         _cleanup_free_ char *error = NULL;
         int r;
 
@@ -480,7 +483,7 @@ static int start_provisioning(struct simulate *sm)
         r = config_set_value(sm->cfg, "provision.enabled", "true", &error);
         if (r >= 0)
                 r = config_set_value(sm->cfg, "provision.endpoint", sim_ec2_url(sm->ec2), &error);
-        if (r >= 0 && isempty(sm->cfg->provision_launch_template))
+        if (r >= 0 && isempty(sm->cfg->provision.launch_template))
                 r = config_set_value(sm->cfg, "provision.launch_template", "spotdrain-simulate", &error);
         for (size_t i = 0; r >= 0 && !subnets && i < sm->n_nodes; i++) {
                 _cleanup_free_ char *spec = strprintf("%s%s=%s", SIM_EC2_SUBNET_PREFIX,
@@ -493,7 +496,7 @@ static int start_provisioning(struct simulate *sm)
                 if (r >= 0 && !families && dot)
                         r = family ? config_list_add(sm, "provision.families", family) : -ENOMEM;
         }
-        if (r >= 0 && isempty(sm->cfg->aws_region) && sm->n_nodes > 0) {
+        if (r >= 0 && isempty(sm->cfg->aws.region) && sm->n_nodes > 0) {
                 const char *zone = sim_node_zone(sm->sim, 0);
                 _cleanup_free_ char *region = strndup(zone, strlen(zone) > 1 ? strlen(zone) - 1 : 0);
                 r = region ? config_set_value(sm->cfg, "aws.region", region, &error) : -ENOMEM;
@@ -959,10 +962,13 @@ static int setup(struct simulate *sm)
         }
         /* The rate limit is per second of scenario time: the engine should see the API as fast as it would
          * be in real time, whatever the scale. */
-        struct kube_client_options ko = { .qps = sm->cfg->kube_qps > 0 ? sm->cfg->kube_qps * sm->scale
-                                                                       : sm->cfg->kube_qps,
-                                          .burst = (unsigned)sm->cfg->kube_burst };
-        r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
+        struct kube_client_options ko = { .qps = sm->cfg->kube.qps > 0 ? sm->cfg->kube.qps * sm->scale
+                                                                       : sm->cfg->kube.qps,
+                                          .burst = (unsigned)sm->cfg->kube.burst };
+        r = sm->metrics_listen ? metrics_new(&sm->metrics) : 0;
+        ko.metrics = sm->metrics;
+        if (r >= 0)
+                r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
         if (r >= 0)
                 r = alert_bus_new(&sm->bus);
         if (r >= 0)
@@ -972,12 +978,12 @@ static int setup(struct simulate *sm)
         if (r >= 0)
                 r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
         if (r >= 0)
-                r = metrics_alert_sink_add(sm->bus);
+                r = metrics_alert_sink_add(sm->bus, sm->metrics);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
         /* The same /metrics as agent and controller serve, moving as the scenario runs. */
         if (sm->metrics_listen) {
-                r = httpd_start(sm->metrics_listen, &sm->httpd);
+                r = httpd_start(sm->metrics_listen, sm->metrics, &sm->httpd);
                 if (r < 0)
                         return log_error_errno(r, "cannot serve metrics on %s", sm->metrics_listen),
                                EXIT_ERROR;
@@ -1019,6 +1025,7 @@ static void teardown(struct simulate *sm)
         alert_bus_free(sm->bus);
         httpd_free(sm->httpd);
         kube_client_free(sm->client);
+        metrics_free(sm->metrics);
         sim_server_stop(sm->srv);
         loop_free(sm->loop);
         kube_config_free(sm->kcfg);

@@ -38,8 +38,8 @@ int frontend_load_config(struct frontend *f)
                 fprintf(stderr, "spotdrain %s: %s\n", f->name, error ? error : strerror(-r));
                 return EXIT_ERROR;
         }
-        level = f->log_level ? log_parse_level(f->log_level) : f->cfg->log_level;
-        format = f->log_format ? log_parse_format(f->log_format) : f->cfg->log_format;
+        level = f->log_level ? log_parse_level(f->log_level) : f->cfg->log.level;
+        format = f->log_format ? log_parse_format(f->log_format) : f->cfg->log.format;
         if (level < 0 || format < 0) {
                 fprintf(stderr, "spotdrain %s: unknown log %s '%s'\n", f->name,
                         level < 0 ? "level" : "format", level < 0 ? f->log_level : f->log_format);
@@ -59,7 +59,10 @@ int frontend_start_kube(struct frontend *f)
         r = loop_new(&f->loop);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
-        r = kube_config_load_auto(f->kubeconfig ? f->kubeconfig : cfg->kubeconfig, cfg->kube_context,
+        r = metrics_new(&f->metrics);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the metrics"), EXIT_ERROR;
+        r = kube_config_load_auto(f->kubeconfig ? f->kubeconfig : cfg->kube.kubeconfig, cfg->kube.context,
                                   &f->kcfg, &error);
         if (r < 0) {
                 if (error)
@@ -70,8 +73,9 @@ int frontend_start_kube(struct frontend *f)
         }
         r = kube_client_new(
             f->loop, f->kcfg,
-            &(struct kube_client_options){ .qps = cfg->kube_qps,
-                                           .burst = cfg->kube_burst > 0 ? (unsigned)cfg->kube_burst : 0 },
+            &(struct kube_client_options){ .qps = cfg->kube.qps,
+                                           .burst = cfg->kube.burst > 0 ? (unsigned)cfg->kube.burst : 0,
+                                           .metrics = f->metrics },
             &f->kube);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
@@ -80,12 +84,12 @@ int frontend_start_kube(struct frontend *f)
 
 int frontend_start_httpd(struct frontend *f, const char *ready_name, const char *ready_why)
 {
-        const char *listen = f->metrics_listen        ? f->metrics_listen
-                             : f->cfg->metrics_listen ? f->cfg->metrics_listen
-                                                      : HTTPD_DEFAULT_LISTEN;
+        const char *listen = f->metrics_listen            ? f->metrics_listen
+                             : f->cfg->ops.metrics_listen ? f->cfg->ops.metrics_listen
+                                                          : HTTPD_DEFAULT_LISTEN;
         int r;
 
-        r = httpd_start(listen, &f->httpd);
+        r = httpd_start(listen, f->metrics, &f->httpd);
         if (r < 0)
                 return log_error_errno(r, "cannot serve metrics on %s", listen), EXIT_ERROR;
         if (!f->httpd)
@@ -115,8 +119,8 @@ void frontend_exit(struct frontend *f, int code)
         f->exit_code = code;
         if (pending > 0)
                 log_info("waiting up to %.1f s for %zu alerts to reach the webhook",
-                         (double)f->cfg->alerts_webhook_flush_usec / 1e6, pending);
-        if (!f->webhook || webhook_sink_when_flushed(f->webhook, f->cfg->alerts_webhook_flush_usec,
+                         (double)f->cfg->alerts.webhook_flush_usec / 1e6, pending);
+        if (!f->webhook || webhook_sink_when_flushed(f->webhook, f->cfg->alerts.webhook_flush_usec,
                                                      on_alerts_flushed, f) < 0)
                 loop_exit(f->loop, code);
 }
@@ -131,6 +135,7 @@ void frontend_done(struct frontend *f)
 {
         frontend_stop(f);
         f->kube = kube_client_free(f->kube);
+        f->metrics = metrics_free(f->metrics);
         f->loop = loop_free(f->loop);
         f->kcfg = kube_config_free(f->kcfg);
         f->cfg = config_free(f->cfg);

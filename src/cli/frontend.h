@@ -1,5 +1,6 @@
 /* cli/frontend: the setup `spotdrain agent` and `spotdrain controller` share: their common flags, the
- * configuration, logging, the event loop, the Kubernetes client, the metrics endpoint and the watchdog. */
+ * configuration, logging, the event loop, the metrics registry, the Kubernetes client, the metrics endpoint
+ * and the watchdog. */
 #pragma once
 
 #include <getopt.h>
@@ -11,6 +12,7 @@
 #include "spotdrain/httpd.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
+#include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
 
 /* The common flags, for a command's getopt_long table; frontend_option() takes their values. */
@@ -29,6 +31,7 @@ struct frontend {
         const char *config, *kubeconfig, *metrics_listen, *log_level, *log_format;
         struct spotdrain_config *cfg;
         struct loop *loop;
+        struct metrics *metrics; /* the process's registry: what /metrics renders */
         struct kube_config *kcfg;
         struct kube_client *kube;
         struct httpd *httpd; /* NULL with metrics_listen "off" */
@@ -42,7 +45,8 @@ bool frontend_option(struct frontend *f, int c, const char *arg);
 /* Loads the configuration and sets up logging (flags win). Returns EXIT_OK, else the exit code, having said
  * why on stderr. */
 int frontend_load_config(struct frontend *f);
-/* The event loop and the Kubernetes client. Returns EXIT_OK, else the exit code, having logged why. */
+/* The event loop, the metrics registry and the Kubernetes client (counting into it). Returns EXIT_OK, else
+ * the exit code, having logged why. */
 int frontend_start_kube(struct frontend *f);
 /* Serves /metrics, /healthz and /readyz on --metrics-listen (else metrics.listen, else the default) with
  * the readiness check ready_name failing (ready_why) until the command says otherwise. Logs why not. */

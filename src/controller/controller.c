@@ -714,6 +714,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
         if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
                 log_debug_errno(r, "controller: no shared drain ledger");
         o.ledger = c->ledger;
+        o.metrics = c->o.metrics;
         if (!d) {
                 v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
                 if (!v)
@@ -1091,8 +1092,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 c->o.visibility_usec = DEFAULT_VISIBILITY;
         if (c->o.visibility_usec < 2 * SEC)
                 c->o.visibility_usec = 2 * SEC;
-        c->first_visibility_usec = o->cfg && o->cfg->controller_first_visibility_usec
-                                       ? o->cfg->controller_first_visibility_usec
+        c->first_visibility_usec = o->cfg && o->cfg->controller.first_visibility_usec
+                                       ? o->cfg->controller.first_visibility_usec
                                        : DEFAULT_FIRST_VISIBILITY;
         if (c->first_visibility_usec > c->o.visibility_usec)
                 c->first_visibility_usec = c->o.visibility_usec;
@@ -1109,7 +1110,7 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         ns = o->lease_namespace ? o->lease_namespace : getenv("POD_NAMESPACE");
         if (dup_opt(o->queue_url, &c->queue_url) < 0 ||
             dup_opt(o->region ? o->region
-                    : o->cfg  ? o->cfg->aws_region
+                    : o->cfg  ? o->cfg->aws.region
                               : NULL,
                     &c->region) < 0 ||
             dup_opt(o->sqs_endpoint, &c->sqs_endpoint) < 0 ||

@@ -19,187 +19,21 @@
 #define CONFIG_FILE_MAX (1024u * 1024u)
 #define USEC_PER_SEC    1000000ULL
 #define USEC_PER_MSEC   1000ULL
-#define NO_RANGE        .min = 1, .max = 0
 
-static const struct config_enum_value log_formats[] = {
-        { "auto", LOG_FORMAT_AUTO },
-        { "text", LOG_FORMAT_TEXT },
-        { "json", LOG_FORMAT_JSON },
-        { "journal", LOG_FORMAT_JOURNAL },
-        { NULL, 0 },
+/* A key: its table entry and where its section's values lie in struct spotdrain_config. */
+struct key {
+        const struct config_item *it;
+        size_t base;
 };
 
-static const struct config_enum_value log_levels[] = {
-        { "error", LOG_ERR }, { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
-        { "info", LOG_INFO }, { "debug", LOG_DEBUG },     { NULL, 0 },
-};
-
-/* The values of enum webhook_format (alert_webhook.h), in its order. */
-static const struct config_enum_value webhook_formats[] = {
-        { "slack", 0 },
-        { "json", 1 },
-        { NULL, 0 },
-};
-
-static const struct config_enum_value drain_policies[] = {
-        { "force", CONFIG_DRAIN_POLICY_FORCE },
-        { "respect", CONFIG_DRAIN_POLICY_RESPECT },
-        { NULL, 0 },
-};
-
-static const struct config_enum_value provision_modes[] = {
-        { "fleet", CONFIG_PROVISION_FLEET },
-        { "asg", CONFIG_PROVISION_ASG },
-        { NULL, 0 },
-};
-
-#define OFF(f) offsetof(struct spotdrain_config, f)
-
-/* Keys of one section stay together: config_dump nests them under one heading. */
-static const struct config_item items[] = {
-        { "log.format", CONFIG_ENUM, "auto", OFF(log_format),
-          "log output: journal under systemd, text or JSON on stderr", log_formats, 0, NO_RANGE, false },
-        { "log.level", CONFIG_ENUM, "info", OFF(log_level), "most verbose level logged", log_levels, 0,
-          NO_RANGE, false },
-        { "kubeconfig", CONFIG_STRING, NULL, OFF(kubeconfig),
-          "kubeconfig file (unset: $KUBECONFIG, ~/.kube/config, else the in-cluster service account)", NULL,
-          0, NO_RANGE, false },
-        { "kube.context", CONFIG_STRING, NULL, OFF(kube_context),
-          "kubeconfig context (unset: current-context)", NULL, 0, NO_RANGE, false },
-        { "kube.qps", CONFIG_DOUBLE, "20", OFF(kube_qps), "Kubernetes API requests per second, sustained",
-          NULL, 0, .min = 0.1, .max = 100000, false },
-        { "kube.burst", CONFIG_INT, "40", OFF(kube_burst), "Kubernetes API requests allowed in a burst",
-          NULL, 0, .min = 1, .max = 100000, false },
-        { "metrics_listen", CONFIG_STRING, "0.0.0.0:9464", OFF(metrics_listen),
-          "HOST:PORT serving /metrics, /healthz and /readyz", NULL, 0, NO_RANGE, false },
-        { "node_name", CONFIG_STRING, NULL, OFF(node_name),
-          "this node (agent; unset: $NODE_NAME, else from IMDS)", NULL, 0, NO_RANGE, false },
-        { "drain.budget_seconds", CONFIG_DURATION, "120", OFF(drain_budget_usec),
-          "time from notice to the instance's end when the notice sets no deadline", NULL, USEC_PER_SEC,
-          .min = 1, .max = 86400, false },
-        { "drain.safety_margin_seconds", CONFIG_DURATION, "5", OFF(drain_safety_margin_usec),
-          "kept free before the deadline: pods must be gone this long before it", NULL, USEC_PER_SEC,
-          .min = 0, .max = 3600, false },
-        { "drain.policy", CONFIG_ENUM, "force", OFF(drain_policy),
-          "force: delete a pod around its PDB at its last safe moment; respect: never go around a PDB",
-          drain_policies, 0, NO_RANGE, false },
-        { "drain.taint_key", CONFIG_STRING, "spotdrain.io/interruption", OFF(drain_taint_key),
-          "NoSchedule taint put on a node being drained", NULL, 0, NO_RANGE, false },
-        { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(drain_ignore_daemonsets),
-          "leave DaemonSet pods on the node", NULL, 0, NO_RANGE, false },
-        { "drain.delete_emptydir_data", CONFIG_BOOL, "true", OFF(drain_delete_emptydir_data),
-          "evict pods with emptyDir volumes (their data dies with the node anyway)", NULL, 0, NO_RANGE,
-          false },
-        { "drain.default_startup_seconds", CONFIG_DURATION, "30", OFF(drain_default_startup_usec),
-          "assumed creation-to-Ready time of a replacement when nothing was measured", NULL, USEC_PER_SEC,
-          .min = 0, .max = 86400, false },
-        { "drain.expected_shutdown_fraction", CONFIG_DOUBLE, "0.5", OFF(drain_expected_shutdown_fraction),
-          "share of its grace period a pod is expected to take to stop while none of its siblings was seen "
-          "stopping (the drain-infeasible verdict; forcing still allows the whole grace period)",
-          NULL, 0, .min = 0.01, .max = 1, false },
-        { "drain.eviction_retry_floor_ms", CONFIG_DURATION, "200", OFF(drain_eviction_retry_floor_usec),
-          "shortest wait before retrying a 429 eviction when the cluster says nothing", NULL, USEC_PER_MSEC,
-          .min = 1, .max = 60000, false },
-        { "drain.critical_priority_classes", CONFIG_STRV, "system-cluster-critical,system-node-critical",
-          OFF(drain_critical_priority_classes), "priority classes evicted last", NULL, 0, NO_RANGE, false },
-        { "aws.region", CONFIG_STRING, NULL, OFF(aws_region),
-          "AWS region (unset: $AWS_REGION, else from IMDS)", NULL, 0, NO_RANGE, false },
-        { "aws.queue_url", CONFIG_STRING, NULL, OFF(aws_queue_url),
-          "SQS queue of interruption events (controller)", NULL, 0, NO_RANGE, false },
-        { "controller.first_visibility_seconds", CONFIG_DURATION, "10",
-          OFF(controller_first_visibility_usec),
-          "how long a received notice stays hidden until its drain is recorded on the node (then 60 s, "
-          "renewed): a controller killed in between gets it back this soon",
-          NULL, USEC_PER_SEC, .min = 2, .max = 60, false },
-        { "imds.endpoint", CONFIG_STRING, NULL, OFF(imds_endpoint),
-          "IMDS base URL (unset: $AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://169.254.169.254)", NULL, 0,
-          NO_RANGE, false },
-        { "imds.poll_interval_seconds", CONFIG_DURATION, "0.5", OFF(imds_poll_interval_usec),
-          "how often the agent asks IMDS for a notice", NULL, USEC_PER_SEC, .min = 0.05, .max = 60, false },
-        { "imds.token_ttl_seconds", CONFIG_DURATION, "21600", OFF(imds_token_ttl_usec),
-          "lifetime asked for an IMDSv2 token (renewed before it ends and after a 401)", NULL, USEC_PER_SEC,
-          .min = 1, .max = 21600, false },
-        { "imds.allow_v1", CONFIG_BOOL, "false", OFF(imds_allow_v1),
-          "fall back to IMDSv1 (no token) when the token request fails", NULL, 0, NO_RANGE, false },
-        { "agent.rebalance_revert_seconds", CONFIG_DURATION, "600", OFF(agent_rebalance_revert_usec),
-          "remove the rebalance soft taint when no interruption follows within this time", NULL,
-          USEC_PER_SEC, .min = 1, .max = 86400, false },
-        { "agent.maintenance_lead_seconds", CONFIG_DURATION, "300", OFF(agent_maintenance_lead_usec),
-          "drain this long before a scheduled maintenance starts", NULL, USEC_PER_SEC, .min = 0,
-          .max = 86400, false },
-        { "agent.asg_deadline_seconds", CONFIG_DURATION, "3600", OFF(agent_asg_deadline_usec),
-          "deadline of an Auto Scaling termination (the lifecycle hook's heartbeat timeout)", NULL,
-          USEC_PER_SEC, .min = 1, .max = 172800, false },
-        { "alerts.webhook_url", CONFIG_STRING, NULL, OFF(alerts_webhook_url),
-          "URL alerts are POSTed to (\"file:PATH\" reads it from a file; it often embeds a secret: "
-          "check-config hides it)",
-          NULL, 0, NO_RANGE, true },
-        { "alerts.webhook_format", CONFIG_ENUM, "slack", OFF(alerts_webhook_format),
-          "slack: {\"text\": ...}; json: every alert field", webhook_formats, 0, NO_RANGE, false },
-        { "alerts.webhook_template", CONFIG_STRING, NULL, OFF(alerts_webhook_template),
-          "message template ({{kind}}, {{node}}, {{message}}, ... see docs/operations.md)", NULL, 0,
-          NO_RANGE, false },
-        { "alerts.webhook_headers_file", CONFIG_STRING, NULL, OFF(alerts_webhook_headers_file),
-          "file of \"Name: value\" header lines sent with every alert (e.g. Authorization)", NULL, 0,
-          NO_RANGE, false },
-        { "alerts.webhook_timeout_seconds", CONFIG_DURATION, "10", OFF(alerts_webhook_timeout_usec),
-          "time allowed for one delivery attempt", NULL, USEC_PER_SEC, .min = 0.001, .max = 3600, false },
-        { "alerts.webhook_max_attempts", CONFIG_INT, "5", OFF(alerts_webhook_max_attempts),
-          "delivery attempts of one alert before giving up", NULL, 0, .min = 1, .max = 100, false },
-        { "alerts.webhook_flush_seconds", CONFIG_DURATION, "5", OFF(alerts_webhook_flush_usec),
-          "on exit (drain done, SIGTERM), how long to wait for alerts still being delivered to the webhook",
-          NULL, USEC_PER_SEC, .min = 0, .max = 300, false },
-        { "provision.enabled", CONFIG_BOOL, "false", OFF(provision_enabled),
-          "start replacement capacity when a notice comes (rebalance recommendation first)", NULL, 0,
-          NO_RANGE, false },
-        { "provision.mode", CONFIG_ENUM, "fleet", OFF(provision_mode),
-          "fleet: EC2 CreateFleet per bin of displaced pods; asg: raise the Auto Scaling group's desired "
-          "capacity",
-          provision_modes, 0, NO_RANGE, false },
-        { "provision.endpoint", CONFIG_STRING, NULL, OFF(provision_endpoint),
-          "EC2 and Auto Scaling endpoint (unset: $AWS_ENDPOINT_URL_EC2, $AWS_ENDPOINT_URL, else AWS's)",
-          NULL, 0, NO_RANGE, false },
-        { "provision.catalog", CONFIG_STRING, NULL, OFF(provision_catalog),
-          "instance type catalog JSON (unset: $SPOTDRAIN_CATALOG, else the installed one)", NULL, 0,
-          NO_RANGE, false },
-        { "provision.launch_template", CONFIG_STRING, NULL, OFF(provision_launch_template),
-          "launch template of the replacements (fleet mode): an lt-... id or a name", NULL, 0, NO_RANGE,
-          false },
-        { "provision.launch_template_version", CONFIG_STRING, NULL, OFF(provision_launch_template_version),
-          "launch template version (unset: $Default)", NULL, 0, NO_RANGE, false },
-        { "provision.asg_name", CONFIG_STRING, NULL, OFF(provision_asg_name),
-          "Auto Scaling group whose desired capacity is raised (asg mode)", NULL, 0, NO_RANGE, false },
-        { "provision.subnets", CONFIG_STRV, NULL, OFF(provision_subnets),
-          "subnets replacements may use, each \"subnet-id=zone\"", NULL, 0, NO_RANGE, false },
-        { "provision.families", CONFIG_STRV, NULL, OFF(provision_families),
-          "instance families allowed (empty: any in the catalog)", NULL, 0, NO_RANGE, false },
-        { "provision.sizes", CONFIG_STRV, NULL, OFF(provision_sizes),
-          "instance sizes allowed, e.g. xlarge,2xlarge (empty: any)", NULL, 0, NO_RANGE, false },
-        { "provision.architectures", CONFIG_STRV, "x86_64", OFF(provision_architectures),
-          "architectures allowed (x86_64, arm64)", NULL, 0, NO_RANGE, false },
-        { "provision.capacity_types", CONFIG_STRV, "spot,on-demand", OFF(provision_capacity_types),
-          "capacity types allowed, spot first with on-demand as the fallback", NULL, 0, NO_RANGE, false },
-        { "provision.triggers", CONFIG_STRV, "rebalance-recommendation,spot-interruption,scheduled-change",
-          OFF(provision_triggers),
-          "notice kinds that start a replacement (an interruption after a rebalance launches nothing more)",
-          NULL, 0, NO_RANGE, false },
-        { "provision.max_memory", CONFIG_STRING, NULL, OFF(provision_max_memory),
-          "largest instance memory allowed, a quantity such as 72Gi (unset: no limit)", NULL, 0, NO_RANGE,
-          false },
-        { "provision.max_vcpus", CONFIG_INT, "0", OFF(provision_max_vcpus),
-          "largest instance vCPU count allowed (0: no limit)", NULL, 0, .min = 0, .max = 100000, false },
-        { "provision.vcpu_limit_per_window", CONFIG_INT, "0", OFF(provision_vcpu_limit_per_window),
-          "vCPUs that may be launched per window (0: no limit)", NULL, 0, .min = 0, .max = 10000000, false },
-        { "provision.vcpu_window_seconds", CONFIG_DURATION, "600", OFF(provision_vcpu_window_usec),
-          "the window of provision.vcpu_limit_per_window", NULL, USEC_PER_SEC, .min = 1, .max = 86400,
-          false },
-        { "provision.ready_timeout_seconds", CONFIG_DURATION, "600", OFF(provision_ready_timeout_usec),
-          "launch to Ready allowed before replacement-failed", NULL, USEC_PER_SEC, .min = 1, .max = 86400,
-          false },
-        { "provision.cluster_tag_key", CONFIG_STRING, NULL, OFF(provision_cluster_tag_key),
-          "extra instance tag KEY=owned, e.g. kubernetes.io/cluster/NAME (unset: none)", NULL, 0, NO_RANGE,
-          false },
-};
+/* Walks every key of every section in dump order. */
+#define FOREACH_KEY(k)                                                                         \
+        for (size_t s_ = 0, i_ = 0; s_ < config_n_sections; s_++, i_ = 0)                      \
+                for (struct key k; i_ < config_sections[s_].section->n_items &&                \
+                                   (k = (struct key){ &config_sections[s_].section->items[i_], \
+                                                      config_sections[s_].offset },            \
+                                   true);                                                      \
+                     i_++)
 
 union config_value {
         char *s;
@@ -211,27 +45,29 @@ union config_value {
         char **v;
 };
 
-const struct config_item *config_items(size_t *ret_n)
+static bool key_find(const char *name, struct key *ret)
 {
-        *ret_n = ARRAY_SIZE(items);
-        return items;
+        FOREACH_KEY(k)
+        if (streq(k.it->key, name)) {
+                *ret = k;
+                return true;
+        }
+        return false;
 }
 
 const struct config_item *config_find(const char *key)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++)
-                if (streq(items[i].key, key))
-                        return &items[i];
-        return NULL;
+        struct key k;
+        return key_find(key, &k) ? k.it : NULL;
 }
 
 /* True when some key lies below the dotted prefix. */
 static bool config_has_section(const char *prefix)
 {
         size_t l = strlen(prefix);
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++)
-                if (!strncmp(items[i].key, prefix, l) && items[i].key[l] == '.')
-                        return true;
+        FOREACH_KEY(k)
+        if (!strncmp(k.it->key, prefix, l) && k.it->key[l] == '.')
+                return true;
         return false;
 }
 
@@ -253,21 +89,21 @@ static void value_clear(const struct config_item *it, union config_value *v)
         memset(v, 0, sizeof(*v));
 }
 
-static void *field(struct spotdrain_config *c, const struct config_item *it)
+static void *field(struct spotdrain_config *c, struct key k)
 {
-        return (char *)c + it->offset;
+        return (char *)c + k.base + k.it->offset;
 }
 
-static const void *cfield(const struct spotdrain_config *c, const struct config_item *it)
+static const void *cfield(const struct spotdrain_config *c, struct key k)
 {
-        return (const char *)c + it->offset;
+        return (const char *)c + k.base + k.it->offset;
 }
 
 /* Moves v into the field, freeing what was there. */
-static void value_store(struct spotdrain_config *c, const struct config_item *it, union config_value *v)
+static void value_store(struct spotdrain_config *c, struct key k, union config_value *v)
 {
-        void *f = field(c, it);
-        switch (it->type) {
+        void *f = field(c, k);
+        switch (k.it->type) {
         case CONFIG_STRING:
                 free(*(char **)f);
                 *(char **)f = TAKE_PTR(v->s);
@@ -488,14 +324,13 @@ static int value_parse(const struct config_item *it, const char *text, union con
         return 0;
 }
 
-static int config_assign(struct spotdrain_config *c, const struct config_item *it, const char *text,
-                         char **ret_why)
+static int config_assign(struct spotdrain_config *c, struct key k, const char *text, char **ret_why)
 {
         union config_value v;
-        int r = value_parse(it, text, &v, ret_why);
+        int r = value_parse(k.it, text, &v, ret_why);
         if (r < 0)
                 return r;
-        value_store(c, it, &v);
+        value_store(c, k, &v);
         return 0;
 }
 
@@ -503,11 +338,12 @@ struct spotdrain_config *config_free(struct spotdrain_config *c)
 {
         if (!c)
                 return NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++) {
-                if (items[i].type == CONFIG_STRING)
-                        free(*(char **)field(c, &items[i]));
-                else if (items[i].type == CONFIG_STRV)
-                        strv_free(*(char ***)field(c, &items[i]));
+        FOREACH_KEY(k)
+        {
+                if (k.it->type == CONFIG_STRING)
+                        free(*(char **)field(c, k));
+                else if (k.it->type == CONFIG_STRV)
+                        strv_free(*(char ***)field(c, k));
         }
         free(c);
         return NULL;
@@ -518,10 +354,11 @@ int config_new(struct spotdrain_config **ret)
         _cleanup_(config_freep) struct spotdrain_config *c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++) {
+        FOREACH_KEY(k)
+        {
                 char *why = NULL;
-                int r = config_assign(c, &items[i], items[i].def, &why);
-                /* the defaults are this file's own: a failure here is a bug in the table */
+                int r = config_assign(c, k, k.it->def, &why);
+                /* the defaults are the modules' own: a failure here is a bug in a table */
                 free(why);
                 if (r < 0)
                         return r == -ENOMEM ? r : -EINVAL;
@@ -556,17 +393,17 @@ static int config_copy(const struct spotdrain_config *src, struct spotdrain_conf
                 return -ENOMEM;
         /* scalars bytewise; the pointers are cleared first so that a failure half way frees only copies */
         *c = *src;
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++)
-                if (items[i].type == CONFIG_STRING || items[i].type == CONFIG_STRV)
-                        memset(field(c, &items[i]), 0, sizeof(void *));
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++) {
-                const struct config_item *it = &items[i];
-                if (it->type == CONFIG_STRING) {
-                        const char *str = *(char *const *)cfield(src, it);
-                        if (str && !(*(char **)field(c, it) = strdup(str)))
+        FOREACH_KEY(k)
+        if (k.it->type == CONFIG_STRING || k.it->type == CONFIG_STRV)
+                memset(field(c, k), 0, sizeof(void *));
+        FOREACH_KEY(k)
+        {
+                if (k.it->type == CONFIG_STRING) {
+                        const char *str = *(char *const *)cfield(src, k);
+                        if (str && !(*(char **)field(c, k) = strdup(str)))
                                 return -ENOMEM;
-                } else if (it->type == CONFIG_STRV) {
-                        if (strv_copy(*(char **const *)cfield(src, it), (char ***)field(c, it)) < 0)
+                } else if (k.it->type == CONFIG_STRV) {
+                        if (strv_copy(*(char **const *)cfield(src, k), (char ***)field(c, k)) < 0)
                                 return -ENOMEM;
                 }
         }
@@ -608,9 +445,10 @@ static int cfile_fail(struct cfile *f, const struct ynode *at, char *msg)
         return f->error ? -EINVAL : -ENOMEM;
 }
 
-static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, const struct config_item *it,
+static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, struct key k,
                              const struct ynode *n)
 {
+        const struct config_item *it = k.it;
         union config_value v = { 0 };
         char *why = NULL;
         int r;
@@ -620,7 +458,7 @@ static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, const 
                         return cfile_fail(
                             f, n, strprintf("%s: expected %s, got a list", it->key, exp ? exp : "a scalar"));
                 }
-                size_t k = 0;
+                size_t j = 0;
                 v.v = calloc(n->n_children + 1, sizeof(char *));
                 if (!v.v)
                         return -ENOMEM;
@@ -631,13 +469,13 @@ static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, const 
                                 return cfile_fail(f, e,
                                                   strprintf("%s: expected a list of strings", it->key));
                         }
-                        v.v[k] = strdup(s);
-                        if (!v.v[k++]) {
+                        v.v[j] = strdup(s);
+                        if (!v.v[j++]) {
                                 value_clear(it, &v);
                                 return -ENOMEM;
                         }
                 }
-                value_store(c, it, &v);
+                value_store(c, k, &v);
                 return 0;
         }
         if (n->type == YNODE_MAP) {
@@ -654,7 +492,7 @@ static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, const 
                 return r;
         if (r < 0)
                 return cfile_fail(f, n, why);
-        value_store(c, it, &v);
+        value_store(c, k, &v);
         return 0;
 }
 
@@ -665,10 +503,10 @@ static int cfile_apply_map(struct cfile *f, struct spotdrain_config *c, const st
                 _cleanup_free_ char *key = prefix ? strprintf("%s.%s", prefix, n->key) : strdup(n->key);
                 if (!key)
                         return -ENOMEM;
-                const struct config_item *it = config_find(key);
+                struct key k;
                 int r;
-                if (it)
-                        r = cfile_apply_value(f, c, it, n);
+                if (key_find(key, &k))
+                        r = cfile_apply_value(f, c, k, n);
                 else if (n->type == YNODE_MAP && config_has_section(key))
                         r = cfile_apply_map(f, c, n, key);
                 else
@@ -722,8 +560,9 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
         int r = config_copy(c, &copy);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++) {
-                _cleanup_free_ char *name = config_env_name(items[i].key);
+        FOREACH_KEY(k)
+        {
+                _cleanup_free_ char *name = config_env_name(k.it->key);
                 if (!name) {
                         config_free(copy);
                         return -ENOMEM;
@@ -732,7 +571,7 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
                 if (!v)
                         continue;
                 char *why = NULL;
-                r = config_assign(copy, &items[i], v, &why);
+                r = config_assign(copy, k, v, &why);
                 if (r < 0) {
                         config_free(copy);
                         if (!why)
@@ -748,11 +587,11 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
 
 int config_set_value(struct spotdrain_config *c, const char *key, const char *value, char **ret_error)
 {
-        const struct config_item *it = config_find(key);
-        if (!it)
+        struct key k;
+        if (!key_find(key, &k))
                 return fail(ret_error, -ENOENT, strprintf("unknown key '%s'", key));
         char *why = NULL;
-        int r = config_assign(c, it, value, &why);
+        int r = config_assign(c, k, value, &why);
         if (r < 0)
                 return fail(ret_error, r, why);
         return 0;
@@ -822,9 +661,10 @@ static int dump_string(struct buf *b, const char *s)
         return buf_append(b, "\"", 1);
 }
 
-static int dump_value(struct buf *b, const struct spotdrain_config *c, const struct config_item *it)
+static int dump_value(struct buf *b, const struct spotdrain_config *c, struct key k)
 {
-        const void *f = cfield(c, it);
+        const struct config_item *it = k.it;
+        const void *f = cfield(c, k);
         switch (it->type) {
         case CONFIG_STRING: {
                 const char *s = *(char *const *)f;
@@ -865,8 +705,9 @@ int config_dump(const struct spotdrain_config *c, char **ret)
         struct buf b = { 0 };
         const char *section = NULL;
         size_t section_len = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(items); i++) {
-                const struct config_item *it = &items[i];
+        FOREACH_KEY(k)
+        {
+                const struct config_item *it = k.it;
                 const char *dot = strchr(it->key, '.');
                 size_t sl = dot ? (size_t)(dot - it->key) : 0;
                 int r = 0;
@@ -877,7 +718,7 @@ int config_dump(const struct spotdrain_config *c, char **ret)
                 if (r >= 0)
                         r = buf_printf(&b, "%s%s: ", sl > 0 ? "  " : "", sl > 0 ? dot + 1 : it->key);
                 if (r >= 0)
-                        r = dump_value(&b, c, it);
+                        r = dump_value(&b, c, k);
                 if (r >= 0)
                         r = buf_printf(&b, "  # %s\n", it->description);
                 if (r < 0) {

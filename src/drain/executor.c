@@ -65,6 +65,7 @@ struct drain_exec {
         struct kube_client *c;
         struct loop *loop;
         struct alert_bus *bus;
+        struct metrics *metrics;
         drain_exec_done_fn done;
         void *userdata;
 
@@ -187,16 +188,16 @@ const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
 
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
 {
-        o->margin_usec = cfg->drain_safety_margin_usec;
+        o->margin_usec = cfg->drain.safety_margin_usec;
         o->policy =
-            cfg->drain_policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
-        o->taint_key = cfg->drain_taint_key;
-        o->evict_daemonsets = !cfg->drain_ignore_daemonsets;
-        o->leave_emptydir = !cfg->drain_delete_emptydir_data;
-        o->default_startup_usec = cfg->drain_default_startup_usec;
-        o->expected_shutdown_fraction = cfg->drain_expected_shutdown_fraction;
-        o->retry_floor_usec = cfg->drain_eviction_retry_floor_usec;
-        o->critical_classes = (const char *const *)cfg->drain_critical_priority_classes;
+            cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        o->taint_key = cfg->drain.taint_key;
+        o->evict_daemonsets = !cfg->drain.ignore_daemonsets;
+        o->leave_emptydir = !cfg->drain.delete_emptydir_data;
+        o->default_startup_usec = cfg->drain.default_startup_usec;
+        o->expected_shutdown_fraction = cfg->drain.expected_shutdown_fraction;
+        o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
+        o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
 }
 
 /* ---- pods ---- */
@@ -329,8 +330,8 @@ static void export_plan_metrics(const struct drain_exec *x)
         double predicted = node->finish_usec == DRAIN_NEVER ? budget
                            : node->finish_usec > now        ? (double)(node->finish_usec - now) / 1e6
                                                             : 0.0;
-        metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
-        metrics_gauge_set(METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
+        metrics_gauge_set(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
+        metrics_gauge_set(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
 }
 
 /* Adds this node's pods (and the ghosts of those whose replacement is still on the way) to di as node
@@ -687,8 +688,8 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                                        strerror(-error));
         x->result.message = x->message;
         /* The per-node gauges describe drains under way only. */
-        metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
-        metrics_remove(METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
+        metrics_remove(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
+        metrics_remove(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
         if (x->done)
                 x->done(x, &x->result, x->userdata);
 }
@@ -1370,6 +1371,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->c = c;
         x->loop = kube_client_loop(c);
         x->bus = bus;
+        x->metrics = o->metrics;
         x->done = done;
         x->userdata = userdata;
         x->deadline = o->deadline_usec;

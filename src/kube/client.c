@@ -449,18 +449,19 @@ static void retry_timer_fn(void *userdata)
 }
 
 /* Every answer (retries included) counts in spotdrain_api_requests_total; evictions also by status code. */
-static void count_request(const char *method, const char *path, const struct http_response *resp)
+static void count_request(struct metrics *m, const char *method, const char *path,
+                          const struct http_response *resp)
 {
         char code[24];
         if (resp->status > 0)
                 snprintf(code, sizeof(code), "%ld", resp->status);
         else
                 snprintf(code, sizeof(code), "error");
-        metrics_counter_inc(METRIC_API_REQUESTS, method, code, NULL);
+        metrics_counter_inc(m, METRIC_API_REQUESTS, method, code, NULL);
         const char *q = strchr(path, '?');
         size_t n = q ? (size_t)(q - path) : strlen(path);
         if (n >= 9 && memcmp(path + n - 9, "/eviction", 9) == 0)
-                metrics_counter_inc(METRIC_EVICTIONS, code, NULL);
+                metrics_counter_inc(m, METRIC_EVICTIONS, code, NULL);
 }
 
 static void call_http_done(const struct http_response *resp, void *userdata)
@@ -469,7 +470,7 @@ static void call_http_done(const struct http_response *resp, void *userdata)
         struct kube_client *c = call->client;
         call->http = NULL;
         c->stats.in_flight--;
-        count_request(call->method, call->path, resp);
+        count_request(c->opts.metrics, call->method, call->path, resp);
 
         if (resp->status == 401 && !call->reauthed) {
                 /* The token may have rotated (projected service-account tokens, exec plugins): read it again

@@ -56,7 +56,8 @@ struct check_list {
 struct httpd {
         struct MHD_Daemon *daemon;
         uint16_t port;
-        pthread_mutex_t lock; /* the check lists */
+        struct metrics *metrics; /* borrowed; set before the thread starts, never changed */
+        pthread_mutex_t lock;    /* the check lists */
         struct check_list ready, health;
         sd_event_source *heartbeat;
         uint64_t stall_usec;
@@ -210,7 +211,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (streq(url, "/metrics")) {
                 char *text = NULL;
 
-                if (metrics_render(&text) < 0)
+                if (metrics_render(h->metrics, &text) < 0)
                         return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
                 return reply(c, MHD_HTTP_OK, TEXT_METRICS, text, strlen(text));
         }
@@ -286,7 +287,7 @@ static bool is_any_address(const struct sockaddr_storage *sa)
                IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
-int httpd_start(const char *listen, struct httpd **ret)
+int httpd_start(const char *listen, struct metrics *m, struct httpd **ret)
 {
         struct sockaddr_storage sa = {};
         const union MHD_DaemonInfo *info;
@@ -311,6 +312,7 @@ int httpd_start(const char *listen, struct httpd **ret)
         h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;
+        h->metrics = m;
         r = pthread_mutex_init(&h->lock, NULL);
         if (r != 0) {
                 free(h);

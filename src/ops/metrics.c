@@ -122,15 +122,15 @@ struct family {
         size_t n_labels;
         double *bounds;
         size_t n_bounds;
-        bool builtin;
         struct series **series;
         size_t n_series;
 };
 
-static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct family **families;
-static size_t n_families;
-static bool builtins_done;
+struct metrics {
+        pthread_mutex_t lock;
+        struct family **families; /* in the order added: the exposition's order */
+        size_t n_families;
+};
 
 static void strv_free_n(char **v, size_t n)
 {
@@ -150,20 +150,13 @@ static void series_free(struct series *s, size_t n_labels)
         free(s);
 }
 
-static void family_clear(struct family *f)
-{
-        for (size_t i = 0; i < f->n_series; i++)
-                series_free(f->series[i], f->n_labels);
-        free(f->series);
-        f->series = NULL;
-        f->n_series = 0;
-}
-
 static void family_free(struct family *f)
 {
         if (!f)
                 return;
-        family_clear(f);
+        for (size_t i = 0; i < f->n_series; i++)
+                series_free(f->series[i], f->n_labels);
+        free(f->series);
         free(f->name);
         free(f->help);
         strv_free_n(f->labels, f->n_labels);
@@ -221,11 +214,11 @@ static int def_validate(const struct metric_family_def *def)
         return 0;
 }
 
-static struct family *family_find(const char *name)
+static struct family *family_find(const struct metrics *m, const char *name)
 {
-        for (size_t i = 0; i < n_families; i++)
-                if (streq(families[i]->name, name))
-                        return families[i];
+        for (size_t i = 0; i < m->n_families; i++)
+                if (streq(m->families[i]->name, name))
+                        return m->families[i];
         return NULL;
 }
 
@@ -248,14 +241,14 @@ static bool family_matches(const struct family *f, const struct metric_family_de
 }
 
 /* Under the lock. */
-static int family_add_locked(const struct metric_family_def *def, bool builtin)
+static int family_add_locked(struct metrics *m, const struct metric_family_def *def)
 {
         struct family *f, **n;
         int r = def_validate(def);
 
         if (r < 0)
                 return r;
-        f = family_find(def->name);
+        f = family_find(m, def->name);
         if (f)
                 return family_matches(f, def) ? 0 : -EEXIST;
 
@@ -263,7 +256,6 @@ static int family_add_locked(const struct metric_family_def *def, bool builtin)
         if (!f)
                 return -ENOMEM;
         f->type = def->type;
-        f->builtin = builtin;
         f->n_labels = label_count(def);
         f->name = strdup(def->name);
         f->help = strdup(def->help);
@@ -280,11 +272,11 @@ static int family_add_locked(const struct metric_family_def *def, bool builtin)
                 memcpy(f->bounds, def->buckets, def->n_buckets * sizeof(double));
                 f->n_bounds = def->n_buckets;
         }
-        n = realloc(families, (n_families + 1) * sizeof(*n));
+        n = realloc(m->families, (m->n_families + 1) * sizeof(*n));
         if (!n)
                 goto oom;
-        families = n;
-        families[n_families++] = f;
+        m->families = n;
+        m->families[m->n_families++] = f;
         return 0;
 oom:
         family_free(f);
@@ -337,38 +329,55 @@ oom:
         return -ENOMEM;
 }
 
-static int builtins_locked(void)
+int metrics_new(struct metrics **ret)
 {
         static const char *const version[] = { SPOTDRAIN_VERSION, NULL };
-        struct family *f;
+        _cleanup_(metrics_freep) struct metrics *m = NULL;
         struct series *s;
         int r;
 
-        if (builtins_done)
-                return 0;
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        r = -pthread_mutex_init(&m->lock, NULL);
+        if (r < 0) {
+                free(TAKE_PTR(m));
+                return r;
+        }
         for (size_t i = 0; i < ARRAY_SIZE(builtin_families); i++) {
-                r = family_add_locked(&builtin_families[i], true);
+                r = family_add_locked(m, &builtin_families[i]);
                 if (r < 0)
                         return r;
         }
-        f = family_find(METRIC_BUILD_INFO);
-        r = series_get_or_add(f, version, &s);
+        r = series_get_or_add(family_find(m, METRIC_BUILD_INFO), version, &s);
         if (r < 0)
                 return r;
         s->value = 1;
-        builtins_done = true;
+        *ret = TAKE_PTR(m);
         return 0;
 }
 
-int metrics_register(const struct metric_family_def *def)
+struct metrics *metrics_free(struct metrics *m)
+{
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < m->n_families; i++)
+                family_free(m->families[i]);
+        free(m->families);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return NULL;
+}
+
+int metrics_register(struct metrics *m, const struct metric_family_def *def)
 {
         int r;
 
-        pthread_mutex_lock(&metrics_lock);
-        r = builtins_locked();
-        if (r >= 0)
-                r = family_add_locked(def, false);
-        pthread_mutex_unlock(&metrics_lock);
+        if (!m)
+                return 0;
+        pthread_mutex_lock(&m->lock);
+        r = family_add_locked(m, def);
+        pthread_mutex_unlock(&m->lock);
         return r;
 }
 
@@ -395,7 +404,8 @@ static size_t strv_len(const char *const *v)
         return n;
 }
 
-static int update_locked(const char *name, enum update_op op, double v, const char *const *values)
+static int update_locked(struct metrics *m, const char *name, enum update_op op, double v,
+                         const char *const *values)
 {
         static const char *const none[] = { NULL };
         struct family *f;
@@ -403,10 +413,7 @@ static int update_locked(const char *name, enum update_op op, double v, const ch
         size_t idx;
         int r;
 
-        r = builtins_locked();
-        if (r < 0)
-                return r;
-        f = name ? family_find(name) : NULL;
+        f = name ? family_find(m, name) : NULL;
         if (!f || (op != OP_REMOVE && f->type != op_types[op]))
                 return -ENOENT;
         if (!values)
@@ -451,13 +458,16 @@ static int update_locked(const char *name, enum update_op op, double v, const ch
         return 0;
 }
 
-static int update(const char *name, enum update_op op, double v, const char *const *values)
+static int update(struct metrics *m, const char *name, enum update_op op, double v,
+                  const char *const *values)
 {
         int r;
 
-        pthread_mutex_lock(&metrics_lock);
-        r = update_locked(name, op, v, values);
-        pthread_mutex_unlock(&metrics_lock);
+        if (!m)
+                return 0; /* not reported */
+        pthread_mutex_lock(&m->lock);
+        r = update_locked(m, name, op, v, values);
+        pthread_mutex_unlock(&m->lock);
         if (r < 0)
                 log_debug_errno(r, "cannot update metric %s", name ? name : "(null)");
         return r;
@@ -478,130 +488,133 @@ static int collect_values(va_list ap, const char **out)
         return 0;
 }
 
-static int updatev(const char *name, enum update_op op, double v, va_list ap)
+static int updatev(struct metrics *m, const char *name, enum update_op op, double v, va_list ap)
 {
         const char *values[METRICS_MAX_LABELS + 1];
-        int r = collect_values(ap, values);
+        int r;
 
+        if (!m)
+                return 0;
+        r = collect_values(ap, values);
         if (r < 0) {
                 log_debug_errno(r, "cannot update metric %s: too many labels", name ? name : "(null)");
                 return r;
         }
-        return update(name, op, v, values);
+        return update(m, name, op, v, values);
 }
 
-int metrics_counter_addv(const char *name, double delta, const char *const *values)
+int metrics_counter_addv(struct metrics *m, const char *name, double delta, const char *const *values)
 {
-        return update(name, OP_COUNTER_ADD, delta, values);
+        return update(m, name, OP_COUNTER_ADD, delta, values);
 }
 
-int metrics_counter_add(const char *name, double delta, ...)
-{
-        va_list ap;
-        int r;
-
-        va_start(ap, delta);
-        r = updatev(name, OP_COUNTER_ADD, delta, ap);
-        va_end(ap);
-        return r;
-}
-
-int metrics_counter_inc(const char *name, ...)
-{
-        va_list ap;
-        int r;
-
-        va_start(ap, name);
-        r = updatev(name, OP_COUNTER_ADD, 1, ap);
-        va_end(ap);
-        return r;
-}
-
-int metrics_gauge_setv(const char *name, double value, const char *const *values)
-{
-        return update(name, OP_GAUGE_SET, value, values);
-}
-
-int metrics_gauge_set(const char *name, double value, ...)
-{
-        va_list ap;
-        int r;
-
-        va_start(ap, value);
-        r = updatev(name, OP_GAUGE_SET, value, ap);
-        va_end(ap);
-        return r;
-}
-
-int metrics_gauge_addv(const char *name, double delta, const char *const *values)
-{
-        return update(name, OP_GAUGE_ADD, delta, values);
-}
-
-int metrics_gauge_add(const char *name, double delta, ...)
+int metrics_counter_add(struct metrics *m, const char *name, double delta, ...)
 {
         va_list ap;
         int r;
 
         va_start(ap, delta);
-        r = updatev(name, OP_GAUGE_ADD, delta, ap);
+        r = updatev(m, name, OP_COUNTER_ADD, delta, ap);
         va_end(ap);
         return r;
 }
 
-int metrics_histogram_observev(const char *name, double value, const char *const *values)
-{
-        return update(name, OP_OBSERVE, value, values);
-}
-
-int metrics_histogram_observe(const char *name, double value, ...)
-{
-        va_list ap;
-        int r;
-
-        va_start(ap, value);
-        r = updatev(name, OP_OBSERVE, value, ap);
-        va_end(ap);
-        return r;
-}
-
-int metrics_removev(const char *name, const char *const *values)
-{
-        return update(name, OP_REMOVE, 0, values);
-}
-
-int metrics_remove(const char *name, ...)
+int metrics_counter_inc(struct metrics *m, const char *name, ...)
 {
         va_list ap;
         int r;
 
         va_start(ap, name);
-        r = updatev(name, OP_REMOVE, 0, ap);
+        r = updatev(m, name, OP_COUNTER_ADD, 1, ap);
         va_end(ap);
         return r;
 }
 
-int metrics_getv(const char *name, const char *const *values, double *ret)
+int metrics_gauge_setv(struct metrics *m, const char *name, double value, const char *const *values)
+{
+        return update(m, name, OP_GAUGE_SET, value, values);
+}
+
+int metrics_gauge_set(struct metrics *m, const char *name, double value, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, value);
+        r = updatev(m, name, OP_GAUGE_SET, value, ap);
+        va_end(ap);
+        return r;
+}
+
+int metrics_gauge_addv(struct metrics *m, const char *name, double delta, const char *const *values)
+{
+        return update(m, name, OP_GAUGE_ADD, delta, values);
+}
+
+int metrics_gauge_add(struct metrics *m, const char *name, double delta, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, delta);
+        r = updatev(m, name, OP_GAUGE_ADD, delta, ap);
+        va_end(ap);
+        return r;
+}
+
+int metrics_histogram_observev(struct metrics *m, const char *name, double value, const char *const *values)
+{
+        return update(m, name, OP_OBSERVE, value, values);
+}
+
+int metrics_histogram_observe(struct metrics *m, const char *name, double value, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, value);
+        r = updatev(m, name, OP_OBSERVE, value, ap);
+        va_end(ap);
+        return r;
+}
+
+int metrics_removev(struct metrics *m, const char *name, const char *const *values)
+{
+        return update(m, name, OP_REMOVE, 0, values);
+}
+
+int metrics_remove(struct metrics *m, const char *name, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, name);
+        r = updatev(m, name, OP_REMOVE, 0, ap);
+        va_end(ap);
+        return r;
+}
+
+int metrics_getv(struct metrics *m, const char *name, const char *const *values, double *ret)
 {
         static const char *const none[] = { NULL };
         struct family *f;
         struct series *s = NULL;
-        int r;
 
-        pthread_mutex_lock(&metrics_lock);
-        r = builtins_locked();
-        f = r >= 0 && name ? family_find(name) : NULL;
+        if (!m)
+                return -ENOENT;
+        pthread_mutex_lock(&m->lock);
+        f = name ? family_find(m, name) : NULL;
         if (!values)
                 values = none;
         if (f && strv_len(values) == f->n_labels)
                 s = series_find(f, values, NULL);
         if (s)
                 *ret = f->type == METRIC_HISTOGRAM ? (double)s->count : s->value;
-        pthread_mutex_unlock(&metrics_lock);
-        return r < 0 ? r : s ? 0 : -ENOENT;
+        pthread_mutex_unlock(&m->lock);
+        return s ? 0 : -ENOENT;
 }
 
-int metrics_get(const char *name, double *ret, ...)
+int metrics_get(struct metrics *m, const char *name, double *ret, ...)
 {
         const char *values[METRICS_MAX_LABELS + 1];
         va_list ap;
@@ -612,7 +625,7 @@ int metrics_get(const char *name, double *ret, ...)
         va_end(ap);
         if (r < 0)
                 return r;
-        return metrics_getv(name, values, ret);
+        return metrics_getv(m, name, values, ret);
 }
 
 /* ---- the encoder ---- */
@@ -755,16 +768,17 @@ static int format_family(struct buf *b, const struct family *f)
         return r < 0 ? r : 0;
 }
 
-int metrics_render(char **ret)
+int metrics_render(struct metrics *m, char **ret)
 {
         struct buf b = {};
-        int r;
+        int r = 0;
 
-        pthread_mutex_lock(&metrics_lock);
-        r = builtins_locked();
-        for (size_t i = 0; r >= 0 && i < n_families; i++)
-                r = format_family(&b, families[i]);
-        pthread_mutex_unlock(&metrics_lock);
+        if (m) {
+                pthread_mutex_lock(&m->lock);
+                for (size_t i = 0; r >= 0 && i < m->n_families; i++)
+                        r = format_family(&b, m->families[i]);
+                pthread_mutex_unlock(&m->lock);
+        }
         if (r >= 0 && !b.data)
                 r = buf_append(&b, "", 0);
         if (r < 0) {
@@ -773,27 +787,4 @@ int metrics_render(char **ret)
         }
         *ret = b.data;
         return 0;
-}
-
-void metrics_reset(void)
-{
-        size_t kept = 0;
-
-        pthread_mutex_lock(&metrics_lock);
-        for (size_t i = 0; i < n_families; i++) {
-                if (families[i]->builtin) {
-                        family_clear(families[i]);
-                        families[kept++] = families[i];
-                } else
-                        family_free(families[i]);
-        }
-        n_families = kept;
-        if (kept == 0) {
-                free(families);
-                families = NULL;
-        }
-        /* Re-adds build_info (and any builtin a failed allocation left out). */
-        builtins_done = false;
-        (void)builtins_locked();
-        pthread_mutex_unlock(&metrics_lock);
 }

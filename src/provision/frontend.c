@@ -134,23 +134,23 @@ static const char *const *strv_or_null(char **v)
 int prov_requirements_from_config(const struct spotdrain_config *cfg, struct prov_requirements *ret,
                                   char **ret_error)
 {
-        struct prov_requirements req = { .families = strv_or_null(cfg->provision_families),
-                                         .sizes = strv_or_null(cfg->provision_sizes),
-                                         .architectures = strv_or_null(cfg->provision_architectures),
-                                         .max_vcpu = (int)cfg->provision_max_vcpus };
+        struct prov_requirements req = { .families = strv_or_null(cfg->provision.families),
+                                         .sizes = strv_or_null(cfg->provision.sizes),
+                                         .architectures = strv_or_null(cfg->provision.architectures),
+                                         .max_vcpu = (int)cfg->provision.max_vcpus };
 
-        if (!isempty(cfg->provision_max_memory)) {
+        if (!isempty(cfg->provision.max_memory)) {
                 int64_t bytes;
-                if (parse_bytes(cfg->provision_max_memory, &bytes) < 0 || bytes < 1024 * 1024) {
+                if (parse_bytes(cfg->provision.max_memory, &bytes) < 0 || bytes < 1024 * 1024) {
                         if (ret_error)
                                 *ret_error = strprintf("provision.max_memory: '%s' is not a memory quantity "
                                                        "of at least 1Mi",
-                                                       cfg->provision_max_memory);
+                                                       cfg->provision.max_memory);
                         return -EINVAL;
                 }
                 req.max_memory_mib = bytes / (1024 * 1024);
         }
-        for (char **c = cfg->provision_capacity_types; c && *c; c++) {
+        for (char **c = cfg->provision.capacity_types; c && *c; c++) {
                 if (streq(*c, PROV_CAPACITY_SPOT))
                         req.spot = true;
                 else if (streq(*c, PROV_CAPACITY_ON_DEMAND))
@@ -241,24 +241,24 @@ int prov_frontend_new(struct loop *l, struct kube_client *kube, struct alert_bus
 
         if (!l || !cfg || !ret)
                 return -EINVAL;
-        if (!cfg->provision_enabled) {
+        if (!cfg->provision.enabled) {
                 *ret = NULL;
                 return 0;
         }
-        asg = cfg->provision_mode == CONFIG_PROVISION_ASG;
-        if (asg && isempty(cfg->provision_asg_name)) {
+        asg = cfg->provision.mode == CONFIG_PROVISION_ASG;
+        if (asg && isempty(cfg->provision.asg_name)) {
                 if (ret_error)
                         *ret_error = strdup("provision.mode asg needs provision.asg_name");
                 return -EINVAL;
         }
-        if (!asg && isempty(cfg->provision_launch_template)) {
+        if (!asg && isempty(cfg->provision.launch_template)) {
                 if (ret_error)
                         *ret_error = strdup("provision.mode fleet needs provision.launch_template");
                 return -EINVAL;
         }
         r = prov_requirements_from_config(cfg, &po.req, &error);
         if (r >= 0)
-                r = prov_triggers_from_config((const char *const *)cfg->provision_triggers, &po.triggers,
+                r = prov_triggers_from_config((const char *const *)cfg->provision.triggers, &po.triggers,
                                               &error);
         if (r < 0) {
                 if (ret_error)
@@ -270,19 +270,19 @@ int prov_frontend_new(struct loop *l, struct kube_client *kube, struct alert_bus
                 return -ENOMEM;
         f->loop = l;
         f->kube = kube;
-        r = prov_subnets_from_config((const char *const *)cfg->provision_subnets, &f->subnets, &f->n_subnets,
+        r = prov_subnets_from_config((const char *const *)cfg->provision.subnets, &f->subnets, &f->n_subnets,
                                      &error);
         if (r >= 0 && !asg && f->n_subnets == 0) {
                 error = strdup("provision.mode fleet needs provision.subnets (SUBNET-ID=ZONE, ...)");
                 r = -EINVAL;
         }
         if (r >= 0)
-                r = prov_catalog_load(cfg->provision_catalog, &f->catalog, &error);
+                r = prov_catalog_load(cfg->provision.catalog, &f->catalog, &error);
         if (r < 0)
                 goto fail;
         if ((o && o->region && (f->region = strdup(o->region)) == NULL) ||
-            (!f->region && cfg->aws_region && (f->region = strdup(cfg->aws_region)) == NULL) ||
-            (cfg->provision_endpoint && (f->endpoint = strdup(cfg->provision_endpoint)) == NULL)) {
+            (!f->region && cfg->aws.region && (f->region = strdup(cfg->aws.region)) == NULL) ||
+            (cfg->provision.endpoint && (f->endpoint = strdup(cfg->provision.endpoint)) == NULL)) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -313,16 +313,16 @@ int prov_frontend_new(struct loop *l, struct kube_client *kube, struct alert_bus
         po.subnets = f->subnets;
         po.n_subnets = f->n_subnets;
         if (asg)
-                po.asg_name = cfg->provision_asg_name;
-        else if (startswith(cfg->provision_launch_template, "lt-"))
-                po.launch_template_id = cfg->provision_launch_template;
+                po.asg_name = cfg->provision.asg_name;
+        else if (startswith(cfg->provision.launch_template, "lt-"))
+                po.launch_template_id = cfg->provision.launch_template;
         else
-                po.launch_template_name = cfg->provision_launch_template;
-        po.launch_template_version = cfg->provision_launch_template_version;
-        po.vcpu_limit = (int)cfg->provision_vcpu_limit_per_window;
-        po.vcpu_window_usec = cfg->provision_vcpu_window_usec;
-        po.ready_timeout_usec = cfg->provision_ready_timeout_usec;
-        po.cluster_tag_key = cfg->provision_cluster_tag_key;
+                po.launch_template_name = cfg->provision.launch_template;
+        po.launch_template_version = cfg->provision.launch_template_version;
+        po.vcpu_limit = (int)cfg->provision.vcpu_limit_per_window;
+        po.vcpu_window_usec = cfg->provision.vcpu_window_usec;
+        po.ready_timeout_usec = cfg->provision.ready_timeout_usec;
+        po.cluster_tag_key = cfg->provision.cluster_tag_key;
         r = provisioner_new(l, kube, f->ec2, &po, alerts, &f->prov);
         if (r < 0) {
                 error = strdup("cannot set up the provisioner");

@@ -911,7 +911,7 @@ static void test_engine_end_to_end(void **state)
         /* Real time: the pods take their scenario seconds to stop and start. */
         e2e_start(f, engine_yaml, false);
         assert_int_equal(alert_bus_new(&bus), 0);
-        assert_int_equal(agent_engine_new(e2e.kube, bus, NULL, &engine), 0);
+        assert_int_equal(agent_engine_new(e2e.kube, bus, NULL, NULL, &engine), 0);
         assert_int_equal(imds_client_new(f->loop,
                                          &(struct imds_options){ .endpoint = sim_imds_url(e2e.imds, 0) },
                                          &f->imds),

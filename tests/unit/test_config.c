@@ -23,29 +23,29 @@ static void test_defaults(void **state)
 {
         _cleanup_(config_freep) struct spotdrain_config *c = NULL;
         assert_int_equal(config_new(&c), 0);
-        assert_int_equal(c->log_format, LOG_FORMAT_AUTO);
-        assert_int_equal(c->log_level, LOG_INFO);
-        assert_null(c->kubeconfig);
-        assert_true(c->kube_qps == 20.0);
-        assert_int_equal(c->kube_burst, 40);
-        assert_string_equal(c->metrics_listen, "0.0.0.0:9464");
-        assert_null(c->node_name);
-        assert_int_equal(c->drain_budget_usec, 120 * SEC);
-        assert_int_equal(c->drain_safety_margin_usec, 5 * SEC);
-        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_FORCE);
-        assert_string_equal(c->drain_taint_key, "spotdrain.io/interruption");
-        assert_true(c->drain_ignore_daemonsets);
-        assert_true(c->drain_delete_emptydir_data);
-        assert_int_equal(c->drain_default_startup_usec, 30 * SEC);
-        assert_int_equal(c->drain_eviction_retry_floor_usec, 200000);
-        assert_string_equal(c->drain_critical_priority_classes[0], "system-cluster-critical");
-        assert_string_equal(c->drain_critical_priority_classes[1], "system-node-critical");
-        assert_null(c->drain_critical_priority_classes[2]);
-        assert_null(c->aws_region);
-        assert_null(c->aws_queue_url);
-        assert_null(c->imds_endpoint);
-        assert_int_equal(c->imds_poll_interval_usec, SEC / 2);
-        assert_null(c->alerts_webhook_url);
+        assert_int_equal(c->log.format, LOG_FORMAT_AUTO);
+        assert_int_equal(c->log.level, LOG_INFO);
+        assert_null(c->kube.kubeconfig);
+        assert_true(c->kube.qps == 20.0);
+        assert_int_equal(c->kube.burst, 40);
+        assert_string_equal(c->ops.metrics_listen, "0.0.0.0:9464");
+        assert_null(c->agent.node_name);
+        assert_int_equal(c->drain.budget_usec, 120 * SEC);
+        assert_int_equal(c->drain.safety_margin_usec, 5 * SEC);
+        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_string_equal(c->drain.taint_key, "spotdrain.io/interruption");
+        assert_true(c->drain.ignore_daemonsets);
+        assert_true(c->drain.delete_emptydir_data);
+        assert_int_equal(c->drain.default_startup_usec, 30 * SEC);
+        assert_int_equal(c->drain.eviction_retry_floor_usec, 200000);
+        assert_string_equal(c->drain.critical_priority_classes[0], "system-cluster-critical");
+        assert_string_equal(c->drain.critical_priority_classes[1], "system-node-critical");
+        assert_null(c->drain.critical_priority_classes[2]);
+        assert_null(c->aws.region);
+        assert_null(c->aws.queue_url);
+        assert_null(c->imds.endpoint);
+        assert_int_equal(c->imds.poll_interval_usec, SEC / 2);
+        assert_null(c->alerts.webhook_url);
 }
 
 static void test_file_values(void **state)
@@ -53,27 +53,27 @@ static void test_file_values(void **state)
         _cleanup_(config_freep) struct spotdrain_config *c = NULL;
         assert_int_equal(config_new(&c), 0);
         assert_int_equal(config_load_file(c, DATA "/full.yaml", NULL), 0);
-        assert_int_equal(c->log_format, LOG_FORMAT_JSON);
-        assert_int_equal(c->log_level, LOG_DEBUG);
-        assert_string_equal(c->kubeconfig, "/etc/spotdrain/kubeconfig");
-        assert_true(c->kube_qps == 12.5);
-        assert_int_equal(c->kube_burst, 25);
-        assert_string_equal(c->metrics_listen, "127.0.0.1:9000");
-        assert_string_equal(c->node_name, "spot-a");
-        assert_int_equal(c->drain_budget_usec, 90 * SEC);
-        assert_int_equal(c->drain_safety_margin_usec, 10 * SEC);
-        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_RESPECT);
-        assert_false(c->drain_ignore_daemonsets);
-        assert_true(c->drain_delete_emptydir_data);
+        assert_int_equal(c->log.format, LOG_FORMAT_JSON);
+        assert_int_equal(c->log.level, LOG_DEBUG);
+        assert_string_equal(c->kube.kubeconfig, "/etc/spotdrain/kubeconfig");
+        assert_true(c->kube.qps == 12.5);
+        assert_int_equal(c->kube.burst, 25);
+        assert_string_equal(c->ops.metrics_listen, "127.0.0.1:9000");
+        assert_string_equal(c->agent.node_name, "spot-a");
+        assert_int_equal(c->drain.budget_usec, 90 * SEC);
+        assert_int_equal(c->drain.safety_margin_usec, 10 * SEC);
+        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_RESPECT);
+        assert_false(c->drain.ignore_daemonsets);
+        assert_true(c->drain.delete_emptydir_data);
         /* a unit suffix overrides the key's unit */
-        assert_int_equal(c->drain_eviction_retry_floor_usec, 500000);
-        assert_string_equal(c->drain_critical_priority_classes[0], "system-node-critical");
-        assert_string_equal(c->drain_critical_priority_classes[1], "payments-critical");
-        assert_null(c->drain_critical_priority_classes[2]);
-        assert_int_equal(c->drain_default_startup_usec, 45 * SEC);
-        assert_string_equal(c->aws_region, "eu-west-1");
-        assert_int_equal(c->imds_poll_interval_usec, 2 * SEC);
-        assert_string_equal(c->alerts_webhook_url, "https://hooks.example.com/services/T000/B000/XXXX");
+        assert_int_equal(c->drain.eviction_retry_floor_usec, 500000);
+        assert_string_equal(c->drain.critical_priority_classes[0], "system-node-critical");
+        assert_string_equal(c->drain.critical_priority_classes[1], "payments-critical");
+        assert_null(c->drain.critical_priority_classes[2]);
+        assert_int_equal(c->drain.default_startup_usec, 45 * SEC);
+        assert_string_equal(c->aws.region, "eu-west-1");
+        assert_int_equal(c->imds.poll_interval_usec, 2 * SEC);
+        assert_string_equal(c->alerts.webhook_url, "https://hooks.example.com/services/T000/B000/XXXX");
 }
 
 static void test_unknown_key(void **state)
@@ -84,8 +84,8 @@ static void test_unknown_key(void **state)
         assert_int_equal(config_load_file(c, DATA "/unknown-key.yaml", &err), -EINVAL);
         assert_string_equal(err, DATA "/unknown-key.yaml:5: unknown key 'drain.foo'");
         /* the keys before the bad one were not applied */
-        assert_int_equal(c->drain_budget_usec, 120 * SEC);
-        assert_int_equal(c->drain_safety_margin_usec, 5 * SEC);
+        assert_int_equal(c->drain.budget_usec, 120 * SEC);
+        assert_int_equal(c->drain.safety_margin_usec, 5 * SEC);
 }
 
 static void expect_yaml_error(const char *yaml, const char *message)
@@ -140,7 +140,7 @@ static void test_override_order(void **state)
         clear_env();
         _cleanup_(config_freep) struct spotdrain_config *file_only = NULL;
         assert_int_equal(config_load(DATA "/full.yaml", NULL, &file_only, NULL), 0);
-        assert_int_equal(file_only->drain_safety_margin_usec, 10 * SEC);
+        assert_int_equal(file_only->drain.safety_margin_usec, 10 * SEC);
 
         /* the environment beats the file */
         assert_int_equal(setenv("SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS", "7", 1), 0);
@@ -148,20 +148,20 @@ static void test_override_order(void **state)
         assert_int_equal(setenv("SPOTDRAIN_DRAIN_CRITICAL_PRIORITY_CLASSES", "a, b,,c", 1), 0);
         _cleanup_(config_freep) struct spotdrain_config *env = NULL;
         assert_int_equal(config_load(DATA "/full.yaml", NULL, &env, NULL), 0);
-        assert_int_equal(env->drain_safety_margin_usec, 7 * SEC);
-        assert_string_equal(env->node_name, "from-env");
-        assert_string_equal(env->drain_critical_priority_classes[0], "a");
-        assert_string_equal(env->drain_critical_priority_classes[1], "b");
-        assert_string_equal(env->drain_critical_priority_classes[2], "c");
-        assert_null(env->drain_critical_priority_classes[3]);
+        assert_int_equal(env->drain.safety_margin_usec, 7 * SEC);
+        assert_string_equal(env->agent.node_name, "from-env");
+        assert_string_equal(env->drain.critical_priority_classes[0], "a");
+        assert_string_equal(env->drain.critical_priority_classes[1], "b");
+        assert_string_equal(env->drain.critical_priority_classes[2], "c");
+        assert_null(env->drain.critical_priority_classes[3]);
 
         /* --set beats the environment; later --set beats earlier */
         char *sets[] = { "drain.safety_margin_seconds=9", "node_name=", "kube.qps=3", "kube.qps=4", NULL };
         _cleanup_(config_freep) struct spotdrain_config *set = NULL;
         assert_int_equal(config_load(DATA "/full.yaml", sets, &set, NULL), 0);
-        assert_int_equal(set->drain_safety_margin_usec, 9 * SEC);
-        assert_null(set->node_name);
-        assert_true(set->kube_qps == 4.0);
+        assert_int_equal(set->drain.safety_margin_usec, 9 * SEC);
+        assert_null(set->agent.node_name);
+        assert_true(set->kube.qps == 4.0);
 
         /* a bad variable is named */
         assert_int_equal(setenv("SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS", "-1", 1), 0);
@@ -186,11 +186,11 @@ static void test_set_errors(void **state)
         assert_string_equal(e2, "--set drain.budget_seconds: expected KEY=VALUE");
         assert_int_equal(config_set(c, "drain.policy=maybe", &e3), -EINVAL);
         assert_string_equal(e3, "--set drain.policy: expected one of force, respect, got 'maybe'");
-        assert_int_equal(c->drain_policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_FORCE);
         assert_int_equal(config_set(c, "drain.budget_seconds=2m", NULL), 0);
-        assert_int_equal(c->drain_budget_usec, 120 * SEC);
+        assert_int_equal(c->drain.budget_usec, 120 * SEC);
         assert_int_equal(config_set(c, "drain.eviction_retry_floor_ms=250", NULL), 0);
-        assert_int_equal(c->drain_eviction_retry_floor_usec, 250000);
+        assert_int_equal(c->drain.eviction_retry_floor_usec, 250000);
 }
 
 static void test_dump_round_trip(void **state)
@@ -218,8 +218,8 @@ static void test_dump_round_trip(void **state)
         assert_int_equal(config_new(&back), 0);
         assert_int_equal(config_load_file(back, path, NULL), 0);
         unlink(path);
-        assert_string_equal(back->drain_taint_key, "odd \"quoted\" \\ value");
-        assert_int_equal(back->drain_safety_margin_usec, 2500000);
+        assert_string_equal(back->drain.taint_key, "odd \"quoted\" \\ value");
+        assert_int_equal(back->drain.safety_margin_usec, 2500000);
         assert_int_equal(config_dump(back, &dump2), 0);
         assert_string_equal(dump, dump2);
 }
@@ -231,16 +231,16 @@ static void test_provision_keys(void **state)
 
         assert_int_equal(config_new(&c), 0);
         /* Off unless asked for: a production install launches nothing by surprise. */
-        assert_false(c->provision_enabled);
-        assert_int_equal(c->provision_mode, CONFIG_PROVISION_FLEET);
-        assert_null(c->provision_max_memory);
-        assert_null(c->provision_subnets[0]);
-        assert_null(c->provision_families[0]);
-        assert_string_equal(c->provision_architectures[0], "x86_64");
-        assert_string_equal(c->provision_capacity_types[0], "spot");
-        assert_string_equal(c->provision_capacity_types[1], "on-demand");
-        assert_string_equal(c->provision_triggers[0], "rebalance-recommendation");
-        assert_int_equal(c->provision_vcpu_window_usec, 600 * SEC);
+        assert_false(c->provision.enabled);
+        assert_int_equal(c->provision.mode, CONFIG_PROVISION_FLEET);
+        assert_null(c->provision.max_memory);
+        assert_null(c->provision.subnets[0]);
+        assert_null(c->provision.families[0]);
+        assert_string_equal(c->provision.architectures[0], "x86_64");
+        assert_string_equal(c->provision.capacity_types[0], "spot");
+        assert_string_equal(c->provision.capacity_types[1], "on-demand");
+        assert_string_equal(c->provision.triggers[0], "rebalance-recommendation");
+        assert_int_equal(c->provision.vcpu_window_usec, 600 * SEC);
 
         assert_int_equal(config_set(c, "provision.enabled=true", NULL), 0);
         assert_int_equal(config_set(c, "provision.mode=asg", NULL), 0);
@@ -251,13 +251,13 @@ static void test_provision_keys(void **state)
         assert_int_equal(config_set(c, "provision.mode=spotfleet", &why), -EINVAL);
         assert_non_null(why);
         assert_int_equal(config_set(c, "provision.max_vcpus=-1", NULL), -ERANGE);
-        assert_true(c->provision_enabled);
-        assert_int_equal(c->provision_mode, CONFIG_PROVISION_ASG);
-        assert_string_equal(c->provision_max_memory, "72Gi");
-        assert_string_equal(c->provision_subnets[0], "subnet-1=us-east-1b");
-        assert_string_equal(c->provision_subnets[1], "subnet-2=us-east-1c");
-        assert_null(c->provision_subnets[2]);
-        assert_int_equal(c->provision_vcpu_limit_per_window, 64);
+        assert_true(c->provision.enabled);
+        assert_int_equal(c->provision.mode, CONFIG_PROVISION_ASG);
+        assert_string_equal(c->provision.max_memory, "72Gi");
+        assert_string_equal(c->provision.subnets[0], "subnet-1=us-east-1b");
+        assert_string_equal(c->provision.subnets[1], "subnet-2=us-east-1c");
+        assert_null(c->provision.subnets[2]);
+        assert_int_equal(c->provision.vcpu_limit_per_window, 64);
 
         /* The dump reads back the same. */
         char path[] = "/tmp/spotdrain-prov-XXXXXX";
@@ -270,20 +270,28 @@ static void test_provision_keys(void **state)
         assert_int_equal(config_new(&back), 0);
         assert_int_equal(config_load_file(back, path, NULL), 0);
         unlink(path);
-        assert_int_equal(back->provision_mode, CONFIG_PROVISION_ASG);
-        assert_string_equal(back->provision_subnets[1], "subnet-2=us-east-1c");
-        assert_string_equal(back->provision_max_memory, "72Gi");
+        assert_int_equal(back->provision.mode, CONFIG_PROVISION_ASG);
+        assert_string_equal(back->provision.subnets[1], "subnet-2=us-east-1c");
+        assert_string_equal(back->provision.max_memory, "72Gi");
 }
 
 static void test_table(void **state)
 {
-        size_t n;
-        const struct config_item *items = config_items(&n);
-        assert_true(n >= 21);
-        for (size_t i = 0; i < n; i++) {
-                assert_ptr_equal(config_find(items[i].key), &items[i]);
-                assert_non_null(items[i].description);
+        size_t n = 0;
+        /* Every module's keys, each found (no key declared twice), each with its values inside struct
+         * spotdrain_config. */
+        for (size_t s = 0; s < config_n_sections; s++) {
+                const struct config_section *sec = config_sections[s].section;
+                assert_non_null(sec->name);
+                assert_true(sec->n_items > 0);
+                for (size_t i = 0; i < sec->n_items; i++, n++) {
+                        assert_ptr_equal(config_find(sec->items[i].key), &sec->items[i]);
+                        assert_non_null(sec->items[i].description);
+                        assert_true(config_sections[s].offset + sec->items[i].offset <
+                                    sizeof(struct spotdrain_config));
+                }
         }
+        assert_int_equal(n, 54);
         assert_null(config_find("drain"));
         _cleanup_free_ char *env = config_env_name("drain.safety_margin_seconds");
         assert_string_equal(env, "SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS");

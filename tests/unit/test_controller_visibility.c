@@ -38,8 +38,8 @@ static void test_short_until_recorded(void **state)
         struct sim_sqs_stats q;
 
         assert_int_equal(config_new(&cfg), 0);
-        assert_int_equal(cfg->controller_first_visibility_usec, 10 * SEC); /* the default */
-        cfg->controller_first_visibility_usec = 6 * SEC;
+        assert_int_equal(cfg->controller.first_visibility_usec, 10 * SEC); /* the default */
+        cfg->controller.first_visibility_usec = 6 * SEC;
         o.cfg = cfg;
         o.visibility_usec = 60 * SEC;
         cfx_controller(f, 0, &o);

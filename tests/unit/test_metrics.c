@@ -30,16 +30,25 @@
 #include "spotdrain/metrics.h"
 #include "spotdrain/ops.h"
 
+/* The registry every test reports into and the endpoints render: a fresh one for the tests that set up. */
+static struct metrics *M;
+
 static int reset(void **state)
 {
-        metrics_reset();
+        M = metrics_free(M);
+        return metrics_new(&M);
+}
+
+static int drop(void **state)
+{
+        M = metrics_free(M);
         return 0;
 }
 
 static char *render(void)
 {
         char *text = NULL;
-        assert_int_equal(metrics_render(&text), 0);
+        assert_int_equal(metrics_render(M, &text), 0);
         assert_non_null(text);
         return text;
 }
@@ -90,22 +99,24 @@ static void test_counters_and_gauges(void **state)
 {
         double v = -1;
 
-        assert_int_equal(metrics_counter_inc(METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL), 0);
-        assert_int_equal(metrics_counter_inc(METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL), 0);
+        assert_int_equal(metrics_counter_inc(M, METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL),
+                         0);
+        assert_int_equal(metrics_counter_inc(M, METRIC_NOTICES_RECEIVED, "spot-interruption", "sqs", NULL),
+                         0);
         assert_int_equal(
-            metrics_counter_inc(METRIC_NOTICES_RECEIVED, "rebalance-recommendation", "imds", NULL), 0);
-        assert_int_equal(metrics_counter_add(METRIC_API_REQUESTS, 3, "POST", "429", NULL), 0);
-        assert_int_equal(metrics_counter_inc(METRIC_PODS_FORCED, NULL), 0);
-        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 118.5, "spot-a", NULL), 0);
-        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 0.1, "spot-b", NULL), 0);
-        assert_int_equal(metrics_gauge_add(METRIC_DRAIN_BUDGET_SECONDS, -18.5, "spot-a", NULL), 0);
-        assert_int_equal(metrics_gauge_set(METRIC_LEADER, 1, NULL), 0);
+            metrics_counter_inc(M, METRIC_NOTICES_RECEIVED, "rebalance-recommendation", "imds", NULL), 0);
+        assert_int_equal(metrics_counter_add(M, METRIC_API_REQUESTS, 3, "POST", "429", NULL), 0);
+        assert_int_equal(metrics_counter_inc(M, METRIC_PODS_FORCED, NULL), 0);
+        assert_int_equal(metrics_gauge_set(M, METRIC_DRAIN_BUDGET_SECONDS, 118.5, "spot-a", NULL), 0);
+        assert_int_equal(metrics_gauge_set(M, METRIC_DRAIN_BUDGET_SECONDS, 0.1, "spot-b", NULL), 0);
+        assert_int_equal(metrics_gauge_add(M, METRIC_DRAIN_BUDGET_SECONDS, -18.5, "spot-a", NULL), 0);
+        assert_int_equal(metrics_gauge_set(M, METRIC_LEADER, 1, NULL), 0);
 
-        assert_int_equal(metrics_get(METRIC_NOTICES_RECEIVED, &v, "spot-interruption", "sqs", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_NOTICES_RECEIVED, &v, "spot-interruption", "sqs", NULL), 0);
         assert_true(v == 2);
-        assert_int_equal(metrics_get(METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), 0);
         assert_true(v == 100);
-        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "completed", NULL), -ENOENT);
+        assert_int_equal(metrics_get(M, METRIC_DRAINS, &v, "completed", NULL), -ENOENT);
 
         _cleanup_free_ char *text = render();
         assert_contains(text,
@@ -119,8 +130,8 @@ static void test_counters_and_gauges(void **state)
         assert_contains(text, "spotdrain_leader 1\n");
 
         /* A node whose drain ended drops out. */
-        assert_int_equal(metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), 0);
-        assert_int_equal(metrics_remove(METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), -ENOENT);
+        assert_int_equal(metrics_remove(M, METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), 0);
+        assert_int_equal(metrics_remove(M, METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), -ENOENT);
         _cleanup_free_ char *after = render();
         assert_null(strstr(after, "node=\"spot-a\""));
         assert_contains(after, "node=\"spot-b\"");
@@ -128,15 +139,15 @@ static void test_counters_and_gauges(void **state)
 
 static void test_errors(void **state)
 {
-        assert_int_equal(metrics_counter_inc("spotdrain_nope_total", NULL), -ENOENT);
-        assert_int_equal(metrics_counter_inc(METRIC_LEADER, NULL), -ENOENT); /* a gauge */
-        assert_int_equal(metrics_gauge_set(METRIC_DRAINS, 1, "x", NULL), -ENOENT);
-        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, NULL), -EINVAL);
-        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "a", "b", NULL), -EINVAL);
-        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "a", "b", "c", "d", "e", NULL), -EINVAL);
-        assert_int_equal(metrics_counter_add(METRIC_DRAINS, -1, "completed", NULL), -EINVAL);
-        assert_int_equal(metrics_gauge_set(METRIC_LEADER, NAN, NULL), -EINVAL);
-        assert_int_equal(metrics_counter_inc(NULL, NULL), -ENOENT);
+        assert_int_equal(metrics_counter_inc(M, "spotdrain_nope_total", NULL), -ENOENT);
+        assert_int_equal(metrics_counter_inc(M, METRIC_LEADER, NULL), -ENOENT); /* a gauge */
+        assert_int_equal(metrics_gauge_set(M, METRIC_DRAINS, 1, "x", NULL), -ENOENT);
+        assert_int_equal(metrics_counter_inc(M, METRIC_DRAINS, NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(M, METRIC_DRAINS, "a", "b", NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(M, METRIC_DRAINS, "a", "b", "c", "d", "e", NULL), -EINVAL);
+        assert_int_equal(metrics_counter_add(M, METRIC_DRAINS, -1, "completed", NULL), -EINVAL);
+        assert_int_equal(metrics_gauge_set(M, METRIC_LEADER, NAN, NULL), -EINVAL);
+        assert_int_equal(metrics_counter_inc(M, NULL, NULL), -ENOENT);
 }
 
 static void test_escaping(void **state)
@@ -148,7 +159,8 @@ static void test_escaping(void **state)
         buf_free(&b);
 
         assert_int_equal(
-            metrics_counter_inc(METRIC_QUEUE_RECEIVE_ERRORS, "AccessDenied: \"sqs:Receive\"\\\n", NULL), 0);
+            metrics_counter_inc(M, METRIC_QUEUE_RECEIVE_ERRORS, "AccessDenied: \"sqs:Receive\"\\\n", NULL),
+            0);
         _cleanup_free_ char *text = render();
         assert_contains(text, "spotdrain_queue_receive_errors_total{reason=\"AccessDenied: "
                               "\\\"sqs:Receive\\\"\\\\\\n\"} 1\n");
@@ -158,7 +170,7 @@ static void test_escaping(void **state)
                                          .type = METRIC_GAUGE,
                                          .help = "line one\nback\\slash" };
         memcpy(def.labels, labels, sizeof(labels));
-        assert_int_equal(metrics_register(&def), 0);
+        assert_int_equal(metrics_register(M, &def), 0);
         _cleanup_free_ char *help = render();
         assert_contains(help, "# HELP spotdrain_test_help line one\\nback\\\\slash\n");
 }
@@ -174,18 +186,18 @@ static void test_histogram(void **state)
                                          .n_buckets = ARRAY_SIZE(bounds) };
         double v;
 
-        assert_int_equal(metrics_register(&def), 0);
-        assert_int_equal(metrics_register(&def), 0); /* the same again is fine */
+        assert_int_equal(metrics_register(M, &def), 0);
+        assert_int_equal(metrics_register(M, &def), 0); /* the same again is fine */
         def.n_buckets = 2;
-        assert_int_equal(metrics_register(&def), -EEXIST);
+        assert_int_equal(metrics_register(M, &def), -EEXIST);
 
-        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 0.5, "a", NULL), 0);
-        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 1, "a", NULL),
+        assert_int_equal(metrics_histogram_observe(M, "spotdrain_test_seconds", 0.5, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe(M, "spotdrain_test_seconds", 1, "a", NULL),
                          0); /* le is <= */
-        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 2, "a", NULL), 0);
-        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 50, "a", NULL), 0);
-        assert_int_equal(metrics_histogram_observe(METRIC_DRAIN_DURATION_SECONDS, 41.25, NULL), 0);
-        assert_int_equal(metrics_get("spotdrain_test_seconds", &v, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe(M, "spotdrain_test_seconds", 2, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe(M, "spotdrain_test_seconds", 50, "a", NULL), 0);
+        assert_int_equal(metrics_histogram_observe(M, METRIC_DRAIN_DURATION_SECONDS, 41.25, NULL), 0);
+        assert_int_equal(metrics_get(M, "spotdrain_test_seconds", &v, "a", NULL), 0);
         assert_true(v == 4);
 
         _cleanup_free_ char *text = render();
@@ -210,21 +222,51 @@ static void test_histogram(void **state)
                                          .labels = { "le", NULL },
                                          .buckets = bounds,
                                          .n_buckets = 3 };
-        assert_int_equal(metrics_register(&bad), -EINVAL);
+        assert_int_equal(metrics_register(M, &bad), -EINVAL);
         static const double unsorted[] = { 2, 1 };
         bad.labels[0] = NULL;
         bad.buckets = unsorted;
         bad.n_buckets = 2;
-        assert_int_equal(metrics_register(&bad), -EINVAL);
+        assert_int_equal(metrics_register(M, &bad), -EINVAL);
         bad = (struct metric_family_def){ .name = "9bad", .type = METRIC_COUNTER, .help = "x" };
-        assert_int_equal(metrics_register(&bad), -EINVAL);
+        assert_int_equal(metrics_register(M, &bad), -EINVAL);
 
-        /* reset forgets registered families and series; builtins and build_info stay. */
-        metrics_reset();
-        assert_int_equal(metrics_histogram_observe("spotdrain_test_seconds", 1, "a", NULL), -ENOENT);
-        assert_int_equal(metrics_get(METRIC_DRAIN_DURATION_SECONDS, &v, NULL), -ENOENT);
-        assert_int_equal(metrics_get(METRIC_BUILD_INFO, &v, SPOTDRAIN_VERSION, NULL), 0);
+        /* Registries are apart: another one has neither these families nor these series, only the
+         * predeclared families and build_info. */
+        _cleanup_(metrics_freep) struct metrics *other = NULL;
+        assert_int_equal(metrics_new(&other), 0);
+        assert_int_equal(metrics_histogram_observe(other, "spotdrain_test_seconds", 1, "a", NULL), -ENOENT);
+        assert_int_equal(metrics_get(other, METRIC_DRAIN_DURATION_SECONDS, &v, NULL), -ENOENT);
+        assert_int_equal(metrics_get(other, METRIC_BUILD_INFO, &v, SPOTDRAIN_VERSION, NULL), 0);
         assert_true(v == 1);
+}
+
+/* No registry: nothing is reported, nothing fails, and it renders as nothing. */
+static void test_null_registry(void **state)
+{
+        static const struct metric_family_def def = { .name = "spotdrain_test_total",
+                                                      .type = METRIC_COUNTER,
+                                                      .help = "x" };
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        _cleanup_free_ char *text = NULL;
+        double v = -1;
+
+        assert_int_equal(metrics_register(NULL, &def), 0);
+        assert_int_equal(metrics_counter_inc(NULL, METRIC_DRAINS, "completed", NULL), 0);
+        assert_int_equal(metrics_counter_inc(NULL, METRIC_DRAINS, "a", "b", "c", "d", "e", NULL), 0);
+        assert_int_equal(metrics_gauge_setv(NULL, METRIC_LEADER, 1, NULL), 0);
+        assert_int_equal(metrics_histogram_observe(NULL, METRIC_DRAIN_DURATION_SECONDS, 1, NULL), 0);
+        assert_int_equal(metrics_remove(NULL, METRIC_DRAIN_BUDGET_SECONDS, "spot-a", NULL), 0);
+        assert_int_equal(metrics_get(NULL, METRIC_BUILD_INFO, &v, SPOTDRAIN_VERSION, NULL), -ENOENT);
+        assert_true(v == -1);
+        assert_int_equal(metrics_render(NULL, &text), 0);
+        assert_string_equal(text, "");
+
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(metrics_alert_sink_add(b, NULL), 0);
+        assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-a", NULL, "drained"), 0);
+        /* The process's registry saw none of it. */
+        assert_int_equal(metrics_get(M, METRIC_DRAINS, &v, "completed", NULL), -ENOENT);
 }
 
 /* The alert sink counts what drains report. */
@@ -234,42 +276,42 @@ static void test_alert_sink(void **state)
         double v;
 
         assert_int_equal(alert_bus_new(&b), 0);
-        assert_int_equal(metrics_alert_sink_add(b), 0);
-        assert_int_equal(metrics_alert_sink_add(NULL), -EINVAL);
+        assert_int_equal(metrics_alert_sink_add(b, M), 0);
+        assert_int_equal(metrics_alert_sink_add(NULL, M), -EINVAL);
 
         assert_int_equal(
             alert_emit(b, ALERT_DRAIN_INFEASIBLE, "spot-a",
                        (const char *[]){ "verdict", "infeasible", "finish_seconds", "240.5", NULL },
                        "too slow"),
             0);
-        assert_int_equal(metrics_get(METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), 0);
         assert_true(v == 240.5);
-        assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, 118, "spot-a", NULL), 0);
+        assert_int_equal(metrics_gauge_set(M, METRIC_DRAIN_BUDGET_SECONDS, 118, "spot-a", NULL), 0);
 
         assert_int_equal(
             alert_emit(b, ALERT_PODS_FORCED, "spot-a", (const char *[]){ "pods", "3", NULL }, "x"), 0);
         assert_int_equal(alert_emit(b, ALERT_PODS_FORCED, "spot-a", NULL, "no count"), 0);
-        assert_int_equal(metrics_get(METRIC_PODS_FORCED, &v, NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_PODS_FORCED, &v, NULL), 0);
         assert_true(v == 4);
 
         assert_int_equal(alert_emit(b, ALERT_DEADLINE_MISSED, "spot-a",
                                     (const char *[]){ "seconds", "121.0", "left", "2", NULL }, "missed"),
                          0);
-        assert_int_equal(metrics_get(METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), -ENOENT);
-        assert_int_equal(metrics_get(METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), -ENOENT);
+        assert_int_equal(metrics_get(M, METRIC_DRAIN_PREDICTED_SECONDS, &v, "spot-a", NULL), -ENOENT);
+        assert_int_equal(metrics_get(M, METRIC_DRAIN_BUDGET_SECONDS, &v, "spot-a", NULL), -ENOENT);
         assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-b",
                                     (const char *[]){ "seconds", "41.2", NULL }, "drained"),
                          0);
         assert_int_equal(alert_emit(b, ALERT_REPLACEMENT_LAUNCHED, NULL, NULL, "m5.xlarge"), 0);
         assert_int_equal(alert_emit(b, ALERT_NOTICE_RECEIVED, "spot-c", NULL, "not counted here"), 0);
 
-        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "completed", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_DRAINS, &v, "completed", NULL), 0);
         assert_true(v == 1);
-        assert_int_equal(metrics_get(METRIC_DRAINS, &v, "deadline-missed", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_DRAINS, &v, "deadline-missed", NULL), 0);
         assert_true(v == 1);
-        assert_int_equal(metrics_get(METRIC_DEADLINES_MISSED, &v, NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_DEADLINES_MISSED, &v, NULL), 0);
         assert_true(v == 1);
-        assert_int_equal(metrics_get(METRIC_REPLACEMENTS, &v, "launched", NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_REPLACEMENTS, &v, "launched", NULL), 0);
         assert_true(v == 1);
         /* Only the completed drain's duration: a missed deadline is not a drain duration. */
         _cleanup_free_ char *text = render();
@@ -320,9 +362,9 @@ static void test_endpoint(void **state)
         _cleanup_free_ char *body = NULL, *type = NULL;
 
         assert_int_equal(loop_new(&l), 0);
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         assert_true(httpd_port(h) > 0);
-        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "completed", NULL), 0);
+        assert_int_equal(metrics_counter_inc(M, METRIC_DRAINS, "completed", NULL), 0);
 
         assert_int_equal(fetch(l, httpd_port(h), NULL, "/metrics", &body, &type), 200);
         assert_string_equal(type, "text/plain; version=0.0.4; charset=utf-8");
@@ -519,35 +561,35 @@ static void test_listen_forms(void **state)
 {
         struct httpd *h = (struct httpd *)1;
 
-        assert_int_equal(httpd_start("off", &h), 0);
+        assert_int_equal(httpd_start("off", M, &h), 0);
         assert_null(h);
         assert_int_equal(httpd_port(h), 0);
         assert_int_equal(httpd_add_ready_check(h, "x", flag_check, NULL), 0);
         assert_null(httpd_free(h));
 
-        assert_int_equal(httpd_start("127.0.0.1", &h), -EINVAL);
-        assert_int_equal(httpd_start("::1:0", &h), -EINVAL);
-        assert_int_equal(httpd_start("localhost:0", &h), -EINVAL); /* numeric only */
-        assert_int_equal(httpd_start("127.0.0.1:x", &h), -EINVAL);
-        assert_int_equal(httpd_start("127.0.0.1:65536", &h), -EINVAL);
-        assert_int_equal(httpd_start("127.0.0.1:-1", &h), -EINVAL);
-        assert_int_equal(httpd_start("127.0.0.1:", &h), -EINVAL);
-        assert_int_equal(httpd_start("127.0.0.256:0", &h), -EINVAL);
-        assert_int_equal(httpd_start("[::1:0", &h), -EINVAL);
-        assert_int_equal(httpd_start("[nope]:0", &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("::1:0", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("localhost:0", M, &h), -EINVAL); /* numeric only */
+        assert_int_equal(httpd_start("127.0.0.1:x", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:65536", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:-1", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.1:", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("127.0.0.256:0", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("[::1:0", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("[nope]:0", M, &h), -EINVAL);
 
         /* No host: any IPv4 address. */
-        assert_int_equal(httpd_start(":0", &h), 0);
+        assert_int_equal(httpd_start(":0", M, &h), 0);
         assert_true(httpd_port(h) > 0);
         assert_int_equal(raw_status_of(httpd_port(h), "GET /healthz HTTP/1.1\r\n\r\n"), 200);
         httpd_free(h);
 
-        assert_int_equal(httpd_start("[::1]:0", &h), 0);
+        assert_int_equal(httpd_start("[::1]:0", M, &h), 0);
         httpd_free(h);
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         struct httpd *second = NULL;
         _cleanup_free_ char *taken = strprintf("127.0.0.1:%u", httpd_port(h));
-        assert_int_equal(httpd_start(taken, &second), -EADDRINUSE);
+        assert_int_equal(httpd_start(taken, M, &second), -EADDRINUSE);
         httpd_free(h);
 }
 
@@ -567,7 +609,7 @@ static void test_loop_watch(void **state)
 
         assert_int_equal(loop_new(&watched), 0);
         assert_int_equal(loop_new(&client), 0);
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         assert_int_equal(httpd_watch_loop(h, watched, 50000), 0);
         assert_int_equal(httpd_watch_loop(h, watched, 50000), -EINVAL);
 
@@ -596,9 +638,9 @@ static void test_endpoint_raw(void **state)
         uint16_t port;
         char *resp;
 
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         port = httpd_port(h);
-        assert_int_equal(metrics_counter_inc(METRIC_DRAINS, "completed", NULL), 0);
+        assert_int_equal(metrics_counter_inc(M, METRIC_DRAINS, "completed", NULL), 0);
 
         resp = raw_request(port, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n");
         assert_int_equal(raw_status(resp), 200);
@@ -683,7 +725,7 @@ static void test_endpoint_limits(void **state)
         assert_non_null(pad);
         memset(pad, 'a', 20000);
         pad[20000] = '\0';
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         port = httpd_port(h);
 
         headers = strprintf("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", pad);
@@ -705,7 +747,7 @@ static void test_endpoint_split(void **state)
         _cleanup_(httpd_freep) struct httpd *h = NULL;
         _cleanup_free_ char *resp = NULL;
 
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         resp = raw_exchange(httpd_port(h), (const char *const[]){ "GE", "T /hea", "lthz?x=1 HTTP/1.1\r\nHo",
                                                                   "st: 127.0.0.1\r\n\r", "\n", NULL });
         assert_int_equal(raw_status(resp), 200);
@@ -730,7 +772,7 @@ static void test_endpoint_stalled_clients(void **state)
         uint16_t port;
         char *resp;
 
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         port = httpd_port(h);
 
         held[n++] = raw_connect_from(port, NULL);
@@ -778,7 +820,7 @@ static void test_endpoint_ipv6(void **state)
         _cleanup_free_ char *taken = NULL;
         char *resp;
 
-        assert_int_equal(httpd_start("[::1]:0", &h), 0);
+        assert_int_equal(httpd_start("[::1]:0", M, &h), 0);
         assert_true(httpd_port(h) > 0);
         resp = raw_exchange_to("::1", httpd_port(h), scrape);
         assert_int_equal(raw_status(resp), 200);
@@ -786,7 +828,7 @@ static void test_endpoint_ipv6(void **state)
         free(resp);
         h = httpd_free(h);
 
-        assert_int_equal(httpd_start("[::]:0", &h), 0);
+        assert_int_equal(httpd_start("[::]:0", M, &h), 0);
         resp = raw_exchange_to("::1", httpd_port(h), scrape);
         assert_int_equal(raw_status(resp), 200);
         free(resp);
@@ -795,7 +837,7 @@ static void test_endpoint_ipv6(void **state)
         free(resp);
         taken = strprintf("0.0.0.0:%u", httpd_port(h));
         assert_non_null(taken);
-        assert_int_equal(httpd_start(taken, &second), -EADDRINUSE);
+        assert_int_equal(httpd_start(taken, M, &second), -EADDRINUSE);
         httpd_free(h);
 }
 
@@ -809,9 +851,9 @@ static void test_endpoint_large_answer(void **state)
                 char node[32];
 
                 (void)snprintf(node, sizeof(node), "spot-%04u", i);
-                assert_int_equal(metrics_gauge_set(METRIC_DRAIN_BUDGET_SECONDS, i, node, NULL), 0);
+                assert_int_equal(metrics_gauge_set(M, METRIC_DRAIN_BUDGET_SECONDS, i, node, NULL), 0);
         }
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         get = raw_request(httpd_port(h), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_int_equal(raw_status(get), 200);
         assert_true(strlen(raw_body(get)) > 64 * 1024);
@@ -874,7 +916,7 @@ static void test_endpoint_concurrent(void **state)
         pthread_t thread;
         int fds[12];
 
-        assert_int_equal(httpd_start("127.0.0.1:0", &h), 0);
+        assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         assert_int_equal(httpd_add_ready_check(h, "serial", serial_check_fn, &serial), 0);
         assert_int_equal(httpd_add_health_check(h, "serial", serial_check_fn, &serial), 0);
         flipper.h = h;
@@ -1034,6 +1076,7 @@ int main(void)
                 cmocka_unit_test_setup(test_errors, reset),
                 cmocka_unit_test_setup(test_escaping, reset),
                 cmocka_unit_test_setup(test_histogram, reset),
+                cmocka_unit_test_setup(test_null_registry, reset),
                 cmocka_unit_test_setup(test_alert_sink, reset),
                 cmocka_unit_test_setup(test_endpoint, reset),
                 cmocka_unit_test(test_listen_forms),
@@ -1048,7 +1091,5 @@ int main(void)
                 cmocka_unit_test(test_error_budget),
                 cmocka_unit_test(test_notify),
         };
-        int r = cmocka_run_group_tests(tests, NULL, NULL);
-        metrics_reset();
-        return r;
+        return cmocka_run_group_tests(tests, reset, drop);
 }

@@ -345,8 +345,8 @@ static void test_example_config(void **state)
         assert_int_equal(config_new(&c), 0);
         if (config_load_file(c, "systemd/spotdrain.yaml", &error) < 0)
                 fail_msg("systemd/spotdrain.yaml: %s", error);
-        assert_string_equal(c->metrics_listen, "0.0.0.0:9464");
-        assert_non_null(c->aws_queue_url);
+        assert_string_equal(c->ops.metrics_listen, "0.0.0.0:9464");
+        assert_non_null(c->aws.queue_url);
         assert_int_equal(webhook_options_from_config(c, &o, NULL), -ENOENT);
 }
 
@@ -362,6 +362,7 @@ static void write_file(const char *path, const char *text)
 static void test_delivery(void **state)
 {
         struct receiver *rx = receiver_start(NULL, 0);
+        _cleanup_(metrics_freep) struct metrics *m = NULL; /* outlives the sink */
         _cleanup_(loop_freep) struct loop *l = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
         _cleanup_(webhook_sink_freep) struct webhook_sink *w = NULL;
@@ -382,7 +383,8 @@ static void test_delivery(void **state)
         o.headers_file = hdr_path;
         o.headers = headers;
 
-        metrics_reset();
+        assert_int_equal(metrics_new(&m), 0);
+        o.metrics = m;
         assert_int_equal(loop_new(&l), 0);
         assert_int_equal(webhook_sink_new(l, &o, &w), 0);
         assert_int_equal(alert_bus_new(&b), 0);
@@ -401,7 +403,7 @@ static void test_delivery(void **state)
         assert_string_equal(rx->req[0].auth, SECRET_TOKEN);
         assert_string_equal(rx->req[0].team, "sre");
         assert_string_equal(rx->req[0].content_type, "application/json");
-        assert_int_equal(metrics_get(METRIC_WEBHOOK_DELIVERIES, &v, "delivered", NULL), 0);
+        assert_int_equal(metrics_get(m, METRIC_WEBHOOK_DELIVERIES, &v, "delivered", NULL), 0);
         assert_true(v == 1);
 
         receiver_stop(rx);
@@ -666,7 +668,5 @@ int main(void)
                 cmocka_unit_test(test_pending_limit),    cmocka_unit_test(test_when_flushed),
                 cmocka_unit_test(test_no_secret_in_log),
         };
-        int r = cmocka_run_group_tests(tests, NULL, NULL);
-        metrics_reset();
-        return r;
+        return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,30 @@
+/* The agent's configuration keys (node_name, agent.*). Listed with
+ * every other module's in src/cli/config_sections.c. */
+#include <stddef.h>
+
+#include "spotdrain/agent.h"
+#include "spotdrain/config.h"
+
+#define OFF(f) offsetof(struct agent_settings, f)
+
+static const struct config_item agent_node_items[] = {
+        { "node_name", CONFIG_STRING, NULL, OFF(node_name),
+          "this node (agent; unset: $NODE_NAME, else from IMDS)", NULL, 0, CONFIG_NO_RANGE, false },
+};
+
+const struct config_section agent_node_config_section = { "agent", agent_node_items,
+                                                          ARRAY_SIZE(agent_node_items) };
+
+static const struct config_item agent_items[] = {
+        { "agent.rebalance_revert_seconds", CONFIG_DURATION, "600", OFF(rebalance_revert_usec),
+          "remove the rebalance soft taint when no interruption follows within this time", NULL,
+          CONFIG_SECONDS, .min = 1, .max = 86400, false },
+        { "agent.maintenance_lead_seconds", CONFIG_DURATION, "300", OFF(maintenance_lead_usec),
+          "drain this long before a scheduled maintenance starts", NULL, CONFIG_SECONDS, .min = 0,
+          .max = 86400, false },
+        { "agent.asg_deadline_seconds", CONFIG_DURATION, "3600", OFF(asg_deadline_usec),
+          "deadline of an Auto Scaling termination (the lifecycle hook's heartbeat timeout)", NULL,
+          CONFIG_SECONDS, .min = 1, .max = 172800, false },
+};
+
+const struct config_section agent_config_section = { "agent", agent_items, ARRAY_SIZE(agent_items) };

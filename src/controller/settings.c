@@ -1,0 +1,18 @@
+/* The controller's configuration key (controller.*). Listed with
+ * every other module's in src/cli/config_sections.c. */
+#include <stddef.h>
+
+#include "spotdrain/config.h"
+#include "spotdrain/controller.h"
+
+#define OFF(f) offsetof(struct controller_settings, f)
+
+static const struct config_item controller_items[] = {
+        { "controller.first_visibility_seconds", CONFIG_DURATION, "10", OFF(first_visibility_usec),
+          "how long a received notice stays hidden until its drain is recorded on the node (then 60 s, "
+          "renewed): a controller killed in between gets it back this soon",
+          NULL, CONFIG_SECONDS, .min = 2, .max = 60, false },
+};
+
+const struct config_section controller_config_section = { "controller", controller_items,
+                                                          ARRAY_SIZE(controller_items) };

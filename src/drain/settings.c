@@ -1,0 +1,47 @@
+/* The drain engine's configuration keys (drain.*). Listed with
+ * every other module's in src/cli/config_sections.c. */
+#include <stddef.h>
+
+#include "spotdrain/config.h"
+#include "spotdrain/engine.h"
+
+static const struct config_enum_value drain_policies[] = {
+        { "force", CONFIG_DRAIN_POLICY_FORCE },
+        { "respect", CONFIG_DRAIN_POLICY_RESPECT },
+        { NULL, 0 },
+};
+
+#define OFF(f) offsetof(struct drain_settings, f)
+
+static const struct config_item drain_items[] = {
+        { "drain.budget_seconds", CONFIG_DURATION, "120", OFF(budget_usec),
+          "time from notice to the instance's end when the notice sets no deadline", NULL, CONFIG_SECONDS,
+          .min = 1, .max = 86400, false },
+        { "drain.safety_margin_seconds", CONFIG_DURATION, "5", OFF(safety_margin_usec),
+          "kept free before the deadline: pods must be gone this long before it", NULL, CONFIG_SECONDS,
+          .min = 0, .max = 3600, false },
+        { "drain.policy", CONFIG_ENUM, "force", OFF(policy),
+          "force: delete a pod around its PDB at its last safe moment; respect: never go around a PDB",
+          drain_policies, 0, CONFIG_NO_RANGE, false },
+        { "drain.taint_key", CONFIG_STRING, "spotdrain.io/interruption", OFF(taint_key),
+          "NoSchedule taint put on a node being drained", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(ignore_daemonsets),
+          "leave DaemonSet pods on the node", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.delete_emptydir_data", CONFIG_BOOL, "true", OFF(delete_emptydir_data),
+          "evict pods with emptyDir volumes (their data dies with the node anyway)", NULL, 0,
+          CONFIG_NO_RANGE, false },
+        { "drain.default_startup_seconds", CONFIG_DURATION, "30", OFF(default_startup_usec),
+          "assumed creation-to-Ready time of a replacement when nothing was measured", NULL, CONFIG_SECONDS,
+          .min = 0, .max = 86400, false },
+        { "drain.expected_shutdown_fraction", CONFIG_DOUBLE, "0.5", OFF(expected_shutdown_fraction),
+          "share of its grace period a pod is expected to take to stop while none of its siblings was seen "
+          "stopping (the drain-infeasible verdict; forcing still allows the whole grace period)",
+          NULL, 0, .min = 0.01, .max = 1, false },
+        { "drain.eviction_retry_floor_ms", CONFIG_DURATION, "200", OFF(eviction_retry_floor_usec),
+          "shortest wait before retrying a 429 eviction when the cluster says nothing", NULL,
+          CONFIG_MILLISECONDS, .min = 1, .max = 60000, false },
+        { "drain.critical_priority_classes", CONFIG_STRV, "system-cluster-critical,system-node-critical",
+          OFF(critical_priority_classes), "priority classes evicted last", NULL, 0, CONFIG_NO_RANGE, false },
+};
+
+const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };
