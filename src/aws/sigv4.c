@@ -44,11 +44,7 @@ void aws_credentials_clear(struct aws_credentials *c)
 
 void sigv4_strv_free(char **v)
 {
-        if (!v)
-                return;
-        for (char **p = v; *p; p++)
-                free(*p);
-        free(v);
+        strv_free(v);
 }
 
 static void strv_freep(char ***v)

@@ -49,15 +49,6 @@
 
 extern char **environ;
 
-static void strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **p = v; *p; p++)
-                free(*p);
-        free(v);
-}
-
 /* Appends a copy of s to the NULL-terminated vector *v (which may be NULL). */
 static int strv_push(char ***v, size_t *n, const char *s)
 {
@@ -90,15 +81,6 @@ static struct kube_exec *kube_exec_free(struct kube_exec *e)
 static void kube_exec_freep(struct kube_exec **e)
 {
         kube_exec_free(*e);
-}
-
-/* Secrets are wiped before their memory goes back to the allocator. */
-static void free_secret(char *s)
-{
-        if (!s)
-                return;
-        explicit_bzero(s, strlen(s));
-        free(s);
 }
 
 static void exec_state_free(struct exec_state *st);
