@@ -173,24 +173,35 @@ static int kc_abs_path(const char *dir, const char *path, char **ret)
         return 0;
 }
 
-/* A file reference: made absolute against the kubeconfig's directory and checked readable now, so that a
- * typo is reported with its line rather than at the first request. */
-static int kc_file(struct kcp *p, const struct ynode *map, const char *prefix, const char *key, char **ret)
+/* An optional string key that counts as absent when empty: *ret is NULL then. */
+static int kc_opt_str(struct kcp *p, const struct ynode *map, const char *prefix, const char *key,
+                      const char **ret)
 {
         const char *v;
         int r = kc_str(p, map, prefix, key, false, &v);
         if (r < 0)
                 return r;
-        if (isempty(v)) {
-                *ret = NULL;
-                return 0;
-        }
+        *ret = isempty(v) ? NULL : v;
+        return 0;
+}
+
+/* A file reference: made absolute against the kubeconfig's directory and checked readable now, so that a
+ * typo is reported with its line rather than at the first request. */
+static int kc_file(struct kcp *p, const struct ynode *map, const char *prefix, const char *key, char **ret)
+{
+        const char *v;
         _cleanup_free_ char *abs = NULL;
-        r = kc_abs_path(p->dir, v, &abs);
+        int r = kc_opt_str(p, map, prefix, key, &v);
         if (r < 0)
                 return r;
-        if (access(abs, R_OK) < 0)
-                return kc_fail(p, ynode_get(map, key), "%s.%s: %s: %s", prefix, key, abs, strerror(errno));
+        if (v) {
+                r = kc_abs_path(p->dir, v, &abs);
+                if (r < 0)
+                        return r;
+                if (access(abs, R_OK) < 0)
+                        return kc_fail(p, ynode_get(map, key), "%s.%s: %s: %s", prefix, key, abs,
+                                       strerror(errno));
+        }
         *ret = TAKE_PTR(abs);
         return 0;
 }
@@ -200,10 +211,10 @@ static int kc_pem_data(struct kcp *p, const struct ynode *map, const char *prefi
                        char **ret)
 {
         const char *v;
-        int r = kc_str(p, map, prefix, key, false, &v);
+        int r = kc_opt_str(p, map, prefix, key, &v);
         if (r < 0)
                 return r;
-        if (isempty(v)) {
+        if (!v) {
                 *ret = NULL;
                 return 0;
         }
