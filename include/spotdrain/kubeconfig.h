@@ -41,7 +41,7 @@ struct kube_config {
         uint64_t exec_retry_base_usec; /* first backoff after a failed run: 1 s, doubling to 1 min */
         /* CLOCK_MONOTONIC before which a failed run is not repeated (backoff; aged by hand in tests) */
         uint64_t exec_retry_after_usec;
-        struct exec_state *exec_state; /* runs and waiters of kube_config_token_async (kubeconfig.c) */
+        struct exec_state *exec_state; /* runs and waiters of kube_config_token_async (exec_plugin.c) */
 };
 
 /* Loads a kubeconfig (context NULL = current-context). Errors name file, line and key. */

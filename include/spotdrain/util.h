@@ -54,6 +54,12 @@ static inline bool isempty(const char *s)
         return !s || !*s;
 }
 
+/* Frees a NULL-terminated vector of strings and its array (NULL allowed). */
+void strv_free(char **v);
+
+/* Frees a string holding a secret (token, key, password) after wiping it (NULL allowed). */
+void free_secret(char *s);
+
 /* Replaces *dst with a copy of src (NULL allowed). Returns 0 or -ENOMEM. */
 int free_and_strdup(char **dst, const char *src);
 

@@ -352,13 +352,6 @@ struct aws_client {
         bool freeing;
 };
 
-static void strv_free(char **v)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
-
 int aws_client_new(struct loop *l, const struct aws_client_config *cfg, struct aws_client **ret)
 {
         struct aws_client *c;

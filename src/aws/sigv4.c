@@ -5,7 +5,8 @@
  * outside RFC 3986's unreserved set and '/' is percent-encoded (so an encoded '%' is encoded again, as AWS
  * expects from non-S3 clients); query names and values are decoded and re-encoded the same way ('/' too),
  * sorted by name then value; header names are lowercased, values trimmed with whitespace runs (folded lines
- * included) collapsed to one space, duplicates joined with ',' in their order. */
+ * included) collapsed to one space, duplicates joined with ',' in their order. The verification is in
+ * sigv4_verify.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -17,11 +18,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "aws/sigv4_internal.h"
 #include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
-
-#define SIGV4_ALGORITHM  "AWS4-HMAC-SHA256"
-#define SIGV4_MAX_SKEW_S (15 * 60) /* what AWS tolerates between the signing instant and its clock */
 
 static const char sigv4_hex[] = "0123456789abcdef";
 
@@ -44,18 +43,8 @@ void aws_credentials_clear(struct aws_credentials *c)
 
 void sigv4_strv_free(char **v)
 {
-        if (!v)
-                return;
-        for (char **p = v; *p; p++)
-                free(*p);
-        free(v);
+        strv_free(v);
 }
-
-static void strv_freep(char ***v)
-{
-        sigv4_strv_free(*v);
-}
-#define _cleanup_strv_ _cleanup_(strv_freep)
 
 static void to_hex(const unsigned char *in, size_t n, char *out)
 {
@@ -146,7 +135,7 @@ static char *percent_decode(const char *s, size_t n, bool plus_is_space)
 }
 
 /* In a URI '+' is a plus, as AWS reads it. */
-static char *uri_decode(const char *s, size_t n)
+char *sv4_uri_decode(const char *s, size_t n)
 {
         return percent_decode(s, n, false);
 }
@@ -158,18 +147,7 @@ char *sigv4_form_decode(const char *s, size_t n)
 
 /* ---- URL pieces ---- */
 
-struct url_parts {
-        const char *scheme;
-        size_t scheme_len;
-        const char *host; /* without userinfo, with port */
-        size_t host_len;
-        const char *path;
-        size_t path_len;
-        const char *query; /* NULL when there is no '?' */
-        size_t query_len;
-};
-
-static int url_split(const char *url, struct url_parts *ret)
+int sv4_url_split(const char *url, struct url_parts *ret)
 {
         struct url_parts p = { 0 };
         const char *s, *a, *e;
@@ -305,8 +283,6 @@ static int canonical_uri(const struct sigv4_request *r, const struct url_parts *
 
 /* ---- canonical query ---- */
 
-static bool name_in(const char *name, const char *const *list);
-
 struct qparam {
         char *name; /* canonical (encoded) */
         char *value;
@@ -321,7 +297,7 @@ static int qparam_cmp(const void *a, const void *b)
 
 static char *encode_component(const char *s, size_t n)
 {
-        _cleanup_free_ char *dec = uri_decode(s, n);
+        _cleanup_free_ char *dec = sv4_uri_decode(s, n);
         struct buf b = { 0 };
 
         if (!dec)
@@ -350,10 +326,10 @@ static int query_collect(const char *q, size_t qlen, const char *const *drop, st
                         if (!name || !value)
                                 return -ENOMEM;
                         if (drop) {
-                                _cleanup_free_ char *dn = uri_decode(&q[i], eq);
+                                _cleanup_free_ char *dn = sv4_uri_decode(&q[i], eq);
                                 if (!dn)
                                         return -ENOMEM;
-                                if (name_in(dn, drop)) {
+                                if (sv4_name_in(dn, drop)) {
                                         i += l + 1;
                                         continue;
                                 }
@@ -426,11 +402,6 @@ static void hdrs_free(struct hdrs *h)
         *h = (struct hdrs){ 0 };
 }
 
-static bool is_ws(char c)
-{
-        return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
 static char *header_name(const char *line, size_t n)
 {
         while (n > 0 && is_ws(line[n - 1]))
@@ -481,7 +452,7 @@ static char *header_value_trimall(const char *v)
         return out;
 }
 
-static bool name_in(const char *name, const char *const *list)
+bool sv4_name_in(const char *name, const char *const *list)
 {
         for (; list && *list; list++)
                 if (streq(name, *list))
@@ -536,18 +507,6 @@ static int hdr_cmp(const void *a, const void *b)
         return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* What goes into the canonical request, beyond the request itself. */
-struct canon_in {
-        const struct sigv4_request *r;
-        const char *const *drop;       /* lowercase header names of the request left out */
-        char *const *only;             /* when set: only these lowercase names are signed (verification) */
-        const char *const *add;        /* "Name: value" headers added after the request's own */
-        bool add_date;                 /* x-amz-date from time_usec unless the request has one */
-        const char *extra_query;       /* encoded "a=b&c=d" added to the URL's query (presigning) */
-        const char *const *drop_query; /* query parameters left out (X-Amz-Signature when verifying) */
-        const char *payload_hash;      /* instead of hashing the body */
-};
-
 static int format_amz_date(uint64_t usec, char out[17])
 {
         time_t t = (time_t)(usec / 1000000);
@@ -569,8 +528,9 @@ static int canon_headers(const struct canon_in *in, const struct url_parts *u, s
                         return -EINVAL;
                 if (!name)
                         return -ENOMEM;
-                if (name_in(name, in->drop) || (in->only && !name_in(name, (const char *const *)in->only)) ||
-                    (!in->only && name_in(name, unsigned_headers)))
+                if (sv4_name_in(name, in->drop) ||
+                    (in->only && !sv4_name_in(name, (const char *const *)in->only)) ||
+                    (!in->only && sv4_name_in(name, unsigned_headers)))
                         continue;
                 r = hdrs_add(h, *p);
                 if (r < 0)
@@ -581,7 +541,7 @@ static int canon_headers(const struct canon_in *in, const struct url_parts *u, s
                 if (r < 0)
                         return r;
         }
-        if (!hdrs_has(h, "host") && (!in->only || name_in("host", (const char *const *)in->only))) {
+        if (!hdrs_has(h, "host") && (!in->only || sv4_name_in("host", (const char *const *)in->only))) {
                 _cleanup_free_ char *host = url_host_header(u), *line = NULL;
                 if (!host || !(line = strprintf("host:%s", host)))
                         return -ENOMEM;
@@ -637,7 +597,7 @@ static int canon_signed_headers(const struct canon_in *in, char **ret)
         struct buf canon = { 0 }, names = { 0 };
         int r;
 
-        r = url_split(in->r->url, &u);
+        r = sv4_url_split(in->r->url, &u);
         if (r >= 0)
                 r = canon_headers(in, &u, &h);
         if (r >= 0)
@@ -652,7 +612,7 @@ static int canon_signed_headers(const struct canon_in *in, char **ret)
         return 0;
 }
 
-static int canon_build(const struct canon_in *in, char **ret_creq, char **ret_signed)
+int sv4_canon_build(const struct canon_in *in, char **ret_creq, char **ret_signed)
 {
         const struct sigv4_request *r = in->r;
         struct url_parts u;
@@ -663,7 +623,7 @@ static int canon_build(const struct canon_in *in, char **ret_creq, char **ret_si
 
         if (!r || isempty(r->method))
                 return -EINVAL;
-        k = url_split(r->url, &u);
+        k = sv4_url_split(r->url, &u);
         if (k < 0)
                 return k;
         if (in->payload_hash)
@@ -713,7 +673,7 @@ int sigv4_canonical_request(const struct sigv4_request *r, char **ret_canonical,
 
         if (!r || !ret_canonical)
                 return -EINVAL;
-        return canon_build(&in, ret_canonical, ret_signed_headers);
+        return sv4_canon_build(&in, ret_canonical, ret_signed_headers);
 }
 
 static int credential_scope(const struct sigv4_request *r, char **ret)
@@ -795,7 +755,7 @@ static int sign_with(const struct canon_in *in, const char *secret, char **ret_s
         _cleanup_free_ char *creq = NULL, *names = NULL, *sts = NULL;
         int k;
 
-        k = canon_build(in, &creq, &names);
+        k = sv4_canon_build(in, &creq, &names);
         if (k < 0)
                 return k;
         k = sigv4_string_to_sign(in->r, creq, &sts);
@@ -911,7 +871,7 @@ int sigv4_presign_steps(const struct sigv4_request *r, const struct aws_credenti
 
         if (!r || !creds_usable(c) || !ret_url || expires_seconds == 0)
                 return -EINVAL;
-        k = url_split(r->url, &u);
+        k = sv4_url_split(r->url, &u);
         if (k < 0)
                 return k;
         k = format_amz_date(r->time_usec, date);
@@ -983,316 +943,5 @@ int sigv4_presign_steps(const struct sigv4_request *r, const struct aws_credenti
 fail:
         buf_free(&q);
         buf_free(&url);
-        return k;
-}
-
-/* ---- verification (simulator) ---- */
-
-static const char *header_find(const char *const *headers, const char *name)
-{
-        size_t n = strlen(name);
-
-        for (const char *const *p = headers; p && *p; p++) {
-                const char *s = *p;
-                while (is_ws(*s))
-                        s++;
-                if (strncasecmp(s, name, n) == 0) {
-                        const char *t = s + n;
-                        while (*t == ' ' || *t == '\t')
-                                t++;
-                        if (*t == ':') {
-                                t++;
-                                while (is_ws(*t))
-                                        t++;
-                                return t;
-                        }
-                }
-        }
-        return NULL;
-}
-
-/* The decoded value of a query parameter, or NULL. */
-static char *query_get(const struct url_parts *u, const char *name)
-{
-        const char *q = u->query;
-
-        for (size_t i = 0; q && i < u->query_len;) {
-                size_t l = 0, eq;
-                while (i + l < u->query_len && q[i + l] != '&')
-                        l++;
-                for (eq = 0; eq < l && q[i + eq] != '='; eq++)
-                        ;
-                _cleanup_free_ char *n = uri_decode(&q[i], eq);
-                if (n && streq(n, name))
-                        return eq < l ? uri_decode(&q[i + eq + 1], l - eq - 1) : strdup("");
-                i += l + 1;
-        }
-        return NULL;
-}
-
-static int parse_amz_date(const char *s, uint64_t *ret)
-{
-        struct tm tm = { 0 };
-        const char *e;
-
-        if (!s || strlen(s) != 16)
-                return -EINVAL;
-        e = strptime(s, "%Y%m%dT%H%M%SZ", &tm);
-        if (!e || *e)
-                return -EINVAL;
-        *ret = (uint64_t)timegm(&tm) * 1000000ULL;
-        return 0;
-}
-
-static int why(char **ret_why, int error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int why(char **ret_why, int error, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (ret_why) {
-                char *s = NULL;
-                va_start(ap, fmt);
-                if (vasprintf(&s, fmt, ap) < 0)
-                        s = NULL;
-                va_end(ap);
-                free(*ret_why);
-                *ret_why = s;
-        }
-        return error;
-}
-
-/* Splits "a;b;c" into a NULL-terminated vector. */
-static char **split_names(const char *s)
-{
-        size_t n = 1;
-        char **v;
-
-        for (const char *p = s; *p; p++)
-                n += *p == ';';
-        v = calloc(n + 1, sizeof(char *));
-        if (!v)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                size_t l = strcspn(s, ";");
-                v[i] = strndup(s, l);
-                if (!v[i]) {
-                        sigv4_strv_free(v);
-                        return NULL;
-                }
-                s += l + (s[l] == ';');
-        }
-        return v;
-}
-
-struct auth_fields {
-        char *akid, *date, *region, *service;
-        char *signed_headers, *signature;
-};
-
-static void auth_fields_free(struct auth_fields *a)
-{
-        free(a->akid);
-        free(a->date);
-        free(a->region);
-        free(a->service);
-        free(a->signed_headers);
-        free(a->signature);
-}
-
-/* "AKID/20150830/us-east-1/service/aws4_request" */
-static int parse_credential(const char *cred, struct auth_fields *a)
-{
-        char *parts[5] = { 0 };
-        const char *p = cred;
-        int r = 0;
-
-        for (size_t i = 0; i < 5; i++) {
-                size_t l = strcspn(p, "/");
-                if ((i < 4 && p[l] != '/') || (i == 4 && p[l] != '\0') || l == 0) {
-                        r = -EINVAL;
-                        break;
-                }
-                parts[i] = strndup(p, l);
-                if (!parts[i]) {
-                        r = -ENOMEM;
-                        break;
-                }
-                p += l + 1;
-        }
-        if (r >= 0 && !streq(parts[4], "aws4_request"))
-                r = -EINVAL;
-        if (r < 0) {
-                for (size_t i = 0; i < 5; i++)
-                        free(parts[i]);
-                return r;
-        }
-        a->akid = parts[0];
-        a->date = parts[1];
-        a->region = parts[2];
-        a->service = parts[3];
-        free(parts[4]);
-        return 0;
-}
-
-static int parse_authorization(const char *v, struct auth_fields *a)
-{
-        const char *p;
-        int r;
-
-        if (!startswith(v, SIGV4_ALGORITHM " "))
-                return -EINVAL;
-        p = v + strlen(SIGV4_ALGORITHM);
-        while (*p) {
-                while (*p == ' ' || *p == ',')
-                        p++;
-                size_t l = strcspn(p, ", ");
-                _cleanup_free_ char *item = strndup(p, l);
-                if (!item)
-                        return -ENOMEM;
-                p += l;
-                if (startswith(item, "Credential=")) {
-                        if (a->akid)
-                                return -EINVAL;
-                        r = parse_credential(item + strlen("Credential="), a);
-                        if (r < 0)
-                                return r;
-                } else if (startswith(item, "SignedHeaders=")) {
-                        if (free_and_strdup(&a->signed_headers, item + strlen("SignedHeaders=")) < 0)
-                                return -ENOMEM;
-                } else if (startswith(item, "Signature=")) {
-                        if (free_and_strdup(&a->signature, item + strlen("Signature=")) < 0)
-                                return -ENOMEM;
-                } else if (*item)
-                        return -EINVAL;
-        }
-        if (!a->akid || isempty(a->signed_headers) || !a->signature || strlen(a->signature) != 64)
-                return -EINVAL;
-        return 0;
-}
-
-int sigv4_verify(const struct sigv4_request *r, sigv4_secret_lookup_fn lookup, void *userdata,
-                 char **ret_why)
-{
-        _cleanup_free_ char *q_cred = NULL, *q_date = NULL, *q_expires = NULL, *q_signed = NULL,
-                            *q_sig = NULL, *creq = NULL, *sts = NULL;
-        _cleanup_strv_ char **only = NULL;
-        struct auth_fields a = { 0 };
-        const char *auth, *date, *secret;
-        struct url_parts u;
-        uint64_t t;
-        bool presigned;
-        char sig[65];
-        int k;
-
-        if (!r || !lookup)
-                return -EINVAL;
-        k = url_split(r->url, &u);
-        if (k < 0)
-                return why(ret_why, k, "malformed URL");
-
-        q_sig = query_get(&u, "X-Amz-Signature");
-        presigned = q_sig != NULL;
-        if (presigned) {
-                q_cred = query_get(&u, "X-Amz-Credential");
-                q_date = query_get(&u, "X-Amz-Date");
-                q_expires = query_get(&u, "X-Amz-Expires");
-                q_signed = query_get(&u, "X-Amz-SignedHeaders");
-                _cleanup_free_ char *alg = query_get(&u, "X-Amz-Algorithm");
-                if (!streq(alg, SIGV4_ALGORITHM) || !q_cred || !q_date || !q_signed || strlen(q_sig) != 64)
-                        return why(ret_why, -EINVAL, "incomplete presigned query");
-                k = parse_credential(q_cred, &a);
-                if (k < 0) {
-                        auth_fields_free(&a);
-                        return why(ret_why, -EINVAL, "malformed X-Amz-Credential");
-                }
-                a.signed_headers = TAKE_PTR(q_signed);
-                a.signature = TAKE_PTR(q_sig);
-                date = q_date;
-        } else {
-                auth = header_find(r->headers, "authorization");
-                if (!auth)
-                        return why(ret_why, -EINVAL, "missing Authorization header");
-                k = parse_authorization(auth, &a);
-                if (k < 0) {
-                        auth_fields_free(&a);
-                        return why(ret_why, -EINVAL, "malformed Authorization header");
-                }
-                date = header_find(r->headers, "x-amz-date");
-        }
-
-        if (parse_amz_date(date, &t) < 0) {
-                k = why(ret_why, -EINVAL, "missing or malformed X-Amz-Date");
-                goto out;
-        }
-        if (strncmp(date, a.date, 8) != 0 || strlen(a.date) != 8) {
-                k = why(ret_why, -EACCES, "credential scope date %s does not match X-Amz-Date %s", a.date,
-                        date);
-                goto out;
-        }
-        if ((r->region && !streq(r->region, a.region)) || (r->service && !streq(r->service, a.service))) {
-                k = why(ret_why, -EACCES, "credential scope %s/%s, expected %s/%s", a.region, a.service,
-                        r->region ? r->region : "", r->service ? r->service : "");
-                goto out;
-        }
-        if (r->time_usec > 0) {
-                uint64_t lo = t > SIGV4_MAX_SKEW_S * 1000000ULL ? t - SIGV4_MAX_SKEW_S * 1000000ULL : 0;
-                uint64_t hi = t + SIGV4_MAX_SKEW_S * 1000000ULL;
-                if (presigned) {
-                        unsigned long e = q_expires ? strtoul(q_expires, NULL, 10) : 0;
-                        lo = t;
-                        hi = t + (uint64_t)e * 1000000ULL;
-                }
-                if (r->time_usec < lo || r->time_usec > hi) {
-                        k = why(ret_why, -EACCES,
-                                presigned ? "request has expired"
-                                          : "signature expired: %s is "
-                                            "more than 15 minutes from the server time",
-                                date);
-                        goto out;
-                }
-        }
-        secret = lookup(a.akid, userdata);
-        if (!secret) {
-                k = why(ret_why, -ENOKEY, "unknown access key id %s", a.akid);
-                goto out;
-        }
-        only = split_names(a.signed_headers);
-        if (!only) {
-                k = -ENOMEM;
-                goto out;
-        }
-        if (!name_in("host", (const char *const *)only)) {
-                k = why(ret_why, -EACCES, "host is not among the signed headers");
-                goto out;
-        }
-
-        struct sigv4_request vr = *r;
-        vr.time_usec = t;
-        vr.region = a.region;
-        vr.service = a.service;
-        static const char *const drop_sig[] = { "X-Amz-Signature", NULL };
-        static const char *const drop_sig_token[] = { "X-Amz-Signature", "X-Amz-Security-Token", NULL };
-        struct canon_in in = { .r = &vr,
-                               .only = only,
-                               .drop_query = !presigned                  ? NULL
-                                             : r->session_token_unsigned ? drop_sig_token
-                                                                         : drop_sig };
-        k = canon_build(&in, &creq, NULL);
-        if (k >= 0)
-                k = sigv4_string_to_sign(&vr, creq, &sts);
-        if (k >= 0)
-                k = sigv4_signature(&vr, secret, sts, sig);
-        if (k < 0)
-                goto out;
-        if (CRYPTO_memcmp(sig, a.signature, 64) != 0) {
-                k = why(ret_why, -EACCES,
-                        "the request signature we calculated does not match the signature you provided; "
-                        "canonical request:\n%s\nstring to sign:\n%s",
-                        creq, sts);
-                goto out;
-        }
-        k = 0;
-out:
-        auth_fields_free(&a);
         return k;
 }

@@ -71,15 +71,6 @@ static bool config_has_section(const char *prefix)
         return false;
 }
 
-static void strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **p = v; *p; p++)
-                free(*p);
-        free(v);
-}
-
 static void value_clear(const struct config_item *it, union config_value *v)
 {
         if (it->type == CONFIG_STRING)

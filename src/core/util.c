@@ -11,6 +11,23 @@
 #include <time.h>
 #include <unistd.h>
 
+void strv_free(char **v)
+{
+        if (!v)
+                return;
+        for (char **p = v; *p; p++)
+                free(*p);
+        free(v);
+}
+
+void free_secret(char *s)
+{
+        if (!s)
+                return;
+        explicit_bzero(s, strlen(s));
+        free(s);
+}
+
 int free_and_strdup(char **dst, const char *src)
 {
         char *c = NULL;

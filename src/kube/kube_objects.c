@@ -1,5 +1,5 @@
-/* cJSON → the small structs the drain engine works with: pods, nodes, PDBs (with label selectors), leases.
- */
+/* cJSON → the small structs the drain engine works with: pods, nodes, PDBs (with label selectors), leases;
+ * and the helpers that build API paths and read or prune objects whatever their kind. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,4 +468,166 @@ int kube_lease_parse(const cJSON *obj, struct kube_lease *ret)
         *ret = l;
         l = (struct kube_lease){ 0 };
         return 0;
+}
+
+/* ---- paths and JSON helpers ---- */
+
+char *kube_query_escape(const char *s)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        size_t n = strlen(s);
+        char *out = malloc(n * 3 + 1), *o = out;
+        if (!out)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                    strchr("-._~", *p))
+                        *o++ = (char)*p;
+                else {
+                        *o++ = '%';
+                        *o++ = hex[*p >> 4];
+                        *o++ = hex[*p & 15];
+                }
+        }
+        *o = 0;
+        return out;
+}
+
+char *kube_path(const char *group, const char *version, const char *namespace, const char *resource,
+                const char *name, const char *subresource)
+{
+        struct buf b = { 0 };
+        int r = isempty(group) ? buf_printf(&b, "/api/%s", version)
+                               : buf_printf(&b, "/apis/%s/%s", group, version);
+        if (r >= 0 && namespace)
+                r = buf_printf(&b, "/namespaces/%s", namespace);
+        if (r >= 0)
+                r = buf_printf(&b, "/%s", resource);
+        if (r >= 0 && name)
+                r = buf_printf(&b, "/%s", name);
+        if (r >= 0 && name && subresource)
+                r = buf_printf(&b, "/%s", subresource);
+        if (r < 0) {
+                buf_free(&b);
+                return NULL;
+        }
+        return b.data;
+}
+
+const char *kube_object_str(const cJSON *obj, const char *dotted_path)
+{
+        const char *p = dotted_path;
+        const cJSON *cur = obj;
+        while (cur && *p) {
+                size_t l = strcspn(p, ".");
+                char key[128];
+                if (l >= sizeof(key))
+                        return NULL;
+                memcpy(key, p, l);
+                key[l] = 0;
+                cur = cJSON_GetObjectItemCaseSensitive(cur, key);
+                p += l;
+                if (*p == '.')
+                        p++;
+        }
+        return cJSON_IsString(cur) ? cur->valuestring : NULL;
+}
+
+/* Copies the elements of array src whose string field fkey equals fval into dst[key] (made if missing). */
+static int prune_elements(cJSON *dst, const char *key, const cJSON *src, const char *fkey, const char *fval)
+{
+        if (!cJSON_IsArray(src))
+                return 0;
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(dst, key);
+        if (!a && !(a = cJSON_AddArrayToObject(dst, key)))
+                return -ENOMEM;
+        if (!cJSON_IsArray(a))
+                return 0;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, src) {
+                const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, fkey));
+                if (!v || !streq(v, fval))
+                        continue;
+                cJSON *copy = cJSON_Duplicate(e, true);
+                if (!copy || !cJSON_AddItemToArray(a, copy)) {
+                        cJSON_Delete(copy);
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+/* Copies the field at dotted path from src into dst, creating the objects on the way. A last segment
+ * "NAME[KEY=VALUE]" keeps only the elements of array NAME whose KEY is VALUE. */
+static int prune_copy(cJSON *dst, const cJSON *src, const char *path)
+{
+        const char *dot = strchr(path, '.');
+        size_t l = dot ? (size_t)(dot - path) : strlen(path);
+        char key[128];
+        if (l == 0 || l >= sizeof(key))
+                return 0;
+        memcpy(key, path, l);
+        key[l] = 0;
+        char *bracket = dot ? NULL : strchr(key, '[');
+        if (bracket) {
+                char *eq = strchr(bracket, '='), *end = strchr(bracket, ']');
+                if (!eq || !end || eq > end || end[1])
+                        return 0;
+                *bracket = *eq = *end = 0;
+                return prune_elements(dst, key, cJSON_GetObjectItemCaseSensitive(src, key), bracket + 1,
+                                      eq + 1);
+        }
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, key);
+        if (!s)
+                return 0;
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(dst, key);
+        if (!dot) {
+                if (d)
+                        cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
+                cJSON *copy = cJSON_Duplicate(s, true);
+                return copy && cJSON_AddItemToObject(dst, key, copy) ? 0 : (cJSON_Delete(copy), -ENOMEM);
+        }
+        if (!cJSON_IsObject(s))
+                return 0;
+        if (!d && !(d = cJSON_AddObjectToObject(dst, key)))
+                return -ENOMEM;
+        return cJSON_IsObject(d) ? prune_copy(d, s, dot + 1) : 0;
+}
+
+cJSON *kube_object_prune(const cJSON *obj, const char *const *keep)
+{
+        static const char *const always[] = {
+                "kind",
+                "apiVersion",
+                "metadata.name",
+                "metadata.namespace",
+                "metadata.uid",
+                "metadata.resourceVersion",
+                "metadata.generation",
+                "metadata.deletionTimestamp",
+        };
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < sizeof(always) / sizeof(*always); i++)
+                if (prune_copy(o, obj, always[i]) < 0)
+                        goto fail;
+        for (const char *const *k = keep; k && *k; k++)
+                if (prune_copy(o, obj, *k) < 0)
+                        goto fail;
+        return o;
+fail:
+        cJSON_Delete(o);
+        return NULL;
+}
+
+const char *kube_object_rv(const cJSON *obj)
+{
+        return kube_object_str(obj, "metadata.resourceVersion");
+}
+
+cJSON *kube_list_items(const cJSON *list)
+{
+        cJSON *items = cJSON_GetObjectItemCaseSensitive(list, "items");
+        return cJSON_IsArray(items) ? items : NULL;
 }

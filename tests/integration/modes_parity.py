@@ -1,0 +1,155 @@
+"""Agent mode and controller mode must drain alike (issue 14): every examples/*.yaml scenario runs twice through
+`spotdrain simulate --json`, once with `--delivery imds` (an agent per node, each polling its own IMDS) and
+once with `--delivery sqs` (the controller long-polling the SQS queue for EventBridge events), and each
+interrupted node must come out the same in both: drained in time or not, pods forced, pods killed, and the
+kinds of alerts raised for it. Every difference is printed; any difference fails the test.
+
+A scenario is left out, with the reason printed, where the two deliveries cannot be compared, computed from
+the scenario itself:
+- an event that only one of the paths carries (IMDS has no ASG lifecycle hook; the spot warning is the only
+  interruption both carry here);
+- a budget other than the spot warning's 120 s: EventBridge's warning carries no deadline, so the controller
+  drains by notice + 120 s whatever the scenario's instance does (a shorter budget kills pods the controller
+  thinks it has time for, a longer one makes it force pods the agent need not);
+- a node whose lower bound (bench/drain/lowerbound.py) is within SQS_MARGIN of the budget: the SQS path adds
+  a delivery latency (a long poll, the message's parse, the dispatch) that the IMDS path does not, so a node
+  that only just fits may fit by one path and not by the other.
+
+TIME_SCALE (default 10) and PARITY_JOBS (default 2, scenarios run at once) keep the whole run within about
+three minutes on two cores."""
+
+import concurrent.futures
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench", "drain"))
+import lowerbound  # noqa: E402
+
+DELIVERIES = ("imds", "sqs")
+# The deadline EventBridge's spot warning implies (NOTICE_SPOT_WARNING_USEC in include/spotdrain/notice.h).
+SPOT_WARNING_S = 120.0
+# Event types whose notice both paths deliver: IMDS spot/instance-action and events/recommendations/rebalance,
+# and their EventBridge twins on SQS.
+BOTH_PATHS = {"spot-interruption", "rebalance-recommendation"}
+# Scenario seconds the SQS path may add to a notice's way in, beyond the IMDS poll.
+SQS_MARGIN = 2.0
+
+
+def exclusion(sc):
+    """Why the two deliveries cannot be compared on this scenario, or None."""
+    types = sorted({e.get("type") for e in sc.get("events") or []} - BOTH_PATHS - {"rollout", "scale"})
+    if types:
+        return "events %s reach only one of the paths" % ", ".join(types)
+    budget = float(sc.get("budget_seconds", 120))
+    if budget != SPOT_WARNING_S:
+        return ("budget %g s, but the controller drains by the spot warning's %g s (EventBridge gives no "
+                "deadline)" % (budget, SPOT_WARNING_S))
+    for node, b in sorted(lowerbound.bounds(sc).items()):
+        if b.lb is not None and budget - SQS_MARGIN <= b.lb <= budget:
+            return ("%s: lower bound %.1f s is within the SQS delivery margin (%g s) of the %g s budget" %
+                    (node, b.lb, SQS_MARGIN, budget))
+    return None
+
+
+def run(binary, scale, path, delivery):
+    cmd = [binary, "simulate", path, "--json", "--delivery", delivery, "--time-scale", str(scale)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if p.returncode not in (0, 3):
+        raise RuntimeError("%s: exit %d\n%s" % (" ".join(cmd), p.returncode,
+                                                p.stderr.decode(errors="replace")[-2000:]))
+    res = json.loads(p.stdout)
+    if res.get("delivery") != delivery:
+        raise RuntimeError("%s: delivery %r in the result" % (" ".join(cmd), res.get("delivery")))
+    return res
+
+
+def outcomes(res):
+    """Per interrupted node: the outcome the two deliveries must agree on."""
+    out = {}
+    for n in res["nodes"]:
+        kinds = sorted({a["kind"] for a in res["alerts"] if a["node"] == n["name"]})
+        in_time = n["drained_at"] is not None and n["drained_at"] <= n["deadline_at"]
+        out[n["name"]] = {"drained in time": in_time, "pods forced": n["pods_forced"],
+                          "pods killed": n["pods_killed"], "alert kinds": ",".join(kinds)}
+    return out
+
+
+def describe(o):
+    return "in time" if o["drained in time"] else "LATE", o["pods forced"], o["pods killed"], o["alert kinds"]
+
+
+def compare(name, results):
+    """Prints each node of both runs; returns the differences."""
+    got = {d: outcomes(results[d]) for d in DELIVERIES}
+    diffs = []
+    if not got["imds"] and not got["sqs"]:
+        print("  no interrupted node")
+    for node in sorted(set(got["imds"]) | set(got["sqs"])):
+        a, b = got["imds"].get(node), got["sqs"].get(node)
+        for d, o in (("imds", a), ("sqs", b)):
+            if o:
+                print("  %-22s %-4s %-7s forced %d killed %d  alerts %s" % ((node, d) + describe(o)))
+        if a is None or b is None:
+            diffs.append("%s/%s: interrupted only with --delivery %s" % (name, node, "imds" if a else "sqs"))
+            continue
+        for key in a:
+            if a[key] != b[key]:
+                diffs.append("%s/%s: %s: imds %s, sqs %s" % (name, node, key, a[key], b[key]))
+    for d in DELIVERIES:
+        cluster = sorted({a["kind"] for a in results[d]["alerts"] if a["node"] is None})
+        if cluster:
+            print("  (cluster-wide alerts with --delivery %s: %s)" % (d, ", ".join(cluster)))
+    return diffs
+
+
+def main():
+    binary = os.environ.get("SPOTDRAIN", os.path.join(ROOT, "build", "spotdrain"))
+    scale = float(os.environ.get("TIME_SCALE", "10"))
+    jobs = int(os.environ.get("PARITY_JOBS", "2"))
+    paths = sys.argv[1:] or sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml")))
+    scenarios, excluded = [], []
+    for path in paths:
+        with open(path) as f:
+            sc = yaml.safe_load(f)
+        why = exclusion(sc)
+        if why:
+            excluded.append((sc["name"], why))
+        else:
+            scenarios.append((sc["name"], path))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {(name, d): pool.submit(run, binary, scale, path, d) for name, path in scenarios
+                   for d in DELIVERIES}
+        diffs, errors, same = [], [], []
+        for name, _ in scenarios:
+            try:
+                results = {d: futures[(name, d)].result() for d in DELIVERIES}
+            except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                errors.append("%s: %s" % (name, e))
+                continue
+            print("%s:" % name)
+            found = compare(name, results)
+            diffs += found
+            if not found:
+                same.append(name)
+    for name, why in excluded:
+        print("excluded %s: %s" % (name, why))
+    for e in errors:
+        print("ERROR " + e)
+    for d in diffs:
+        print("DIFF " + d)
+    print("modes parity at time scale %g: %d scenarios alike, %d with differences (%d differences), %d errors, "
+          "%d excluded" % (scale, len(same), len(scenarios) - len(same) - len(errors), len(diffs), len(errors),
+                           len(excluded)))
+    return 1 if diffs or errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
