@@ -46,16 +46,21 @@ enum MHD_Result sim_serve_list(struct sim_server *srv, struct MHD_Connection *c,
 {
         struct sim *s = srv->sim;
         const char *lsel = sim_arg(c, "labelSelector"), *fsel = sim_arg(c, "fieldSelector");
-        const char *limit_s = sim_arg(c, "limit"), *cont = sim_arg(c, "continue");
+        const char *cont = sim_arg(c, "continue");
         cJSON *all = NULL, *kept, *it, *next, *meta, *list;
         uint64_t rv = sim_resource_version(s);
         size_t offset = 0, limit = 0, idx = 0, n_kept = 0;
+        int64_t limit_q = 0;
         _cleanup_free_ char *api_version = NULL, *kind = NULL, *rvs = NULL;
         int r;
 
         if (sim_label_selector_match(lsel, NULL) < 0 || sim_field_selector_match(fsel, NULL) < 0)
                 return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
                                         "unable to parse requirement");
+        if (isempty(cont))
+                cont = NULL; /* "continue=" is no token */
+        if (sim_arg_int64(c, "limit", &limit_q) < 0)
+                return sim_reply_bad_int(c, "limit");
         if (cont && sim_continue_decode(cont, &rv, &offset) < 0)
                 return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid continue token");
         /* faults.watch_gone_rate: a list from a resourceVersion (or a continue token) the server no longer
@@ -70,13 +75,9 @@ enum MHD_Result sim_serve_list(struct sim_server *srv, struct MHD_Connection *c,
                     "result. You can start a new list without the continue parameter. "
                     "(simulated fault)");
         }
-        if (limit_s) {
-                char *end;
-                unsigned long long l = strtoull(limit_s, &end, 10);
-                if (*end)
-                        return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid limit");
-                limit = (size_t)l;
-        }
+        /* As the storage layer: a limit of 0 or less is no limit. */
+        if (limit_q > 0)
+                limit = (size_t)limit_q;
         struct sim_list_filter filter;
         char node_buf[256];
         sim_list_filter_for(lsel, fsel, node_buf, sizeof(node_buf), &filter);

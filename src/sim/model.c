@@ -423,7 +423,7 @@ static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct si
         p->node = -1;
         p->phase = SIM_PENDING;
         p->created = s->t;
-        p->scheduled_at = p->ready_at = p->deletion_ts = p->exit_at = -1;
+        p->scheduled_at = p->ready_at = p->deletion_ts = p->exit_at = p->sigterm_at = -1;
         s->pod_ip_counter++;
         int r = pod_name(s, w, ordinal, &p->name);
         if (r < 0 || !(p->uid = sim_new_uid(s)) ||
@@ -545,6 +545,10 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
         p->deleting = true;
         p->grace = grace;
         p->deletion_ts = ts;
+        if (p->node >= 0 && grace > 0) {
+                p->sigtermed = true;
+                p->sigterm_at = s->t;
+        }
         p->exit_at = s->t + fmin(p->wl->sc->shutdown, (double)grace);
         pod_changed(s, p);
         return sim_emit(s, SIM_POD, "MODIFIED", p);

@@ -1013,3 +1013,26 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
         (void)sim_emit(s, kind, "MODIFIED", g);
         return answer_obj(ret, 200, cJSON_Duplicate(g->obj, true));
 }
+
+int sim_pod_log_facts(struct sim *s, const char *ns, const char *name, struct sim_pod_log_facts *ret)
+{
+        sim_begin(s);
+        const struct sim_pod *p = sim_find_pod(s, ns, name);
+        if (!p)
+                return -ENOENT;
+        *ret = (struct sim_pod_log_facts){
+                .started = p->node >= 0,
+                .terminating = p->sigtermed,
+                .started_at = p->scheduled_at,
+                .ready_at = p->ready_at,
+                .sigterm_at = p->sigterm_at,
+                .exit_at = p->exit_at,
+                .grace = p->grace,
+                .graceful = p->wl->sc->shutdown <= (double)p->grace,
+        };
+        snprintf(ret->name, sizeof(ret->name), "%s", p->name);
+        snprintf(ret->workload, sizeof(ret->workload), "%s", p->wl->sc->name);
+        snprintf(ret->node, sizeof(ret->node), "%s", p->node >= 0 ? s->nodes[p->node]->name : "");
+        snprintf(ret->uid, sizeof(ret->uid), "%s", p->uid);
+        return 0;
+}

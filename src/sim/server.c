@@ -80,7 +80,8 @@ static enum MHD_Result serve_api(struct sim_server *srv, struct MHD_Connection *
         ap.name = rn > 1 ? rest[1] : NULL;
         ap.sub = rn > 2 ? rest[2] : NULL;
         if (ap.sub &&
-            !(streq(ap.sub, "status") || (streq(ap.sub, "eviction") && ap.res->sim_kind == SIM_POD)))
+            !(streq(ap.sub, "status") || (streq(ap.sub, "eviction") && ap.res->sim_kind == SIM_POD) ||
+              (streq(ap.sub, "log") && ap.res->sim_kind == SIM_POD)))
                 return sim_reply_not_found(c);
 
         if (streq(method, "GET")) {
@@ -88,6 +89,8 @@ static enum MHD_Result serve_api(struct sim_server *srv, struct MHD_Connection *
                         return sim_reply_status(
                             c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                             "the server does not allow this method on the requested resource");
+                if (streq(ap.sub, "log"))
+                        return sim_serve_pod_log(srv, c, &ap);
                 if (sim_arg_true(c, "watch"))
                         return sim_serve_watch(srv, c, &ap);
                 return ap.name ? sim_serve_get(srv, c, &ap) : sim_serve_list(srv, c, &ap);

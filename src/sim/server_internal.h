@@ -123,7 +123,12 @@ bool sim_wants_table(struct MHD_Connection *c);
 /* request.c */
 const char *sim_arg(struct MHD_Connection *c, const char *key);
 bool sim_arg_true(struct MHD_Connection *c, const char *key);
+int sim_parse_int64(const char *s, int64_t *ret); /* -EINVAL malformed, -ERANGE out of range */
+/* 0 absent (ret untouched), 1 set, <0 malformed: answer sim_reply_bad_int(). */
+int sim_arg_int64(struct MHD_Connection *c, const char *key, int64_t *ret);
+enum MHD_Result sim_reply_bad_int(struct MHD_Connection *c, const char *key);
 const char *sim_content_type(struct MHD_Connection *c, char *buf, size_t len);
+bool sim_content_is_json(const char *media_type); /* "" or application/json */
 char *sim_not_found_message(const struct api_path *ap);
 cJSON *sim_parse_body(const struct sim_http_request *rq);
 const char *sim_user_agent(struct MHD_Connection *c);
@@ -134,3 +139,9 @@ enum MHD_Result sim_serve_get(struct sim_server *srv, struct MHD_Connection *c, 
 enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c, const char *method,
                                 const struct api_path *ap, const struct sim_http_request *rq);
 enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c, const struct api_path *ap);
+/* The client hung up (a stream with nothing to send would otherwise hold its thread). */
+bool sim_peer_gone(int fd);
+
+/* podlog.c: GET pods/NAME/log */
+enum MHD_Result sim_serve_pod_log(struct sim_server *srv, struct MHD_Connection *c,
+                                  const struct api_path *ap);

@@ -112,7 +112,7 @@ static void watch_bookmark(struct watch *w, uint64_t rv)
 }
 
 /* The client hung up: a watch with nothing to send would otherwise hold its thread until its timeout. */
-static bool peer_gone(int fd)
+bool sim_peer_gone(int fd)
 {
         struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
         char b;
@@ -145,7 +145,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                 w->out_pos = 0;
                 if (w->ended || atomic_load(&w->srv->stopping))
                         return MHD_CONTENT_READER_END_OF_STREAM;
-                if (peer_gone(w->fd))
+                if (sim_peer_gone(w->fd))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
 
                 sim_lock(s);
@@ -195,27 +195,22 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
 enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c, const struct api_path *ap)
 {
         struct sim *s = srv->sim;
-        const char *rv_s = sim_arg(c, "resourceVersion"), *timeout_s = sim_arg(c, "timeoutSeconds");
+        const char *rv_s = sim_arg(c, "resourceVersion");
         const union MHD_ConnectionInfo *ci;
         struct MHD_Response *resp;
         struct watch *w;
         enum MHD_Result ret;
-        uint64_t timeout = WATCH_DEFAULT_SEC;
+        int64_t timeout = WATCH_DEFAULT_SEC;
 
         if (sim_label_selector_match(sim_arg(c, "labelSelector"), NULL) < 0 ||
             sim_field_selector_match(sim_arg(c, "fieldSelector"), NULL) < 0)
                 return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
                                         "unable to parse requirement");
-        if (timeout_s) {
-                char *end;
-                timeout = strtoull(timeout_s, &end, 10);
-                if (*end)
-                        return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
-                                                "invalid timeoutSeconds");
-                /* 0 asks for the server's default; clients never need more than a day */
-                if (timeout == 0 || timeout > 86400)
-                        timeout = timeout == 0 ? WATCH_DEFAULT_SEC : 86400;
-        }
+        if (sim_arg_int64(c, "timeoutSeconds", &timeout) < 0)
+                return sim_reply_bad_int(c, "timeoutSeconds");
+        /* 0 (or less) asks for the server's default; clients never need more than a day */
+        if (timeout <= 0 || timeout > 86400)
+                timeout = timeout <= 0 ? WATCH_DEFAULT_SEC : 86400;
         w = calloc(1, sizeof(*w));
         if (!w)
                 return MHD_NO;
@@ -235,7 +230,7 @@ enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c
                 watch_free(w);
                 return MHD_NO;
         }
-        w->deadline = now_monotonic_usec() + timeout * 1000000;
+        w->deadline = now_monotonic_usec() + (uint64_t)timeout * 1000000;
         if (sim_arg_true(c, "allowWatchBookmarks"))
                 w->next_bookmark = watch_next_bookmark(w, now_monotonic_usec());
         ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -265,13 +260,13 @@ enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c
                 cJSON_Delete(items);
                 w->rv = sim_resource_version(s);
         } else {
-                char *end;
-                w->rv = strtoull(rv_s, &end, 10);
-                if (*end) {
+                int64_t rv;
+                if (sim_parse_int64(rv_s, &rv) < 0 || rv < 0) {
                         watch_free(w);
                         return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest",
                                                 "invalid resourceVersion");
                 }
+                w->rv = (uint64_t)rv;
                 /* faults.watch_gone_rate: as when the watch cache no longer holds that version — a 200 whose
                  * only event is the 410 ERROR; the client must list again. */
                 if (sim_fault_draw(srv, srv->watch_gone_rate, FAULT_WATCH_GONE)) {
