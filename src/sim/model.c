@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/util.h"
@@ -835,15 +836,16 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
                         continue;
                 if (w->sc->kind == SIM_WL_DEPLOYMENT || w->sc->kind == SIM_WL_STATEFULSET)
                         scale += w->sc->replicas;
-                else
-                        scale_ok = false; /* no scale subresource: the controller fails safe */
+                else if (w->sc->kind != SIM_WL_POD) /* a bare pod is unmanaged: not in the scale */
+                        scale_ok = false;           /* no scale subresource: the controller fails safe */
         }
-        int expected, desired;
-        pdb_expected(&d->spec, matching, scale, &expected, &desired);
-        int allowed = pdb_disruptions_allowed(healthy, desired, expected);
-        bool needs_scale = d->spec.max_unavailable.set || d->spec.min_available.percent;
-        if (needs_scale && !scale_ok)
-                allowed = 0;
+        struct sim_budget_status st;
+        sim_budget_compute(
+            &d->spec,
+            &(struct sim_budget_pods){
+                .matching = matching, .scale = scale, .scale_known = scale_ok, .healthy = healthy },
+            &st);
+        int expected = st.expected, desired = st.desired, allowed = st.allowed;
         if ((allowed > 0) != (d->allowed > 0) || !d->computed)
                 d->cond_since = s->t;
         changed = changed || healthy != d->current || desired != d->desired || expected != d->expected ||

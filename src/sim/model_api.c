@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/util.h"
 
@@ -361,7 +362,10 @@ int sim_evict(struct sim *s, const char *ns, const char *name, const cJSON *evic
                     NULL, NULL);
         if (n == 0)
                 return evicted(s, p, grace, ret);
-        if (!p->ready && (d->always_allow || (d->current >= d->desired && d->desired > 0)))
+        struct sim_budget_status st = {
+                .expected = d->expected, .desired = d->desired, .current = d->current, .allowed = d->allowed
+        };
+        if (!p->ready && sim_budget_allows_unhealthy(&st, d->always_allow))
                 return evicted(s, p, grace, ret);
         if (d->allowed <= 0)
                 return too_many_requests(ret, d);
@@ -824,7 +828,7 @@ static int pdb_from_body(struct sim *s, const char *ns, const char *name, const 
                         snprintf(buf, sizeof(buf), "%s", v->valuestring);
                 else
                         buf[0] = 0;
-                if (intorstr_parse(buf, dst) < 0) {
+                if (sim_budget_parse(buf, dst) < 0) {
                         *ret_error = "spec: minAvailable and maxUnavailable must be an int or a percent";
                         sim_pdb_free(d);
                         return -EINVAL;
