@@ -73,7 +73,7 @@ all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 $(DEPS_STAMP): scripts/install-deps
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PKGS) $(TEST_PKGS) \
 	   || ! command -v clang >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 \
-	   || ! /usr/bin/python3 -c 'import yaml, botocore' >/dev/null 2>&1 \
+	   || ! /usr/bin/python3 -c 'import yaml, botocore, kubernetes' >/dev/null 2>&1 \
 	   || ! command -v kubectl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 \
 	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1; then \
 		echo "make: missing build or test dependencies; running scripts/install-deps"; \

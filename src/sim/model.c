@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/util.h"
@@ -167,160 +168,6 @@ void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
                                        .tv_nsec = (long)(deadline % 1000000ULL) * 1000L };
                 pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
         }
-}
-
-/* ---- change log ---- */
-static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char *type, char *ns, cJSON *obj)
-{
-        if (s->log_len == SIM_LOG_MAX) {
-                struct sim_logentry *old = &s->log[s->log_start];
-                s->log_floor = old->rv;
-                free(old->ns);
-                cJSON_Delete(old->obj);
-                s->log_start = (s->log_start + 1) % SIM_LOG_MAX;
-                s->log_len--;
-        }
-        s->log[(s->log_start + s->log_len) % SIM_LOG_MAX] =
-            (struct sim_logentry){ .rv = rv, .kind = kind, .type = type, .ns = ns, .obj = obj };
-        s->log_len++;
-}
-
-const char *sim_pod_ns(const struct sim_pod *p)
-{
-        return p->wl->sc->ns;
-}
-
-bool sim_pod_evictable(const struct sim_pod *p)
-{
-        return p->wl->sc->kind != SIM_WL_DAEMONSET;
-}
-
-static cJSON *render_any(struct sim *s, enum sim_kind kind, void *o, const char **ret_ns)
-{
-        *ret_ns = NULL;
-        switch (kind) {
-        case SIM_NAMESPACE:
-                return sim_render_ns(s, o);
-        case SIM_NODE:
-                return sim_render_node(s, o);
-        case SIM_POD:
-                *ret_ns = sim_pod_ns(o);
-                return sim_render_pod(s, o);
-        case SIM_PDB:
-                *ret_ns = ((struct sim_pdb *)o)->ns;
-                return sim_render_pdb(s, o);
-        case SIM_REPLICASET:
-        case SIM_DEPLOYMENT:
-        case SIM_STATEFULSET:
-        case SIM_DAEMONSET:
-                *ret_ns = ((struct sim_workload *)o)->sc->ns;
-                return sim_render_workload(s, o, kind);
-        case SIM_EVENT:
-        case SIM_LEASE: {
-                struct sim_obj *g = o;
-                *ret_ns = g->ns;
-                return cJSON_Duplicate(g->obj, true);
-        }
-        default:
-                return NULL;
-        }
-}
-
-/* Gives the object the next resourceVersion and records the change with its rendering. */
-int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
-{
-        if (s->building)
-                return 0;
-        uint64_t rv = ++s->rv;
-        switch (kind) {
-        case SIM_NAMESPACE:
-                ((struct sim_ns *)o)->rv = rv;
-                break;
-        case SIM_NODE:
-                ((struct sim_node *)o)->rv = rv;
-                break;
-        case SIM_POD:
-                ((struct sim_pod *)o)->rv = rv;
-                break;
-        case SIM_PDB:
-                ((struct sim_pdb *)o)->rv = rv;
-                break;
-        case SIM_REPLICASET:
-                ((struct sim_workload *)o)->rs_rv = rv;
-                break;
-        case SIM_DEPLOYMENT:
-        case SIM_STATEFULSET:
-        case SIM_DAEMONSET:
-                ((struct sim_workload *)o)->rv = rv;
-                break;
-        case SIM_EVENT:
-        case SIM_LEASE: {
-                struct sim_obj *g = o;
-                cJSON *md = cJSON_GetObjectItemCaseSensitive(g->obj, "metadata");
-                char buf[32];
-                snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
-                cJSON *v = cJSON_CreateString(buf);
-                if (!v || !md || !cJSON_ReplaceItemInObjectCaseSensitive(md, "resourceVersion", v)) {
-                        if (!md || !cJSON_AddItemToObject(md, "resourceVersion", v)) {
-                                cJSON_Delete(v);
-                                return -ENOMEM;
-                        }
-                }
-                break;
-        }
-        default:
-                return -EINVAL;
-        }
-        sim_broadcast(s);
-        s->dirty = true;
-        if (s->log_skip > 0) {
-                /* sim_new: this change would be pushed out of the log by the ones after it */
-                s->log_skip--;
-                s->log_floor = rv;
-                return 0;
-        }
-        const char *ns;
-        cJSON *obj = render_any(s, kind, o, &ns);
-        if (!obj)
-                return -ENOMEM;
-        char *nsc = NULL;
-        if (ns && !(nsc = strdup(ns))) {
-                cJSON_Delete(obj);
-                return -ENOMEM;
-        }
-        log_push(s, rv, kind, type, nsc, obj);
-        return 0;
-}
-
-int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_t after_rv,
-                      void (*fn)(const struct sim_change *c, void *userdata), void *userdata)
-{
-        if (after_rv < s->log_floor)
-                return -ESTALE;
-        /* The log is in resourceVersion order: start at the first change after after_rv. */
-        size_t lo = 0, hi = s->log_len;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (s->log[(s->log_start + mid) % SIM_LOG_MAX].rv <= after_rv)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        for (size_t i = lo; i < s->log_len; i++) {
-                const struct sim_logentry *e = &s->log[(s->log_start + i) % SIM_LOG_MAX];
-                if (e->rv <= after_rv || e->kind != kind)
-                        continue;
-                if (ns && !streq(ns, e->ns))
-                        continue;
-                struct sim_change c = { .rv = e->rv, .kind = e->kind, .type = e->type, .object = e->obj };
-                fn(&c, userdata);
-        }
-        return 0;
-}
-
-uint64_t sim_resource_version(const struct sim *s)
-{
-        return s->rv;
 }
 
 /* ---- lookups ---- */
@@ -577,7 +424,7 @@ static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct si
         p->node = -1;
         p->phase = SIM_PENDING;
         p->created = s->t;
-        p->scheduled_at = p->ready_at = p->deletion_ts = p->exit_at = -1;
+        p->scheduled_at = p->ready_at = p->deletion_ts = p->exit_at = p->sigterm_at = -1;
         s->pod_ip_counter++;
         int r = pod_name(s, w, ordinal, &p->name);
         if (r < 0 || !(p->uid = sim_new_uid(s)) ||
@@ -699,6 +546,10 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
         p->deleting = true;
         p->grace = grace;
         p->deletion_ts = ts;
+        if (p->node >= 0 && grace > 0) {
+                p->sigtermed = true;
+                p->sigterm_at = s->t;
+        }
         p->exit_at = s->t + fmin(p->wl->sc->shutdown, (double)grace);
         pod_changed(s, p);
         return sim_emit(s, SIM_POD, "MODIFIED", p);
@@ -985,15 +836,16 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
                         continue;
                 if (w->sc->kind == SIM_WL_DEPLOYMENT || w->sc->kind == SIM_WL_STATEFULSET)
                         scale += w->sc->replicas;
-                else
-                        scale_ok = false; /* no scale subresource: the controller fails safe */
+                else if (w->sc->kind != SIM_WL_POD) /* a bare pod is unmanaged: not in the scale */
+                        scale_ok = false;           /* no scale subresource: the controller fails safe */
         }
-        int expected, desired;
-        pdb_expected(&d->spec, matching, scale, &expected, &desired);
-        int allowed = pdb_disruptions_allowed(healthy, desired, expected);
-        bool needs_scale = d->spec.max_unavailable.set || d->spec.min_available.percent;
-        if (needs_scale && !scale_ok)
-                allowed = 0;
+        struct sim_budget_status st;
+        sim_budget_compute(
+            &d->spec,
+            &(struct sim_budget_pods){
+                .matching = matching, .scale = scale, .scale_known = scale_ok, .healthy = healthy },
+            &st);
+        int expected = st.expected, desired = st.desired, allowed = st.allowed;
         if ((allowed > 0) != (d->allowed > 0) || !d->computed)
                 d->cond_since = s->t;
         changed = changed || healthy != d->current || desired != d->desired || expected != d->expected ||
@@ -1571,206 +1423,8 @@ struct sim *sim_free(struct sim *s)
         return NULL;
 }
 
-/* ---- scenario facts ---- */
-const char *sim_scenario_name(const struct sim *s)
-{
-        return s->sc->name;
-}
-
-const char *sim_mode(const struct sim *s)
-{
-        return s->mode;
-}
-
-double sim_budget_seconds(const struct sim *s)
-{
-        return s->sc->budget;
-}
-
-size_t sim_node_count(const struct sim *s)
-{
-        return s->n_nodes;
-}
-
-const char *sim_node_name(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->name : NULL;
-}
-
-const char *sim_node_instance_id(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->instance_id : NULL;
-}
-
-const char *sim_node_zone(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->zone : NULL;
-}
-
-const char *sim_node_instance_type(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->instance_type : NULL;
-}
-
-const char *sim_node_capacity_type(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->capacity_type : NULL;
-}
-
-const char *sim_node_ip(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->ip : NULL;
-}
-
-int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,
-                    double *ret_deadline_at)
-{
-        if (i >= s->n_nodes || !s->nodes[i]->interrupted)
-                return -ENOENT;
-        if (ret_kind)
-                *ret_kind = s->nodes[i]->notice_kind;
-        if (ret_notice_at)
-                *ret_notice_at = s->nodes[i]->notice_at;
-        if (ret_deadline_at)
-                *ret_deadline_at = s->nodes[i]->deadline_at;
-        return 0;
-}
-
-double sim_node_rebalance_at(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes ? s->nodes[i]->rebalance_at : -1;
-}
-
-bool sim_node_gone(const struct sim *s, size_t i)
-{
-        return i < s->n_nodes && s->nodes[i]->removed;
-}
-
-double sim_api_error_rate(const struct sim *s)
-{
-        return s->sc->api_error_rate;
-}
-
-int64_t sim_api_latency_ms(const struct sim *s)
-{
-        return s->sc->api_latency_ms;
-}
-
 /* A stream of its own, so that faults drawn per request do not change the names and UIDs of objects. */
 uint64_t sim_random(struct sim *s)
 {
         return splitmix64(&s->fault_rng);
-}
-
-/* ---- accounting and result ---- */
-void sim_count_request(struct sim *s)
-{
-        s->api_requests++;
-}
-
-void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message)
-{
-        struct sim_alert *a = realloc(s->alerts, (s->n_alerts + 1) * sizeof(*a));
-        if (!a)
-                return;
-        s->alerts = a;
-        struct sim_alert *e = &s->alerts[s->n_alerts];
-        *e = (struct sim_alert){ .kind = strdup(kind ?: ""),
-                                 .node = node ? strdup(node) : NULL,
-                                 .message = strdup(message ?: ""),
-                                 .at = sim_now(s) };
-        if (!e->kind || !e->message || (node && !e->node)) {
-                free(e->kind);
-                free(e->node);
-                free(e->message);
-                return;
-        }
-        s->n_alerts++;
-}
-
-static cJSON *time_or_null(double t)
-{
-        if (t < 0)
-                return cJSON_CreateNull();
-        return cJSON_CreateNumber(round(t * 1000.0) / 1000.0);
-}
-
-static bool add_item(cJSON *o, const char *k, cJSON *v)
-{
-        if (!v)
-                return false;
-        if (!cJSON_AddItemToObject(o, k, v)) {
-                cJSON_Delete(v);
-                return false;
-        }
-        return true;
-}
-
-cJSON *sim_result(struct sim *s)
-{
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "scenario", s->sc->name) ||
-            !cJSON_AddStringToObject(o, "mode", s->mode) ||
-            !cJSON_AddNumberToObject(o, "time_scale", s->time_scale))
-                return NULL;
-        cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
-        if (!nodes)
-                return NULL;
-        for (size_t i = 0; i < s->n_nodes; i++) {
-                const struct sim_node *n = s->nodes[i];
-                if (!n->interrupted)
-                        continue;
-                cJSON *e = cJSON_CreateObject();
-                if (!e || !cJSON_AddItemToArray(nodes, e)) {
-                        cJSON_Delete(e);
-                        return NULL;
-                }
-                if (!cJSON_AddStringToObject(e, "name", n->name) ||
-                    !add_item(e, "notice_at", time_or_null(n->notice_at)) ||
-                    !add_item(e, "deadline_at", time_or_null(n->deadline_at)) ||
-                    !add_item(e, "cordoned_at", time_or_null(n->cordoned_at)) ||
-                    !add_item(e, "drained_at", time_or_null(n->drained_at)) ||
-                    !cJSON_AddNumberToObject(e, "pods_evictable", n->pods_evictable) ||
-                    !cJSON_AddNumberToObject(e, "pods_graceful", n->pods_graceful) ||
-                    !cJSON_AddNumberToObject(e, "pods_forced", n->pods_forced) ||
-                    !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed))
-                        return NULL;
-        }
-        if (!cJSON_AddNumberToObject(o, "pdb_breaches", s->pdb_breaches))
-                return NULL;
-        cJSON *alerts = cJSON_AddArrayToObject(o, "alerts");
-        if (!alerts)
-                return NULL;
-        for (size_t i = 0; i < s->n_alerts; i++) {
-                const struct sim_alert *a = &s->alerts[i];
-                cJSON *e = cJSON_CreateObject();
-                if (!e || !cJSON_AddItemToArray(alerts, e)) {
-                        cJSON_Delete(e);
-                        return NULL;
-                }
-                if (!cJSON_AddStringToObject(e, "kind", a->kind) ||
-                    !add_item(e, "node", a->node ? cJSON_CreateString(a->node) : cJSON_CreateNull()) ||
-                    !add_item(e, "at", time_or_null(a->at)) ||
-                    !cJSON_AddStringToObject(e, "message", a->message))
-                        return NULL;
-        }
-        cJSON *repl = cJSON_AddArrayToObject(o, "replacements");
-        if (!repl)
-                return NULL;
-        for (size_t i = 0; i < s->n_launches; i++) {
-                const struct sim_launch *l = &s->launches[i];
-                cJSON *e = cJSON_CreateObject();
-                if (!e || !cJSON_AddItemToArray(repl, e)) {
-                        cJSON_Delete(e);
-                        return NULL;
-                }
-                if (!add_item(e, "requested_at", time_or_null(l->requested_at)) ||
-                    !add_item(e, "ready_at", time_or_null(l->joined ? l->ready_at : -1)) ||
-                    !cJSON_AddStringToObject(e, "instance_type", l->itype->name) ||
-                    !cJSON_AddStringToObject(e, "zone", l->zone))
-                        return NULL;
-        }
-        if (!cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))
-                return NULL;
-        return TAKE_PTR(o);
 }

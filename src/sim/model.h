@@ -133,6 +133,23 @@ int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *o
 int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const cJSON *obj,
                 struct sim_answer *ret);
 
+/* ---- pod logs ----
+ * What the kubelet knows of a pod's one container ("app"), from which the surface makes up the lines it
+ * wrote (podlog.c): times in scenario seconds (the starting world's are before 0). */
+struct sim_pod_log_facts {
+        char name[254], workload[254], node[254], uid[40];
+        bool started;     /* the container started (the pod was bound): started_at, ready_at */
+        bool terminating; /* a delete sent it SIGTERM: sigterm_at, exit_at, grace */
+        double started_at;
+        double ready_at; /* it turned (or turns) Ready */
+        double sigterm_at;
+        double exit_at; /* it exits, on its own or killed at the end of its grace period */
+        int64_t grace;  /* the grace period that delete gave */
+        bool graceful;  /* its own shutdown ends within the grace period (it logs its exit) */
+};
+/* -ENOENT when the pod is gone. */
+int sim_pod_log_facts(struct sim *s, const char *ns, const char *name, struct sim_pod_log_facts *ret);
+
 /* ---- change log (for watch) ----
  * Every change gets the next resourceVersion. The log keeps the most recent changes; asking for an older
  * version answers -ESTALE (the server sends a 410 Expired ERROR event). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/util.h"
 
@@ -361,7 +362,10 @@ int sim_evict(struct sim *s, const char *ns, const char *name, const cJSON *evic
                     NULL, NULL);
         if (n == 0)
                 return evicted(s, p, grace, ret);
-        if (!p->ready && (d->always_allow || (d->current >= d->desired && d->desired > 0)))
+        struct sim_budget_status st = {
+                .expected = d->expected, .desired = d->desired, .current = d->current, .allowed = d->allowed
+        };
+        if (!p->ready && sim_budget_allows_unhealthy(&st, d->always_allow))
                 return evicted(s, p, grace, ret);
         if (d->allowed <= 0)
                 return too_many_requests(ret, d);
@@ -824,7 +828,7 @@ static int pdb_from_body(struct sim *s, const char *ns, const char *name, const 
                         snprintf(buf, sizeof(buf), "%s", v->valuestring);
                 else
                         buf[0] = 0;
-                if (intorstr_parse(buf, dst) < 0) {
+                if (sim_budget_parse(buf, dst) < 0) {
                         *ret_error = "spec: minAvailable and maxUnavailable must be an int or a percent";
                         sim_pdb_free(d);
                         return -EINVAL;
@@ -1012,4 +1016,27 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
         g->obj = TAKE_PTR(n);
         (void)sim_emit(s, kind, "MODIFIED", g);
         return answer_obj(ret, 200, cJSON_Duplicate(g->obj, true));
+}
+
+int sim_pod_log_facts(struct sim *s, const char *ns, const char *name, struct sim_pod_log_facts *ret)
+{
+        sim_begin(s);
+        const struct sim_pod *p = sim_find_pod(s, ns, name);
+        if (!p)
+                return -ENOENT;
+        *ret = (struct sim_pod_log_facts){
+                .started = p->node >= 0,
+                .terminating = p->sigtermed,
+                .started_at = p->scheduled_at,
+                .ready_at = p->ready_at,
+                .sigterm_at = p->sigterm_at,
+                .exit_at = p->exit_at,
+                .grace = p->grace,
+                .graceful = p->wl->sc->shutdown <= (double)p->grace,
+        };
+        snprintf(ret->name, sizeof(ret->name), "%s", p->name);
+        snprintf(ret->workload, sizeof(ret->workload), "%s", p->wl->sc->name);
+        snprintf(ret->node, sizeof(ret->node), "%s", p->node >= 0 ? s->nodes[p->node]->name : "");
+        snprintf(ret->uid, sizeof(ret->uid), "%s", p->uid);
+        return 0;
 }

@@ -178,6 +178,8 @@ struct sim_pod {
         bool ready;
         bool deleting;
         double deletion_ts, exit_at;
+        bool sigtermed; /* a delete reached its running container: SIGTERM at sigterm_at */
+        double sigterm_at;
         int64_t grace;
         bool tallied, forced;
         uint64_t rv;

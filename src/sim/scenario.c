@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
@@ -315,7 +316,7 @@ static int parse_pdb(struct sctx *c, const struct ynode *m, const char *path, st
         struct intorstr *dst = mn ? &w->pdb.min_available : &w->pdb.max_unavailable;
         /* A quoted plain number is a string without '%' in Kubernetes' IntOrString: reject it as the API
          * would. */
-        if (!s || intorstr_parse(s, dst) < 0 || (v->quoted && !dst->percent) ||
+        if (!s || sim_budget_parse(s, dst) < 0 || (v->quoted && !dst->percent) ||
             (dst->percent && dst->value > 100))
                 return sc_fail(c, v, p, "must be an int or a percent");
         w->has_pdb = true;

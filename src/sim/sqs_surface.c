@@ -17,6 +17,7 @@
 #include "sim/aws_request.h"
 #include "sim/model.h"
 #include "sim/server.h"
+#include "sim/sqs_query.h"
 #include "sim/sqs_surface.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
@@ -28,7 +29,6 @@
 #define MAX_WAIT          20
 #define MAX_VISIBILITY    43200
 #define MAX_BATCH         10
-#define MAX_LIST_INDEX    64
 #define WAKE_MAX_USEC     (1000ULL * 1000ULL)
 #define RETENTION_SECONDS 345600
 #define MAX_MESSAGE_SIZE  1048576
@@ -491,12 +491,6 @@ static void remove_msg(struct sim_sqs *q, struct queued *m)
 
 /* ---- request parameters ---- */
 
-static const char *param_str(const cJSON *p, const char *key)
-{
-        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, key));
-}
-
-/* An integer parameter in [lo, hi]; absent gives def. false (and the error set) when malformed. */
 static bool param_int(const cJSON *p, const char *key, long lo, long hi, long def, long *ret,
                       struct outcome *o)
 {
@@ -541,7 +535,7 @@ static bool queue_matches(struct sim_sqs *q, const char *url, const char *reques
 
 static bool check_queue(struct sim_sqs *q, const cJSON *p, const char *request_path, struct outcome *o)
 {
-        const char *url = param_str(p, "QueueUrl");
+        const char *url = sim_sqs_param(p, "QueueUrl");
         if (!url && !streq(request_path, q->path)) {
                 outcome_error(o, &err_missing, "The request must contain the parameter QueueUrl.");
                 return false;
@@ -711,7 +705,7 @@ static void handle_error(struct outcome *o, const char *handle)
 
 static void act_delete(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
 {
-        const char *handle = param_str(p, "ReceiptHandle");
+        const char *handle = sim_sqs_param(p, "ReceiptHandle");
         struct queued *m;
 
         if (!check_queue(q, p, path, o))
@@ -759,7 +753,7 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
                 return;
         }
         cJSON_ArrayForEach (e, entries) {
-                const char *id = param_str(e, "Id");
+                const char *id = sim_sqs_param(e, "Id");
                 if (!batch_id_valid(id)) {
                         outcome_error(
                             o, &err_batch_id,
@@ -768,7 +762,7 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
                         return;
                 }
                 for (e2 = entries->child; e2 != e; e2 = e2->next)
-                        if (streq(param_str(e2, "Id"), id)) {
+                        if (streq(sim_sqs_param(e2, "Id"), id)) {
                                 outcome_error(o, &err_ids_not_distinct, "Id %s repeated.", id);
                                 return;
                         }
@@ -782,7 +776,7 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
                 return;
         }
         cJSON_ArrayForEach (e, entries) {
-                const char *id = param_str(e, "Id"), *handle = param_str(e, "ReceiptHandle");
+                const char *id = sim_sqs_param(e, "Id"), *handle = sim_sqs_param(e, "ReceiptHandle");
                 struct queued *m = find_handle(q, handle);
                 cJSON *r = cJSON_CreateObject();
                 _cleanup_free_ char *msg = NULL;
@@ -817,7 +811,7 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
 
 static void act_change_visibility(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
 {
-        const char *handle = param_str(p, "ReceiptHandle");
+        const char *handle = sim_sqs_param(p, "ReceiptHandle");
         struct queued *m;
         long vis;
         double now;
@@ -939,7 +933,8 @@ static void act_get_attributes(struct sim_sqs *q, const cJSON *p, const char *pa
 
 static void act_get_queue_url(struct sim_sqs *q, const cJSON *p, struct outcome *o)
 {
-        const char *name = param_str(p, "QueueName"), *owner = param_str(p, "QueueOwnerAWSAccountId");
+        const char *name = sim_sqs_param(p, "QueueName"),
+                   *owner = sim_sqs_param(p, "QueueOwnerAWSAccountId");
 
         if (isempty(name)) {
                 outcome_error(o, &err_missing, "The request must contain the parameter QueueName.");
@@ -1014,216 +1009,6 @@ static void act(struct sim_sqs *q, const char *action, const cJSON *p, const cha
                 outcome_error(o, &err_action, "The action %s is not valid for this endpoint.", action);
 }
 
-/* ---- the query protocol: form → parameters, result → XML ---- */
-
-/* The item at 1-based index of the list key of p, created (as an object when obj) when absent. */
-static cJSON *list_slot(cJSON *p, const char *key, long index, bool obj)
-{
-        cJSON *a = cJSON_GetObjectItemCaseSensitive(p, key), *item;
-
-        if (!a && !(a = cJSON_AddArrayToObject(p, key)))
-                return NULL;
-        while (cJSON_GetArraySize(a) < index)
-                if (!cJSON_AddItemToArray(a, cJSON_CreateNull()))
-                        return NULL;
-        item = cJSON_GetArrayItem(a, (int)index - 1);
-        if (obj && !cJSON_IsObject(item)) {
-                cJSON *o = cJSON_CreateObject();
-                if (!o || !cJSON_ReplaceItemInArray(a, (int)index - 1, o)) {
-                        cJSON_Delete(o);
-                        return NULL;
-                }
-                item = o;
-        }
-        return item;
-}
-
-static bool parse_index(const char *s, long *ret, const char **end)
-{
-        char *e = NULL;
-        long v;
-
-        if (!isdigit((unsigned char)*s))
-                return false;
-        errno = 0;
-        v = strtol(s, &e, 10);
-        if (errno || v < 1 || v > MAX_LIST_INDEX)
-                return false;
-        *ret = v;
-        *end = e;
-        return true;
-}
-
-/* Adds one form field to the parameters in the JSON protocol's shape. */
-static int form_field(cJSON *p, const char *key, const char *value)
-{
-        static const char *const numbers[] = { "MaxNumberOfMessages", "WaitTimeSeconds",
-                                               "VisibilityTimeout" };
-        static const struct {
-                const char *prefix, *list;
-        } lists[] = {
-                { "AttributeName.", "AttributeNames" },
-                { "MessageSystemAttributeName.", "MessageSystemAttributeNames" },
-                { "MessageAttributeName.", "MessageAttributeNames" },
-        };
-        const char *end;
-        long index;
-
-        for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
-                if (startswith(key, lists[i].prefix)) {
-                        cJSON *a, *s;
-                        if (!parse_index(key + strlen(lists[i].prefix), &index, &end) || *end)
-                                return 0;
-                        if (!list_slot(p, lists[i].list, index, false))
-                                return -ENOMEM;
-                        a = cJSON_GetObjectItemCaseSensitive(p, lists[i].list);
-                        s = cJSON_CreateString(value);
-                        if (!s || !cJSON_ReplaceItemInArray(a, (int)index - 1, s)) {
-                                cJSON_Delete(s);
-                                return -ENOMEM;
-                        }
-                        return 0;
-                }
-        if (startswith(key, "DeleteMessageBatchRequestEntry.")) {
-                cJSON *e;
-                if (!parse_index(key + strlen("DeleteMessageBatchRequestEntry."), &index, &end) ||
-                    *end != '.')
-                        return 0;
-                e = list_slot(p, "Entries", index, true);
-                if (!e)
-                        return -ENOMEM;
-                cJSON_DeleteItemFromObjectCaseSensitive(e, end + 1);
-                return cJSON_AddStringToObject(e, end + 1, value) ? 0 : -ENOMEM;
-        }
-        cJSON_DeleteItemFromObjectCaseSensitive(p, key);
-        for (size_t i = 0; i < ARRAY_SIZE(numbers); i++)
-                if (streq(key, numbers[i])) {
-                        char *e = NULL;
-                        long v;
-                        errno = 0;
-                        v = strtol(value, &e, 10);
-                        if (!errno && e != value && !*e)
-                                return cJSON_AddNumberToObject(p, key, (double)v) ? 0 : -ENOMEM;
-                }
-        return cJSON_AddStringToObject(p, key, value) ? 0 : -ENOMEM;
-}
-
-static int form_param(void *userdata, const char *key, const char *value)
-{
-        return form_field(userdata, key, value);
-}
-
-static enum MHD_Result collect_get_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *value)
-{
-        return form_field(cls, key, value ? value : "") < 0 ? MHD_NO : MHD_YES;
-}
-
-static int xml_escape(struct buf *b, const char *s)
-{
-        for (; s && *s; s++) {
-                const char *rep = NULL;
-                switch (*s) {
-                case '&':
-                        rep = "&amp;";
-                        break;
-                case '<':
-                        rep = "&lt;";
-                        break;
-                case '>':
-                        rep = "&gt;";
-                        break;
-                case '"':
-                        rep = "&quot;";
-                        break;
-                case '\'':
-                        rep = "&apos;";
-                        break;
-                case '\r':
-                        rep = "&#xD;";
-                        break;
-                default:
-                        break;
-                }
-                if ((rep ? buf_append(b, rep, strlen(rep)) : buf_append(b, s, 1)) < 0)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-static int xml_element(struct buf *b, const char *name, const char *value)
-{
-        if (buf_printf(b, "<%s>", name) < 0 || xml_escape(b, value) < 0 || buf_printf(b, "</%s>", name) < 0)
-                return -ENOMEM;
-        return 0;
-}
-
-static int xml_attributes(struct buf *b, const cJSON *attrs)
-{
-        const cJSON *a;
-        cJSON_ArrayForEach (a, attrs)
-                if (buf_printf(b, "<Attribute>") < 0 || xml_element(b, "Name", a->string) < 0 ||
-                    xml_element(b, "Value", cJSON_GetStringValue(a)) < 0 ||
-                    buf_printf(b, "</Attribute>") < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
-static int xml_result(struct buf *b, const char *action, const cJSON *res)
-{
-        const cJSON *x, *e;
-
-        if (streq(action, "ReceiveMessage")) {
-                x = cJSON_GetObjectItemCaseSensitive(res, "Messages");
-                if (cJSON_GetArraySize(x) == 0)
-                        return buf_printf(b, "<ReceiveMessageResult/>");
-                if (buf_printf(b, "<ReceiveMessageResult>") < 0)
-                        return -ENOMEM;
-                cJSON_ArrayForEach (e, x) {
-                        if (buf_printf(b, "<Message>") < 0 ||
-                            xml_element(b, "MessageId", param_str(e, "MessageId")) < 0 ||
-                            xml_element(b, "ReceiptHandle", param_str(e, "ReceiptHandle")) < 0 ||
-                            xml_element(b, "MD5OfBody", param_str(e, "MD5OfBody")) < 0 ||
-                            xml_element(b, "Body", param_str(e, "Body")) < 0 ||
-                            xml_attributes(b, cJSON_GetObjectItemCaseSensitive(e, "Attributes")) < 0 ||
-                            buf_printf(b, "</Message>") < 0)
-                                return -ENOMEM;
-                }
-                return buf_printf(b, "</ReceiveMessageResult>");
-        }
-        if (streq(action, "GetQueueAttributes")) {
-                x = cJSON_GetObjectItemCaseSensitive(res, "Attributes");
-                if (cJSON_GetArraySize(x) == 0)
-                        return buf_printf(b, "<GetQueueAttributesResult/>");
-                if (buf_printf(b, "<GetQueueAttributesResult>") < 0 || xml_attributes(b, x) < 0)
-                        return -ENOMEM;
-                return buf_printf(b, "</GetQueueAttributesResult>");
-        }
-        if (streq(action, "GetQueueUrl"))
-                return buf_printf(b, "<GetQueueUrlResult>") < 0 ||
-                               xml_element(b, "QueueUrl", param_str(res, "QueueUrl")) < 0
-                           ? -ENOMEM
-                           : buf_printf(b, "</GetQueueUrlResult>");
-        if (streq(action, "DeleteMessageBatch")) {
-                if (buf_printf(b, "<DeleteMessageBatchResult>") < 0)
-                        return -ENOMEM;
-                cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(res, "Successful"))
-                        if (buf_printf(b, "<DeleteMessageBatchResultEntry>") < 0 ||
-                            xml_element(b, "Id", param_str(e, "Id")) < 0 ||
-                            buf_printf(b, "</DeleteMessageBatchResultEntry>") < 0)
-                                return -ENOMEM;
-                cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(res, "Failed"))
-                        if (buf_printf(b, "<BatchResultErrorEntry>") < 0 ||
-                            xml_element(b, "Id", param_str(e, "Id")) < 0 ||
-                            xml_element(b, "Code", param_str(e, "Code")) < 0 ||
-                            xml_element(b, "Message", param_str(e, "Message")) < 0 ||
-                            buf_printf(b, "<SenderFault>true</SenderFault></BatchResultErrorEntry>") < 0)
-                                return -ENOMEM;
-                return buf_printf(b, "</DeleteMessageBatchResult>");
-        }
-        return 0;
-}
-
 /* ---- replies ---- */
 
 static int reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
@@ -1280,9 +1065,9 @@ static int reply_xml(struct MHD_Connection *c, const char *action, const char *r
                     &b, "<?xml version=\"1.0\"?><ErrorResponse xmlns=\"" XMLNS "\"><Error><Type>%s</Type>",
                     o->err->fault);
                 if (r >= 0)
-                        r = xml_element(&b, "Code", o->err->code);
+                        r = sim_sqs_xml_element(&b, "Code", o->err->code);
                 if (r >= 0)
-                        r = xml_element(&b, "Message", o->message ? o->message : "");
+                        r = sim_sqs_xml_element(&b, "Message", o->message ? o->message : "");
                 if (r >= 0)
                         r = buf_printf(&b, "<Detail/></Error><RequestId>%s</RequestId></ErrorResponse>",
                                        request_id);
@@ -1294,7 +1079,7 @@ static int reply_xml(struct MHD_Connection *c, const char *action, const char *r
         }
         r = buf_printf(&b, "<?xml version=\"1.0\"?><%sResponse xmlns=\"" XMLNS "\">", action);
         if (r >= 0)
-                r = xml_result(&b, action, o->result);
+                r = sim_sqs_xml_result(&b, action, o->result);
         if (r >= 0)
                 r = buf_printf(&b,
                                "<ResponseMetadata><RequestId>%s</RequestId></ResponseMetadata></%sResponse>",
@@ -1373,11 +1158,12 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
         } else {
                 p = cJSON_CreateObject();
                 if (p && streq(rq->method, "POST") &&
-                    sim_aws_form_parse(rq->body, rq->body_len, form_param, p) < 0)
+                    sim_aws_form_parse(rq->body, rq->body_len, sim_sqs_form_param, p) < 0)
                         outcome_error(&o, &err_internal, "Out of memory.");
                 if (p)
-                        MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_get_arg, p);
-                action = p && param_str(p, "Action") ? strdup(param_str(p, "Action")) : NULL;
+                        MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, sim_sqs_collect_arg,
+                                                  p);
+                action = p && sim_sqs_param(p, "Action") ? strdup(sim_sqs_param(p, "Action")) : NULL;
                 if (!action && !o.err)
                         outcome_error(&o, &err_action, "The request must contain an Action.");
         }

@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -534,9 +535,202 @@ static void test_events_and_leases(void **state)
         assert_int_equal(r.status, 405);
         assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "Status");
         free_reply(&r);
+        /* Server-side apply needs a field manager, as kube-apiserver asks. */
         r = request(f, "PATCH", "/api/v1/nodes/n1", "application/apply-patch+yaml", "x: 1", 4, NULL);
+        assert_int_equal(r.status, 422);
+        free_reply(&r);
+}
+
+/* Query parameters decoded as kube-apiserver decodes them (apimachinery's string conversions). */
+static void test_query_parameters(void **state)
+{
+        struct fixture *f = *state;
+        struct reply r;
+
+        /* Booleans: only "false" and "0" (any case) and absence are false; "?watch" alone is true. */
+        r = get(f, "/api/v1/namespaces/shop/pods?watch=0");
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "PodList");
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?watch=False");
+        assert_string_equal(cJSON_GetObjectItem(r.json, "kind")->valuestring, "PodList");
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?watch&timeoutSeconds=1");
+        assert_int_equal(r.status, 200);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "type")->valuestring, "ADDED");
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?watch=yes&timeoutSeconds=1");
+        assert_string_equal(cJSON_GetObjectItem(r.json, "type")->valuestring, "ADDED");
+        free_reply(&r);
+
+        /* Integers: strconv.ParseInt; a limit of 0 or less is none. */
+        r = get(f, "/api/v1/namespaces/shop/pods?limit=abc");
+        assert_int_equal(r.status, 400);
+        assert_non_null(strstr(cJSON_GetObjectItem(r.json, "message")->valuestring,
+                               "strconv.ParseInt: parsing \"abc\": invalid syntax"));
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?limit=99999999999999999999");
+        assert_int_equal(r.status, 400);
+        assert_non_null(strstr(cJSON_GetObjectItem(r.json, "message")->valuestring, "value out of range"));
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?limit=%2B1");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")), 1);
+        assert_non_null(json_str_or_null(r.json, "continue"));
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?limit=-1&continue=");
+        assert_int_equal(r.status, 200);
+        assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "items")) >= 3);
+        assert_null(json_str_or_null(r.json, "continue"));
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?watch=1&timeoutSeconds=1s");
+        assert_int_equal(r.status, 400);
+        free_reply(&r);
+        r = get(f, "/api/v1/namespaces/shop/pods?watch=1&resourceVersion=abc");
+        assert_int_equal(r.status, 400);
+        free_reply(&r);
+}
+
+static void test_content_types(void **state)
+{
+        static const char lease[] =
+            "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{"
+            "\"name\":\"ct\",\"namespace\":\"shop\"},\"spec\":{\"holderIdentity\":\"a\"}}";
+        static const char label[] = "{\"metadata\":{\"labels\":{\"applied\":\"yes\"}}}";
+        struct fixture *f = *state;
+        struct reply r;
+
+        r = request(f, "POST", "/apis/coordination.k8s.io/v1/namespaces/shop/leases", "text/plain", lease,
+                    strlen(lease), NULL);
+        assert_int_equal(r.status, 415);
+        assert_string_equal(cJSON_GetObjectItem(r.json, "reason")->valuestring, "UnsupportedMediaType");
+        free_reply(&r);
+        r = request(f, "POST", "/apis/coordination.k8s.io/v1/namespaces/shop/leases",
+                    "application/json;charset=utf-8", lease, strlen(lease), NULL);
+        assert_int_equal(r.status, 201);
+        free_reply(&r);
+        r = request(f, "PUT", "/apis/coordination.k8s.io/v1/namespaces/shop/leases/ct", "Application/JSON",
+                    lease, strlen(lease), NULL);
+        assert_int_equal(r.status, 200);
+        free_reply(&r);
+
+        r = request(f, "PATCH", "/api/v1/nodes/n1", "application/json", label, strlen(label), NULL);
         assert_int_equal(r.status, 415);
         free_reply(&r);
+        r = request(f, "PATCH", "/api/v1/nodes/n1", "application/merge-patch+json; charset=utf-8", label,
+                    strlen(label), NULL);
+        assert_int_equal(r.status, 200);
+        free_reply(&r);
+        r = request(f, "PATCH", "/api/v1/nodes/n2?fieldManager=unit", "application/apply-patch+yaml", label,
+                    strlen(label), NULL);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "metadata"), "labels"),
+                                "applied")
+                ->valuestring,
+            "yes");
+        free_reply(&r);
+}
+
+/* The text of a GET (not JSON). */
+static char *get_text(struct fixture *f, const char *path, long *ret_status)
+{
+        _cleanup_free_ char *url = strprintf("%s%s", sim_server_url(f->srv), path);
+        struct buf out = {};
+        CURL *c = curl_easy_init();
+
+        assert_non_null(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
+        curl_easy_cleanup(c);
+        assert_int_equal(buf_append(&out, "", 1), 0);
+        return out.data;
+}
+
+static size_t count_lines(const char *s)
+{
+        size_t n = 0;
+        for (; *s; s++)
+                n += *s == '\n';
+        return n;
+}
+
+/* Moves the manual clock on after a while, for a follower waiting on it. */
+static void *advance_later(void *p)
+{
+        struct sim *s = p;
+        usleep(300 * 1000);
+        sim_lock(s);
+        sim_set_now(s, sim_now(s) + 10);
+        sim_advance(s);
+        sim_broadcast(s);
+        sim_unlock(s);
+        return NULL;
+}
+
+static void test_pod_logs(void **state)
+{
+        struct fixture *f = *state;
+        char name[128], path[512];
+        _cleanup_free_ char *all = NULL, *tail = NULL, *stamped = NULL, *since = NULL, *dying = NULL,
+                            *followed = NULL;
+        long status;
+        pthread_t th;
+
+        pod_name_at(f, 2, name, sizeof(name));
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log", name);
+        all = get_text(f, path, &status);
+        if (status != 200)
+                fprintf(stderr, "%s\n", all);
+        assert_int_equal(status, 200);
+        assert_non_null(strstr(all, "web starting on node n1"));
+        assert_non_null(strstr(all, "ready: listening on :8080"));
+        assert_non_null(strstr(all, "served "));
+        assert_true(count_lines(all) > 100); /* an hour of lines every 15 s */
+
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?tailLines=2&container=app", name);
+        tail = get_text(f, path, &status);
+        assert_int_equal(count_lines(tail), 2);
+        assert_non_null(strstr(all, tail)); /* the last two lines of the whole log */
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?tailLines=1&timestamps=true",
+                 name);
+        stamped = get_text(f, path, &status);
+        assert_int_equal(count_lines(stamped), 1);
+        assert_true(strncmp(stamped, "20", 2) == 0 && strstr(stamped, "Z served ") != NULL);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?sinceSeconds=20", name);
+        since = get_text(f, path, &status);
+        assert_true(count_lines(since) >= 1 && count_lines(since) <= 2);
+        assert_null(strstr(since, "starting"));
+
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?container=nope", name);
+        free(get_text(f, path, &status));
+        assert_int_equal(status, 400);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?tailLines=-1", name);
+        free(get_text(f, path, &status));
+        assert_int_equal(status, 422);
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?sinceSeconds=1&sinceTime=x", name);
+        free(get_text(f, path, &status));
+        assert_int_equal(status, 422);
+        free(get_text(f, "/api/v1/namespaces/shop/pods/nope/log", &status));
+        assert_int_equal(status, 404);
+
+        /* The pod deleted with 7 s of grace got its SIGTERM; followed, its log ends with its exit. */
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log", f->refused);
+        dying = get_text(f, path, &status);
+        assert_int_equal(status, 200);
+        assert_non_null(strstr(dying, "received SIGTERM: draining connections (grace period 7s)"));
+        assert_null(strstr(dying, "exiting"));
+        snprintf(path, sizeof(path), "/api/v1/namespaces/shop/pods/%s/log?follow=true&tailLines=1",
+                 f->refused);
+        assert_int_equal(pthread_create(&th, NULL, advance_later, f->sim), 0);
+        followed = get_text(f, path, &status);
+        pthread_join(th, NULL);
+        assert_int_equal(status, 200);
+        assert_non_null(strstr(followed, "received SIGTERM"));
+        assert_non_null(strstr(followed, "drained, exiting with status 0"));
+        assert_int_equal(count_lines(followed), 2);
 }
 
 static void test_faults(void **state)
@@ -594,6 +788,9 @@ int main(void)
                 cmocka_unit_test(test_protobuf_delete),
                 cmocka_unit_test(test_cordon_and_watch),
                 cmocka_unit_test(test_events_and_leases),
+                cmocka_unit_test(test_query_parameters),
+                cmocka_unit_test(test_content_types),
+                cmocka_unit_test(test_pod_logs),
                 cmocka_unit_test(test_faults),
         };
         int failed;

@@ -1,0 +1,198 @@
+/* The listener every simulated surface uses: libmicrohttpd, one thread per connection so that a handler
+ * may block (a watch on the model's condition variable), the body collected before the handler runs. */
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "sim/server_internal.h"
+#include "spotdrain/core.h"
+#include "spotdrain/util.h"
+
+#define MAX_BODY (4u * 1024u * 1024u)
+
+/* ---- the generic listener ---- */
+
+struct conn_state {
+        struct buf body;
+        bool too_big;
+        bool started;
+};
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size,
+                                  void **con_cls)
+{
+        struct sim_http *h = cls;
+        struct conn_state *st = *con_cls;
+        struct sim_http_request rq;
+
+        if (!st) {
+                st = calloc(1, sizeof(*st));
+                if (!st)
+                        return MHD_NO;
+                *con_cls = st;
+                return MHD_YES;
+        }
+        if (*upload_size > 0) {
+                if (st->body.len + *upload_size > MAX_BODY)
+                        st->too_big = true;
+                else if (buf_append(&st->body, upload, *upload_size) < 0)
+                        return MHD_NO;
+                *upload_size = 0;
+                return MHD_YES;
+        }
+        if (st->started)
+                return MHD_YES;
+        st->started = true;
+        rq = (struct sim_http_request){
+                .connection = c,
+                .method = method,
+                .url = url,
+                .body = st->body.data ? st->body.data : "",
+                .body_len = st->body.len,
+                .body_too_large = st->too_big,
+        };
+        return h->handler(h->userdata, &rq) < 0 ? MHD_NO : MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct conn_state *st = *con_cls;
+        if (!st)
+                return;
+        buf_free(&st->body);
+        free(st);
+        *con_cls = NULL;
+}
+
+/* Headers and body leave in one segment instead of waiting on Nagle for the client's delayed ACK. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+        const union MHD_ConnectionInfo *ci;
+        int one = 1;
+
+        if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+                return;
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci)
+                (void)setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ret_sa, socklen_t *ret_len,
+                        char **ret_host)
+{
+        _cleanup_free_ char *copy = strdup(listen);
+        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM };
+        struct addrinfo *res = NULL;
+        char *host, *port, *colon;
+
+        if (!copy)
+                return -ENOMEM;
+        colon = strrchr(copy, ':');
+        if (!colon)
+                return -EINVAL;
+        *colon = 0;
+        host = copy;
+        port = colon + 1;
+        if (host[0] == '[') {
+                size_t n = strlen(host);
+                if (n < 2 || host[n - 1] != ']')
+                        return -EINVAL;
+                host[n - 1] = 0;
+                host++;
+        }
+        if (streq(host, "localhost") || isempty(host))
+                host = "127.0.0.1";
+        if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
+                return -EINVAL;
+        memcpy(ret_sa, res->ai_addr, res->ai_addrlen);
+        *ret_len = res->ai_addrlen;
+        freeaddrinfo(res);
+        /* The URL must reach the server: a wildcard address is reached through loopback. */
+        if (streq(host, "0.0.0.0"))
+                host = "127.0.0.1";
+        else if (streq(host, "::"))
+                host = "::1";
+        *ret_host = strchr(host, ':') ? strprintf("[%s]", host) : strdup(host);
+        return *ret_host ? 0 : -ENOMEM;
+}
+
+int sim_http_start(const char *listen, sim_http_handler_fn handler, void *userdata, struct sim_http **ret)
+{
+        struct sim_http *h;
+        struct sockaddr_storage sa = {};
+        socklen_t sa_len = 0;
+        _cleanup_free_ char *host = NULL;
+        const union MHD_DaemonInfo *di;
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+        int r;
+
+        r = parse_listen(listen ? listen : "127.0.0.1:0", &sa, &sa_len, &host);
+        if (r < 0)
+                return r;
+        if (sa.ss_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->handler = handler;
+        h->userdata = userdata;
+        errno = 0;
+        h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sa,
+                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
+        if (!h->daemon) {
+                r = errno > 0 ? -errno : -EADDRNOTAVAIL;
+                free(h);
+                return r;
+        }
+        di = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        h->port = di ? di->port : 0;
+        h->url = strprintf("http://%s:%u", host, h->port);
+        h->address = strprintf("%s:%u", host, h->port);
+        if (!h->url || !h->address || h->port == 0) {
+                sim_http_stop(h);
+                return -ENOMEM;
+        }
+        *ret = h;
+        return 0;
+}
+
+struct sim_http *sim_http_stop(struct sim_http *h)
+{
+        if (!h)
+                return NULL;
+        if (h->daemon)
+                MHD_stop_daemon(h->daemon);
+        free(h->url);
+        free(h->address);
+        free(h);
+        return NULL;
+}
+
+const char *sim_http_url(const struct sim_http *h)
+{
+        return h->url;
+}
+
+uint16_t sim_http_port(const struct sim_http *h)
+{
+        return h->port;
+}
+
+int sim_http_reply(struct MHD_Connection *c, unsigned status, const char *content_type, char *body)
+{
+        return sim_reply_text(c, status, content_type, body) == MHD_YES ? 0 : -EIO;
+}
+
+int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
+{
+        return sim_reply_json(c, status, body) == MHD_YES ? 0 : -EIO;
+}

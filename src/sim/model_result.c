@@ -1,0 +1,207 @@
+/* What the model tells the surfaces about the scenario, and the simulation result (CONTRACTS §4). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/model_internal.h"
+#include "spotdrain/core.h"
+#include "spotdrain/util.h"
+
+/* ---- scenario facts ---- */
+const char *sim_scenario_name(const struct sim *s)
+{
+        return s->sc->name;
+}
+
+const char *sim_mode(const struct sim *s)
+{
+        return s->mode;
+}
+
+double sim_budget_seconds(const struct sim *s)
+{
+        return s->sc->budget;
+}
+
+size_t sim_node_count(const struct sim *s)
+{
+        return s->n_nodes;
+}
+
+const char *sim_node_name(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->name : NULL;
+}
+
+const char *sim_node_instance_id(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->instance_id : NULL;
+}
+
+const char *sim_node_zone(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->zone : NULL;
+}
+
+const char *sim_node_instance_type(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->instance_type : NULL;
+}
+
+const char *sim_node_capacity_type(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->capacity_type : NULL;
+}
+
+const char *sim_node_ip(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->ip : NULL;
+}
+
+int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double *ret_notice_at,
+                    double *ret_deadline_at)
+{
+        if (i >= s->n_nodes || !s->nodes[i]->interrupted)
+                return -ENOENT;
+        if (ret_kind)
+                *ret_kind = s->nodes[i]->notice_kind;
+        if (ret_notice_at)
+                *ret_notice_at = s->nodes[i]->notice_at;
+        if (ret_deadline_at)
+                *ret_deadline_at = s->nodes[i]->deadline_at;
+        return 0;
+}
+
+double sim_node_rebalance_at(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes ? s->nodes[i]->rebalance_at : -1;
+}
+
+bool sim_node_gone(const struct sim *s, size_t i)
+{
+        return i < s->n_nodes && s->nodes[i]->removed;
+}
+
+double sim_api_error_rate(const struct sim *s)
+{
+        return s->sc->api_error_rate;
+}
+
+int64_t sim_api_latency_ms(const struct sim *s)
+{
+        return s->sc->api_latency_ms;
+}
+/* ---- accounting and result ---- */
+void sim_count_request(struct sim *s)
+{
+        s->api_requests++;
+}
+
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message)
+{
+        struct sim_alert *a = realloc(s->alerts, (s->n_alerts + 1) * sizeof(*a));
+        if (!a)
+                return;
+        s->alerts = a;
+        struct sim_alert *e = &s->alerts[s->n_alerts];
+        *e = (struct sim_alert){ .kind = strdup(kind ?: ""),
+                                 .node = node ? strdup(node) : NULL,
+                                 .message = strdup(message ?: ""),
+                                 .at = sim_now(s) };
+        if (!e->kind || !e->message || (node && !e->node)) {
+                free(e->kind);
+                free(e->node);
+                free(e->message);
+                return;
+        }
+        s->n_alerts++;
+}
+
+static cJSON *time_or_null(double t)
+{
+        if (t < 0)
+                return cJSON_CreateNull();
+        return cJSON_CreateNumber(round(t * 1000.0) / 1000.0);
+}
+
+static bool add_item(cJSON *o, const char *k, cJSON *v)
+{
+        if (!v)
+                return false;
+        if (!cJSON_AddItemToObject(o, k, v)) {
+                cJSON_Delete(v);
+                return false;
+        }
+        return true;
+}
+
+cJSON *sim_result(struct sim *s)
+{
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "scenario", s->sc->name) ||
+            !cJSON_AddStringToObject(o, "mode", s->mode) ||
+            !cJSON_AddNumberToObject(o, "time_scale", s->time_scale))
+                return NULL;
+        cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
+        if (!nodes)
+                return NULL;
+        for (size_t i = 0; i < s->n_nodes; i++) {
+                const struct sim_node *n = s->nodes[i];
+                if (!n->interrupted)
+                        continue;
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(nodes, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!cJSON_AddStringToObject(e, "name", n->name) ||
+                    !add_item(e, "notice_at", time_or_null(n->notice_at)) ||
+                    !add_item(e, "deadline_at", time_or_null(n->deadline_at)) ||
+                    !add_item(e, "cordoned_at", time_or_null(n->cordoned_at)) ||
+                    !add_item(e, "drained_at", time_or_null(n->drained_at)) ||
+                    !cJSON_AddNumberToObject(e, "pods_evictable", n->pods_evictable) ||
+                    !cJSON_AddNumberToObject(e, "pods_graceful", n->pods_graceful) ||
+                    !cJSON_AddNumberToObject(e, "pods_forced", n->pods_forced) ||
+                    !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed))
+                        return NULL;
+        }
+        if (!cJSON_AddNumberToObject(o, "pdb_breaches", s->pdb_breaches))
+                return NULL;
+        cJSON *alerts = cJSON_AddArrayToObject(o, "alerts");
+        if (!alerts)
+                return NULL;
+        for (size_t i = 0; i < s->n_alerts; i++) {
+                const struct sim_alert *a = &s->alerts[i];
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(alerts, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!cJSON_AddStringToObject(e, "kind", a->kind) ||
+                    !add_item(e, "node", a->node ? cJSON_CreateString(a->node) : cJSON_CreateNull()) ||
+                    !add_item(e, "at", time_or_null(a->at)) ||
+                    !cJSON_AddStringToObject(e, "message", a->message))
+                        return NULL;
+        }
+        cJSON *repl = cJSON_AddArrayToObject(o, "replacements");
+        if (!repl)
+                return NULL;
+        for (size_t i = 0; i < s->n_launches; i++) {
+                const struct sim_launch *l = &s->launches[i];
+                cJSON *e = cJSON_CreateObject();
+                if (!e || !cJSON_AddItemToArray(repl, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!add_item(e, "requested_at", time_or_null(l->requested_at)) ||
+                    !add_item(e, "ready_at", time_or_null(l->joined ? l->ready_at : -1)) ||
+                    !cJSON_AddStringToObject(e, "instance_type", l->itype->name) ||
+                    !cJSON_AddStringToObject(e, "zone", l->zone))
+                        return NULL;
+        }
+        if (!cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))
+                return NULL;
+        return TAKE_PTR(o);
+}
