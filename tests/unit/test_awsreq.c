@@ -3,8 +3,8 @@
  * cancellation in flight and from callbacks). */
 #include <errno.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
