@@ -181,9 +181,15 @@ static enum MHD_Result kfake_handler(void *cls, struct MHD_Connection *con, cons
         int status = 404;
         char *body = NULL, *retry_after = NULL;
         struct kfake_stream *stream = NULL;
+        /* The hook runs without the lock: one that holds its request back (a slow answer) must not hold
+         * back the others. */
         pthread_mutex_lock(&f->lock);
-        if (f->hook)
-                f->hook(req, f->hook_userdata);
+        void (*hook)(const struct kfake_request *, void *) = f->hook;
+        void *hook_userdata = f->hook_userdata;
+        pthread_mutex_unlock(&f->lock);
+        if (hook)
+                hook(req, hook_userdata);
+        pthread_mutex_lock(&f->lock);
         for (struct kfake_answer *a = f->answers; a; a = a->next) {
                 if (!kfake_matches(a, req))
                         continue;

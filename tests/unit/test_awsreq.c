@@ -249,6 +249,7 @@ struct got {
         char body[256];
         struct aws_request *self;
         struct aws_request *other;
+        struct got *other_got; /* whose request other is: not cancelled once it is done */
 };
 
 static void on_done(const struct aws_result *res, const char *body, size_t len, void *userdata)
@@ -259,6 +260,8 @@ static void on_done(const struct aws_result *res, const char *body, size_t len, 
         snprintf(g->body, sizeof(g->body), "%.*s", (int)len, body ? body : "");
         /* Cancelling the call from inside its own callback is a no-op; another one is cancelled. */
         aws_request_cancel(g->self);
+        if (g->other_got && g->other_got->done)
+                g->other = NULL;
         g->other = aws_request_cancel(g->other);
 }
 
@@ -420,6 +423,7 @@ static void test_cancel_in_flight(void **state)
         slow.body = "Action=DescribeAutoScalingGroups&Version=2011-01-01&Marker=slow";
         assert_int_equal(aws_request_start(f->c, &slow, on_done, &c, &c.self), 0);
         b.other = c.self;
+        b.other_got = &c;
         assert_null(aws_request_cancel(a.self));
         atomic_store(&slow_release, false);
         run(f, &b);
