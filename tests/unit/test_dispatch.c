@@ -1,4 +1,4 @@
-/* The controller's dispatcher: providerID index from node events, one drain per node, upgrades, duplicates,
+/* The dispatcher: providerID index from node events, one drain per node, upgrades, duplicates,
  * unknown instances retried then dropped, lifecycle hooks. Effects are recorded by fake ops. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 
 #define SEC        UINT64_C(1000000)
 #define REAL_BOUND (10 * SEC)

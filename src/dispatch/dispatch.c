@@ -1,4 +1,4 @@
-/* controller/dispatch: notices → nodes, one drain per node, dedupe, unknown instances.
+/* dispatch: notices → nodes, one drain per node, dedupe, unknown instances.
  *
  * Everything here is bookkeeping on the loop; the effects (drains, taints, lifecycle calls, message
  * deletion) go through struct dispatch_ops, so that the rules can be tested without a cluster. Node counts
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/kube.h"
 
 #define SEC                      UINT64_C(1000000)
