@@ -6,7 +6,20 @@
  * its own node); one drain per node (a rebalance then an interruption upgrades it, an earlier deadline
  * restarts it); dedupe on (event_id, instance_id[, state]); unknown instances retried until a node with
  * that providerID appears, else reported and dropped. Pure bookkeeping on the loop: every effect goes
- * through struct dispatch_ops. */
+ * through struct dispatch_ops.
+ *
+ * What a notice of a known node does:
+ *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
+ *   state-change            a node not draining yet is drained as an emergency
+ *   rebalance-recommendation  soft taint (ops->soft_taint add) and a replacement request; the taint is
+ *                           removed again when no interruption followed within rebalance_revert_usec of
+ *                           the notice time. A later interruption upgrades the node to a drain (the taint
+ *                           stays: the node is going).
+ *   scheduled-change        drained maintenance_lead_usec before it starts, by its start: one not due yet
+ *                           is kept with a timer (DISPATCH_DEFER) and the same event seen again while it
+ *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
+ *                           dropped; canceled after its drain began, the drain is stopped and the node made
+ *                           schedulable again (ops->uncordon), unless another notice joined the drain. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -22,7 +35,9 @@ struct loop;
 enum dispatch_verdict {
         DISPATCH_DONE,    /* nothing to wait for: delete the message now */
         DISPATCH_PENDING, /* ops->ticket_done(ticket) comes when the drain ends or the instance is dropped */
-        DISPATCH_DEFER,   /* not due yet: bring the message back at *ret_defer_until */
+        /* Not due yet: the dispatcher starts the drain itself when it is due (at *ret_defer_until); a
+         * message may be brought back then (it starts or joins that drain, or is a duplicate). */
+        DISPATCH_DEFER,
 };
 
 struct dispatch_ops {
@@ -31,10 +46,16 @@ struct dispatch_ops {
         int (*drain)(void *userdata, const char *node, const struct notice *n, uint64_t deadline_usec);
         /* Stops a drain under way without a result (dispatch_reset). */
         void (*drain_stop)(void *userdata, const char *node);
-        /* Adds the PreferNoSchedule rebalance taint. */
-        int (*soft_taint)(void *userdata, const char *node);
+        /* Adds (add) or removes the PreferNoSchedule rebalance taint. */
+        int (*soft_taint)(void *userdata, const char *node, bool add);
         /* Replacement capacity ahead of the interruption; the provisioning core of a later issue. */
         int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
+        /* A canceled scheduled change whose drain had begun: make the node schedulable again (after
+         * drain_stop). */
+        int (*uncordon)(void *userdata, const char *node);
+        /* Every notice taken in (not a duplicate), once, before it is acted on; node NULL when its
+         * instance is not known (yet). */
+        void (*notice_seen)(void *userdata, const char *node, const struct notice *n);
         /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
         int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
         int (*lifecycle_complete)(void *userdata, const struct notice *n);
@@ -51,7 +72,8 @@ struct dispatch_options {
         /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
          * with at least this much time (its own deadline has passed already); 0 = 30 s. */
         uint64_t emergency_usec;
-        size_t dedupe_max; /* keys remembered; 0 = 4096 */
+        size_t dedupe_max;              /* keys remembered; 0 = 4096 */
+        uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
 };
 
 struct dispatch_stats {
@@ -61,9 +83,12 @@ struct dispatch_stats {
         uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
         uint64_t unknown_dropped; /* instances that never turned up as a node */
         uint64_t resumed;         /* drains carried on from a node annotation */
+        uint64_t reverted;        /* soft taints removed: no interruption followed the rebalance */
+        uint64_t canceled;        /* scheduled changes canceled after their drain began */
         uint64_t action_errors;   /* ops that failed to start */
         unsigned draining;        /* drains under way now */
         unsigned unknown_pending; /* notices waiting for their instance */
+        unsigned scheduled;       /* scheduled changes waiting to be due */
         size_t nodes_indexed;     /* nodes with an EC2 providerID */
 };
 
@@ -78,11 +103,16 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
 /* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
 int dispatch_node_update(struct dispatch *d, const cJSON *node);
 void dispatch_node_delete(struct dispatch *d, const cJSON *node);
+/* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
+ * replaced. Notices waiting for that instance are acted on now. */
+int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
 /* The node of an instance, or NULL. */
 const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
 /* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */
 const char *dispatch_instance_from_provider_id(const char *provider_id);
 
+/* No message to answer for (a notice re-read every poll, a timer): no ops->ticket_done. */
+#define DISPATCH_NO_TICKET UINT64_C(0)
 /* One notice of a message. ticket identifies the message to ops->ticket_done. Returns the verdict (>= 0),
  * or a negative errno when nothing could be started (the message should come back later). */
 int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket, uint64_t *ret_defer_until);

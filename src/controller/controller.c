@@ -758,15 +758,32 @@ static void on_kube_done(struct kube_client *k, struct kube_result *r, void *use
                                   r->message ? r->message : "");
 }
 
-static int op_soft_taint(void *userdata, const char *node)
+static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
         struct kube_taint t = { .key = (char *)CONTROLLER_REBALANCE_TAINT_KEY,
                                 .value = (char *)"rebalance-recommendation",
                                 .effect = (char *)"PreferNoSchedule" };
-        log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
-                   CONTROLLER_REBALANCE_TAINT_KEY);
-        return kube_node_taint(c->kube, node, &t, true, on_kube_done, (void *)"rebalance taint", NULL);
+        if (add)
+                log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
+                           CONTROLLER_REBALANCE_TAINT_KEY);
+        return kube_node_taint(c->kube, node, &t, add, on_kube_done,
+                               add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
+                               NULL);
+}
+
+/* A canceled scheduled change whose drain had begun (the drain is stopped already). */
+static int op_uncordon(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain_taint_key)
+                                                    ? c->cfg->drain_taint_key
+                                                    : ENGINE_TAINT_KEY_DEFAULT) };
+        int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
+                                NULL);
+        if (r < 0)
+                return r;
+        return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
 }
 
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
@@ -835,6 +852,7 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .drain_stop = op_drain_stop,
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement_request,
+        .uncordon = op_uncordon,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
         .ticket_done = op_ticket_done,
@@ -1151,7 +1169,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 }
         }
 
-        r = dispatch_new(l, &o->dispatch, &controller_dispatch_ops, c, &c->dispatch);
+        /* The configuration's rebalance revert and maintenance lead, unless the caller chose. */
+        struct dispatch_options dopt = o->dispatch;
+        if (o->cfg && !dopt.rebalance_revert_usec)
+                dopt.rebalance_revert_usec = o->cfg->agent_rebalance_revert_usec;
+        if (o->cfg && !dopt.maintenance_lead_usec)
+                dopt.maintenance_lead_usec = o->cfg->agent_maintenance_lead_usec;
+        r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
         if (!o->no_leader_election) {
