@@ -386,6 +386,7 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
 {
         struct agent *a = userdata;
         struct kube_node node = {};
+        int res;
 
         a->node_call = NULL;
         if (r->error < 0) {
@@ -394,6 +395,13 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
                          r->message ? r->message : "no message");
                 return;
         }
+        /* A drain recorded on the node before a restart carries on (the notice, still in IMDS, joins it). */
+        res = dispatch_resume_recorded(a->dispatch, r->object);
+        if (res >= 0)
+                log_notice("agent: resuming the drain of node %s recorded before a restart", a->node);
+        else if (res == -EBADMSG)
+                log_warning("agent: node %s has an unreadable %s annotation, ignoring", a->node,
+                            ENGINE_DRAIN_ANNOTATION);
         if (kube_node_parse(r->object, &node) < 0)
                 return;
         if (node.instance_id && !streq(node.instance_id, a->instance_id))

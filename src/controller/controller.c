@@ -865,35 +865,16 @@ static void resume_drains(struct controller *c)
         c->resume_pending = false;
         for (size_t i = 0; i < kube_informer_size(c->nodes); i++) {
                 const cJSON *node = kube_informer_at(c->nodes, i);
-                const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
-                const char *value =
-                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
                 const char *name = kube_object_str(node, "metadata.name");
-                cJSON *rec;
-                uint64_t deadline = 0;
-                const char *kind;
-                int r;
+                int r = dispatch_resume_recorded(c->dispatch, node);
 
-                if (!value || !name)
-                        continue;
-                rec = cJSON_Parse(value);
-                kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
-                if (!kind ||
-                    parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
-                                  &deadline) < 0) {
+                if (r >= 0)
+                        log_notice("resuming the drain of %s recorded by an earlier leader", name);
+                else if (r == -EBADMSG)
                         log_warning("node %s has an unreadable %s annotation, ignoring", name,
                                     ENGINE_DRAIN_ANNOTATION);
-                        cJSON_Delete(rec);
-                        continue;
-                }
-                r = dispatch_resume(c->dispatch, name, kind, deadline);
-                if (r >= 0)
-                        log_notice("resuming the drain of %s (%s) recorded by an earlier leader", name,
-                                   kind);
-                else if (r != -ETIME && r != -EALREADY)
+                else if (r != -ETIME && r != -EALREADY && r != -ENOENT)
                         log_warning_errno(r, "cannot resume the drain of %s", name);
-                cJSON_Delete(rec);
         }
         dispatch_stats(c->dispatch, &c->stats.dispatch);
 }

@@ -11,6 +11,7 @@
 
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
 #define SEC                      UINT64_C(1000000)
@@ -304,6 +305,8 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
                 if (dnode_add_ticket(dn, ticket) < 0)
                         return -ENOMEM;
                 dn->firm = dn->firm || n->kind != NOTICE_SCHEDULED_CHANGE;
+                if (isempty(dn->notice.event_id))
+                        dn->notice = *n; /* resumed: the notice it was for turned up */
                 if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && dnode_add_asg(dn, n) < 0) {
                         if (ticket != DISPATCH_NO_TICKET)
                                 dn->n_tickets--;
@@ -802,6 +805,31 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
         d->stats.drains++;
         d->stats.resumed++;
         return 0;
+}
+
+int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
+{
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
+        const char *value =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
+        const char *name = kube_object_str(node, "metadata.name");
+        uint64_t deadline = 0;
+        const char *kind;
+        cJSON *rec;
+        int r;
+
+        if (!value || !name)
+                return -ENOENT;
+        rec = cJSON_Parse(value);
+        kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
+                                   &deadline) < 0)
+                r = -EBADMSG;
+        else
+                r = dispatch_resume(d, name, kind, deadline);
+        cJSON_Delete(rec);
+        return r;
 }
 
 void dispatch_reset(struct dispatch *d)

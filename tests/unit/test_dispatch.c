@@ -13,6 +13,7 @@
 
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/engine.h"
 #include "spotdrain/notice.h"
 
 #define SEC        UINT64_C(1000000)
@@ -478,9 +479,12 @@ static void test_scheduled_change_lead_and_cancel(void **state)
         assert_true(dispatch_node_draining(f->d, "spot-a"));
 
         /* Canceled before it is due: dropped, nothing was done. */
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
         struct notice far = mk_sched("ev-m3", clk_now() + 3600 * SEC, "active");
+        snprintf(far.instance_id, sizeof(far.instance_id), "i-0b00000000000000b");
         assert_int_equal(dispatch_submit(f->d, &far, 8, &defer), DISPATCH_DEFER);
         far = mk_sched("ev-m3", far.deadline, "canceled");
+        snprintf(far.instance_id, sizeof(far.instance_id), "i-0b00000000000000b");
         assert_int_equal(submit(f, &far, 9), DISPATCH_DONE);
         dispatch_stats(f->d, &st);
         assert_int_equal(st.scheduled, 0);
@@ -527,6 +531,38 @@ static void test_fixed_node_and_imds_identity(void **state)
         assert_int_equal(count(f, "ticket"), 0);
 }
 
+static void test_resume_recorded(void **state)
+{
+        struct fx *f = *state;
+        char t[32], value[128];
+        uint64_t start = (clk_now() / SEC + 1) * SEC; /* within the 1 s lead, whole seconds (RFC 3339) */
+        cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
+
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        assert_int_equal(dispatch_resume_recorded(f->d, o), -ENOENT);
+        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, "{not json");
+        assert_int_equal(dispatch_resume_recorded(f->d, o), -EBADMSG);
+        cJSON_DeleteItemFromObject(ann, ENGINE_DRAIN_ANNOTATION);
+        assert_int_equal(format_rfc3339(start, t, sizeof(t)), 0);
+        snprintf(value, sizeof(value), "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}", t);
+        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, value);
+        assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
+        assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), start);
+        cJSON_Delete(o);
+
+        /* After a restart the scheduled change still in IMDS (due: its drain had begun) joins the resumed
+         * drain, and its cancel still undoes it. */
+        struct notice active = mk_sched("ev-m1", start, "active");
+        struct notice canceled = mk_sched("ev-m1", start, "canceled");
+        assert_int_equal(dispatch_submit(f->d, &active, DISPATCH_NO_TICKET, NULL), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain"), 1);
+        assert_int_equal(submit(f, &canceled, 1), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -541,6 +577,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
