@@ -420,10 +420,11 @@ static void cmsg_finish(struct controller *c, struct cmsg *m)
         c->stats.in_flight = (unsigned)c->n_msgs;
 }
 
-static void notice_received(struct controller *c, const struct notice *n)
+/* The dispatcher's notice_seen: every notice taken in (not a duplicate), node NULL while unknown. */
+static void op_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
+        struct controller *c = userdata;
         _cleanup_free_ char *human = NULL;
-        const char *node = dispatch_node_for_instance(c->dispatch, n->instance_id);
 
         if ((unsigned)n->kind < _NOTICE_KIND_MAX)
                 c->stats.notice_counts[n->kind]++;
@@ -498,14 +499,10 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
         c->msgs[c->n_msgs++] = m;
 
         for (size_t i = 0; i < n; i++) {
-                uint64_t d = 0, dup = c->stats.dispatch.duplicates;
-                struct dispatch_stats st;
+                uint64_t d = 0;
 
                 r = dispatch_submit(c->dispatch, &notices[i], m->ticket, &d);
-                dispatch_stats(c->dispatch, &st);
-                c->stats.dispatch = st;
-                if (st.duplicates == dup && r >= 0)
-                        notice_received(c, &notices[i]);
+                dispatch_stats(c->dispatch, &c->stats.dispatch);
                 if (r == DISPATCH_PENDING) {
                         m->pending++;
                         cmsg_add_instance(m, notices[i].instance_id);
@@ -853,6 +850,7 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement_request,
         .uncordon = op_uncordon,
+        .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
         .ticket_done = op_ticket_done,
