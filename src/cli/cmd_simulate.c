@@ -275,7 +275,8 @@ static void notice_received(struct simulate *sm, const char *node, const struct 
             "%s", human ? human : notice_kind_to_string(n->kind));
 }
 
-/* ---- the direct delivery: the dispatcher's effects ---- */
+/* ---- the dispatcher's effects: direct delivery's own dispatcher, and each agent's through its actions ----
+ */
 
 static void direct_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
@@ -295,8 +296,10 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
         struct notice dn = *n;
         int r;
 
+        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
         if ((r = direct_replacement(sm, node, n)) < 0)
                 log_debug_errno(r, "replacement request for %s failed", node);
+        /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
         dn.deadline = deadline;
         r = start_drain(sm, node, &dn);
         if (r < 0)
@@ -325,32 +328,19 @@ static int start_direct(struct simulate *sm)
         return 0;
 }
 
-/* ---- the IMDS delivery: the agent's actions ---- */
-
 static void agent_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
-        struct sim_agent *sa = userdata;
-        notice_received(sa->sm, node, n);
+        direct_notice_seen(((struct sim_agent *)userdata)->sm, node, n);
 }
 
 static int agent_drain(void *userdata, const struct agent_drain_request *req)
 {
-        struct sim_agent *sa = userdata;
-        struct notice n = *req->notice;
-        int r;
-
-        /* The agent's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
-        n.deadline = req->deadline_usec;
-        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
-        if ((r = prov_frontend_request(sa->sm->prov, req->node, req->notice)) < 0)
-                log_debug_errno(r, "replacement request for %s failed", req->node);
-        return start_drain(sa->sm, req->node, &n);
+        return direct_drain(((struct sim_agent *)userdata)->sm, req->node, req->notice, req->deadline_usec);
 }
 
 static int agent_replacement(void *userdata, const char *node, const struct notice *n)
 {
-        struct sim_agent *sa = userdata;
-        return prov_frontend_request(sa->sm->prov, node, n);
+        return direct_replacement(((struct sim_agent *)userdata)->sm, node, n);
 }
 
 static const struct agent_actions sim_agent_actions = {
