@@ -78,7 +78,7 @@ struct dispatch_options {
 
 struct dispatch_stats {
         uint64_t notices;         /* submitted */
-        uint64_t duplicates;      /* absorbed by the dedupe table */
+        uint64_t duplicates;      /* absorbed: the dedupe table, or a scheduled change waiting already */
         uint64_t drains;          /* drains started (restarts included) */
         uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
         uint64_t unknown_dropped; /* instances that never turned up as a node */
@@ -125,7 +125,8 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
  * when the node has none, -EBADMSG when it cannot be read. */
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
 /* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
- * dedupe table kept): leadership was lost or the controller stops. The providerID index is kept. */
+ * scheduled changes waiting and soft-taint reverts dropped, dedupe table kept): leadership was lost or the
+ * controller stops. The providerID index is kept. */
 void dispatch_reset(struct dispatch *d);
 bool dispatch_node_draining(const struct dispatch *d, const char *node);
 /* The deadline of the drain under way on node, 0 when none. */
