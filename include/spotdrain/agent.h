@@ -3,10 +3,13 @@
  * Each tick (every poll interval, 1 s by default, engine clock) GETs the four notice paths at once:
  * spot/instance-action, events/recommendations/rebalance, events/maintenance/scheduled and
  * autoscaling/target-lifecycle-state. 404 means nothing. Every document goes through notice_parse() and
- * each notice is handed to the actions once (dedupe on event_id, instance and state). When no path
- * answers at all the next tick comes after a jittered backoff instead (at most 5 s).
+ * each notice is submitted to the one dispatcher (dispatch.h), told that this instance is this node: it
+ * dedupes (the document's identity: event_id, instance and state), keeps one drain for the node and
+ * applies the rules below through the actions. A notice that could not be acted on is tried again on the
+ * next poll. When no path answers at all the next tick comes after a jittered backoff instead (at most
+ * 5 s).
  *
- * What it does with a notice:
+ * What the dispatcher does with a notice (the same in every mode):
  *   spot-interruption, asg-lifecycle-terminate  drain by the notice's deadline (actions.drain)
  *   rebalance-recommendation  soft taint AGENT_REBALANCE_TAINT_KEY:PreferNoSchedule (actions.soft_taint)
  *                             and a replacement request (actions.replacement_request); both reverted
@@ -66,8 +69,10 @@ struct agent_drain_request {
 };
 
 /* What the agent does to its node. Every function returns 0 once the action has started (or is already
- * under way), <0 when it could not start; the agent logs failures and does not retry them itself (the
- * notice stays delivered). Any member may be NULL (then that action is skipped). */
+ * under way), <0 when it could not start; the agent logs failures. A drain that could not start is asked
+ * for again on the next poll (the notice was not taken in); the other actions are not retried. Any member
+ * may be NULL (then that action is skipped). These are the dispatcher's effects (dispatch_ops) on the one
+ * node. */
 struct agent_actions {
         int (*drain)(void *userdata, const struct agent_drain_request *req);
         /* Adds (add) or removes the PreferNoSchedule rebalance taint. */

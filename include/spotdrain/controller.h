@@ -2,11 +2,8 @@
  * turns each message into notices (notice.h) and drains any node of the cluster through the engine.
  *
  * Pieces, bottom up:
- *   dispatch  (dispatch.c)  instance ID → node through a providerID index fed by a node informer; one drain
- *                           per node (a rebalance then an interruption upgrades it, an earlier deadline
- *                           restarts it); dedupe on (event_id, instance_id[, state]); unknown instances
- *                           retried until a node with that providerID appears, else reported and dropped.
- *                           Pure bookkeeping on the loop: every effect goes through struct dispatch_ops.
+ *   dispatch  (dispatch.h)  the one dispatcher of every mode, fed here with the notices of each message
+ *                           and a providerID index from the node informer.
  *   leader    (leader.c)    a coordination.k8s.io/v1 Lease, client-go semantics: expiry judged by when this
  *                           replica last saw the record change (no clock-skew assumptions), renewal every
  *                           renew period, leadership given up when no renewal succeeded for the renew
@@ -31,6 +28,7 @@
 #include <stdint.h>
 
 #include "spotdrain/awsreq.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -50,88 +48,6 @@ struct spotdrain_config;
 
 #define CONTROLLER_REBALANCE_TAINT_KEY "spotdrain.io/rebalance"
 #define CONTROLLER_LEASE_NAME          "spotdrain-controller"
-
-/* ==== dispatch ==== */
-
-enum dispatch_verdict {
-        DISPATCH_DONE,    /* nothing to wait for: delete the message now */
-        DISPATCH_PENDING, /* ops->ticket_done(ticket) comes when the drain ends or the instance is dropped */
-        DISPATCH_DEFER,   /* not due yet: bring the message back at *ret_defer_until */
-};
-
-struct dispatch_ops {
-        /* Starts draining node by deadline (engine clock), or restarts a drain under way with an earlier
-         * deadline. The end is reported with dispatch_drain_finished(). */
-        int (*drain)(void *userdata, const char *node, const struct notice *n, uint64_t deadline_usec);
-        /* Stops a drain under way without a result (dispatch_reset). */
-        void (*drain_stop)(void *userdata, const char *node);
-        /* Adds the PreferNoSchedule rebalance taint. */
-        int (*soft_taint)(void *userdata, const char *node);
-        /* Replacement capacity ahead of the interruption; the provisioning core of a later issue. */
-        int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
-        /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
-        int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
-        int (*lifecycle_complete)(void *userdata, const struct notice *n);
-        /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
-         * never turned up as a node (reported, the message can go); another error: nothing could be
-         * started (let the message come back). */
-        void (*ticket_done)(void *userdata, uint64_t ticket, int error);
-};
-
-struct dispatch_options {
-        uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
-        uint64_t heartbeat_usec;        /* lifecycle heartbeat period; 0 = 300 s */
-        uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 600 s */
-        /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
-         * with at least this much time (its own deadline has passed already); 0 = 30 s. */
-        uint64_t emergency_usec;
-        size_t dedupe_max; /* keys remembered; 0 = 4096 */
-};
-
-struct dispatch_stats {
-        uint64_t notices;         /* submitted */
-        uint64_t duplicates;      /* absorbed by the dedupe table */
-        uint64_t drains;          /* drains started (restarts included) */
-        uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
-        uint64_t unknown_dropped; /* instances that never turned up as a node */
-        uint64_t resumed;         /* drains carried on from a node annotation */
-        uint64_t action_errors;   /* ops that failed to start */
-        unsigned draining;        /* drains under way now */
-        unsigned unknown_pending; /* notices waiting for their instance */
-        size_t nodes_indexed;     /* nodes with an EC2 providerID */
-};
-
-struct dispatch;
-/* o may be NULL. ops is copied; userdata borrowed. */
-int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct dispatch_ops *ops,
-                 void *userdata, struct dispatch **ret);
-/* Stops every timer; no op is called after this (drains are not stopped: see dispatch_reset). NULL-safe. */
-struct dispatch *dispatch_free(struct dispatch *d);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
-
-/* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
-int dispatch_node_update(struct dispatch *d, const cJSON *node);
-void dispatch_node_delete(struct dispatch *d, const cJSON *node);
-/* The node of an instance, or NULL. */
-const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
-/* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */
-const char *dispatch_instance_from_provider_id(const char *provider_id);
-
-/* One notice of a message. ticket identifies the message to ops->ticket_done. Returns the verdict (>= 0),
- * or a negative errno when nothing could be started (the message should come back later). */
-int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket, uint64_t *ret_defer_until);
-/* The drain of node ended (drained: every pod left in time). Completes its tickets and lifecycle hooks. */
-void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained);
-/* Carries on a drain recorded on a node (resume after a leader change). 0, or -EALREADY when the node is
- * handled already, -ETIME when the deadline has passed. */
-int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
-/* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
- * dedupe table kept): leadership was lost or the controller stops. The providerID index is kept. */
-void dispatch_reset(struct dispatch *d);
-bool dispatch_node_draining(const struct dispatch *d, const char *node);
-/* The deadline of the drain under way on node, 0 when none. */
-uint64_t dispatch_node_deadline(const struct dispatch *d, const char *node);
-void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret);
 
 /* ==== leader election ==== */
 

@@ -1,4 +1,5 @@
-/* The agent: identity from IMDS, the poll loop over the four notice paths, dedupe, and the actions.
+/* The agent: identity from IMDS, the poll loop over the four notice paths, and the actions. The notices go
+ * to the one dispatcher (dispatch.h), told this node's instance; its effects come back as the actions.
  *
  * This is the top of agent mode (the caller of the IMDS and Kubernetes clients), so it logs what an
  * operator must see at info/warning: notices, actions that failed, IMDS going away and coming back. */
@@ -12,12 +13,12 @@
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 
-#define SEEN_MAX        256
 #define ID_BACKOFF_BASE (200ULL * 1000ULL)
 
 enum {
@@ -59,14 +60,6 @@ struct slot {
         size_t len;
 };
 
-struct maint {
-        struct agent *agent;
-        struct maint *next;
-        struct notice notice;
-        struct timer *timer;
-        bool drained;
-};
-
 struct agent {
         struct loop *loop;
         struct imds_client *imds;
@@ -75,7 +68,9 @@ struct agent {
         void *actions_userdata;
 
         char *node, *instance_id, *region, *self_ns, *self_name;
-        uint64_t interval, revert_after, maint_lead, asg_deadline;
+        uint64_t interval, asg_deadline;
+        struct dispatch_options dispatch_options;
+        struct dispatch *dispatch; /* made once the node and instance are known */
         void (*on_ready)(struct agent *a, void *userdata);
         void (*on_tick)(struct agent *a, void *userdata);
         void *userdata;
@@ -97,15 +92,6 @@ struct agent {
         bool started, ready, failing, hop_hint;
         int parse_failed[_PATH_MAX]; /* last notice_parse error per path, to warn once */
 
-        /* dedupe: a ring of "event_id|instance|state" keys */
-        char *seen[SEEN_MAX];
-        size_t seen_next;
-
-        /* rebalance */
-        struct timer *revert_timer;
-        bool soft_tainted, interrupted;
-
-        struct maint *maints;
         struct agent_stats stats;
 };
 
@@ -142,12 +128,14 @@ static void action_failed(struct agent *a, const char *what, int r)
                  a->node);
 }
 
-static void do_drain(struct agent *a, const struct notice *n, uint64_t deadline)
+/* The dispatcher's effects on this node, through the actions. */
+static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
 {
+        struct agent *a = userdata;
         struct agent_drain_request req = {
                 .node = a->node,
                 .notice = n,
-                .deadline_usec = deadline ? deadline : clk_now(),
+                .deadline_usec = deadline,
                 .self_namespace = a->self_ns,
                 .self_name = a->self_name,
         };
@@ -155,7 +143,7 @@ static void do_drain(struct agent *a, const struct notice *n, uint64_t deadline)
         int r;
 
         if (!a->actions.drain)
-                return;
+                return 0;
         (void)format_rfc3339(req.deadline_usec, when, sizeof(when));
         log_full(LOG_NOTICE, 0,
                  (const char *[]){ "node", a->node, "kind", notice_kind_to_string(n->kind), NULL },
@@ -164,153 +152,54 @@ static void do_drain(struct agent *a, const struct notice *n, uint64_t deadline)
         r = a->actions.drain(a->actions_userdata, &req);
         if (r < 0)
                 action_failed(a, "drain", r);
+        return r;
 }
 
-static void on_revert(void *userdata)
+static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct agent *a = userdata;
         int r;
 
-        a->revert_timer = NULL;
-        if (a->interrupted || !a->soft_tainted)
-                return;
-        log_info("agent: no interruption followed the rebalance recommendation; removing the soft taint");
-        a->soft_tainted = false;
-        if (a->actions.soft_taint && (r = a->actions.soft_taint(a->actions_userdata, a->node, false)) < 0)
-                action_failed(a, "removing the soft taint", r);
-}
-
-static void on_rebalance(struct agent *a, const struct notice *n)
-{
-        uint64_t at = n->notice_time + a->revert_after;
-        int r;
-
-        if (a->interrupted) {
-                log_debug("agent: rebalance recommendation after the interruption; the drain is under way");
-                return;
+        if (!add)
+                log_info("agent: no interruption followed the rebalance recommendation; removing the soft "
+                         "taint");
+        if (a->actions.soft_taint && (r = a->actions.soft_taint(a->actions_userdata, a->node, add)) < 0) {
+                action_failed(a, add ? "soft taint" : "removing the soft taint", r);
+                return r;
         }
-        a->soft_tainted = true;
-        if (a->actions.soft_taint && (r = a->actions.soft_taint(a->actions_userdata, a->node, true)) < 0)
-                action_failed(a, "soft taint", r);
-        if (a->actions.replacement_request &&
-            (r = a->actions.replacement_request(a->actions_userdata, a->node, n)) < 0)
-                action_failed(a, "replacement request", r);
-        a->revert_timer = timer_cancel(a->revert_timer);
-        r = timer_start(a->loop, at, on_revert, a, &a->revert_timer);
-        if (r < 0)
-                action_failed(a, "arming the soft taint's revert", r);
-}
-
-static void on_interruption(struct agent *a, const struct notice *n)
-{
-        a->interrupted = true;
-        /* The soft taint stays: the node is going, nothing should land there. */
-        a->revert_timer = timer_cancel(a->revert_timer);
-        do_drain(a, n, n->deadline);
-}
-
-static void maint_free(struct maint *m)
-{
-        if (!m)
-                return;
-        timer_cancel(m->timer);
-        free(m);
-}
-
-static void maint_remove(struct agent *a, struct maint *m)
-{
-        for (struct maint **p = &a->maints; *p; p = &(*p)->next)
-                if (*p == m) {
-                        *p = m->next;
-                        break;
-                }
-        maint_free(m);
-}
-
-static struct maint *maint_find(struct agent *a, const char *event_id)
-{
-        for (struct maint *m = a->maints; m; m = m->next)
-                if (streq(m->notice.event_id, event_id))
-                        return m;
-        return NULL;
-}
-
-static void on_maint_due(void *userdata)
-{
-        struct maint *m = userdata;
-        m->timer = NULL;
-        m->drained = true;
-        do_drain(m->agent, &m->notice, m->notice.deadline);
-}
-
-static void on_scheduled(struct agent *a, const struct notice *n)
-{
-        struct maint *m = maint_find(a, n->event_id);
-        int r;
-
-        if (streq(n->state, "canceled") || streq(n->state, "completed")) {
-                if (!m)
-                        return;
-                if (m->drained && streq(n->state, "canceled")) {
-                        log_info("agent: scheduled maintenance %s was canceled; making node %s schedulable",
-                                 n->event_id, a->node);
-                        if (a->actions.uncordon &&
-                            (r = a->actions.uncordon(a->actions_userdata, a->node)) < 0)
-                                action_failed(a, "uncordon", r);
-                }
-                maint_remove(a, m);
-                return;
-        }
-        if (m)
-                return;
-        m = calloc(1, sizeof(*m));
-        if (!m) {
-                action_failed(a, "scheduling the maintenance drain", -ENOMEM);
-                return;
-        }
-        m->agent = a;
-        m->notice = *n;
-        m->next = a->maints;
-        a->maints = m;
-        /* Drain ahead of the start; an instant already passed fires at once. */
-        r = timer_start(a->loop, n->deadline > a->maint_lead ? n->deadline - a->maint_lead : 0, on_maint_due,
-                        m, &m->timer);
-        if (r < 0) {
-                action_failed(a, "scheduling the maintenance drain", r);
-                maint_remove(a, m);
-        }
-}
-
-/* ---- dedupe and dispatch ---- */
-
-static int seen_check_add(struct agent *a, const struct notice *n)
-{
-        _cleanup_free_ char *key = strprintf("%s|%s|%s", n->event_id, n->instance_id, n->state);
-
-        if (!key)
-                return -ENOMEM;
-        for (size_t i = 0; i < SEEN_MAX; i++)
-                if (streq(a->seen[i], key))
-                        return 1;
-        free(a->seen[a->seen_next]);
-        a->seen[a->seen_next] = TAKE_PTR(key);
-        a->seen_next = (a->seen_next + 1) % SEEN_MAX;
         return 0;
 }
 
-static void deliver(struct agent *a, const struct notice *n)
+static int op_replacement(void *userdata, const char *node, const struct notice *n)
 {
-        _cleanup_free_ char *human = NULL;
-        int r = seen_check_add(a, n);
+        struct agent *a = userdata;
+        int r;
 
-        if (r > 0) {
-                a->stats.duplicates++;
-                return;
+        if (a->actions.replacement_request &&
+            (r = a->actions.replacement_request(a->actions_userdata, a->node, n)) < 0) {
+                action_failed(a, "replacement request", r);
+                return r;
         }
-        if (r < 0) {
-                /* Acting twice is harmless (the actions are idempotent); missing a notice is not. */
-                log_warning_errno(r, "agent: cannot remember the notice, acting on it anyway");
+        return 0;
+}
+
+static int op_uncordon(void *userdata, const char *node)
+{
+        struct agent *a = userdata;
+        int r;
+
+        if (a->actions.uncordon && (r = a->actions.uncordon(a->actions_userdata, a->node)) < 0) {
+                action_failed(a, "uncordon", r);
+                return r;
         }
+        return 0;
+}
+
+static void op_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        struct agent *a = userdata;
+        _cleanup_free_ char *human = NULL;
+
         a->stats.notices++;
         if (n->kind < _NOTICE_KIND_MAX)
                 a->stats.notice_counts[n->kind]++;
@@ -322,22 +211,25 @@ static void deliver(struct agent *a, const struct notice *n)
                  "agent: notice %s", human ? human : notice_kind_to_string(n->kind));
         if (a->actions.notice_seen)
                 a->actions.notice_seen(a->actions_userdata, a->node, n);
+}
 
-        switch (n->kind) {
-        case NOTICE_SPOT_INTERRUPTION:
-        case NOTICE_ASG_LIFECYCLE_TERMINATE:
-                on_interruption(a, n);
-                break;
-        case NOTICE_REBALANCE_RECOMMENDATION:
-                on_rebalance(a, n);
-                break;
-        case NOTICE_SCHEDULED_CHANGE:
-                on_scheduled(a, n);
-                break;
-        default:
-                log_debug("agent: nothing to do for a %s notice", notice_kind_to_string(n->kind));
-                break;
-        }
+/* No drain_stop: the actions' uncordon stops a drain under way itself. */
+static const struct dispatch_ops agent_dispatch_ops = {
+        .drain = op_drain,
+        .soft_taint = op_soft_taint,
+        .replacement_request = op_replacement,
+        .uncordon = op_uncordon,
+        .notice_seen = op_notice_seen,
+};
+
+static void deliver(struct agent *a, const struct notice *n)
+{
+        int r = dispatch_submit(a->dispatch, n, DISPATCH_NO_TICKET, NULL);
+
+        /* Acting twice is harmless (the actions are idempotent); the notice comes again on the next poll. */
+        if (r < 0)
+                log_warning_errno(r, "agent: cannot act on the %s notice, trying again on the next poll",
+                                  notice_kind_to_string(n->kind));
 }
 
 static void process(struct agent *a, unsigned i)
@@ -494,6 +386,7 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
 {
         struct agent *a = userdata;
         struct kube_node node = {};
+        int res;
 
         a->node_call = NULL;
         if (r->error < 0) {
@@ -502,6 +395,13 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
                          r->message ? r->message : "no message");
                 return;
         }
+        /* A drain recorded on the node before a restart carries on (the notice, still in IMDS, joins it). */
+        res = dispatch_resume_recorded(a->dispatch, r->object);
+        if (res >= 0)
+                log_notice("agent: resuming the drain of node %s recorded before a restart", a->node);
+        else if (res == -EBADMSG)
+                log_warning("agent: node %s has an unreadable %s annotation, ignoring", a->node,
+                            ENGINE_DRAIN_ANNOTATION);
         if (kube_node_parse(r->object, &node) < 0)
                 return;
         if (node.instance_id && !streq(node.instance_id, a->instance_id))
@@ -521,6 +421,13 @@ static void identified(struct agent *a)
         a->identified = true;
         log_info("agent: node %s, instance %s, region %s", a->node, a->instance_id,
                  a->region ? a->region : "unknown");
+        /* The dispatcher's one node: this instance is this node (the providerID check below only warns). */
+        r = dispatch_node_set(a->dispatch, a->node, a->instance_id);
+        if (r < 0) {
+                log_error_errno(r, "agent: cannot hand node %s to the dispatcher", a->node);
+                loop_exit(a->loop, 1);
+                return;
+        }
         if (a->kube) {
                 path = kube_path(NULL, "v1", NULL, "nodes", a->node, NULL);
                 r = path ? kube_get(a->kube, path, on_node, a, &a->node_call) : -ENOMEM;
@@ -634,6 +541,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
 {
         static const struct agent_options defaults = {};
         _cleanup_(agent_freep) struct agent *a = NULL;
+        int r;
 
         if (!l || !imds || !ret)
                 return -EINVAL;
@@ -649,8 +557,6 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                 a->actions = *actions;
         a->actions_userdata = actions_userdata;
         a->interval = o->poll_interval_usec ? o->poll_interval_usec : AGENT_DEFAULT_POLL_USEC;
-        a->revert_after = o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC;
-        a->maint_lead = o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC;
         a->backoff = BACKOFF_INIT(a->interval, o->backoff_max_usec ? o->backoff_max_usec
                                                                    : AGENT_DEFAULT_BACKOFF_MAX_USEC);
         a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE, o->backoff_max_usec ? o->backoff_max_usec
@@ -668,6 +574,19 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
             dup_or_env(o->self_name, "POD_NAME", &a->self_name) < 0 ||
             (o->region && !(a->region = strdup(o->region))))
                 return -ENOMEM;
+        /* Deadlines the agent documents: the IMDS document's (an interruption without one is drained
+         * at once). */
+        r = dispatch_new(l,
+                         &(struct dispatch_options){
+                             .rebalance_revert_usec = o->rebalance_revert_usec ? o->rebalance_revert_usec
+                                                                               : AGENT_DEFAULT_REVERT_USEC,
+                             .maintenance_lead_usec = o->maintenance_lead_usec
+                                                          ? o->maintenance_lead_usec
+                                                          : AGENT_DEFAULT_MAINT_LEAD_USEC,
+                         },
+                         &agent_dispatch_ops, a, &a->dispatch);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -693,12 +612,8 @@ struct agent *agent_free(struct agent *a)
                 slot_clear(&a->id_slots[i]);
         timer_cancel(a->tick_timer);
         timer_cancel(a->id_timer);
-        timer_cancel(a->revert_timer);
         kube_call_cancel(a->node_call);
-        while (a->maints)
-                maint_remove(a, a->maints);
-        for (size_t i = 0; i < SEEN_MAX; i++)
-                free(a->seen[i]);
+        dispatch_free(a->dispatch);
         free(a->node);
         free(a->instance_id);
         free(a->region);
@@ -725,7 +640,11 @@ bool agent_ready(const struct agent *a)
 
 void agent_stats(const struct agent *a, struct agent_stats *ret)
 {
+        struct dispatch_stats st;
+
+        dispatch_stats(a->dispatch, &st);
         *ret = a->stats;
+        ret->duplicates = st.duplicates;
 }
 
 /* ---- actions on Kubernetes ---- */

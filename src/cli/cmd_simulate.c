@@ -7,15 +7,16 @@
  * its meaning at any --time-scale.
  *
  * Notices reach the engine the same way whatever delivered them (notice_received() tells, start_drain()
- * acts):
+ * acts), each through the one dispatcher (dispatch.h) — the agent's, the controller's, or direct's own:
  *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
  *    metadata service on the simulator's IMDS surface (imds_surface.h), exactly as the DaemonSet would;
  *  - "sqs" (controller mode): the real controller (controller.h) long-polls the simulator's SQS queue, where
  *    each notice arrives as the EventBridge event EC2 would send; the controller drains through the engine
  *    itself, so its drains are followed through their alerts;
  *  - "direct" (--delivery direct): a short timer on the engine clock reads the model's notices
- *    (sim_node_notice) and turns each new one into a struct notice.
- * Rebalance recommendations are told (notice-received), not acted on. */
+ *    (sim_node_notice), turns each new one into a struct notice and submits it to a dispatcher that
+ *    knows every scenario node's instance.
+ * Rebalance recommendations are told (notice-received) and ask for capacity, no soft taint. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -41,6 +42,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
@@ -107,6 +109,7 @@ struct simulate {
         /* Direct delivery stands for one process draining every node: its drains share PDB slots. Agents
          * are one process per node, so each of their drains keeps a private ledger. */
         struct drain_ledger *ledger;
+        struct dispatch *dispatch; /* direct delivery */
         struct timer *poll;
         struct sim_imds *imds;
         struct sim_agent *agents;
@@ -204,6 +207,8 @@ static void drain_done(struct drain_exec *x, const struct drain_exec_result *r, 
         struct sim_drain *d = userdata;
 
         d->done = true;
+        if (d->sm->dispatch)
+                dispatch_drain_finished(d->sm->dispatch, d->node, r->outcome == DRAIN_EXEC_DRAINED);
         if (r->outcome == DRAIN_EXEC_ERROR)
                 timeline(d->sm, scenario_seconds(d->sm, clk_now()), d->node, "drain failed: %s",
                          r->message ? r->message : strerror(-r->error));
@@ -272,56 +277,72 @@ static void notice_received(struct simulate *sm, const char *node, const struct 
             "%s", human ? human : notice_kind_to_string(n->kind));
 }
 
-/* The notice sink: every delivery path (direct, IMDS agent, SQS controller) hands its notices here. */
-static int simulate_notice(struct simulate *sm, const char *node, const struct notice *n)
-{
-        int r;
+/* ---- the dispatcher's effects: direct delivery's own dispatcher, and each agent's through its actions ----
+ */
 
-        notice_received(sm, node, n);
-        /* The provisioner decides which kinds start a replacement, and launches once per instance. */
-        if ((r = prov_frontend_request(sm->prov, node, n)) < 0)
-                log_debug_errno(r, "replacement request for %s failed", node);
-        switch (n->kind) {
-        case NOTICE_SPOT_INTERRUPTION:
-        case NOTICE_SCHEDULED_CHANGE:
-        case NOTICE_ASG_LIFECYCLE_TERMINATE:
-        case NOTICE_STATE_CHANGE:
-                r = start_drain(sm, node, n);
-                if (r < 0)
-                        return log_error_errno(r, "cannot start draining %s", node);
-                return 0;
-        default:
-                /* Rebalance recommendations are told, not acted on, in this issue. */
-                return 0;
-        }
+static void direct_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        notice_received(userdata, node, n);
 }
 
-/* ---- the IMDS delivery: the agent's actions ---- */
+static int direct_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        struct simulate *sm = userdata;
+        /* The provisioner decides which kinds start a replacement, and launches once per instance. */
+        return prov_frontend_request(sm->prov, node, n);
+}
+
+static int direct_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
+{
+        struct simulate *sm = userdata;
+        struct notice dn = *n;
+        int r;
+
+        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
+        if ((r = direct_replacement(sm, node, n)) < 0)
+                log_debug_errno(r, "replacement request for %s failed", node);
+        /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
+        dn.deadline = deadline;
+        r = start_drain(sm, node, &dn);
+        if (r < 0)
+                log_error_errno(r, "cannot start draining %s", node);
+        return r;
+}
+
+static const struct dispatch_ops sim_direct_ops = {
+        .drain = direct_drain,
+        .replacement_request = direct_replacement,
+        .notice_seen = direct_notice_seen,
+};
+
+static int start_direct(struct simulate *sm)
+{
+        int r = dispatch_new(
+            sm->loop,
+            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent_maintenance_lead_usec },
+            &sim_direct_ops, sm, &sm->dispatch);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the dispatcher");
+        for (size_t i = 0; i < sm->n_nodes; i++)
+                if ((r = dispatch_node_set(sm->dispatch, sim_node_name(sm->sim, i),
+                                           sim_node_instance_id(sm->sim, i))) < 0)
+                        return log_error_errno(r, "cannot index node %s", sim_node_name(sm->sim, i));
+        return 0;
+}
 
 static void agent_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
-        struct sim_agent *sa = userdata;
-        notice_received(sa->sm, node, n);
+        direct_notice_seen(((struct sim_agent *)userdata)->sm, node, n);
 }
 
 static int agent_drain(void *userdata, const struct agent_drain_request *req)
 {
-        struct sim_agent *sa = userdata;
-        struct notice n = *req->notice;
-        int r;
-
-        /* The agent's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
-        n.deadline = req->deadline_usec;
-        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
-        if ((r = prov_frontend_request(sa->sm->prov, req->node, req->notice)) < 0)
-                log_debug_errno(r, "replacement request for %s failed", req->node);
-        return start_drain(sa->sm, req->node, &n);
+        return direct_drain(((struct sim_agent *)userdata)->sm, req->node, req->notice, req->deadline_usec);
 }
 
 static int agent_replacement(void *userdata, const char *node, const struct notice *n)
 {
-        struct sim_agent *sa = userdata;
-        return prov_frontend_request(sa->sm->prov, node, n);
+        return direct_replacement(((struct sim_agent *)userdata)->sm, node, n);
 }
 
 static const struct agent_actions sim_agent_actions = {
@@ -762,7 +783,7 @@ static void poll_tick(void *userdata)
         }
         /* Outside the lock: the alert sinks take it themselves. */
         for (size_t i = 0; i < n; i++) {
-                r = simulate_notice(sm, sim_node_name(sm->sim, p[i].node), &p[i].n);
+                r = dispatch_submit(sm->dispatch, &p[i].n, DISPATCH_NO_TICKET, NULL);
                 if (r < 0) {
                         sm->error = r;
                         loop_exit(sm->loop, EXIT_ERROR);
@@ -996,6 +1017,8 @@ static int setup(struct simulate *sm)
                 return EXIT_ERROR;
         if (streq(sm->delivery, "imds") && start_agents(sm) < 0)
                 return EXIT_ERROR;
+        if (streq(sm->delivery, "direct") && start_direct(sm) < 0)
+                return EXIT_ERROR;
         if (streq(sm->delivery, "sqs") && start_controller(sm) < 0)
                 return EXIT_ERROR;
         if (streq(sm->delivery, "sqs") && sim_budget_seconds(sm->sim) != 120)
@@ -1008,6 +1031,7 @@ static int setup(struct simulate *sm)
 static void teardown(struct simulate *sm)
 {
         sm->poll = timer_cancel(sm->poll);
+        sm->dispatch = dispatch_free(sm->dispatch);
         controller_free(sm->controller);
         sim_sqs_stop(sm->sqs);
         for (size_t i = 0; sm->agents && i < sm->n_nodes; i++) {

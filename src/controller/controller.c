@@ -420,10 +420,11 @@ static void cmsg_finish(struct controller *c, struct cmsg *m)
         c->stats.in_flight = (unsigned)c->n_msgs;
 }
 
-static void notice_received(struct controller *c, const struct notice *n)
+/* The dispatcher's notice_seen: every notice taken in (not a duplicate), node NULL while unknown. */
+static void op_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
+        struct controller *c = userdata;
         _cleanup_free_ char *human = NULL;
-        const char *node = dispatch_node_for_instance(c->dispatch, n->instance_id);
 
         if ((unsigned)n->kind < _NOTICE_KIND_MAX)
                 c->stats.notice_counts[n->kind]++;
@@ -498,14 +499,10 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
         c->msgs[c->n_msgs++] = m;
 
         for (size_t i = 0; i < n; i++) {
-                uint64_t d = 0, dup = c->stats.dispatch.duplicates;
-                struct dispatch_stats st;
+                uint64_t d = 0;
 
                 r = dispatch_submit(c->dispatch, &notices[i], m->ticket, &d);
-                dispatch_stats(c->dispatch, &st);
-                c->stats.dispatch = st;
-                if (st.duplicates == dup && r >= 0)
-                        notice_received(c, &notices[i]);
+                dispatch_stats(c->dispatch, &c->stats.dispatch);
                 if (r == DISPATCH_PENDING) {
                         m->pending++;
                         cmsg_add_instance(m, notices[i].instance_id);
@@ -759,15 +756,32 @@ static void on_kube_done(struct kube_client *k, struct kube_result *r, void *use
                                   r->message ? r->message : "");
 }
 
-static int op_soft_taint(void *userdata, const char *node)
+static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
         struct kube_taint t = { .key = (char *)CONTROLLER_REBALANCE_TAINT_KEY,
                                 .value = (char *)"rebalance-recommendation",
                                 .effect = (char *)"PreferNoSchedule" };
-        log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
-                   CONTROLLER_REBALANCE_TAINT_KEY);
-        return kube_node_taint(c->kube, node, &t, true, on_kube_done, (void *)"rebalance taint", NULL);
+        if (add)
+                log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
+                           CONTROLLER_REBALANCE_TAINT_KEY);
+        return kube_node_taint(c->kube, node, &t, add, on_kube_done,
+                               add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
+                               NULL);
+}
+
+/* A canceled scheduled change whose drain had begun (the drain is stopped already). */
+static int op_uncordon(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain_taint_key)
+                                                    ? c->cfg->drain_taint_key
+                                                    : ENGINE_TAINT_KEY_DEFAULT) };
+        int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
+                                NULL);
+        if (r < 0)
+                return r;
+        return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
 }
 
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
@@ -836,6 +850,8 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .drain_stop = op_drain_stop,
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement_request,
+        .uncordon = op_uncordon,
+        .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
         .ticket_done = op_ticket_done,
@@ -848,35 +864,16 @@ static void resume_drains(struct controller *c)
         c->resume_pending = false;
         for (size_t i = 0; i < kube_informer_size(c->nodes); i++) {
                 const cJSON *node = kube_informer_at(c->nodes, i);
-                const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
-                const char *value =
-                    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
                 const char *name = kube_object_str(node, "metadata.name");
-                cJSON *rec;
-                uint64_t deadline = 0;
-                const char *kind;
-                int r;
+                int r = dispatch_resume_recorded(c->dispatch, node);
 
-                if (!value || !name)
-                        continue;
-                rec = cJSON_Parse(value);
-                kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
-                if (!kind ||
-                    parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
-                                  &deadline) < 0) {
+                if (r >= 0)
+                        log_notice("resuming the drain of %s recorded by an earlier leader", name);
+                else if (r == -EBADMSG)
                         log_warning("node %s has an unreadable %s annotation, ignoring", name,
                                     ENGINE_DRAIN_ANNOTATION);
-                        cJSON_Delete(rec);
-                        continue;
-                }
-                r = dispatch_resume(c->dispatch, name, kind, deadline);
-                if (r >= 0)
-                        log_notice("resuming the drain of %s (%s) recorded by an earlier leader", name,
-                                   kind);
-                else if (r != -ETIME && r != -EALREADY)
+                else if (r != -ETIME && r != -EALREADY && r != -ENOENT)
                         log_warning_errno(r, "cannot resume the drain of %s", name);
-                cJSON_Delete(rec);
         }
         dispatch_stats(c->dispatch, &c->stats.dispatch);
 }
@@ -1152,7 +1149,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 }
         }
 
-        r = dispatch_new(l, &o->dispatch, &controller_dispatch_ops, c, &c->dispatch);
+        /* The configuration's rebalance revert and maintenance lead, unless the caller chose. */
+        struct dispatch_options dopt = o->dispatch;
+        if (o->cfg && !dopt.rebalance_revert_usec)
+                dopt.rebalance_revert_usec = o->cfg->agent_rebalance_revert_usec;
+        if (o->cfg && !dopt.maintenance_lead_usec)
+                dopt.maintenance_lead_usec = o->cfg->agent_maintenance_lead_usec;
+        r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
         if (!o->no_leader_election) {

@@ -1,4 +1,4 @@
-/* The controller's dispatcher: providerID index from node events, one drain per node, upgrades, duplicates,
+/* The dispatcher: providerID index from node events, one drain per node, upgrades, duplicates,
  * unknown instances retried then dropped, lifecycle hooks. Effects are recorded by fake ops. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -11,8 +11,10 @@
 
 #include <cmocka.h>
 
-#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/notice.h"
 
 #define SEC        UINT64_C(1000000)
 #define REAL_BOUND (10 * SEC)
@@ -58,10 +60,21 @@ static void op_drain_stop(void *ud, const char *node)
         record(ud, "stop %s", node);
 }
 
-static int op_soft_taint(void *ud, const char *node)
+static int op_soft_taint(void *ud, const char *node, bool add)
 {
-        record(ud, "taint %s", node);
+        record(ud, "%s %s", add ? "taint" : "untaint", node);
         return 0;
+}
+
+static int op_uncordon(void *ud, const char *node)
+{
+        record(ud, "uncordon %s", node);
+        return 0;
+}
+
+static void op_notice_seen(void *ud, const char *node, const struct notice *n)
+{
+        record(ud, "seen %s %s", node ? node : "-", notice_kind_to_string(n->kind));
 }
 
 static int op_replacement(void *ud, const char *node, const struct notice *n)
@@ -94,6 +107,8 @@ static const struct dispatch_ops ops = {
         .drain_stop = op_drain_stop,
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement,
+        .uncordon = op_uncordon,
+        .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_heartbeat,
         .lifecycle_complete = op_complete,
         .ticket_done = op_ticket_done,
@@ -106,7 +121,9 @@ static int setup(void **state)
         assert_int_equal(loop_new(&f->loop), 0);
         assert_int_equal(dispatch_new(f->loop,
                                       &(struct dispatch_options){ .unknown_retry_usec = 50 * 1000,
-                                                                  .heartbeat_usec = 20 * 1000 },
+                                                                  .heartbeat_usec = 20 * 1000,
+                                                                  .rebalance_revert_usec = 60 * 1000,
+                                                                  .maintenance_lead_usec = SEC },
                                       &ops, f, &f->d),
                          0);
         *state = f;
@@ -366,6 +383,186 @@ static void test_resume_and_reset(void **state)
         assert_int_equal(count(f, "ticket"), 0);
 }
 
+/* Runs the loop for usec (timers fire). */
+static void run_for(struct fx *f, uint64_t usec)
+{
+        bool never = false;
+        loop_run_until(f->loop, &never, usec);
+}
+
+static void test_rebalance_reverted(void **state)
+{
+        struct fx *f = *state;
+        struct notice reb = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-reb", 0);
+        struct notice reb_b = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0b00000000000000b", "ev-reb-b", 0);
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0b00000000000000b", "ev-spot", clk_now() + 120 * SEC);
+        struct dispatch_stats st;
+
+        /* Every path reverts now (the controller did not before the agent's copy moved here): no
+         * interruption within the revert time removes the soft taint, once. */
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        assert_int_equal(submit(f, &reb, 1), DISPATCH_DONE);
+        assert_int_equal(submit(f, &reb_b, 2), DISPATCH_DONE);
+        /* The interruption of spot-b keeps its taint: the node is going. */
+        assert_int_equal(submit(f, &spot, 3), DISPATCH_PENDING);
+        assert_int_equal(count(f, "taint"), 2);
+        for (int i = 0; i < 100 && count(f, "untaint") == 0; i++)
+                run_for(f, 5 * 1000);
+        run_for(f, 100 * 1000);
+        assert_int_equal(count(f, "untaint spot-a"), 1);
+        assert_int_equal(count(f, "untaint spot-b"), 0);
+        /* The same recommendation again (still in IMDS, redelivered) is a duplicate: no new taint. */
+        assert_int_equal(submit(f, &reb, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "taint spot-a"), 1);
+        /* A new one after the revert taints again. */
+        struct notice again = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-reb-2", 0);
+        assert_int_equal(submit(f, &again, 5), DISPATCH_DONE);
+        assert_int_equal(count(f, "taint spot-a"), 2);
+        assert_int_equal(count(f, "replace spot-a"), 2);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reverted, 1);
+}
+
+static struct notice mk_sched(const char *event_id, uint64_t start, const char *state)
+{
+        struct notice n = mk(NOTICE_SCHEDULED_CHANGE, "i-0a00000000000000a", event_id, start);
+        n.start_time = start;
+        snprintf(n.state, sizeof(n.state), "%s", state);
+        snprintf(n.action, sizeof(n.action), "system-reboot");
+        return n;
+}
+
+static void test_scheduled_change_lead_and_cancel(void **state)
+{
+        struct fx *f = *state;
+        uint64_t start = clk_now() + SEC + 50 * 1000; /* due in 50 ms with the 1 s lead */
+        struct notice active = mk_sched("ev-m1", start, "active");
+        struct notice canceled = mk_sched("ev-m1", start, "canceled");
+        struct dispatch_stats st;
+        uint64_t defer = 0;
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(dispatch_submit(f->d, &active, 1, &defer), DISPATCH_DEFER);
+        assert_int_equal(defer, start - SEC);
+        /* Seen again while it waits (every IMDS poll): a duplicate, still deferred, told once. */
+        assert_int_equal(dispatch_submit(f->d, &active, 2, &defer), DISPATCH_DEFER);
+        assert_int_equal(count(f, "seen spot-a scheduled-change"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.scheduled, 1);
+        assert_int_equal(st.duplicates, 1);
+        /* Its timer drains it maintenance_lead before the start, by the start. */
+        for (int i = 0; i < 100 && count(f, "drain") == 0; i++)
+                run_for(f, 5 * 1000);
+        assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
+        assert_int_equal(f->last_deadline, start);
+        assert_int_equal(dispatch_submit(f->d, &active, 3, &defer), DISPATCH_DONE);
+        assert_int_equal(count(f, "drain"), 1);
+
+        /* Canceled after the drain began: stopped, the node schedulable again, free for later notices. */
+        assert_int_equal(submit(f, &canceled, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "stop spot-a"), 1);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        assert_int_equal(submit(f, &spot, 5), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a spot-interruption"), 1);
+
+        /* The interruption drives this drain: a later event that joins it and is canceled undoes nothing. */
+        struct notice m2 = mk_sched("ev-m2", clk_now() + SEC / 2, "active");
+        assert_int_equal(submit(f, &m2, 6), DISPATCH_PENDING);
+        m2 = mk_sched("ev-m2", m2.deadline, "canceled");
+        assert_int_equal(submit(f, &m2, 7), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon"), 1);
+        assert_true(dispatch_node_draining(f->d, "spot-a"));
+
+        /* Canceled before it is due: dropped, nothing was done. */
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        struct notice far = mk_sched("ev-m3", clk_now() + 3600 * SEC, "active");
+        snprintf(far.instance_id, sizeof(far.instance_id), "i-0b00000000000000b");
+        assert_int_equal(dispatch_submit(f->d, &far, 8, &defer), DISPATCH_DEFER);
+        far = mk_sched("ev-m3", far.deadline, "canceled");
+        snprintf(far.instance_id, sizeof(far.instance_id), "i-0b00000000000000b");
+        assert_int_equal(submit(f, &far, 9), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.scheduled, 0);
+        assert_int_equal(st.canceled, 1);
+}
+
+static void test_fixed_node_and_imds_identity(void **state)
+{
+        struct fx *f = *state;
+        const char *doc = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:02:00Z\"}";
+        const char *later = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:01:00Z\"}";
+        struct notice_parse_opts po = { .source = "imds",
+                                        .instance_id = "i-0abcd1234ef567890",
+                                        .imds_path = "spot/instance-action" };
+        _cleanup_free_ struct notice *a = NULL, *b = NULL, *c = NULL;
+        size_t na = 0, nb = 0, nc = 0;
+        char reason[128];
+        struct dispatch_stats st;
+
+        /* The agent's node: one fixed entry, no providerID index. */
+        assert_int_equal(dispatch_node_set(f->d, "node-1", "i-0abcd1234ef567890"), 0);
+        assert_int_equal(dispatch_node_set(f->d, "node-1", "not-an-instance"), -EINVAL);
+        assert_string_equal(dispatch_node_for_instance(f->d, "i-0abcd1234ef567890"), "node-1");
+
+        /* The same IMDS document read on two polls parses to the same identity: one drain. A document of
+         * another time is another notice (an earlier deadline restarts the drain). */
+        po.now_usec = clk_now();
+        assert_int_equal(notice_parse(doc, strlen(doc), &po, &a, &na, reason, sizeof(reason)), 0);
+        po.now_usec = clk_now() + SEC;
+        assert_int_equal(notice_parse(doc, strlen(doc), &po, &b, &nb, reason, sizeof(reason)), 0);
+        assert_int_equal(notice_parse(later, strlen(later), &po, &c, &nc, reason, sizeof(reason)), 0);
+        assert_int_equal(dispatch_submit(f->d, &a[0], DISPATCH_NO_TICKET, NULL), DISPATCH_PENDING);
+        assert_int_equal(dispatch_submit(f->d, &b[0], DISPATCH_NO_TICKET, NULL), DISPATCH_DONE);
+        assert_int_equal(count(f, "drain node-1 spot-interruption"), 1);
+        assert_int_equal(count(f, "seen node-1"), 1);
+        assert_int_equal(dispatch_submit(f->d, &c[0], DISPATCH_NO_TICKET, NULL), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain node-1"), 2);
+        assert_int_equal(dispatch_node_deadline(f->d, "node-1"), c[0].deadline);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.duplicates, 1);
+
+        /* Without a ticket nothing is answered when the drain ends. */
+        dispatch_drain_finished(f->d, "node-1", true);
+        assert_int_equal(count(f, "ticket"), 0);
+}
+
+static void test_resume_recorded(void **state)
+{
+        struct fx *f = *state;
+        char t[32], value[128];
+        uint64_t start = (clk_now() / SEC + 1) * SEC; /* within the 1 s lead, whole seconds (RFC 3339) */
+        cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
+
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        assert_int_equal(dispatch_resume_recorded(f->d, o), -ENOENT);
+        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, "{not json");
+        assert_int_equal(dispatch_resume_recorded(f->d, o), -EBADMSG);
+        cJSON_DeleteItemFromObject(ann, ENGINE_DRAIN_ANNOTATION);
+        assert_int_equal(format_rfc3339(start, t, sizeof(t)), 0);
+        snprintf(value, sizeof(value), "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}", t);
+        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, value);
+        assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
+        assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), start);
+        cJSON_Delete(o);
+
+        /* After a restart the scheduled change still in IMDS (due: its drain had begun) joins the resumed
+         * drain, and its cancel still undoes it. */
+        struct notice active = mk_sched("ev-m1", start, "active");
+        struct notice canceled = mk_sched("ev-m1", start, "canceled");
+        assert_int_equal(dispatch_submit(f->d, &active, DISPATCH_NO_TICKET, NULL), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain"), 1);
+        assert_int_equal(submit(f, &canceled, 1), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -377,6 +574,10 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* controller/dispatch: notices → nodes, one drain per node, dedupe, unknown instances.
+/* dispatch: notices → nodes, one drain per node, dedupe, unknown instances.
  *
  * Everything here is bookkeeping on the loop; the effects (drains, taints, lifecycle calls, message
  * deletion) go through struct dispatch_ops, so that the rules can be tested without a cluster. Node counts
@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
+#include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
 #define SEC                      UINT64_C(1000000)
@@ -19,6 +20,7 @@
 #define DEFAULT_MAINTENANCE_LEAD (600 * SEC)
 #define DEFAULT_EMERGENCY        (30 * SEC)
 #define DEFAULT_DEDUPE_MAX       4096
+#define DEFAULT_REVERT           (600 * SEC)
 /* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
  * instance are recognized as such. */
 #define NODE_KEEP_USEC  (3600 * SEC)
@@ -47,6 +49,17 @@ struct dnode {
         struct notice *asg; /* lifecycle actions to heartbeat and complete */
         size_t n_asg;
         struct timer *heartbeat;
+        struct timer *revert; /* rebalanced: the soft taint's removal */
+        bool soft_tainted;
+        bool firm; /* a notice other than a scheduled change drives or joined the drain */
+};
+
+/* An active scheduled change not due yet. */
+struct sched {
+        struct dispatch *d;
+        char *node;
+        struct notice notice;
+        struct timer *due;
 };
 
 struct unknown {
@@ -68,6 +81,8 @@ struct dispatch {
         size_t n_nodes;
         struct unknown **unknowns;
         size_t n_unknowns;
+        struct sched **scheds;
+        size_t n_scheds;
 
         char (*dedupe)[DEDUPE_KEY_SIZE]; /* a ring of the most recent keys */
         size_t n_dedupe, dedupe_next;
@@ -128,6 +143,7 @@ static void dnode_free(struct dnode *n)
         if (!n)
                 return;
         timer_cancel(n->heartbeat);
+        timer_cancel(n->revert);
         free(n->name);
         free(n->tickets);
         free(n->asg);
@@ -171,7 +187,7 @@ static void dnode_purge(struct dispatch *d)
         uint64_t now = clk_now();
         for (size_t i = 0; i < d->n_nodes;) {
                 struct dnode *n = d->nodes[i];
-                if (n->state != DNODE_DRAINING && now - n->since > NODE_KEEP_USEC)
+                if (n->state != DNODE_DRAINING && !n->revert && now - n->since > NODE_KEEP_USEC)
                         dnode_remove(d, n);
                 else
                         i++;
@@ -180,7 +196,11 @@ static void dnode_purge(struct dispatch *d)
 
 static int dnode_add_ticket(struct dnode *n, uint64_t ticket)
 {
-        uint64_t *v = realloc(n->tickets, (n->n_tickets + 1) * sizeof(*v));
+        uint64_t *v;
+
+        if (ticket == DISPATCH_NO_TICKET)
+                return 0;
+        v = realloc(n->tickets, (n->n_tickets + 1) * sizeof(*v));
         if (!v)
                 return -ENOMEM;
         n->tickets = v;
@@ -216,6 +236,8 @@ static int dnode_add_asg(struct dnode *n, const struct notice *notice)
 {
         struct notice *v;
 
+        if (isempty(notice->lifecycle_action_token))
+                return 0; /* nothing to heartbeat or complete (IMDS target-lifecycle-state) */
         for (size_t i = 0; i < n->n_asg; i++)
                 if (streq(n->asg[i].lifecycle_action_token, notice->lifecycle_action_token))
                         return 0;
@@ -282,8 +304,12 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
         if (dn && dn->state == DNODE_DRAINING) {
                 if (dnode_add_ticket(dn, ticket) < 0)
                         return -ENOMEM;
+                dn->firm = dn->firm || n->kind != NOTICE_SCHEDULED_CHANGE;
+                if (isempty(dn->notice.event_id))
+                        dn->notice = *n; /* resumed: the notice it was for turned up */
                 if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && dnode_add_asg(dn, n) < 0) {
-                        dn->n_tickets--;
+                        if (ticket != DISPATCH_NO_TICKET)
+                                dn->n_tickets--;
                         return -ENOMEM;
                 }
                 if (deadline < dn->deadline) {
@@ -317,6 +343,9 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
         if (!created)
                 d->stats.upgrades++; /* rebalanced, now interrupted */
         d->stats.drains++;
+        /* The soft taint stays: the node is going, nothing should land there. */
+        dn->revert = timer_cancel(dn->revert);
+        dn->firm = n->kind != NOTICE_SCHEDULED_CHANGE;
         dn->state = DNODE_DRAINING;
         dn->since = clk_now();
         dn->notice = *n;
@@ -330,27 +359,168 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
         return DISPATCH_PENDING;
 }
 
+static void on_revert(void *userdata)
+{
+        struct dnode *dn = userdata;
+        struct dispatch *d = dn->d;
+        int r;
+
+        dn->revert = NULL;
+        if (dn->state != DNODE_REBALANCED || !dn->soft_tainted)
+                return;
+        log_info("no interruption followed the rebalance recommendation of %s; removing the soft taint",
+                 dn->name);
+        dn->soft_tainted = false;
+        dn->since = clk_now();
+        d->stats.reverted++;
+        if (d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, dn->name, false)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot remove the soft taint of %s", dn->name);
+        }
+}
+
 static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
 {
         struct dnode *dn = dnode_find(d, node);
         int r;
 
-        if (dn)
-                return DISPATCH_DONE; /* rebalanced already, or draining: nothing to add */
-        dn = dnode_add(d, node);
-        if (!dn)
-                return -ENOMEM;
-        dn->state = DNODE_REBALANCED;
+        if (dn && dn->state != DNODE_REBALANCED)
+                return DISPATCH_DONE; /* draining or drained: nothing to add */
+        if (!dn) {
+                dn = dnode_add(d, node);
+                if (!dn)
+                        return -ENOMEM;
+                dn->state = DNODE_REBALANCED;
+        }
         dn->since = clk_now();
         dn->notice = *n;
-        if (d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, node)) < 0) {
-                d->stats.action_errors++;
-                log_debug_errno(r, "dispatch: cannot taint %s", node);
+        /* A new recommendation after the taint was reverted taints again; one while tainted only moves the
+         * revert. */
+        if (!dn->soft_tainted) {
+                dn->soft_tainted = true;
+                if (d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, node, true)) < 0) {
+                        d->stats.action_errors++;
+                        log_debug_errno(r, "dispatch: cannot taint %s", node);
+                }
+                if (d->ops.replacement_request &&
+                    (r = d->ops.replacement_request(d->userdata, node, n)) < 0) {
+                        d->stats.action_errors++;
+                        log_debug_errno(r, "dispatch: replacement request for %s failed", node);
+                }
         }
-        if (d->ops.replacement_request && (r = d->ops.replacement_request(d->userdata, node, n)) < 0) {
+        dn->revert = timer_cancel(dn->revert);
+        if ((r = timer_start(d->loop, n->notice_time + d->o.rebalance_revert_usec, on_revert, dn,
+                             &dn->revert)) < 0) {
                 d->stats.action_errors++;
-                log_debug_errno(r, "dispatch: replacement request for %s failed", node);
+                log_debug_errno(r, "dispatch: cannot arm the soft taint's revert on %s", node);
         }
+        return DISPATCH_DONE;
+}
+
+/* ---- scheduled changes ---- */
+
+static struct sched *sched_find(struct dispatch *d, const struct notice *n)
+{
+        for (size_t i = 0; i < d->n_scheds; i++)
+                if (streq(d->scheds[i]->notice.event_id, n->event_id) &&
+                    streq(d->scheds[i]->notice.instance_id, n->instance_id))
+                        return d->scheds[i];
+        return NULL;
+}
+
+static void sched_remove(struct dispatch *d, struct sched *s)
+{
+        for (size_t i = 0; i < d->n_scheds; i++)
+                if (d->scheds[i] == s) {
+                        d->scheds[i] = d->scheds[--d->n_scheds];
+                        break;
+                }
+        timer_cancel(s->due);
+        free(s->node);
+        free(s);
+}
+
+static void dedupe_key(const struct notice *n, char key[static DEDUPE_KEY_SIZE]);
+static void dedupe_add(struct dispatch *d, const char *key);
+
+static void on_sched_due(void *userdata)
+{
+        struct sched *s = userdata;
+        struct dispatch *d = s->d;
+        struct notice n = s->notice;
+        _cleanup_free_ char *node = TAKE_PTR(s->node);
+        char key[DEDUPE_KEY_SIZE];
+        int r;
+
+        s->due = NULL;
+        sched_remove(d, s);
+        /* From now on the event is a plain duplicate. */
+        dedupe_key(&n, key);
+        dedupe_add(d, key);
+        if (!node)
+                return;
+        r = start_drain(d, node, &n, n.deadline, DISPATCH_NO_TICKET);
+        if (r < 0)
+                log_warning_errno(r, "cannot start the maintenance drain of %s", node);
+}
+
+/* Kept until it is due (the timer drains it then); the same event again moves it if its window moved. */
+static int sched_add(struct dispatch *d, const char *node, const struct notice *n, uint64_t due)
+{
+        struct sched *s = sched_find(d, n), **v;
+        int r;
+
+        if (!s) {
+                v = realloc(d->scheds, (d->n_scheds + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                d->scheds = v;
+                s = calloc(1, sizeof(*s));
+                if (!s || !(s->node = strdup(node))) {
+                        free(s);
+                        return -ENOMEM;
+                }
+                s->d = d;
+                d->scheds[d->n_scheds++] = s;
+        }
+        s->notice = *n;
+        s->due = timer_cancel(s->due);
+        r = timer_start(d->loop, due, on_sched_due, s, &s->due);
+        if (r < 0)
+                sched_remove(d, s);
+        return r;
+}
+
+/* Canceled, completed or closed. */
+static int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct sched *s = sched_find(d, n);
+        struct dnode *dn = dnode_find(d, node);
+        _cleanup_free_ uint64_t *tickets = NULL;
+        size_t n_tickets;
+        int r;
+
+        if (s) {
+                sched_remove(d, s); /* not due yet: nothing was done */
+                return DISPATCH_DONE;
+        }
+        if (!streq(n->state, "canceled") || !dn || dn->state != DNODE_DRAINING || dn->firm ||
+            dn->notice.kind != NOTICE_SCHEDULED_CHANGE || !streq(dn->notice.event_id, n->event_id))
+                return DISPATCH_DONE;
+        log_info("scheduled change %s was canceled; making node %s schedulable", n->event_id, node);
+        d->stats.canceled++;
+        if (d->ops.drain_stop)
+                d->ops.drain_stop(d->userdata, node);
+        if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, node)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot make %s schedulable", node);
+        }
+        tickets = TAKE_PTR(dn->tickets);
+        n_tickets = dn->n_tickets;
+        dnode_remove(d, dn);
+        for (size_t i = 0; i < n_tickets; i++)
+                if (d->ops.ticket_done)
+                        d->ops.ticket_done(d->userdata, tickets[i], 0);
         return DISPATCH_DONE;
 }
 
@@ -370,14 +540,22 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                                    n->deadline > now + d->o.emergency_usec ? n->deadline
                                                                            : now + d->o.emergency_usec,
                                    ticket);
-        case NOTICE_SCHEDULED_CHANGE:
+        case NOTICE_SCHEDULED_CHANGE: {
+                struct sched *s;
+                int r;
+
                 if (scheduled_change_over(n))
-                        return DISPATCH_DONE;
+                        return on_scheduled_over(d, node, n);
                 if (n->deadline > now + d->o.maintenance_lead_usec) {
                         *ret_defer_until = n->deadline - d->o.maintenance_lead_usec;
-                        return DISPATCH_DEFER;
+                        r = sched_add(d, node, n, *ret_defer_until);
+                        return r < 0 ? r : DISPATCH_DEFER;
                 }
+                /* Due now (or the waiting one came back as it fell due): drained at once. */
+                if ((s = sched_find(d, n)))
+                        sched_remove(d, s);
                 return start_drain(d, node, n, n->deadline, ticket);
+        }
         case NOTICE_SPOT_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
                 return start_drain(d, node, n, n->deadline ? n->deadline : now + d->o.emergency_usec,
@@ -415,7 +593,7 @@ static void on_unknown_expired(void *userdata)
         /* A lifecycle hook of an instance that never joined the cluster has nothing to wait for. */
         if (n.kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
                 lifecycle_complete(d, &n);
-        if (d->ops.ticket_done)
+        if (d->ops.ticket_done && ticket != DISPATCH_NO_TICKET)
                 d->ops.ticket_done(d->userdata, ticket, -ENXIO);
 }
 
@@ -458,7 +636,7 @@ static void unknown_resolve(struct dispatch *d, const char *instance, const char
                 r = handle_known(d, node, &n, ticket, &defer);
                 if (r == DISPATCH_PENDING)
                         continue;
-                if (d->ops.ticket_done)
+                if (d->ops.ticket_done && ticket != DISPATCH_NO_TICKET)
                         d->ops.ticket_done(d->userdata, ticket,
                                            r == DISPATCH_DONE ? 0
                                            : r < 0            ? r
@@ -470,16 +648,25 @@ int dispatch_node_update(struct dispatch *d, const cJSON *node)
 {
         const char *name = kube_object_str(node, "metadata.name");
         const char *instance = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
-        struct index_entry *e, *v;
+        struct index_entry *e;
 
         if (!name)
                 return -EINVAL;
+        if (instance)
+                return dispatch_node_set(d, name, instance);
         e = index_find_node(d, name);
-        if (!instance) {
-                if (e)
-                        index_remove(d, e);
-                return 0;
-        }
+        if (e)
+                index_remove(d, e);
+        return 0;
+}
+
+int dispatch_node_set(struct dispatch *d, const char *name, const char *instance)
+{
+        struct index_entry *e, *v;
+
+        if (!name || !notice_instance_id_valid(instance))
+                return -EINVAL;
+        e = index_find_node(d, name);
         if (e && streq(e->instance, instance))
                 return 0;
         if (!e) {
@@ -514,6 +701,7 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
 {
         char key[DEDUPE_KEY_SIZE];
         const char *node;
+        struct sched *s;
         uint64_t defer = 0;
         int r;
 
@@ -524,6 +712,17 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
                 d->stats.duplicates++;
                 return DISPATCH_DONE;
         }
+        /* A scheduled change waiting to be due is remembered by its entry, not the dedupe table (a message
+         * brought back when it is due must be acted on). */
+        s = n->kind == NOTICE_SCHEDULED_CHANGE && !scheduled_change_over(n) ? sched_find(d, n) : NULL;
+        if (s && s->notice.deadline == n->deadline && n->deadline > clk_now() + d->o.maintenance_lead_usec) {
+                d->stats.duplicates++;
+                if (ret_defer_until)
+                        *ret_defer_until = n->deadline - d->o.maintenance_lead_usec;
+                return DISPATCH_DEFER;
+        }
+        if (!s && d->ops.notice_seen)
+                d->ops.notice_seen(d->userdata, dispatch_node_for_instance(d, n->instance_id), n);
         if (n->kind == NOTICE_ASG_TEST_NOTIFICATION)
                 r = DISPATCH_DONE;
         else if ((node = dispatch_node_for_instance(d, n->instance_id))) {
@@ -538,7 +737,7 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
         if (r < 0)
                 return r;
         /* Remembered once it was taken in: a notice that could not be acted on may come again. */
-        if (!isempty(n->event_id))
+        if (!isempty(n->event_id) && r != DISPATCH_DEFER)
                 dedupe_add(d, key);
         if (r == DISPATCH_DEFER && ret_defer_until)
                 *ret_defer_until = defer;
@@ -608,10 +807,37 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
         return 0;
 }
 
+int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
+{
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
+        const char *value =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
+        const char *name = kube_object_str(node, "metadata.name");
+        uint64_t deadline = 0;
+        const char *kind;
+        cJSON *rec;
+        int r;
+
+        if (!value || !name)
+                return -ENOENT;
+        rec = cJSON_Parse(value);
+        kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
+                                   &deadline) < 0)
+                r = -EBADMSG;
+        else
+                r = dispatch_resume(d, name, kind, deadline);
+        cJSON_Delete(rec);
+        return r;
+}
+
 void dispatch_reset(struct dispatch *d)
 {
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
+        while (d->n_scheds > 0)
+                sched_remove(d, d->scheds[d->n_scheds - 1]);
         for (size_t i = 0; i < d->n_nodes; i++)
                 if (d->nodes[i]->state == DNODE_DRAINING && d->ops.drain_stop)
                         d->ops.drain_stop(d->userdata, d->nodes[i]->name);
@@ -640,6 +866,7 @@ void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret)
                 if (d->nodes[i]->state == DNODE_DRAINING)
                         ret->draining++;
         ret->unknown_pending = (unsigned)d->n_unknowns;
+        ret->scheduled = (unsigned)d->n_scheds;
         ret->nodes_indexed = d->n_index;
 }
 
@@ -666,6 +893,8 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
                 d->o.emergency_usec = DEFAULT_EMERGENCY;
         if (!d->o.dedupe_max)
                 d->o.dedupe_max = DEFAULT_DEDUPE_MAX;
+        if (!d->o.rebalance_revert_usec)
+                d->o.rebalance_revert_usec = DEFAULT_REVERT;
         d->dedupe = calloc(d->o.dedupe_max, sizeof(*d->dedupe));
         if (!d->dedupe) {
                 free(d);
@@ -683,6 +912,8 @@ struct dispatch *dispatch_free(struct dispatch *d)
                 return NULL;
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
+        while (d->n_scheds > 0)
+                sched_remove(d, d->scheds[d->n_scheds - 1]);
         while (d->n_nodes > 0)
                 dnode_remove(d, d->nodes[d->n_nodes - 1]);
         for (size_t i = 0; i < d->n_index; i++)
@@ -690,6 +921,7 @@ struct dispatch *dispatch_free(struct dispatch *d)
         free(d->index);
         free(d->nodes);
         free(d->unknowns);
+        free(d->scheds);
         free(d->dedupe);
         free(d);
         return NULL;

@@ -1,0 +1,134 @@
+/* dispatch: the one dispatcher (DESIGN.md, data path). Every source (the IMDS agent, the SQS controller,
+ * simulate's direct delivery) turns what it reads into struct notice and submits it here; nothing below
+ * knows which source it was.
+ *
+ * instance ID → node through a providerID index fed by a node informer (or one fixed entry: the agent knows
+ * its own node); one drain per node (a rebalance then an interruption upgrades it, an earlier deadline
+ * restarts it); dedupe on (event_id, instance_id[, state]); unknown instances retried until a node with
+ * that providerID appears, else reported and dropped. Pure bookkeeping on the loop: every effect goes
+ * through struct dispatch_ops.
+ *
+ * What a notice of a known node does:
+ *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
+ *   state-change            a node not draining yet is drained as an emergency
+ *   rebalance-recommendation  soft taint (ops->soft_taint add) and a replacement request; the taint is
+ *                           removed again when no interruption followed within rebalance_revert_usec of
+ *                           the notice time. A later interruption upgrades the node to a drain (the taint
+ *                           stays: the node is going).
+ *   scheduled-change        drained maintenance_lead_usec before it starts, by its start: one not due yet
+ *                           is kept with a timer (DISPATCH_DEFER) and the same event seen again while it
+ *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
+ *                           dropped; canceled after its drain began, the drain is stopped and the node made
+ *                           schedulable again (ops->uncordon), unless another notice joined the drain. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spotdrain/notice.h"
+#include "spotdrain/util.h"
+
+struct loop;
+
+enum dispatch_verdict {
+        DISPATCH_DONE,    /* nothing to wait for: delete the message now */
+        DISPATCH_PENDING, /* ops->ticket_done(ticket) comes when the drain ends or the instance is dropped */
+        /* Not due yet: the dispatcher starts the drain itself when it is due (at *ret_defer_until); a
+         * message may be brought back then (it starts or joins that drain, or is a duplicate). */
+        DISPATCH_DEFER,
+};
+
+struct dispatch_ops {
+        /* Starts draining node by deadline (engine clock), or restarts a drain under way with an earlier
+         * deadline. The end is reported with dispatch_drain_finished(). */
+        int (*drain)(void *userdata, const char *node, const struct notice *n, uint64_t deadline_usec);
+        /* Stops a drain under way without a result (dispatch_reset). */
+        void (*drain_stop)(void *userdata, const char *node);
+        /* Adds (add) or removes the PreferNoSchedule rebalance taint. */
+        int (*soft_taint)(void *userdata, const char *node, bool add);
+        /* Replacement capacity ahead of the interruption; the provisioning core of a later issue. */
+        int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
+        /* A canceled scheduled change whose drain had begun: make the node schedulable again (after
+         * drain_stop). */
+        int (*uncordon)(void *userdata, const char *node);
+        /* Every notice taken in (not a duplicate), once, before it is acted on; node NULL when its
+         * instance is not known (yet). */
+        void (*notice_seen)(void *userdata, const char *node, const struct notice *n);
+        /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
+        int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
+        int (*lifecycle_complete)(void *userdata, const struct notice *n);
+        /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
+         * never turned up as a node (reported, the message can go); another error: nothing could be
+         * started (let the message come back). */
+        void (*ticket_done)(void *userdata, uint64_t ticket, int error);
+};
+
+struct dispatch_options {
+        uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
+        uint64_t heartbeat_usec;        /* lifecycle heartbeat period; 0 = 300 s */
+        uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 600 s */
+        /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
+         * with at least this much time (its own deadline has passed already); 0 = 30 s. */
+        uint64_t emergency_usec;
+        size_t dedupe_max;              /* keys remembered; 0 = 4096 */
+        uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
+};
+
+struct dispatch_stats {
+        uint64_t notices;         /* submitted */
+        uint64_t duplicates;      /* absorbed: the dedupe table, or a scheduled change waiting already */
+        uint64_t drains;          /* drains started (restarts included) */
+        uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
+        uint64_t unknown_dropped; /* instances that never turned up as a node */
+        uint64_t resumed;         /* drains carried on from a node annotation */
+        uint64_t reverted;        /* soft taints removed: no interruption followed the rebalance */
+        uint64_t canceled;        /* scheduled changes canceled after their drain began */
+        uint64_t action_errors;   /* ops that failed to start */
+        unsigned draining;        /* drains under way now */
+        unsigned unknown_pending; /* notices waiting for their instance */
+        unsigned scheduled;       /* scheduled changes waiting to be due */
+        size_t nodes_indexed;     /* nodes with an EC2 providerID */
+};
+
+struct dispatch;
+/* o may be NULL. ops is copied; userdata borrowed. */
+int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct dispatch_ops *ops,
+                 void *userdata, struct dispatch **ret);
+/* Stops every timer; no op is called after this (drains are not stopped: see dispatch_reset). NULL-safe. */
+struct dispatch *dispatch_free(struct dispatch *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
+
+/* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
+int dispatch_node_update(struct dispatch *d, const cJSON *node);
+void dispatch_node_delete(struct dispatch *d, const cJSON *node);
+/* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
+ * replaced. Notices waiting for that instance are acted on now. */
+int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
+/* The node of an instance, or NULL. */
+const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
+/* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */
+const char *dispatch_instance_from_provider_id(const char *provider_id);
+
+/* No message to answer for (a notice re-read every poll, a timer): no ops->ticket_done. */
+#define DISPATCH_NO_TICKET UINT64_C(0)
+/* One notice of a message. ticket identifies the message to ops->ticket_done. Returns the verdict (>= 0),
+ * or a negative errno when nothing could be started (the message should come back later). */
+int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket, uint64_t *ret_defer_until);
+/* The drain of node ended (drained: every pod left in time). Completes its tickets and lifecycle hooks. */
+void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained);
+/* Carries on a drain recorded on a node (resume after a leader change). 0, or -EALREADY when the node is
+ * handled already, -ETIME when the deadline has passed. */
+int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
+/* The same from a Node object's ENGINE_DRAIN_ANNOTATION (engine.h): dispatch_resume()'s answer, -ENOENT
+ * when the node has none, -EBADMSG when it cannot be read. */
+int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
+/* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
+ * scheduled changes waiting and soft-taint reverts dropped, dedupe table kept): leadership was lost or the
+ * controller stops. The providerID index is kept. */
+void dispatch_reset(struct dispatch *d);
+bool dispatch_node_draining(const struct dispatch *d, const char *node);
+/* The deadline of the drain under way on node, 0 when none. */
+uint64_t dispatch_node_deadline(const struct dispatch *d, const char *node);
+void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret);
