@@ -319,7 +319,7 @@ static int start_direct(struct simulate *sm)
 {
         int r = dispatch_new(
             sm->loop,
-            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent_maintenance_lead_usec },
+            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec },
             &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");

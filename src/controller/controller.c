@@ -774,8 +774,8 @@ static int op_soft_taint(void *userdata, const char *node, bool add)
 static int op_uncordon(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain_taint_key)
-                                                    ? c->cfg->drain_taint_key
+        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain.taint_key)
+                                                    ? c->cfg->drain.taint_key
                                                     : ENGINE_TAINT_KEY_DEFAULT) };
         int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
                                 NULL);
@@ -1152,9 +1152,9 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         /* The configuration's rebalance revert and maintenance lead, unless the caller chose. */
         struct dispatch_options dopt = o->dispatch;
         if (o->cfg && !dopt.rebalance_revert_usec)
-                dopt.rebalance_revert_usec = o->cfg->agent_rebalance_revert_usec;
+                dopt.rebalance_revert_usec = o->cfg->agent.rebalance_revert_usec;
         if (o->cfg && !dopt.maintenance_lead_usec)
-                dopt.maintenance_lead_usec = o->cfg->agent_maintenance_lead_usec;
+                dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
