@@ -566,6 +566,20 @@ static char *pointer_unescape(const char *seg)
         return out;
 }
 
+/* Sets o[k] to the string v, in place of any value it had. */
+static int obj_set_string(cJSON *o, const char *k, const char *v)
+{
+        cJSON *item = cJSON_CreateString(v);
+        if (!item)
+                return -ENOMEM;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, k);
+        if (!cJSON_AddItemToObject(o, k, item)) {
+                cJSON_Delete(item);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int json_patch_map(cJSON *map, const char *op, const char *key, const cJSON *value,
                           struct node_edit *e)
 {
@@ -584,15 +598,7 @@ static int json_patch_map(cJSON *map, const char *op, const char *key, const cJS
                 e->error = "metadata: labels and annotations must be strings";
                 return -EINVAL;
         }
-        cJSON *v = cJSON_CreateString(value->valuestring);
-        if (!v)
-                return -ENOMEM;
-        cJSON_DeleteItemFromObjectCaseSensitive(map, k);
-        if (!cJSON_AddItemToObject(map, k, v)) {
-                cJSON_Delete(v);
-                return -ENOMEM;
-        }
-        return 0;
+        return obj_set_string(map, k, value->valuestring);
 }
 
 static int json_patch_taint(struct sim *s, const char *op, const char *idx, const cJSON *value,
@@ -843,19 +849,6 @@ static int pdb_from_body(struct sim *s, const char *ns, const char *name, const 
             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "unhealthyPodEvictionPolicy"));
         d->always_allow = streq(pol, "AlwaysAllow");
         *ret = d;
-        return 0;
-}
-
-static int obj_set_string(cJSON *o, const char *k, const char *v)
-{
-        cJSON *item = cJSON_CreateString(v);
-        if (!item)
-                return -ENOMEM;
-        cJSON_DeleteItemFromObjectCaseSensitive(o, k);
-        if (!cJSON_AddItemToObject(o, k, item)) {
-                cJSON_Delete(item);
-                return -ENOMEM;
-        }
         return 0;
 }
 
