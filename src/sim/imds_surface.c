@@ -15,6 +15,7 @@
 
 #include "sim/imds_surface.h"
 #include "sim/model.h"
+#include "sim/stop_wake.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 
@@ -686,10 +687,7 @@ struct sim_imds *sim_imds_stop(struct sim_imds *m)
 {
         if (!m)
                 return NULL;
-        pthread_mutex_lock(&m->lock);
-        m->stopping = true;
-        pthread_cond_broadcast(&m->cond);
-        pthread_mutex_unlock(&m->lock);
+        sim_stop_wake(&m->lock, &m->cond, &m->stopping);
         for (size_t i = 0; i < m->n; i++)
                 node_clear(&m->nodes[i]);
         free(m->nodes);

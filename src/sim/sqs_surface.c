@@ -19,6 +19,7 @@
 #include "sim/server.h"
 #include "sim/sqs_query.h"
 #include "sim/sqs_surface.h"
+#include "sim/stop_wake.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 #include "spotdrain/sigv4.h"
@@ -1262,10 +1263,7 @@ struct sim_sqs *sim_sqs_stop(struct sim_sqs *q)
 {
         if (!q)
                 return NULL;
-        pthread_mutex_lock(&q->lock);
-        q->stopping = true;
-        pthread_cond_broadcast(&q->cond);
-        pthread_mutex_unlock(&q->lock);
+        sim_stop_wake(&q->lock, &q->cond, &q->stopping);
         sim_http_stop(q->http);
         for (size_t i = 0; i < q->n_msgs; i++) {
                 free(q->msgs[i].message_id);
