@@ -367,11 +367,9 @@ static void render_instance(struct answer *a, const struct view *v)
         ans_printf(a, "</tagSet><hypervisor>nitro</hypervisor></item></instancesSet></item>");
 }
 
-static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+/* Naming an unknown id in InstanceId.N is an error, as on EC2: true when *a is that error. */
+static bool unknown_instance(struct sim_ec2 *e, const cJSON *p, struct answer *a)
 {
-        char rid[37];
-
-        /* Asking by id for an unknown id is an error, as on EC2. */
         for (unsigned k = 1; k <= MAX_INDEX; k++) {
                 const char *id = param(p, "InstanceId.%u", k);
                 if (!id)
@@ -379,9 +377,18 @@ static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct ans
                 if (node_of(e, id) < 0 && !launched_of(e, id)) {
                         ec2_error(e, a, 400, "InvalidInstanceID.NotFound",
                                   "The instance ID '%s' does not exist", id);
-                        return;
+                        return true;
                 }
         }
+        return false;
+}
+
+static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+{
+        char rid[37];
+
+        if (unknown_instance(e, p, a))
+                return;
         request_id(e, rid);
         ans_printf(a,
                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeInstancesResponse xmlns=\"%s\">"
@@ -420,16 +427,8 @@ static void act_terminate(struct sim_ec2 *e, const cJSON *p, struct answer *a)
                           "The request must contain the parameter InstanceId");
                 return;
         }
-        for (unsigned k = 1; k <= MAX_INDEX; k++) {
-                const char *id = param(p, "InstanceId.%u", k);
-                if (!id)
-                        break;
-                if (node_of(e, id) < 0 && !launched_of(e, id)) {
-                        ec2_error(e, a, 400, "InvalidInstanceID.NotFound",
-                                  "The instance ID '%s' does not exist", id);
-                        return;
-                }
-        }
+        if (unknown_instance(e, p, a))
+                return;
         request_id(e, rid);
         ans_printf(a,
                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<TerminateInstancesResponse xmlns=\"%s\">"
