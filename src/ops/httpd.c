@@ -364,7 +364,8 @@ uint16_t httpd_port(const struct httpd *h)
         return h ? h->port : 0;
 }
 
-int httpd_add_ready_check(struct httpd *h, const char *name, httpd_check_fn fn, void *userdata)
+/* A check on /readyz, or with health on /healthz. */
+static int add_check(struct httpd *h, bool health, const char *name, httpd_check_fn fn, void *userdata)
 {
         int r;
 
@@ -373,23 +374,19 @@ int httpd_add_ready_check(struct httpd *h, const char *name, httpd_check_fn fn, 
         if (isempty(name) || !fn)
                 return -EINVAL;
         pthread_mutex_lock(&h->lock);
-        r = check_list_add(&h->ready, name, fn, userdata, NULL);
+        r = check_list_add(health ? &h->health : &h->ready, name, fn, userdata, NULL);
         pthread_mutex_unlock(&h->lock);
         return r;
 }
 
+int httpd_add_ready_check(struct httpd *h, const char *name, httpd_check_fn fn, void *userdata)
+{
+        return add_check(h, false, name, fn, userdata);
+}
+
 int httpd_add_health_check(struct httpd *h, const char *name, httpd_check_fn fn, void *userdata)
 {
-        int r;
-
-        if (!h)
-                return 0;
-        if (isempty(name) || !fn)
-                return -EINVAL;
-        pthread_mutex_lock(&h->lock);
-        r = check_list_add(&h->health, name, fn, userdata, NULL);
-        pthread_mutex_unlock(&h->lock);
-        return r;
+        return add_check(h, true, name, fn, userdata);
 }
 
 int httpd_set_ready(struct httpd *h, const char *name, bool ready, const char *reason)

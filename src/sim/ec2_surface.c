@@ -127,10 +127,11 @@ static void request_id(struct sim_ec2 *e, char out[37])
         snprintf(out, 37, "5e2b9f70-%04x-4c3e-b8f6-%012" PRIx64, (unsigned)(n & 0xffff), n * 2654435761u);
 }
 
-static void ec2_error(struct sim_ec2 *e, struct answer *a, unsigned status, const char *code,
-                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void ec2_error(struct sim_ec2 *e, struct answer *a, unsigned status, const char *code,
-                      const char *fmt, ...)
+/* An error answer in the EC2 Query shape, or with asg in the Auto Scaling (awsquery) shape. */
+static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, bool asg, const char *code,
+                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, bool asg, const char *code,
+                         const char *fmt, ...)
 {
         char msg[512], rid[37];
         va_list ap;
@@ -141,32 +142,22 @@ static void ec2_error(struct sim_ec2 *e, struct answer *a, unsigned status, cons
         request_id(e, rid);
         ans_reset(a);
         a->status = status;
-        ans_printf(a, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>");
+        if (asg)
+                ans_printf(a, "<ErrorResponse xmlns=\"%s\"><Error><Type>%s</Type>", ASG_XMLNS,
+                           status >= 500 ? "Receiver" : "Sender");
+        else
+                ans_printf(a, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>");
         ans_elem(a, "Code", code);
         ans_elem(a, "Message", msg);
-        ans_printf(a, "</Error></Errors><RequestID>%s</RequestID></Response>", rid);
+        if (asg)
+                ans_printf(a, "</Error><RequestId>%s</RequestId></ErrorResponse>", rid);
+        else
+                ans_printf(a, "</Error></Errors><RequestID>%s</RequestID></Response>", rid);
 }
 
-static void asg_error(struct sim_ec2 *e, struct answer *a, unsigned status, const char *code,
-                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void asg_error(struct sim_ec2 *e, struct answer *a, unsigned status, const char *code,
-                      const char *fmt, ...)
-{
-        char msg[512], rid[37];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        request_id(e, rid);
-        ans_reset(a);
-        a->status = status;
-        ans_printf(a, "<ErrorResponse xmlns=\"%s\"><Error><Type>%s</Type>", ASG_XMLNS,
-                   status >= 500 ? "Receiver" : "Sender");
-        ans_elem(a, "Code", code);
-        ans_elem(a, "Message", msg);
-        ans_printf(a, "</Error><RequestId>%s</RequestId></ErrorResponse>", rid);
-}
+/* ec2_error(e, a, status, code, fmt, ...) and asg_error(...): the answer of each API's errors. */
+#define ec2_error(e, a, status, ...) error_answer(e, a, status, false, __VA_ARGS__)
+#define asg_error(e, a, status, ...) error_answer(e, a, status, true, __VA_ARGS__)
 
 /* ---- parameters ---- */
 
@@ -376,11 +367,9 @@ static void render_instance(struct answer *a, const struct view *v)
         ans_printf(a, "</tagSet><hypervisor>nitro</hypervisor></item></instancesSet></item>");
 }
 
-static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+/* Naming an unknown id in InstanceId.N is an error, as on EC2: true when *a is that error. */
+static bool unknown_instance(struct sim_ec2 *e, const cJSON *p, struct answer *a)
 {
-        char rid[37];
-
-        /* Asking by id for an unknown id is an error, as on EC2. */
         for (unsigned k = 1; k <= MAX_INDEX; k++) {
                 const char *id = param(p, "InstanceId.%u", k);
                 if (!id)
@@ -388,9 +377,18 @@ static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct ans
                 if (node_of(e, id) < 0 && !launched_of(e, id)) {
                         ec2_error(e, a, 400, "InvalidInstanceID.NotFound",
                                   "The instance ID '%s' does not exist", id);
-                        return;
+                        return true;
                 }
         }
+        return false;
+}
+
+static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+{
+        char rid[37];
+
+        if (unknown_instance(e, p, a))
+                return;
         request_id(e, rid);
         ans_printf(a,
                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeInstancesResponse xmlns=\"%s\">"
@@ -429,16 +427,8 @@ static void act_terminate(struct sim_ec2 *e, const cJSON *p, struct answer *a)
                           "The request must contain the parameter InstanceId");
                 return;
         }
-        for (unsigned k = 1; k <= MAX_INDEX; k++) {
-                const char *id = param(p, "InstanceId.%u", k);
-                if (!id)
-                        break;
-                if (node_of(e, id) < 0 && !launched_of(e, id)) {
-                        ec2_error(e, a, 400, "InvalidInstanceID.NotFound",
-                                  "The instance ID '%s' does not exist", id);
-                        return;
-                }
-        }
+        if (unknown_instance(e, p, a))
+                return;
         request_id(e, rid);
         ans_printf(a,
                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<TerminateInstancesResponse xmlns=\"%s\">"

@@ -54,21 +54,7 @@ enum MHD_Result sim_reply_throttled(struct MHD_Connection *c)
         cJSON *st =
             sim_status_new(429, "TooManyRequests", "Too many requests, please try again later.", NULL, NULL);
         char *text = st ? cJSON_PrintUnformatted(st) : NULL;
-        struct MHD_Response *resp;
-        enum MHD_Result ret;
 
         cJSON_Delete(st);
-        if (!text)
-                return MHD_NO;
-        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
-        MHD_add_response_header(resp, "Retry-After", "1");
-        ret = MHD_queue_response(c, 429, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return sim_reply_text_retry(c, 429, "application/json", text, "1");
 }

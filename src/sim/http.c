@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "sim/server_internal.h"
 #include "spotdrain/core.h"
@@ -195,4 +196,20 @@ int sim_http_reply(struct MHD_Connection *c, unsigned status, const char *conten
 int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
 {
         return sim_reply_json(c, status, body) == MHD_YES ? 0 : -EIO;
+}
+
+int sim_http_date(uint64_t usec, bool weekday, char *buf, size_t len)
+{
+        static const char *const days[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+        static const char *const months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                              "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+        time_t t = (time_t)(usec / 1000000ULL);
+        struct tm tm;
+
+        if (!gmtime_r(&t, &tm))
+                return -EINVAL;
+        snprintf(buf, len, "%s%s%02d %s %04d %02d:%02d:%02d GMT", weekday ? days[tm.tm_wday] : "",
+                 weekday ? ", " : "", tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec);
+        return 0;
 }

@@ -15,6 +15,8 @@
 
 #include "sim/imds_surface.h"
 #include "sim/model.h"
+#include "sim/server.h"
+#include "sim/stop_wake.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 
@@ -182,20 +184,6 @@ static char *rfc3339(uint64_t usec)
         return strdup(buf);
 }
 
-/* "28 May 2024 06:00:00 GMT", as IMDS writes scheduled event times. */
-static int imds_time(uint64_t usec, char *buf, size_t len)
-{
-        static const char *const months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                              "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-        time_t t = (time_t)(usec / 1000000ULL);
-        struct tm tm;
-        if (!gmtime_r(&t, &tm))
-                return -EINVAL;
-        snprintf(buf, len, "%02d %s %04d %02d:%02d:%02d GMT", tm.tm_mday, months[tm.tm_mon],
-                 tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-        return 0;
-}
-
 /* The node's current notice of a kind (sim lock held); false when none. */
 static bool notice_of(struct sim *s, size_t i, const char *kind, double *ret_notice, double *ret_deadline)
 {
@@ -266,8 +254,8 @@ static int doc_scheduled(struct sim *s, struct imds_node *n, char **ret)
                 for (const char *p = n->instance_id; *p; p++)
                         h = (h ^ (unsigned char)*p) * 1099511628211ULL;
                 snprintf(id, sizeof(id), "instance-event-%017" PRIx64, (uint64_t)(h & 0xfffffffffffffffULL));
-                if (imds_time(start, before, sizeof(before)) < 0 ||
-                    imds_time(start + MAINT_WINDOW_USEC, after, sizeof(after)) < 0) {
+                if (sim_http_date(start, false, before, sizeof(before)) < 0 ||
+                    sim_http_date(start + MAINT_WINDOW_USEC, false, after, sizeof(after)) < 0) {
                         cJSON_Delete(a);
                         return -EINVAL;
                 }
@@ -686,10 +674,7 @@ struct sim_imds *sim_imds_stop(struct sim_imds *m)
 {
         if (!m)
                 return NULL;
-        pthread_mutex_lock(&m->lock);
-        m->stopping = true;
-        pthread_cond_broadcast(&m->cond);
-        pthread_mutex_unlock(&m->lock);
+        sim_stop_wake(&m->lock, &m->cond, &m->stopping);
         for (size_t i = 0; i < m->n; i++)
                 node_clear(&m->nodes[i]);
         free(m->nodes);

@@ -69,6 +69,19 @@ static int invalid(struct sim_answer *ret, const char *kind, const char *name, c
         return sim_answer_status(ret, 422, "Invalid", msg, name, kind);
 }
 
+/* A PUT whose body has a metadata.name other than the name on the URL: kube-apiserver refuses to rename. */
+static bool renames(const cJSON *md, const char *name)
+{
+        const char *bname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "name"));
+        return bname && !streq(bname, name);
+}
+
+static int rename_refused(struct sim_answer *ret)
+{
+        return sim_answer_status(ret, 400, "BadRequest",
+                                 "the name of the object does not match the name on the URL", NULL, NULL);
+}
+
 static const char *resource_of(enum sim_kind kind, const cJSON *obj)
 {
         switch (kind) {
@@ -566,6 +579,20 @@ static char *pointer_unescape(const char *seg)
         return out;
 }
 
+/* Sets o[k] to the string v, in place of any value it had. */
+static int obj_set_string(cJSON *o, const char *k, const char *v)
+{
+        cJSON *item = cJSON_CreateString(v);
+        if (!item)
+                return -ENOMEM;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, k);
+        if (!cJSON_AddItemToObject(o, k, item)) {
+                cJSON_Delete(item);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int json_patch_map(cJSON *map, const char *op, const char *key, const cJSON *value,
                           struct node_edit *e)
 {
@@ -584,15 +611,7 @@ static int json_patch_map(cJSON *map, const char *op, const char *key, const cJS
                 e->error = "metadata: labels and annotations must be strings";
                 return -EINVAL;
         }
-        cJSON *v = cJSON_CreateString(value->valuestring);
-        if (!v)
-                return -ENOMEM;
-        cJSON_DeleteItemFromObjectCaseSensitive(map, k);
-        if (!cJSON_AddItemToObject(map, k, v)) {
-                cJSON_Delete(v);
-                return -ENOMEM;
-        }
-        return 0;
+        return obj_set_string(map, k, value->valuestring);
 }
 
 static int json_patch_taint(struct sim *s, const char *op, const char *idx, const cJSON *value,
@@ -768,11 +787,8 @@ static int node_replace(struct sim *s, const char *name, const cJSON *obj, struc
         if (!n)
                 return not_found(ret, "nodes", name);
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-        const char *bname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "name"));
-        if (bname && !streq(bname, name))
-                return sim_answer_status(ret, 400, "BadRequest",
-                                         "the name of the object does not match the name on the URL", NULL,
-                                         NULL);
+        if (renames(md, name))
+                return rename_refused(ret);
         _cleanup_(node_edit_done) struct node_edit e;
         int r = node_edit_begin(n, &e);
         if (r < 0)
@@ -843,19 +859,6 @@ static int pdb_from_body(struct sim *s, const char *ns, const char *name, const 
             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "unhealthyPodEvictionPolicy"));
         d->always_allow = streq(pol, "AlwaysAllow");
         *ret = d;
-        return 0;
-}
-
-static int obj_set_string(cJSON *o, const char *k, const char *v)
-{
-        cJSON *item = cJSON_CreateString(v);
-        if (!item)
-                return -ENOMEM;
-        cJSON_DeleteItemFromObjectCaseSensitive(o, k);
-        if (!cJSON_AddItemToObject(o, k, item)) {
-                cJSON_Delete(item);
-                return -ENOMEM;
-        }
         return 0;
 }
 
@@ -986,11 +989,8 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
         if (!g)
                 return not_found(ret, resource, name);
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-        const char *bname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "name"));
-        if (bname && !streq(bname, name))
-                return sim_answer_status(ret, 400, "BadRequest",
-                                         "the name of the object does not match the name on the URL", NULL,
-                                         NULL);
+        if (renames(md, name))
+                return rename_refused(ret);
         const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(md, "resourceVersion"));
         const cJSON *gmd = cJSON_GetObjectItemCaseSensitive(g->obj, "metadata");
         const char *cur = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(gmd, "resourceVersion"));

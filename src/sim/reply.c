@@ -10,7 +10,8 @@
 
 /* ---- responses ---- */
 
-enum MHD_Result sim_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text)
+enum MHD_Result sim_reply_text_retry(struct MHD_Connection *c, unsigned status, const char *type, char *text,
+                                     const char *retry_after)
 {
         struct MHD_Response *resp;
         enum MHD_Result ret;
@@ -24,9 +25,16 @@ enum MHD_Result sim_reply_text(struct MHD_Connection *c, unsigned status, const 
         }
         MHD_add_response_header(resp, "Content-Type", type);
         MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+        if (retry_after)
+                MHD_add_response_header(resp, "Retry-After", retry_after);
         ret = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return ret;
+}
+
+enum MHD_Result sim_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text)
+{
+        return sim_reply_text_retry(c, status, type, text, NULL);
 }
 
 _Thread_local struct deferred_reply *sim_deferred;

@@ -38,6 +38,9 @@ uint16_t sim_http_port(const struct sim_http *h);
 /* Replies (take ownership of body; Cache-Control: no-cache). */
 int sim_http_reply(struct MHD_Connection *c, unsigned status, const char *content_type, char *body);
 int sim_http_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body);
+/* usec as an HTTP-date, "Tue, 28 May 2024 06:00:00 GMT" (RFC 1123), or without weekday as IMDS writes
+ * scheduled event times, "28 May 2024 06:00:00 GMT". -EINVAL when it has no calendar date. */
+int sim_http_date(uint64_t usec, bool weekday, char *buf, size_t len);
 
 /* ---- the Kubernetes API surface ---- */
 

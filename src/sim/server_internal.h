@@ -99,7 +99,11 @@ void sim_list_filter_for(const char *lsel, const char *fsel, char *node_buf, siz
 void sim_event_convert(cJSON *ev, bool to_events_v1);
 
 /* reply.c */
+/* Sends and frees text (NULL: MHD_NO), with Cache-Control as kube-apiserver sends it. */
 enum MHD_Result sim_reply_text(struct MHD_Connection *c, unsigned status, const char *type, char *text);
+/* The same, with a Retry-After header when retry_after is not NULL. */
+enum MHD_Result sim_reply_text_retry(struct MHD_Connection *c, unsigned status, const char *type, char *text,
+                                     const char *retry_after);
 enum MHD_Result sim_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body);
 cJSON *sim_status_new(unsigned code, const char *reason, const char *message, const char *kind,
                       const char *name);

@@ -19,6 +19,7 @@
 #include "sim/server.h"
 #include "sim/sqs_query.h"
 #include "sim/sqs_surface.h"
+#include "sim/stop_wake.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 #include "spotdrain/sigv4.h"
@@ -194,21 +195,6 @@ static void md5_hex(const char *data, size_t len, char out[33])
 
 /* ---- the messages EC2, AWS Health and Auto Scaling send ---- */
 
-static int rfc1123(uint64_t usec, char *buf, size_t len)
-{
-        static const char *const days[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
-        static const char *const months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                              "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-        time_t t = (time_t)(usec / 1000000ULL);
-        struct tm tm;
-
-        if (!gmtime_r(&t, &tm))
-                return -EINVAL;
-        snprintf(buf, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
-                 months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-        return 0;
-}
-
 struct event_facts {
         const char *kind;
         const char *instance_id;
@@ -269,9 +255,9 @@ static char *body_health(struct sim_sqs *q, const struct event_facts *f, const c
         arn = strprintf("arn:aws:health:%s::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/"
                         "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_%s",
                         q->region, id);
-        if (rfc1123(f->deadline_usec, start, sizeof(start)) < 0 ||
-            rfc1123(f->deadline_usec + 3600ULL * 1000000ULL, end, sizeof(end)) < 0 ||
-            rfc1123(f->at_usec, updated, sizeof(updated)) < 0)
+        if (sim_http_date(f->deadline_usec, true, start, sizeof(start)) < 0 ||
+            sim_http_date(f->deadline_usec + 3600ULL * 1000000ULL, true, end, sizeof(end)) < 0 ||
+            sim_http_date(f->at_usec, true, updated, sizeof(updated)) < 0)
                 goto out;
         desc = strprintf("EC2 has detected degradation of the underlying hardware hosting your Amazon EC2 "
                          "instance associated with this event in the %s region. We will stop your instance "
@@ -1262,10 +1248,7 @@ struct sim_sqs *sim_sqs_stop(struct sim_sqs *q)
 {
         if (!q)
                 return NULL;
-        pthread_mutex_lock(&q->lock);
-        q->stopping = true;
-        pthread_cond_broadcast(&q->cond);
-        pthread_mutex_unlock(&q->lock);
+        sim_stop_wake(&q->lock, &q->cond, &q->stopping);
         sim_http_stop(q->http);
         for (size_t i = 0; i < q->n_msgs; i++) {
                 free(q->msgs[i].message_id);

@@ -10,6 +10,7 @@
 #include "sim/model.h"
 #include "sim/server.h"
 #include "sim/sqs_surface.h"
+#include "sim/stop_wake.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 
@@ -162,10 +163,7 @@ struct sim_aws_faults *sim_aws_faults_stop(struct sim_aws_faults *d)
 {
         if (!d)
                 return NULL;
-        pthread_mutex_lock(&d->lock);
-        d->stopping = true;
-        pthread_cond_signal(&d->cond);
-        pthread_mutex_unlock(&d->lock);
+        sim_stop_wake(&d->lock, &d->cond, &d->stopping);
         pthread_join(d->thread, NULL);
         pthread_cond_destroy(&d->cond);
         pthread_mutex_destroy(&d->lock);
