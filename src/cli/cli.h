@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-/* Common options (docs/contracts.md §1). Parsed by cli_common_option(); each verb handles its own. */
+/* Common options (docs/contracts.md §1); each verb parses those it takes with its own getopt loop. */
 struct cli_common {
         const char *config;
         const char *kubeconfig;
