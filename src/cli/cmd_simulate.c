@@ -466,11 +466,10 @@ static const struct aws_credentials *ec2_credentials(void *userdata)
         return &sm->ec2_credentials;
 }
 
-/* Adds value to the list key unless it is there already. */
-static int config_list_add(struct simulate *sm, const char *key, const char *value)
+/* Adds value to the list key (whose values are *listp) unless it is there already. */
+static int config_list_add(struct simulate *sm, const char *key, char *const *listp, const char *value)
 {
-        const struct config_item *it = config_find(key);
-        char **list = *(char ***)((char *)sm->cfg + it->offset);
+        char *const *list = listp;
         _cleanup_(buf_free) struct buf b = { 0 };
         _cleanup_free_ char *error = NULL;
 
@@ -509,13 +508,16 @@ static int start_provisioning(struct simulate *sm)
         for (size_t i = 0; r >= 0 && !subnets && i < sm->n_nodes; i++) {
                 _cleanup_free_ char *spec = strprintf("%s%s=%s", SIM_EC2_SUBNET_PREFIX,
                                                       sim_node_zone(sm->sim, i), sim_node_zone(sm->sim, i));
-                r = spec ? config_list_add(sm, "provision.subnets", spec) : -ENOMEM;
+                r = spec ? config_list_add(sm, "provision.subnets", sm->cfg->provision.subnets, spec)
+                         : -ENOMEM;
         }
         YNODE_FOREACH (t, ynode_get(ynode_get(sm->tree, "provisioning"), "instance_types")) {
                 const char *name = ynode_str(ynode_get(t, "name")), *dot = name ? strchr(name, '.') : NULL;
                 _cleanup_free_ char *family = dot ? strndup(name, (size_t)(dot - name)) : NULL;
                 if (r >= 0 && !families && dot)
-                        r = family ? config_list_add(sm, "provision.families", family) : -ENOMEM;
+                        r = family ? config_list_add(sm, "provision.families", sm->cfg->provision.families,
+                                                     family)
+                                   : -ENOMEM;
         }
         if (r >= 0 && isempty(sm->cfg->aws.region) && sm->n_nodes > 0) {
                 const char *zone = sim_node_zone(sm->sim, 0);
