@@ -53,8 +53,10 @@ struct dispatch_ops {
         /* A canceled scheduled change whose drain had begun: make the node schedulable again (after
          * drain_stop). */
         int (*uncordon)(void *userdata, const char *node);
-        /* Every notice taken in (not a duplicate), once, before it is acted on; node NULL when its
-         * instance is not known (yet). */
+        /* Every notice taken in (not a duplicate), once, before it is acted on. One whose instance is not
+         * known as a node yet is told when that is settled: with its node when the node turns up, with
+         * node NULL when it is dropped (or at once, NULL, for a state change or scheduled change, which
+         * do not wait). */
         void (*notice_seen)(void *userdata, const char *node, const struct notice *n);
         /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
         int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);

@@ -590,6 +590,8 @@ static void on_unknown_expired(void *userdata)
         d->stats.unknown_dropped++;
         log_warning("no node has instance %s (providerID); dropping its %s notice (event %s)", n.instance_id,
                     notice_kind_to_string(n.kind), n.event_id);
+        if (d->ops.notice_seen)
+                d->ops.notice_seen(d->userdata, NULL, &n);
         /* A lifecycle hook of an instance that never joined the cluster has nothing to wait for. */
         if (n.kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
                 lifecycle_complete(d, &n);
@@ -633,6 +635,8 @@ static void unknown_resolve(struct dispatch *d, const char *instance, const char
                         continue;
                 }
                 unknown_remove(d, u);
+                if (d->ops.notice_seen)
+                        d->ops.notice_seen(d->userdata, node, &n);
                 r = handle_known(d, node, &n, ticket, &defer);
                 if (r == DISPATCH_PENDING)
                         continue;
@@ -721,7 +725,12 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
                         *ret_defer_until = n->deadline - d->o.maintenance_lead_usec;
                 return DISPATCH_DEFER;
         }
-        if (!s && d->ops.notice_seen)
+        /* A notice for an instance not known as a node yet (the node informer has not caught up, or it is
+         * not a node of this cluster) is told once that is settled: with its node when one turns up, without
+         * one when it is dropped. */
+        bool waits = n->kind != NOTICE_ASG_TEST_NOTIFICATION && n->kind != NOTICE_STATE_CHANGE &&
+                     n->kind != NOTICE_SCHEDULED_CHANGE && !dispatch_node_for_instance(d, n->instance_id);
+        if (!s && !waits && d->ops.notice_seen)
                 d->ops.notice_seen(d->userdata, dispatch_node_for_instance(d, n->instance_id), n);
         if (n->kind == NOTICE_ASG_TEST_NOTIFICATION)
                 r = DISPATCH_DONE;

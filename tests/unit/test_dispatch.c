@@ -338,20 +338,25 @@ static void test_unknown_retried_then_dropped(void **state)
         /* A state change of an instance that is not a node: nothing to wait for. */
         assert_int_equal(submit(f, &state_change, 9), DISPATCH_DONE);
 
+        assert_int_equal(count(f, "seen - state-change"), 1);
         assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
         assert_int_equal(submit(f, &never_node, 2), DISPATCH_PENDING);
         assert_int_equal(count(f, "drain"), 0);
+        /* Told once settled: not while the instance may still turn up as a node. */
+        assert_int_equal(count(f, "seen - spot-interruption"), 0);
         dispatch_stats(f->d, &st);
         assert_int_equal(st.unknown_pending, 2);
 
-        /* The node registers within the retry window: its drain starts then. */
+        /* The node registers within the retry window: the notice is told with its node, its drain starts. */
         add_node(f, "late-node", "aws:///us-east-1a/i-0d00000000000000d");
+        assert_int_equal(count(f, "seen late-node spot-interruption"), 1);
         assert_int_equal(count(f, "drain late-node spot-interruption"), 1);
 
         /* The other never turns up: dropped and reported, its message released for deletion. */
         f->ticket_seen = false;
         assert_int_equal(loop_run_until(f->loop, &f->ticket_seen, REAL_BOUND), 0);
         assert_int_equal(count(f, "ticket 2 -6"), 1); /* -ENXIO */
+        assert_int_equal(count(f, "seen - spot-interruption"), 1);
         dispatch_stats(f->d, &st);
         assert_int_equal(st.unknown_dropped, 1);
         assert_int_equal(st.unknown_pending, 0);
