@@ -1,5 +1,5 @@
 /* aws/sigv4: AWS Signature Version 4 (header and query auth) and the credentials it signs with. Pure: no
- * I/O. The simulator uses the same code to verify what clients sent. */
+ * I/O. The simulator checks what clients sent with its own code (src/sim/sigv4_check.c), not this. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,13 +48,3 @@ int sigv4_canonical_request(const struct sigv4_request *r, char **ret_canonical,
 int sigv4_string_to_sign(const struct sigv4_request *r, const char *canonical_request, char **ret);
 int sigv4_signature(const struct sigv4_request *r, const char *secret_access_key, const char *string_to_sign,
                     char ret_hex[65]);
-
-/* application/x-www-form-urlencoded decoding of n bytes of s ('+' is a space, %XX a byte); malloc'ed. */
-char *sigv4_form_decode(const char *s, size_t n);
-
-/* Simulator side: checks an incoming request's Authorization header (or presigned query) against a secret
- * looked up by access key id. Returns 0 when valid, -EACCES for a wrong signature (ret_why says what
- * differed), -EINVAL when malformed, -ENOKEY for an unknown key. */
-typedef const char *(*sigv4_secret_lookup_fn)(const char *access_key_id, void *userdata);
-int sigv4_verify(const struct sigv4_request *r, sigv4_secret_lookup_fn lookup, void *userdata,
-                 char **ret_why);

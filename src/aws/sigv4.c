@@ -1,12 +1,12 @@
-/* aws/sigv4: AWS Signature Version 4 (header and query auth) and its verification for the simulator.
+/* aws/sigv4: AWS Signature Version 4 (header and query auth).
  *
  * The canonical form follows the AWS SigV4 test suites and botocore's SigV4Auth (the oracle of the tests):
  * the path has its dot segments removed and its slashes collapsed (unless keep_path), then every byte
  * outside RFC 3986's unreserved set and '/' is percent-encoded (so an encoded '%' is encoded again, as AWS
  * expects from non-S3 clients); query names and values are decoded and re-encoded the same way ('/' too),
  * sorted by name then value; header names are lowercased, values trimmed with whitespace runs (folded lines
- * included) collapsed to one space, duplicates joined with ',' in their order. The verification is in
- * sigv4_verify.c. */
+ * included) collapsed to one space, duplicates joined with ',' in their order. The simulator verifies with
+ * its own code (src/sim/sigv4_check.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -138,11 +138,6 @@ static char *percent_decode(const char *s, size_t n, bool plus_is_space)
 char *sv4_uri_decode(const char *s, size_t n)
 {
         return percent_decode(s, n, false);
-}
-
-char *sigv4_form_decode(const char *s, size_t n)
-{
-        return percent_decode(s, n, true);
 }
 
 /* ---- URL pieces ---- */

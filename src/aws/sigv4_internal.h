@@ -1,5 +1,4 @@
-/* Shared by the signing (sigv4.c) and the verification (sigv4_verify.c) of AWS Signature Version 4. Not part
- * of the public interface. */
+/* Internals of the signing of AWS Signature Version 4 (sigv4.c). Not part of the public interface. */
 #pragma once
 
 #include <stdbool.h>
@@ -8,8 +7,7 @@
 #include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 
-#define SIGV4_ALGORITHM  "AWS4-HMAC-SHA256"
-#define SIGV4_MAX_SKEW_S (15 * 60) /* what AWS tolerates between the signing instant and its clock */
+#define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
 
 static inline void strv_freep(char ***v)
 {

@@ -10,6 +10,28 @@
 #include "spotdrain/core.h"
 #include "spotdrain/util.h"
 
+/* application/x-www-form-urlencoded: '+' is a space, %XX a byte (a stray '%' stays). */
+static char *sim_aws_form_decode(const char *s, size_t n)
+{
+        char *d = malloc(n + 1), *o = d;
+
+        if (!d)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] == '+')
+                        *o++ = ' ';
+                else if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+                         isxdigit((unsigned char)s[i + 2])) {
+                        char hexs[3] = { s[i + 1], s[i + 2], 0 };
+                        *o++ = (char)strtol(hexs, NULL, 16);
+                        i += 2;
+                } else
+                        *o++ = s[i];
+        }
+        *o = '\0';
+        return d;
+}
+
 int sim_aws_form_parse(const char *body, size_t len, sim_aws_form_field_fn field, void *userdata)
 {
         for (size_t i = 0; i < len;) {
@@ -19,8 +41,9 @@ int sim_aws_form_parse(const char *body, size_t len, sim_aws_form_field_fn field
                 for (eq = i; eq < j && body[eq] != '='; eq++)
                         ;
                 if (j > i) {
-                        _cleanup_free_ char *k = sigv4_form_decode(body + i, eq - i);
-                        _cleanup_free_ char *v = sigv4_form_decode(body + eq + (eq < j), j - eq - (eq < j));
+                        _cleanup_free_ char *k = sim_aws_form_decode(body + i, eq - i);
+                        _cleanup_free_ char *v =
+                            sim_aws_form_decode(body + eq + (eq < j), j - eq - (eq < j));
                         int r;
                         if (!k || !v)
                                 return -ENOMEM;
@@ -33,7 +56,7 @@ int sim_aws_form_parse(const char *body, size_t len, sim_aws_form_field_fn field
         return 0;
 }
 
-/* ---- the request as it was signed: headers and the absolute URL ---- */
+/* ---- the request as it was signed: its header lines ---- */
 
 struct header_list {
         char **v;
@@ -73,101 +96,44 @@ static void header_list_free(struct header_list *h)
         free(h->v);
 }
 
-static bool unreserved(unsigned char c)
-{
-        return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-static int query_append(struct buf *b, const char *s)
-{
-        for (; *s; s++) {
-                int r = unreserved((unsigned char)*s) ? buf_append(b, s, 1)
-                                                      : buf_printf(b, "%%%02X", (unsigned char)*s);
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct buf *b = cls;
-        if ((b->len > 0 && buf_append(b, "&", 1) < 0) || query_append(b, key) < 0 ||
-            buf_append(b, "=", 1) < 0 || query_append(b, value ? value : "") < 0)
-                return MHD_NO;
-        return MHD_YES;
-}
-
-/* MHD hands the query decoded: it is encoded again (as the SDKs encode it) to rebuild the signed URL. */
-static char *request_url(const struct sim_http_request *rq)
-{
-        const char *host = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Host");
-        struct buf query = {};
-        char *url;
-
-        MHD_get_connection_values(rq->connection, MHD_GET_ARGUMENT_KIND, collect_query, &query);
-        if (buf_append(&query, "", 1) < 0) {
-                buf_free(&query);
-                return NULL;
-        }
-        url = strprintf("http://%s%s%s%s", host ? host : "localhost", rq->url, query.len > 1 ? "?" : "",
-                        query.data);
-        buf_free(&query);
-        return url;
-}
-
 /* ---- verification ---- */
 
-static bool session_token_valid(struct sim_sts *sts, const struct sim_http_request *rq)
+static const char *session_token(const struct sim_http_request *rq)
 {
-        const char *auth = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization");
-        const char *cred =
-            MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Credential");
         const char *token =
             MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "X-Amz-Security-Token");
-        const char *slash;
-        _cleanup_free_ char *akid = NULL;
-
-        if (!token)
-                token = MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND,
-                                                    "X-Amz-Security-Token");
-        if (auth && strstr(auth, "Credential="))
-                cred = strstr(auth, "Credential=") + strlen("Credential=");
-        slash = cred ? strchr(cred, '/') : NULL;
-        if (!slash)
-                return false;
-        akid = strndup(cred, (size_t)(slash - cred));
-        return akid && sim_sts_session_token_valid(sts, akid, token);
+        return token ? token
+                     : MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND,
+                                                   "X-Amz-Security-Token");
 }
 
 int sim_aws_verify(const struct sim_http_request *rq, const char *service, sigv4_secret_lookup_fn lookup,
                    void *userdata, struct sim_sts *sts)
 {
         struct header_list h = {};
-        _cleanup_free_ char *url = NULL, *why = NULL;
+        _cleanup_free_ char *akid = NULL, *why = NULL;
         int r;
 
         if (!MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization") &&
             !MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Signature"))
                 return -EPERM;
         MHD_get_connection_values(rq->connection, MHD_HEADER_KIND, collect_header, &h);
-        url = request_url(rq);
-        if (h.error < 0 || !h.v || !url) {
+        if (h.error < 0 || !h.v) {
                 header_list_free(&h);
                 return -ENOMEM;
         }
-        struct sigv4_request sr = {
+        struct sim_sigv4_request sr = {
                 .method = rq->method,
-                .url = url,
+                .target = rq->target ? rq->target : rq->url,
                 .headers = (const char *const *)h.v,
                 .body = rq->body,
                 .body_len = rq->body_len,
                 .service = service,
-                .time_usec = now_realtime_usec(),
+                .now_usec = now_realtime_usec(),
         };
-        r = sigv4_verify(&sr, lookup, userdata, &why);
+        r = sim_sigv4_check(&sr, lookup, userdata, &akid, &why);
         header_list_free(&h);
-        if (r == 0 && sts && !session_token_valid(sts, rq))
+        if (r == 0 && sts && !sim_sts_session_token_valid(sts, akid, session_token(rq)))
                 r = -ENOKEY;
         if (r < 0 && r != -ENOMEM)
                 log_debug("sim %s: refused signature: %s", service, why ? why : strerror(-r));

@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "sim/server.h"
-#include "spotdrain/sigv4.h"
+#include "sim/sigv4_check.h"
 
 struct sim_sts;
 

@@ -19,7 +19,6 @@
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 
 #define EC2_XMLNS     "http://ec2.amazonaws.com/doc/2016-11-15/"

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spotdrain/sigv4.h"
+#include "sim/sigv4_check.h"
 
 struct sim;
 struct sim_ec2;

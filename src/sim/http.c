@@ -19,10 +19,21 @@
 /* ---- the generic listener ---- */
 
 struct conn_state {
+        char *target; /* the request target as received (before MHD decodes it) */
         struct buf body;
+        bool begun; /* the first call (headers only) was answered */
         bool too_big;
         bool started;
 };
+
+/* Called with the raw request target before the headers: the SigV4 check signs what was sent. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+        struct conn_state *st = calloc(1, sizeof(*st));
+        if (st)
+                st->target = strdup(uri ? uri : "");
+        return st;
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size,
@@ -32,11 +43,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct conn_state *st = *con_cls;
         struct sim_http_request rq;
 
-        if (!st) {
-                st = calloc(1, sizeof(*st));
-                if (!st)
-                        return MHD_NO;
-                *con_cls = st;
+        if (!st || !st->target)
+                return MHD_NO;
+        if (!st->begun) {
+                st->begun = true;
                 return MHD_YES;
         }
         if (*upload_size > 0) {
@@ -54,6 +64,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 .connection = c,
                 .method = method,
                 .url = url,
+                .target = st->target,
                 .body = st->body.data ? st->body.data : "",
                 .body_len = st->body.len,
                 .body_too_large = st->too_big,
@@ -68,6 +79,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (!st)
                 return;
         buf_free(&st->body);
+        free(st->target);
         free(st);
         *con_cls = NULL;
 }
@@ -146,9 +158,10 @@ int sim_http_start(const char *listen, sim_http_handler_fn handler, void *userda
         h->handler = handler;
         h->userdata = userdata;
         errno = 0;
-        h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sa,
-                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                                     MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
+        h->daemon =
+            MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sa,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+                             on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_END);
         if (!h->daemon) {
                 r = errno > 0 ? -errno : -EADDRNOTAVAIL;
                 free(h);

@@ -23,8 +23,9 @@ struct MHD_Connection;
 struct sim_http_request {
         struct MHD_Connection *connection; /* for MHD_lookup_connection_value() and the replies */
         const char *method;
-        const char *url;  /* the path; the query is in MHD_GET_ARGUMENT_KIND values */
-        const char *body; /* never NULL; body_len bytes (binary bodies allowed) */
+        const char *url;    /* the path; the query is in MHD_GET_ARGUMENT_KIND values */
+        const char *target; /* path and query as received, still percent-encoded */
+        const char *body;   /* never NULL; body_len bytes (binary bodies allowed) */
         size_t body_len;
         bool body_too_large; /* over 4 MiB: body is truncated, answer 413 */
 };

@@ -22,7 +22,6 @@
 #include "sim/stop_wake.h"
 #include "sim/sts_surface.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sigv4.h"
 #include "spotdrain/util.h"
 
 #define XMLNS             "http://queue.amazonaws.com/doc/2012-11-05/"
