@@ -187,7 +187,7 @@ static int setup(struct drain_cli *d)
         }
         if (d->policy)
                 d->cfg->drain.policy =
-                    streq(d->policy, "respect") ? CONFIG_DRAIN_POLICY_RESPECT : CONFIG_DRAIN_POLICY_FORCE;
+                    streq(d->policy, "respect") ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
 
         r = kube_config_load_auto(d->common.kubeconfig ? d->common.kubeconfig : d->cfg->kube.kubeconfig,
                                   d->cfg->kube.context, &d->kcfg, &error);
@@ -305,8 +305,8 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 n++;
         return (struct drain_inputs_options){
                 .now_usec = d->now,
-                .policy = d->cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT
-                                                                              : DRAIN_POLICY_FORCE,
+                .policy =
+                    d->cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE,
                 .evict_daemonsets = !d->cfg->drain.ignore_daemonsets,
                 .default_startup_usec = d->cfg->drain.default_startup_usec,
                 .critical_classes = (const char *const *)d->cfg->drain.critical_priority_classes,
