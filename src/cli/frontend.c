@@ -1,4 +1,3 @@
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,94 +48,15 @@ int frontend_load_config(struct frontend *f)
         return EXIT_OK;
 }
 
-int frontend_start_kube(struct frontend *f)
+int frontend_start(struct frontend *f, struct service_options *o)
 {
-        _cleanup_free_ char *error = NULL;
-        const struct spotdrain_config *cfg = f->cfg;
-        int r;
-
-        signal(SIGPIPE, SIG_IGN);
-        r = loop_new(&f->loop);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the event loop"), EXIT_ERROR;
-        r = metrics_new(&f->metrics);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the metrics"), EXIT_ERROR;
-        r = kube_config_load_auto(f->kubeconfig ? f->kubeconfig : cfg->kube.kubeconfig, cfg->kube.context,
-                                  &f->kcfg, &error);
-        if (r < 0) {
-                if (error)
-                        log_error_errno(r, "cannot load the Kubernetes configuration: %s", error);
-                else
-                        log_error_errno(r, "cannot load the Kubernetes configuration");
-                return EXIT_ERROR;
-        }
-        r = kube_client_new(
-            f->loop, f->kcfg,
-            &(struct kube_client_options){ .qps = cfg->kube.qps,
-                                           .burst = cfg->kube.burst > 0 ? (unsigned)cfg->kube.burst : 0,
-                                           .metrics = f->metrics },
-            &f->kube);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the Kubernetes client"), EXIT_ERROR;
-        return EXIT_OK;
-}
-
-int frontend_start_httpd(struct frontend *f, const char *ready_name, const char *ready_why)
-{
-        const char *listen = f->metrics_listen            ? f->metrics_listen
-                             : f->cfg->ops.metrics_listen ? f->cfg->ops.metrics_listen
-                                                          : HTTPD_DEFAULT_LISTEN;
-        int r;
-
-        r = httpd_start(listen, f->metrics, &f->httpd);
-        if (r < 0)
-                return log_error_errno(r, "cannot serve metrics on %s", listen), EXIT_ERROR;
-        if (!f->httpd)
-                return EXIT_OK;
-        r = httpd_watch_loop(f->httpd, f->loop, 0);
-        if (r >= 0)
-                r = httpd_set_ready(f->httpd, ready_name, false, ready_why);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
-        return EXIT_OK;
-}
-
-static void on_alerts_flushed(void *userdata, int error)
-{
-        struct frontend *f = userdata;
-
-        if (error < 0)
-                log_warning("%zu alerts not delivered to the webhook before exit",
-                            webhook_sink_pending(f->webhook));
-        loop_exit(f->loop, f->exit_code);
-}
-
-void frontend_exit(struct frontend *f, int code)
-{
-        size_t pending = webhook_sink_pending(f->webhook);
-
-        f->exit_code = code;
-        if (pending > 0)
-                log_info("waiting up to %.1f s for %zu alerts to reach the webhook",
-                         (double)f->cfg->alerts.webhook_flush_usec / 1e6, pending);
-        if (!f->webhook || webhook_sink_when_flushed(f->webhook, f->cfg->alerts.webhook_flush_usec,
-                                                     on_alerts_flushed, f) < 0)
-                loop_exit(f->loop, code);
-}
-
-void frontend_stop(struct frontend *f)
-{
-        f->httpd = httpd_free(f->httpd);
-        f->watchdog = ops_watchdog_free(f->watchdog);
+        o->kubeconfig = f->kubeconfig;
+        o->listen = f->metrics_listen;
+        return service_new(f->cfg, o, &f->svc) < 0 ? EXIT_ERROR : EXIT_OK;
 }
 
 void frontend_done(struct frontend *f)
 {
-        frontend_stop(f);
-        f->kube = kube_client_free(f->kube);
-        f->metrics = metrics_free(f->metrics);
-        f->loop = loop_free(f->loop);
-        f->kcfg = kube_config_free(f->kcfg);
+        f->svc = service_free(f->svc);
         f->cfg = config_free(f->cfg);
 }
