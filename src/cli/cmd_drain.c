@@ -78,6 +78,8 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (cli_common_option(&d->common, c, optarg))
+                        continue;
                 switch (c) {
                 case 'b':
                         d->budget = optarg;
@@ -88,23 +90,8 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 case 'p':
                         d->policy = optarg;
                         break;
-                case 'j':
-                        d->common.json = true;
-                        break;
                 case 'n':
                         d->common.dry_run = true;
-                        break;
-                case 'k':
-                        d->common.kubeconfig = optarg;
-                        break;
-                case 'c':
-                        d->common.config = optarg;
-                        break;
-                case 'F':
-                        d->common.log_format = optarg;
-                        break;
-                case 'L':
-                        d->common.log_level = optarg;
                         break;
                 case 'h':
                         usage(stdout, d->verb);
@@ -140,18 +127,11 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
  * client. Returns -1 to go on, else an exit status. */
 static int setup(struct drain_cli *d, unsigned flags)
 {
-        int level = LOG_INFO, format = LOG_FORMAT_AUTO, r;
         _cleanup_free_ char *error = NULL;
+        int r = cli_common_log_setup(&d->common, d->verb, LOG_INFO);
 
-        if (d->common.log_level && (level = log_parse_level(d->common.log_level)) < 0) {
-                fprintf(stderr, "spotdrain %s: unknown log level '%s'\n", d->verb, d->common.log_level);
-                return EXIT_USAGE;
-        }
-        if (d->common.log_format && (format = log_parse_format(d->common.log_format)) < 0) {
-                fprintf(stderr, "spotdrain %s: unknown log format '%s'\n", d->verb, d->common.log_format);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        if (r >= 0)
+                return r;
 
         r = config_load(d->common.config, NULL, &d->cfg, &error);
         if (r < 0) {

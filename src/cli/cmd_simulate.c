@@ -874,6 +874,8 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (cli_common_option(&sm->common, c, optarg))
+                        continue;
                 switch (c) {
                 case 't':
                         sm->scale = strtod(optarg, &end);
@@ -900,18 +902,6 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 case 'M':
                         sm->metrics_listen = optarg;
                         break;
-                case 'j':
-                        sm->common.json = true;
-                        break;
-                case 'c':
-                        sm->common.config = optarg;
-                        break;
-                case 'F':
-                        sm->common.log_format = optarg;
-                        break;
-                case 'L':
-                        sm->common.log_level = optarg;
-                        break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
@@ -932,18 +922,11 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
  */
 static int setup(struct simulate *sm)
 {
-        int level = LOG_WARNING, format = LOG_FORMAT_AUTO, r;
         _cleanup_free_ char *error = NULL;
+        int r = cli_common_log_setup(&sm->common, "simulate", LOG_WARNING);
 
-        if (sm->common.log_level && (level = log_parse_level(sm->common.log_level)) < 0) {
-                fprintf(stderr, "spotdrain simulate: unknown log level '%s'\n", sm->common.log_level);
-                return EXIT_USAGE;
-        }
-        if (sm->common.log_format && (format = log_parse_format(sm->common.log_format)) < 0) {
-                fprintf(stderr, "spotdrain simulate: unknown log format '%s'\n", sm->common.log_format);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        if (r >= 0)
+                return r;
 
         r = config_load(sm->common.config, NULL, &sm->cfg, &error);
         if (r >= 0)

@@ -6,25 +6,50 @@
 
 bool frontend_option(struct frontend *f, int c, const char *arg)
 {
-        switch (c) {
-        case 'k':
-                f->kubeconfig = arg;
-                return true;
-        case 'c':
-                f->config = arg;
-                return true;
-        case 'm':
+        if (c == 'm') {
                 f->metrics_listen = arg;
                 return true;
-        case 'L':
-                f->log_level = arg;
+        }
+        return cli_common_option(&f->common, c, arg);
+}
+
+bool cli_common_option(struct cli_common *common, int c, const char *arg)
+{
+        switch (c) {
+        case 'c':
+                common->config = arg;
+                return true;
+        case 'k':
+                common->kubeconfig = arg;
+                return true;
+        case 'j':
+                common->json = true;
                 return true;
         case 'F':
-                f->log_format = arg;
+                common->log_format = arg;
+                return true;
+        case 'L':
+                common->log_level = arg;
                 return true;
         default:
                 return false;
         }
+}
+
+int cli_common_log_setup(const struct cli_common *common, const char *verb, int default_level)
+{
+        int level = default_level, format = LOG_FORMAT_AUTO;
+
+        if (common->log_level && (level = log_parse_level(common->log_level)) < 0) {
+                fprintf(stderr, "spotdrain %s: unknown log level '%s'\n", verb, common->log_level);
+                return EXIT_USAGE;
+        }
+        if (common->log_format && (format = log_parse_format(common->log_format)) < 0) {
+                fprintf(stderr, "spotdrain %s: unknown log format '%s'\n", verb, common->log_format);
+                return EXIT_USAGE;
+        }
+        log_setup((enum log_format)format, level);
+        return -1;
 }
 
 int frontend_load_config(struct frontend *f)
@@ -32,16 +57,17 @@ int frontend_load_config(struct frontend *f)
         _cleanup_free_ char *error = NULL;
         int r, level, format;
 
-        r = config_load(f->config, NULL, &f->cfg, &error);
+        r = config_load(f->common.config, NULL, &f->cfg, &error);
         if (r < 0) {
                 fprintf(stderr, "spotdrain %s: %s\n", f->name, error ? error : strerror(-r));
                 return EXIT_ERROR;
         }
-        level = f->log_level ? log_parse_level(f->log_level) : f->cfg->log.level;
-        format = f->log_format ? log_parse_format(f->log_format) : f->cfg->log.format;
+        level = f->common.log_level ? log_parse_level(f->common.log_level) : f->cfg->log.level;
+        format = f->common.log_format ? log_parse_format(f->common.log_format) : f->cfg->log.format;
         if (level < 0 || format < 0) {
                 fprintf(stderr, "spotdrain %s: unknown log %s '%s'\n", f->name,
-                        level < 0 ? "level" : "format", level < 0 ? f->log_level : f->log_format);
+                        level < 0 ? "level" : "format",
+                        level < 0 ? f->common.log_level : f->common.log_format);
                 return EXIT_USAGE;
         }
         log_setup((enum log_format)format, level);
@@ -50,7 +76,7 @@ int frontend_load_config(struct frontend *f)
 
 int frontend_start(struct frontend *f, struct service_options *o)
 {
-        o->kubeconfig = f->kubeconfig;
+        o->kubeconfig = f->common.kubeconfig;
         o->listen = f->metrics_listen;
         return service_new(f->cfg, o, &f->svc) < 0 ? EXIT_ERROR : EXIT_OK;
 }

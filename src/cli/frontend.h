@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 
+#include "cli/cli.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/service.h"
@@ -22,7 +23,8 @@
 struct frontend {
         const char *name; /* "agent", "controller": prefixes the messages to stderr */
         /* The common flags (NULL when not given). */
-        const char *config, *kubeconfig, *metrics_listen, *log_level, *log_format;
+        struct cli_common common;
+        const char *metrics_listen;
         struct spotdrain_config *cfg;
         struct service *svc;
 };
