@@ -11,15 +11,13 @@
  *
  * What the dispatcher does with a notice (the same in every mode):
  *   spot-interruption, asg-lifecycle-terminate  drain by the notice's deadline (actions.drain)
- *   rebalance-recommendation  soft taint AGENT_REBALANCE_TAINT_KEY:PreferNoSchedule (actions.soft_taint)
- *                             and a replacement request (actions.replacement_request); both reverted
- *                             (the taint removed) when no interruption follows within rebalance_revert
- *                             of the notice time
- *   scheduled-change (active) drain maintenance_lead before the event starts, with its start as deadline
- *   scheduled-change (canceled) undo: the pending drain is dropped, or the node made schedulable again when
- *                             the drain already began (actions.uncordon)
- * A notice still in IMDS after a restart is seen again on the first poll and acted on again: the actions
- * must be idempotent (a drain of a node already draining carries on). The agent's own pod
+ *   rebalance-recommendation  soft taint SPOTDRAIN_TAINT_REBALANCE (keys.h):PreferNoSchedule
+ * (actions.soft_taint) and a replacement request (actions.replacement_request); both reverted (the taint
+ * removed) when no interruption follows within rebalance_revert of the notice time scheduled-change (active)
+ * drain maintenance_lead before the event starts, with its start as deadline scheduled-change (canceled)
+ * undo: the pending drain is dropped, or the node made schedulable again when the drain already began
+ * (actions.uncordon) A notice still in IMDS after a restart is seen again on the first poll and acted on
+ * again: the actions must be idempotent (a drain of a node already draining carries on). The agent's own pod
  * (POD_NAMESPACE/POD_NAME) is passed with every drain so that it is never evicted.
  *
  * Identity: the node is agent_options.node_name, else $NODE_NAME, else IMDS local-hostname; the instance
@@ -53,8 +51,6 @@ struct kube_client;
 struct loop;
 struct spotdrain_config;
 
-#define AGENT_REBALANCE_TAINT_KEY      "spotdrain.io/rebalance"
-#define AGENT_INTERRUPTION_TAINT_KEY   "spotdrain.io/interruption"
 #define AGENT_DEFAULT_POLL_USEC        (1000ULL * 1000ULL)
 #define AGENT_DEFAULT_REVERT_USEC      (600ULL * 1000ULL * 1000ULL)
 #define AGENT_DEFAULT_MAINT_LEAD_USEC  (600ULL * 1000ULL * 1000ULL)
@@ -136,8 +132,8 @@ struct agent_stats {
 void agent_stats(const struct agent *a, struct agent_stats *ret);
 
 /* Actions on Kubernetes through kube.h, userdata = struct kube_client *: soft_taint and uncordon as
- * documented above (uncordon also removes AGENT_INTERRUPTION_TAINT_KEY); drain cordons the node and adds
- * the NoSchedule taint AGENT_INTERRUPTION_TAINT_KEY=KIND — the first step of a drain; the drain engine
+ * documented above (uncordon also removes SPOTDRAIN_TAINT_INTERRUPTION); drain cordons the node and adds
+ * the NoSchedule taint SPOTDRAIN_TAINT_INTERRUPTION=KIND — the first step of a drain; the drain engine
  * (engine.h, drain_exec_start) replaces this member to evict the pods. replacement_request is a no-op. */
 extern const struct agent_actions agent_kube_actions;
 

@@ -11,7 +11,8 @@
  *   asg       (asg.c)       the two Auto Scaling calls a lifecycle hook needs (query protocol, SigV4
  *                           "autoscaling"): RecordLifecycleActionHeartbeat and CompleteLifecycleAction.
  *   controller (controller.c) the SQS message lifecycle, readiness, and the glue: the node informer, the
- *                           drains (engine.h), resume of drains recorded on nodes (ENGINE_DRAIN_ANNOTATION).
+ *                           drains (engine.h), resume of drains recorded on nodes
+ * (SPOTDRAIN_ANNOTATION_DRAIN, keys.h).
  *
  * Message lifecycle: a message whose notices start or join a drain stays hidden (ChangeMessageVisibility,
  * extended before it runs out) until the drain ends, then it is deleted (DeleteMessageBatch). Messages that
@@ -46,8 +47,7 @@ struct loop;
 struct metrics;
 struct spotdrain_config;
 
-#define CONTROLLER_REBALANCE_TAINT_KEY "spotdrain.io/rebalance"
-#define CONTROLLER_LEASE_NAME          "spotdrain-controller"
+#define CONTROLLER_LEASE_NAME "spotdrain-controller"
 
 /* ==== leader election ==== */
 

@@ -123,7 +123,7 @@ void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained)
 /* Carries on a drain recorded on a node (resume after a leader change). 0, or -EALREADY when the node is
  * handled already, -ETIME when the deadline has passed. */
 int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
-/* The same from a Node object's ENGINE_DRAIN_ANNOTATION (engine.h): dispatch_resume()'s answer, -ENOENT
+/* The same from a Node object's SPOTDRAIN_ANNOTATION_DRAIN (keys.h): dispatch_resume()'s answer, -ENOENT
  * when the node has none, -EBADMSG when it cannot be read. */
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
 /* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,

@@ -2,10 +2,10 @@
  * (struct drain_input, drain.h) from Kubernetes objects.
  *
  * What the executor does to a node, in order:
- *  - cordons it (spec.unschedulable) and adds the NoSchedule taint ENGINE_TAINT_KEY_DEFAULT (the key is
- *    configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
+ *  - cordons it (spec.unschedulable) and adds the NoSchedule taint SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the
+ * key is configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
  *    nothing new lands there and other tools can see why;
- *  - records ENGINE_DRAIN_ANNOTATION on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
+ *  - records SPOTDRAIN_ANNOTATION_DRAIN on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
  *  - watches the node's pods and every PDB, measures startup times of the pods' siblings, plans (drain.h),
  *    and raises drain-infeasible at once when the plan says the deadline cannot be met;
  *  - evicts: normal pods first, critical ones (drain.critical_priority_classes) once the normal ones are on
@@ -27,17 +27,11 @@
 
 #include "spotdrain/drain.h"
 
-/* Values of drain.policy. */
-enum config_drain_policy {
-        CONFIG_DRAIN_POLICY_FORCE,   /* at a pod's last safe moment, delete it around its PDB */
-        CONFIG_DRAIN_POLICY_RESPECT, /* never go around a PDB */
-};
-
 /* The drain engine's configuration (drain.*). Its keys: drain_config_section (its settings.c). */
 struct drain_settings {
         uint64_t budget_usec;
         uint64_t safety_margin_usec;
-        int policy; /* enum config_drain_policy */
+        int policy; /* enum drain_policy (drain.h), as the configuration parser stores an enum */
         char *taint_key;
         bool ignore_daemonsets;
         bool delete_emptydir_data;
@@ -54,9 +48,6 @@ struct kube_client;
 struct kube_pod;
 struct metrics;
 struct spotdrain_config;
-
-#define ENGINE_TAINT_KEY_DEFAULT "spotdrain.io/interruption"
-#define ENGINE_DRAIN_ANNOTATION  "spotdrain.io/drain"
 
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 
@@ -268,7 +259,7 @@ struct drain_exec_options {
         uint64_t deadline_usec; /* engine clock: the instance is gone */
         uint64_t margin_usec;   /* safety margin kept before the deadline */
         enum drain_policy policy;
-        const char *taint_key; /* NULL: ENGINE_TAINT_KEY_DEFAULT */
+        const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
         bool evict_daemonsets;
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */

@@ -331,7 +331,6 @@ const char *ec2_client_region(const struct ec2_client *c);
 /* ==== provisioner (provisioner.c) ==== */
 
 #define PROV_ICE_TTL_USEC (180ULL * 1000000ULL)
-#define PROV_REPLACES_TAG "spotdrain.io/replaces"
 
 struct provisioner_options {
         const struct prov_catalog *catalog; /* borrowed; required */

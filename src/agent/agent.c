@@ -16,6 +16,7 @@
 #include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 
@@ -401,7 +402,7 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
                 log_notice("agent: resuming the drain of node %s recorded before a restart", a->node);
         else if (res == -EBADMSG)
                 log_warning("agent: node %s has an unreadable %s annotation, ignoring", a->node,
-                            ENGINE_DRAIN_ANNOTATION);
+                            SPOTDRAIN_ANNOTATION_DRAIN);
         if (kube_node_parse(r->object, &node) < 0)
                 return;
         if (node.instance_id && !streq(node.instance_id, a->instance_id))
@@ -661,7 +662,7 @@ static int kube_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct kube_client *c = userdata;
         struct kube_taint t = {
-                .key = (char *)AGENT_INTERRUPTION_TAINT_KEY,
+                .key = (char *)SPOTDRAIN_TAINT_INTERRUPTION,
                 .value = (char *)notice_kind_to_string(req->notice->kind),
                 .effect = (char *)"NoSchedule",
         };
@@ -676,7 +677,7 @@ static int kube_drain(void *userdata, const struct agent_drain_request *req)
 static int kube_soft_taint(void *userdata, const char *node, bool add)
 {
         struct kube_taint t = {
-                .key = (char *)AGENT_REBALANCE_TAINT_KEY,
+                .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
                 .value = (char *)"rebalance-recommendation",
                 .effect = (char *)"PreferNoSchedule",
         };
@@ -697,7 +698,7 @@ static int uncordon_with_key(struct kube_client *c, const char *node, const char
 
 static int kube_uncordon(void *userdata, const char *node)
 {
-        return uncordon_with_key(userdata, node, AGENT_INTERRUPTION_TAINT_KEY);
+        return uncordon_with_key(userdata, node, SPOTDRAIN_TAINT_INTERRUPTION);
 }
 
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
@@ -804,7 +805,7 @@ static int engine_uncordon(void *userdata, const char *node)
         /* The engine's taint, under the key the configuration may have changed. */
         return uncordon_with_key(e->kube, node,
                                  e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
-                                                                             : ENGINE_TAINT_KEY_DEFAULT);
+                                                                             : SPOTDRAIN_TAINT_INTERRUPTION);
 }
 
 const struct agent_actions agent_engine_actions = {

@@ -13,6 +13,13 @@ struct cli_common {
         const char *log_level;
 };
 
+/* Takes the value of a common option whose getopt_long value is its short letter: 'c' --config,
+ * 'k' --kubeconfig, 'j' --json, 'F' --log-format, 'L' --log-level. False for any other c. */
+bool cli_common_option(struct cli_common *common, int c, const char *arg);
+/* Sets up logging from --log-level (else default_level) and --log-format. Returns -1 to go on, else
+ * EXIT_USAGE, having said why on stderr ("spotdrain VERB: ..."). */
+int cli_common_log_setup(const struct cli_common *common, const char *verb, int default_level);
+
 /* Exit codes (docs/contracts.md §1). */
 enum {
         EXIT_OK = 0,

@@ -12,9 +12,6 @@
 #include "cli/cli.h"
 #include "cli/frontend.h"
 #include "spotdrain/agent.h"
-#include "spotdrain/alert.h"
-#include "spotdrain/alert_sinks.h"
-#include "spotdrain/alert_webhook.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/httpd.h"
@@ -87,16 +84,6 @@ struct ops {
         struct agent_stats last;
         struct imds_stats last_imds;
 };
-
-static int ops_register(struct metrics *m)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(agent_families); i++) {
-                int r = metrics_register(m, &agent_families[i]);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
 
 static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before)
 {
@@ -206,7 +193,7 @@ static const struct agent_actions agent_prov_actions = {
 static void on_stop_signal(struct loop *l, void *userdata)
 {
         log_info("stopping");
-        frontend_exit(userdata, 0);
+        service_exit(userdata, 0);
 }
 
 int cmd_agent(int argc, char **argv)
@@ -231,16 +218,10 @@ int cmd_agent(int argc, char **argv)
         _cleanup_(error_budget_freep) struct error_budget *budget = NULL;
         _cleanup_(frontend_done) struct frontend fe = { .name = "agent" };
         struct spotdrain_config *cfg;
+        struct service *svc;
         struct loop *l;
-        struct kube_client *kube;
         _cleanup_(imds_client_freep) struct imds_client *imds = NULL;
-        /* The webhook sink before the bus: freed after it. */
-        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
-        _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
-        _cleanup_(agent_engine_freep) struct agent_engine *engine = NULL;
-        _cleanup_(prov_frontend_freep) struct prov_frontend *prov = NULL;
         _cleanup_(agent_freep) struct agent *a = NULL;
-        _cleanup_free_ char *prov_error = NULL;
         struct agent_prov ap = {};
         struct ops ops = {};
         uint64_t interval;
@@ -315,11 +296,20 @@ int cmd_agent(int argc, char **argv)
                 asg = cfg->agent.asg_deadline_usec;
         v1 = v1 || cfg->imds.allow_v1;
 
-        r = frontend_start_kube(&fe);
+        /* provision.enabled: replacement capacity from the rebalance recommendation on. */
+        r = frontend_start(&fe, &(struct service_options){ .flags = SERVICE_METRICS | SERVICE_ALERTS |
+                                                                    SERVICE_WEBHOOK | SERVICE_ENGINE |
+                                                                    SERVICE_PROVISION | SERVICE_OPS |
+                                                                    SERVICE_WATCHDOG,
+                                                           .ready_check = "imds",
+                                                           .ready_why = "not polling IMDS yet",
+                                                           .watchdog_optional = true,
+                                                           .families = agent_families,
+                                                           .n_families = ARRAY_SIZE(agent_families) });
         if (r != EXIT_OK)
                 return r;
-        l = fe.loop;
-        kube = fe.kube;
+        svc = fe.svc;
+        l = service_loop(svc);
 
         r = imds_client_new(l,
                             &(struct imds_options){ .endpoint = endpoint ? endpoint : cfg->imds.endpoint,
@@ -328,62 +318,41 @@ int cmd_agent(int argc, char **argv)
                             &imds);
         if (r < 0)
                 return log_error_errno(r, "bad IMDS endpoint"), EXIT_USAGE;
-
-        r = alert_bus_new(&bus);
-        if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, l, kube, fe.metrics, cfg, &webhook);
-        fe.webhook = webhook;
-        if (r >= 0)
-                r = agent_engine_new(kube, bus, cfg, fe.metrics, &engine);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up the drain engine"), EXIT_ERROR;
-        /* provision.enabled: replacement capacity from the rebalance recommendation on. */
-        r = prov_frontend_new(l, kube, bus, cfg, NULL, &prov, &prov_error);
-        if (r < 0)
-                return log_error_errno(r, "provisioning: %s", prov_error ? prov_error : "cannot set it up"),
-                       EXIT_ERROR;
-        ap = (struct agent_prov){ .engine = engine, .prov = prov };
+        ap = (struct agent_prov){ .engine = service_engine(svc), .prov = service_provision(svc) };
 
         interval = poll ? poll : cfg->imds.poll_interval_usec;
-        r = ops_register(fe.metrics);
-        if (r < 0)
-                return log_error_errno(r, "cannot register the agent's metrics"), EXIT_ERROR;
         /* Unhealthy when most polls of the last minute found IMDS silent. */
         r = error_budget_new(60ULL * 1000000ULL, 0.9, 10, &budget);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the IMDS error budget"), EXIT_ERROR;
-        r = frontend_start_httpd(&fe, "imds", "not polling IMDS yet");
-        if (r != EXIT_OK)
-                return r;
-        if (fe.httpd) {
-                r = httpd_add_health_check(fe.httpd, "imds", error_budget_check, budget);
+        if (service_httpd(svc)) {
+                r = httpd_add_health_check(service_httpd(svc), "imds", error_budget_check, budget);
                 if (r < 0)
                         return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
         }
-        r = ops_watchdog_start(l, &fe.watchdog);
-        if (r < 0)
-                log_warning_errno(r, "cannot arm the watchdog, ignoring");
-        ops = (struct ops){ .metrics = fe.metrics, .imds = imds, .httpd = fe.httpd, .budget = budget };
+        ops = (struct ops){
+                .metrics = service_metrics(svc), .imds = imds, .httpd = service_httpd(svc), .budget = budget
+        };
 
-        r = agent_new(l, imds, kube,
-                      &(struct agent_options){ .node_name = node ? node
-                                                            : !isempty(getenv("NODE_NAME"))
-                                                                ? NULL
-                                                                : cfg->agent.node_name,
-                                               .region = cfg->aws.region,
-                                               .poll_interval_usec = interval,
-                                               .rebalance_revert_usec = revert,
-                                               .maintenance_lead_usec = lead,
-                                               .asg_deadline_usec = asg,
-                                               .on_ready = on_ready,
-                                               .on_tick = on_tick,
-                                               .userdata = &ops },
-                      prov ? &agent_prov_actions : &agent_engine_actions, prov ? (void *)&ap : engine, &a);
+        r = agent_new(
+            l, imds, service_kube(svc),
+            &(struct agent_options){ .node_name = node                            ? node
+                                                  : !isempty(getenv("NODE_NAME")) ? NULL
+                                                                                  : cfg->agent.node_name,
+                                     .region = cfg->aws.region,
+                                     .poll_interval_usec = interval,
+                                     .rebalance_revert_usec = revert,
+                                     .maintenance_lead_usec = lead,
+                                     .asg_deadline_usec = asg,
+                                     .on_ready = on_ready,
+                                     .on_tick = on_tick,
+                                     .userdata = &ops },
+            ap.prov ? &agent_prov_actions : &agent_engine_actions, ap.prov ? (void *)&ap : ap.engine, &a);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
-        loop_set_stop_handler(l, on_stop_signal, &fe);
+        loop_set_stop_handler(l, on_stop_signal, svc);
         r = agent_start(a);
         if (r >= 0)
                 r = loop_run(l);
@@ -391,9 +360,7 @@ int cmd_agent(int argc, char **argv)
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
         a = agent_free(a);
-        prov = prov_frontend_free(prov);
-        engine = agent_engine_free(engine);
-        frontend_stop(&fe);
+        service_stop(svc);
         log_info("spotdrain agent stopped");
         return r == 0 ? EXIT_OK : EXIT_ERROR;
 }

@@ -7,9 +7,6 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
-#include "spotdrain/alert.h"
-#include "spotdrain/alert_sinks.h"
-#include "spotdrain/alert_webhook.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -134,23 +131,13 @@ static const struct metric_family_def controller_families[] = {
 
 struct ops {
         struct controller *ctl;
-        struct frontend *fe;
+        struct service *svc;
         struct loop *loop;
         struct httpd *httpd;
         struct timer *timer;
         struct controller_stats last;
         bool notified;
 };
-
-static int ops_register(struct metrics *m)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(controller_families); i++) {
-                int r = metrics_register(m, &controller_families[i]);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
 
 static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before, const char *label)
 {
@@ -162,7 +149,7 @@ static void ops_tick(void *userdata)
 {
         struct ops *o = userdata;
         struct controller_stats st;
-        struct metrics *m = o->fe->metrics;
+        struct metrics *m = service_metrics(o->svc);
         bool ready = controller_ready(o->ctl);
 
         o->timer = NULL;
@@ -207,7 +194,7 @@ static void ops_tick(void *userdata)
 static void on_handed_over(void *userdata)
 {
         struct ops *o = userdata;
-        frontend_exit(o->fe, 0);
+        service_exit(o->svc, 0);
 }
 
 static void on_stop_signal(struct loop *l, void *userdata)
@@ -237,11 +224,8 @@ int cmd_controller(int argc, char **argv)
         bool no_election = false;
         _cleanup_(frontend_done) struct frontend fe = { .name = "controller" };
         struct spotdrain_config *cfg;
+        struct service *svc;
         struct loop *l;
-        struct kube_client *kube;
-        /* The webhook sink before the bus: freed after it. */
-        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
-        _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         _cleanup_(controller_freep) struct controller *ctl = NULL;
         struct creds creds = {};
         struct ops o = {};
@@ -297,11 +281,17 @@ int cmd_controller(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        r = frontend_start_kube(&fe);
+        r = frontend_start(
+            &fe, &(struct service_options){ .flags = SERVICE_METRICS | SERVICE_ALERTS | SERVICE_WEBHOOK |
+                                                     SERVICE_OPS | SERVICE_WATCHDOG,
+                                            .ready_check = "queue",
+                                            .ready_why = "the interruption queue is not proven readable yet",
+                                            .families = controller_families,
+                                            .n_families = ARRAY_SIZE(controller_families) });
         if (r != EXIT_OK)
                 return r;
-        l = fe.loop;
-        kube = fe.kube;
+        svc = fe.svc;
+        l = service_loop(svc);
 
         r = aws_creds_provider_new(
             l, &(struct aws_creds_options){ .on_refresh = on_refresh, .userdata = &creds }, &creds.provider);
@@ -309,14 +299,7 @@ int cmd_controller(int argc, char **argv)
                 return log_error_errno(r, "incomplete AWS credentials configuration"), EXIT_USAGE;
         (void)creds_current(&creds);
 
-        r = alert_bus_new(&bus);
-        if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, l, kube, fe.metrics, cfg, &webhook);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up alerts"), EXIT_ERROR;
-        fe.webhook = webhook;
-
-        r = controller_new(l, kube, bus,
+        r = controller_new(l, service_kube(svc), service_alerts(svc),
                            &(struct controller_options){ .queue_url = queue_url,
                                                          .region = region ? region : cfg->aws.region,
                                                          .sqs_endpoint = sqs_endpoint,
@@ -324,7 +307,7 @@ int cmd_controller(int argc, char **argv)
                                                          .credentials = creds_current,
                                                          .credentials_userdata = &creds,
                                                          .cfg = cfg,
-                                                         .metrics = fe.metrics,
+                                                         .metrics = service_metrics(svc),
                                                          .lease_namespace = lease_ns,
                                                          .identity = identity,
                                                          .no_leader_election = no_election },
@@ -336,23 +319,7 @@ int cmd_controller(int argc, char **argv)
                 return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
         }
 
-        r = ops_register(fe.metrics);
-        if (r < 0)
-                log_error_errno(r, "cannot register the controller's metrics");
-        else if (frontend_start_httpd(&fe, "queue", "the interruption queue is not proven readable yet") !=
-                 EXIT_OK)
-                r = -EIO;
-        else {
-                r = ops_watchdog_start(l, &fe.watchdog);
-                if (r < 0)
-                        log_error_errno(r, "cannot arm the watchdog");
-        }
-        if (r < 0) {
-                ctl = controller_free(ctl);
-                aws_creds_provider_free(creds.provider);
-                return EXIT_ERROR;
-        }
-        o = (struct ops){ .ctl = ctl, .fe = &fe, .loop = l, .httpd = fe.httpd };
+        o = (struct ops){ .ctl = ctl, .svc = svc, .loop = l, .httpd = service_httpd(svc) };
 
         log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
                  aws_creds_provider_source(creds.provider));
@@ -364,7 +331,7 @@ int cmd_controller(int argc, char **argv)
         } else
                 log_error_errno(r, "cannot start the controller");
         o.timer = timer_cancel(o.timer);
-        frontend_stop(&fe);
+        service_stop(svc);
         ctl = controller_free(ctl);
         aws_creds_provider_free(creds.provider);
         aws_credentials_clear(&creds.copy);

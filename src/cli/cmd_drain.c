@@ -11,14 +11,11 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "spotdrain/alert.h"
-#include "spotdrain/alert_sinks.h"
-#include "spotdrain/alert_webhook.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
-#include "spotdrain/kubeconfig.h"
+#include "spotdrain/service.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SYNC_TIMEOUT (60 * USEC_PER_SEC)
@@ -33,18 +30,16 @@ struct drain_cli {
         const char *node;
 
         struct spotdrain_config *cfg;
-        struct kube_config *kcfg;
-        struct loop *loop;
-        struct kube_client *client;
+        struct service *svc;
+        struct loop *loop;          /* the service's */
+        struct kube_client *client; /* the service's */
         uint64_t now, deadline_usec;
 };
 
 static void drain_cli_done(struct drain_cli *d)
 {
-        kube_client_free(d->client);
-        loop_free(d->loop);
-        kube_config_free(d->kcfg);
-        config_free(d->cfg);
+        d->svc = service_free(d->svc);
+        d->cfg = config_free(d->cfg);
 }
 
 static void usage(FILE *f, const char *verb)
@@ -83,6 +78,8 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (cli_common_option(&d->common, c, optarg))
+                        continue;
                 switch (c) {
                 case 'b':
                         d->budget = optarg;
@@ -93,23 +90,8 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 case 'p':
                         d->policy = optarg;
                         break;
-                case 'j':
-                        d->common.json = true;
-                        break;
                 case 'n':
                         d->common.dry_run = true;
-                        break;
-                case 'k':
-                        d->common.kubeconfig = optarg;
-                        break;
-                case 'c':
-                        d->common.config = optarg;
-                        break;
-                case 'F':
-                        d->common.log_format = optarg;
-                        break;
-                case 'L':
-                        d->common.log_level = optarg;
                         break;
                 case 'h':
                         usage(stdout, d->verb);
@@ -141,22 +123,15 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
         return -1;
 }
 
-/* Logging, configuration, deadline, kubeconfig, loop and client. Returns -1 to go on, else an exit status.
- */
-static int setup(struct drain_cli *d)
+/* Logging, configuration, deadline, and the services flags asks for (service.h) over the loop and the
+ * client. Returns -1 to go on, else an exit status. */
+static int setup(struct drain_cli *d, unsigned flags)
 {
-        int level = LOG_INFO, format = LOG_FORMAT_AUTO, r;
         _cleanup_free_ char *error = NULL;
+        int r = cli_common_log_setup(&d->common, d->verb, LOG_INFO);
 
-        if (d->common.log_level && (level = log_parse_level(d->common.log_level)) < 0) {
-                fprintf(stderr, "spotdrain %s: unknown log level '%s'\n", d->verb, d->common.log_level);
-                return EXIT_USAGE;
-        }
-        if (d->common.log_format && (format = log_parse_format(d->common.log_format)) < 0) {
-                fprintf(stderr, "spotdrain %s: unknown log format '%s'\n", d->verb, d->common.log_format);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        if (r >= 0)
+                return r;
 
         r = config_load(d->common.config, NULL, &d->cfg, &error);
         if (r < 0) {
@@ -187,25 +162,15 @@ static int setup(struct drain_cli *d)
         }
         if (d->policy)
                 d->cfg->drain.policy =
-                    streq(d->policy, "respect") ? CONFIG_DRAIN_POLICY_RESPECT : CONFIG_DRAIN_POLICY_FORCE;
+                    streq(d->policy, "respect") ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
 
-        r = kube_config_load_auto(d->common.kubeconfig ? d->common.kubeconfig : d->cfg->kube.kubeconfig,
-                                  d->cfg->kube.context, &d->kcfg, &error);
-        if (r < 0) {
-                fprintf(stderr, "spotdrain %s: %s\n", d->verb, error ? error : strerror(-r));
+        r = service_new(d->cfg,
+                        &(struct service_options){ .flags = flags, .kubeconfig = d->common.kubeconfig },
+                        &d->svc);
+        if (r < 0)
                 return EXIT_ERROR;
-        }
-        r = loop_new(&d->loop);
-        if (r < 0) {
-                log_error_errno(r, "cannot set up the event loop");
-                return EXIT_ERROR;
-        }
-        struct kube_client_options ko = { .qps = d->cfg->kube.qps, .burst = (unsigned)d->cfg->kube.burst };
-        r = kube_client_new(d->loop, d->kcfg, &ko, &d->client);
-        if (r < 0) {
-                log_error_errno(r, "cannot set up the Kubernetes client");
-                return EXIT_ERROR;
-        }
+        d->loop = service_loop(d->svc);
+        d->client = service_kube(d->svc);
         return -1;
 }
 
@@ -305,8 +270,8 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 n++;
         return (struct drain_inputs_options){
                 .now_usec = d->now,
-                .policy = d->cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT
-                                                                              : DRAIN_POLICY_FORCE,
+                .policy =
+                    d->cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE,
                 .evict_daemonsets = !d->cfg->drain.ignore_daemonsets,
                 .default_startup_usec = d->cfg->drain.default_startup_usec,
                 .critical_classes = (const char *const *)d->cfg->drain.critical_priority_classes,
@@ -411,7 +376,7 @@ int cmd_plan(int argc, char **argv)
 
         r = parse_args(&d, argc, argv);
         if (r < 0)
-                r = setup(&d);
+                r = setup(&d, 0);
         if (r >= 0) {
                 drain_cli_done(&d);
                 return r;
@@ -514,34 +479,15 @@ static void print_result(const struct drain_cli *d, const struct drain_exec_resu
         cJSON_Delete(o);
 }
 
-/* Lets the last requests (the alerts' Kubernetes Events) go out before the client is freed; bounded, as the
- * API may be gone with the node. */
-static void flush(struct drain_cli *d)
-{
-        uint64_t end = now_monotonic_usec() + 2 * USEC_PER_SEC;
-        bool never = false;
-        for (;;) {
-                struct kube_client_stats st;
-                kube_client_stats(d->client, &st);
-                if ((st.in_flight == 0 && st.queued == 0) || now_monotonic_usec() >= end)
-                        return;
-                if (loop_run_until(d->loop, &never, 20 * 1000) == -ECANCELED)
-                        return;
-        }
-}
-
 int cmd_drain(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "drain" };
-        /* The webhook sink before the bus: freed after it. */
-        _cleanup_(webhook_sink_freep) struct webhook_sink *webhook = NULL;
-        _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
         struct drain_run run = { .d = &d };
         int r, status;
 
         r = parse_args(&d, argc, argv);
         if (r < 0)
-                r = setup(&d);
+                r = setup(&d, d.common.dry_run ? 0 : SERVICE_ALERTS | SERVICE_WEBHOOK);
         if (r >= 0) {
                 drain_cli_done(&d);
                 return r;
@@ -560,17 +506,13 @@ int cmd_drain(int argc, char **argv)
                 return EXIT_OK;
         }
 
-        r = alert_bus_new(&bus);
-        if (r >= 0)
-                r = alert_bus_add_standard_sinks(bus, d.loop, d.client, NULL, d.cfg, &webhook);
         struct drain_exec_options o = { 0 };
         drain_exec_options_from_config(d.cfg, &o);
         o.node = d.node;
         o.kind = "manual";
         o.notice_usec = d.now;
         o.deadline_usec = d.deadline_usec;
-        if (r >= 0)
-                r = drain_exec_start(d.client, bus, &o, on_done, &run, &run.x);
+        r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x);
         if (r < 0) {
                 log_error_errno(r, "cannot start draining %s", d.node);
                 drain_cli_done(&d);
@@ -594,14 +536,9 @@ int cmd_drain(int argc, char **argv)
                                                                       : EXIT_ERROR;
         }
         drain_exec_free(run.x);
-        flush(&d);
-        /* The webhook's too: drain-completed (or deadline-missed) was raised just now. */
-        if (webhook_sink_flush(webhook, d.cfg->alerts.webhook_flush_usec) == -ETIMEDOUT)
-                log_warning("%zu alerts not delivered to the webhook before exit",
-                            webhook_sink_pending(webhook));
-        bus = alert_bus_free(bus);
-        /* Before the loop: what it still holds is cancelled on the loop. */
-        webhook = webhook_sink_free(webhook);
+        /* The alerts' Kubernetes Events and the webhook: drain-completed (or deadline-missed) was raised
+         * just now. */
+        service_flush(d.svc);
         drain_cli_done(&d);
         return status;
 }
@@ -879,7 +816,7 @@ int cmd_audit(int argc, char **argv)
 
         r = parse_args(&d, argc, argv);
         if (r < 0)
-                r = setup(&d);
+                r = setup(&d, 0);
         if (r >= 0) {
                 drain_cli_done(&d);
                 return r;

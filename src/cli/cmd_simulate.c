@@ -51,6 +51,7 @@
 #include "spotdrain/metrics.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
+#include "spotdrain/service.h"
 #include "spotdrain/sigv4.h"
 #include "spotdrain/yaml.h"
 
@@ -93,8 +94,10 @@ struct simulate {
         const char *delivery_flag;
         const char *scenario_path;
         const char *metrics_listen; /* --metrics-listen: /metrics while the scenario runs */
-        struct httpd *httpd;
-        struct metrics *metrics; /* with --metrics-listen: one registry for every engine of the run */
+        /* The engines' services: the client, the alert bus, with --metrics-listen the registry of every
+         * engine of the run and /metrics, and provisioning. sm's loop and kubeconfig, borrowed. */
+        struct service *svc;
+        struct metrics *metrics; /* the service's */
         double scale;
         const char *mode;
 
@@ -104,8 +107,8 @@ struct simulate {
         struct sim_server *srv;
         struct kube_config *kcfg;
         struct loop *loop;
-        struct kube_client *client;
-        struct alert_bus *bus;
+        struct kube_client *client; /* the service's */
+        struct alert_bus *bus;      /* the service's */
         /* Direct delivery stands for one process draining every node: its drains share PDB slots. Agents
          * are one process per node, so each of their drains keeps a private ledger. */
         struct drain_ledger *ledger;
@@ -119,7 +122,7 @@ struct simulate {
         /* Provisioning (the scenario's provisioning: section): the simulator's EC2 surface, and the
          * provisioner of the agent and direct deliveries (the controller builds its own). */
         struct sim_ec2 *ec2;
-        struct prov_frontend *prov;
+        struct prov_frontend *prov; /* the service's */
         struct aws_credentials ec2_credentials;
 
         const char *delivery;
@@ -533,10 +536,9 @@ static int start_provisioning(struct simulate *sm)
         if (streq(sm->delivery, "sqs"))
                 return 0;
         struct prov_frontend_options po = { .credentials = ec2_credentials, .credentials_userdata = sm };
-        r = prov_frontend_new(sm->loop, sm->client, sm->bus, sm->cfg, &po, &sm->prov, &error);
-        if (r < 0)
-                return log_error_errno(r, "cannot set up provisioning: %s", error ? error : "");
-        return 0;
+        r = service_start_provision(sm->svc, &po);
+        sm->prov = service_provision(sm->svc);
+        return r;
 }
 
 /* ---- the direct notice source ---- */
@@ -874,6 +876,8 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
 
         optind = 1;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                if (cli_common_option(&sm->common, c, optarg))
+                        continue;
                 switch (c) {
                 case 't':
                         sm->scale = strtod(optarg, &end);
@@ -900,18 +904,6 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 case 'M':
                         sm->metrics_listen = optarg;
                         break;
-                case 'j':
-                        sm->common.json = true;
-                        break;
-                case 'c':
-                        sm->common.config = optarg;
-                        break;
-                case 'F':
-                        sm->common.log_format = optarg;
-                        break;
-                case 'L':
-                        sm->common.log_level = optarg;
-                        break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
@@ -932,18 +924,11 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
  */
 static int setup(struct simulate *sm)
 {
-        int level = LOG_WARNING, format = LOG_FORMAT_AUTO, r;
         _cleanup_free_ char *error = NULL;
+        int r = cli_common_log_setup(&sm->common, "simulate", LOG_WARNING);
 
-        if (sm->common.log_level && (level = log_parse_level(sm->common.log_level)) < 0) {
-                fprintf(stderr, "spotdrain simulate: unknown log level '%s'\n", sm->common.log_level);
-                return EXIT_USAGE;
-        }
-        if (sm->common.log_format && (format = log_parse_format(sm->common.log_format)) < 0) {
-                fprintf(stderr, "spotdrain simulate: unknown log format '%s'\n", sm->common.log_format);
-                return EXIT_USAGE;
-        }
-        log_setup((enum log_format)format, level);
+        if (r >= 0)
+                return r;
 
         r = config_load(sm->common.config, NULL, &sm->cfg, &error);
         if (r >= 0)
@@ -985,32 +970,23 @@ static int setup(struct simulate *sm)
         }
         /* The rate limit is per second of scenario time: the engine should see the API as fast as it would
          * be in real time, whatever the scale. */
-        struct kube_client_options ko = { .qps = sm->cfg->kube.qps > 0 ? sm->cfg->kube.qps * sm->scale
-                                                                       : sm->cfg->kube.qps,
-                                          .burst = (unsigned)sm->cfg->kube.burst };
-        r = sm->metrics_listen ? metrics_new(&sm->metrics) : 0;
-        ko.metrics = sm->metrics;
-        if (r >= 0)
-                r = kube_client_new(sm->loop, sm->kcfg, &ko, &sm->client);
-        if (r >= 0)
-                r = alert_bus_new(&sm->bus);
-        if (r >= 0)
-                r = alert_bus_add_log_sink(sm->bus);
-        if (r >= 0)
-                r = alert_bus_add_kube_event_sink(sm->bus, sm->client);
-        if (r >= 0)
-                r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
-        if (r >= 0)
-                r = metrics_alert_sink_add(sm->bus, sm->metrics);
+        r = service_new(
+            sm->cfg,
+            &(struct service_options){ .flags = SERVICE_ALERTS |
+                                                (sm->metrics_listen ? SERVICE_METRICS | SERVICE_OPS : 0),
+                                       .loop = sm->loop,
+                                       .kcfg = sm->kcfg,
+                                       .qps_scale = sm->scale,
+                                       .listen = sm->metrics_listen },
+            &sm->svc);
+        if (r < 0)
+                return EXIT_ERROR;
+        sm->metrics = service_metrics(sm->svc);
+        sm->client = service_kube(sm->svc);
+        sm->bus = service_alerts(sm->svc);
+        r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
-        /* The same /metrics as agent and controller serve, moving as the scenario runs. */
-        if (sm->metrics_listen) {
-                r = httpd_start(sm->metrics_listen, sm->metrics, &sm->httpd);
-                if (r < 0)
-                        return log_error_errno(r, "cannot serve metrics on %s", sm->metrics_listen),
-                               EXIT_ERROR;
-        }
         /* Agent mode goes through IMDS and the agent, controller mode through SQS and the controller. */
         sm->delivery = sm->delivery_flag                        ? sm->delivery_flag
                        : streq(sim_mode(sm->sim), "controller") ? "sqs"
@@ -1042,16 +1018,14 @@ static void teardown(struct simulate *sm)
         }
         free(sm->agents);
         sim_imds_stop(sm->imds);
-        prov_frontend_free(sm->prov);
+        /* Provisioning and /metrics, before the EC2 surface goes. */
+        service_stop(sm->svc);
         sim_ec2_stop(sm->ec2);
         for (size_t i = 0; i < sm->n_drains; i++)
                 sim_drain_free(sm->drains[i]);
         free(sm->drains);
         drain_ledger_free(sm->ledger);
-        alert_bus_free(sm->bus);
-        httpd_free(sm->httpd);
-        kube_client_free(sm->client);
-        metrics_free(sm->metrics);
+        service_free(sm->svc);
         sim_server_stop(sm->srv);
         loop_free(sm->loop);
         kube_config_free(sm->kcfg);

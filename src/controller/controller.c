@@ -14,6 +14,7 @@
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
@@ -346,8 +347,8 @@ static void arm_extend(struct cmsg *m, uint64_t usec)
                 log_debug("controller: cannot arm the visibility extension of %s", m->id);
 }
 
-/* Every drain the message waits for is recorded on its node (ENGINE_DRAIN_ANNOTATION, as the node informer
- * sees it): a later leader would resume it from there. */
+/* Every drain the message waits for is recorded on its node (SPOTDRAIN_ANNOTATION_DRAIN, as the node
+ * informer sees it): a later leader would resume it from there. */
 static bool cmsg_recorded(struct controller *c, const struct cmsg *m)
 {
         if (m->n_instances == 0)
@@ -357,7 +358,7 @@ static bool cmsg_recorded(struct controller *c, const struct cmsg *m)
                 const cJSON *obj = node ? kube_informer_get(c->nodes, NULL, node) : NULL;
                 const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
                     cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
-                if (!cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION))
+                if (!cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN))
                         return false;
         }
         return true;
@@ -759,12 +760,12 @@ static void on_kube_done(struct kube_client *k, struct kube_result *r, void *use
 static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)CONTROLLER_REBALANCE_TAINT_KEY,
+        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
                                 .value = (char *)"rebalance-recommendation",
                                 .effect = (char *)"PreferNoSchedule" };
         if (add)
                 log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
-                           CONTROLLER_REBALANCE_TAINT_KEY);
+                           SPOTDRAIN_TAINT_REBALANCE);
         return kube_node_taint(c->kube, node, &t, add, on_kube_done,
                                add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
                                NULL);
@@ -776,7 +777,7 @@ static int op_uncordon(void *userdata, const char *node)
         struct controller *c = userdata;
         struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain.taint_key)
                                                     ? c->cfg->drain.taint_key
-                                                    : ENGINE_TAINT_KEY_DEFAULT) };
+                                                    : SPOTDRAIN_TAINT_INTERRUPTION) };
         int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
                                 NULL);
         if (r < 0)
@@ -871,7 +872,7 @@ static void resume_drains(struct controller *c)
                         log_notice("resuming the drain of %s recorded by an earlier leader", name);
                 else if (r == -EBADMSG)
                         log_warning("node %s has an unreadable %s annotation, ignoring", name,
-                                    ENGINE_DRAIN_ANNOTATION);
+                                    SPOTDRAIN_ANNOTATION_DRAIN);
                 else if (r != -ETIME && r != -EALREADY && r != -ENOENT)
                         log_warning_errno(r, "cannot resume the drain of %s", name);
         }

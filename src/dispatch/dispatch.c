@@ -12,6 +12,7 @@
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 
 #define SEC                      UINT64_C(1000000)
@@ -821,7 +822,7 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
         const char *value =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, ENGINE_DRAIN_ANNOTATION));
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN));
         const char *name = kube_object_str(node, "metadata.name");
         uint64_t deadline = 0;
         const char *kind;

@@ -12,6 +12,7 @@
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/metrics.h"
 
@@ -189,8 +190,7 @@ const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
 {
         o->margin_usec = cfg->drain.safety_margin_usec;
-        o->policy =
-            cfg->drain.policy == CONFIG_DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        o->policy = cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
         o->taint_key = cfg->drain.taint_key;
         o->evict_daemonsets = !cfg->drain.ignore_daemonsets;
         o->leave_emptydir = !cfg->drain.delete_emptydir_data;
@@ -1303,7 +1303,7 @@ static int start_node_changes(struct drain_exec *x)
         cJSON_Delete(o);
         if (!value)
                 return -ENOMEM;
-        const char *keys[] = { ENGINE_DRAIN_ANNOTATION }, *values[] = { value };
+        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { value };
         return kube_node_set_meta(x->c, x->node, true, keys, values, 1, annotate_done, x, &x->annotate_call);
 }
 
@@ -1386,7 +1386,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->result.notice_usec = o->notice_usec ? o->notice_usec : now;
         x->result.started_usec = now;
         if (dup_opt(o->node, &x->node) < 0 || dup_opt(o->kind ? o->kind : "manual", &x->kind) < 0 ||
-            dup_opt(o->taint_key ? o->taint_key : ENGINE_TAINT_KEY_DEFAULT, &x->taint_key) < 0 ||
+            dup_opt(o->taint_key ? o->taint_key : SPOTDRAIN_TAINT_INTERRUPTION, &x->taint_key) < 0 ||
             dup_opt(o->self_namespace ? o->self_namespace : getenv("POD_NAMESPACE"), &x->self_namespace) <
                 0 ||
             dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0)

@@ -4,10 +4,11 @@
 
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 
 static const struct config_enum_value drain_policies[] = {
-        { "force", CONFIG_DRAIN_POLICY_FORCE },
-        { "respect", CONFIG_DRAIN_POLICY_RESPECT },
+        { "force", DRAIN_POLICY_FORCE },
+        { "respect", DRAIN_POLICY_RESPECT },
         { NULL, 0 },
 };
 
@@ -23,7 +24,7 @@ static const struct config_item drain_items[] = {
         { "drain.policy", CONFIG_ENUM, "force", OFF(policy),
           "force: delete a pod around its PDB at its last safe moment; respect: never go around a PDB",
           drain_policies, 0, CONFIG_NO_RANGE, false },
-        { "drain.taint_key", CONFIG_STRING, "spotdrain.io/interruption", OFF(taint_key),
+        { "drain.taint_key", CONFIG_STRING, "" SPOTDRAIN_TAINT_INTERRUPTION, OFF(taint_key),
           "NoSchedule taint put on a node being drained", NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(ignore_daemonsets),
           "leave DaemonSet pods on the node", NULL, 0, CONFIG_NO_RANGE, false },

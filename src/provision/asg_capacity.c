@@ -12,6 +12,7 @@
 #include "spotdrain/awsreq.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/core.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/provision.h"
 
 #define ASG_VERSION "2011-01-01"
@@ -23,7 +24,7 @@ static void copy(char *dst, size_t size, const char *src)
 
 static int tag_key(const char *instance_id, char *buf, size_t size)
 {
-        int k = snprintf(buf, size, "spotdrain.io/replaced-%s", instance_id);
+        int k = snprintf(buf, size, SPOTDRAIN_TAG_REPLACED_PREFIX "%s", instance_id);
         return k < 0 || (size_t)k >= size ? -EINVAL : 0;
 }
 

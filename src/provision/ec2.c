@@ -12,6 +12,7 @@
 #include "spotdrain/awsxml.h"
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/provision.h"
 
 #define EC2_VERSION   "2016-11-15"
@@ -395,7 +396,7 @@ int ec2_parse_describe_instances(long status, const char *body, size_t len, stru
                      awsxml_find_text(it, "privateDnsName"));
                 copy(i->lifecycle, sizeof(i->lifecycle), awsxml_find_text(it, "instanceLifecycle"));
                 AWSXML_FOREACH(tag, awsxml_child(it, "tagSet"), "item")
-                if (streq(awsxml_find_text(tag, "key"), PROV_REPLACES_TAG))
+                if (streq(awsxml_find_text(tag, "key"), SPOTDRAIN_TAG_REPLACES))
                         copy(i->replaces, sizeof(i->replaces), awsxml_find_text(tag, "value"));
         }
         *ret = TAKE_PTR(v);

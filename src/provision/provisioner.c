@@ -8,6 +8,7 @@
 
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
@@ -599,7 +600,7 @@ static int launch(struct provisioner *p, size_t i)
         struct ec2_tag tags[4];
         size_t nt = 0;
         tags[nt++] = (struct ec2_tag){ "Name", "spotdrain-replacement" };
-        tags[nt++] = (struct ec2_tag){ PROV_REPLACES_TAG, j->notice.instance_id };
+        tags[nt++] = (struct ec2_tag){ SPOTDRAIN_TAG_REPLACES, j->notice.instance_id };
         if (!isempty(p->o.cluster_tag_key))
                 tags[nt++] = (struct ec2_tag){ p->o.cluster_tag_key, "owned" };
         struct ec2_fleet_request req = {
@@ -981,7 +982,7 @@ int provisioner_on_notice(struct provisioner *p, const struct notice *n, const c
         /* Replacements launched before a restart (under another notice of the same instance, or the same
          * one) are adopted rather than launched again; the ClientToken covers the rest. */
         char filter[64];
-        snprintf(filter, sizeof(filter), "tag:%s=%s", PROV_REPLACES_TAG, n->instance_id);
+        snprintf(filter, sizeof(filter), "tag:%s=%s", SPOTDRAIN_TAG_REPLACES, n->instance_id);
         const char *const filters[] = { filter, "instance-state-name=pending,running", NULL };
         struct call_ref *ref = ref_new(p, first);
         r = ref ? ec2_describe_instances(p->ec2, NULL, filters, adopt_done, ref) : -ENOMEM;

@@ -32,7 +32,7 @@ static void test_defaults(void **state)
         assert_null(c->agent.node_name);
         assert_int_equal(c->drain.budget_usec, 120 * SEC);
         assert_int_equal(c->drain.safety_margin_usec, 5 * SEC);
-        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_int_equal(c->drain.policy, DRAIN_POLICY_FORCE);
         assert_string_equal(c->drain.taint_key, "spotdrain.io/interruption");
         assert_true(c->drain.ignore_daemonsets);
         assert_true(c->drain.delete_emptydir_data);
@@ -62,7 +62,7 @@ static void test_file_values(void **state)
         assert_string_equal(c->agent.node_name, "spot-a");
         assert_int_equal(c->drain.budget_usec, 90 * SEC);
         assert_int_equal(c->drain.safety_margin_usec, 10 * SEC);
-        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_RESPECT);
+        assert_int_equal(c->drain.policy, DRAIN_POLICY_RESPECT);
         assert_false(c->drain.ignore_daemonsets);
         assert_true(c->drain.delete_emptydir_data);
         /* a unit suffix overrides the key's unit */
@@ -186,7 +186,7 @@ static void test_set_errors(void **state)
         assert_string_equal(e2, "--set drain.budget_seconds: expected KEY=VALUE");
         assert_int_equal(config_set(c, "drain.policy=maybe", &e3), -EINVAL);
         assert_string_equal(e3, "--set drain.policy: expected one of force, respect, got 'maybe'");
-        assert_int_equal(c->drain.policy, CONFIG_DRAIN_POLICY_FORCE);
+        assert_int_equal(c->drain.policy, DRAIN_POLICY_FORCE);
         assert_int_equal(config_set(c, "drain.budget_seconds=2m", NULL), 0);
         assert_int_equal(c->drain.budget_usec, 120 * SEC);
         assert_int_equal(config_set(c, "drain.eviction_retry_floor_ms=250", NULL), 0);

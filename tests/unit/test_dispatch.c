@@ -14,6 +14,7 @@
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/notice.h"
 
 #define SEC        UINT64_C(1000000)
@@ -546,12 +547,12 @@ static void test_resume_recorded(void **state)
 
         assert_int_equal(dispatch_node_update(f->d, o), 0);
         assert_int_equal(dispatch_resume_recorded(f->d, o), -ENOENT);
-        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, "{not json");
+        cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, "{not json");
         assert_int_equal(dispatch_resume_recorded(f->d, o), -EBADMSG);
-        cJSON_DeleteItemFromObject(ann, ENGINE_DRAIN_ANNOTATION);
+        cJSON_DeleteItemFromObject(ann, SPOTDRAIN_ANNOTATION_DRAIN);
         assert_int_equal(format_rfc3339(start, t, sizeof(t)), 0);
         snprintf(value, sizeof(value), "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}", t);
-        cJSON_AddStringToObject(ann, ENGINE_DRAIN_ANNOTATION, value);
+        cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
         assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
         assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
         assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), start);

@@ -17,6 +17,7 @@
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/yaml.h"
@@ -237,11 +238,11 @@ static void test_feasible_drain(void **state)
         assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable")));
         const cJSON *t =
             cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"), 0);
-        assert_string_equal(kube_object_str(t, "key"), ENGINE_TAINT_KEY_DEFAULT);
+        assert_string_equal(kube_object_str(t, "key"), SPOTDRAIN_TAINT_INTERRUPTION);
         assert_string_equal(kube_object_str(t, "value"), "spot-interruption");
         assert_string_equal(kube_object_str(t, "effect"), "NoSchedule");
         const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "annotations");
-        const char *rec = cJSON_GetStringValue(cJSON_GetObjectItem(ann, ENGINE_DRAIN_ANNOTATION));
+        const char *rec = cJSON_GetStringValue(cJSON_GetObjectItem(ann, SPOTDRAIN_ANNOTATION_DRAIN));
         assert_non_null(rec);
         assert_non_null(strstr(rec, "\"kind\":\"spot-interruption\""));
         cJSON_Delete(node);

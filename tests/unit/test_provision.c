@@ -19,6 +19,7 @@
 #include "sim/server.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
@@ -374,7 +375,7 @@ static void test_describe_and_terminate(void **state)
         const char *id = rep0(f)->instance_id;
 
         described = (struct described){};
-        const char *const filters[] = { "tag:" PROV_REPLACES_TAG "=i-0a00000000000000a", NULL };
+        const char *const filters[] = { "tag:" SPOTDRAIN_TAG_REPLACES "=i-0a00000000000000a", NULL };
         assert_int_equal(ec2_describe_instances(f->ec2, NULL, filters, on_described, NULL), 0);
         assert_true(run_until(f, got_instances));
         assert_int_equal(described.res.error, 0);

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "spotdrain/keys.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/util.h"
 
@@ -387,7 +388,7 @@ static void test_fleet_body(void **state)
                                           { NULL, "us-east-1b" } };
         const struct prov_override ov[] = { { prov_catalog_find(c, "m5.large"), &sn[0] },
                                             { prov_catalog_find(c, "m5.xlarge"), &sn[1] } };
-        const struct ec2_tag tags[] = { { PROV_REPLACES_TAG, "i-0abcd1234ef567890" } };
+        const struct ec2_tag tags[] = { { SPOTDRAIN_TAG_REPLACES, "i-0abcd1234ef567890" } };
         struct ec2_fleet_request q = { .client_token = "tok-1",
                                        .launch_template_id = "lt-0123456789abcdef0",
                                        .launch_template_version = "$Latest",

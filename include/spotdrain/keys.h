@@ -1,0 +1,19 @@
+/* keys: the names spotdrain writes into Kubernetes and AWS objects, defined once for every module.
+ *
+ *  SPOTDRAIN_TAINT_INTERRUPTION  NoSchedule taint of a node being drained, its value the notice kind
+ *                                ("spot-interruption", ...); the default of drain.taint_key
+ *  SPOTDRAIN_TAINT_REBALANCE     PreferNoSchedule soft taint of a node told to rebalance
+ *  SPOTDRAIN_ANNOTATION_DRAIN    a drain in progress, recorded on its node:
+ *                                {"kind":KIND,"deadline":RFC3339,"started":RFC3339} (engine.h)
+ *  SPOTDRAIN_TAG_REPLACES        EC2 tag of a replacement instance: the instance it replaces
+ *  SPOTDRAIN_TAG_REPLACED_PREFIX Auto Scaling group tag SPOTDRAIN_TAG_REPLACED_PREFIX INSTANCE: the
+ *                                group's capacity was raised for that instance already
+ *
+ * The simulator (src/sim) spells them out itself on purpose: it checks what the product writes. */
+#pragma once
+
+#define SPOTDRAIN_TAINT_INTERRUPTION  "spotdrain.io/interruption"
+#define SPOTDRAIN_TAINT_REBALANCE     "spotdrain.io/rebalance"
+#define SPOTDRAIN_ANNOTATION_DRAIN    "spotdrain.io/drain"
+#define SPOTDRAIN_TAG_REPLACES        "spotdrain.io/replaces"
+#define SPOTDRAIN_TAG_REPLACED_PREFIX "spotdrain.io/replaced-"
