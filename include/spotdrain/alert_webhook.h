@@ -43,6 +43,7 @@ struct alerts_settings {
         uint64_t webhook_timeout_usec;
         int64_t webhook_max_attempts;
         uint64_t webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
+        char *webhook_proxy;         /* the webhook's own proxy; NULL = the environment's */
 };
 struct config_section;
 extern const struct config_section alerts_config_section;
@@ -72,6 +73,9 @@ struct webhook_options {
         uint64_t backoff_base_usec; /* 0 = 1 s */
         uint64_t backoff_max_usec;  /* 0 = 60 s; also caps a Retry-After */
         size_t max_pending;         /* alerts queued or in flight; beyond, new ones are dropped; 0 = 256 */
+        /* "http://[user:password@]HOST:PORT": the proxy for the webhook alone (a chat service outside the
+         * VPC while the API server is reached directly); NULL = HTTPS_PROXY/NO_PROXY as for every call. */
+        const char *proxy;
         /* spotdrain_alert_webhook_deliveries_total{result}; borrowed, must outlive the sink; NULL = none */
         struct metrics *metrics;
 };

@@ -33,6 +33,10 @@ static const struct config_item alerts_items[] = {
         { "alerts.webhook_flush_seconds", CONFIG_DURATION, "5", OFF(webhook_flush_usec),
           "on exit (drain done, SIGTERM), how long to wait for alerts still being delivered to the webhook",
           NULL, CONFIG_SECONDS, .min = 0, .max = 300, false },
+        { "alerts.webhook_proxy", CONFIG_STRING, NULL, OFF(webhook_proxy),
+          "proxy for the webhook alone (http://HOST:PORT, credentials allowed: check-config hides it), "
+          "instead of HTTPS_PROXY/NO_PROXY",
+          NULL, 0, CONFIG_NO_RANGE, true },
 };
 
 const struct config_section alerts_config_section = { "alerts", alerts_items, ARRAY_SIZE(alerts_items) };

@@ -40,6 +40,7 @@ struct webhook_sink {
         char **headers; /* secret values; NULL-terminated, includes Content-Type */
         size_t n_headers;
         uint64_t timeout_usec;
+        char *proxy; /* its own proxy URL (may carry credentials), or NULL */
         unsigned max_attempts;
         uint64_t backoff_base_usec, backoff_max_usec;
         size_t max_pending;
@@ -367,6 +368,7 @@ static void delivery_send(struct delivery *d)
                 .body_len = strlen(d->body),
                 .timeout_usec = w->timeout_usec,
                 .max_body = 64 * 1024,
+                .proxy = w->proxy,
         };
         int r;
 
@@ -548,6 +550,8 @@ int webhook_sink_new(struct loop *l, const struct webhook_options *o, struct web
         w->metrics = o->metrics;
         if (o->template_text && !(w->template_text = strdup(o->template_text)))
                 return -ENOMEM;
+        if (!isempty(o->proxy) && !(w->proxy = strdup(o->proxy)))
+                return -ENOMEM;
         r = url_load(w, o);
         if (r < 0)
                 return r;
@@ -579,6 +583,7 @@ struct webhook_sink *webhook_sink_free(struct webhook_sink *w)
                 secret_free(w->headers[i]);
         free(w->headers);
         free(w->template_text);
+        secret_free(w->proxy);
         free(w);
         return NULL;
 }
@@ -649,6 +654,7 @@ int webhook_options_from_config(const struct spotdrain_config *c, struct webhook
         o.headers_file = c->alerts.webhook_headers_file;
         o.timeout_usec = c->alerts.webhook_timeout_usec;
         o.max_attempts = (unsigned)c->alerts.webhook_max_attempts;
+        o.proxy = c->alerts.webhook_proxy;
         *ret = o;
         return 0;
 }

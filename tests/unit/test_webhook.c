@@ -500,6 +500,34 @@ static void test_timeout(void **state)
         assert_int_equal(st.retries, 1);
 }
 
+/* alerts.webhook_proxy: the webhook alone goes through its own proxy (a CONNECT to it for the webhook's
+ * host), with no proxy in the environment; the proxy's refusal fails the delivery. */
+static void test_own_proxy(void **state)
+{
+        static const int script[] = { 403 };
+        struct receiver *rx = receiver_start(script, 1);
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(webhook_sink_freep) struct webhook_sink *w = NULL;
+        _cleanup_free_ char *proxy = receiver_url(rx);
+        struct webhook_options o = fast_options("https://hooks.spotdrain-test.invalid/services/x");
+        struct webhook_stats st;
+        struct alert a = sample_alert();
+
+        assert_int_equal(unsetenv("https_proxy"), 0);
+        assert_int_equal(unsetenv("HTTPS_PROXY"), 0);
+        o.proxy = proxy;
+        o.max_attempts = 1;
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(webhook_sink_new(l, &o, &w), 0);
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_flush(w, 20000000), 0);
+        webhook_sink_stats(w, &st);
+        assert_int_equal(st.failed, 1);
+        assert_int_equal(receiver_count(rx), 1);
+        assert_non_null(strstr(rx->req[0].path, "hooks.spotdrain-test.invalid:443"));
+        receiver_stop(rx);
+}
+
 static void test_pending_limit(void **state)
 {
         struct receiver *rx = receiver_start(NULL, 0);
@@ -665,8 +693,8 @@ int main(void)
                 cmocka_unit_test(test_example_config),   cmocka_unit_test(test_delivery),
                 cmocka_unit_test(test_retry_after_500),  cmocka_unit_test(test_no_retry_after_400),
                 cmocka_unit_test(test_attempts_run_out), cmocka_unit_test(test_timeout),
-                cmocka_unit_test(test_pending_limit),    cmocka_unit_test(test_when_flushed),
-                cmocka_unit_test(test_no_secret_in_log),
+                cmocka_unit_test(test_own_proxy),        cmocka_unit_test(test_pending_limit),
+                cmocka_unit_test(test_when_flushed),     cmocka_unit_test(test_no_secret_in_log),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
