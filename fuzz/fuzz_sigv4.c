@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "sim/sigv4_check.h"
+#include "spotdrain/sim_sigv4_check.h"
 #include "spotdrain/sigv4.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -10,10 +10,8 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "sim/model.h"
-#include "sim/server.h"
-#include "sim/surfaces.h"
 #include "spotdrain/core.h"
+#include "spotdrain/sim.h"
 #include "spotdrain/yaml.h"
 
 static void sim_usage(FILE *f)

@@ -32,11 +32,6 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "sim/ec2_surface.h"
-#include "sim/imds_surface.h"
-#include "sim/model.h"
-#include "sim/server.h"
-#include "sim/sqs_surface.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -53,6 +48,7 @@
 #include "spotdrain/provision.h"
 #include "spotdrain/service.h"
 #include "spotdrain/sigv4.h"
+#include "spotdrain/sim.h"
 #include "spotdrain/yaml.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "sim/aws_request.h"
-#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
+#include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
 /* application/x-www-form-urlencoded: '+' is a space, %XX a byte (a stray '%' stays). */

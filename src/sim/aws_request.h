@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "sim/server.h"
-#include "sim/sigv4_check.h"
+#include "spotdrain/sim_server.h"
+#include "spotdrain/sim_sigv4_check.h"
 
 struct sim_sts;
 

@@ -25,7 +25,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "sim/model.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/config.h"
@@ -34,6 +33,7 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sigv4.h"
+#include "spotdrain/sim_model.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

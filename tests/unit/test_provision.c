@@ -14,9 +14,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "sim/ec2_surface.h"
-#include "sim/model.h"
-#include "sim/server.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/keys.h"
@@ -24,6 +21,9 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
+#include "spotdrain/sim_ec2_surface.h"
+#include "spotdrain/sim_model.h"
+#include "spotdrain/sim_server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
