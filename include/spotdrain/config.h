@@ -75,7 +75,7 @@ struct spotdrain_config {
 };
 
 /* Every section in dump order (the order of `spotdrain check-config`), with the offset of its module's
- * struct in struct spotdrain_config (src/cli/config_sections.c). */
+ * struct in struct spotdrain_config (src/service/config_sections.c). */
 struct config_section_ref {
         const struct config_section *section;
         size_t offset;

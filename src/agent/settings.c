@@ -1,5 +1,5 @@
 /* The agent's configuration keys (node_name, agent.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/agent.h"

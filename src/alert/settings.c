@@ -1,5 +1,5 @@
 /* The alerts' configuration keys (alerts.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/alert_webhook.h"

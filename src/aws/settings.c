@@ -1,5 +1,5 @@
 /* AWS's configuration keys (aws.*) and the IMDS client's (imds.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/awsreq.h"

@@ -1,5 +1,5 @@
 /* The controller's configuration key (controller.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/config.h"

@@ -1,5 +1,5 @@
 /* The Kubernetes client's configuration keys (kubeconfig, kube.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/config.h"

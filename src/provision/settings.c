@@ -1,5 +1,5 @@
 /* Provisioning's configuration keys (provision.*). Listed with
- * every other module's in src/cli/config_sections.c. */
+ * every other module's in src/service/config_sections.c. */
 #include <stddef.h>
 
 #include "spotdrain/config.h"
