@@ -16,8 +16,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "spotdrain/sim_sigv4_check.h"
 #include "spotdrain/sigv4.h"
+#include "spotdrain/sim_sigv4_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,6 +64,20 @@ static bool header_well_formed(const char *h)
                 return false;
         for (const char *p = h; p < colon; p++)
                 if (!(isalnum((unsigned char)*p) || strchr("!#$%&'*+-.^_`|~", *p)))
+                        return false;
+        /* The value: no control characters but HTAB (RFC 9110 field-value); a server refuses others. */
+        for (const char *p = colon + 1; *p; p++)
+                if (((unsigned char)*p < ' ' && *p != '\t') || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+/* A request target an HTTP client sends as it is: printable ASCII only (libcurl percent-encodes nothing
+ * for us, and a server refuses raw control or 8-bit bytes in the request line). */
+static bool url_well_formed(const char *u)
+{
+        for (const char *p = u; *p; p++)
+                if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
                         return false;
         return true;
 }
@@ -186,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 .content_sha256_header = flags & 2,
                 .session_token_unsigned = flags & 8,
         };
-        bool clean = !mentions_signing(url);
+        bool clean = !mentions_signing(url) && url_well_formed(url);
         for (size_t i = 0; i < n_headers; i++)
                 if (mentions_signing(headers[i]) || !header_well_formed(headers[i]))
                         clean = false;

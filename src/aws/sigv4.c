@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "aws/sigv4_internal.h"
@@ -154,6 +155,11 @@ int sv4_url_split(const char *url, struct url_parts *ret)
                 return -EINVAL;
         p.scheme = url;
         p.scheme_len = (size_t)(s - url);
+        /* AWS endpoints are http(s) URLs: anything else before "://" is no scheme but a malformed URL, which
+         * a server would read otherwise than the signer. */
+        if (!(p.scheme_len == 4 && strncasecmp(url, "http", 4) == 0) &&
+            !(p.scheme_len == 5 && strncasecmp(url, "https", 5) == 0))
+                return -EINVAL;
         a = s + 3;
         e = a + strcspn(a, "/?#");
         for (const char *at = a; at < e; at++)
@@ -161,6 +167,19 @@ int sv4_url_split(const char *url, struct url_parts *ret)
                         a = at + 1;
         if (e == a)
                 return -EINVAL;
+        for (const char *c = a; c < e; c++)
+                if ((unsigned char)*c <= ' ' || *c == 0x7f)
+                        return -EINVAL;
+        /* A port, if any (after the last colon outside an IPv6 literal's brackets), is digits. */
+        const char *close = memchr(a, ']', (size_t)(e - a)), *from = close ? close : a, *colon = NULL;
+        for (const char *c = from; c < e; c++)
+                if (*c == ':')
+                        colon = c;
+        if (colon && (colon + 1 == e || colon + 6 < e))
+                return -EINVAL;
+        for (const char *c = colon ? colon + 1 : e; c < e; c++)
+                if (!isdigit((unsigned char)*c))
+                        return -EINVAL;
         p.host = a;
         p.host_len = (size_t)(e - a);
         p.path = e;

@@ -37,11 +37,32 @@
 struct target {
         const char *authority; /* absolute URL only */
         size_t authority_len;
+        bool https;
         const char *path;
         size_t path_len;
         const char *query; /* after '?'; NULL without one */
         size_t query_len;
 };
+
+/* The Host an absolute-form target stands for (RFC 9112 §3.2.2): its authority without userinfo, the host
+ * in lowercase (names are case-insensitive) and a default port left out, as a client sends it. */
+static int host_from_authority(struct buf *b, const struct target *t)
+{
+        const char *a = t->authority, *e = t->authority + t->authority_len;
+        for (const char *p = a; p < e; p++)
+                if (*p == '@')
+                        a = p + 1;
+        size_t n = (size_t)(e - a);
+        if ((t->https && n > 4 && memcmp(e - 4, ":443", 4) == 0) ||
+            (!t->https && n > 3 && memcmp(e - 3, ":80", 3) == 0))
+                n -= t->https ? 4 : 3;
+        for (size_t i = 0; i < n; i++) {
+                char ch = (char)tolower((unsigned char)a[i]);
+                if (buf_append(b, &ch, 1) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
 
 static void target_split(const char *t, struct target *ret)
 {
@@ -49,6 +70,7 @@ static void target_split(const char *t, struct target *ret)
 
         *ret = (struct target){};
         if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
+                ret->https = strncasecmp(p, "https://", 8) == 0;
                 p = strstr(p, "//") + 2;
                 ret->authority = p;
                 ret->authority_len = strcspn(p, "/?#");
@@ -131,9 +153,9 @@ static int canonical_uri(struct buf *b, const struct target *t, bool s3_path)
         _cleanup_free_ size_t *len = calloc(cap, sizeof(size_t));
         if (!seg || !len)
                 return -ENOMEM;
-        /* "/a/", "/a/." and "/a/b/.." all keep their trailing slash */
-        bool trailing = end[-1] == '/' || (end - path >= 2 && memcmp(end - 2, "/.", 2) == 0) ||
-                        (end - path >= 3 && memcmp(end - 3, "/..", 3) == 0);
+        /* A trailing slash as sent is kept ("/a/" and "/a/b/../"); "/a/." and "/a/b/.." end without one, as
+         * botocore's normalize_url_path has it (the fuzzer found the difference with the signer). */
+        bool trailing = end[-1] == '/';
         for (const char *p = path; p < end;) {
                 size_t l = 0;
                 while (p + l < end && p[l] != '/')
@@ -442,7 +464,7 @@ static int build_canonical(struct check *c, char **ret)
                 if (k < 0)
                         goto oom;
                 if (k == 0 && streq(name, "host") && c->t.authority)
-                        k = buf_append(&b, c->t.authority, c->t.authority_len) < 0 ? -ENOMEM : 1;
+                        k = host_from_authority(&b, &c->t) < 0 ? -ENOMEM : 1;
                 if (k < 0)
                         goto oom;
                 if (k == 0) {
