@@ -76,9 +76,14 @@ static bool header_well_formed(const char *h)
  * for us, and a server refuses raw control or 8-bit bytes in the request line). */
 static bool url_well_formed(const char *u)
 {
-        for (const char *p = u; *p; p++)
+        for (const char *p = u; *p; p++) {
                 if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
                         return false;
+                /* A '%' not followed by two hex digits: the signer and the simulator read such a broken
+                 * escape differently (docs/fuzzing.md); spotdrain never builds one. */
+                if (*p == '%' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
+                        return false;
+        }
         return true;
 }
 
@@ -200,7 +205,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 .content_sha256_header = flags & 2,
                 .session_token_unsigned = flags & 8,
         };
-        bool clean = !mentions_signing(url) && url_well_formed(url);
+        /* S3-style paths (keep_path; spotdrain signs none): the signer encodes a '%' again, the simulator
+         * reads escapes as S3 does; which is S3's is left open (docs/fuzzing.md), so escapes are left out.
+         */
+        bool clean = !mentions_signing(url) && url_well_formed(url) && !((flags & 1) && strchr(url, '%'));
         for (size_t i = 0; i < n_headers; i++)
                 if (mentions_signing(headers[i]) || !header_well_formed(headers[i]))
                         clean = false;
