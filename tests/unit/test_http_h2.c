@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "loopback.h"
 #include "spotdrain/core.h"
 #include "tls_certs.h"
 
@@ -43,20 +44,6 @@ struct relay {
         struct pair pairs[MAX_PAIRS];
         size_t n;
 };
-
-static int listen_loopback(uint16_t *ret_port)
-{
-        struct sockaddr_in sa = { .sin_family = AF_INET };
-        socklen_t len = sizeof(sa);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_true(fd >= 0);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        assert_int_equal(listen(fd, 16), 0);
-        assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-        *ret_port = ntohs(sa.sin_port);
-        return fd;
-}
 
 static int connect_loopback(uint16_t port)
 {
