@@ -38,6 +38,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* "true" when the drain engine may delete pods (drain.policy force, the default), else empty. */}}
+{{- define "spotdrain.forceDrain" -}}
+{{- $drain := default (dict) (get (default (dict) .Values.config) "drain") }}
+{{- if eq (default "force" (get $drain "policy")) "force" }}true{{ end }}
+{{- end }}
+
 {{- define "spotdrain.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
