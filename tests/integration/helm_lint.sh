@@ -167,7 +167,8 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     by, docs = load(name)
     assert rules_of(one(docs, "ClusterRole")) == expected_rules, rules_of(one(docs, "ClusterRole"))
     cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
-    assert cfg["metrics_listen"] == "0.0.0.0:9464", cfg
+    # The host-network agent never listens on every address: its flag names the node's, else loopback.
+    assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
     check_events_role(by, docs)
     assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)]
     svc = one(docs, "Service")
@@ -180,6 +181,8 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert spec["tolerations"] == [{"operator": "Exists"}]
         assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
         assert c["command"] == ["/usr/local/bin/spotdrain-agent"], c.get("command")
+        assert c["args"][-2:] == ["--metrics-listen", "[$(HOST_IP)]:9464"], c["args"]
+        assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP", env["HOST_IP"]
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
         assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
@@ -412,6 +415,9 @@ assert kinds == ["ConfigMap", "DaemonSet"], kinds
 ds = [d for d in docs if d["kind"] == "DaemonSet"][0]
 spec = ds["spec"]["template"]["spec"]
 assert "affinity" not in spec and spec["hostNetwork"] is False and spec["serviceAccountName"] == "existing", spec
+# Without host networking the pod's own address is the one to serve on.
+env = {e["name"]: e for e in spec["containers"][0]["env"]}
+assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", env["HOST_IP"]
 assert ds["metadata"]["name"] == "other-spotdrain"
 print("v1: ok")
 PY
