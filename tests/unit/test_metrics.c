@@ -1073,7 +1073,7 @@ static void test_notify(void **state)
         rx.got = false;
         assert_int_equal(ops_watchdog_start(l, &w), 0);
         assert_non_null(w);
-        assert_true(ops_watchdog_interval(w) == 100000);
+        assert_true(ops_watchdog_period(w) == 200000);
         assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0);
         assert_string_equal(rx.msg, "WATCHDOG=1");
         rx.got = false;
