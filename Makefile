@@ -16,6 +16,14 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-paramete
 	-Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing -Iinclude -Isrc \
 	-DSPOTDRAIN_VERSION=\"$(VERSION)\"
 OPT ?= -O2 -g
+# Hardening of the shipped binaries (issue #15): stack canaries on functions with arrays or address-taken
+# locals, glibc's checked variants of memcpy/snprintf/... where the size is known at compile time, and a GOT
+# that is resolved at start and then read-only. _FORTIFY_SOURCE needs the optimizer (an -O0 build would only
+# warn, and -Werror makes that fatal), and is undefined first in case a compiler predefines it. The sanitizer
+# and fuzzing builds go without it: ASan intercepts memcpy & co. itself, and the __*_chk variants that
+# _FORTIFY_SOURCE substitutes bypass those interceptors, so ASan would see less.
+HARDEN_CFLAGS = -fstack-protector-strong $(if $(filter -O0,$(OPT)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2)
+HARDEN_LDFLAGS := -Wl,-z,relro,-z,now
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
 AGENT_LIBS = $(shell pkg-config --libs $(AGENT_PKGS) 2>/dev/null) -lm -lpthread
@@ -32,7 +40,7 @@ endif
 TEST_HELPERS := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
 TEST_HDRS := $(wildcard tests/unit/*.h)
 
-# $(1) = build dir, $(2) = extra flags, $(3) = compiler
+# $(1) = build dir, $(2) = extra flags (compile and link), $(3) = compiler, $(4) = extra link flags
 define variant
 $(1)/obj/%.o: %.c $(HDRS) $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
@@ -44,22 +52,22 @@ $(1)/libspotdrain.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/spotdrain: $(1)/obj/src/cli/main.o $(1)/libspotdrain.a
-	$(3) $(2) -o $$@ $$^ $$(PKG_LIBS)
+	$(3) $(2) $(4) -o $$@ $$^ $$(PKG_LIBS)
 $(1)/obj/src/cli/main_agent.o: src/cli/main.c $(HDRS) $(DEPS_STAMP)
 	@mkdir -p $$(dir $$@)
 	$(3) $$(CFLAGS_BASE) $$(OPT) $(2) $$(PKG_CFLAGS) -DSPOTDRAIN_AGENT_ONLY -c $$< -o $$@
 $(1)/spotdrain-agent: $(1)/obj/src/cli/main_agent.o $(1)/libspotdrain.a
-	$(3) $(2) -o $$@ $$^ $$(AGENT_LIBS)
+	$(3) $(2) $(4) -o $$@ $$^ $$(AGENT_LIBS)
 $(1)/tests/%: $(1)/obj/tests/unit/%.o $$(patsubst %.c,$(1)/obj/%.o,$$(TEST_HELPERS)) $(1)/libspotdrain.a
 	@mkdir -p $$(dir $$@)
-	$(3) $(2) -o $$@ $$^ $$(PKG_LIBS) $$(CMOCKA_LIBS)
+	$(3) $(2) $(4) -o $$@ $$^ $$(PKG_LIBS) $$(CMOCKA_LIBS)
 endef
 
 # The sanitizer tree is built by clang: its ASan runtime carries UBSan, so one log_path catches both
 # reports (gcc's separate libubsan ignores log_path next to libasan), and its UBSan checks more (NULL + 0).
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 SAN_CC ?= clang
-$(eval $(call variant,$(BUILD),,$$(CC)))
+$(eval $(call variant,$(BUILD),$$(HARDEN_CFLAGS),$$(CC),$$(HARDEN_LDFLAGS)))
 $(eval $(call variant,$(BUILD)/asan,$(SAN),$$(SAN_CC)))
 
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -75,7 +83,8 @@ $(DEPS_STAMP): scripts/install-deps
 	   || ! command -v clang >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 \
 	   || ! /usr/bin/python3 -c 'import yaml, botocore, kubernetes' >/dev/null 2>&1 \
 	   || ! command -v kubectl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 \
-	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1; then \
+	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1 \
+	   || ! command -v npm >/dev/null 2>&1; then \
 		echo "make: missing build or test dependencies; running scripts/install-deps"; \
 		./scripts/install-deps; \
 	fi

@@ -21,7 +21,9 @@
  *   {{time}}      when the alert was emitted, RFC 3339 (engine clock)
  *   {{deadline}}  the alert's "deadline" field, "" when none
  *   {{NAME}}      any other field of the alert (instance, pdb, pods, ...), "" when absent
- * "{{" without a closing "}}" is copied as is. The default template is
+ * "{{" without a closing "}}" is copied as is. In the slack format every value put in escapes &, < and >
+ * (&amp; &lt; &gt;, as Slack asks), so that a name or message cannot make a link or a mention; the
+ * template's own text is sent as written. The default template is
  *   "{{emoji}} spotdrain {{kind}} on {{node}}: {{message}}"  (" on {{node}}" left out without a node).
  *
  * Secrets: the URL (a Slack webhook URL is a credential) and header values may come from files; neither is

@@ -25,7 +25,9 @@ struct loop;
 struct httpd;
 struct metrics;
 
-/* "HOST:PORT" ("0.0.0.0:9464", "[::]:9464", ":9464" = any address; port 0 picks one). "off" or "" serve
+/* "HOST:PORT" ("0.0.0.0:9464", "[::]:9464", ":9464" = any address; port 0 picks one). An IPv6 HOST is in
+ * brackets; an IPv4 one may be ("[10.0.1.2]:9464"), so that "[$(HOST_IP)]:PORT" serves on a node's own
+ * address of either family. "off" or "" serve
  * nothing: *ret is set to NULL and 0 returned, and every other function accepts the NULL server. -EINVAL
  * for a malformed address, -EADDRINUSE when it cannot be bound. /metrics renders m (borrowed: it must
  * outlive the server; NULL serves an empty exposition). */

@@ -2,9 +2,9 @@
  * the watchdog, through sd_notify. Every function is a no-op (returning 0) when not run by systemd
  * ($NOTIFY_SOCKET unset), so front ends call them unconditionally.
  *
- * The controller unit is Type=notify with WatchdogSec=: the front end calls ops_notify_ready() after its
- * first successful poll, ops_watchdog_start() once its loop exists (the loop then pings WATCHDOG=1 at half
- * the interval systemd asked for, so a wedged loop gets the service restarted), ops_notify_status()
+ * Both units are Type=notify with WatchdogSec=: the front end calls ops_notify_ready() after its first
+ * successful poll, ops_watchdog_start() once its loop exists (the loop then pings WATCHDOG=1 well within
+ * the period systemd asked for, so a wedged loop gets the service restarted), ops_notify_status()
  * whenever the set of current drains changes, and ops_notify_stopping() on SIGTERM. */
 #pragma once
 
@@ -15,13 +15,14 @@
 struct loop;
 struct ops_watchdog;
 
-/* Arms a real-time timer on the loop that sends WATCHDOG=1 every WATCHDOG_USEC / 2. *ret is NULL (and 0
- * returned) when systemd asked for no watchdog for this process. Free before the loop. */
+/* Turns on sd-event's watchdog for the loop (sd_event_set_watchdog()): the loop itself sends WATCHDOG=1 at
+ * once and then whenever half to three quarters of WATCHDOG_USEC have passed. *ret is NULL (and 0 returned)
+ * when systemd asked for no watchdog for this process. Free (which turns it off) before the loop. */
 int ops_watchdog_start(struct loop *l, struct ops_watchdog **ret);
 struct ops_watchdog *ops_watchdog_free(struct ops_watchdog *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct ops_watchdog *, ops_watchdog_free);
-/* The interval between pings (usec); 0 for NULL. */
-uint64_t ops_watchdog_interval(const struct ops_watchdog *w);
+/* The period systemd asked for (WATCHDOG_USEC); 0 for NULL. */
+uint64_t ops_watchdog_period(const struct ops_watchdog *w);
 
 /* READY=1 with a STATUS= line. */
 int ops_notify_ready(const char *status);

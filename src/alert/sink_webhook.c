@@ -109,7 +109,27 @@ static bool template_name_valid(const char *s, size_t n)
         return true;
 }
 
-static int render_template(const struct alert *a, const char *tmpl, char **ret)
+/* Slack's mrkdwn gives &, < and > a meaning (<URL|text> links, <!channel> and <@USER> mentions): a value
+ * someone else chose (a pod's or a node's name, a message quoting a notice) must not turn into a link or
+ * ping the channel. Slack's own rule is to send these three as HTML entities and nothing else. */
+static int append_slack_escaped(struct buf *b, const char *v)
+{
+        int r = 0;
+
+        for (const char *p = v; r >= 0 && *p; p++) {
+                size_t n = strcspn(p, "&<>");
+                r = buf_append(b, p, n);
+                p += n;
+                if (r < 0 || !*p)
+                        break;
+                r = buf_printf(b, "%s", *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : "&gt;");
+        }
+        return r;
+}
+
+/* The template's own text is the operator's and goes out as written (a <URL|link> in it stays a link); with
+ * slack, the values put in for {{NAME}} are escaped. */
+static int render_template(const struct alert *a, const char *tmpl, bool slack, char **ret)
 {
         struct buf b = {};
         const char *p = tmpl;
@@ -143,7 +163,7 @@ static int render_template(const struct alert *a, const char *tmpl, char **ret)
                         name[close - open - 2] = '\0';
                         v = template_value(a, name, tbuf, sizeof(tbuf));
                         if (v)
-                                r = buf_append(&b, v, strlen(v));
+                                r = slack ? append_slack_escaped(&b, v) : buf_append(&b, v, strlen(v));
                 }
                 p = close + 2;
         }
@@ -175,7 +195,7 @@ int webhook_render(const struct alert *a, enum webhook_format format, const char
         if (!template_text)
                 template_text = a->node ? "{{emoji}} spotdrain {{kind}} on {{node}}: {{message}}"
                                         : "{{emoji}} spotdrain {{kind}}: {{message}}";
-        r = render_template(a, template_text, &text);
+        r = render_template(a, template_text, format == WEBHOOK_FORMAT_SLACK, &text);
         if (r < 0)
                 return r;
         o = cJSON_CreateObject();

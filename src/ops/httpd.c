@@ -263,8 +263,16 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *
         memcpy(host, s, n);
         host[n] = '\0';
 
+        /* In brackets, an IPv4 address too: "[$(HOST_IP)]:9464" in a pod's arguments is the node's own
+         * address whichever family the downward API hands over (the chart's DaemonSet). */
         if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
                 host[n - 1] = '\0';
+                if (inet_pton(AF_INET, host + 1, &sa4.sin_addr) == 1) {
+                        sa4.sin_port = htons((uint16_t)port);
+                        memcpy(ret, &sa4, sizeof(sa4));
+                        *ret_len = sizeof(sa4);
+                        return 0;
+                }
                 if (inet_pton(AF_INET6, host + 1, &sa6.sin6_addr) != 1)
                         return -EINVAL;
                 sa6.sin6_port = htons((uint16_t)port);

@@ -12,30 +12,20 @@
 #include "spotdrain/ops.h"
 
 struct ops_watchdog {
-        sd_event_source *timer;
-        uint64_t interval_usec;
+        sd_event *event; /* a reference: the loop whose watchdog is on */
+        uint64_t period_usec;
 };
 
-static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata)
-{
-        struct ops_watchdog *w = userdata;
-        int r;
-
-        r = sd_notify(false, "WATCHDOG=1");
-        if (r < 0)
-                log_debug_errno(r, "cannot ping the service manager's watchdog");
-        if (sd_event_source_set_time_relative(s, w->interval_usec) >= 0)
-                (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        return 0;
-}
-
+/* sd-event's own watchdog: the loop pings WATCHDOG=1 as part of its iterations (at once, then whenever half
+ * to three quarters of the period have passed), so a loop stuck in a callback stops pinging and systemd
+ * restarts the service. sd_event_set_watchdog() reads WATCHDOG_USEC and WATCHDOG_PID itself: a child that
+ * inherited the environment does not ping for its parent. */
 int ops_watchdog_start(struct loop *l, struct ops_watchdog **ret)
 {
         struct ops_watchdog *w;
         uint64_t usec = 0;
         int r;
 
-        /* Checks WATCHDOG_PID too: a child that inherited the environment must not ping for its parent. */
         r = sd_watchdog_enabled(false, &usec);
         if (r < 0)
                 return r;
@@ -46,14 +36,13 @@ int ops_watchdog_start(struct loop *l, struct ops_watchdog **ret)
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        w->interval_usec = usec / 2;
-        r = sd_event_add_time_relative(loop_event(l), &w->timer, CLOCK_MONOTONIC, 0, w->interval_usec / 10,
-                                       on_watchdog, w);
-        if (r < 0) {
+        r = sd_event_set_watchdog(loop_event(l), true);
+        if (r <= 0) {
                 free(w);
-                return r;
+                return r < 0 ? r : -EIO; /* the environment said yes a moment ago */
         }
-        (void)sd_event_source_set_description(w->timer, "watchdog");
+        w->event = sd_event_ref(loop_event(l));
+        w->period_usec = usec;
         *ret = w;
         return 0;
 }
@@ -62,14 +51,15 @@ struct ops_watchdog *ops_watchdog_free(struct ops_watchdog *w)
 {
         if (!w)
                 return NULL;
-        sd_event_source_disable_unref(w->timer);
+        (void)sd_event_set_watchdog(w->event, false);
+        sd_event_unref(w->event);
         free(w);
         return NULL;
 }
 
-uint64_t ops_watchdog_interval(const struct ops_watchdog *w)
+uint64_t ops_watchdog_period(const struct ops_watchdog *w)
 {
-        return w ? w->interval_usec : 0;
+        return w ? w->period_usec : 0;
 }
 
 int ops_notify_ready(const char *status)

@@ -50,20 +50,25 @@ drain_progressed() { [ "$(pods_on_a)" -le 6 ]; }
 drained() { [ "$(pods_on_a)" -eq 0 ]; }
 ready() { curl -sf "127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
 
-# The readiness notification goes to a datagram socket, as systemd would receive it.
+# The notifications go to a datagram socket, as systemd would receive them: READY=1, and the watchdog's
+# WATCHDOG=1 (asked for with WATCHDOG_USEC, as WatchdogSec= does) more than once, from the running loop.
 /usr/bin/python3 - "$TEST_TMP/notify.sock" "$TEST_TMP/notify.txt" <<'EOF' &
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 s.settimeout(20)
-open(sys.argv[2], "wb").write(s.recv(4096))
+got = []
+while not (b"READY=1" in b"\n".join(got) and sum(m == b"WATCHDOG=1" for m in got) >= 2):
+    got.append(s.recv(4096))
+open(sys.argv[2], "wb").write(b"\n".join(got))
 EOF
 NOTIFY_PID=$!
 wait_for 5 test -S "$TEST_TMP/notify.sock" || fail "no notify socket"
 
 start_agent() {
+	# shellcheck disable=SC2086 # no watchdog (WATCHDOG_USEC unset) without a notify socket
 	NOTIFY_SOCKET=${1:-} NODE_NAME= POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test \
-		"$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
+		env ${1:+WATCHDOG_USEC=1000000} "$SPOTDRAIN_AGENT" agent --kubeconfig "$SIM_KUBECONFIG" --imds-endpoint "$IMDS" \
 		--metrics-listen "127.0.0.1:$METRICS_PORT" >>"$TEST_TMP/agent.log" 2>&1 &
 	AGENT_PID=$!
 	SIM_PIDS+=("$AGENT_PID")
@@ -72,7 +77,7 @@ start_agent() {
 log "agent starts, finds its node from IMDS local-hostname, and reports ready"
 start_agent "$TEST_TMP/notify.sock"
 wait_for 10 ready || { cat "$TEST_TMP/agent.log" >&2; fail "agent not ready"; }
-wait "$NOTIFY_PID" || fail "no sd_notify message"
+wait "$NOTIFY_PID" || fail "no READY=1 and two WATCHDOG=1 by sd_notify: $(cat "$TEST_TMP/notify.txt" 2>/dev/null)"
 grep -q 'READY=1' "$TEST_TMP/notify.txt" || fail "sd_notify sent: $(cat "$TEST_TMP/notify.txt")"
 grep -q 'node spot-a' "$TEST_TMP/agent.log" || fail "node name not learned from IMDS"
 curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_imds_polls_total [1-9]' || fail "metrics"

@@ -115,7 +115,6 @@ expected_rules = {
     ("", "pods"): {"get", "list", "watch", "delete"},
     ("", "pods/eviction"): {"create"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
-    ("", "events"): {"create", "patch"},
     ("apps", "replicasets"): {"get", "list"},
     ("apps", "statefulsets"): {"get", "list"},
     ("apps", "daemonsets"): {"get", "list"},
@@ -148,11 +147,30 @@ def check_pod(spec, mode):
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     return c, env
 
+def roles_by_name(docs):
+    return {d["metadata"]["name"]: rules_of(d) for d in docs if d["kind"] == "Role"}
+
+# Events only in "default" (where the API server keeps Events about a Node), by a Role of their own, bound
+# to the release's service account.
+events_rules = {("", "events"): {"create", "patch"}}
+
+def check_events_role(by, docs):
+    role = by[("Role", "spotdrain-events")]
+    assert role["metadata"]["namespace"] == "default", role["metadata"]
+    assert by[("RoleBinding", "spotdrain-events")]["metadata"]["namespace"] == "default"
+    assert rules_of(role) == events_rules, rules_of(role)
+    rb = by[("RoleBinding", "spotdrain-events")]
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spotdrain-events"}
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+
 for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     by, docs = load(name)
     assert rules_of(one(docs, "ClusterRole")) == expected_rules, rules_of(one(docs, "ClusterRole"))
     cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
-    assert cfg["metrics_listen"] == "0.0.0.0:9464", cfg
+    # The host-network agent never listens on every address: its flag names the node's, else loopback.
+    assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
+    check_events_role(by, docs)
+    assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)]
     svc = one(docs, "Service")
     if mode == "agent":
         ds = one(docs, "DaemonSet")
@@ -163,10 +181,18 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert spec["tolerations"] == [{"operator": "Exists"}]
         assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
         assert c["command"] == ["/usr/local/bin/spotdrain-agent"], c.get("command")
+        assert c["args"][-2:] == ["--metrics-listen", "[$(HOST_IP)]:9464"], c["args"]
+        assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP", env["HOST_IP"]
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
         assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
-        assert not [d for d in docs if d["kind"] in ("Role", "Deployment", "PodDisruptionBudget")]
+        assert not [d for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")]
+        assert set(roles_by_name(docs)) == {"spotdrain-events"}, roles_by_name(docs)
+        # The admission policy that keeps the agent to its own node (its CEL: admission_policy.sh).
+        vap = by[("ValidatingAdmissionPolicy", "spotdrain-own-node")]
+        assert vap["apiVersion"] == "admissionregistration.k8s.io/v1" and vap["spec"]["failurePolicy"] == "Fail"
+        vapb = by[("ValidatingAdmissionPolicyBinding", "spotdrain-own-node")]
+        assert vapb["spec"] == {"policyName": "spotdrain-own-node", "validationActions": ["Deny"]}, vapb["spec"]
         sel = ds["spec"]["selector"]["matchLabels"]
     else:
         dep = one(docs, "Deployment")
@@ -178,9 +204,10 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert "NODE_NAME" not in env and not spec.get("hostNetwork")
         assert cfg["aws"]["queue_url"].startswith("https://sqs.")
         assert cfg["alerts"]["webhook_url"] == "file:/etc/spotdrain/webhook/url"
-        role = one(docs, "Role")
-        got = rules_of(role)
-        assert got == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}, got
+        got = roles_by_name(docs)
+        assert set(got) == {"spotdrain-leader", "spotdrain-events"}, got
+        assert got["spotdrain-leader"] == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}, got
+        assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
         pdb = one(docs, "PodDisruptionBudget")
         sel = dep["spec"]["selector"]["matchLabels"]
         assert pdb["spec"]["selector"]["matchLabels"] == sel
@@ -388,8 +415,21 @@ assert kinds == ["ConfigMap", "DaemonSet"], kinds
 ds = [d for d in docs if d["kind"] == "DaemonSet"][0]
 spec = ds["spec"]["template"]["spec"]
 assert "affinity" not in spec and spec["hostNetwork"] is False and spec["serviceAccountName"] == "existing", spec
+# Without host networking the pod's own address is the one to serve on.
+env = {e["name"]: e for e in spec["containers"][0]["env"]}
+assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", env["HOST_IP"]
 assert ds["metadata"]["name"] == "other-spotdrain"
 print("v1: ok")
+PY
+	log "drain.policy respect: no pod may be deleted, so the ClusterRole has no delete on pods"
+	printf 'config:\n  drain:\n    policy: respect\n' >"$TEST_TMP/v3.yaml"
+	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v3.yaml" >"$TEST_TMP/v3.out" || fail "rendering v3 failed"
+	"$PY" - "$TEST_TMP/v3.out" <<'PY'
+import sys, yaml
+(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ClusterRole"]
+verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
+assert verbs == {"get", "list", "watch"}, verbs
+print("v3: ok")
 PY
 	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
 	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then

@@ -586,6 +586,8 @@ static void test_listen_forms(void **state)
 
         assert_int_equal(httpd_start("[::1]:0", M, &h), 0);
         httpd_free(h);
+        assert_int_equal(httpd_start("[127.0.0.256]:0", M, &h), -EINVAL);
+        assert_int_equal(httpd_start("[]:0", M, &h), -EINVAL);
         assert_int_equal(httpd_start("127.0.0.1:0", M, &h), 0);
         struct httpd *second = NULL;
         _cleanup_free_ char *taken = strprintf("127.0.0.1:%u", httpd_port(h));
@@ -810,6 +812,31 @@ static void test_endpoint_stalled_clients(void **state)
         assert_null(httpd_free(h));
         assert_closed_unanswered(late);
         close(late);
+}
+
+/* An IPv4 address in brackets (the chart's "[$(HOST_IP)]:PORT") is that address alone: 127.0.0.2, another
+ * address of the same interface, is not served. */
+static void test_endpoint_bracketed_ipv4(void **state)
+{
+        static const char *const scrape[] = { "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", NULL };
+        _cleanup_(httpd_freep) struct httpd *h = NULL;
+        struct sockaddr_in other = { .sin_family = AF_INET };
+        char *resp;
+        int fd;
+
+        assert_int_equal(httpd_start("[127.0.0.1]:0", M, &h), 0);
+        assert_true(httpd_port(h) > 0);
+        resp = raw_exchange_to("127.0.0.1", httpd_port(h), scrape);
+        assert_int_equal(raw_status(resp), 200);
+        free(resp);
+
+        other.sin_port = htons(httpd_port(h));
+        assert_int_equal(inet_pton(AF_INET, "127.0.0.2", &other.sin_addr), 1);
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&other, sizeof(other)), -1);
+        assert_int_equal(errno, ECONNREFUSED);
+        close(fd);
 }
 
 /* "[::1]" serves IPv6; "[::]" serves IPv4 too, so its port is taken for "0.0.0.0" as well. */
@@ -1046,7 +1073,7 @@ static void test_notify(void **state)
         rx.got = false;
         assert_int_equal(ops_watchdog_start(l, &w), 0);
         assert_non_null(w);
-        assert_true(ops_watchdog_interval(w) == 100000);
+        assert_true(ops_watchdog_period(w) == 200000);
         assert_int_equal(loop_run_until(l, &rx.got, 5000000), 0);
         assert_string_equal(rx.msg, "WATCHDOG=1");
         rx.got = false;
@@ -1085,6 +1112,7 @@ int main(void)
                 cmocka_unit_test(test_endpoint_limits),
                 cmocka_unit_test(test_endpoint_split),
                 cmocka_unit_test(test_endpoint_stalled_clients),
+                cmocka_unit_test(test_endpoint_bracketed_ipv4),
                 cmocka_unit_test(test_endpoint_ipv6),
                 cmocka_unit_test_setup_teardown(test_endpoint_large_answer, reset, reset),
                 cmocka_unit_test(test_endpoint_concurrent),

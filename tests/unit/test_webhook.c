@@ -194,6 +194,47 @@ static struct alert sample_alert(void)
         };
 }
 
+/* Slack: what a sender controls (node, message, fields) cannot make a link or a mention; the operator's
+ * template text can. The json format sends the values as they are. */
+static void test_render_slack_escapes(void **state)
+{
+        static const char *const fields[] = { "pdb", "shop/<api>", "instance", "i-0&1", NULL };
+        struct alert a = sample_alert();
+        _cleanup_free_ char *slack = NULL, *custom = NULL, *json = NULL;
+        cJSON *o;
+
+        a.node = "<!channel>";
+        a.message = "pod <https://evil.example|click> & co > 0";
+        a.fields = fields;
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_SLACK, NULL, &slack), 0);
+        o = cJSON_Parse(slack);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "text")->valuestring,
+                            ":warning: spotdrain drain-infeasible on &lt;!channel&gt;: pod "
+                            "&lt;https://evil.example|click&gt; &amp; co &gt; 0");
+        cJSON_Delete(o);
+
+        assert_int_equal(
+            webhook_render(&a, WEBHOOK_FORMAT_SLACK,
+                           "<https://runbook.example/{{kind}}|runbook> {{pdb}} {{instance}} &amp;", &custom),
+            0);
+        o = cJSON_Parse(custom);
+        assert_non_null(o);
+        assert_string_equal(
+            cJSON_GetObjectItem(o, "text")->valuestring,
+            "<https://runbook.example/drain-infeasible|runbook> shop/&lt;api&gt; i-0&amp;1 &amp;");
+        cJSON_Delete(o);
+
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_JSON, NULL, &json), 0);
+        o = cJSON_Parse(json);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "node")->valuestring, "<!channel>");
+        assert_string_equal(cJSON_GetObjectItem(o, "message")->valuestring, a.message);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "fields"), "pdb")->valuestring,
+                            "shop/<api>");
+        cJSON_Delete(o);
+}
+
 static struct webhook_options fast_options(const char *url)
 {
         return (struct webhook_options){
@@ -689,12 +730,19 @@ static void test_no_secret_in_log(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_render),           cmocka_unit_test(test_options),
-                cmocka_unit_test(test_example_config),   cmocka_unit_test(test_delivery),
-                cmocka_unit_test(test_retry_after_500),  cmocka_unit_test(test_no_retry_after_400),
-                cmocka_unit_test(test_attempts_run_out), cmocka_unit_test(test_timeout),
-                cmocka_unit_test(test_own_proxy),        cmocka_unit_test(test_pending_limit),
-                cmocka_unit_test(test_when_flushed),     cmocka_unit_test(test_no_secret_in_log),
+                cmocka_unit_test(test_render),
+                cmocka_unit_test(test_render_slack_escapes),
+                cmocka_unit_test(test_options),
+                cmocka_unit_test(test_example_config),
+                cmocka_unit_test(test_delivery),
+                cmocka_unit_test(test_retry_after_500),
+                cmocka_unit_test(test_no_retry_after_400),
+                cmocka_unit_test(test_attempts_run_out),
+                cmocka_unit_test(test_timeout),
+                cmocka_unit_test(test_own_proxy),
+                cmocka_unit_test(test_pending_limit),
+                cmocka_unit_test(test_when_flushed),
+                cmocka_unit_test(test_no_secret_in_log),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

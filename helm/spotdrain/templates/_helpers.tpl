@@ -38,6 +38,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* "true" when the drain engine may delete pods (drain.policy force, the default), else empty. */}}
+{{- define "spotdrain.forceDrain" -}}
+{{- $drain := default (dict) (get (default (dict) .Values.config) "drain") }}
+{{- if eq (default "force" (get $drain "policy")) "force" }}true{{ end }}
+{{- end }}
+
 {{- define "spotdrain.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -45,7 +51,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* spotdrain.yaml: the user's config with the keys the chart owns set from the chart's values. */}}
 {{- define "spotdrain.config" -}}
 {{- $cfg := deepCopy (default (dict) .Values.config) }}
+{{- if eq .Values.mode "agent" }}
+{{- /* The DaemonSet passes --metrics-listen with the node's own address (HOST_IP); without it, loopback. */}}
+{{- $_ := set $cfg "metrics_listen" (printf "127.0.0.1:%d" (int .Values.metrics.port)) }}
+{{- else }}
 {{- $_ := set $cfg "metrics_listen" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
+{{- end }}
 {{- if eq .Values.mode "controller" }}
 {{- $aws := deepCopy (default (dict) (get $cfg "aws")) }}
 {{- $_ := set $aws "queue_url" (required "controller.queueURL is required in controller mode" .Values.controller.queueURL) }}
@@ -150,6 +161,11 @@ spec:
         - {{ .Values.mode }}
         - --config
         - /etc/spotdrain/spotdrain.yaml
+        {{- if eq .Values.mode "agent" }}
+        # The node's own address, never every address of a host-network pod; brackets serve IPv4 and IPv6.
+        - --metrics-listen
+        - "[$(HOST_IP)]:{{ .Values.metrics.port }}"
+        {{- end }}
       env:
         - name: POD_NAME
           valueFrom:
@@ -164,6 +180,12 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: spec.nodeName
+        # The address /metrics, /healthz and /readyz are served on: the node's primary IP with host
+        # networking (the probes and Prometheus reach the pod there), else the pod's own.
+        - name: HOST_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: {{ if .Values.agent.hostNetwork }}status.hostIP{{ else }}status.podIP{{ end }}
         {{- end }}
         {{- if .Values.alerts.webhook.existingSecret }}
         - name: SPOTDRAIN_ALERTS_WEBHOOK_FORMAT

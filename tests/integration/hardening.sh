@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The shipped binaries are built hardened (the Makefile's HARDEN_CFLAGS and HARDEN_LDFLAGS): full RELRO
+# (a GNU_RELRO segment and BIND_NOW: the GOT is resolved at start and then read-only), stack canaries
+# (__stack_chk_fail is linked) and _FORTIFY_SOURCE (glibc's checked __*_chk functions are linked). The
+# sanitizer build goes without these by design (ASan checks instead): there the test skips.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+command -v readelf >/dev/null 2>&1 || skip "readelf not installed"
+command -v nm >/dev/null 2>&1 || skip "nm not installed"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+nm -D "$SPOTDRAIN" | grep -q ' __asan_init' && skip "a sanitizer build: hardening flags are left to the default build"
+
+for bin in "$SPOTDRAIN" "$SPOTDRAIN_AGENT"; do
+	log "$(basename "$bin")"
+	[ -x "$bin" ] || fail "$bin not built"
+	readelf -lW "$bin" | grep -q 'GNU_RELRO' || fail "$bin: no GNU_RELRO segment"
+	readelf -dW "$bin" | grep -Eq '\(FLAGS\).*BIND_NOW|\(FLAGS_1\).*NOW' || fail "$bin: not linked with -z now"
+	syms=$(nm -D --undefined-only "$bin")
+	grep -q ' __stack_chk_fail' <<<"$syms" || fail "$bin: no stack protector"
+	chk=$(grep -Ec ' __[a-z0-9_]+_chk(@|$)' <<<"$syms") || true
+	[ "$chk" -gt 0 ] || fail "$bin: no _FORTIFY_SOURCE checked functions"
+	echo "relro, bind now, stack protector, $chk fortified functions"
+done
+echo "ok"
