@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/trust.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -117,11 +118,16 @@ struct controller {
         void (*stop_done)(void *userdata);
         void *stop_userdata;
 
+        struct trust_policy trust;
+        struct trust_limiter limiter;
+
         struct controller_stats stats;
 };
 
 static void poll_all(struct controller *c);
 static void flush_deletes(struct controller *c);
+static void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
+                           const char *message_id, const char *text);
 
 /* ---- queue health ---- */
 
@@ -455,6 +461,53 @@ static void cmsg_add_instance(struct cmsg *m, const char *instance_id)
         m->instances[m->n_instances++] = id;
 }
 
+const char *controller_reject_label(enum controller_reject why)
+{
+        if (why == CONTROLLER_REJECT_NO_NODE)
+                return "no-node";
+        return trust_verdict_label((enum trust_verdict)why);
+}
+
+/* Raises notice-rejected for a refused message, at most once per sender and reason an hour. */
+static void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
+                           const char *message_id, const char *text)
+{
+        c->stats.rejected[why]++;
+        if (!c->bus || !trust_limiter_allow(&c->limiter, account, (int)why, clk_now()))
+                return;
+        (void)alert_emit(c->bus, ALERT_NOTICE_REJECTED, NULL,
+                         (const char *[]){ "reason", controller_reject_label(why), "account", account,
+                                           "message_id", message_id, NULL },
+                         "message %s left in the queue: %s (further refusals for this sender and reason are "
+                         "counted, not alerted, for an hour)",
+                         message_id, text);
+}
+
+/* A notice the queue's sender may not make us act on (trust.h): the whole message is left in the queue,
+ * where its redrive policy takes it to the dead-letter queue. */
+static bool message_untrusted(struct controller *c, const struct sqs_message *msg, const struct notice *v,
+                              size_t n)
+{
+        char why[256];
+
+        for (size_t i = 0; i < n; i++) {
+                enum trust_verdict t = trust_check(&c->trust, &v[i], why, sizeof(why));
+                if (t == TRUST_OK)
+                        continue;
+                log_full(LOG_WARNING, 0,
+                         (const char *[]){ "message_id", msg->message_id, "reason", trust_verdict_label(t),
+                                           "account", v[i].account, NULL },
+                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                _Static_assert((int)TRUST_NO_ACCOUNT == (int)CONTROLLER_REJECT_NO_ACCOUNT &&
+                                   (int)TRUST_FOREIGN_REGION == (int)CONTROLLER_REJECT_FOREIGN_REGION,
+                               "trust verdicts are controller reject reasons");
+                alert_rejected(c, (enum controller_reject)t, v[i].account, msg->message_id, why);
+                set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+                return true;
+        }
+        return false;
+}
+
 static void handle_message(struct controller *c, struct sqs_message *msg)
 {
         _cleanup_free_ struct notice *notices = NULL;
@@ -484,6 +537,8 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
                 (void)queue_delete(c, msg->message_id, msg->receipt_handle, 0);
                 return;
         }
+        if (message_untrusted(c, msg, notices, n))
+                return;
 
         m = calloc(1, sizeof(*m));
         v = m ? realloc(c->msgs, (c->n_msgs + 1) * sizeof(*v)) : NULL;
@@ -1135,6 +1190,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         if (!c->region && free_and_strdup(&c->region, sqs_client_region(c->sqs)) < 0)
                 return -ENOMEM;
         c->o.region = c->region;
+        if (trust_queue_account(c->queue_url, c->trust.queue_account) < 0)
+                log_warning(
+                    "the queue URL %s names no account: only notices from controller.allowed_accounts "
+                    "are acted on",
+                    c->queue_url);
+        c->trust.allowed_accounts = o->cfg ? o->cfg->controller.allowed_accounts : NULL;
+        c->trust.region = c->region;
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");

@@ -12,6 +12,10 @@ static const struct config_item controller_items[] = {
           "how long a received notice stays hidden until its drain is recorded on the node (then 60 s, "
           "renewed): a controller killed in between gets it back this soon",
           NULL, CONFIG_SECONDS, .min = 2, .max = 60, false },
+        { "controller.allowed_accounts", CONFIG_STRV, NULL, OFF(allowed_accounts),
+          "AWS accounts besides the queue's own (from the queue URL) whose notices are acted on; a notice "
+          "from any other account is left in the queue and raised as notice-rejected (docs/security.md)",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section controller_config_section = { "controller", controller_items,
