@@ -37,6 +37,8 @@
 struct controller_settings {
         uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
         char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
+        char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
+        uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
 };
 struct config_section;
 extern const struct config_section controller_config_section;

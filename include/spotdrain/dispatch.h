@@ -5,8 +5,9 @@
  * instance ID → node through a providerID index fed by a node informer (or one fixed entry: the agent knows
  * its own node); one drain per node (a rebalance then an interruption upgrades it, an earlier deadline
  * restarts it); dedupe on (event_id, instance_id[, state]); unknown instances retried until a node with
- * that providerID appears, else reported and dropped. Pure bookkeeping on the loop: every effect goes
- * through struct dispatch_ops.
+ * that providerID appears, else reported and dropped (and not remembered: a message that comes back is
+ * waited for again, since a queue shared by several clusters holds other clusters' notices). Pure
+ * bookkeeping on the loop: every effect goes through struct dispatch_ops.
  *
  * What a notice of a known node does:
  *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
@@ -38,6 +39,9 @@ enum dispatch_verdict {
         /* Not due yet: the dispatcher starts the drain itself when it is due (at *ret_defer_until); a
          * message may be brought back then (it starts or joins that drain, or is a duplicate). */
         DISPATCH_DEFER,
+        /* The instance is no node of this cluster (a state change or scheduled change, which do not wait for
+         * one): nothing was done; a shared queue's message is left for the cluster it belongs to. */
+        DISPATCH_FOREIGN,
 };
 
 struct dispatch_ops {
@@ -62,8 +66,9 @@ struct dispatch_ops {
         int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
         int (*lifecycle_complete)(void *userdata, const struct notice *n);
         /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
-         * never turned up as a node (reported, the message can go); another error: nothing could be
-         * started (let the message come back). */
+         * never turned up as a node (reported; not this cluster's: its lifecycle action, if any, is left
+         * alone, and so should the message be, for the cluster it belongs to); another error: nothing
+         * could be started (let the message come back). */
         void (*ticket_done)(void *userdata, uint64_t ticket, int error);
 };
 

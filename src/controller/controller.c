@@ -57,6 +57,9 @@ struct cmsg {
         uint64_t extending_usec; /* the one the change in flight asks for */
         char **instances;        /* the instances of its pending notices, whose drains must be recorded */
         size_t n_instances;
+        uint64_t sent_usec;                /* SentTimestamp; 0 = not sent */
+        char account[NOTICE_ACCOUNT_SIZE]; /* the account its notices name (the sender, for alerts) */
+        bool foreign;                      /* a notice of it is for an instance that is no node here */
 };
 
 struct pending_delete {
@@ -417,10 +420,24 @@ static void on_extend(void *userdata)
 /* The message's notices are all handled: delete it, or let it come back when one could not be acted on. */
 static void cmsg_finish(struct controller *c, struct cmsg *m)
 {
+        uint64_t keep = c->cfg ? c->cfg->controller.delete_unknown_after_usec : 0;
+        uint64_t now = clk_now(); /* SentTimestamp is the queue's wall clock (the engine's, simulated) */
+
         if (m->error < 0) {
                 log_warning_errno(m->error, "message %s could not be acted on; it comes back in %d s", m->id,
                                   RETRY_VISIBILITY_SECONDS);
                 set_visibility(c, m->handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else if (m->foreign &&
+                   !(keep && m->sent_usec && now > m->sent_usec && now - m->sent_usec >= keep)) {
+                /* Not this cluster's (a queue or rule shared by several): left for the one it belongs to. */
+                char text[160];
+                snprintf(
+                    text, sizeof(text),
+                    "it names an instance that is no node of this cluster; left for the cluster it belongs "
+                    "to (controller.delete_unknown_after_seconds deletes such messages)");
+                log_notice("message %s is left in the queue: %s", m->id, text);
+                alert_rejected(c, CONTROLLER_REJECT_NO_NODE, m->account, m->id, text);
+                set_visibility(c, m->handle, c->o.malformed_visibility_usec);
         } else if (queue_delete(c, m->id, m->handle, 0) < 0)
                 log_warning("cannot queue the delete of message %s", m->id);
         cmsg_remove(c, m);
@@ -552,6 +569,8 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
         m->id = TAKE_PTR(msg->message_id);
         m->handle = TAKE_PTR(msg->receipt_handle);
         m->hidden_usec = c->first_visibility_usec;
+        m->sent_usec = msg->sent_usec;
+        memcpy(m->account, notices[0].account, sizeof(m->account));
         c->msgs[c->n_msgs++] = m;
 
         for (size_t i = 0; i < n; i++) {
@@ -562,7 +581,9 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
                 if (r == DISPATCH_PENDING) {
                         m->pending++;
                         cmsg_add_instance(m, notices[i].instance_id);
-                } else if (r == DISPATCH_DEFER)
+                } else if (r == DISPATCH_FOREIGN)
+                        m->foreign = true;
+                else if (r == DISPATCH_DEFER)
                         defer = defer && defer < d ? defer : d;
                 else if (r < 0)
                         m->error = r;
@@ -869,6 +890,13 @@ static int op_lifecycle(struct controller *c, const struct notice *n, bool compl
                 c->asg_warned = true;
                 return -EOPNOTSUPP;
         }
+        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names) &&
+            !strv_contains(c->cfg->controller.asg_names, n->asg_name)) {
+                log_warning("the lifecycle action of %s is left alone: group %s is not one of "
+                            "controller.asg_names",
+                            n->instance_id, n->asg_name);
+                return -EPERM;
+        }
         log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
                  n->instance_id, n->asg_name, n->lifecycle_hook_name);
         return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
@@ -893,7 +921,9 @@ static void op_ticket_done(void *userdata, uint64_t ticket, int error)
 
         if (!m)
                 return; /* forgotten (it slipped out of hiding, or leadership changed) */
-        if (error < 0 && error != -ENXIO)
+        if (error == -ENXIO)
+                m->foreign = true;
+        else if (error < 0)
                 m->error = error;
         if (m->pending > 0)
                 m->pending--;

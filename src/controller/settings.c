@@ -16,6 +16,14 @@ static const struct config_item controller_items[] = {
           "AWS accounts besides the queue's own (from the queue URL) whose notices are acted on; a notice "
           "from any other account is left in the queue and raised as notice-rejected (docs/security.md)",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.asg_names", CONFIG_STRV, NULL, OFF(asg_names),
+          "Auto Scaling groups of this cluster: when set, lifecycle actions of other groups are never "
+          "completed (unset: only those of instances that are nodes here)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.delete_unknown_after_seconds", CONFIG_DURATION, "0", OFF(delete_unknown_after_usec),
+          "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
+          "belongs to; set this to delete such messages once they are this old (0: never)",
+          NULL, CONFIG_SECONDS, .min = 0, .max = 1209600, false },
 };
 
 const struct config_section controller_config_section = { "controller", controller_items,

@@ -593,9 +593,8 @@ static void on_unknown_expired(void *userdata)
                     notice_kind_to_string(n.kind), n.event_id);
         if (d->ops.notice_seen)
                 d->ops.notice_seen(d->userdata, NULL, &n);
-        /* A lifecycle hook of an instance that never joined the cluster has nothing to wait for. */
-        if (n.kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
-                lifecycle_complete(d, &n);
+        /* A lifecycle hook of an instance that is no node here is another cluster's (or nobody's): its
+         * action is not completed from here, which would cut that cluster's drain short. */
         if (d->ops.ticket_done && ticket != DISPATCH_NO_TICKET)
                 d->ops.ticket_done(d->userdata, ticket, -ENXIO);
 }
@@ -636,6 +635,12 @@ static void unknown_resolve(struct dispatch *d, const char *instance, const char
                         continue;
                 }
                 unknown_remove(d, u);
+                if (!isempty(n.event_id)) {
+                        char key[DEDUPE_KEY_SIZE];
+                        dedupe_key(&n, key);
+                        if (!dedupe_seen(d, key))
+                                dedupe_add(d, key);
+                }
                 if (d->ops.notice_seen)
                         d->ops.notice_seen(d->userdata, node, &n);
                 r = handle_known(d, node, &n, ticket, &defer);
@@ -741,13 +746,16 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
         } else if (n->kind == NOTICE_STATE_CHANGE || n->kind == NOTICE_SCHEDULED_CHANGE)
                 /* Not a node of this cluster (a state change says the instance is going anyway; a
                  * maintenance announced for an instance that has not joined yet is not ours). */
-                r = DISPATCH_DONE;
+                r = DISPATCH_FOREIGN;
         else
                 r = unknown_add(d, n, ticket);
         if (r < 0)
                 return r;
-        /* Remembered once it was taken in: a notice that could not be acted on may come again. */
-        if (!isempty(n->event_id) && r != DISPATCH_DEFER)
+        /* Remembered once it was taken in: a notice that could not be acted on may come again. One waiting
+         * for its instance is remembered when the node turns up (dropped, it is not: it may be another
+         * cluster's, whose message must not be taken for a duplicate when it comes back). */
+        if (!isempty(n->event_id) && r != DISPATCH_DEFER && r != DISPATCH_FOREIGN &&
+            (r != DISPATCH_PENDING || dispatch_node_for_instance(d, n->instance_id)))
                 dedupe_add(d, key);
         if (r == DISPATCH_DEFER && ret_defer_until)
                 *ret_defer_until = defer;

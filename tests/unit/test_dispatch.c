@@ -336,8 +336,8 @@ static void test_unknown_retried_then_dropped(void **state)
         struct notice state_change = mk(NOTICE_STATE_CHANGE, "i-0f00000000000000f", "ev-f", clk_now());
         struct dispatch_stats st;
 
-        /* A state change of an instance that is not a node: nothing to wait for. */
-        assert_int_equal(submit(f, &state_change, 9), DISPATCH_DONE);
+        /* A state change of an instance that is not a node: nothing to wait for, and not ours. */
+        assert_int_equal(submit(f, &state_change, 9), DISPATCH_FOREIGN);
 
         assert_int_equal(count(f, "seen - state-change"), 1);
         assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
@@ -362,6 +362,31 @@ static void test_unknown_retried_then_dropped(void **state)
         assert_int_equal(st.unknown_dropped, 1);
         assert_int_equal(st.unknown_pending, 0);
         assert_int_equal(count(f, "ticket 1"), 0);
+
+        /* Dropped, it is not remembered: the same message back (another cluster's, in a shared queue) is
+         * waited for again, not taken for a duplicate (which would delete it). */
+        assert_int_equal(submit(f, &never_node, 3), DISPATCH_PENDING);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.unknown_pending, 1);
+        /* The one that found its node is remembered: a second delivery is a duplicate. */
+        assert_int_equal(submit(f, &spot, 4), DISPATCH_DONE);
+}
+
+/* An Auto Scaling hook of an instance that never turns up as a node is another cluster's: not completed. */
+static void test_unknown_lifecycle_left_alone(void **state)
+{
+        struct fx *f = *state;
+        struct notice asg =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0e00000000000000e", "ev-asg", clk_now() + 3600 * SEC);
+        snprintf(asg.asg_name, sizeof(asg.asg_name), "other-cluster-ng");
+        snprintf(asg.lifecycle_hook_name, sizeof(asg.lifecycle_hook_name), "hook");
+        snprintf(asg.lifecycle_action_token, sizeof(asg.lifecycle_action_token), "token");
+
+        assert_int_equal(submit(f, &asg, 1), DISPATCH_PENDING);
+        f->ticket_seen = false;
+        assert_int_equal(loop_run_until(f->loop, &f->ticket_seen, REAL_BOUND), 0);
+        assert_int_equal(count(f, "ticket 1 -6"), 1); /* -ENXIO */
+        assert_int_equal(count(f, "complete"), 0);
 }
 
 static void test_resume_and_reset(void **state)
@@ -578,7 +603,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_one_drain_per_node_earlier_deadline_restarts, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unknown_lifecycle_left_alone, setup, teardown),
+                        cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
