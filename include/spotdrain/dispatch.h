@@ -79,6 +79,10 @@ struct dispatch_options {
         /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
          * with at least this much time (its own deadline has passed already); 0 = 30 s. */
         uint64_t emergency_usec;
+        /* A drain is never planned against less time than this from now: a notice that arrives after its
+         * deadline, or nearer to it (a backlog, a retry, a back-dated body), drains gracefully with this
+         * budget; 0 = 30 s (drain.min_budget_seconds). */
+        uint64_t min_budget_usec;
         size_t dedupe_max;              /* keys remembered; 0 = 4096 */
         uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
 };
@@ -113,6 +117,9 @@ void dispatch_node_delete(struct dispatch *d, const cJSON *node);
 /* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
  * replaced. Notices waiting for that instance are acted on now. */
 int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
+/* How long after its deadline the notice arrived (now is the engine clock), 0 when not late or a state
+ * change (whose deadline is its own time). */
+uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);
 /* The node of an instance, or NULL. */
 const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
 /* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */

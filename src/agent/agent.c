@@ -581,6 +581,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                          &(struct dispatch_options){
                              .rebalance_revert_usec = o->rebalance_revert_usec ? o->rebalance_revert_usec
                                                                                : AGENT_DEFAULT_REVERT_USEC,
+                             .min_budget_usec = o->min_budget_usec,
                              .maintenance_lead_usec = o->maintenance_lead_usec
                                                           ? o->maintenance_lead_usec
                                                           : AGENT_DEFAULT_MAINT_LEAD_USEC,

@@ -318,7 +318,8 @@ static int start_direct(struct simulate *sm)
 {
         int r = dispatch_new(
             sm->loop,
-            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec },
+            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
+                                        .min_budget_usec = sm->cfg->drain.min_budget_usec },
             &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
@@ -364,7 +365,8 @@ static int start_agents(struct simulate *sm)
                 struct sim_agent *sa = &sm->agents[i];
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
-                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec };
+                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
+                                            .min_budget_usec = sm->cfg->drain.min_budget_usec };
 
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);

@@ -1248,6 +1248,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.rebalance_revert_usec = o->cfg->agent.rebalance_revert_usec;
         if (o->cfg && !dopt.maintenance_lead_usec)
                 dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
+        if (o->cfg && !dopt.min_budget_usec)
+                dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;

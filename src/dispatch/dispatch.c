@@ -5,6 +5,7 @@
  * are in the thousands at most and notices arrive a few per second, so plain arrays and linear searches
  * keep it simple. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,9 @@
 #define DEFAULT_REVERT           (600 * SEC)
 /* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
  * instance are recognized as such. */
-#define NODE_KEEP_USEC  (3600 * SEC)
-#define DEDUPE_KEY_SIZE (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+#define NODE_KEEP_USEC     (3600 * SEC)
+#define DEFAULT_MIN_BUDGET (30 * SEC) /* drain.min_budget_seconds */
+#define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
 
 struct index_entry {
         char *node;
@@ -525,6 +527,45 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
         return DISPATCH_DONE;
 }
 
+uint64_t dispatch_late_usec(const struct notice *n, uint64_t now)
+{
+        if (n->kind == NOTICE_STATE_CHANGE || !n->deadline || n->deadline >= now)
+                return 0; /* a state change's deadline is its own time: going now is what it says */
+        return now - n->deadline;
+}
+
+/* The deadline a drain is planned against (issue #15): never further out than the kind allows (a spot
+ * warning gives two minutes from the event, or from now if the event claims a later time), and never nearer
+ * than min_budget_usec from now, so that a notice that arrives late (a backlog, a retry) or back-dated
+ * still drains gracefully instead of forcing pods out in its last second. */
+static uint64_t drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
+                               uint64_t now)
+{
+        uint64_t deadline = n->deadline ? n->deadline : now + d->o.emergency_usec;
+
+        if (n->kind == NOTICE_SPOT_INTERRUPTION) {
+                uint64_t from = n->notice_time && n->notice_time < now ? n->notice_time : now;
+                if (deadline > from + NOTICE_SPOT_WARNING_USEC) {
+                        log_warning("the spot warning for %s (event %s) claims a deadline %" PRIu64
+                                    " s out; a spot warning gives two minutes",
+                                    node, n->event_id, (deadline - now) / 1000000);
+                        deadline = from + NOTICE_SPOT_WARNING_USEC;
+                }
+        }
+        if (deadline < now + d->o.min_budget_usec) {
+                uint64_t late = dispatch_late_usec(n, now);
+                if (late)
+                        log_full(
+                            LOG_WARNING, 0, (const char *[]){ "node", node, "event_id", n->event_id, NULL },
+                            "the %s notice for %s arrived %" PRIu64 " s after its deadline: drained with "
+                            "the minimum budget of %" PRIu64 " s (drain.min_budget_seconds)",
+                            notice_kind_to_string(n->kind), node, late / 1000000,
+                            d->o.min_budget_usec / 1000000);
+                deadline = now + d->o.min_budget_usec;
+        }
+        return deadline;
+}
+
 static int handle_known(struct dispatch *d, const char *node, const struct notice *n, uint64_t ticket,
                         uint64_t *ret_defer_until)
 {
@@ -555,12 +596,11 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                 /* Due now (or the waiting one came back as it fell due): drained at once. */
                 if ((s = sched_find(d, n)))
                         sched_remove(d, s);
-                return start_drain(d, node, n, n->deadline, ticket);
+                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
         }
         case NOTICE_SPOT_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
-                return start_drain(d, node, n, n->deadline ? n->deadline : now + d->o.emergency_usec,
-                                   ticket);
+                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
         default:
                 return DISPATCH_DONE;
         }
@@ -909,6 +949,8 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
                 d->o.maintenance_lead_usec = DEFAULT_MAINTENANCE_LEAD;
         if (!d->o.emergency_usec)
                 d->o.emergency_usec = DEFAULT_EMERGENCY;
+        if (!d->o.min_budget_usec)
+                d->o.min_budget_usec = DEFAULT_MIN_BUDGET;
         if (!d->o.dedupe_max)
                 d->o.dedupe_max = DEFAULT_DEDUPE_MAX;
         if (!d->o.rebalance_revert_usec)

@@ -389,6 +389,36 @@ static void test_unknown_lifecycle_left_alone(void **state)
         assert_int_equal(count(f, "complete"), 0);
 }
 
+/* A notice that comes after its deadline (a backlog, a back-dated body) drains with the minimum budget; a
+ * spot warning claiming more than two minutes is held to two. */
+static void test_late_and_far_deadlines(void **state)
+{
+        struct fx *f = *state;
+        uint64_t now = clk_now();
+        struct notice late = mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-late", now - 240 * SEC);
+        struct notice far = mk(NOTICE_SPOT_INTERRUPTION, "i-0b00000000000000b", "ev-far", now + 3600 * SEC);
+        struct notice asg =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0c00000000000000c", "ev-asg", now + 10 * SEC);
+
+        late.notice_time = now - 360 * SEC; /* sent six minutes ago: its deadline passed four minutes ago */
+        far.notice_time = now;
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        add_node(f, "spot-c", "aws:///us-east-1c/i-0c00000000000000c");
+        assert_int_equal(dispatch_late_usec(&late, now), 240 * SEC);
+        assert_int_equal(dispatch_late_usec(&far, now), 0);
+
+        assert_int_equal(submit(f, &late, 1), DISPATCH_PENDING);
+        uint64_t d = dispatch_node_deadline(f->d, "spot-a");
+        assert_true(d >= now + 30 * SEC && d < clk_now() + 31 * SEC); /* the default 30 s */
+        assert_int_equal(submit(f, &far, 2), DISPATCH_PENDING);
+        d = dispatch_node_deadline(f->d, "spot-b");
+        assert_true(d >= now + 120 * SEC && d <= clk_now() + 120 * SEC);
+        /* A hook that grants less than the minimum is planned against the minimum too. */
+        assert_int_equal(submit(f, &asg, 3), DISPATCH_PENDING);
+        assert_true(dispatch_node_deadline(f->d, "spot-c") >= now + 30 * SEC);
+}
+
 static void test_resume_and_reset(void **state)
 {
         struct fx *f = *state;
@@ -525,8 +555,12 @@ static void test_scheduled_change_lead_and_cancel(void **state)
 static void test_fixed_node_and_imds_identity(void **state)
 {
         struct fx *f = *state;
-        const char *doc = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:02:00Z\"}";
-        const char *later = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:01:00Z\"}";
+        /* Two minutes out at most, as a spot warning gives (a later time would be held to two minutes). */
+        char t1[32], t2[32], doc[96], later[96];
+        assert_int_equal(format_rfc3339(clk_now() + 110 * SEC, t1, sizeof(t1)), 0);
+        assert_int_equal(format_rfc3339(clk_now() + 90 * SEC, t2, sizeof(t2)), 0);
+        snprintf(doc, sizeof(doc), "{\"action\": \"terminate\", \"time\": \"%s\"}", t1);
+        snprintf(later, sizeof(later), "{\"action\": \"terminate\", \"time\": \"%s\"}", t2);
         struct notice_parse_opts po = { .source = "imds",
                                         .instance_id = "i-0abcd1234ef567890",
                                         .imds_path = "spot/instance-action" };
@@ -604,7 +638,8 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_lifecycle_left_alone, setup, teardown),
-                        cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_late_and_far_deadlines, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
