@@ -136,7 +136,10 @@ void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained)
  * handled already, -ETIME when the deadline has passed. */
 int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
 /* The same from a Node object's SPOTDRAIN_ANNOTATION_DRAIN (keys.h): dispatch_resume()'s answer, -ENOENT
- * when the node has none, -EBADMSG when it cannot be read. */
+ * when the node has none, -EBADMSG when it cannot be read, -EPERM when it cannot be trusted (it names
+ * another instance than the node's providerID, or none, or a kind that does not drain: reported, ignored).
+ * A deadline further out than the kind allows from now is held to that (anyone who may patch the node could
+ * have written the record). */
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
 /* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
  * scheduled changes waiting and soft-taint reverts dropped, dedupe table kept): leadership was lost or the

@@ -255,7 +255,10 @@ struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
 
 struct drain_exec_options {
         const char *node;
-        const char *kind;       /* notice kind; the taint value. NULL = "manual" */
+        const char *kind; /* notice kind; the taint value. NULL = "manual" */
+        /* Recorded with the drain on the node (SPOTDRAIN_ANNOTATION_DRAIN), so that a resume can check the
+         * record against the node's providerID and the notice it came from; NULL or "" = not recorded. */
+        const char *instance_id, *event_id;
         uint64_t notice_usec;   /* engine clock; 0 = now */
         uint64_t deadline_usec; /* engine clock: the instance is gone */
         uint64_t margin_usec;   /* safety margin kept before the deadline */

@@ -759,6 +759,8 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
                 drain_exec_options_from_config(e->cfg, &o);
         o.node = req->node;
         o.kind = notice_kind_to_string(req->notice->kind);
+        o.instance_id = req->notice->instance_id;
+        o.event_id = req->notice->event_id;
         o.notice_usec = req->notice->notice_time;
         o.deadline_usec = req->deadline_usec;
         o.self_namespace = req->self_namespace;

@@ -245,6 +245,8 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         drain_exec_options_from_config(sm->cfg, &o);
         o.node = d->node;
         o.kind = notice_kind_to_string(n->kind);
+        o.instance_id = n->instance_id;
+        o.event_id = n->event_id;
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
         o.metrics = sm->metrics;

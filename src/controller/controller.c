@@ -782,6 +782,8 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                 drain_exec_options_from_config(c->cfg, &o);
         o.node = node;
         o.kind = notice_kind_to_string(n->kind);
+        o.instance_id = n->instance_id;
+        o.event_id = n->event_id;
         o.notice_usec = n->notice_time;
         o.deadline_usec = deadline;
         /* Made with the first drain (a follower never needs it); without it each drain has its own. */
@@ -958,7 +960,7 @@ static void resume_drains(struct controller *c)
                 else if (r == -EBADMSG)
                         log_warning("node %s has an unreadable %s annotation, ignoring", name,
                                     SPOTDRAIN_ANNOTATION_DRAIN);
-                else if (r != -ETIME && r != -EALREADY && r != -ENOENT)
+                else if (r != -ETIME && r != -EALREADY && r != -ENOENT && r != -EPERM) /* -EPERM: said */
                         log_warning_errno(r, "cannot resume the drain of %s", name);
         }
         dispatch_stats(c->dispatch, &c->stats.dispatch);

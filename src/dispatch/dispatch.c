@@ -865,6 +865,55 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
         return 0;
 }
 
+/* The furthest a resumed drain's deadline may be from now, by the kind its record names: what a notice of
+ * that kind could have given (a record is only as trustworthy as whoever may patch the node). 0 = a kind
+ * that does not drain. */
+static uint64_t resume_horizon(const struct dispatch *d, int kind)
+{
+        switch (kind) {
+        case NOTICE_SPOT_INTERRUPTION:
+                return NOTICE_SPOT_WARNING_USEC;
+        case NOTICE_STATE_CHANGE:
+                return d->o.emergency_usec;
+        case NOTICE_SCHEDULED_CHANGE:
+                return d->o.maintenance_lead_usec;
+        case NOTICE_ASG_LIFECYCLE_TERMINATE:
+                return NOTICE_ASG_DEFAULT_DEADLINE_USEC;
+        default:
+                return 0;
+        }
+}
+
+/* Whether a drain record may be carried on: it names the node's own instance and a kind that drains; its
+ * deadline is held to what that kind allows. why gets the reason it may not. */
+static int resume_check(const struct dispatch *d, const cJSON *node, const cJSON *rec, uint64_t *deadline,
+                        char *why, size_t why_size)
+{
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        const char *instance = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "instance"));
+        const char *own = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
+        uint64_t horizon = resume_horizon(d, kind ? notice_kind_from_string(kind) : -EINVAL),
+                 now = clk_now();
+
+        if (!horizon) {
+                snprintf(why, why_size, "its kind '%s' is not one that drains", kind ? kind : "");
+                return -EPERM;
+        }
+        if (!instance || !own || !streq(instance, own)) {
+                snprintf(why, why_size, "it names instance %s, the node's providerID %s",
+                         instance ? instance : "none", own ? own : "none");
+                return -EPERM;
+        }
+        if (*deadline > now + horizon) {
+                log_warning("the drain recorded on %s has its deadline %" PRIu64 " s out, more than a %s "
+                            "notice gives: resumed with %" PRIu64 " s",
+                            kube_object_str(node, "metadata.name"), (*deadline - now) / 1000000, kind,
+                            horizon / 1000000);
+                *deadline = now + horizon;
+        }
+        return 0;
+}
+
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 {
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
@@ -881,9 +930,14 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
                 return -ENOENT;
         rec = cJSON_Parse(value);
         kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        char why[160];
         if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
                                    &deadline) < 0)
                 r = -EBADMSG;
+        else if ((r = resume_check(d, node, rec, &deadline, why, sizeof(why))) < 0)
+                log_full(LOG_WARNING, 0, (const char *[]){ "node", name, NULL },
+                         "the drain recorded on %s (%s) is not carried on: %s", name,
+                         SPOTDRAIN_ANNOTATION_DRAIN, why);
         else
                 r = dispatch_resume(d, name, kind, deadline);
         cJSON_Delete(rec);

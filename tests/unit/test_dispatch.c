@@ -599,7 +599,7 @@ static void test_fixed_node_and_imds_identity(void **state)
 static void test_resume_recorded(void **state)
 {
         struct fx *f = *state;
-        char t[32], value[128];
+        char t[32], value[256];
         uint64_t start = (clk_now() / SEC + 1) * SEC; /* within the 1 s lead, whole seconds (RFC 3339) */
         cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
         cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
@@ -610,7 +610,26 @@ static void test_resume_recorded(void **state)
         assert_int_equal(dispatch_resume_recorded(f->d, o), -EBADMSG);
         cJSON_DeleteItemFromObject(ann, SPOTDRAIN_ANNOTATION_DRAIN);
         assert_int_equal(format_rfc3339(start, t, sizeof(t)), 0);
-        snprintf(value, sizeof(value), "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}", t);
+        /* A record that names no instance, or another one than the node's, or a kind that does not drain,
+         * is not trusted: anyone who may patch the node could have written it. */
+#define IID_A "i-0a00000000000000a"
+        static const char *const untrusted[] = {
+                "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}",
+                "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\",\"instance\":\"i-0b00000000000000b\"}",
+                "{\"kind\":\"manual\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\"}",
+                "{\"kind\":\"rebalance-recommendation\",\"deadline\":\"%s\",\"instance\":\"" IID_A "\"}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(untrusted); i++) {
+                snprintf(value, sizeof(value), untrusted[i], t);
+                cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
+                assert_int_equal(dispatch_resume_recorded(f->d, o), -EPERM);
+                cJSON_DeleteItemFromObject(ann, SPOTDRAIN_ANNOTATION_DRAIN);
+        }
+        assert_int_equal(count(f, "drain"), 0);
+        snprintf(value, sizeof(value),
+                 "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\","
+                 "\"event_id\":\"ev-m1\"}",
+                 t);
         cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
         assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
         assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
@@ -626,6 +645,28 @@ static void test_resume_recorded(void **state)
         assert_int_equal(submit(f, &canceled, 1), DISPATCH_DONE);
         assert_int_equal(count(f, "uncordon spot-a"), 1);
         assert_false(dispatch_node_draining(f->d, "spot-a"));
+}
+
+/* A recorded spot drain with its deadline an hour out (a forged record) is held to the two minutes a spot
+ * warning gives. */
+static void test_resume_record_clamped(void **state)
+{
+        struct fx *f = *state;
+        char t[32], value[256];
+        cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
+
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        assert_int_equal(format_rfc3339(clk_now() + 3600 * SEC, t, sizeof(t)), 0);
+        snprintf(value, sizeof(value),
+                 "{\"kind\":\"spot-interruption\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\"}",
+                 t);
+        cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
+        uint64_t before = clk_now();
+        assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
+        uint64_t d = dispatch_node_deadline(f->d, "spot-a");
+        assert_true(d >= before + 120 * SEC && d <= clk_now() + 120 * SEC);
+        cJSON_Delete(o);
 }
 
 int main(void)
@@ -645,6 +686,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
