@@ -120,6 +120,9 @@ int dispatch_node_set(struct dispatch *d, const char *node, const char *instance
 /* How long after its deadline the notice arrived (now is the engine clock), 0 when not late or a state
  * change (whose deadline is its own time). */
 uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);
+/* notice_format_human()'s line, and for a late notice what that means ("; arrived 240 s after its deadline:
+ * drained with the minimum budget"): the notice-received alert's message in every front end. */
+int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret);
 /* The node of an instance, or NULL. */
 const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
 /* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */

@@ -784,7 +784,7 @@ static void engine_notice_seen(void *userdata, const char *node, const struct no
 
         if (!e->bus)
                 return;
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         (void)alert_emit(
             e->bus, ALERT_NOTICE_RECEIVED, node,
             (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id", n->event_id, NULL }, "%s",

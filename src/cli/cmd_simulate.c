@@ -271,7 +271,7 @@ static void notice_received(struct simulate *sm, const char *node, const struct 
 {
         _cleanup_free_ char *human = NULL;
 
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         (void)alert_emit(
             sm->bus, ALERT_NOTICE_RECEIVED, node,
             (const char *const[]){ "kind", notice_kind_to_string(n->kind), "delivery", sm->delivery, NULL },

@@ -452,7 +452,7 @@ static void op_notice_seen(void *userdata, const char *node, const struct notice
 
         if ((unsigned)n->kind < _NOTICE_KIND_MAX)
                 c->stats.notice_counts[n->kind]++;
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         log_info("notice: %s%s%s", human ? human : notice_kind_to_string(n->kind), node ? " node " : "",
                  node ? node : "");
         if (c->bus)

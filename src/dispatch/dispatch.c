@@ -534,6 +534,24 @@ uint64_t dispatch_late_usec(const struct notice *n, uint64_t now)
         return now - n->deadline;
 }
 
+int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret)
+{
+        _cleanup_free_ char *human = NULL;
+        uint64_t late = dispatch_late_usec(n, now);
+        int r = notice_format_human(n, &human);
+
+        if (r < 0)
+                return r;
+        if (!late) {
+                *ret = TAKE_PTR(human);
+                return 0;
+        }
+        *ret = strprintf("%s; arrived %" PRIu64 " s after its deadline: drained with the minimum budget "
+                         "(drain.min_budget_seconds)",
+                         human, late / 1000000);
+        return *ret ? 0 : -ENOMEM;
+}
+
 /* The deadline a drain is planned against (issue #15): never further out than the kind allows (a spot
  * warning gives two minutes from the event, or from now if the event claims a later time), and never nearer
  * than min_budget_usec from now, so that a notice that arrives late (a backlog, a retry) or back-dated

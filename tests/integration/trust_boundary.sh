@@ -90,6 +90,8 @@ wait_for 10 cordoned || { cat "$TEST_TMP/controller.log" >&2; fail "the late war
 wait_for 45 a_empty || { cat "$TEST_TMP/controller.log" >&2; fail "spot-a not drained within the minimum budget"; }
 grep -q 'arrived [0-9]* s after its deadline: drained with the minimum budget of 30 s' "$TEST_TMP/controller.log" ||
 	fail "the late arrival is not said"
+grep 'alert=notice-received' "$TEST_TMP/controller.log" | grep -q 'arrived [0-9]* s after its deadline' ||
+	fail "the notice-received alert does not say the notice came late"
 result=$(sim_result "$SIM_URL")
 [ "$(jq .pdb_breaches <<<"$result")" -eq 0 ] || fail "PDB breached: $result"
 ! grep -q 'alert=pods-forced' "$TEST_TMP/controller.log" || fail "pods forced for a late notice"

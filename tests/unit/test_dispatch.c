@@ -407,6 +407,11 @@ static void test_late_and_far_deadlines(void **state)
         add_node(f, "spot-c", "aws:///us-east-1c/i-0c00000000000000c");
         assert_int_equal(dispatch_late_usec(&late, now), 240 * SEC);
         assert_int_equal(dispatch_late_usec(&far, now), 0);
+        _cleanup_free_ char *said = NULL, *plain = NULL;
+        assert_int_equal(dispatch_notice_summary(&late, now, &said), 0);
+        assert_non_null(strstr(said, "; arrived 240 s after its deadline: drained with the minimum budget"));
+        assert_int_equal(dispatch_notice_summary(&far, now, &plain), 0);
+        assert_null(strstr(plain, "arrived"));
 
         assert_int_equal(submit(f, &late, 1), DISPATCH_PENDING);
         uint64_t d = dispatch_node_deadline(f->d, "spot-a");
