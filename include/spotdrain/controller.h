@@ -39,6 +39,7 @@ struct controller_settings {
         char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
         char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
         uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
+        bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
 };
 struct config_section;
 extern const struct config_section controller_config_section;
@@ -136,10 +137,12 @@ enum controller_reject {
         CONTROLLER_REJECT_NO_ACCOUNT = 1, /* the body names no account */
         CONTROLLER_REJECT_FOREIGN_ACCOUNT,
         CONTROLLER_REJECT_FOREIGN_REGION,
-        CONTROLLER_REJECT_NO_NODE, /* for an instance that is no node of this cluster */
+        CONTROLLER_REJECT_NO_NODE,       /* for an instance that is no node of this cluster */
+        CONTROLLER_REJECT_BAD_SIGNATURE, /* SNS-wrapped, and SNS's signature does not verify */
         _CONTROLLER_REJECT_MAX,
 };
-/* "no-account", "foreign-account", "foreign-region", "no-node": the metric label and the alert's reason. */
+/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature": the metric label and the
+ * alert's reason. */
 const char *controller_reject_label(enum controller_reject why);
 
 struct controller_stats {

@@ -113,7 +113,7 @@ static const struct metric_family_def controller_families[] = {
         { M_REJECTED,
           METRIC_COUNTER,
           "Well-formed messages left in the queue without acting on them, by reason: no-account, "
-          "foreign-account, foreign-region (docs/security.md), no-node (not this cluster's).",
+          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's).",
           { "reason" },
           NULL,
           0 },

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/sns_gate.h"
 #include "controller/trust.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -123,6 +124,7 @@ struct controller {
 
         struct trust_policy trust;
         struct trust_limiter limiter;
+        struct sns_gate *sns; /* controller.verify_sns_signature */
 
         struct controller_stats stats;
 };
@@ -482,6 +484,8 @@ const char *controller_reject_label(enum controller_reject why)
 {
         if (why == CONTROLLER_REJECT_NO_NODE)
                 return "no-node";
+        if (why == CONTROLLER_REJECT_BAD_SIGNATURE)
+                return "bad-signature";
         return trust_verdict_label((enum trust_verdict)why);
 }
 
@@ -525,16 +529,54 @@ static bool message_untrusted(struct controller *c, const struct sqs_message *ms
         return false;
 }
 
+static void handle_received(struct controller *c, struct sqs_message *msg);
+
+/* A message parked for its SNS signing certificate: checked again now that it came, or left to come back. */
+static void sns_resumed(void *userdata, struct sqs_message *m, int error, const char *why)
+{
+        struct controller *c = userdata;
+
+        if (error < 0) {
+                log_warning("message %s comes back in %d s: %s", m->message_id, RETRY_VISIBILITY_SECONDS,
+                            why);
+                set_visibility(c, m->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else
+                handle_received(c, m);
+        sqs_message_clear(m);
+}
+
 static void handle_message(struct controller *c, struct sqs_message *msg)
+{
+        c->stats.messages++;
+        handle_received(c, msg);
+}
+
+static void handle_received(struct controller *c, struct sqs_message *msg)
 {
         _cleanup_free_ struct notice *notices = NULL;
         struct cmsg *m = NULL, **v;
         uint64_t defer = 0;
         size_t n = 0;
-        char reason[256] = "";
+        char reason[320] = "";
         int r;
 
-        c->stats.messages++;
+        if (c->sns) {
+                enum sns_gate_verdict g =
+                    sns_gate_check(c->sns, msg, sns_resumed, c, reason, sizeof(reason));
+                if (g == SNS_GATE_PARKED)
+                        return;
+                if (g == SNS_GATE_REFUSE) {
+                        log_full(LOG_WARNING, 0,
+                                 (const char *[]){ "message_id", msg->message_id, "reason", "bad-signature",
+                                                   NULL },
+                                 "message %s is not acted on, left in the queue: %s", msg->message_id,
+                                 reason);
+                        alert_rejected(c, CONTROLLER_REJECT_BAD_SIGNATURE, "sns", msg->message_id, reason);
+                        set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+                        return;
+                }
+                reason[0] = 0;
+        }
         r = notice_parse(msg->body, msg->body_len, &(struct notice_parse_opts){ .region = c->region },
                          &notices, &n, reason, sizeof(reason));
         if (r < 0) {
@@ -1229,6 +1271,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                     c->queue_url);
         c->trust.allowed_accounts = o->cfg ? o->cfg->controller.allowed_accounts : NULL;
         c->trust.region = c->region;
+        if (o->cfg && o->cfg->controller.verify_sns_signature) {
+                r = sns_gate_new(l, c->region, &c->sns);
+                if (r < 0)
+                        return log_error_errno(
+                            r, "controller.verify_sns_signature: no SNS endpoint for region %s",
+                            c->region ? c->region : "(none)");
+        }
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
@@ -1290,6 +1339,7 @@ struct controller *controller_free(struct controller *c)
         if (c->dispatch)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
+        sns_gate_free(c->sns);
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);

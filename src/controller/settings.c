@@ -20,6 +20,12 @@ static const struct config_item controller_items[] = {
           "Auto Scaling groups of this cluster: when set, lifecycle actions of other groups are never "
           "completed (unset: only those of instances that are nodes here)",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.verify_sns_signature", CONFIG_BOOL, "false", OFF(verify_sns_signature),
+          "an SNS-wrapped message is acted on only when SNS's signature over it verifies with the "
+          "certificate "
+          "of the region's SNS endpoint (fetched over HTTPS, kept a day); turn on when SNS sits between "
+          "EventBridge and the queue",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "controller.delete_unknown_after_seconds", CONFIG_DURATION, "0", OFF(delete_unknown_after_usec),
           "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
           "belongs to; set this to delete such messages once they are this old (0: never)",
