@@ -3,15 +3,17 @@
  *
  * Build and run from the repository root, the fixtures as seed corpus (new inputs go to the first folder):
  *   clang -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
- *         fuzz/fuzz_notice.c src/aws/notice.c src/core/util.c src/core/clock.c \
- *         $(pkg-config --cflags --libs libcjson) -lm -o build/fuzz_notice
+ *         fuzz/fuzz_notice.c src/aws/notice.c src/aws/sns.c src/core/util.c src/core/clock.c \
+ *         $(pkg-config --cflags --libs libcjson) -lcrypto -lm -o build/fuzz_notice
  *   mkdir -p build/fuzz-corpus
  *   build/fuzz_notice -max_total_time=300 -max_len=8192 build/fuzz-corpus \
  *         ../shared/fixtures/eventbridge ../shared/fixtures/imds ../shared/fixtures/sqs
  *
- * Each input is parsed as a queue body (detected form, with and without an instance and region) and as
- * each IMDS document, so the seeds need no option bytes and every path sees every input.
+ * Each input is also read as an SNS envelope (src/aws/sns.c). Each input is parsed as a queue body (detected
+ * form, with and without an instance and region) and as each IMDS document, so the seeds need no option
+ * bytes and every path sees every input.
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "spotdrain/notice.h"
+#include "spotdrain/sns.h"
 #include "spotdrain/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -79,6 +82,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 opts.imds_path = paths[i];
                 one(data, size, &opts);
         }
+
+        /* The SNS envelope reader that controller.verify_sns_signature puts in front of the parser: either
+         * every field a signature needs, or an answer why not (or that it is no SNS body). */
+        struct sns_envelope e;
+        char why[256] = "";
+        int r = sns_envelope_parse((const char *)data, size, &e, why, sizeof(why));
+        if (r == 0) {
+                char *text = sns_canonical(&e);
+                if (!text || !e.signature || !e.signing_cert_url)
+                        abort();
+                (void)sns_cert_url_allowed(e.signing_cert_url, "https://sns.us-east-1.amazonaws.com");
+                free(text);
+                sns_envelope_clear(&e);
+        } else if (r != -ENOENT && r != -ENOMEM && !why[0])
+                abort();
 
         /* The time parser on its own, on a NUL-terminated copy. */
         if (size < 128) {

@@ -91,6 +91,7 @@ struct agent_options {
         uint64_t poll_interval_usec;    /* engine clock; 0 = 1 s */
         uint64_t rebalance_revert_usec; /* 0 = 10 min */
         uint64_t maintenance_lead_usec; /* 0 = 10 min */
+        uint64_t min_budget_usec;       /* dispatch_options.min_budget_usec; 0 = 30 s */
         uint64_t backoff_max_usec;      /* when IMDS does not answer; 0 = 5 s */
         /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
          * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */

@@ -21,6 +21,7 @@ enum alert_kind {
         ALERT_REPLACEMENT_LAUNCHED,
         ALERT_REPLACEMENT_FAILED,
         ALERT_QUEUE_UNREADABLE,
+        ALERT_NOTICE_REJECTED, /* a queue message refused: untrusted, or not this cluster's (no node) */
         _ALERT_KIND_MAX,
 };
 

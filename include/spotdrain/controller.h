@@ -36,6 +36,10 @@
 /* The controller's configuration (controller.*). Its keys: controller_config_section (its settings.c). */
 struct controller_settings {
         uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
+        char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
+        char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
+        uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
+        bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
 };
 struct config_section;
 extern const struct config_section controller_config_section;
@@ -128,14 +132,28 @@ struct controller_options {
         struct leader_options leader; /* durations only (namespace, identity, callbacks are set here) */
 };
 
+/* Why a message was left in the queue without being acted on (the first three are controller/trust.h's). */
+enum controller_reject {
+        CONTROLLER_REJECT_NO_ACCOUNT = 1, /* the body names no account */
+        CONTROLLER_REJECT_FOREIGN_ACCOUNT,
+        CONTROLLER_REJECT_FOREIGN_REGION,
+        CONTROLLER_REJECT_NO_NODE,       /* for an instance that is no node of this cluster */
+        CONTROLLER_REJECT_BAD_SIGNATURE, /* SNS-wrapped, and SNS's signature does not verify */
+        _CONTROLLER_REJECT_MAX,
+};
+/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature": the metric label and the
+ * alert's reason. */
+const char *controller_reject_label(enum controller_reject why);
+
 struct controller_stats {
         uint64_t receives, receive_failures, messages, deleted, delete_failures;
         uint64_t visibility_extends, visibility_failures;
-        uint64_t malformed;                       /* malformed or unrecognized bodies left in the queue */
-        uint64_t unreadable;                      /* times the queue turned unreadable */
-        uint64_t unreadable_failures;             /* calls answered with an error that means unreadable */
-        uint64_t notice_counts[_NOTICE_KIND_MAX]; /* notices received (duplicates excluded), by kind */
-        unsigned in_flight;                       /* messages held while their drains run */
+        uint64_t malformed;                        /* malformed or unrecognized bodies left in the queue */
+        uint64_t rejected[_CONTROLLER_REJECT_MAX]; /* well-formed messages left in the queue, by reason */
+        uint64_t unreadable;                       /* times the queue turned unreadable */
+        uint64_t unreadable_failures;              /* calls answered with an error that means unreadable */
+        uint64_t notice_counts[_NOTICE_KIND_MAX];  /* notices received (duplicates excluded), by kind */
+        unsigned in_flight;                        /* messages held while their drains run */
         bool leader, receiving, queue_ok;
         struct dispatch_stats dispatch;
 };

@@ -5,8 +5,9 @@
  * instance ID → node through a providerID index fed by a node informer (or one fixed entry: the agent knows
  * its own node); one drain per node (a rebalance then an interruption upgrades it, an earlier deadline
  * restarts it); dedupe on (event_id, instance_id[, state]); unknown instances retried until a node with
- * that providerID appears, else reported and dropped. Pure bookkeeping on the loop: every effect goes
- * through struct dispatch_ops.
+ * that providerID appears, else reported and dropped (and not remembered: a message that comes back is
+ * waited for again, since a queue shared by several clusters holds other clusters' notices). Pure
+ * bookkeeping on the loop: every effect goes through struct dispatch_ops.
  *
  * What a notice of a known node does:
  *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
@@ -38,6 +39,9 @@ enum dispatch_verdict {
         /* Not due yet: the dispatcher starts the drain itself when it is due (at *ret_defer_until); a
          * message may be brought back then (it starts or joins that drain, or is a duplicate). */
         DISPATCH_DEFER,
+        /* The instance is no node of this cluster (a state change or scheduled change, which do not wait for
+         * one): nothing was done; a shared queue's message is left for the cluster it belongs to. */
+        DISPATCH_FOREIGN,
 };
 
 struct dispatch_ops {
@@ -62,8 +66,9 @@ struct dispatch_ops {
         int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
         int (*lifecycle_complete)(void *userdata, const struct notice *n);
         /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
-         * never turned up as a node (reported, the message can go); another error: nothing could be
-         * started (let the message come back). */
+         * never turned up as a node (reported; not this cluster's: its lifecycle action, if any, is left
+         * alone, and so should the message be, for the cluster it belongs to); another error: nothing
+         * could be started (let the message come back). */
         void (*ticket_done)(void *userdata, uint64_t ticket, int error);
 };
 
@@ -74,6 +79,10 @@ struct dispatch_options {
         /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
          * with at least this much time (its own deadline has passed already); 0 = 30 s. */
         uint64_t emergency_usec;
+        /* A drain is never planned against less time than this from now: a notice that arrives after its
+         * deadline, or nearer to it (a backlog, a retry, a back-dated body), drains gracefully with this
+         * budget; 0 = 30 s (drain.min_budget_seconds). */
+        uint64_t min_budget_usec;
         size_t dedupe_max;              /* keys remembered; 0 = 4096 */
         uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
 };
@@ -108,6 +117,12 @@ void dispatch_node_delete(struct dispatch *d, const cJSON *node);
 /* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
  * replaced. Notices waiting for that instance are acted on now. */
 int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
+/* How long after its deadline the notice arrived (now is the engine clock), 0 when not late or a state
+ * change (whose deadline is its own time). */
+uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);
+/* notice_format_human()'s line, and for a late notice what that means ("; arrived 240 s after its deadline:
+ * drained with the minimum budget"): the notice-received alert's message in every front end. */
+int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret);
 /* The node of an instance, or NULL. */
 const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
 /* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */
@@ -124,7 +139,10 @@ void dispatch_drain_finished(struct dispatch *d, const char *node, bool drained)
  * handled already, -ETIME when the deadline has passed. */
 int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint64_t deadline_usec);
 /* The same from a Node object's SPOTDRAIN_ANNOTATION_DRAIN (keys.h): dispatch_resume()'s answer, -ENOENT
- * when the node has none, -EBADMSG when it cannot be read. */
+ * when the node has none, -EBADMSG when it cannot be read, -EPERM when it cannot be trusted (it names
+ * another instance than the node's providerID, or none, or a kind that does not drain: reported, ignored).
+ * A deadline further out than the kind allows from now is held to that (anyone who may patch the node could
+ * have written the record). */
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
 /* Forgets everything under way (drains stopped through ops->drain_stop, tickets dropped without callback,
  * scheduled changes waiting and soft-taint reverts dropped, dedupe table kept): leadership was lost or the

@@ -30,6 +30,7 @@
 /* The drain engine's configuration (drain.*). Its keys: drain_config_section (its settings.c). */
 struct drain_settings {
         uint64_t budget_usec;
+        uint64_t min_budget_usec; /* the least a drain is planned against (late or back-dated notices) */
         uint64_t safety_margin_usec;
         int policy; /* enum drain_policy (drain.h), as the configuration parser stores an enum */
         char *taint_key;
@@ -254,7 +255,10 @@ struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
 
 struct drain_exec_options {
         const char *node;
-        const char *kind;       /* notice kind; the taint value. NULL = "manual" */
+        const char *kind; /* notice kind; the taint value. NULL = "manual" */
+        /* Recorded with the drain on the node (SPOTDRAIN_ANNOTATION_DRAIN), so that a resume can check the
+         * record against the node's providerID and the notice it came from; NULL or "" = not recorded. */
+        const char *instance_id, *event_id;
         uint64_t notice_usec;   /* engine clock; 0 = now */
         uint64_t deadline_usec; /* engine clock: the instance is gone */
         uint64_t margin_usec;   /* safety margin kept before the deadline */

@@ -62,6 +62,7 @@ enum notice_kind {
 #define NOTICE_ID_SIZE          128
 #define NOTICE_NAME_SIZE        256
 #define NOTICE_STATE_SIZE       32
+#define NOTICE_ACCOUNT_SIZE     13 /* 12 digits */
 
 /* A flat value: copy it by assignment, free an array of them with free(). Empty strings and zero times mean
  * "absent"; notice_format_json() leaves absent fields out (deadline is rendered null instead). */
@@ -74,6 +75,10 @@ struct notice {
         char action[NOTICE_ACTION_SIZE]; /* spot: terminate|stop|hibernate; state-change: the state;
                                             scheduled-change: the event code */
         char region[NOTICE_REGION_SIZE];
+        /* The AWS account the body says it comes from: EventBridge `account`, an Auto Scaling message's
+         * `AccountId` (else its group ARN's). A claim, not a proof: the controller checks it against the
+         * queue's own account (anyone allowed to send to the queue can write any body). */
+        char account[NOTICE_ACCOUNT_SIZE];
         char event_id[NOTICE_ID_SIZE];
 
         /* asg-lifecycle-terminate (group also for asg-test-notification) */
@@ -121,7 +126,7 @@ int notice_parse(const void *data, size_t len, const struct notice_parse_opts *o
 
 /* The notice as one line of docs/contracts.md §2 JSON (no newline), keys in this order:
  *   kind, instance_id (absent for asg-test-notification), source, notice_time, deadline (null when none),
- *   action, region, event_id, asg_name, lifecycle_hook_name, lifecycle_action_token,
+ *   action, region, account, event_id, asg_name, lifecycle_hook_name, lifecycle_action_token,
  *   start_time and end_time (scheduled-change only; end_time absent when not given), state.
  * Empty string fields are left out; times are RFC 3339 UTC with Z, whole seconds. Returns 0 or -ENOMEM. */
 int notice_format_json(const struct notice *n, char **ret);
@@ -135,6 +140,8 @@ int notice_kind_from_string(const char *s);
 
 /* i-[0-9a-f]{8,17} */
 bool notice_instance_id_valid(const char *s);
+/* Twelve decimal digits, as AWS writes an account id. */
+bool notice_account_valid(const char *s);
 
 /* Times as AWS writes them: RFC 3339 ("2024-05-14T10:22:05.318Z", offsets allowed), RFC 1123
  * ("Tue, 28 May 2024 06:00:00 GMT") and the IMDS form ("28 May 2024 06:00:00 GMT"). -EINVAL otherwise. */

@@ -56,6 +56,12 @@ static inline bool isempty(const char *s)
 
 /* Frees a NULL-terminated vector of strings and its array (NULL allowed). */
 void strv_free(char **v);
+/* True when the NULL-terminated v (NULL-safe) holds a string equal to s. */
+bool strv_contains(char *const *v, const char *s);
+static inline bool strv_isempty(char *const *v)
+{
+        return !v || !*v;
+}
 
 /* Frees a string holding a secret (token, key, password) after wiping it (NULL allowed). */
 void free_secret(char *s);

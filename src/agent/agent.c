@@ -581,6 +581,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                          &(struct dispatch_options){
                              .rebalance_revert_usec = o->rebalance_revert_usec ? o->rebalance_revert_usec
                                                                                : AGENT_DEFAULT_REVERT_USEC,
+                             .min_budget_usec = o->min_budget_usec,
                              .maintenance_lead_usec = o->maintenance_lead_usec
                                                           ? o->maintenance_lead_usec
                                                           : AGENT_DEFAULT_MAINT_LEAD_USEC,
@@ -758,6 +759,8 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
                 drain_exec_options_from_config(e->cfg, &o);
         o.node = req->node;
         o.kind = notice_kind_to_string(req->notice->kind);
+        o.instance_id = req->notice->instance_id;
+        o.event_id = req->notice->event_id;
         o.notice_usec = req->notice->notice_time;
         o.deadline_usec = req->deadline_usec;
         o.self_namespace = req->self_namespace;
@@ -781,7 +784,7 @@ static void engine_notice_seen(void *userdata, const char *node, const struct no
 
         if (!e->bus)
                 return;
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         (void)alert_emit(
             e->bus, ALERT_NOTICE_RECEIVED, node,
             (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id", n->event_id, NULL }, "%s",

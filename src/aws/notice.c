@@ -598,13 +598,14 @@ static int imds_target_lifecycle_state(struct ctx *c, const char *state)
 
 /* ---- Auto Scaling ---- */
 
-/* "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:..." → "us-east-1" */
-static void region_from_arn(const char *arn, char *dst, size_t size)
+/* Field `index` (0 = "arn") of "arn:PARTITION:SERVICE:REGION:ACCOUNT:RESOURCE", copied into dst when it is
+ * non-empty, shorter than size and made of [a-z0-9-] only; dst is left as it was otherwise. */
+static void arn_field(const char *arn, int index, char *dst, size_t size)
 {
         if (!startswith(arn, "arn:"))
                 return;
         const char *p = arn;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < index; i++) {
                 p = strchr(p, ':');
                 if (!p)
                         return;
@@ -619,6 +620,53 @@ static void region_from_arn(const char *arn, char *dst, size_t size)
                         return;
         memcpy(dst, p, len);
         dst[len] = 0;
+}
+
+bool notice_account_valid(const char *s)
+{
+        size_t i = 0;
+
+        if (!s)
+                return false;
+        for (; s[i]; i++)
+                if (s[i] < '0' || s[i] > '9')
+                        return false;
+        return i == NOTICE_ACCOUNT_SIZE - 1;
+}
+
+/* "arn:aws:autoscaling:us-east-1:123456789012:..." → "123456789012"; dst unchanged when there is none. */
+static void account_from_arn(const char *arn, char *dst)
+{
+        char id[NOTICE_ACCOUNT_SIZE] = "";
+
+        arn_field(arn, 4, id, sizeof(id));
+        if (notice_account_valid(id))
+                memcpy(dst, id, sizeof(id));
+}
+
+/* An optional account member (EventBridge `account`, Auto Scaling `AccountId`): twelve digits when given. */
+static int get_account(struct ctx *c, const cJSON *o, const char *key, const char *where, const char *path,
+                       const char **ret)
+{
+        int r = get_str(c, o, key, where, path, false, ret);
+        if (r < 0 || !*ret)
+                return r;
+        if (!notice_account_valid(*ret))
+                return fail(c, -EBADMSG, "%s: %s '%s' is not a 12-digit account id", where, path, Q(*ret));
+        return 0;
+}
+
+/* The account an Auto Scaling message names (`AccountId`), over the one its group ARN gave. */
+static int asg_account(struct ctx *c, const cJSON *o, const char *where, const char *pfx, struct notice *n)
+{
+        char path[64];
+        const char *account;
+
+        snprintf(path, sizeof(path), "%sAccountId", pfx);
+        int r = get_account(c, o, "AccountId", where, path, &account);
+        if (r >= 0 && account)
+                memcpy(n->account, account, strlen(account) + 1);
+        return r;
 }
 
 /* A lifecycle message: the `detail` of an EventBridge event (env_id/env_time set) or a message Auto Scaling
@@ -656,9 +704,11 @@ static int asg_lifecycle(struct ctx *c, const cJSON *o, const char *where, const
                         return r;
                 n->notice_time = t;
                 const cJSON *arn = get(o, "AutoScalingGroupARN");
-                if (cJSON_IsString(arn) && arn->valuestring)
-                        region_from_arn(arn->valuestring, n->region, sizeof(n->region));
-                return 0;
+                if (cJSON_IsString(arn) && arn->valuestring) {
+                        arn_field(arn->valuestring, 3, n->region, sizeof(n->region));
+                        account_from_arn(arn->valuestring, n->account);
+                }
+                return asg_account(c, o, where, pfx, n);
         }
         if (!transition) {
                 if (event)
@@ -707,13 +757,13 @@ static int asg_lifecycle(struct ctx *c, const cJSON *o, const char *where, const
         memcpy(n->instance_id, iid, strlen(iid) + 1);
         n->notice_time = t;
         n->deadline = add_sat(t, c->opts->asg_deadline_usec ?: NOTICE_ASG_DEFAULT_DEADLINE_USEC);
-        return 0;
+        return asg_account(c, o, where, pfx, n);
 }
 
 /* ---- EventBridge ---- */
 
 struct envelope {
-        const char *id, *source, *detail_type, *region;
+        const char *id, *source, *detail_type, *region, *account;
         uint64_t time;
         const cJSON *detail;
 };
@@ -863,6 +913,8 @@ static int eventbridge(struct ctx *c, const cJSON *root)
         if (r >= 0)
                 r = get_str(c, root, "region", where, "region", false, &e.region);
         if (r >= 0)
+                r = get_account(c, root, "account", where, "account", &e.account);
+        if (r >= 0)
                 r = get_time(c, root, "time", where, "time", true, &e.time);
         if (r < 0)
                 return r;
@@ -900,6 +952,8 @@ static int eventbridge(struct ctx *c, const cJSON *root)
                         r = SET(c, n->event_id, e.id, where, "id");
                 if (r >= 0 && !*n->region && e.region)
                         r = SET(c, n->region, e.region, where, "region");
+                if (r >= 0 && e.account) /* the event's own account, over what its detail says */
+                        memcpy(n->account, e.account, strlen(e.account) + 1);
                 if (r < 0)
                         return r;
         }
@@ -1152,6 +1206,8 @@ int notice_format_json(const struct notice *n, char **ret)
                 r = add_str(o, "action", n->action);
         if (r >= 0)
                 r = add_str(o, "region", n->region);
+        if (r >= 0)
+                r = add_str(o, "account", n->account);
         if (r >= 0)
                 r = add_str(o, "event_id", n->event_id);
         if (r >= 0)

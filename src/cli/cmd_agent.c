@@ -368,6 +368,7 @@ int cmd_agent(int argc, char **argv)
                                      .poll_interval_usec = interval,
                                      .rebalance_revert_usec = revert,
                                      .maintenance_lead_usec = lead,
+                                     .min_budget_usec = cfg->drain.min_budget_usec,
                                      .asg_deadline_usec = asg,
                                      .on_ready = on_ready,
                                      .on_tick = on_tick,

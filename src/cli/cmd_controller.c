@@ -84,6 +84,7 @@ static const struct aws_credentials *creds_current(void *userdata)
 #define M_DELETE_FAILURES  "spotdrain_sqs_delete_failures_total"
 #define M_EXTENSIONS       "spotdrain_sqs_visibility_extensions_total"
 #define M_MALFORMED        "spotdrain_sqs_messages_malformed_total"
+#define M_REJECTED         "spotdrain_sqs_messages_rejected_total"
 #define M_IN_FLIGHT        "spotdrain_sqs_messages_in_flight"
 #define M_UNREADABLE_TOTAL "spotdrain_queue_unreadable_total"
 #define M_UNREADABLE       "spotdrain_queue_unreadable"
@@ -107,6 +108,13 @@ static const struct metric_family_def controller_families[] = {
           METRIC_COUNTER,
           "Malformed or unrecognized messages left in the queue.",
           {},
+          NULL,
+          0 },
+        { M_REJECTED,
+          METRIC_COUNTER,
+          "Well-formed messages left in the queue without acting on them, by reason: no-account, "
+          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's).",
+          { "reason" },
           NULL,
           0 },
         { M_IN_FLIGHT, METRIC_GAUGE, "Messages held while their drains run.", {}, NULL, 0 },
@@ -159,6 +167,9 @@ static void ops_tick(void *userdata)
         add_delta(m, M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
         add_delta(m, M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
         add_delta(m, M_MALFORMED, st.malformed, o->last.malformed, NULL);
+        for (int k = CONTROLLER_REJECT_NO_ACCOUNT; k < _CONTROLLER_REJECT_MAX; k++)
+                add_delta(m, M_REJECTED, st.rejected[k], o->last.rejected[k],
+                          controller_reject_label((enum controller_reject)k));
         add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
         add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
         add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);

@@ -245,6 +245,8 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         drain_exec_options_from_config(sm->cfg, &o);
         o.node = d->node;
         o.kind = notice_kind_to_string(n->kind);
+        o.instance_id = n->instance_id;
+        o.event_id = n->event_id;
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
         o.metrics = sm->metrics;
@@ -269,7 +271,7 @@ static void notice_received(struct simulate *sm, const char *node, const struct 
 {
         _cleanup_free_ char *human = NULL;
 
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         (void)alert_emit(
             sm->bus, ALERT_NOTICE_RECEIVED, node,
             (const char *const[]){ "kind", notice_kind_to_string(n->kind), "delivery", sm->delivery, NULL },
@@ -318,7 +320,8 @@ static int start_direct(struct simulate *sm)
 {
         int r = dispatch_new(
             sm->loop,
-            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec },
+            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
+                                        .min_budget_usec = sm->cfg->drain.min_budget_usec },
             &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
@@ -364,7 +367,8 @@ static int start_agents(struct simulate *sm)
                 struct sim_agent *sa = &sm->agents[i];
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
-                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec };
+                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
+                                            .min_budget_usec = sm->cfg->drain.min_budget_usec };
 
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);

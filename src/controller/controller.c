@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/sns_gate.h"
+#include "controller/trust.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -56,6 +58,9 @@ struct cmsg {
         uint64_t extending_usec; /* the one the change in flight asks for */
         char **instances;        /* the instances of its pending notices, whose drains must be recorded */
         size_t n_instances;
+        uint64_t sent_usec;                /* SentTimestamp; 0 = not sent */
+        char account[NOTICE_ACCOUNT_SIZE]; /* the account its notices name (the sender, for alerts) */
+        bool foreign;                      /* a notice of it is for an instance that is no node here */
 };
 
 struct pending_delete {
@@ -117,11 +122,17 @@ struct controller {
         void (*stop_done)(void *userdata);
         void *stop_userdata;
 
+        struct trust_policy trust;
+        struct trust_limiter limiter;
+        struct sns_gate *sns; /* controller.verify_sns_signature */
+
         struct controller_stats stats;
 };
 
 static void poll_all(struct controller *c);
 static void flush_deletes(struct controller *c);
+static void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
+                           const char *message_id, const char *text);
 
 /* ---- queue health ---- */
 
@@ -411,10 +422,24 @@ static void on_extend(void *userdata)
 /* The message's notices are all handled: delete it, or let it come back when one could not be acted on. */
 static void cmsg_finish(struct controller *c, struct cmsg *m)
 {
+        uint64_t keep = c->cfg ? c->cfg->controller.delete_unknown_after_usec : 0;
+        uint64_t now = clk_now(); /* SentTimestamp is the queue's wall clock (the engine's, simulated) */
+
         if (m->error < 0) {
                 log_warning_errno(m->error, "message %s could not be acted on; it comes back in %d s", m->id,
                                   RETRY_VISIBILITY_SECONDS);
                 set_visibility(c, m->handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else if (m->foreign &&
+                   !(keep && m->sent_usec && now > m->sent_usec && now - m->sent_usec >= keep)) {
+                /* Not this cluster's (a queue or rule shared by several): left for the one it belongs to. */
+                char text[160];
+                snprintf(
+                    text, sizeof(text),
+                    "it names an instance that is no node of this cluster; left for the cluster it belongs "
+                    "to (controller.delete_unknown_after_seconds deletes such messages)");
+                log_notice("message %s is left in the queue: %s", m->id, text);
+                alert_rejected(c, CONTROLLER_REJECT_NO_NODE, m->account, m->id, text);
+                set_visibility(c, m->handle, c->o.malformed_visibility_usec);
         } else if (queue_delete(c, m->id, m->handle, 0) < 0)
                 log_warning("cannot queue the delete of message %s", m->id);
         cmsg_remove(c, m);
@@ -429,7 +454,7 @@ static void op_notice_seen(void *userdata, const char *node, const struct notice
 
         if ((unsigned)n->kind < _NOTICE_KIND_MAX)
                 c->stats.notice_counts[n->kind]++;
-        (void)notice_format_human(n, &human);
+        (void)dispatch_notice_summary(n, clk_now(), &human);
         log_info("notice: %s%s%s", human ? human : notice_kind_to_string(n->kind), node ? " node " : "",
                  node ? node : "");
         if (c->bus)
@@ -455,16 +480,103 @@ static void cmsg_add_instance(struct cmsg *m, const char *instance_id)
         m->instances[m->n_instances++] = id;
 }
 
+const char *controller_reject_label(enum controller_reject why)
+{
+        if (why == CONTROLLER_REJECT_NO_NODE)
+                return "no-node";
+        if (why == CONTROLLER_REJECT_BAD_SIGNATURE)
+                return "bad-signature";
+        return trust_verdict_label((enum trust_verdict)why);
+}
+
+/* Raises notice-rejected for a refused message, at most once per sender and reason an hour. */
+static void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
+                           const char *message_id, const char *text)
+{
+        c->stats.rejected[why]++;
+        if (!c->bus || !trust_limiter_allow(&c->limiter, account, (int)why, clk_now()))
+                return;
+        (void)alert_emit(c->bus, ALERT_NOTICE_REJECTED, NULL,
+                         (const char *[]){ "reason", controller_reject_label(why), "account", account,
+                                           "message_id", message_id, NULL },
+                         "message %s left in the queue: %s (further refusals for this sender and reason are "
+                         "counted, not alerted, for an hour)",
+                         message_id, text);
+}
+
+/* A notice the queue's sender may not make us act on (trust.h): the whole message is left in the queue,
+ * where its redrive policy takes it to the dead-letter queue. */
+static bool message_untrusted(struct controller *c, const struct sqs_message *msg, const struct notice *v,
+                              size_t n)
+{
+        char why[256];
+
+        for (size_t i = 0; i < n; i++) {
+                enum trust_verdict t = trust_check(&c->trust, &v[i], why, sizeof(why));
+                if (t == TRUST_OK)
+                        continue;
+                log_full(LOG_WARNING, 0,
+                         (const char *[]){ "message_id", msg->message_id, "reason", trust_verdict_label(t),
+                                           "account", v[i].account, NULL },
+                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                _Static_assert((int)TRUST_NO_ACCOUNT == (int)CONTROLLER_REJECT_NO_ACCOUNT &&
+                                   (int)TRUST_FOREIGN_REGION == (int)CONTROLLER_REJECT_FOREIGN_REGION,
+                               "trust verdicts are controller reject reasons");
+                alert_rejected(c, (enum controller_reject)t, v[i].account, msg->message_id, why);
+                set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+                return true;
+        }
+        return false;
+}
+
+static void handle_received(struct controller *c, struct sqs_message *msg);
+
+/* A message parked for its SNS signing certificate: checked again now that it came, or left to come back. */
+static void sns_resumed(void *userdata, struct sqs_message *m, int error, const char *why)
+{
+        struct controller *c = userdata;
+
+        if (error < 0) {
+                log_warning("message %s comes back in %d s: %s", m->message_id, RETRY_VISIBILITY_SECONDS,
+                            why);
+                set_visibility(c, m->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else
+                handle_received(c, m);
+        sqs_message_clear(m);
+}
+
 static void handle_message(struct controller *c, struct sqs_message *msg)
+{
+        c->stats.messages++;
+        handle_received(c, msg);
+}
+
+static void handle_received(struct controller *c, struct sqs_message *msg)
 {
         _cleanup_free_ struct notice *notices = NULL;
         struct cmsg *m = NULL, **v;
         uint64_t defer = 0;
         size_t n = 0;
-        char reason[256] = "";
+        char reason[320] = "";
         int r;
 
-        c->stats.messages++;
+        if (c->sns) {
+                enum sns_gate_verdict g =
+                    sns_gate_check(c->sns, msg, sns_resumed, c, reason, sizeof(reason));
+                if (g == SNS_GATE_PARKED)
+                        return;
+                if (g == SNS_GATE_REFUSE) {
+                        log_full(LOG_WARNING, 0,
+                                 (const char *[]){ "message_id", msg->message_id, "reason", "bad-signature",
+                                                   NULL },
+                                 "message %s is not acted on, left in the queue: %s", msg->message_id,
+                                 reason);
+                        alert_rejected(c, CONTROLLER_REJECT_BAD_SIGNATURE, "sns", msg->message_id, reason);
+                        set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+                        return;
+                }
+                reason[0] = 0;
+        }
         r = notice_parse(msg->body, msg->body_len, &(struct notice_parse_opts){ .region = c->region },
                          &notices, &n, reason, sizeof(reason));
         if (r < 0) {
@@ -484,6 +596,8 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
                 (void)queue_delete(c, msg->message_id, msg->receipt_handle, 0);
                 return;
         }
+        if (message_untrusted(c, msg, notices, n))
+                return;
 
         m = calloc(1, sizeof(*m));
         v = m ? realloc(c->msgs, (c->n_msgs + 1) * sizeof(*v)) : NULL;
@@ -497,6 +611,8 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
         m->id = TAKE_PTR(msg->message_id);
         m->handle = TAKE_PTR(msg->receipt_handle);
         m->hidden_usec = c->first_visibility_usec;
+        m->sent_usec = msg->sent_usec;
+        memcpy(m->account, notices[0].account, sizeof(m->account));
         c->msgs[c->n_msgs++] = m;
 
         for (size_t i = 0; i < n; i++) {
@@ -507,7 +623,9 @@ static void handle_message(struct controller *c, struct sqs_message *msg)
                 if (r == DISPATCH_PENDING) {
                         m->pending++;
                         cmsg_add_instance(m, notices[i].instance_id);
-                } else if (r == DISPATCH_DEFER)
+                } else if (r == DISPATCH_FOREIGN)
+                        m->foreign = true;
+                else if (r == DISPATCH_DEFER)
                         defer = defer && defer < d ? defer : d;
                 else if (r < 0)
                         m->error = r;
@@ -706,6 +824,8 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                 drain_exec_options_from_config(c->cfg, &o);
         o.node = node;
         o.kind = notice_kind_to_string(n->kind);
+        o.instance_id = n->instance_id;
+        o.event_id = n->event_id;
         o.notice_usec = n->notice_time;
         o.deadline_usec = deadline;
         /* Made with the first drain (a follower never needs it); without it each drain has its own. */
@@ -814,6 +934,13 @@ static int op_lifecycle(struct controller *c, const struct notice *n, bool compl
                 c->asg_warned = true;
                 return -EOPNOTSUPP;
         }
+        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names) &&
+            !strv_contains(c->cfg->controller.asg_names, n->asg_name)) {
+                log_warning("the lifecycle action of %s is left alone: group %s is not one of "
+                            "controller.asg_names",
+                            n->instance_id, n->asg_name);
+                return -EPERM;
+        }
         log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
                  n->instance_id, n->asg_name, n->lifecycle_hook_name);
         return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
@@ -838,7 +965,9 @@ static void op_ticket_done(void *userdata, uint64_t ticket, int error)
 
         if (!m)
                 return; /* forgotten (it slipped out of hiding, or leadership changed) */
-        if (error < 0 && error != -ENXIO)
+        if (error == -ENXIO)
+                m->foreign = true;
+        else if (error < 0)
                 m->error = error;
         if (m->pending > 0)
                 m->pending--;
@@ -873,7 +1002,7 @@ static void resume_drains(struct controller *c)
                 else if (r == -EBADMSG)
                         log_warning("node %s has an unreadable %s annotation, ignoring", name,
                                     SPOTDRAIN_ANNOTATION_DRAIN);
-                else if (r != -ETIME && r != -EALREADY && r != -ENOENT)
+                else if (r != -ETIME && r != -EALREADY && r != -ENOENT && r != -EPERM) /* -EPERM: said */
                         log_warning_errno(r, "cannot resume the drain of %s", name);
         }
         dispatch_stats(c->dispatch, &c->stats.dispatch);
@@ -1135,6 +1264,20 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         if (!c->region && free_and_strdup(&c->region, sqs_client_region(c->sqs)) < 0)
                 return -ENOMEM;
         c->o.region = c->region;
+        if (trust_queue_account(c->queue_url, c->trust.queue_account) < 0)
+                log_warning(
+                    "the queue URL %s names no account: only notices from controller.allowed_accounts "
+                    "are acted on",
+                    c->queue_url);
+        c->trust.allowed_accounts = o->cfg ? o->cfg->controller.allowed_accounts : NULL;
+        c->trust.region = c->region;
+        if (o->cfg && o->cfg->controller.verify_sns_signature) {
+                r = sns_gate_new(l, c->region, &c->sns);
+                if (r < 0)
+                        return log_error_errno(
+                            r, "controller.verify_sns_signature: no SNS endpoint for region %s",
+                            c->region ? c->region : "(none)");
+        }
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
@@ -1156,6 +1299,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.rebalance_revert_usec = o->cfg->agent.rebalance_revert_usec;
         if (o->cfg && !dopt.maintenance_lead_usec)
                 dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
+        if (o->cfg && !dopt.min_budget_usec)
+                dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
@@ -1194,6 +1339,7 @@ struct controller *controller_free(struct controller *c)
         if (c->dispatch)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
+        sns_gate_free(c->sns);
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);

@@ -12,6 +12,24 @@ static const struct config_item controller_items[] = {
           "how long a received notice stays hidden until its drain is recorded on the node (then 60 s, "
           "renewed): a controller killed in between gets it back this soon",
           NULL, CONFIG_SECONDS, .min = 2, .max = 60, false },
+        { "controller.allowed_accounts", CONFIG_STRV, NULL, OFF(allowed_accounts),
+          "AWS accounts besides the queue's own (from the queue URL) whose notices are acted on; a notice "
+          "from any other account is left in the queue and raised as notice-rejected (docs/security.md)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.asg_names", CONFIG_STRV, NULL, OFF(asg_names),
+          "Auto Scaling groups of this cluster: when set, lifecycle actions of other groups are never "
+          "completed (unset: only those of instances that are nodes here)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.verify_sns_signature", CONFIG_BOOL, "false", OFF(verify_sns_signature),
+          "an SNS-wrapped message is acted on only when SNS's signature over it verifies with the "
+          "certificate "
+          "of the region's SNS endpoint (fetched over HTTPS, kept a day); turn on when SNS sits between "
+          "EventBridge and the queue",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.delete_unknown_after_seconds", CONFIG_DURATION, "0", OFF(delete_unknown_after_usec),
+          "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
+          "belongs to; set this to delete such messages once they are this old (0: never)",
+          NULL, CONFIG_SECONDS, .min = 0, .max = 1209600, false },
 };
 
 const struct config_section controller_config_section = { "controller", controller_items,

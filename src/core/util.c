@@ -20,6 +20,14 @@ void strv_free(char **v)
         free(v);
 }
 
+bool strv_contains(char *const *v, const char *s)
+{
+        for (; v && *v; v++)
+                if (streq(*v, s))
+                        return true;
+        return false;
+}
+
 void free_secret(char *s)
 {
         if (!s)

@@ -5,6 +5,7 @@
  * are in the thousands at most and notices arrive a few per second, so plain arrays and linear searches
  * keep it simple. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,9 @@
 #define DEFAULT_REVERT           (600 * SEC)
 /* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
  * instance are recognized as such. */
-#define NODE_KEEP_USEC  (3600 * SEC)
-#define DEDUPE_KEY_SIZE (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+#define NODE_KEEP_USEC     (3600 * SEC)
+#define DEFAULT_MIN_BUDGET (30 * SEC) /* drain.min_budget_seconds */
+#define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
 
 struct index_entry {
         char *node;
@@ -525,6 +527,63 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
         return DISPATCH_DONE;
 }
 
+uint64_t dispatch_late_usec(const struct notice *n, uint64_t now)
+{
+        if (n->kind == NOTICE_STATE_CHANGE || !n->deadline || n->deadline >= now)
+                return 0; /* a state change's deadline is its own time: going now is what it says */
+        return now - n->deadline;
+}
+
+int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret)
+{
+        _cleanup_free_ char *human = NULL;
+        uint64_t late = dispatch_late_usec(n, now);
+        int r = notice_format_human(n, &human);
+
+        if (r < 0)
+                return r;
+        if (!late) {
+                *ret = TAKE_PTR(human);
+                return 0;
+        }
+        *ret = strprintf("%s; arrived %" PRIu64 " s after its deadline: drained with the minimum budget "
+                         "(drain.min_budget_seconds)",
+                         human, late / 1000000);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The deadline a drain is planned against (issue #15): never further out than the kind allows (a spot
+ * warning gives two minutes from the event, or from now if the event claims a later time), and never nearer
+ * than min_budget_usec from now, so that a notice that arrives late (a backlog, a retry) or back-dated
+ * still drains gracefully instead of forcing pods out in its last second. */
+static uint64_t drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
+                               uint64_t now)
+{
+        uint64_t deadline = n->deadline ? n->deadline : now + d->o.emergency_usec;
+
+        if (n->kind == NOTICE_SPOT_INTERRUPTION) {
+                uint64_t from = n->notice_time && n->notice_time < now ? n->notice_time : now;
+                if (deadline > from + NOTICE_SPOT_WARNING_USEC) {
+                        log_warning("the spot warning for %s (event %s) claims a deadline %" PRIu64
+                                    " s out; a spot warning gives two minutes",
+                                    node, n->event_id, (deadline - now) / 1000000);
+                        deadline = from + NOTICE_SPOT_WARNING_USEC;
+                }
+        }
+        if (deadline < now + d->o.min_budget_usec) {
+                uint64_t late = dispatch_late_usec(n, now);
+                if (late)
+                        log_full(
+                            LOG_WARNING, 0, (const char *[]){ "node", node, "event_id", n->event_id, NULL },
+                            "the %s notice for %s arrived %" PRIu64 " s after its deadline: drained with "
+                            "the minimum budget of %" PRIu64 " s (drain.min_budget_seconds)",
+                            notice_kind_to_string(n->kind), node, late / 1000000,
+                            d->o.min_budget_usec / 1000000);
+                deadline = now + d->o.min_budget_usec;
+        }
+        return deadline;
+}
+
 static int handle_known(struct dispatch *d, const char *node, const struct notice *n, uint64_t ticket,
                         uint64_t *ret_defer_until)
 {
@@ -555,12 +614,11 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                 /* Due now (or the waiting one came back as it fell due): drained at once. */
                 if ((s = sched_find(d, n)))
                         sched_remove(d, s);
-                return start_drain(d, node, n, n->deadline, ticket);
+                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
         }
         case NOTICE_SPOT_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
-                return start_drain(d, node, n, n->deadline ? n->deadline : now + d->o.emergency_usec,
-                                   ticket);
+                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
         default:
                 return DISPATCH_DONE;
         }
@@ -593,9 +651,8 @@ static void on_unknown_expired(void *userdata)
                     notice_kind_to_string(n.kind), n.event_id);
         if (d->ops.notice_seen)
                 d->ops.notice_seen(d->userdata, NULL, &n);
-        /* A lifecycle hook of an instance that never joined the cluster has nothing to wait for. */
-        if (n.kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
-                lifecycle_complete(d, &n);
+        /* A lifecycle hook of an instance that is no node here is another cluster's (or nobody's): its
+         * action is not completed from here, which would cut that cluster's drain short. */
         if (d->ops.ticket_done && ticket != DISPATCH_NO_TICKET)
                 d->ops.ticket_done(d->userdata, ticket, -ENXIO);
 }
@@ -636,6 +693,12 @@ static void unknown_resolve(struct dispatch *d, const char *instance, const char
                         continue;
                 }
                 unknown_remove(d, u);
+                if (!isempty(n.event_id)) {
+                        char key[DEDUPE_KEY_SIZE];
+                        dedupe_key(&n, key);
+                        if (!dedupe_seen(d, key))
+                                dedupe_add(d, key);
+                }
                 if (d->ops.notice_seen)
                         d->ops.notice_seen(d->userdata, node, &n);
                 r = handle_known(d, node, &n, ticket, &defer);
@@ -741,13 +804,16 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
         } else if (n->kind == NOTICE_STATE_CHANGE || n->kind == NOTICE_SCHEDULED_CHANGE)
                 /* Not a node of this cluster (a state change says the instance is going anyway; a
                  * maintenance announced for an instance that has not joined yet is not ours). */
-                r = DISPATCH_DONE;
+                r = DISPATCH_FOREIGN;
         else
                 r = unknown_add(d, n, ticket);
         if (r < 0)
                 return r;
-        /* Remembered once it was taken in: a notice that could not be acted on may come again. */
-        if (!isempty(n->event_id) && r != DISPATCH_DEFER)
+        /* Remembered once it was taken in: a notice that could not be acted on may come again. One waiting
+         * for its instance is remembered when the node turns up (dropped, it is not: it may be another
+         * cluster's, whose message must not be taken for a duplicate when it comes back). */
+        if (!isempty(n->event_id) && r != DISPATCH_DEFER && r != DISPATCH_FOREIGN &&
+            (r != DISPATCH_PENDING || dispatch_node_for_instance(d, n->instance_id)))
                 dedupe_add(d, key);
         if (r == DISPATCH_DEFER && ret_defer_until)
                 *ret_defer_until = defer;
@@ -817,6 +883,55 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
         return 0;
 }
 
+/* The furthest a resumed drain's deadline may be from now, by the kind its record names: what a notice of
+ * that kind could have given (a record is only as trustworthy as whoever may patch the node). 0 = a kind
+ * that does not drain. */
+static uint64_t resume_horizon(const struct dispatch *d, int kind)
+{
+        switch (kind) {
+        case NOTICE_SPOT_INTERRUPTION:
+                return NOTICE_SPOT_WARNING_USEC;
+        case NOTICE_STATE_CHANGE:
+                return d->o.emergency_usec;
+        case NOTICE_SCHEDULED_CHANGE:
+                return d->o.maintenance_lead_usec;
+        case NOTICE_ASG_LIFECYCLE_TERMINATE:
+                return NOTICE_ASG_DEFAULT_DEADLINE_USEC;
+        default:
+                return 0;
+        }
+}
+
+/* Whether a drain record may be carried on: it names the node's own instance and a kind that drains; its
+ * deadline is held to what that kind allows. why gets the reason it may not. */
+static int resume_check(const struct dispatch *d, const cJSON *node, const cJSON *rec, uint64_t *deadline,
+                        char *why, size_t why_size)
+{
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        const char *instance = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "instance"));
+        const char *own = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
+        uint64_t horizon = resume_horizon(d, kind ? notice_kind_from_string(kind) : -EINVAL),
+                 now = clk_now();
+
+        if (!horizon) {
+                snprintf(why, why_size, "its kind '%s' is not one that drains", kind ? kind : "");
+                return -EPERM;
+        }
+        if (!instance || !own || !streq(instance, own)) {
+                snprintf(why, why_size, "it names instance %s, the node's providerID %s",
+                         instance ? instance : "none", own ? own : "none");
+                return -EPERM;
+        }
+        if (*deadline > now + horizon) {
+                log_warning("the drain recorded on %s has its deadline %" PRIu64 " s out, more than a %s "
+                            "notice gives: resumed with %" PRIu64 " s",
+                            kube_object_str(node, "metadata.name"), (*deadline - now) / 1000000, kind,
+                            horizon / 1000000);
+                *deadline = now + horizon;
+        }
+        return 0;
+}
+
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 {
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
@@ -833,9 +948,14 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
                 return -ENOENT;
         rec = cJSON_Parse(value);
         kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
+        char why[160];
         if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
                                    &deadline) < 0)
                 r = -EBADMSG;
+        else if ((r = resume_check(d, node, rec, &deadline, why, sizeof(why))) < 0)
+                log_full(LOG_WARNING, 0, (const char *[]){ "node", name, NULL },
+                         "the drain recorded on %s (%s) is not carried on: %s", name,
+                         SPOTDRAIN_ANNOTATION_DRAIN, why);
         else
                 r = dispatch_resume(d, name, kind, deadline);
         cJSON_Delete(rec);
@@ -901,6 +1021,8 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
                 d->o.maintenance_lead_usec = DEFAULT_MAINTENANCE_LEAD;
         if (!d->o.emergency_usec)
                 d->o.emergency_usec = DEFAULT_EMERGENCY;
+        if (!d->o.min_budget_usec)
+                d->o.min_budget_usec = DEFAULT_MIN_BUDGET;
         if (!d->o.dedupe_max)
                 d->o.dedupe_max = DEFAULT_DEDUPE_MAX;
         if (!d->o.rebalance_revert_usec)

@@ -70,7 +70,7 @@ struct drain_exec {
         drain_exec_done_fn done;
         void *userdata;
 
-        char *node, *kind, *taint_key, *self_namespace, *self_name;
+        char *node, *kind, *taint_key, *self_namespace, *self_name, *instance_id, *event_id;
         char **critical;
         size_t n_critical;
         uint64_t deadline, margin, default_startup, floor;
@@ -1298,7 +1298,9 @@ static int start_node_changes(struct drain_exec *x)
         cJSON *o = cJSON_CreateObject();
         if (o && cJSON_AddStringToObject(o, "kind", x->kind) &&
             cJSON_AddStringToObject(o, "deadline", deadline) &&
-            cJSON_AddStringToObject(o, "started", started))
+            cJSON_AddStringToObject(o, "started", started) &&
+            (!x->instance_id || cJSON_AddStringToObject(o, "instance", x->instance_id)) &&
+            (!x->event_id || cJSON_AddStringToObject(o, "event_id", x->event_id)))
                 value = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!value)
@@ -1335,6 +1337,8 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         free(x->next_map);
         free(x->node);
         free(x->kind);
+        free(x->instance_id);
+        free(x->event_id);
         free(x->taint_key);
         free(x->self_namespace);
         free(x->self_name);
@@ -1389,7 +1393,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
             dup_opt(o->taint_key ? o->taint_key : SPOTDRAIN_TAINT_INTERRUPTION, &x->taint_key) < 0 ||
             dup_opt(o->self_namespace ? o->self_namespace : getenv("POD_NAMESPACE"), &x->self_namespace) <
                 0 ||
-            dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0)
+            dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0 ||
+            dup_opt(isempty(o->instance_id) ? NULL : o->instance_id, &x->instance_id) < 0 ||
+            dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0)
                 return -ENOMEM;
         for (const char *const *s = o->critical_classes; s && *s; s++) {
                 char **a = realloc(x->critical, (x->n_critical + 1) * sizeof(*a));

@@ -63,8 +63,8 @@ static bool parse_index(const char *s, long *ret, const char **end)
 /* Adds one form field to the parameters in the JSON protocol's shape. */
 static int form_field(cJSON *p, const char *key, const char *value)
 {
-        static const char *const numbers[] = { "MaxNumberOfMessages", "WaitTimeSeconds",
-                                               "VisibilityTimeout" };
+        static const char *const numbers[] = { "MaxNumberOfMessages", "WaitTimeSeconds", "VisibilityTimeout",
+                                               "DelaySeconds" };
         static const struct {
                 const char *prefix, *list;
         } lists[] = {
@@ -209,6 +209,13 @@ int sim_sqs_xml_result(struct buf *b, const char *action, const cJSON *res)
                                sim_sqs_xml_element(b, "QueueUrl", sim_sqs_param(res, "QueueUrl")) < 0
                            ? -ENOMEM
                            : buf_printf(b, "</GetQueueUrlResult>");
+        if (streq(action, "SendMessage"))
+                return buf_printf(b, "<SendMessageResult>") < 0 ||
+                               sim_sqs_xml_element(b, "MessageId", sim_sqs_param(res, "MessageId")) < 0 ||
+                               sim_sqs_xml_element(b, "MD5OfMessageBody",
+                                                   sim_sqs_param(res, "MD5OfMessageBody")) < 0
+                           ? -ENOMEM
+                           : buf_printf(b, "</SendMessageResult>");
         if (streq(action, "DeleteMessageBatch")) {
                 if (buf_printf(b, "<DeleteMessageBatchResult>") < 0)
                         return -ENOMEM;

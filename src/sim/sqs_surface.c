@@ -936,6 +936,47 @@ static void act_get_queue_url(struct sim_sqs *q, const cJSON *p, struct outcome 
         }
 }
 
+/* SendMessage: anyone holding the queue's credentials can put any body in it (what issue #15's tests play:
+ * a sender spotdrain does not control). DelaySeconds 0..900 as SQS allows; message attributes are not kept.
+ */
+static void act_send(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+{
+        const char *body = sim_sqs_param(p, "MessageBody");
+        char message_id[37], md5[33], salt[32];
+        uint64_t wall_ms = 0;
+        long delay = 0;
+
+        if (!check_queue(q, p, path, o))
+                return;
+        if (!body) {
+                outcome_error(o, &err_missing, "The request must contain the parameter MessageBody.");
+                return;
+        }
+        if (!*body || strlen(body) > 256 * 1024) {
+                outcome_error(
+                    o, &err_invalid_value,
+                    "One or more parameters are invalid. Reason: Message must be shorter than 262144 "
+                    "bytes and not empty.");
+                return;
+        }
+        if (!param_int(p, "DelaySeconds", 0, 900, 0, &delay, o))
+                return;
+        double now = scenario_now(q, &wall_ms);
+        snprintf(salt, sizeof(salt), "send-%" PRIu64, q->stats.requests);
+        uuid_from(q->scenario, salt, message_id);
+        md5_hex(body, strlen(body), md5);
+        if (enqueue(q, message_id, strdup(body), wall_ms, now + (double)delay) < 0) {
+                outcome_error(o, &err_internal, "Out of memory.");
+                return;
+        }
+        o->result = cJSON_CreateObject();
+        if (o->result && (!cJSON_AddStringToObject(o->result, "MessageId", message_id) ||
+                          !cJSON_AddStringToObject(o->result, "MD5OfMessageBody", md5))) {
+                cJSON_Delete(o->result);
+                o->result = NULL;
+        }
+}
+
 /* Whether request number k (1-based) is throttled under the fault's rate: a hash of the seed and k. */
 static bool throttle_draw(const struct sim_sqs_fault *f, uint64_t k)
 {
@@ -990,6 +1031,8 @@ static void act(struct sim_sqs *q, const char *action, const cJSON *p, const cha
                 act_get_attributes(q, p, path, o);
         else if (streq(action, "GetQueueUrl"))
                 act_get_queue_url(q, p, o);
+        else if (streq(action, "SendMessage"))
+                act_send(q, p, path, o);
         else
                 outcome_error(o, &err_action, "The action %s is not valid for this endpoint.", action);
 }
@@ -1174,7 +1217,8 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                 pthread_mutex_unlock(&q->lock);
                 if (!o.err && !o.result &&
                     (streq(action, "ReceiveMessage") || streq(action, "GetQueueUrl") ||
-                     streq(action, "GetQueueAttributes") || streq(action, "DeleteMessageBatch")))
+                     streq(action, "GetQueueAttributes") || streq(action, "DeleteMessageBatch") ||
+                     streq(action, "SendMessage")))
                         outcome_error(&o, &err_internal, "Out of memory.");
         }
         log_debug("sim sqs: %s %s → %u", json ? "json" : "query", action ? action : "?",

@@ -75,7 +75,7 @@ for bin in $bins; do
 	run "$bin" 0 "$eb/spot-interruption-warning.json" --json &&
 		check_json 1 'v[0] == {"kind": "spot-interruption", "instance_id": "i-0abcd1234ef567890", "source": "sqs",
 		  "notice_time": "2024-05-14T10:21:53Z", "deadline": "2024-05-14T10:23:53Z", "action": "terminate",
-		  "region": "us-east-1", "event_id": "1e5527d7-bb36-4607-3370-4164db56a40e"}'
+		  "region": "us-east-1", "account": "123456789012", "event_id": "1e5527d7-bb36-4607-3370-4164db56a40e"}'
 	cp "$tmp/out" "$tmp/bare"
 	run "$bin" 0 "$eb/sns-wrapped-spot.json" --json && { cmp -s "$tmp/out" "$tmp/bare" || fail "SNS-wrapped differs from bare"; }
 	# stdin, and the human line

@@ -52,15 +52,18 @@ workloads:
 events:
   - {at: 1, type: spot-interruption, node: spot-a}
 YAML
+# 15 s is less than drain.min_budget_seconds (30 s), the least a late or back-dated notice is drained with;
+# this instance really goes at its deadline, so the scenario's runs plan against that deadline.
+printf 'drain:\n  min_budget_seconds: 1\n' >"$TEST_TMP/short.yaml"
 log "infeasible through the PDB: alerted at the notice, forced, nobody killed"
-expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --config "$TEST_TMP/short.yaml"
 cat "$TEST_TMP/out"
 grep -q '\[drain-infeasible\].*shop/api' "$TEST_TMP/out" || fail "no drain-infeasible naming the PDB on the timeline"
 grep -q '\[pods-forced\]' "$TEST_TMP/out" || fail "no pods-forced on the timeline"
 grep -q 'cordoned' "$TEST_TMP/out" || fail "no cordon on the timeline"
 grep -q '^spot-a ' "$TEST_TMP/out" || fail "no per-node summary"
 # The agent polls IMDS every imds.poll_interval_seconds: at the default 1 s the poll alone can use up the 1 s.
-printf 'imds:\n  poll_interval_seconds: 500ms\n' >"$TEST_TMP/config.yaml"
+printf 'imds:\n  poll_interval_seconds: 500ms\ndrain:\n  min_budget_seconds: 1\n' >"$TEST_TMP/config.yaml"
 expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --config "$TEST_TMP/config.yaml"
 jq -e '(.nodes | length) == 1 and (.nodes[0] | .name == "spot-a" and .notice_at == 1 and .deadline_at == 16
 	and .pods_evictable == 3 and .pods_killed == 0 and .pods_forced >= 1 and .cordoned_at >= 1
@@ -72,7 +75,8 @@ jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_bre
 	"message", "node"]' "$TEST_TMP/out" >/dev/null || fail "result keys differ from CONTRACTS §4: $(cat "$TEST_TMP/out")"
 
 log "the same in controller mode, notices read from the model directly"
-expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --mode controller --delivery direct
+expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --mode controller --delivery direct \
+	--config "$TEST_TMP/short.yaml"
 jq -e '.mode == "controller" and .delivery == "direct" and .nodes[0].pods_killed == 0 and
 	([.alerts[] | select(.kind == "drain-infeasible" and .at <= 2)] | length == 1)' "$TEST_TMP/out" >/dev/null ||
 	fail "unexpected result: $(cat "$TEST_TMP/out")"
@@ -98,7 +102,7 @@ events:
   - {at: 0, type: spot-interruption, node: spot-a}
 YAML
 log "a shutdown longer than the notice: killed, deadline-missed, exit 3"
-expect_exit 3 "$SPOTDRAIN" simulate "$TEST_TMP/slow.yaml" --time-scale 5 --json
+expect_exit 3 "$SPOTDRAIN" simulate "$TEST_TMP/slow.yaml" --time-scale 5 --json --config "$TEST_TMP/short.yaml"
 jq -e '.nodes[0].pods_killed == 1 and ([.alerts[].kind] | index("deadline-missed") != null)' "$TEST_TMP/out" \
 	>/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
 log "ok"

@@ -166,55 +166,74 @@ static size_t count_bodies(struct kfake *fake, const char *needle)
         return n;
 }
 
+/* A controller on its own loop against one scripted SQS answer (the same to every call) and a cluster with
+ * no nodes; bus may be NULL. */
+static void mfx_start(struct mfx *f, const char *answer, struct alert_bus *bus)
+{
+        _cleanup_free_ char *error = NULL, *kc = NULL;
+
+        f->creds = (struct aws_credentials){ .access_key_id = (char *)"AKID",
+                                             .secret_access_key = (char *)"secret" };
+        assert_int_equal(kfake_start(&f->fake), 0);
+        assert_int_equal(
+            kfake_add(f->fake,
+                      &(struct kfake_script){
+                          .method = "POST", .path = "/", .status = 200, .body = answer, .sticky = true }),
+            0);
+        /* The Kubernetes side: an empty node list, and a watch that never says anything. */
+        assert_int_equal(
+            kfake_add(f->fake, &(struct kfake_script){ .method = "GET",
+                                                       .path = "/api/v1/nodes",
+                                                       .query_contains = "watch",
+                                                       .status = 200,
+                                                       .chunks = (const char *const[]){ "", NULL },
+                                                       .sticky = true }),
+            0);
+        assert_int_equal(
+            kfake_add(f->fake,
+                      &(struct kfake_script){ .method = "GET",
+                                              .path = "/api/v1/nodes",
+                                              .status = 200,
+                                              .body = "{\"metadata\": {\"resourceVersion\": \"1\"}, "
+                                                      "\"items\": []}",
+                                              .sticky = true }),
+            0);
+        kc = sim_server_kubeconfig(kfake_url(f->fake), "t");
+        strcpy(f->kc_path, "/tmp/test-controller-kfake-XXXXXX");
+        cfx_write(f->kc_path, kc);
+        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->kcfg, &error), 0);
+        assert_int_equal(loop_new(&f->loop), 0);
+        assert_int_equal(kube_client_new(f->loop, f->kcfg, NULL, &f->kube), 0);
+        _cleanup_free_ char *qurl = strprintf("%s/123456789012/q", kfake_url(f->fake));
+        assert_int_equal(controller_new(f->loop, f->kube, bus,
+                                        &(struct controller_options){ .queue_url = qurl,
+                                                                      .region = "us-east-1",
+                                                                      .credentials = mfx_creds,
+                                                                      .credentials_userdata = f,
+                                                                      .no_leader_election = true },
+                                        &f->ctl),
+                         0);
+        assert_int_equal(controller_start(f->ctl), 0);
+}
+
+static void mfx_stop(struct mfx *f)
+{
+        controller_free(f->ctl);
+        kube_client_free(f->kube);
+        loop_free(f->loop);
+        kube_config_free(f->kcfg);
+        kfake_stop(f->fake);
+        unlink(f->kc_path);
+}
+
 static void test_malformed_left_in_queue(void **state)
 {
-        struct mfx f = { .creds = { .access_key_id = (char *)"AKID",
-                                    .secret_access_key = (char *)"secret" } };
-        _cleanup_free_ char *error = NULL, *kc = NULL;
+        struct mfx f = { 0 };
         struct controller_stats st;
         bool never = false;
 
         /* The same answer to every SQS call: each receive brings the two bad messages again. */
-        assert_int_equal(kfake_start(&f.fake), 0);
-        assert_int_equal(kfake_add(f.fake, &(struct kfake_script){ .method = "POST",
-                                                                   .path = "/",
-                                                                   .status = 200,
-                                                                   .body = BAD_ANSWER,
-                                                                   .sticky = true }),
-                         0);
-        /* The Kubernetes side: an empty node list, and a watch that never says anything. */
-        assert_int_equal(
-            kfake_add(f.fake, &(struct kfake_script){ .method = "GET",
-                                                      .path = "/api/v1/nodes",
-                                                      .query_contains = "watch",
-                                                      .status = 200,
-                                                      .chunks = (const char *const[]){ "", NULL },
-                                                      .sticky = true }),
-            0);
-        assert_int_equal(
-            kfake_add(f.fake, &(struct kfake_script){ .method = "GET",
-                                                      .path = "/api/v1/nodes",
-                                                      .status = 200,
-                                                      .body = "{\"metadata\": {\"resourceVersion\": \"1\"}, "
-                                                              "\"items\": []}",
-                                                      .sticky = true }),
-            0);
-        kc = sim_server_kubeconfig(kfake_url(f.fake), "t");
-        strcpy(f.kc_path, "/tmp/test-controller-kfake-XXXXXX");
-        cfx_write(f.kc_path, kc);
-        assert_int_equal(kube_config_load_file(f.kc_path, NULL, &f.kcfg, &error), 0);
-        assert_int_equal(loop_new(&f.loop), 0);
-        assert_int_equal(kube_client_new(f.loop, f.kcfg, NULL, &f.kube), 0);
-        _cleanup_free_ char *qurl = strprintf("%s/123456789012/q", kfake_url(f.fake));
-        assert_int_equal(controller_new(f.loop, f.kube, NULL,
-                                        &(struct controller_options){ .queue_url = qurl,
-                                                                      .region = "us-east-1",
-                                                                      .credentials = mfx_creds,
-                                                                      .credentials_userdata = &f,
-                                                                      .no_leader_election = true },
-                                        &f.ctl),
-                         0);
-        assert_int_equal(controller_start(f.ctl), 0);
+        mfx_start(&f, BAD_ANSWER, NULL);
         for (int i = 0; i < 2000; i++) {
                 controller_stats(f.ctl, &st);
                 if (st.malformed >= 4 && count_bodies(f.fake, "rh-odd-2") >= 2)
@@ -229,13 +248,71 @@ static void test_malformed_left_in_queue(void **state)
         assert_int_equal(count_bodies(f.fake, "\"Entries\""), 0);
         assert_true(count_bodies(f.fake, "\"VisibilityTimeout\":600") >= 2);
         assert_true(controller_ready(f.ctl));
+        mfx_stop(&f);
+}
 
-        controller_free(f.ctl);
-        kube_client_free(f.kube);
-        loop_free(f.loop);
-        kube_config_free(f.kcfg);
-        kfake_stop(f.fake);
-        unlink(f.kc_path);
+/* Well-formed spot warnings the queue's sender may not make us act on (controller/trust.h): another
+ * account's, one naming no account, another region's. */
+#define SPOT_BODY(id, account, region)                                                             \
+        "{\\\"id\\\": \\\"" id                                                                     \
+        "\\\", \\\"detail-type\\\": \\\"EC2 Spot Instance Interruption Warning\\\", "              \
+        "\\\"source\\\": \\\"aws.ec2\\\", " account "\\\"time\\\": \\\"2026-11-30T06:00:00Z\\\", " \
+        "\\\"region\\\": \\\"" region "\\\", \\\"detail\\\": {\\\"instance-id\\\": "               \
+        "\\\"i-0a00000000000000a\\\", \\\"instance-action\\\": \\\"terminate\\\"}}"
+#define UNTRUSTED_ANSWER                                                                                   \
+        "{\"Messages\": ["                                                                                 \
+        "{\"MessageId\": \"m-foreign\", \"ReceiptHandle\": \"rh-foreign\", \"Body\": \"" SPOT_BODY(        \
+            "e-1", "\\\"account\\\": \\\"999999999999\\\", ",                                              \
+            "us-east-1") "\"},"                                                                            \
+                         "{\"MessageId\": \"m-none\", \"ReceiptHandle\": \"rh-none\", \"Body\": "          \
+                         "\"" SPOT_BODY("e-2", "",                                                         \
+                                        "us-east-1") "\"},"                                                \
+                                                     "{\"MessageId\": \"m-region\", \"ReceiptHandle\": "   \
+                                                     "\"rh-region\", \"Body\": \"" SPOT_BODY(              \
+                                                         "e-3", "\\\"account\\\": \\\"123456789012\\\", ", \
+                                                         "eu-west-1") "\"}]}"
+
+static void on_rejected_alert(const struct alert *a, void *userdata)
+{
+        unsigned *n = userdata;
+        if (a->kind == ALERT_NOTICE_REJECTED)
+                (*n)++;
+}
+
+static void test_untrusted_left_in_queue(void **state)
+{
+        struct mfx f = { 0 };
+        struct controller_stats st;
+        struct alert_bus *bus = NULL;
+        unsigned alerts = 0;
+        bool never = false;
+
+        assert_int_equal(alert_bus_new(&bus), 0);
+        assert_int_equal(alert_bus_add_sink(bus, on_rejected_alert, &alerts), 0);
+        mfx_start(&f, UNTRUSTED_ANSWER, bus);
+        for (int i = 0; i < 2000; i++) {
+                controller_stats(f.ctl, &st);
+                if (st.rejected[CONTROLLER_REJECT_FOREIGN_ACCOUNT] >= 2 &&
+                    st.rejected[CONTROLLER_REJECT_NO_ACCOUNT] >= 2 &&
+                    st.rejected[CONTROLLER_REJECT_FOREIGN_REGION] >= 2 &&
+                    count_bodies(f.fake, "\"VisibilityTimeout\":600") >= 6)
+                        break;
+                loop_run_until(f.loop, &never, 2 * 1000);
+        }
+        controller_stats(f.ctl, &st);
+        /* Each reason counted on every receive, nothing deleted, nothing taken in, each hidden for the long
+         * timeout (the redrive policy's way), and alerted once per sender and reason, not per receive. */
+        assert_true(st.rejected[CONTROLLER_REJECT_FOREIGN_ACCOUNT] >= 2);
+        assert_true(st.rejected[CONTROLLER_REJECT_NO_ACCOUNT] >= 2);
+        assert_true(st.rejected[CONTROLLER_REJECT_FOREIGN_REGION] >= 2);
+        assert_int_equal(st.malformed, 0);
+        assert_int_equal(st.deleted, 0);
+        assert_int_equal(st.dispatch.notices, 0);
+        assert_int_equal(count_bodies(f.fake, "\"Entries\""), 0);
+        assert_true(count_bodies(f.fake, "\"VisibilityTimeout\":600") >= 6);
+        assert_int_equal(alerts, 3);
+        mfx_stop(&f);
+        alert_bus_free(bus);
 }
 
 /* ---- the Auto Scaling lifecycle client ---- */
@@ -322,6 +399,7 @@ int main(void)
                 cmocka_unit_test(test_nonexistent_queue),
                 cmocka_unit_test(test_repeated_failures),
                 cmocka_unit_test(test_malformed_left_in_queue),
+                cmocka_unit_test(test_untrusted_left_in_queue),
                 cmocka_unit_test(test_asg_client),
         };
         log_setup(LOG_FORMAT_TEXT, LOG_WARNING);

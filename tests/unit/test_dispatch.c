@@ -336,8 +336,8 @@ static void test_unknown_retried_then_dropped(void **state)
         struct notice state_change = mk(NOTICE_STATE_CHANGE, "i-0f00000000000000f", "ev-f", clk_now());
         struct dispatch_stats st;
 
-        /* A state change of an instance that is not a node: nothing to wait for. */
-        assert_int_equal(submit(f, &state_change, 9), DISPATCH_DONE);
+        /* A state change of an instance that is not a node: nothing to wait for, and not ours. */
+        assert_int_equal(submit(f, &state_change, 9), DISPATCH_FOREIGN);
 
         assert_int_equal(count(f, "seen - state-change"), 1);
         assert_int_equal(submit(f, &spot, 1), DISPATCH_PENDING);
@@ -362,6 +362,66 @@ static void test_unknown_retried_then_dropped(void **state)
         assert_int_equal(st.unknown_dropped, 1);
         assert_int_equal(st.unknown_pending, 0);
         assert_int_equal(count(f, "ticket 1"), 0);
+
+        /* Dropped, it is not remembered: the same message back (another cluster's, in a shared queue) is
+         * waited for again, not taken for a duplicate (which would delete it). */
+        assert_int_equal(submit(f, &never_node, 3), DISPATCH_PENDING);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.unknown_pending, 1);
+        /* The one that found its node is remembered: a second delivery is a duplicate. */
+        assert_int_equal(submit(f, &spot, 4), DISPATCH_DONE);
+}
+
+/* An Auto Scaling hook of an instance that never turns up as a node is another cluster's: not completed. */
+static void test_unknown_lifecycle_left_alone(void **state)
+{
+        struct fx *f = *state;
+        struct notice asg =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0e00000000000000e", "ev-asg", clk_now() + 3600 * SEC);
+        snprintf(asg.asg_name, sizeof(asg.asg_name), "other-cluster-ng");
+        snprintf(asg.lifecycle_hook_name, sizeof(asg.lifecycle_hook_name), "hook");
+        snprintf(asg.lifecycle_action_token, sizeof(asg.lifecycle_action_token), "token");
+
+        assert_int_equal(submit(f, &asg, 1), DISPATCH_PENDING);
+        f->ticket_seen = false;
+        assert_int_equal(loop_run_until(f->loop, &f->ticket_seen, REAL_BOUND), 0);
+        assert_int_equal(count(f, "ticket 1 -6"), 1); /* -ENXIO */
+        assert_int_equal(count(f, "complete"), 0);
+}
+
+/* A notice that comes after its deadline (a backlog, a back-dated body) drains with the minimum budget; a
+ * spot warning claiming more than two minutes is held to two. */
+static void test_late_and_far_deadlines(void **state)
+{
+        struct fx *f = *state;
+        uint64_t now = clk_now();
+        struct notice late = mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-late", now - 240 * SEC);
+        struct notice far = mk(NOTICE_SPOT_INTERRUPTION, "i-0b00000000000000b", "ev-far", now + 3600 * SEC);
+        struct notice asg =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0c00000000000000c", "ev-asg", now + 10 * SEC);
+
+        late.notice_time = now - 360 * SEC; /* sent six minutes ago: its deadline passed four minutes ago */
+        far.notice_time = now;
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+        add_node(f, "spot-c", "aws:///us-east-1c/i-0c00000000000000c");
+        assert_int_equal(dispatch_late_usec(&late, now), 240 * SEC);
+        assert_int_equal(dispatch_late_usec(&far, now), 0);
+        _cleanup_free_ char *said = NULL, *plain = NULL;
+        assert_int_equal(dispatch_notice_summary(&late, now, &said), 0);
+        assert_non_null(strstr(said, "; arrived 240 s after its deadline: drained with the minimum budget"));
+        assert_int_equal(dispatch_notice_summary(&far, now, &plain), 0);
+        assert_null(strstr(plain, "arrived"));
+
+        assert_int_equal(submit(f, &late, 1), DISPATCH_PENDING);
+        uint64_t d = dispatch_node_deadline(f->d, "spot-a");
+        assert_true(d >= now + 30 * SEC && d < clk_now() + 31 * SEC); /* the default 30 s */
+        assert_int_equal(submit(f, &far, 2), DISPATCH_PENDING);
+        d = dispatch_node_deadline(f->d, "spot-b");
+        assert_true(d >= now + 120 * SEC && d <= clk_now() + 120 * SEC);
+        /* A hook that grants less than the minimum is planned against the minimum too. */
+        assert_int_equal(submit(f, &asg, 3), DISPATCH_PENDING);
+        assert_true(dispatch_node_deadline(f->d, "spot-c") >= now + 30 * SEC);
 }
 
 static void test_resume_and_reset(void **state)
@@ -500,8 +560,12 @@ static void test_scheduled_change_lead_and_cancel(void **state)
 static void test_fixed_node_and_imds_identity(void **state)
 {
         struct fx *f = *state;
-        const char *doc = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:02:00Z\"}";
-        const char *later = "{\"action\": \"terminate\", \"time\": \"2099-01-01T00:01:00Z\"}";
+        /* Two minutes out at most, as a spot warning gives (a later time would be held to two minutes). */
+        char t1[32], t2[32], doc[96], later[96];
+        assert_int_equal(format_rfc3339(clk_now() + 110 * SEC, t1, sizeof(t1)), 0);
+        assert_int_equal(format_rfc3339(clk_now() + 90 * SEC, t2, sizeof(t2)), 0);
+        snprintf(doc, sizeof(doc), "{\"action\": \"terminate\", \"time\": \"%s\"}", t1);
+        snprintf(later, sizeof(later), "{\"action\": \"terminate\", \"time\": \"%s\"}", t2);
         struct notice_parse_opts po = { .source = "imds",
                                         .instance_id = "i-0abcd1234ef567890",
                                         .imds_path = "spot/instance-action" };
@@ -540,7 +604,7 @@ static void test_fixed_node_and_imds_identity(void **state)
 static void test_resume_recorded(void **state)
 {
         struct fx *f = *state;
-        char t[32], value[128];
+        char t[32], value[256];
         uint64_t start = (clk_now() / SEC + 1) * SEC; /* within the 1 s lead, whole seconds (RFC 3339) */
         cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
         cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
@@ -551,7 +615,26 @@ static void test_resume_recorded(void **state)
         assert_int_equal(dispatch_resume_recorded(f->d, o), -EBADMSG);
         cJSON_DeleteItemFromObject(ann, SPOTDRAIN_ANNOTATION_DRAIN);
         assert_int_equal(format_rfc3339(start, t, sizeof(t)), 0);
-        snprintf(value, sizeof(value), "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}", t);
+        /* A record that names no instance, or another one than the node's, or a kind that does not drain,
+         * is not trusted: anyone who may patch the node could have written it. */
+#define IID_A "i-0a00000000000000a"
+        static const char *const untrusted[] = {
+                "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\"}",
+                "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\",\"instance\":\"i-0b00000000000000b\"}",
+                "{\"kind\":\"manual\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\"}",
+                "{\"kind\":\"rebalance-recommendation\",\"deadline\":\"%s\",\"instance\":\"" IID_A "\"}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(untrusted); i++) {
+                snprintf(value, sizeof(value), untrusted[i], t);
+                cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
+                assert_int_equal(dispatch_resume_recorded(f->d, o), -EPERM);
+                cJSON_DeleteItemFromObject(ann, SPOTDRAIN_ANNOTATION_DRAIN);
+        }
+        assert_int_equal(count(f, "drain"), 0);
+        snprintf(value, sizeof(value),
+                 "{\"kind\":\"scheduled-change\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\","
+                 "\"event_id\":\"ev-m1\"}",
+                 t);
         cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
         assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
         assert_int_equal(count(f, "drain spot-a scheduled-change"), 1);
@@ -569,6 +652,28 @@ static void test_resume_recorded(void **state)
         assert_false(dispatch_node_draining(f->d, "spot-a"));
 }
 
+/* A recorded spot drain with its deadline an hour out (a forged record) is held to the two minutes a spot
+ * warning gives. */
+static void test_resume_record_clamped(void **state)
+{
+        struct fx *f = *state;
+        char t[32], value[256];
+        cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
+
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        assert_int_equal(format_rfc3339(clk_now() + 3600 * SEC, t, sizeof(t)), 0);
+        snprintf(value, sizeof(value),
+                 "{\"kind\":\"spot-interruption\",\"deadline\":\"%s\",\"instance\":\"i-0a00000000000000a\"}",
+                 t);
+        cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
+        uint64_t before = clk_now();
+        assert_int_equal(dispatch_resume_recorded(f->d, o), 0);
+        uint64_t d = dispatch_node_deadline(f->d, "spot-a");
+        assert_true(d >= before + 120 * SEC && d <= clk_now() + 120 * SEC);
+        cJSON_Delete(o);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -578,12 +683,15 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_one_drain_per_node_earlier_deadline_restarts, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unknown_lifecycle_left_alone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_late_and_far_deadlines, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,7 +80,7 @@ static void test_spot_eventbridge(void **state)
         assert_string_equal(json,
                             "{\"kind\":\"spot-interruption\",\"instance_id\":\"" IID "\",\"source\":\"sqs\","
                             "\"notice_time\":\"2024-05-14T10:21:53Z\",\"deadline\":\"2024-05-14T10:23:53Z\","
-                            "\"action\":\"terminate\",\"region\":\"us-east-1\","
+                            "\"action\":\"terminate\",\"region\":\"us-east-1\",\"account\":\"123456789012\","
                             "\"event_id\":\"1e5527d7-bb36-4607-3370-4164db56a40e\"}");
         _cleanup_free_ char *human = NULL;
         assert_int_equal(notice_format_human(&v[0], &human), 0);
@@ -255,6 +255,7 @@ static void test_asg(void **state)
         assert_string_equal(v[0].lifecycle_hook_name, "spotguard-terminate");
         assert_string_equal(v[0].lifecycle_action_token, "0befcbdb-6ecd-498a-9ff7-ae9b54447cd6");
         assert_string_equal(v[0].region, "us-east-1");
+        assert_string_equal(v[0].account, "123456789012"); /* the event's, not the detail's */
         assert_int_equal(v[0].notice_time, t("2024-05-14T10:22:05Z"));
         assert_int_equal(v[0].deadline, v[0].notice_time + NOTICE_ASG_DEFAULT_DEADLINE_USEC);
         assert_string_equal(v[0].action, "");
@@ -268,7 +269,8 @@ static void test_asg(void **state)
         assert_string_equal(d[0].asg_name, "eks-spot-ng-1");
         assert_string_equal(d[0].lifecycle_hook_name, "spotguard-terminate");
         assert_string_equal(d[0].source, "sqs");
-        assert_string_equal(d[0].region, "eu-central-1"); /* the message names none */
+        assert_string_equal(d[0].region, "eu-central-1");  /* the message names none */
+        assert_string_equal(d[0].account, "123456789012"); /* AccountId */
         assert_int_equal(d[0].notice_time, t("2024-05-14T10:22:05.318Z"));
         assert_int_equal(d[0].notice_time % 1000000ULL, 318000);
         assert_int_equal(d[0].deadline, d[0].notice_time + 300 * 1000000ULL);
@@ -279,6 +281,7 @@ static void test_asg(void **state)
         assert_string_equal(x[0].event_id, "f20fbb34-77f8-11e5-9842-63a2c2b9270f");
         assert_string_equal(x[0].asg_name, "eks-spot-ng-1");
         assert_string_equal(x[0].region, "us-east-1"); /* from AutoScalingGroupARN */
+        assert_string_equal(x[0].account, "123456789012");
         assert_int_equal(x[0].deadline, 0);
         _cleanup_free_ char *json = NULL;
         assert_int_equal(notice_format_json(&x[0], &json), 0);
@@ -509,6 +512,16 @@ static void test_malformed(void **state)
                 { SPOT_HEAD "\"time\":\"yesterday\",\"detail\":{}}", -EBADMSG,
                   "time 'yesterday' is not a time" },
                 { SPOT_HEAD "\"detail\":{}}", -EBADMSG, "EventBridge event without time" },
+                { SPOT_HEAD "\"account\":\"12345\",\"time\":\"2024-05-14T10:21:53Z\",\"detail\":{}}",
+                  -EBADMSG, "EventBridge event: account '12345' is not a 12-digit account id" },
+                { SPOT_HEAD "\"account\":12345,\"time\":\"2024-05-14T10:21:53Z\",\"detail\":{}}", -EBADMSG,
+                  "EventBridge event: account is not a string" },
+                { "{\"LifecycleTransition\":\"autoscaling:EC2_INSTANCE_TERMINATING\",\"EC2InstanceId\":"
+                  "\"" IID "\","
+                  "\"LifecycleHookName\":\"h\",\"AutoScalingGroupName\":\"g\",\"LifecycleActionToken\":"
+                  "\"t\","
+                  "\"Time\":\"2024-05-14T10:21:53Z\",\"AccountId\":\"12345678901x\"}",
+                  -EBADMSG, "AccountId '12345678901x' is not a 12-digit account id" },
                 { SPOT_HEAD "\"time\":\"2024-05-14T10:21:53Z\",\"detail\":[]}", -EBADMSG,
                   "non-object detail" },
                 { SPOT_HEAD "\"time\":\"2024-05-14T10:21:53Z\",\"detail\":{\"instance-id\":\"" IID "\","

@@ -33,9 +33,8 @@ static void add_ext(X509 *x, int nid, const char *value)
         X509_EXTENSION_free(ext);
 }
 
-void tls_test_cert(const char *cn, const char *san, char **ret_cert, char **ret_key)
+static void make_cert(EVP_PKEY *pkey, const char *cn, const char *san, char **ret_cert, char **ret_key)
 {
-        EVP_PKEY *pkey = EVP_EC_gen("P-256");
         X509 *x = X509_new();
         BIO *bc = BIO_new(BIO_s_mem()), *bk = BIO_new(BIO_s_mem());
 
@@ -64,4 +63,14 @@ void tls_test_cert(const char *cn, const char *san, char **ret_cert, char **ret_
         BIO_free(bk);
         X509_free(x);
         EVP_PKEY_free(pkey);
+}
+
+void tls_test_cert(const char *cn, const char *san, char **ret_cert, char **ret_key)
+{
+        make_cert(EVP_EC_gen("P-256"), cn, san, ret_cert, ret_key);
+}
+
+void tls_test_cert_rsa(const char *cn, char **ret_cert, char **ret_key)
+{
+        make_cert(EVP_RSA_gen(2048), cn, NULL, ret_cert, ret_key);
 }
