@@ -137,8 +137,9 @@ void drain_startups_free(struct drain_startup *s, size_t n);
  * disruptionsAllowed (the latest status seen) minus the slots granted and not yet reflected in that status,
  * none while P's status is behind its spec (observedGeneration) or was just contradicted by a 429, nor
  * to a member while one with an earlier deadline that joined under 3 s ago has not yet said what it
- * wants; when
- * several pods wait for P, the earliest last safe moment goes first (EDF, as drain_plan_make plans it).
+ * wants; when several pods wait for P, the earliest last safe moment goes first (EDF, as drain_plan_make
+ * plans it), and between nodes a tie goes to the earlier deadline, then the node name first in byte
+ * order.
  * A grant is reflected (and released) by the first status change after its eviction was answered; a 429
  * gives the slot back and marks the status stale until it changes, or for a jittered floor. Members are
  * woken (not polled) whenever a PDB changes, a member joins or leaves, or a slot may be theirs. The ledger
@@ -187,9 +188,10 @@ struct drain_ledger_member_ops {
          * nothing. */
         void (*planned)(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice);
 };
-/* userdata identifies the member in every call below; deadline_usec (engine clock) is its node's. */
+/* userdata identifies the member in every call below; node is its node's name (copied), deadline_usec
+ * (engine clock) that node's deadline. */
 int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
-                      uint64_t deadline_usec);
+                      const char *node, uint64_t deadline_usec);
 /* Drops the member's waits; grants it still holds count as spent until the next status change. */
 void drain_ledger_leave(struct drain_ledger *l, void *userdata);
 

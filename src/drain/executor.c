@@ -1449,7 +1449,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                         return r;
                 x->ledger = x->own_ledger;
         }
-        r = drain_ledger_join(x->ledger, &ledger_ops, x, x->deadline);
+        r = drain_ledger_join(x->ledger, &ledger_ops, x, x->node, x->deadline);
         if (r < 0)
                 return r;
         x->joined = true;

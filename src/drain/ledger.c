@@ -30,6 +30,7 @@
 struct member {
         const struct drain_ledger_member_ops *ops;
         void *userdata;
+        char *node;
         uint64_t joined_at, deadline;
         bool stated;  /* has stated its wants once (drain_ledger_end) */
         bool pending; /* asked for a plan while a new one had to wait: woken when it is made */
@@ -41,8 +42,13 @@ struct waiter {
         void *member;
         char *pod;
         uint64_t last_safe;
-        uint64_t seq; /* ties go to the pod that waited first */
-        bool seen;    /* stated since the member's last drain_ledger_begin() */
+        /* Ties between nodes go to the earlier deadline, then the node name first in byte order (an order
+         * that drains in other processes can reproduce, drain_ledger_follow_peers()); on one node, to the
+         * pod that waited first. node is the member's. */
+        uint64_t deadline;
+        const char *node;
+        uint64_t seq;
+        bool seen; /* stated since the member's last drain_ledger_begin() */
 };
 
 struct grant {
@@ -298,18 +304,33 @@ static int status_allowed(const struct drain_ledger *l, const char *key)
         return allowed->valueint;
 }
 
-/* Whether a member that joined a moment ago, with an earlier deadline than member's, has yet to say what it
+/* The order of drains between nodes: the earlier deadline, then the node name first in byte order. */
+static bool nodes_before(uint64_t deadline_a, const char *a, uint64_t deadline_b, const char *b)
+{
+        if (deadline_a != deadline_b)
+                return deadline_a < deadline_b;
+        return strcmp(a, b) < 0;
+}
+
+static struct member *member_find(const struct drain_ledger *l, const void *userdata)
+{
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == userdata)
+                        return &l->members[i];
+        return NULL;
+}
+
+/* Whether a member that joined a moment ago, ahead of member's node (nodes_before()), has yet to say what it
  * wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody up.) */
 static bool unsettled_before(const struct drain_ledger *l, const void *member, uint64_t now)
 {
-        uint64_t deadline = UINT64_MAX;
-        for (size_t i = 0; i < l->n_members; i++)
-                if (l->members[i].userdata == member)
-                        deadline = l->members[i].deadline;
-        for (size_t i = 0; i < l->n_members; i++)
-                if (!l->members[i].stated && l->members[i].userdata != member &&
-                    l->members[i].deadline < deadline && now < l->members[i].joined_at + SETTLE_USEC)
+        const struct member *m = member_find(l, member);
+        for (size_t i = 0; m && i < l->n_members; i++) {
+                const struct member *o = &l->members[i];
+                if (!o->stated && o != m && now < o->joined_at + SETTLE_USEC &&
+                    nodes_before(o->deadline, o->node, m->deadline, m->node))
                         return true;
+        }
         return false;
 }
 
@@ -338,6 +359,8 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
 {
         if (a->last_safe != b->last_safe)
                 return a->last_safe < b->last_safe;
+        if (a->member != b->member && (a->deadline != b->deadline || !streq(a->node, b->node)))
+                return nodes_before(a->deadline, a->node, b->deadline, b->node);
         return a->seq < b->seq;
 }
 
@@ -608,6 +631,8 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 lpdb_clear(&l->pdbs[i]);
         free(l->pdbs);
         free(l->by_key);
+        for (size_t i = 0; i < l->n_members; i++)
+                free(l->members[i].node);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
         drain_shutdowns_free(l->shutdowns);
@@ -619,15 +644,20 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
 }
 
 int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
-                      uint64_t deadline_usec)
+                      const char *node, uint64_t deadline_usec)
 {
+        _cleanup_free_ char *copy = strdup(node ? node : "");
+        if (!copy)
+                return -ENOMEM;
         struct member *a = realloc(l->members, (l->n_members + 1) * sizeof(*a));
         if (!a)
                 return -ENOMEM;
         l->members = a;
-        l->members[l->n_members++] = (struct member){
-                .ops = ops, .userdata = userdata, .joined_at = clk_now(), .deadline = deadline_usec
-        };
+        l->members[l->n_members++] = (struct member){ .ops = ops,
+                                                      .userdata = userdata,
+                                                      .node = TAKE_PTR(copy),
+                                                      .joined_at = clk_now(),
+                                                      .deadline = deadline_usec };
         arm_recheck(l);
         /* The others now drain beside one more node: their plans change. */
         set_dirty(l);
@@ -641,6 +671,7 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
                 return;
         for (size_t i = 0; i < l->n_members; i++)
                 if (l->members[i].userdata == userdata) {
+                        free(l->members[i].node);
                         memmove(&l->members[i], &l->members[i + 1],
                                 (l->n_members - i - 1) * sizeof(*l->members));
                         l->n_members--;
@@ -1024,6 +1055,7 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                       uint64_t last_safe_usec)
 {
         struct lpdb *p = lpdb_get(l, pdb);
+        const struct member *m = member_find(l, member);
         struct waiter *w = NULL;
         if (!p)
                 return -ENOMEM;
@@ -1039,7 +1071,12 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                 if (!copy)
                         return -ENOMEM;
                 w = &p->waiters[p->n_waiters++];
-                *w = (struct waiter){ .member = member, .pod = copy, .seq = l->seq++ };
+                /* A member that did not join (the ledger's own tests) ranks after every node. */
+                *w = (struct waiter){ .member = member,
+                                      .pod = copy,
+                                      .deadline = m ? m->deadline : UINT64_MAX,
+                                      .node = m ? m->node : "",
+                                      .seq = l->seq++ };
         }
         w->seen = true;
         /* Its moment moved (the estimates did): the order among every member's waiters may have changed,

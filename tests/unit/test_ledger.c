@@ -191,13 +191,14 @@ static void on_done(struct drain_exec *x, const struct drain_exec_result *r, voi
                 f->all_done = f->all_done && f->drains[i].done;
 }
 
-static void fx_drain(struct fx *f, const char *node, uint64_t budget)
+/* deadline: engine clock. */
+static void fx_drain_by(struct fx *f, const char *node, uint64_t deadline)
 {
         struct drain *d = &f->drains[f->n_drains++];
         struct drain_exec_options o = {
                 .node = node,
                 .kind = "spot-interruption",
-                .deadline_usec = clk_now() + budget,
+                .deadline_usec = deadline,
                 .margin_usec = 2 * SEC,
                 .policy = DRAIN_POLICY_FORCE,
                 .default_startup_usec = 2 * SEC,
@@ -211,6 +212,11 @@ static void fx_drain(struct fx *f, const char *node, uint64_t budget)
         d->f = f;
         d->node = node;
         assert_int_equal(drain_exec_start(f->client, f->bus, &o, on_done, d, &d->x), 0);
+}
+
+static void fx_drain(struct fx *f, const char *node, uint64_t budget)
+{
+        fx_drain_by(f, node, clk_now() + budget);
 }
 
 static void fx_run(struct fx *f)
@@ -279,6 +285,28 @@ static void test_two_nodes_edf(void **state)
                 }
                 fx_free(f);
         }
+}
+
+/* Two nodes with one deadline: the slots go to the node whose name comes first, spot-a, though spot-b's
+ * drain started first (so its pods asked first). Other processes can reproduce that order; arrival they
+ * cannot see. */
+static void test_tie_by_node_name(void **state)
+{
+        struct fx *f = fx_new(TWO_NODES, 5, true);
+        uint64_t deadline = clk_now() + 40 * SEC;
+        fx_drain_by(f, "spot-b", deadline);
+        fx_drain_by(f, "spot-a", deadline);
+        fx_run(f);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                assert_int_equal(f->drains[i].result.evicted, 3);
+        }
+        struct deletions d;
+        sim_deletions(f, &d);
+        assert_int_equal(d.n, 6);
+        assert_true(deleted_before(&d, 1, 0));
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
 }
 
 /* Three nodes, deadlines c < a < b: the drains end in that order. */
@@ -443,7 +471,7 @@ static void test_ledger_silent_member(void **state)
         for (int i = 0; i < 2000 && !drain_ledger_synced(f->ledger); i++)
                 loop_run_until(f->loop, &never, 10 * 1000);
         assert_true(drain_ledger_synced(f->ledger));
-        assert_int_equal(drain_ledger_join(f->ledger, &ops, &wakes, clk_now() + 60 * SEC), 0);
+        assert_int_equal(drain_ledger_join(f->ledger, &ops, &wakes, "probe", clk_now() + 60 * SEC), 0);
         /* Past the 3 s settle time, and 2 s more. */
         uint64_t until = clk_now() + 5 * SEC;
         while (clk_now() < until)
@@ -612,10 +640,15 @@ static void test_drain_after_another(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_ledger_grants),        cmocka_unit_test(test_ledger_moved_estimates),
-                cmocka_unit_test(test_ledger_silent_member), cmocka_unit_test(test_two_nodes_edf),
-                cmocka_unit_test(test_three_nodes_edf),      cmocka_unit_test(test_infeasible_across_nodes),
-                cmocka_unit_test(test_ledger_losses),        cmocka_unit_test(test_drain_after_another),
+                cmocka_unit_test(test_ledger_grants),
+                cmocka_unit_test(test_ledger_moved_estimates),
+                cmocka_unit_test(test_ledger_silent_member),
+                cmocka_unit_test(test_two_nodes_edf),
+                cmocka_unit_test(test_tie_by_node_name),
+                cmocka_unit_test(test_three_nodes_edf),
+                cmocka_unit_test(test_infeasible_across_nodes),
+                cmocka_unit_test(test_ledger_losses),
+                cmocka_unit_test(test_drain_after_another),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
