@@ -49,6 +49,13 @@ struct kube_pod;
 struct metrics;
 struct spotdrain_config;
 
+/* ==== the drain record (record.c): SPOTDRAIN_ANNOTATION_DRAIN on the node being drained ====
+ * {"kind":KIND,"deadline":RFC3339,"started":RFC3339}, times to the millisecond (engine clock). */
+char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t started_usec);
+/* The record on a Node object: its kind (a copy; ret_kind may be NULL) and deadline; -ENOENT when the node
+ * has none, -EBADMSG when it cannot be read, -ENOMEM. */
+int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline);
+
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 
 /* Observed graceful stops (delete → gone) per owner, the latest few of each. */

@@ -819,27 +819,14 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
 
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 {
-        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
-        const char *value =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN));
         const char *name = kube_object_str(node, "metadata.name");
-        uint64_t deadline = 0;
-        const char *kind;
-        cJSON *rec;
-        int r;
+        _cleanup_free_ char *kind = NULL;
+        uint64_t deadline;
+        int r = drain_record_read(node, &kind, &deadline);
 
-        if (!value || !name)
-                return -ENOENT;
-        rec = cJSON_Parse(value);
-        kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
-        if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
-                                   &deadline) < 0)
-                r = -EBADMSG;
-        else
-                r = dispatch_resume(d, name, kind, deadline);
-        cJSON_Delete(rec);
-        return r;
+        if (r < 0)
+                return r;
+        return name ? dispatch_resume(d, name, kind, deadline) : -ENOENT;
 }
 
 void dispatch_reset(struct dispatch *d)

@@ -1280,8 +1280,6 @@ static void annotate_done(struct kube_client *c, struct kube_result *r, void *us
 
 static int start_node_changes(struct drain_exec *x)
 {
-        char deadline[64], started[64];
-        _cleanup_free_ char *value = NULL;
         struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
         int r;
 
@@ -1292,15 +1290,7 @@ static int start_node_changes(struct drain_exec *x)
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
                 return r;
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0 ||
-            format_rfc3339(x->result.started_usec, started, sizeof(started)) < 0)
-                return -EINVAL;
-        cJSON *o = cJSON_CreateObject();
-        if (o && cJSON_AddStringToObject(o, "kind", x->kind) &&
-            cJSON_AddStringToObject(o, "deadline", deadline) &&
-            cJSON_AddStringToObject(o, "started", started))
-                value = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
+        _cleanup_free_ char *value = drain_record_format(x->kind, x->deadline, x->result.started_usec);
         if (!value)
                 return -ENOMEM;
         const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { value };
@@ -1374,7 +1364,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->metrics = o->metrics;
         x->done = done;
         x->userdata = userdata;
-        x->deadline = o->deadline_usec;
+        /* To the millisecond, as the drain record has it: drains elsewhere order theirs by the record. */
+        x->deadline = o->deadline_usec - o->deadline_usec % 1000;
         x->margin = o->margin_usec;
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
