@@ -66,6 +66,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_shutdowns *, drain_shutdowns_free);
 /* unseen_usec: what the owner's stop was expected to take before any was seen. */
 int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
                             uint64_t unseen_usec);
+/* A pod that was stopping is gone (now): records how long its graceful stop took, from start (0: its
+ * deletionTimestamp less its grace period, for a pod someone else deleted), unless that was no graceful
+ * stop's length: a pod gone with its instance (within a second of deadline_usec, its node's), or cut short
+ * by a grace its delete shortened (its deletionGracePeriodSeconds, or forced_grace seconds when > 0).
+ * unseen as drain_shutdowns_observe()'s: expected_fraction of its grace period. 0, or -ENOMEM. */
+int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_pod *kp, const char *owner_key,
+                                 uint64_t start, int64_t forced_grace, uint64_t deadline_usec,
+                                 double expected_fraction);
 /* The median and the longest of the owner's stops; false when none was observed. */
 bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median,
                          uint64_t *ret_max);
@@ -256,6 +264,10 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items);
  * the drains still going plan with the PDB slots they give back. */
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
                             uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec);
+/* Until when a pod gone after its delete is still planned (drain_ledger_keep_ghost(), an executor's own):
+ * a while after its replacement, deleted at its delete, should be Ready by the owner's startup estimate. */
+uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,
+                                  const char *owner_key, uint64_t default_startup_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
 

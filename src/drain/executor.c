@@ -24,11 +24,6 @@
 #define MIN(a, b)                 ((a) < (b) ? (a) : (b))
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
-/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
- * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
- * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
- * only waits for a slow replacement infeasible. */
-#define GHOST_OVERDUE_USEC (30 * USEC_PER_SEC)
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -1151,45 +1146,22 @@ static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj
         pods_changed(userdata);
 }
 
-static uint64_t startup_of(const struct drain_exec *x, const char *owner_key)
-{
-        uint64_t usec;
-        return drain_ledger_startup(x->ledger, owner_key, &usec) ? usec : x->default_startup;
-}
-
 /* A pod that was deleting left: keep its last state while its replacement is on the way (see ghost). */
 static void keep_ghost(struct drain_exec *x, struct xpod *p, const cJSON *obj, const struct kube_pod *kp,
                        const char *key)
 {
         p->ghost = cJSON_Duplicate(obj, true);
         p->gone_at = clk_now();
-        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
-        p->ghost_until = kp->deleted_usec + 2 * startup_of(x, key) + USEC_PER_SEC + GHOST_OVERDUE_USEC;
+        p->ghost_until = drain_ledger_ghost_until(x->ledger, kp, key, x->default_startup);
 }
 
 /* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
 static void observe_stop(struct drain_exec *x, const struct xpod *p, const struct kube_pod *kp,
                          const char *key)
 {
-        uint64_t now = clk_now(), start;
-        int64_t grace = kp->deletion_grace_seconds >= 0 ? kp->deletion_grace_seconds : kp->grace_seconds;
-        if (p && p->stop_at)
-                start = p->stop_at;
-        else if (kp->deleted_usec)
-                start = kp->deleted_usec; /* deleted by someone else */
-        else
-                return;
-        /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
-        if (now <= start || now + USEC_PER_SEC >= x->deadline)
-                return;
-        uint64_t took = now - start;
-        if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
-                return;
-        if (p && p->forced_grace > 0 && p->forced_grace < kp->grace_seconds &&
-            took + USEC_PER_SEC >= (uint64_t)p->forced_grace * USEC_PER_SEC)
-                return;
-        uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * x->expected_shutdown_fraction);
-        if (drain_shutdowns_observe(drain_ledger_shutdowns(x->ledger), key, took, unseen) < 0)
+        if (drain_shutdowns_observe_stop(drain_ledger_shutdowns(x->ledger), kp, key, p ? p->stop_at : 0,
+                                         p ? p->forced_grace : 0, x->deadline,
+                                         x->expected_shutdown_fraction) < 0)
                 log_debug("out of memory keeping shutdown observations");
 }
 

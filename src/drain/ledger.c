@@ -26,6 +26,11 @@
  * which the cordons of new notices need. */
 #define PLAN_GAP_FACTOR   4
 #define PLAN_GAP_MAX_USEC (500 * UINT64_C(1000))
+/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
+ * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
+ * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
+ * only waits for a slow replacement infeasible. */
+#define GHOST_OVERDUE_USEC (30 * UINT64_C(1000000))
 
 struct member {
         const struct drain_ledger_member_ops *ops;
@@ -1217,6 +1222,16 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
         }
         if (noted)
                 set_dirty(l);
+}
+
+uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,
+                                  const char *owner_key, uint64_t default_startup_usec)
+{
+        uint64_t startup;
+        if (!drain_ledger_startup(l, owner_key, &startup))
+                startup = default_startup_usec;
+        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
+        return kp->deleted_usec + 2 * startup + UINT64_C(1000000) + GHOST_OVERDUE_USEC;
 }
 
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)
