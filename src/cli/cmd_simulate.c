@@ -106,7 +106,8 @@ struct simulate {
         struct kube_client *client; /* the service's */
         struct alert_bus *bus;      /* the service's */
         /* Direct delivery stands for one process draining every node: its drains share PDB slots. Agents
-         * are one process per node, so each of their drains keeps a private ledger. */
+         * are one process per node, so each of their drains keeps a private ledger, following the drains
+         * of the other nodes through the API. */
         struct drain_ledger *ledger;
         struct dispatch *dispatch; /* direct delivery */
         struct timer *poll;
@@ -248,6 +249,8 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
         o.metrics = sm->metrics;
+        /* Agents go behind the drains of other nodes, as the DaemonSet's do (agent_engine_actions). */
+        o.follow_peers = streq(sm->delivery, "imds");
         if (streq(sm->delivery, "direct")) {
                 if (!sm->ledger) {
                         r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);

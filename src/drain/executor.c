@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
@@ -836,12 +837,6 @@ static int order_cmp(const void *a, const void *b)
         return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static bool wants_eviction(const struct drain_plan_pod *pp)
-{
-        return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
-               pp->action == DRAIN_ACTION_STUCK;
-}
-
 static void arm_wake(struct drain_exec *x, uint64_t at);
 
 /* Asks the ledger for a slot of the pod's PDB: 1 granted (*ret_pdb is its key), 0 wait. */
@@ -872,7 +867,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 const struct drain_plan_pod *pp = own_plan_pod(x, i);
                 struct xpod *p = x->plan_pods[i];
                 order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
-                if (pp->tier == 0 && wants_eviction(pp) && !own_pod_in(x, in, i)->deleting &&
+                if (pp->tier == 0 && drain_plan_pod_to_evict(pp) && !own_pod_in(x, in, i)->deleting &&
                     (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
                      p->state == XPOD_EVICTING))
                         tier0_pending = true;
@@ -886,7 +881,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 struct xpod *p = x->plan_pods[i];
 
                 warn_pod(x, i);
-                if (!wants_eviction(pp) || pin->deleting)
+                if (!drain_plan_pod_to_evict(pp) || pin->deleting)
                         continue;
                 if (p->state != XPOD_IDLE && p->state != XPOD_BLOCKED && p->state != XPOD_MULTI)
                         continue;
@@ -895,9 +890,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 /* Critical pods go once the normal ones are on their way, or when their own time runs out.
                  */
                 bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
-                /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy
-                 * pod that the API may let go without a disruption: nothing to count. */
-                bool takes_slot = pin->n_pdbs == 1 && pin->ready && !pin->pending;
+                bool takes_slot = drain_pod_takes_slot(pin);
 
                 /* Once its last safe moment has come, a pod is evicted only when that surely works at
                  * once; one that was refused before is forced. A pod under a PDB is evicted only with a
@@ -1382,26 +1375,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 .namespaces = add_namespaces,
                 .planned = planned,
         };
-        /* What the drain reads of a pod (kube_pod_parse(), the delete's grace): a drain of a node's pods
-         * beside hundreds of others must not keep whole pods (managedFields, containers, env). */
-        static const char *const pod_fields[] = {
-                "metadata.labels",
-                "metadata.annotations",
-                "metadata.ownerReferences",
-                "metadata.creationTimestamp",
-                "metadata.deletionGracePeriodSeconds",
-                "spec.nodeName",
-                "spec.priority",
-                "spec.priorityClassName",
-                "spec.terminationGracePeriodSeconds",
-                "spec.volumes",
-                "status.phase",
-                "status.conditions[type=Ready]",
-                NULL,
-        };
         struct kube_watch_options pw = { .path = "/api/v1/pods",
                                          .field_selector = field,
-                                         .keep_fields = pod_fields };
+                                         .keep_fields = drain_pod_fields };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;
@@ -1411,6 +1387,10 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 if (r < 0)
                         return r;
                 x->ledger = x->own_ledger;
+                if (o->follow_peers &&
+                    (r = drain_ledger_follow_peers(x->ledger, x->node, x->deadline, x->margin,
+                                                   x->default_startup, x->expected_shutdown_fraction)) < 0)
+                        return r;
         }
         r = drain_ledger_join(x->ledger, &ledger_ops, x, x->node, x->deadline);
         if (r < 0)

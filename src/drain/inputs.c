@@ -4,10 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
+
+/* What a drain reads of a pod (kube_pod_parse(), the delete's grace): a drain of a node's pods beside
+ * hundreds of others must not keep whole pods (managedFields, containers, env). */
+const char *const drain_pod_fields[] = {
+        "metadata.labels",
+        "metadata.annotations",
+        "metadata.ownerReferences",
+        "metadata.creationTimestamp",
+        "metadata.deletionGracePeriodSeconds",
+        "spec.nodeName",
+        "spec.priority",
+        "spec.priorityClassName",
+        "spec.terminationGracePeriodSeconds",
+        "spec.volumes",
+        "status.phase",
+        "status.conditions[type=Ready]",
+        NULL,
+};
 
 struct drain_inputs {
         struct drain_input in;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
@@ -53,7 +54,8 @@ struct waiter {
         uint64_t deadline;
         const char *node;
         uint64_t seq;
-        bool seen; /* stated since the member's last drain_ledger_begin() */
+        bool remote; /* a peer's (drain_ledger_member_ops.remote) */
+        bool seen;   /* stated since the member's last drain_ledger_begin() */
 };
 
 struct grant {
@@ -106,6 +108,7 @@ struct drain_ledger {
         struct loop *loop;
         uint64_t floor;
         struct kube_informer *inf;
+        struct drain_peers *peers; /* drains of other processes ahead of this one's, NULL: none followed */
         struct member *members;
         size_t n_members;
         uint64_t seq;
@@ -309,14 +312,6 @@ static int status_allowed(const struct drain_ledger *l, const char *key)
         return allowed->valueint;
 }
 
-/* The order of drains between nodes: the earlier deadline, then the node name first in byte order. */
-static bool nodes_before(uint64_t deadline_a, const char *a, uint64_t deadline_b, const char *b)
-{
-        if (deadline_a != deadline_b)
-                return deadline_a < deadline_b;
-        return strcmp(a, b) < 0;
-}
-
 static struct member *member_find(const struct drain_ledger *l, const void *userdata)
 {
         for (size_t i = 0; i < l->n_members; i++)
@@ -325,15 +320,16 @@ static struct member *member_find(const struct drain_ledger *l, const void *user
         return NULL;
 }
 
-/* Whether a member that joined a moment ago, ahead of member's node (nodes_before()), has yet to say what it
- * wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody up.) */
+/* Whether a member that joined a moment ago, ahead of member's node (drain_nodes_before()), has yet to say
+ * what it wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody
+ * up.) */
 static bool unsettled_before(const struct drain_ledger *l, const void *member, uint64_t now)
 {
         const struct member *m = member_find(l, member);
         for (size_t i = 0; m && i < l->n_members; i++) {
                 const struct member *o = &l->members[i];
                 if (!o->stated && o != m && now < o->joined_at + SETTLE_USEC &&
-                    nodes_before(o->deadline, o->node, m->deadline, m->node))
+                    drain_nodes_before(o->deadline, o->node, m->deadline, m->node))
                         return true;
         }
         return false;
@@ -365,7 +361,7 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
         if (a->last_safe != b->last_safe)
                 return a->last_safe < b->last_safe;
         if (a->member != b->member && (a->deadline != b->deadline || !streq(a->node, b->node)))
-                return nodes_before(a->deadline, a->node, b->deadline, b->node);
+                return drain_nodes_before(a->deadline, a->node, b->deadline, b->node);
         return a->seq < b->seq;
 }
 
@@ -376,9 +372,15 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
  * of the node would ever get the slot. */
 static bool waiter_within(const struct lpdb *p, const struct waiter *w, size_t slots)
 {
+        uint64_t now = clk_now();
         size_t n = 0;
         for (size_t i = 0; i < p->n_waiters && n < slots; i++) {
                 const struct waiter *o = &p->waiters[i];
+                /* A peer's pod waits no longer once its last safe moment has come: its own drain forces it
+                 * then (or it is gone with its node). A peer that stopped working holds nobody up for long.
+                 */
+                if (o->remote && o->last_safe <= now)
+                        continue;
                 if (o != w && (o->seen || o->member != w->member) && waiter_before(o, w))
                         n++;
         }
@@ -624,6 +626,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
 {
         if (!l)
                 return NULL;
+        drain_peers_free(l->peers);
         kube_informer_stop(l->inf);
         timer_cancel(l->dispatch);
         timer_cancel(l->recheck);
@@ -703,6 +706,14 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
         arm_recheck(l);
         set_dirty(l);
         schedule_dispatch(l);
+        /* The drains of other processes were followed for the members of this one: none is left. */
+        bool local = false;
+        for (size_t i = 0; i < l->n_members; i++)
+                local = local || !l->members[i].ops->remote;
+        if (!local && l->peers) {
+                struct drain_peers *ps = TAKE_PTR(l->peers);
+                drain_peers_free(ps);
+        }
 }
 
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
@@ -712,7 +723,31 @@ const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
 
 bool drain_ledger_synced(const struct drain_ledger *l)
 {
-        return kube_informer_synced(l->inf);
+        return kube_informer_synced(l->inf) && drain_peers_settled(l->peers);
+}
+
+int drain_ledger_follow_peers(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
+                              uint64_t margin_usec, uint64_t default_startup_usec,
+                              double expected_shutdown_fraction)
+{
+        if (l->peers)
+                return -EBUSY;
+        struct drain_peers_options o = { .node = node,
+                                         .deadline_usec = deadline_usec,
+                                         .margin_usec = margin_usec,
+                                         .default_startup_usec = default_startup_usec,
+                                         .expected_shutdown_fraction = expected_shutdown_fraction };
+        return drain_peers_new(l, &o, &l->peers);
+}
+
+struct kube_client *drain_ledger_client(const struct drain_ledger *l)
+{
+        return l->c;
+}
+
+void drain_ledger_wake_all(struct drain_ledger *l)
+{
+        wake_all(l, NULL);
 }
 
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
@@ -1081,7 +1116,8 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                                       .pod = copy,
                                       .deadline = m ? m->deadline : UINT64_MAX,
                                       .node = m ? m->node : "",
-                                      .seq = l->seq++ };
+                                      .seq = l->seq++,
+                                      .remote = m && m->ops->remote };
         }
         w->seen = true;
         /* Its moment moved (the estimates did): the order among every member's waiters may have changed,
@@ -1090,6 +1126,8 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
         if (w->last_safe != last_safe_usec && w->last_safe != 0)
                 schedule_dispatch(l);
         w->last_safe = last_safe_usec;
+        if (w->remote)
+                return 0; /* stated to rank the others' pods, granted by its own process */
 
         /* Cheapest first: most wants find no slot free. */
         size_t slots = (size_t)lpdb_free_slots(l, p);

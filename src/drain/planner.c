@@ -105,6 +105,19 @@ static struct secs fmt_secs(int64_t usec)
         return r;
 }
 
+bool drain_plan_pod_to_evict(const struct drain_plan_pod *pp)
+{
+        return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
+               pp->action == DRAIN_ACTION_STUCK;
+}
+
+bool drain_pod_takes_slot(const struct drain_pod_in *pod)
+{
+        /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy pod that
+         * the API may let go without a disruption: nothing to count. */
+        return pod->n_pdbs == 1 && pod->ready && !pod->pending;
+}
+
 bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_in *pod)
 {
         if (pod->priority >= SYSTEM_CRITICAL_PRIORITY)

@@ -48,6 +48,7 @@ struct fx {
         struct kube_client *client;
         struct alert_bus *bus;
         struct drain_ledger *ledger;
+        bool peers; /* without a shared ledger: each drain follows the others through the API (agents) */
         struct drain drains[MAX_DRAINS];
         size_t n_drains;
         bool all_done;
@@ -208,6 +209,7 @@ static void fx_drain_by(struct fx *f, const char *node, uint64_t deadline)
                 .self_namespace = "",
                 .self_name = "",
                 .ledger = f->ledger,
+                .follow_peers = f->peers,
         };
         d->f = f;
         d->node = node;
@@ -309,36 +311,46 @@ static void test_tie_by_node_name(void **state)
         fx_free(f);
 }
 
-/* Three nodes, deadlines c < a < b: the drains end in that order. */
+#define THREE_NODES                                                                     \
+        "name: three\n" NODES "workloads:\n"                                            \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 8,\n"             \
+        "     placement: {spot-a: 2, spot-b: 2, spot-c: 2},\n"                          \
+        "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2,\n" \
+        "     pdb: {max_unavailable: 1}}\n"                                             \
+        "events: []\n"
+
+/* Three nodes, deadlines c < a < b: the slots go in that order, with one ledger for the three drains
+ * (a controller), and with a ledger each (agents: one process each in a cluster, only the API between
+ * them), which follow each other's drain records and pods. (Agents not following each other give the
+ * slots to whoever asks first.) */
 static void test_three_nodes_edf(void **state)
 {
-        struct fx *f = fx_new("name: three\n" NODES "workloads:\n"
-                              "  - {name: api, namespace: shop, kind: Deployment, replicas: 8,\n"
-                              "     placement: {spot-a: 2, spot-b: 2, spot-c: 2},\n"
-                              "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2,\n"
-                              "     pdb: {max_unavailable: 1}}\n"
-                              "events: []\n",
-                              5, true);
-        fx_drain(f, "spot-a", 50 * SEC);
-        fx_drain(f, "spot-b", 60 * SEC);
-        fx_drain(f, "spot-c", 40 * SEC);
-        fx_run(f);
-        for (size_t i = 0; i < 3; i++) {
-                assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
-                assert_int_equal(f->drains[i].result.evicted, 2);
-                assert_int_equal(f->drains[i].result.forced, 0);
+        for (int agents = 0; agents <= 1; agents++) {
+                struct fx *f = fx_new(THREE_NODES, 5, !agents);
+                f->peers = agents;
+                fx_drain(f, "spot-a", 50 * SEC);
+                fx_drain(f, "spot-b", 60 * SEC);
+                fx_drain(f, "spot-c", 40 * SEC);
+                fx_run(f);
+                for (size_t i = 0; i < 3; i++) {
+                        assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                        assert_int_equal(f->drains[i].result.evicted, 2);
+                        assert_int_equal(f->drains[i].result.forced, 0);
+                }
+                assert_true(f->drains[2].result.finished_usec < f->drains[0].result.finished_usec);
+                assert_true(f->drains[0].result.finished_usec < f->drains[1].result.finished_usec);
+                struct deletions d;
+                sim_deletions(f, &d);
+                assert_int_equal(d.n, 6);
+                assert_true(deleted_before(&d, 2, 0));
+                assert_true(deleted_before(&d, 0, 1));
+                /* One ledger sends no eviction the PDB has no room for (but a status older than an
+                 * answer); agents see each other's evictions a watch event late, and may be refused. */
+                if (!agents)
+                        assert_true(fx_blocked(f) <= 1);
+                assert_int_equal(sim_breaches(f), 0);
+                fx_free(f);
         }
-        assert_true(f->drains[2].result.finished_usec < f->drains[0].result.finished_usec);
-        assert_true(f->drains[0].result.finished_usec < f->drains[1].result.finished_usec);
-        /* Slots in EDF order: c's pods, then a's, then b's. */
-        struct deletions d;
-        sim_deletions(f, &d);
-        assert_int_equal(d.n, 6);
-        assert_true(deleted_before(&d, 2, 0));
-        assert_true(deleted_before(&d, 0, 1));
-        assert_true(fx_blocked(f) <= 1);
-        assert_int_equal(sim_breaches(f), 0);
-        fx_free(f);
 }
 
 /* maxUnavailable 1 and 5 s to replace a pod: three pods fit a node's 20 s budget (2 × 5 + 1 s), six do
