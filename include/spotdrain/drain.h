@@ -221,6 +221,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_plan *, drain_plan_free);
  * a disruption its pods need. */
 uint64_t drain_lower_bound_usec(const struct drain_input *in, size_t node);
 
+/* Whether the plan has the pod go through the eviction API (evicted, forced once its time is up, or tried
+ * though it is stuck), and whether its eviction takes a slot of its PDB. */
+bool drain_plan_pod_to_evict(const struct drain_plan_pod *pp);
+bool drain_pod_takes_slot(const struct drain_pod_in *pod);
 /* Whether the pod is evicted in the last tier. */
 bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_in *pod);
 

@@ -50,6 +50,17 @@ struct kube_pod;
 struct metrics;
 struct spotdrain_config;
 
+/* ==== the drain record (record.c): SPOTDRAIN_ANNOTATION_DRAIN on the node being drained ====
+ * {"kind":KIND,"deadline":RFC3339,"started":RFC3339,"instance":ID,"event_id":ID}, times to the millisecond
+ * (engine clock); instance and event_id (the notice's) are left out when NULL or "". A resume checks the
+ * instance against the node's providerID (dispatch_resume_recorded()). */
+char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t started_usec,
+                          const char *instance_id, const char *event_id);
+/* The record on a Node object: its kind (a copy; ret_kind may be NULL), deadline and instance (a copy, NULL
+ * when the record names none; ret_instance may be NULL); -ENOENT when the node has none, -EBADMSG when it
+ * cannot be read, -ENOMEM. */
+int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance);
+
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 
 /* Observed graceful stops (delete → gone) per owner, the latest few of each. */
@@ -60,6 +71,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_shutdowns *, drain_shutdowns_free);
 /* unseen_usec: what the owner's stop was expected to take before any was seen. */
 int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
                             uint64_t unseen_usec);
+/* A pod that was stopping is gone (now): records how long its graceful stop took, from start (0: its
+ * deletionTimestamp less its grace period, for a pod someone else deleted), unless that was no graceful
+ * stop's length: a pod gone with its instance (within a second of deadline_usec, its node's), or cut short
+ * by a grace its delete shortened (its deletionGracePeriodSeconds, or forced_grace seconds when > 0).
+ * unseen as drain_shutdowns_observe()'s: expected_fraction of its grace period. 0, or -ENOMEM. */
+int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_pod *kp, const char *owner_key,
+                                 uint64_t start, int64_t forced_grace, uint64_t deadline_usec,
+                                 double expected_fraction);
 /* The median and the longest of the owner's stops; false when none was observed. */
 bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median,
                          uint64_t *ret_max);
@@ -138,8 +157,9 @@ void drain_startups_free(struct drain_startup *s, size_t n);
  * disruptionsAllowed (the latest status seen) minus the slots granted and not yet reflected in that status,
  * none while P's status is behind its spec (observedGeneration) or was just contradicted by a 429, nor
  * to a member while one with an earlier deadline that joined under 3 s ago has not yet said what it
- * wants; when
- * several pods wait for P, the earliest last safe moment goes first (EDF, as drain_plan_make plans it).
+ * wants; when several pods wait for P, the earliest last safe moment goes first (EDF, as drain_plan_make
+ * plans it), and between nodes a tie goes to the earlier deadline, then the node name first in byte
+ * order.
  * A grant is reflected (and released) by the first status change after its eviction was answered; a 429
  * gives the slot back and marks the status stale until it changes, or for a jittered floor. Members are
  * woken (not polled) whenever a PDB changes, a member joins or leaves, or a slot may be theirs. The ledger
@@ -176,6 +196,9 @@ struct drain_joint *drain_joint_ref(struct drain_joint *j);
 struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
 
 struct drain_ledger_member_ops {
+        /* A drain of another process (drain_ledger_follow_peers()): planned with the others, and its pods'
+         * wants rank like theirs but are never granted here. */
+        bool remote;
         /* Something the member's plan depends on changed, or a slot may be waiting for it. */
         void (*wake)(void *userdata);
         /* Adds the member's node and pods to a joint input (or nothing, e.g. before its pods are listed).
@@ -188,15 +211,33 @@ struct drain_ledger_member_ops {
          * nothing. */
         void (*planned)(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice);
 };
-/* userdata identifies the member in every call below; deadline_usec (engine clock) is its node's. */
+/* userdata identifies the member in every call below; node is its node's name (copied), deadline_usec
+ * (engine clock) that node's deadline. */
 int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
-                      uint64_t deadline_usec);
+                      const char *node, uint64_t deadline_usec);
 /* Drops the member's waits; grants it still holds count as spent until the next status change. */
 void drain_ledger_leave(struct drain_ledger *l, void *userdata);
 
-/* The shared PDB informer (borrowed) and whether it has listed once. */
+/* The shared PDB informer (borrowed) and whether it has listed once (and the peers followed are known). */
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l);
 bool drain_ledger_synced(const struct drain_ledger *l);
+
+/* Orders the drain of node (this ledger's member) behind the drains of other processes: the agents of
+ * other nodes, one process each, which cannot share a ledger but see the same API server. A peer is a
+ * cordoned node whose drain record (record.c) has a deadline still to come and before deadline_usec, or
+ * the same and a name first in byte order: the order the ledger gives its own members. The ledger watches
+ * the cordoned nodes (one watch, fieldSelector spec.unschedulable=true) and the pods of each peer (one
+ * watch each, while it is one); every peer joins as a remote member: planned with the others (its pods
+ * take the PDB slots ahead of this node's, so the verdict sees them), its pods' wants ranking like a
+ * member's, and its pods' graceful stops observed. A peer's pod past its last safe moment waits no
+ * longer (its own drain forces it). Peers behind node need not be known: they defer to it. The ledger
+ * counts as synced once the cordoned nodes are known with node's own record among them (so every drain
+ * recorded before it is too) and every peer's pods are listed, or 3 s after this call.
+ * margin_usec, default_startup_usec and expected_shutdown_fraction are taken to be the peers' too (one
+ * configuration for the DaemonSet). At most once per ledger (-EBUSY). */
+int drain_ledger_follow_peers(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
+                              uint64_t margin_usec, uint64_t default_startup_usec,
+                              double expected_shutdown_fraction);
 /* Something a plan depends on changed (a member's pods): the next drain_ledger_plan() makes a new one. */
 void drain_ledger_touch(struct drain_ledger *l);
 /* Makes the joint plan anew (with o, on DRAIN_SHUTDOWN_SAFE) when something changed since the last one or
@@ -248,6 +289,10 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items);
  * the drains still going plan with the PDB slots they give back. */
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
                             uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec);
+/* Until when a pod gone after its delete is still planned (drain_ledger_keep_ghost(), an executor's own):
+ * a while after its replacement, deleted at its delete, should be Ready by the owner's startup estimate. */
+uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,
+                                  const char *owner_key, uint64_t default_startup_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
 
@@ -280,6 +325,10 @@ struct drain_exec_options {
          * PDB slots given out across nodes by earliest deadline, plans made across the nodes draining
          * together. NULL: a private one (a drain on its own). */
         struct drain_ledger *ledger;
+        /* With a private ledger: the drain goes behind the drains of other nodes recorded on them, and
+         * learns from their pods (drain_ledger_follow_peers()). For a drain that is one process per node,
+         * the agent's. */
+        bool follow_peers;
         /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
          * not reported. */
         struct metrics *metrics;

@@ -85,6 +85,8 @@ uint64_t now_monotonic_usec(void);
 /* RFC 3339 UTC ("2026-11-30T06:00:00Z", fraction optional on input). */
 int parse_rfc3339(const char *s, uint64_t *ret_usec);
 int format_rfc3339(uint64_t usec, char *buf, size_t len);
+/* With milliseconds: "2026-11-30T06:00:00.123Z". */
+int format_rfc3339_msec(uint64_t usec, char *buf, size_t len);
 
 /* Kubernetes quantities: CPU in millicores ("250m", "2", "1.5"), bytes ("64Gi", "512M", "1e3"). */
 int parse_cpu_millis(const char *s, int64_t *ret);

@@ -766,6 +766,9 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
         o.self_namespace = req->self_namespace;
         o.self_name = req->self_name;
         o.metrics = e->metrics;
+        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
+         * as a controller's one ledger would have them. */
+        o.follow_peers = true;
         r = drain_exec_start(e->kube, e->bus, &o, on_drain_done, e, &x);
         if (r < 0)
                 return r;

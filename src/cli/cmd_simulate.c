@@ -9,7 +9,8 @@
  * Notices reach the engine the same way whatever delivered them (notice_received() tells, start_drain()
  * acts), each through the one dispatcher (dispatch.h) — the agent's, the controller's, or direct's own:
  *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
- *    metadata service on the simulator's IMDS surface (imds_surface.h), exactly as the DaemonSet would;
+ *    metadata service on the simulator's IMDS surface (imds_surface.h) and speaking to the API with a
+ *    client (and rate limit) of its own, exactly as the DaemonSet would;
  *  - "sqs" (controller mode): the real controller (controller.h) long-polls the simulator's SQS queue, where
  *    each notice arrives as the EventBridge event EC2 would send; the controller drains through the engine
  *    itself, so its drains are followed through their alerts;
@@ -78,10 +79,12 @@ struct sim_node_seen {
         bool rebalance;
 };
 
-/* The IMDS delivery: an agent per scenario node. */
+/* The IMDS delivery: an agent per scenario node, with a Kubernetes client (and rate limit) of its own as
+ * the DaemonSet's pods have. */
 struct sim_agent {
         struct simulate *sm;
         struct imds_client *imds;
+        struct kube_client *client;
         struct agent *agent;
 };
 
@@ -106,7 +109,8 @@ struct simulate {
         struct kube_client *client; /* the service's */
         struct alert_bus *bus;      /* the service's */
         /* Direct delivery stands for one process draining every node: its drains share PDB slots. Agents
-         * are one process per node, so each of their drains keeps a private ledger. */
+         * are one process per node, so each of their drains keeps a private ledger, following the drains
+         * of the other nodes through the API. */
         struct drain_ledger *ledger;
         struct dispatch *dispatch; /* direct delivery */
         struct timer *poll;
@@ -221,7 +225,8 @@ static struct sim_drain *find_drain(const struct simulate *sm, const char *node)
         return NULL;
 }
 
-static int start_drain(struct simulate *sm, const char *node, const struct notice *n)
+static int start_drain(struct simulate *sm, struct kube_client *client, const char *node,
+                       const struct notice *n)
 {
         struct drain_exec_options o = { 0 };
         struct sim_drain **a, *d;
@@ -250,6 +255,8 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
         o.notice_usec = n->notice_time;
         o.deadline_usec = n->deadline;
         o.metrics = sm->metrics;
+        /* Agents go behind the drains of other nodes, as the DaemonSet's do (agent_engine_actions). */
+        o.follow_peers = streq(sm->delivery, "imds");
         if (streq(sm->delivery, "direct")) {
                 if (!sm->ledger) {
                         r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
@@ -258,7 +265,7 @@ static int start_drain(struct simulate *sm, const char *node, const struct notic
                 }
                 o.ledger = sm->ledger;
         }
-        r = drain_exec_start(sm->client, sm->bus, &o, drain_done, d, &d->x);
+        r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
         if (r < 0) {
                 sim_drain_free(d);
                 return r;
@@ -293,9 +300,9 @@ static int direct_replacement(void *userdata, const char *node, const struct not
         return prov_frontend_request(sm->prov, node, n);
 }
 
-static int direct_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
+static int drain_through(struct simulate *sm, struct kube_client *client, const char *node,
+                         const struct notice *n, uint64_t deadline)
 {
-        struct simulate *sm = userdata;
         struct notice dn = *n;
         int r;
 
@@ -304,10 +311,16 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
                 log_debug_errno(r, "replacement request for %s failed", node);
         /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
         dn.deadline = deadline;
-        r = start_drain(sm, node, &dn);
+        r = start_drain(sm, client, node, &dn);
         if (r < 0)
                 log_error_errno(r, "cannot start draining %s", node);
         return r;
+}
+
+static int direct_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
+{
+        struct simulate *sm = userdata;
+        return drain_through(sm, sm->client, node, n, deadline);
 }
 
 static const struct dispatch_ops sim_direct_ops = {
@@ -339,7 +352,8 @@ static void agent_notice_seen(void *userdata, const char *node, const struct not
 
 static int agent_drain(void *userdata, const struct agent_drain_request *req)
 {
-        return direct_drain(((struct sim_agent *)userdata)->sm, req->node, req->notice, req->deadline_usec);
+        struct sim_agent *sa = userdata;
+        return drain_through(sa->sm, sa->client, req->node, req->notice, req->deadline_usec);
 }
 
 static int agent_replacement(void *userdata, const char *node, const struct notice *n)
@@ -373,7 +387,9 @@ static int start_agents(struct simulate *sm)
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);
                 if (r >= 0)
-                        r = agent_new(sm->loop, sa->imds, sm->client, &ao, &sim_agent_actions, sa,
+                        r = service_kube_new(sm->svc, &sa->client);
+                if (r >= 0)
+                        r = agent_new(sm->loop, sa->imds, sa->client, &ao, &sim_agent_actions, sa,
                                       &sa->agent);
                 if (r >= 0)
                         r = agent_start(sa->agent);
@@ -1016,7 +1032,6 @@ static void teardown(struct simulate *sm)
                 agent_free(sm->agents[i].agent);
                 imds_client_free(sm->agents[i].imds);
         }
-        free(sm->agents);
         sim_imds_stop(sm->imds);
         /* Provisioning and /metrics, before the EC2 surface goes. */
         service_stop(sm->svc);
@@ -1024,6 +1039,10 @@ static void teardown(struct simulate *sm)
         for (size_t i = 0; i < sm->n_drains; i++)
                 sim_drain_free(sm->drains[i]);
         free(sm->drains);
+        /* After the drains that used them. */
+        for (size_t i = 0; sm->agents && i < sm->n_nodes; i++)
+                kube_client_free(sm->agents[i].client);
+        free(sm->agents);
         drain_ledger_free(sm->ledger);
         service_free(sm->svc);
         sim_server_stop(sm->srv);

@@ -72,20 +72,6 @@ int log_parse_format(const char *s)
         return -EINVAL;
 }
 
-/* RFC 3339 with milliseconds: "2026-11-30T06:00:00.123Z". */
-static int format_timestamp(uint64_t usec, char *buf, size_t len)
-{
-        time_t t = (time_t)(usec / 1000000ULL);
-        struct tm tm;
-        char sec[32];
-
-        if (!gmtime_r(&t, &tm) || strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
-                return -EINVAL;
-        if ((size_t)snprintf(buf, len, "%s.%03uZ", sec, (unsigned)(usec % 1000000ULL / 1000ULL)) >= len)
-                return -ENOBUFS;
-        return 0;
-}
-
 static const char *level_name(int level)
 {
         if (level < LOG_EMERG || level > LOG_DEBUG)
@@ -265,7 +251,7 @@ int log_full(int level, int error, const char *const *fields, const char *fmt, .
                 log_to_journal(level, err, text, fields);
         } else {
                 char ts[64];
-                if (format_timestamp(clk_now(), ts, sizeof(ts)) < 0)
+                if (format_rfc3339_msec(clk_now(), ts, sizeof(ts)) < 0)
                         snprintf(ts, sizeof(ts), "-");
                 _cleanup_free_ char *line = log_fmt == LOG_FORMAT_JSON
                                                 ? format_json(ts, level, err, text, fields)

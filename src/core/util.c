@@ -206,6 +206,19 @@ int format_rfc3339(uint64_t usec, char *buf, size_t len)
         return 0;
 }
 
+/* The same with milliseconds: "2026-11-30T06:00:00.123Z". */
+int format_rfc3339_msec(uint64_t usec, char *buf, size_t len)
+{
+        char sec[32];
+        int r = format_rfc3339(usec, sec, sizeof(sec));
+        if (r < 0)
+                return r;
+        sec[strlen(sec) - 1] = 0; /* the "Z" goes after the fraction */
+        if ((size_t)snprintf(buf, len, "%s.%03uZ", sec, (unsigned)(usec % 1000000ULL / 1000ULL)) >= len)
+                return -ENOBUFS;
+        return 0;
+}
+
 static int parse_decimal(const char *s, double *ret, const char **end)
 {
         char *e = NULL;

@@ -904,11 +904,9 @@ static uint64_t resume_horizon(const struct dispatch *d, int kind)
 
 /* Whether a drain record may be carried on: it names the node's own instance and a kind that drains; its
  * deadline is held to what that kind allows. why gets the reason it may not. */
-static int resume_check(const struct dispatch *d, const cJSON *node, const cJSON *rec, uint64_t *deadline,
-                        char *why, size_t why_size)
+static int resume_check(const struct dispatch *d, const cJSON *node, const char *kind, const char *instance,
+                        uint64_t *deadline, char *why, size_t why_size)
 {
-        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
-        const char *instance = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "instance"));
         const char *own = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
         uint64_t horizon = resume_horizon(d, kind ? notice_kind_from_string(kind) : -EINVAL),
                  now = clk_now();
@@ -934,32 +932,25 @@ static int resume_check(const struct dispatch *d, const cJSON *node, const cJSON
 
 int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 {
-        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
-        const char *value =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN));
         const char *name = kube_object_str(node, "metadata.name");
-        uint64_t deadline = 0;
-        const char *kind;
-        cJSON *rec;
-        int r;
+        _cleanup_free_ char *kind = NULL, *instance = NULL;
+        uint64_t deadline;
+        int r = drain_record_read(node, &kind, &deadline, &instance);
 
-        if (!value || !name)
-                return -ENOENT;
-        rec = cJSON_Parse(value);
-        kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind"));
         char why[160];
-        if (!kind || parse_rfc3339(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "deadline")),
-                                   &deadline) < 0)
-                r = -EBADMSG;
-        else if ((r = resume_check(d, node, rec, &deadline, why, sizeof(why))) < 0)
+
+        if (r < 0)
+                return r;
+        if (!name)
+                return -ENOENT;
+        r = resume_check(d, node, kind, instance, &deadline, why, sizeof(why));
+        if (r < 0) {
                 log_full(LOG_WARNING, 0, (const char *[]){ "node", name, NULL },
                          "the drain recorded on %s (%s) is not carried on: %s", name,
                          SPOTDRAIN_ANNOTATION_DRAIN, why);
-        else
-                r = dispatch_resume(d, name, kind, deadline);
-        cJSON_Delete(rec);
-        return r;
+                return r;
+        }
+        return dispatch_resume(d, name, kind, deadline);
 }
 
 void dispatch_reset(struct dispatch *d)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
@@ -24,11 +25,6 @@
 #define MIN(a, b)                 ((a) < (b) ? (a) : (b))
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
-/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
- * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
- * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
- * only waits for a slow replacement infeasible. */
-#define GHOST_OVERDUE_USEC (30 * USEC_PER_SEC)
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -841,12 +837,6 @@ static int order_cmp(const void *a, const void *b)
         return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static bool wants_eviction(const struct drain_plan_pod *pp)
-{
-        return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
-               pp->action == DRAIN_ACTION_STUCK;
-}
-
 static void arm_wake(struct drain_exec *x, uint64_t at);
 
 /* Asks the ledger for a slot of the pod's PDB: 1 granted (*ret_pdb is its key), 0 wait. */
@@ -877,7 +867,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 const struct drain_plan_pod *pp = own_plan_pod(x, i);
                 struct xpod *p = x->plan_pods[i];
                 order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
-                if (pp->tier == 0 && wants_eviction(pp) && !own_pod_in(x, in, i)->deleting &&
+                if (pp->tier == 0 && drain_plan_pod_to_evict(pp) && !own_pod_in(x, in, i)->deleting &&
                     (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
                      p->state == XPOD_EVICTING))
                         tier0_pending = true;
@@ -891,7 +881,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 struct xpod *p = x->plan_pods[i];
 
                 warn_pod(x, i);
-                if (!wants_eviction(pp) || pin->deleting)
+                if (!drain_plan_pod_to_evict(pp) || pin->deleting)
                         continue;
                 if (p->state != XPOD_IDLE && p->state != XPOD_BLOCKED && p->state != XPOD_MULTI)
                         continue;
@@ -900,9 +890,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 /* Critical pods go once the normal ones are on their way, or when their own time runs out.
                  */
                 bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
-                /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy
-                 * pod that the API may let go without a disruption: nothing to count. */
-                bool takes_slot = pin->n_pdbs == 1 && pin->ready && !pin->pending;
+                bool takes_slot = drain_pod_takes_slot(pin);
 
                 /* Once its last safe moment has come, a pod is evicted only when that surely works at
                  * once; one that was refused before is forced. A pod under a PDB is evicted only with a
@@ -1151,45 +1139,22 @@ static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj
         pods_changed(userdata);
 }
 
-static uint64_t startup_of(const struct drain_exec *x, const char *owner_key)
-{
-        uint64_t usec;
-        return drain_ledger_startup(x->ledger, owner_key, &usec) ? usec : x->default_startup;
-}
-
 /* A pod that was deleting left: keep its last state while its replacement is on the way (see ghost). */
 static void keep_ghost(struct drain_exec *x, struct xpod *p, const cJSON *obj, const struct kube_pod *kp,
                        const char *key)
 {
         p->ghost = cJSON_Duplicate(obj, true);
         p->gone_at = clk_now();
-        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
-        p->ghost_until = kp->deleted_usec + 2 * startup_of(x, key) + USEC_PER_SEC + GHOST_OVERDUE_USEC;
+        p->ghost_until = drain_ledger_ghost_until(x->ledger, kp, key, x->default_startup);
 }
 
 /* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
 static void observe_stop(struct drain_exec *x, const struct xpod *p, const struct kube_pod *kp,
                          const char *key)
 {
-        uint64_t now = clk_now(), start;
-        int64_t grace = kp->deletion_grace_seconds >= 0 ? kp->deletion_grace_seconds : kp->grace_seconds;
-        if (p && p->stop_at)
-                start = p->stop_at;
-        else if (kp->deleted_usec)
-                start = kp->deleted_usec; /* deleted by someone else */
-        else
-                return;
-        /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
-        if (now <= start || now + USEC_PER_SEC >= x->deadline)
-                return;
-        uint64_t took = now - start;
-        if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
-                return;
-        if (p && p->forced_grace > 0 && p->forced_grace < kp->grace_seconds &&
-            took + USEC_PER_SEC >= (uint64_t)p->forced_grace * USEC_PER_SEC)
-                return;
-        uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * x->expected_shutdown_fraction);
-        if (drain_shutdowns_observe(drain_ledger_shutdowns(x->ledger), key, took, unseen) < 0)
+        if (drain_shutdowns_observe_stop(drain_ledger_shutdowns(x->ledger), kp, key, p ? p->stop_at : 0,
+                                         p ? p->forced_grace : 0, x->deadline,
+                                         x->expected_shutdown_fraction) < 0)
                 log_debug("out of memory keeping shutdown observations");
 }
 
@@ -1280,8 +1245,6 @@ static void annotate_done(struct kube_client *c, struct kube_result *r, void *us
 
 static int start_node_changes(struct drain_exec *x)
 {
-        char deadline[64], started[64];
-        _cleanup_free_ char *value = NULL;
         struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
         int r;
 
@@ -1292,17 +1255,8 @@ static int start_node_changes(struct drain_exec *x)
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
                 return r;
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0 ||
-            format_rfc3339(x->result.started_usec, started, sizeof(started)) < 0)
-                return -EINVAL;
-        cJSON *o = cJSON_CreateObject();
-        if (o && cJSON_AddStringToObject(o, "kind", x->kind) &&
-            cJSON_AddStringToObject(o, "deadline", deadline) &&
-            cJSON_AddStringToObject(o, "started", started) &&
-            (!x->instance_id || cJSON_AddStringToObject(o, "instance", x->instance_id)) &&
-            (!x->event_id || cJSON_AddStringToObject(o, "event_id", x->event_id)))
-                value = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
+        _cleanup_free_ char *value =
+            drain_record_format(x->kind, x->deadline, x->result.started_usec, x->instance_id, x->event_id);
         if (!value)
                 return -ENOMEM;
         const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { value };
@@ -1378,7 +1332,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->metrics = o->metrics;
         x->done = done;
         x->userdata = userdata;
-        x->deadline = o->deadline_usec;
+        /* To the millisecond, as the drain record has it: drains elsewhere order theirs by the record. */
+        x->deadline = o->deadline_usec - o->deadline_usec % 1000;
         x->margin = o->margin_usec;
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
@@ -1425,26 +1380,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 .namespaces = add_namespaces,
                 .planned = planned,
         };
-        /* What the drain reads of a pod (kube_pod_parse(), the delete's grace): a drain of a node's pods
-         * beside hundreds of others must not keep whole pods (managedFields, containers, env). */
-        static const char *const pod_fields[] = {
-                "metadata.labels",
-                "metadata.annotations",
-                "metadata.ownerReferences",
-                "metadata.creationTimestamp",
-                "metadata.deletionGracePeriodSeconds",
-                "spec.nodeName",
-                "spec.priority",
-                "spec.priorityClassName",
-                "spec.terminationGracePeriodSeconds",
-                "spec.volumes",
-                "status.phase",
-                "status.conditions[type=Ready]",
-                NULL,
-        };
         struct kube_watch_options pw = { .path = "/api/v1/pods",
                                          .field_selector = field,
-                                         .keep_fields = pod_fields };
+                                         .keep_fields = drain_pod_fields };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;
@@ -1454,8 +1392,12 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 if (r < 0)
                         return r;
                 x->ledger = x->own_ledger;
+                if (o->follow_peers &&
+                    (r = drain_ledger_follow_peers(x->ledger, x->node, x->deadline, x->margin,
+                                                   x->default_startup, x->expected_shutdown_fraction)) < 0)
+                        return r;
         }
-        r = drain_ledger_join(x->ledger, &ledger_ops, x, x->deadline);
+        r = drain_ledger_join(x->ledger, &ledger_ops, x, x->node, x->deadline);
         if (r < 0)
                 return r;
         x->joined = true;

@@ -4,8 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
+
+#define USEC_PER_SEC UINT64_C(1000000)
+
+/* What a drain reads of a pod (kube_pod_parse(), the delete's grace): a drain of a node's pods beside
+ * hundreds of others must not keep whole pods (managedFields, containers, env). */
+const char *const drain_pod_fields[] = {
+        "metadata.labels",
+        "metadata.annotations",
+        "metadata.ownerReferences",
+        "metadata.creationTimestamp",
+        "metadata.deletionGracePeriodSeconds",
+        "spec.nodeName",
+        "spec.priority",
+        "spec.priorityClassName",
+        "spec.terminationGracePeriodSeconds",
+        "spec.volumes",
+        "status.phase",
+        "status.conditions[type=Ready]",
+        NULL,
+};
 
 struct drain_inputs {
         struct drain_input in;
@@ -605,4 +626,25 @@ bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key,
 unsigned drain_shutdowns_generation(const struct drain_shutdowns *s)
 {
         return s ? s->generation : 0;
+}
+
+int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_pod *kp, const char *owner_key,
+                                 uint64_t start, int64_t forced_grace, uint64_t deadline_usec,
+                                 double expected_fraction)
+{
+        uint64_t now = clk_now();
+        int64_t grace = kp->deletion_grace_seconds >= 0 ? kp->deletion_grace_seconds : kp->grace_seconds;
+        if (!start)
+                start = kp->deleted_usec; /* deleted by someone else */
+        /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
+        if (!start || now <= start || now + USEC_PER_SEC >= deadline_usec)
+                return 0;
+        uint64_t took = now - start;
+        if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
+                return 0;
+        if (forced_grace > 0 && forced_grace < kp->grace_seconds &&
+            took + USEC_PER_SEC >= (uint64_t)forced_grace * USEC_PER_SEC)
+                return 0;
+        uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * expected_fraction);
+        return drain_shutdowns_observe(s, owner_key, took, unseen);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
@@ -26,10 +27,16 @@
  * which the cordons of new notices need. */
 #define PLAN_GAP_FACTOR   4
 #define PLAN_GAP_MAX_USEC (500 * UINT64_C(1000))
+/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
+ * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
+ * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
+ * only waits for a slow replacement infeasible. */
+#define GHOST_OVERDUE_USEC (30 * UINT64_C(1000000))
 
 struct member {
         const struct drain_ledger_member_ops *ops;
         void *userdata;
+        char *node;
         uint64_t joined_at, deadline;
         bool stated;  /* has stated its wants once (drain_ledger_end) */
         bool pending; /* asked for a plan while a new one had to wait: woken when it is made */
@@ -41,8 +48,14 @@ struct waiter {
         void *member;
         char *pod;
         uint64_t last_safe;
-        uint64_t seq; /* ties go to the pod that waited first */
-        bool seen;    /* stated since the member's last drain_ledger_begin() */
+        /* Ties between nodes go to the earlier deadline, then the node name first in byte order (an order
+         * that drains in other processes can reproduce, drain_ledger_follow_peers()); on one node, to the
+         * pod that waited first. node is the member's. */
+        uint64_t deadline;
+        const char *node;
+        uint64_t seq;
+        bool remote; /* a peer's (drain_ledger_member_ops.remote) */
+        bool seen;   /* stated since the member's last drain_ledger_begin() */
 };
 
 struct grant {
@@ -95,6 +108,7 @@ struct drain_ledger {
         struct loop *loop;
         uint64_t floor;
         struct kube_informer *inf;
+        struct drain_peers *peers; /* drains of other processes ahead of this one's, NULL: none followed */
         struct member *members;
         size_t n_members;
         uint64_t seq;
@@ -298,18 +312,26 @@ static int status_allowed(const struct drain_ledger *l, const char *key)
         return allowed->valueint;
 }
 
-/* Whether a member that joined a moment ago, with an earlier deadline than member's, has yet to say what it
- * wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody up.) */
+static struct member *member_find(const struct drain_ledger *l, const void *userdata)
+{
+        for (size_t i = 0; i < l->n_members; i++)
+                if (l->members[i].userdata == userdata)
+                        return &l->members[i];
+        return NULL;
+}
+
+/* Whether a member that joined a moment ago, ahead of member's node (drain_nodes_before()), has yet to say
+ * what it wants. (Under a flood of notices with one budget, newcomers have later deadlines and hold nobody
+ * up.) */
 static bool unsettled_before(const struct drain_ledger *l, const void *member, uint64_t now)
 {
-        uint64_t deadline = UINT64_MAX;
-        for (size_t i = 0; i < l->n_members; i++)
-                if (l->members[i].userdata == member)
-                        deadline = l->members[i].deadline;
-        for (size_t i = 0; i < l->n_members; i++)
-                if (!l->members[i].stated && l->members[i].userdata != member &&
-                    l->members[i].deadline < deadline && now < l->members[i].joined_at + SETTLE_USEC)
+        const struct member *m = member_find(l, member);
+        for (size_t i = 0; m && i < l->n_members; i++) {
+                const struct member *o = &l->members[i];
+                if (!o->stated && o != m && now < o->joined_at + SETTLE_USEC &&
+                    drain_nodes_before(o->deadline, o->node, m->deadline, m->node))
                         return true;
+        }
         return false;
 }
 
@@ -338,6 +360,8 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
 {
         if (a->last_safe != b->last_safe)
                 return a->last_safe < b->last_safe;
+        if (a->member != b->member && (a->deadline != b->deadline || !streq(a->node, b->node)))
+                return drain_nodes_before(a->deadline, a->node, b->deadline, b->node);
         return a->seq < b->seq;
 }
 
@@ -348,9 +372,15 @@ static bool waiter_before(const struct waiter *a, const struct waiter *b)
  * of the node would ever get the slot. */
 static bool waiter_within(const struct lpdb *p, const struct waiter *w, size_t slots)
 {
+        uint64_t now = clk_now();
         size_t n = 0;
         for (size_t i = 0; i < p->n_waiters && n < slots; i++) {
                 const struct waiter *o = &p->waiters[i];
+                /* A peer's pod waits no longer once its last safe moment has come: its own drain forces it
+                 * then (or it is gone with its node). A peer that stopped working holds nobody up for long.
+                 */
+                if (o->remote && o->last_safe <= now)
+                        continue;
                 if (o != w && (o->seen || o->member != w->member) && waiter_before(o, w))
                         n++;
         }
@@ -596,6 +626,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
 {
         if (!l)
                 return NULL;
+        drain_peers_free(l->peers);
         kube_informer_stop(l->inf);
         timer_cancel(l->dispatch);
         timer_cancel(l->recheck);
@@ -608,6 +639,8 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 lpdb_clear(&l->pdbs[i]);
         free(l->pdbs);
         free(l->by_key);
+        for (size_t i = 0; i < l->n_members; i++)
+                free(l->members[i].node);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
         drain_shutdowns_free(l->shutdowns);
@@ -619,15 +652,20 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
 }
 
 int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_ops *ops, void *userdata,
-                      uint64_t deadline_usec)
+                      const char *node, uint64_t deadline_usec)
 {
+        _cleanup_free_ char *copy = strdup(node ? node : "");
+        if (!copy)
+                return -ENOMEM;
         struct member *a = realloc(l->members, (l->n_members + 1) * sizeof(*a));
         if (!a)
                 return -ENOMEM;
         l->members = a;
-        l->members[l->n_members++] = (struct member){
-                .ops = ops, .userdata = userdata, .joined_at = clk_now(), .deadline = deadline_usec
-        };
+        l->members[l->n_members++] = (struct member){ .ops = ops,
+                                                      .userdata = userdata,
+                                                      .node = TAKE_PTR(copy),
+                                                      .joined_at = clk_now(),
+                                                      .deadline = deadline_usec };
         arm_recheck(l);
         /* The others now drain beside one more node: their plans change. */
         set_dirty(l);
@@ -641,6 +679,7 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
                 return;
         for (size_t i = 0; i < l->n_members; i++)
                 if (l->members[i].userdata == userdata) {
+                        free(l->members[i].node);
                         memmove(&l->members[i], &l->members[i + 1],
                                 (l->n_members - i - 1) * sizeof(*l->members));
                         l->n_members--;
@@ -667,6 +706,14 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
         arm_recheck(l);
         set_dirty(l);
         schedule_dispatch(l);
+        /* The drains of other processes were followed for the members of this one: none is left. */
+        bool local = false;
+        for (size_t i = 0; i < l->n_members; i++)
+                local = local || !l->members[i].ops->remote;
+        if (!local && l->peers) {
+                struct drain_peers *ps = TAKE_PTR(l->peers);
+                drain_peers_free(ps);
+        }
 }
 
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
@@ -676,7 +723,31 @@ const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
 
 bool drain_ledger_synced(const struct drain_ledger *l)
 {
-        return kube_informer_synced(l->inf);
+        return kube_informer_synced(l->inf) && drain_peers_settled(l->peers);
+}
+
+int drain_ledger_follow_peers(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
+                              uint64_t margin_usec, uint64_t default_startup_usec,
+                              double expected_shutdown_fraction)
+{
+        if (l->peers)
+                return -EBUSY;
+        struct drain_peers_options o = { .node = node,
+                                         .deadline_usec = deadline_usec,
+                                         .margin_usec = margin_usec,
+                                         .default_startup_usec = default_startup_usec,
+                                         .expected_shutdown_fraction = expected_shutdown_fraction };
+        return drain_peers_new(l, &o, &l->peers);
+}
+
+struct kube_client *drain_ledger_client(const struct drain_ledger *l)
+{
+        return l->c;
+}
+
+void drain_ledger_wake_all(struct drain_ledger *l)
+{
+        wake_all(l, NULL);
 }
 
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
@@ -1024,6 +1095,7 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                       uint64_t last_safe_usec)
 {
         struct lpdb *p = lpdb_get(l, pdb);
+        const struct member *m = member_find(l, member);
         struct waiter *w = NULL;
         if (!p)
                 return -ENOMEM;
@@ -1039,7 +1111,13 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
                 if (!copy)
                         return -ENOMEM;
                 w = &p->waiters[p->n_waiters++];
-                *w = (struct waiter){ .member = member, .pod = copy, .seq = l->seq++ };
+                /* A member that did not join (the ledger's own tests) ranks after every node. */
+                *w = (struct waiter){ .member = member,
+                                      .pod = copy,
+                                      .deadline = m ? m->deadline : UINT64_MAX,
+                                      .node = m ? m->node : "",
+                                      .seq = l->seq++,
+                                      .remote = m && m->ops->remote };
         }
         w->seen = true;
         /* Its moment moved (the estimates did): the order among every member's waiters may have changed,
@@ -1048,6 +1126,8 @@ int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, con
         if (w->last_safe != last_safe_usec && w->last_safe != 0)
                 schedule_dispatch(l);
         w->last_safe = last_safe_usec;
+        if (w->remote)
+                return 0; /* stated to rank the others' pods, granted by its own process */
 
         /* Cheapest first: most wants find no slot free. */
         size_t slots = (size_t)lpdb_free_slots(l, p);
@@ -1180,6 +1260,16 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
         }
         if (noted)
                 set_dirty(l);
+}
+
+uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,
+                                  const char *owner_key, uint64_t default_startup_usec)
+{
+        uint64_t startup;
+        if (!drain_ledger_startup(l, owner_key, &startup))
+                startup = default_startup_usec;
+        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
+        return kp->deleted_usec + 2 * startup + UINT64_C(1000000) + GHOST_OVERDUE_USEC;
 }
 
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)

@@ -105,6 +105,19 @@ static struct secs fmt_secs(int64_t usec)
         return r;
 }
 
+bool drain_plan_pod_to_evict(const struct drain_plan_pod *pp)
+{
+        return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
+               pp->action == DRAIN_ACTION_STUCK;
+}
+
+bool drain_pod_takes_slot(const struct drain_pod_in *pod)
+{
+        /* No PDB, several (the API answers 500 and the pod goes to the force path), or an unhealthy pod that
+         * the API may let go without a disruption: nothing to count. */
+        return pod->n_pdbs == 1 && pod->ready && !pod->pending;
+}
+
 bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_in *pod)
 {
         if (pod->priority >= SYSTEM_CRITICAL_PRIORITY)
@@ -198,6 +211,7 @@ static void planner_done(struct planner *pl)
 struct order_key {
         int64_t last_safe;
         int64_t end;
+        const char *node;
         size_t idx;
 };
 
@@ -209,6 +223,11 @@ static int order_cmp(const void *a, const void *b)
                 return x->last_safe < y->last_safe ? -1 : 1;
         if (x->end != y->end)
                 return x->end < y->end ? -1 : 1;
+        /* Between nodes with one deadline, the name first in byte order (as the ledger gives slots): a plan
+         * made elsewhere, with the nodes in another order (an agent's, its own node first), agrees. */
+        int c = strcmp(x->node, y->node);
+        if (c != 0)
+                return c;
         return x->idx < y->idx ? -1 : (x->idx > y->idx);
 }
 
@@ -258,8 +277,10 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         }
         for (size_t o = 0; o < pl->n_order; o++) {
                 size_t i = pl->order[o];
-                keys[o] =
-                    (struct order_key){ .last_safe = pl->pi[i].last_safe, .end = pl->pi[i].end, .idx = i };
+                keys[o] = (struct order_key){ .last_safe = pl->pi[i].last_safe,
+                                              .end = pl->pi[i].end,
+                                              .node = in->nodes[in->pods[i].node].name,
+                                              .idx = i };
         }
         qsort(keys, pl->n_order, sizeof(*keys), order_cmp);
         for (size_t o = 0; o < pl->n_order; o++)

@@ -23,6 +23,8 @@ struct service {
         const struct spotdrain_config *cfg;
         struct loop *loop, *own_loop;
         struct kube_config *own_kcfg;
+        struct kube_config *kcfg; /* the client's: own_kcfg or the front end's */
+        double qps_scale;
         struct metrics *metrics;
         struct kube_client *kube;
         struct alert_bus *bus;
@@ -52,12 +54,9 @@ static int start_kube(struct service *s, const struct service_options *o)
                 }
                 kcfg = s->own_kcfg;
         }
-        r = kube_client_new(s->loop, kcfg,
-                            &(struct kube_client_options){
-                                .qps = s->cfg->kube.qps > 0 ? s->cfg->kube.qps * scale : s->cfg->kube.qps,
-                                .burst = s->cfg->kube.burst > 0 ? (unsigned)s->cfg->kube.burst : 0,
-                                .metrics = s->metrics },
-                            &s->kube);
+        s->kcfg = kcfg;
+        s->qps_scale = scale;
+        r = service_kube_new(s, &s->kube);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the Kubernetes client");
         return 0;
@@ -189,6 +188,19 @@ struct loop *service_loop(const struct service *s)
 struct metrics *service_metrics(const struct service *s)
 {
         return s ? s->metrics : NULL;
+}
+
+int service_kube_new(const struct service *s, struct kube_client **ret)
+{
+        if (!s->kcfg)
+                return -ENXIO;
+        return kube_client_new(
+            s->loop, s->kcfg,
+            &(struct kube_client_options){
+                .qps = s->cfg->kube.qps > 0 ? s->cfg->kube.qps * s->qps_scale : s->cfg->kube.qps,
+                .burst = s->cfg->kube.burst > 0 ? (unsigned)s->cfg->kube.burst : 0,
+                .metrics = s->metrics },
+            ret);
 }
 
 struct kube_client *service_kube(const struct service *s)

@@ -674,10 +674,34 @@ static void test_resume_record_clamped(void **state)
         cJSON_Delete(o);
 }
 
+/* The record a drain writes reads back to the millisecond: agents elsewhere order their drains by it. */
+static void test_record_round_trip(void **state)
+{
+        uint64_t t = 1796018400ULL * SEC + 456789;
+        _cleanup_free_ char *value =
+            drain_record_format("spot-interruption", t + 120 * SEC, t, "i-0a00000000000000a", "ev-1");
+        _cleanup_free_ char *kind = NULL, *instance = NULL;
+        uint64_t deadline = 0;
+
+        assert_non_null(value);
+        assert_non_null(strstr(value, "\"deadline\":\"2026-11-30T06:02:00.456Z\""));
+        cJSON *o = node_obj("spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        cJSON *ann = cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations");
+        assert_int_equal(drain_record_read(o, &kind, &deadline, &instance), -ENOENT);
+        cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_DRAIN, value);
+        assert_int_equal(drain_record_read(o, &kind, &deadline, &instance), 0);
+        assert_string_equal(kind, "spot-interruption");
+        assert_string_equal(instance, "i-0a00000000000000a");
+        assert_non_null(strstr(value, "\"event_id\":\"ev-1\""));
+        assert_int_equal(deadline, t + 120 * SEC - 789);
+        cJSON_Delete(o);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_provider_id_parsing),
+                cmocka_unit_test(test_record_round_trip),
                 cmocka_unit_test_setup_teardown(test_index_follows_node_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_then_interruption_upgrades, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_one_drain_per_node_earlier_deadline_restarts, setup,

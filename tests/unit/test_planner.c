@@ -432,6 +432,22 @@ static void test_shared_pdb_earliest_deadline_first(void **state)
         assert_int_equal(drain_lower_bound_usec(&f.in, DRAIN_ALL_NODES), S(35));
 }
 
+/* Two nodes with one deadline: the slots go to the name first in byte order whichever comes first in the
+ * input, so that an agent (its own node first) and a controller (the nodes as they joined) plan alike. */
+static void test_shared_pdb_tie_by_node_name(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        size_t b_node = add_node(&f, "spot-b", 40, 5);
+        size_t a_node = add_node(&f, "spot-a", 40, 5);
+        int b = (int)add_pdb(&f, "api", NULL, "1", 10, 10);
+        size_t on_b = add_pods(&f, 1, b_node, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        size_t on_a = add_pods(&f, 1, a_node, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+        assert_int_equal(p->pods[on_a].evict_usec, NOW);
+        assert_int_equal(p->pods[on_b].evict_usec, AT(10));
+}
+
 static void test_shared_pdb_infeasible_on_one_node(void **state)
 {
         struct fx f;
@@ -905,6 +921,7 @@ int main(void)
                 cmocka_unit_test(test_pod_under_two_pdbs),
                 cmocka_unit_test(test_statefulset_vs_deployment),
                 cmocka_unit_test(test_shared_pdb_earliest_deadline_first),
+                cmocka_unit_test(test_shared_pdb_tie_by_node_name),
                 cmocka_unit_test(test_shared_pdb_infeasible_on_one_node),
                 cmocka_unit_test(test_critical_pods_last),
                 cmocka_unit_test(test_critical_pods_never_past_last_safe),

@@ -21,6 +21,14 @@ static void test_rfc3339(void **state)
         char buf[32];
         assert_int_equal(format_rfc3339(t + 999999, buf, sizeof(buf)), 0);
         assert_string_equal(buf, "2026-11-30T06:00:00Z");
+        /* Milliseconds, truncated, and read back to the millisecond. */
+        assert_int_equal(format_rfc3339_msec(t + 999999, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "2026-11-30T06:00:00.999Z");
+        assert_int_equal(parse_rfc3339(buf, &u), 0);
+        assert_int_equal(u, t + 999000);
+        assert_int_equal(format_rfc3339_msec(t + 5000, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "2026-11-30T06:00:00.005Z");
+        assert_int_equal(format_rfc3339_msec(t, buf, 24), -ENOBUFS);
         /* Short or malformed offsets are refused without reading past the string. */
         const char *bad[] = { "2026-11-30T06:00:00+1:2",   "2026-11-30T06:00:00+01",
                               "2026-11-30T06:00:00",       "2026-11-30T06:00:00Zx",

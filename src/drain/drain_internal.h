@@ -1,0 +1,39 @@
+/* Shared within the drain engine: between the ledger (ledger.c), the drains of other nodes it follows
+ * (peers.c), the executor and the planner's input (inputs.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "spotdrain/engine.h"
+
+/* The order of drains between nodes: the earlier deadline, then the node name first in byte order. */
+static inline bool drain_nodes_before(uint64_t deadline_a, const char *a, uint64_t deadline_b, const char *b)
+{
+        if (deadline_a != deadline_b)
+                return deadline_a < deadline_b;
+        return strcmp(a, b) < 0;
+}
+
+struct drain_peers_options {
+        const char *node;
+        uint64_t deadline_usec, margin_usec, default_startup_usec;
+        double expected_shutdown_fraction;
+};
+
+/* The fields of a pod a drain keeps (kube_watch_options.keep_fields), NULL-terminated (inputs.c). */
+extern const char *const drain_pod_fields[];
+
+/* The client and loop of the ledger, and its members woken (all of them). */
+struct kube_client *drain_ledger_client(const struct drain_ledger *l);
+void drain_ledger_wake_all(struct drain_ledger *l);
+
+struct drain_peers;
+int drain_peers_new(struct drain_ledger *l, const struct drain_peers_options *o, struct drain_peers **ret);
+/* Every peer leaves the ledger. NULL-safe; returns NULL. */
+struct drain_peers *drain_peers_free(struct drain_peers *ps);
+/* Whether the drains ahead are known: the cordoned nodes are, as they were once this drain's own record
+ * was written, with the pods of every peer among them (or the wait for them is over). Once true, stays
+ * true. NULL-safe: true. */
+bool drain_peers_settled(const struct drain_peers *ps);
