@@ -365,6 +365,8 @@ static int deploy_edit_commit(struct sim *s, struct sim_workload *w, struct depl
                 if ((r = sim_emit(s, SIM_DEPLOYMENT, "MODIFIED", w)) < 0 ||
                     (replicas && !tmpl && (r = sim_emit(s, SIM_REPLICASET, "MODIFIED", w)) < 0))
                         return r;
+                /* The controllers act on it at once, not at the next request. */
+                sim_settle(s);
         }
         ret->status = 200;
         ret->body = scale ? sim_render_scale(s, w) : sim_render_workload(s, w, SIM_DEPLOYMENT);
