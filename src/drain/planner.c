@@ -469,6 +469,22 @@ static void push_lost_returns(const struct planner *pl, struct sim *s, size_t ov
         }
 }
 
+/* Whether a surged replacement gives the PDB a slot: under an integer minAvailable one more healthy pod is
+ * one more disruption; under maxUnavailable (or a percentage) the raised scale raises desiredHealthy with
+ * it. */
+static bool surge_frees_slot(const struct drain_pdb_in *pdb)
+{
+        return pdb->spec.min_available.set && !pdb->spec.min_available.percent;
+}
+
+static bool surge_helps(const struct drain_input *in, const struct drain_pod_in *pod)
+{
+        for (size_t j = 0; j < pod->n_pdbs; j++)
+                if (!surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
+                        return false;
+        return pod->n_pdbs > 0;
+}
+
 /* The replacements surge starts before their pods go: each gives its pod's PDBs a slot once Ready, a
  * startup after it was asked for (now, when it is yet to be). One that should be Ready already is in the
  * PDB status, or a watch event behind it. */
@@ -484,7 +500,8 @@ static void push_surge_returns(const struct planner *pl, struct sim *s, size_t o
                 if (at <= pl->now)
                         continue;
                 for (size_t j = 0; j < pod->n_pdbs; j++)
-                        push_return(s, at, pod->pdbs[j]);
+                        if (surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
+                                push_return(s, at, pod->pdbs[j]);
         }
 }
 
@@ -1011,7 +1028,8 @@ struct drain_plan *drain_plan_free(struct drain_plan *p)
 }
 
 /* Which pods surge: those surged already, and under drain.surge always every pod that can, under blocked
- * those that a replay without surge leaves to be forced or killed with the instance. */
+ * those that a replay without surge leaves to be forced or killed with the instance, where a replacement
+ * frees a slot of every PDB of theirs (surge_frees_slot). */
 static void choose_surge(const struct planner *pl, struct sim *scratch, bool force)
 {
         const struct drain_input *in = pl->in;
@@ -1030,7 +1048,7 @@ static void choose_surge(const struct planner *pl, struct sim *scratch, bool for
         sim_run(pl, scratch, force, SIZE_MAX, 0, NULL);
         for (size_t i = 0; i < in->n_pods; i++) {
                 const struct drain_pod_in *pod = &in->pods[i];
-                if (pod->can_surge && !pl->pi[i].left && !pod->deleting &&
+                if (pod->can_surge && !pl->pi[i].left && !pod->deleting && surge_helps(in, pod) &&
                     (scratch->state[i] == PS_FORCED || scratch->state[i] == PS_WAITING))
                         pl->surge[i] = true;
         }
