@@ -35,6 +35,14 @@ enum drain_policy {
         DRAIN_POLICY_RESPECT, /* never go around a PDB: a blocked pod is killed with the instance */
 };
 
+/* Surge before evict (drain.surge): when a Deployment's pods on the node are given a replacement first. */
+enum drain_surge_mode {
+        DRAIN_SURGE_OFF,
+        DRAIN_SURGE_BLOCKED, /* only pods that the PDBs would otherwise keep until they are forced or killed
+                              */
+        DRAIN_SURGE_ALWAYS,  /* every pod that can surge */
+};
+
 #define DRAIN_NEVER     UINT64_MAX
 #define DRAIN_ALL_NODES SIZE_MAX
 
@@ -69,6 +77,12 @@ struct drain_pod_in {
         uint64_t gone_usec;
         const size_t *pdbs; /* indices into drain_input.pdbs of every PDB that selects it */
         size_t n_pdbs;
+        /* Its owner is a Deployment that can surge (RollingUpdate, maxSurge >= 1): a replacement can be
+         * started before it goes, which gives its PDBs a slot once Ready (startup later). */
+        bool can_surge;
+        /* When the replacement was asked for (engine clock); 0 = not yet. A surged pod is planned as
+         * surged whatever the mode. */
+        uint64_t surged_usec;
 };
 
 struct drain_pdb_in {
@@ -110,6 +124,7 @@ struct drain_input {
         size_t n_startups;
         uint64_t default_startup_usec; /* for owners without a measurement */
         enum drain_policy policy;
+        enum drain_surge_mode surge;
         bool evict_daemonsets; /* false (the default): DaemonSet pods are left */
         /* Priority classes evicted in the last tier; NULL: system-cluster-critical and system-node-critical.
          * Pods with priority >= 2000000000 (the system-critical range) are critical too. */
@@ -129,6 +144,7 @@ enum drain_action {
         DRAIN_ACTION_LEAVE,    /* DaemonSet or mirror pod, left on the node */
         DRAIN_ACTION_DELETING, /* already going away */
         DRAIN_ACTION_STUCK,    /* can never be evicted under the policy: killed with the instance */
+        DRAIN_ACTION_SURGE,    /* its replacement is started first, then it is evicted through its PDB */
 };
 
 /* drain_plan_pod.warnings */
@@ -158,6 +174,9 @@ struct drain_plan_pod {
         uint64_t startup_usec;  /* its owner's startup estimate */
         bool forced;
         bool killed; /* predicted not to finish its graceful stop before deadline - margin */
+        /* A replacement is started for it first (drain.surge); with action surge that is what lets it go,
+         * with force its replacement is not Ready in time but starts early. */
+        bool surge;
         unsigned warnings;
 };
 

@@ -40,6 +40,7 @@ struct drain_settings {
         double expected_shutdown_fraction;
         uint64_t eviction_retry_floor_usec;
         char **critical_priority_classes;
+        int surge; /* enum drain_surge_mode (drain.h) */
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -100,6 +101,7 @@ enum drain_shutdown_basis {
 struct drain_inputs_options {
         uint64_t now_usec;
         enum drain_policy policy;
+        enum drain_surge_mode surge;
         bool evict_daemonsets;
         uint64_t default_startup_usec;
         const char *const *critical_classes; /* NULL: the planner's defaults */
@@ -124,6 +126,8 @@ int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
 int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec, size_t n);
 /* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
 int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
+/* Pod i can surge (drain_pod_in.can_surge), and since when its replacement was asked for (0: not yet). */
+int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, uint64_t surged_usec);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
 /* Copies the measurements (owner keys included). */
@@ -318,6 +322,7 @@ struct drain_exec_options {
          * stopping: the drain-infeasible verdict goes by it (forcing allows the whole grace). 0 = 0.5. */
         double expected_shutdown_fraction;
         uint64_t retry_floor_usec;           /* 0 = 200 ms */
+        enum drain_surge_mode surge;         /* drain.surge (surge.h); 0 = off */
         const char *const *critical_classes; /* NULL-terminated; NULL: the planner's defaults */
         /* Never evicted; NULL: POD_NAMESPACE / POD_NAME from the environment. */
         const char *self_namespace, *self_name;

@@ -5,6 +5,9 @@
  *  SPOTDRAIN_TAINT_REBALANCE     PreferNoSchedule soft taint of a node told to rebalance
  *  SPOTDRAIN_ANNOTATION_DRAIN    a drain in progress, recorded on its node:
  *                                {"kind":KIND,"deadline":RFC3339,"started":RFC3339} (engine.h)
+ *  SPOTDRAIN_ANNOTATION_SURGE    a Deployment surged for a drain, recorded on it before its replicas change:
+ *                                {"node":NODE,"replicas":ORIGINAL,"to":RAISED,"mode":"scale"|"rollout",
+ *                                "started":RFC3339} (surge.h); removed when they are put back
  *  SPOTDRAIN_TAG_REPLACES        EC2 tag of a replacement instance: the instance it replaces
  *  SPOTDRAIN_TAG_REPLACED_PREFIX Auto Scaling group tag SPOTDRAIN_TAG_REPLACED_PREFIX INSTANCE: the
  *                                group's capacity was raised for that instance already
@@ -15,5 +18,6 @@
 #define SPOTDRAIN_TAINT_INTERRUPTION  "spotdrain.io/interruption"
 #define SPOTDRAIN_TAINT_REBALANCE     "spotdrain.io/rebalance"
 #define SPOTDRAIN_ANNOTATION_DRAIN    "spotdrain.io/drain"
+#define SPOTDRAIN_ANNOTATION_SURGE    "spotdrain.io/surge"
 #define SPOTDRAIN_TAG_REPLACES        "spotdrain.io/replaces"
 #define SPOTDRAIN_TAG_REPLACED_PREFIX "spotdrain.io/replaced-"

@@ -38,6 +38,7 @@ enum sim_kind {
         SIM_DAEMONSET,
         SIM_EVENT, /* core/v1 Event (events.k8s.io/v1 is served from the same store) */
         SIM_LEASE,
+        SIM_HPA, /* autoscaling/v2 HorizontalPodAutoscaler, one per Deployment whose scenario has hpa */
         _SIM_KIND_MAX,
 };
 
@@ -132,6 +133,13 @@ int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *nam
 int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *obj, struct sim_answer *ret);
 int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const cJSON *obj,
                 struct sim_answer *ret);
+
+/* The scale subresource of a Deployment (autoscaling/v1 Scale): GET, and PUT (content_type NULL) or
+ * PATCH (merge, strategic merge or JSON patch of spec.replicas). 200 with the Scale, 404, 409 on a stale
+ * resourceVersion, 422 on a bad replica count. */
+int sim_scale_get(struct sim *s, const char *ns, const char *name, struct sim_answer *ret);
+int sim_scale_write(struct sim *s, const char *ns, const char *name, const char *content_type,
+                    const cJSON *body, struct sim_answer *ret);
 
 /* ---- pod logs ----
  * What the kubelet knows of a pod's one container ("app"), from which the surface makes up the lines it

@@ -16,6 +16,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/service.h"
+#include "spotdrain/surge.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SYNC_TIMEOUT (60 * USEC_PER_SEC)
@@ -272,6 +273,7 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 .now_usec = d->now,
                 .policy =
                     d->cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE,
+                .surge = (enum drain_surge_mode)d->cfg->drain.surge,
                 .evict_daemonsets = !d->cfg->drain.ignore_daemonsets,
                 .default_startup_usec = d->cfg->drain.default_startup_usec,
                 .critical_classes = (const char *const *)d->cfg->drain.critical_priority_classes,
@@ -281,6 +283,34 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 .shutdown_basis = DRAIN_SHUTDOWN_EXPECTED,
                 .expected_shutdown_fraction = d->cfg->drain.expected_shutdown_fraction,
         };
+}
+
+static void surge_learnt(void *userdata)
+{
+        *(bool *)userdata = true;
+}
+
+/* Which pods can surge (drain.surge): their Deployments read as a drain reads them (surge.h). */
+static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
+{
+        _cleanup_(drain_surge_freep) struct drain_surge *sg = NULL;
+        bool changed = false;
+        int r;
+        if (d->cfg->drain.surge == DRAIN_SURGE_OFF)
+                return 0;
+        r = drain_surge_new(d->client, d->node, (enum drain_surge_mode)d->cfg->drain.surge, surge_learnt,
+                            &changed, &sg);
+        for (int pass = 0; r >= 0 && pass < 2; pass++) {
+                for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(di); i++)
+                        r = drain_surge_input(sg, di, i);
+                while (r >= 0 && pass == 0 && drain_surge_learning(sg)) {
+                        changed = false;
+                        if (loop_run_until(kube_client_loop(d->client), &changed, SYNC_TIMEOUT) < 0 ||
+                            !changed)
+                                break;
+                }
+        }
+        return r;
 }
 
 /* The plan of one node as it stands now. */
@@ -337,6 +367,8 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret)
                 if (r >= 0 && drain_inputs_add_pod(di, 0, obj, NULL) == -ENOMEM)
                         r = -ENOMEM;
         }
+        if (r >= 0)
+                r = plan_surge(d, di);
         if (r >= 0)
                 r = drain_plan_make(drain_inputs_get(di), ret);
         cJSON_Delete(pods);

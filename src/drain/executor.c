@@ -16,6 +16,7 @@
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/surge.h"
 
 #define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
@@ -73,6 +74,8 @@ struct drain_exec {
         double expected_shutdown_fraction;
         enum drain_policy policy;
         bool evict_daemonsets, leave_emptydir;
+        struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
+        int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
 
         struct kube_informer *pods_inf;
         unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
@@ -168,32 +171,6 @@ static uint64_t jitter(uint64_t range)
 static uint64_t retry_delay(const struct drain_exec *x)
 {
         return x->floor + jitter(x->floor / 2 + 1);
-}
-
-const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
-{
-        switch (o) {
-        case DRAIN_EXEC_DRAINED:
-                return "drained";
-        case DRAIN_EXEC_DEADLINE_MISSED:
-                return "deadline-missed";
-        case DRAIN_EXEC_ERROR:
-                return "error";
-        }
-        return NULL;
-}
-
-void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
-{
-        o->margin_usec = cfg->drain.safety_margin_usec;
-        o->policy = cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
-        o->taint_key = cfg->drain.taint_key;
-        o->evict_daemonsets = !cfg->drain.ignore_daemonsets;
-        o->leave_emptydir = !cfg->drain.delete_emptydir_data;
-        o->default_startup_usec = cfg->drain.default_startup_usec;
-        o->expected_shutdown_fraction = cfg->drain.expected_shutdown_fraction;
-        o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
-        o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
 }
 
 /* ---- pods ---- */
@@ -352,6 +329,8 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                         return r;
                 if (r >= 0 && o == p->ghost)
                         (void)drain_inputs_set_gone(di, idx, p->gone_at);
+                if (r >= 0 && drain_surge_input(x->surge, di, idx) == -ENOMEM)
+                        return -ENOMEM;
                 if (r >= 0) {
                         if (map)
                                 map[*n] = p;
@@ -456,6 +435,7 @@ static void inputs_options(const struct drain_exec *x, uint64_t now, struct drai
         *ret = (struct drain_inputs_options){
                 .now_usec = now,
                 .policy = x->policy,
+                .surge = drain_surge_get_mode(x->surge),
                 .evict_daemonsets = x->evict_daemonsets,
                 .default_startup_usec = x->default_startup,
                 .critical_classes = (const char *const *)x->critical,
@@ -623,6 +603,13 @@ char *drain_exec_left_names(const struct drain_exec *x)
         return TAKE_PTR(b.data);
 }
 
+static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why);
+static void surge_restored(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        finish(x, (enum drain_exec_outcome)(x->wait_outcome - 1), x->wait_error, NULL);
+}
+
 static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why)
 {
         uint64_t now = clk_now();
@@ -630,6 +617,12 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
 
         if (x->finished)
                 return;
+        /* Deployments surged for it are put back before it ends (surge.h). */
+        if (drain_surge_finish(x->surge, surge_restored, x) > 0) {
+                if (!x->wait_outcome)
+                        x->wait_outcome = (int)outcome + 1, x->wait_error = error;
+                return;
+        }
         x->finished = true;
         x->kick = timer_cancel(x->kick);
         x->wake = timer_cancel(x->wake);
@@ -1025,6 +1018,7 @@ static void start_startups(struct drain_exec *x)
 
                 if (kube_pod_parse(kube_informer_at(x->pods_inf, i), &p) < 0 || !(key = drain_owner_key(&p)))
                         continue;
+                drain_surge_learn(x->surge, &p);
                 /* DaemonSet and mirror pods are left: their startup does not matter. */
                 if (p.mirror || (streq_ptr(p.owner_kind, "DaemonSet") && !x->evict_daemonsets))
                         continue;
@@ -1065,7 +1059,7 @@ static void act(struct drain_exec *x)
         /* The first plan acted on waits for the measurements (they answer in one round trip) so that the
          * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
          * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
-        if (!x->result.planned_usec && x->startups_pending > 0 &&
+        if (!x->result.planned_usec && (x->startups_pending > 0 || drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
@@ -1113,6 +1107,7 @@ static void act(struct drain_exec *x)
                 finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
                 return;
         }
+        drain_surge_round(x->surge, x->inputs, x->plan, x->slice.first_pod, x->n_own);
         r = issue(x, now);
         if (r < 0) {
                 log_debug_errno(r, "cannot act on the drain of %s", x->node);
@@ -1127,6 +1122,11 @@ static void pods_changed(struct drain_exec *x)
 {
         drain_ledger_touch(x->ledger);
         kick(x);
+}
+
+static void surge_changed(void *userdata)
+{
+        pods_changed(userdata);
 }
 
 static void pods_added(void *userdata, const cJSON *obj)
@@ -1301,6 +1301,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         free(x->critical);
         free(x->message);
         drain_ledger_free(x->own_ledger);
+        drain_surge_free(x->surge);
         free(x);
         return NULL;
 }
@@ -1385,6 +1386,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                                          .keep_fields = drain_pod_fields };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
+                return r;
+        if (o->surge != DRAIN_SURGE_OFF &&
+            (r = drain_surge_new(c, x->node, o->surge, surge_changed, x, &x->surge)) < 0)
                 return r;
         x->ledger = o->ledger;
         if (!x->ledger) {

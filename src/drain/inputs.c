@@ -86,6 +86,7 @@ int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs *
                 .now_usec = o->now_usec,
                 .default_startup_usec = o->default_startup_usec,
                 .policy = o->policy,
+                .surge = o->surge,
                 .evict_daemonsets = o->evict_daemonsets,
                 .critical_classes = o->critical_classes,
                 .n_critical_classes = o->n_critical_classes,
@@ -275,6 +276,15 @@ int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec)
                 return -EINVAL;
         di->pods[i].gone_usec = gone_usec;
         di->estimated = false;
+        return 0;
+}
+
+int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, uint64_t surged_usec)
+{
+        if (i >= di->n_pods)
+                return -EINVAL;
+        di->pods[i].can_surge = can_surge;
+        di->pods[i].surged_usec = surged_usec;
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "spotdrain/drain.h"
+#include "spotdrain/engine.h"
 
 #define USEC_PER_SEC ((int64_t)1000000)
 
@@ -321,4 +322,17 @@ int drain_plan_to_json(const struct drain_plan *p, cJSON **ret)
         }
         *ret = root;
         return 0;
+}
+
+const char *drain_exec_outcome_to_string(enum drain_exec_outcome o)
+{
+        switch (o) {
+        case DRAIN_EXEC_DRAINED:
+                return "drained";
+        case DRAIN_EXEC_DEADLINE_MISSED:
+                return "deadline-missed";
+        case DRAIN_EXEC_ERROR:
+                return "error";
+        }
+        return NULL;
 }

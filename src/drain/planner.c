@@ -66,6 +66,7 @@ struct planner {
         int *margin0;         /* per PDB, at the start */
         bool *frozen;         /* per PDB: expectedPods <= 0, nothing is ever allowed */
         int64_t *pdb_startup; /* per PDB: the longest startup of its pods here (a lost pod's return) */
+        bool *surge;          /* per pod: a replacement is started for it first (surge.c decides) */
         size_t max_returns;
 };
 
@@ -108,7 +109,7 @@ static struct secs fmt_secs(int64_t usec)
 bool drain_plan_pod_to_evict(const struct drain_plan_pod *pp)
 {
         return pp->action == DRAIN_ACTION_EVICT || pp->action == DRAIN_ACTION_FORCE ||
-               pp->action == DRAIN_ACTION_STUCK;
+               pp->action == DRAIN_ACTION_STUCK || pp->action == DRAIN_ACTION_SURGE;
 }
 
 bool drain_pod_takes_slot(const struct drain_pod_in *pod)
@@ -205,6 +206,7 @@ static void planner_done(struct planner *pl)
         free(pl->margin0);
         free(pl->frozen);
         free(pl->pdb_startup);
+        free(pl->surge);
 }
 
 /* Sort key of a pod to evict. */
@@ -240,7 +242,8 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         pl->margin0 = calloc(nb, sizeof(*pl->margin0));
         pl->frozen = calloc(nb, sizeof(*pl->frozen));
         pl->pdb_startup = calloc(nb, sizeof(*pl->pdb_startup));
-        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup) {
+        pl->surge = calloc(np, sizeof(*pl->surge));
+        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup || !pl->surge) {
                 planner_done(pl);
                 return -ENOMEM;
         }
@@ -256,7 +259,7 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 p->last_safe = p->end - p->shutdown;
                 p->tier = drain_pod_is_critical(in, pod) ? 1 : 0;
                 p->left = pod_left(in, pod);
-                pl->max_returns += pod->n_pdbs;
+                pl->max_returns += pod->n_pdbs * (pod->can_surge || pod->surged_usec ? 2 : 1);
                 if (!p->left && !pod->deleting)
                         pl->order[pl->n_order++] = i;
                 if (!p->left)
@@ -349,7 +352,8 @@ static void start_stop(const struct planner *pl, struct sim *s, size_t i, int64_
                 s->t_gone[i] = t + min_t(p->shutdown, grace);
         } else
                 s->t_gone[i] = t + p->shutdown;
-        if (!owner_replaces(pod->owner))
+        /* A surged pod's replacement was started before it went, and gave its slot back when Ready. */
+        if (!owner_replaces(pod->owner) || pl->surge[i])
                 return;
         /* A StatefulSet recreates the pod only once the old one has exited. */
         int64_t at = (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : t) + p->startup;
@@ -486,6 +490,42 @@ static void push_lost_returns(const struct planner *pl, struct sim *s, size_t ov
         }
 }
 
+/* Whether a surged replacement gives the PDB a slot: under an integer minAvailable one more healthy pod is
+ * one more disruption; under maxUnavailable (or a percentage) the raised scale raises desiredHealthy with
+ * it. */
+static bool surge_frees_slot(const struct drain_pdb_in *pdb)
+{
+        return pdb->spec.min_available.set && !pdb->spec.min_available.percent;
+}
+
+static bool surge_helps(const struct drain_input *in, const struct drain_pod_in *pod)
+{
+        for (size_t j = 0; j < pod->n_pdbs; j++)
+                if (!surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
+                        return false;
+        return pod->n_pdbs > 0;
+}
+
+/* The replacements surge starts before their pods go: each gives its pod's PDBs a slot once Ready, a
+ * startup after it was asked for (now, when it is yet to be). One that should be Ready already is in the
+ * PDB status, or a watch event behind it. */
+static void push_surge_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
+                               const struct sim *pinned)
+{
+        const struct drain_input *in = pl->in;
+        for (size_t i = 0; i < in->n_pods; i++) {
+                const struct drain_pod_in *pod = &in->pods[i];
+                if (!pl->surge[i] || s->state[i] != PS_WAITING || (pinned && !pod_in_pdb(pod, override_pdb)))
+                        continue;
+                int64_t at = (pod->surged_usec ? clamp_t(pod->surged_usec) : pl->now) + pl->pi[i].startup;
+                if (at <= pl->now)
+                        continue;
+                for (size_t j = 0; j < pod->n_pdbs; j++)
+                        if (surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
+                                push_return(s, at, pod->pdbs[j]);
+        }
+}
+
 /* Replays the drain. With force, a pod still waiting at its last safe moment is deleted around its PDB.
  * override_pdb (or SIZE_MAX) starts with override_k disruptions instead of its status. With pinned, only
  * the pods of override_pdb are replayed and every other pod keeps its times from pinned: they do not depend
@@ -533,6 +573,7 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                         for (size_t j = 0; j < pod->n_pdbs; j++)
                                 push_return(s, at, pod->pdbs[j]);
         }
+        push_surge_returns(pl, s, override_pdb, pinned);
         push_overdue_returns(pl, s, override_pdb, pinned);
         push_lost_returns(pl, s, override_pdb, pinned);
 
@@ -749,6 +790,7 @@ static int fill_pods(const struct planner *pl, const struct sim *s, struct drain
                 o->last_safe_usec = to_u(p->last_safe);
                 o->shutdown_usec = to_u(p->shutdown);
                 o->startup_usec = to_u(p->startup);
+                o->surge = pl->surge[i];
                 if (pod->do_not_disrupt)
                         o->warnings |= DRAIN_WARN_DO_NOT_DISRUPT;
                 if (pod->owner == DRAIN_OWNER_NONE)
@@ -781,7 +823,9 @@ static int fill_pods(const struct planner *pl, const struct sim *s, struct drain
                         break;
                 case PS_EVICTED:
                 case PS_FORCED:
-                        o->action = st == PS_FORCED ? DRAIN_ACTION_FORCE : DRAIN_ACTION_EVICT;
+                        o->action = st == PS_FORCED ? DRAIN_ACTION_FORCE
+                                    : pl->surge[i]  ? DRAIN_ACTION_SURGE
+                                                    : DRAIN_ACTION_EVICT;
                         o->forced = st == PS_FORCED;
                         /* Late, or cut short by a shortened grace period. */
                         o->killed = s->t_evict[i] > p->last_safe || gone - s->t_evict[i] < p->shutdown;
@@ -1004,6 +1048,33 @@ struct drain_plan *drain_plan_free(struct drain_plan *p)
         return NULL;
 }
 
+/* Which pods surge: those surged already, and under drain.surge always every pod that can, under blocked
+ * those that a replay without surge leaves to be forced or killed with the instance, where a replacement
+ * frees a slot of every PDB of theirs (surge_frees_slot). */
+static void choose_surge(const struct planner *pl, struct sim *scratch, bool force)
+{
+        const struct drain_input *in = pl->in;
+        bool blocked_only = in->surge == DRAIN_SURGE_BLOCKED, any = false;
+        for (size_t i = 0; i < in->n_pods; i++) {
+                const struct drain_pod_in *pod = &in->pods[i];
+                bool can =
+                    in->surge != DRAIN_SURGE_OFF && pod->can_surge && !pl->pi[i].left && !pod->deleting;
+                pl->surge[i] = pod->surged_usec != 0 && !pl->pi[i].left && !pod->deleting;
+                if (can && !blocked_only)
+                        pl->surge[i] = true;
+                any = any || (can && !pl->surge[i]);
+        }
+        if (!blocked_only || !any)
+                return;
+        sim_run(pl, scratch, force, SIZE_MAX, 0, NULL);
+        for (size_t i = 0; i < in->n_pods; i++) {
+                const struct drain_pod_in *pod = &in->pods[i];
+                if (pod->can_surge && !pl->pi[i].left && !pod->deleting && surge_helps(in, pod) &&
+                    (scratch->state[i] == PS_FORCED || scratch->state[i] == PS_WAITING))
+                        pl->surge[i] = true;
+        }
+}
+
 static int plan_build(const struct planner *pl, struct drain_plan *plan)
 {
         const struct drain_input *in = pl->in;
@@ -1014,6 +1085,8 @@ static int plan_build(const struct planner *pl, struct drain_plan *plan)
         bool force = in->policy == DRAIN_POLICY_FORCE;
         if (r >= 0 && force)
                 r = sim_init(&forced, pl);
+        if (r >= 0)
+                choose_surge(pl, &scratch, force);
         if (r >= 0) {
                 sim_run(pl, &nat, false, SIZE_MAX, 0, NULL);
                 if (force)
@@ -1148,6 +1221,8 @@ const char *drain_action_to_string(enum drain_action a)
                 return "deleting";
         case DRAIN_ACTION_STUCK:
                 return "stuck";
+        case DRAIN_ACTION_SURGE:
+                return "surge";
         }
         return "?";
 }

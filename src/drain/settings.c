@@ -6,6 +6,13 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 
+static const struct config_enum_value drain_surges[] = {
+        { "off", DRAIN_SURGE_OFF },
+        { "blocked", DRAIN_SURGE_BLOCKED },
+        { "always", DRAIN_SURGE_ALWAYS },
+        { NULL, 0 },
+};
+
 static const struct config_enum_value drain_policies[] = {
         { "force", DRAIN_POLICY_FORCE },
         { "respect", DRAIN_POLICY_RESPECT },
@@ -47,6 +54,25 @@ static const struct config_item drain_items[] = {
           CONFIG_MILLISECONDS, .min = 1, .max = 60000, false },
         { "drain.critical_priority_classes", CONFIG_STRV, "system-cluster-critical,system-node-critical",
           OFF(critical_priority_classes), "priority classes evicted last", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.surge", CONFIG_ENUM, "blocked", OFF(surge),
+          "start a Deployment's replacement pods before evicting its pods on the node: blocked: only where "
+          "the PDB would otherwise keep them until forced; always; off",
+          drain_surges, 0, CONFIG_NO_RANGE, false },
 };
+
+/* The executor's options, as the configuration's drain.* keys give them. */
+void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o)
+{
+        o->margin_usec = cfg->drain.safety_margin_usec;
+        o->policy = cfg->drain.policy == DRAIN_POLICY_RESPECT ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        o->taint_key = cfg->drain.taint_key;
+        o->evict_daemonsets = !cfg->drain.ignore_daemonsets;
+        o->leave_emptydir = !cfg->drain.delete_emptydir_data;
+        o->default_startup_usec = cfg->drain.default_startup_usec;
+        o->expected_shutdown_fraction = cfg->drain.expected_shutdown_fraction;
+        o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
+        o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
+        o->surge = (enum drain_surge_mode)cfg->drain.surge;
+}
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

@@ -22,6 +22,8 @@ static const struct resource resources[] = {
         { "policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true,
           SIM_PDB, "pdb", false },
         { "coordination.k8s.io", "v1", "leases", "lease", "Lease", true, SIM_LEASE, NULL, false },
+        { "autoscaling", "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
+          "HorizontalPodAutoscaler", true, SIM_HPA, "hpa", true },
         { "events.k8s.io", "v1", "events", "event", "Event", true, SIM_EVENT, "ev", false },
 };
 
@@ -41,10 +43,12 @@ static const struct subresource subresources[] = {
         { "", "pods/status", "Pod", true, NULL, NULL, false },
         { "", "nodes/status", "Node", false, NULL, NULL, false },
         { "apps", "deployments/status", "Deployment", true, NULL, NULL, false },
+        { "apps", "deployments/scale", "Scale", true, "autoscaling", "v1", false },
         { "policy", "poddisruptionbudgets/status", "PodDisruptionBudget", true, NULL, NULL, false },
 };
 
-static const char *const groups[] = { "apps", "policy", "coordination.k8s.io", "events.k8s.io" };
+static const char *const groups[] = { "apps", "policy", "coordination.k8s.io", "events.k8s.io",
+                                      "autoscaling" };
 
 const struct resource *sim_resource_find(const char *group, const char *version, const char *name)
 {
@@ -87,7 +91,12 @@ cJSON *sim_discovery_versions(const struct sim_server *srv)
 cJSON *sim_discovery_group(const char *name)
 {
         cJSON *g = cJSON_CreateObject(), *versions, *v, *pref;
-        _cleanup_free_ char *gv = strprintf("%s/v1", name);
+        const char *version = "v1";
+        /* Each group is served at one version: that of its resources (autoscaling is at v2). */
+        for (size_t i = 0; i < ARRAY_SIZE(resources); i++)
+                if (streq(resources[i].group, name))
+                        version = resources[i].version;
+        _cleanup_free_ char *gv = strprintf("%s/%s", name, version);
 
         if (!g || !gv) {
                 cJSON_Delete(g);
@@ -97,11 +106,11 @@ cJSON *sim_discovery_group(const char *name)
         versions = cJSON_AddArrayToObject(g, "versions");
         v = cJSON_CreateObject();
         cJSON_AddStringToObject(v, "groupVersion", gv);
-        cJSON_AddStringToObject(v, "version", "v1");
+        cJSON_AddStringToObject(v, "version", version);
         cJSON_AddItemToArray(versions, v);
         pref = cJSON_AddObjectToObject(g, "preferredVersion");
         cJSON_AddStringToObject(pref, "groupVersion", gv);
-        cJSON_AddStringToObject(pref, "version", "v1");
+        cJSON_AddStringToObject(pref, "version", version);
         return g;
 }
 

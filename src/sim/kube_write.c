@@ -83,6 +83,16 @@ static enum MHD_Result serve_delete_pod(struct sim_server *srv, struct MHD_Conne
         return reply_answer(c, &a, false);
 }
 
+enum MHD_Result sim_serve_scale_get(struct sim_server *srv, struct MHD_Connection *c,
+                                    const struct api_path *ap)
+{
+        struct sim_answer a = {};
+        int r = sim_scale_get(srv->sim, ap->ns, ap->name, &a);
+        if (r < 0)
+                return sim_reply_errno(c, r);
+        return reply_answer(c, &a, false);
+}
+
 enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c, const char *method,
                                 const struct api_path *ap, const struct sim_http_request *rq)
 {
@@ -128,7 +138,14 @@ enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c
                  */
                 if (apply)
                         ct = "application/merge-patch+json";
-                r = sim_patch(s, ap->res->sim_kind, ap->ns, ap->name, ct, body, &a);
+                if (streq(ap->sub, "scale"))
+                        r = sim_scale_write(s, ap->ns, ap->name, ct, body, &a);
+                else if (ap->sub) {
+                        cJSON_Delete(body);
+                        return sim_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
+                                                "the simulator does not patch this subresource");
+                } else
+                        r = sim_patch(s, ap->res->sim_kind, ap->ns, ap->name, ct, body, &a);
                 cJSON_Delete(body);
                 if (r < 0)
                         return sim_reply_errno(c, r);
@@ -143,6 +160,8 @@ enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c
                 return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "the body is not JSON");
         if (streq(method, "POST") && ap->name && streq(ap->sub, "eviction") && ap->res->sim_kind == SIM_POD)
                 r = sim_evict(s, ap->ns, ap->name, body, sim_user_agent(c), &a);
+        else if (streq(method, "PUT") && ap->name && streq(ap->sub, "scale"))
+                r = sim_scale_write(s, ap->ns, ap->name, NULL, body, &a);
         else if (ap->res->sim_kind != SIM_EVENT && ap->res->sim_kind != SIM_LEASE && !streq(method, "PUT")) {
                 cJSON_Delete(body);
                 return sim_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",

@@ -36,6 +36,7 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_DAEMONSET] = "daemonsets",
         [SIM_EVENT] = "events",
         [SIM_LEASE] = "leases",
+        [SIM_HPA] = "horizontalpodautoscalers",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
@@ -420,6 +421,7 @@ static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct si
         if (!p)
                 return -ENOMEM;
         p->wl = w;
+        p->rev = w->n_old_rs;
         p->ordinal = ordinal;
         p->node = -1;
         p->phase = SIM_PENDING;
@@ -441,6 +443,11 @@ static int pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct si
         pod_changed(s, p);
         *ret = p;
         return 0;
+}
+
+int sim_pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct sim_pod **ret)
+{
+        return pod_new(s, w, ordinal, ret);
 }
 
 /* Its index in sim.pods (sorted by seq). */
@@ -706,8 +713,10 @@ static void reconcile_controllers(struct sim *s)
                         continue;
                 switch (w->sc->kind) {
                 case SIM_WL_DEPLOYMENT:
+                        sim_deployment_reconcile(s, w);
+                        break;
                 case SIM_WL_JOB:
-                        /* ReplicaSet and Job controllers replace a pod as soon as it is terminating. */
+                        /* The Job controller replaces a pod as soon as it is terminating. */
                         for (int n = workload_active_pods(w); n < w->sc->replicas; n++) {
                                 if (pod_new(s, w, w->next_ordinal_or_index++, &p) < 0)
                                         break;
@@ -716,7 +725,7 @@ static void reconcile_controllers(struct sim *s)
                         break;
                 case SIM_WL_STATEFULSET:
                         /* Same name, new UID, only once the old pod is gone. */
-                        for (int i = 0; i < w->sc->replicas; i++) {
+                        for (int i = 0; i < w->replicas; i++) {
                                 char name[300];
                                 snprintf(name, sizeof(name), "%s-%d", w->sc->name, i);
                                 if (sim_find_pod(s, w->sc->ns, name))
@@ -835,7 +844,7 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
                 if (!owns)
                         continue;
                 if (w->sc->kind == SIM_WL_DEPLOYMENT || w->sc->kind == SIM_WL_STATEFULSET)
-                        scale += w->sc->replicas;
+                        scale += w->replicas;
                 else if (w->sc->kind != SIM_WL_POD) /* a bare pod is unmanaged: not in the scale */
                         scale_ok = false;           /* no scale subresource: the controller fails safe */
         }
@@ -861,18 +870,25 @@ static void pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit)
 
 static void workload_status(struct sim *s, struct sim_workload *w, bool emit)
 {
-        int n = 0, ready = 0;
+        int n = 0, ready = 0, updated = 0, updated_ready = 0;
         for (const struct sim_pod *p = w->pods.head; p; p = p->links[SIM_LINK_WL].next) {
                 if (p->deleting)
                         continue;
+                bool current = p->rev == w->n_old_rs;
                 n++;
-                if (p->ready)
+                updated += current;
+                if (p->ready) {
                         ready++;
+                        updated_ready += current;
+                }
         }
-        if (n == w->st_replicas && ready == w->st_ready)
+        if (n == w->st_replicas && ready == w->st_ready && updated == w->st_updated &&
+            updated_ready == w->st_updated_ready)
                 return;
         w->st_replicas = n;
         w->st_ready = ready;
+        w->st_updated = updated;
+        w->st_updated_ready = updated_ready;
         if (!emit)
                 return;
         switch (w->sc->kind) {
@@ -1209,9 +1225,14 @@ static int world_build(struct sim *s)
                 struct sim_workload *w = &s->wls[i];
                 char hash[11];
                 w->sc = &sc->workloads[i];
+                w->replicas = w->sc->replicas;
+                w->generation = 1;
                 rand_chars(s, hash, 10);
                 if (!(w->uid = sim_new_uid(s)) || !(w->rs_uid = sim_new_uid(s)) ||
-                    !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)))
+                    !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)) ||
+                    !(w->annotations = cJSON_CreateObject()) ||
+                    !(w->tmpl_annotations = cJSON_Duplicate(w->sc->annotations, true)) ||
+                    (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))))
                         return -ENOMEM;
                 s->n_wls++;
                 /* The labels every pod of it carries (pod_labels of a stand-in pod). */
@@ -1379,6 +1400,7 @@ struct sim *sim_free(struct sim *s)
                 free(s->wls[i].hash);
                 free(s->wls[i].rs_name);
                 cJSON_Delete(s->wls[i].tmpl_labels);
+                sim_workload_clear_deploy(&s->wls[i]);
         }
         free(s->wls);
         for (size_t i = 0; i < s->n_pdbs; i++)

@@ -37,7 +37,7 @@ static int answer_obj(struct sim_answer *ret, int code, cJSON *obj)
         return 0;
 }
 
-static int not_found(struct sim_answer *ret, const char *resource, const char *name)
+int sim_answer_not_found(struct sim_answer *ret, const char *resource, const char *name)
 {
         _cleanup_free_ char *msg = strprintf("%s \"%s\" not found", resource, name);
         if (!msg)
@@ -49,7 +49,7 @@ static int not_found(struct sim_answer *ret, const char *resource, const char *n
         return sim_answer_status(ret, 404, "NotFound", msg, name, kind);
 }
 
-static int conflict(struct sim_answer *ret, const char *resource, const char *name)
+int sim_answer_conflict(struct sim_answer *ret, const char *resource, const char *name)
 {
         _cleanup_free_ char *msg =
             strprintf("Operation cannot be fulfilled on %s \"%s\": the object has been "
@@ -61,7 +61,7 @@ static int conflict(struct sim_answer *ret, const char *resource, const char *na
         return sim_answer_status(ret, 409, "Conflict", msg, name, kind);
 }
 
-static int invalid(struct sim_answer *ret, const char *kind, const char *name, const char *why)
+int sim_answer_invalid(struct sim_answer *ret, const char *kind, const char *name, const char *why)
 {
         _cleanup_free_ char *msg = strprintf("%s \"%s\" is invalid: %s", kind, name, why);
         if (!msg)
@@ -199,6 +199,11 @@ int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const s
                         if (wl_has_kind(&s->wls[i], kind) && (!ns || streq(ns, s->wls[i].sc->ns)))
                                 r = push_rendered(arr, sim_render_workload(s, &s->wls[i], kind));
                 break;
+        case SIM_HPA:
+                for (size_t i = 0; i < s->n_wls && r >= 0; i++)
+                        if (s->wls[i].sc->has_hpa && (!ns || streq(ns, s->wls[i].sc->ns)))
+                                r = push_rendered(arr, sim_render_hpa(s, &s->wls[i]));
+                break;
         case SIM_EVENT:
         case SIM_LEASE:
                 for (size_t i = 0; i < s->n_objs && r >= 0; i++)
@@ -271,6 +276,12 @@ int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name,
                                 o = sim_render_workload(s, w, kind);
                 }
                 break;
+        case SIM_HPA: {
+                struct sim_workload *w = sim_find_deployment(s, ns, name);
+                if (w && w->sc->has_hpa)
+                        o = sim_render_hpa(s, w);
+                break;
+        }
         case SIM_EVENT:
         case SIM_LEASE: {
                 struct sim_obj *g = find_obj(s, kind, ns, name);
@@ -353,7 +364,7 @@ int sim_evict(struct sim *s, const char *ns, const char *name, const cJSON *evic
         sim_begin(s);
         struct sim_pod *p = sim_find_pod(s, ns, name);
         if (!p)
-                return not_found(ret, "pods", name);
+                return sim_answer_not_found(ret, "pods", name);
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(eviction, "deleteOptions");
         const char *uid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(opts, "preconditions"), "uid"));
@@ -403,7 +414,7 @@ int sim_delete_pod(struct sim *s, const char *ns, const char *name, int64_t grac
         sim_begin(s);
         struct sim_pod *p = sim_find_pod(s, ns, name);
         if (!p)
-                return not_found(ret, "pods", name);
+                return sim_answer_not_found(ret, "pods", name);
         if (uid && !streq(uid, p->uid))
                 return uid_mismatch(ret, p, uid);
         if (!p->deleting && p->phase == SIM_RUNNING) {
@@ -475,9 +486,9 @@ static int valid_taints(struct sim *s, cJSON *taints, struct node_edit *e)
         return 0;
 }
 
-/* labels/annotations merge: a null value deletes the key. */
-static int merge_strings(cJSON *dst, const cJSON *patch, struct node_edit *e)
+int sim_merge_string_map(cJSON *dst, const cJSON *patch, const char **ret_error)
 {
+        static const char bad[] = "metadata: labels and annotations must be maps of strings";
         const cJSON *kv;
         if (cJSON_IsNull(patch)) {
                 while (dst->child)
@@ -485,7 +496,7 @@ static int merge_strings(cJSON *dst, const cJSON *patch, struct node_edit *e)
                 return 0;
         }
         if (!cJSON_IsObject(patch)) {
-                e->error = "metadata: labels and annotations must be maps of strings";
+                *ret_error = bad;
                 return -EINVAL;
         }
         cJSON_ArrayForEach (kv, patch) {
@@ -494,7 +505,7 @@ static int merge_strings(cJSON *dst, const cJSON *patch, struct node_edit *e)
                         continue;
                 }
                 if (!cJSON_IsString(kv)) {
-                        e->error = "metadata: labels and annotations must be maps of strings";
+                        *ret_error = bad;
                         return -EINVAL;
                 }
                 cJSON *v = cJSON_CreateString(kv->valuestring);
@@ -508,6 +519,11 @@ static int merge_strings(cJSON *dst, const cJSON *patch, struct node_edit *e)
                 }
         }
         return 0;
+}
+
+static int merge_strings(cJSON *dst, const cJSON *patch, struct node_edit *e)
+{
+        return sim_merge_string_map(dst, patch, &e->error);
 }
 
 static int set_unschedulable(const cJSON *v, struct node_edit *e)
@@ -716,7 +732,7 @@ static int node_edit_begin(const struct sim_node *n, struct node_edit *e)
         return 0;
 }
 
-static bool rv_stale(const char *rv, uint64_t current)
+bool sim_rv_stale(const char *rv, uint64_t current)
 {
         if (isempty(rv))
                 return false;
@@ -755,6 +771,8 @@ static int node_edit_commit(struct sim *s, struct sim_node *n, struct node_edit 
 int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *name, const char *content_type,
               const cJSON *patch, struct sim_answer *ret)
 {
+        if (kind == SIM_DEPLOYMENT)
+                return sim_deployment_patch(s, ns, name, content_type, patch, ret);
         sim_begin(s);
         if (kind != SIM_NODE) {
                 _cleanup_free_ char *msg =
@@ -765,7 +783,7 @@ int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *nam
         }
         struct sim_node *n = sim_find_node(s, name);
         if (!n)
-                return not_found(ret, "nodes", name);
+                return sim_answer_not_found(ret, "nodes", name);
         _cleanup_(node_edit_done) struct node_edit e;
         int r = node_edit_begin(n, &e);
         if (r < 0)
@@ -775,9 +793,9 @@ int sim_patch(struct sim *s, enum sim_kind kind, const char *ns, const char *nam
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return invalid(ret, "Node", name, e.error ?: "malformed patch");
-        if (rv_stale(e.rv, n->rv))
-                return conflict(ret, "nodes", name);
+                return sim_answer_invalid(ret, "Node", name, e.error ?: "malformed patch");
+        if (sim_rv_stale(e.rv, n->rv))
+                return sim_answer_conflict(ret, "nodes", name);
         return node_edit_commit(s, n, &e, ret);
 }
 
@@ -785,7 +803,7 @@ static int node_replace(struct sim *s, const char *name, const cJSON *obj, struc
 {
         struct sim_node *n = sim_find_node(s, name);
         if (!n)
-                return not_found(ret, "nodes", name);
+                return sim_answer_not_found(ret, "nodes", name);
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
         if (renames(md, name))
                 return rename_refused(ret);
@@ -809,10 +827,10 @@ static int node_replace(struct sim *s, const char *name, const cJSON *obj, struc
             (r = set_taints(s, cJSON_GetObjectItemCaseSensitive(spec, "taints"), &e)) < 0) {
                 if (r == -ENOMEM)
                         return r;
-                return invalid(ret, "Node", name, e.error ?: "invalid object");
+                return sim_answer_invalid(ret, "Node", name, e.error ?: "invalid object");
         }
-        if (rv_stale(e.rv, n->rv))
-                return conflict(ret, "nodes", name);
+        if (sim_rv_stale(e.rv, n->rv))
+                return sim_answer_conflict(ret, "nodes", name);
         return node_edit_commit(s, n, &e, ret);
 }
 
@@ -875,7 +893,7 @@ static int create_pdb(struct sim *s, const char *ns, const char *name, const cJS
         const char *why = NULL;
         int r = pdb_from_body(s, ns, name, obj, &d, &why);
         if (r == -EINVAL)
-                return invalid(ret, "PodDisruptionBudget", name, why);
+                return sim_answer_invalid(ret, "PodDisruptionBudget", name, why);
         if (r < 0)
                 return r;
         d->cond_since = s->t;
@@ -918,11 +936,12 @@ int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *o
                 name = genname;
         }
         if (isempty(name))
-                return invalid(ret,
-                               kind == SIM_LEASE ? "Lease"
-                               : kind == SIM_PDB ? "PodDisruptionBudget"
-                                                 : "Event",
-                               "", "metadata.name: Required value: name or generateName is required");
+                return sim_answer_invalid(ret,
+                                          kind == SIM_LEASE ? "Lease"
+                                          : kind == SIM_PDB ? "PodDisruptionBudget"
+                                                            : "Event",
+                                          "",
+                                          "metadata.name: Required value: name or generateName is required");
         if (kind == SIM_PDB)
                 return create_pdb(s, ns, name, obj, ret);
 
@@ -979,6 +998,8 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
                                          "the body must be a JSON object with metadata", NULL, NULL);
         if (kind == SIM_NODE)
                 return node_replace(s, name, obj, ret);
+        if (kind == SIM_DEPLOYMENT)
+                return sim_deployment_replace(s, ns, name, obj, ret);
         if (kind != SIM_EVENT && kind != SIM_LEASE) {
                 _cleanup_free_ char *msg =
                     strprintf("the simulator does not replace %s", sim_kind_resource(kind));
@@ -987,7 +1008,7 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
         const char *resource = resource_of(kind, obj);
         struct sim_obj *g = find_obj(s, kind, ns, name);
         if (!g)
-                return not_found(ret, resource, name);
+                return sim_answer_not_found(ret, resource, name);
         const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
         if (renames(md, name))
                 return rename_refused(ret);
@@ -995,7 +1016,7 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
         const cJSON *gmd = cJSON_GetObjectItemCaseSensitive(g->obj, "metadata");
         const char *cur = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(gmd, "resourceVersion"));
         if (!isempty(rv) && !streq(rv, cur))
-                return conflict(ret, resource, name);
+                return sim_answer_conflict(ret, resource, name);
 
         _cleanup_(cJSON_Deletep) cJSON *n = cJSON_Duplicate(obj, true);
         if (!n)

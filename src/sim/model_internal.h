@@ -46,6 +46,11 @@ struct sim_sc_workload {
         bool has_pdb;
         struct pdb_spec pdb;
         bool pdb_always_allow;
+        /* Deployments: the RollingUpdate strategy (default 25% / 25%, as the API server defaults it) */
+        struct intorstr max_surge, max_unavailable;
+        /* Deployments: a HorizontalPodAutoscaler targets it (autoscaling/v2, served, never acting) */
+        bool has_hpa;
+        int hpa_min, hpa_max;
 };
 
 struct sim_sc_event {
@@ -121,16 +126,32 @@ struct sim_node {
         int pods_evictable, pods_graceful, pods_forced, pods_killed;
 };
 
+/* A Deployment's ReplicaSet of an earlier template, kept while pods of it remain. */
+struct sim_old_rs {
+        char *hash, *name, *uid;
+};
+
 struct sim_workload {
         struct sim_sc_workload *sc;
         struct sim_plist pods;
         cJSON *tmpl_labels; /* the labels its pods share (a StatefulSet's also name the pod) */
         bool dirty;         /* a pod of it changed since the last settle */
-        char *uid, *rs_uid, *hash, *rs_name;
+        char *uid, *rs_uid, *hash, *rs_name; /* a Deployment's: those of its current ReplicaSet */
         uint64_t rv, rs_rv;
+        /* Deployments and StatefulSets: spec.replicas (the scenario's until a client changes it) */
+        int replicas;
+        /* Deployments: what clients can change (deployments.c): metadata.annotations beyond the revision,
+         * the template's annotations, metadata.generation, and the ReplicaSets of earlier templates (a
+         * pod's rev indexes old_rs; rev == n_old_rs is the current one). */
+        cJSON *annotations, *tmpl_annotations;
+        int64_t generation;
+        char *hpa_uid; /* its HorizontalPodAutoscaler's (sc->has_hpa) */
+        struct sim_old_rs *old_rs;
+        size_t n_old_rs;
         int next_ordinal_or_index;
         /* last rendered status, to emit MODIFIED only on change */
         int st_replicas, st_ready;
+        int st_updated, st_updated_ready; /* of them, a Deployment's pods of its current template */
 };
 
 struct sim_disrupted {
@@ -170,6 +191,7 @@ struct sim_pod {
         struct sim_pod_links links[_SIM_LINK_MAX];
         char *name, *uid, *ip;
         struct sim_workload *wl;
+        size_t rev; /* a Deployment's pod: its ReplicaSet (sim_workload.old_rs) */
         cJSON *labels;
         long node; /* index into nodes, -1 unscheduled */
         int ordinal;
@@ -278,7 +300,24 @@ cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim
 cJSON *sim_render_status(int code, const char *status, const char *reason, const char *message);
 char *sim_timestamp(const struct sim *s, double t, char buf[static 32]);
 
-/* model.c, for model_api.c */
+/* deployments.c: the Deployment controller (scale, rolling update), the scale subresource, PATCH/PUT of
+ * Deployments, HorizontalPodAutoscalers. */
+void sim_deployment_reconcile(struct sim *s, struct sim_workload *w);
+/* The ReplicaSet the pod belongs to: its hash, name and uid. */
+void sim_pod_rs(const struct sim_pod *p, const char **ret_hash, const char **ret_name, const char **ret_uid);
+struct sim_workload *sim_find_deployment(struct sim *s, const char *ns, const char *name);
+cJSON *sim_render_hpa(struct sim *s, const struct sim_workload *w);
+cJSON *sim_render_scale(struct sim *s, const struct sim_workload *w);
+void sim_workload_clear_deploy(struct sim_workload *w);
+/* PATCH (merge, strategic merge or JSON patch) and PUT of a Deployment: 200 with it, 404, 409 on a stale
+ * resourceVersion, 422 for what the simulator does not change. */
+int sim_deployment_patch(struct sim *s, const char *ns, const char *name, const char *content_type,
+                         const cJSON *patch, struct sim_answer *ret);
+int sim_deployment_replace(struct sim *s, const char *ns, const char *name, const cJSON *obj,
+                           struct sim_answer *ret);
+
+/* model.c, for model_api.c and deployments.c */
+int sim_pod_new(struct sim *s, struct sim_workload *w, int ordinal, struct sim_pod **ret);
 const char *sim_pod_ns(const struct sim_pod *p);
 bool sim_pod_evictable(const struct sim_pod *p);
 int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o);
@@ -294,6 +333,15 @@ void sim_rand_suffix(struct sim *s, char out[static 6]);
 void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
 int sim_pdb_add(struct sim *s, struct sim_pdb *d);
 struct sim_pdb *sim_pdb_free(struct sim_pdb *d);
+/* model_api.c: the Status answers kube-apiserver gives (404 NotFound, 409 Conflict on a stale
+ * resourceVersion, 422 Invalid), and whether a resourceVersion precondition is stale. */
+int sim_answer_not_found(struct sim_answer *ret, const char *resource, const char *name);
+int sim_answer_conflict(struct sim_answer *ret, const char *resource, const char *name);
+int sim_answer_invalid(struct sim_answer *ret, const char *kind, const char *name, const char *why);
+bool sim_rv_stale(const char *rv, uint64_t current);
+/* A merge patch of labels or annotations into dst: a null value deletes its key, a null map clears dst.
+ * -EINVAL (*ret_error says why) when patch is not a map of strings. */
+int sim_merge_string_map(cJSON *dst, const cJSON *patch, const char **ret_error);
 /* Answers a metav1 Status (details name/kind when name is set). */
 int sim_answer_status(struct sim_answer *ret, int code, const char *reason, const char *message,
                       const char *name, const char *kind);

@@ -167,6 +167,25 @@ cJSON *sim_result(struct sim *s)
                     !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed))
                         return NULL;
         }
+        /* Deployments whose replicas a client changed and did not put back (absent when none). */
+        cJSON *changed = NULL;
+        for (size_t i = 0; i < s->n_wls; i++) {
+                const struct sim_workload *w = &s->wls[i];
+                if (w->sc->kind != SIM_WL_DEPLOYMENT || w->replicas == w->sc->replicas)
+                        continue;
+                _cleanup_free_ char *name = strprintf("%s/%s", w->sc->ns, w->sc->name);
+                cJSON *e = cJSON_CreateObject();
+                if (!changed && !(changed = cJSON_AddArrayToObject(o, "replicas_changed")))
+                        return NULL;
+                if (!e || !cJSON_AddItemToArray(changed, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!name || !cJSON_AddStringToObject(e, "workload", name) ||
+                    !cJSON_AddNumberToObject(e, "replicas", w->replicas) ||
+                    !cJSON_AddNumberToObject(e, "scenario_replicas", w->sc->replicas))
+                        return NULL;
+        }
         if (!cJSON_AddNumberToObject(o, "pdb_breaches", s->pdb_breaches))
                 return NULL;
         cJSON *alerts = cJSON_AddArrayToObject(o, "alerts");

@@ -229,7 +229,9 @@ cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p)
         cJSON *md = jmeta(&b, s, o, p->name, sc->ns, p->uid, p->rv, p->created);
         switch (sc->kind) {
         case SIM_WL_DEPLOYMENT: {
-                _cleanup_free_ char *gen = strprintf("%s-", w->rs_name);
+                const char *rs_name;
+                sim_pod_rs(p, NULL, &rs_name, NULL);
+                _cleanup_free_ char *gen = strprintf("%s-", rs_name);
                 jstr(&b, md, "generateName", gen);
                 break;
         }
@@ -250,9 +252,12 @@ cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p)
         if (cJSON_GetArraySize(sc->annotations) > 0)
                 jdup(&b, md, "annotations", sc->annotations);
         switch (sc->kind) {
-        case SIM_WL_DEPLOYMENT:
-                jowner(&b, md, "apps/v1", "ReplicaSet", w->rs_name, w->rs_uid);
+        case SIM_WL_DEPLOYMENT: {
+                const char *rs_name, *rs_uid;
+                sim_pod_rs(p, NULL, &rs_name, &rs_uid);
+                jowner(&b, md, "apps/v1", "ReplicaSet", rs_name, rs_uid);
                 break;
+        }
         case SIM_WL_STATEFULSET:
                 jowner(&b, md, "apps/v1", "StatefulSet", sc->name, w->uid);
                 break;
@@ -472,9 +477,23 @@ static void jtemplate(struct jb *b, cJSON *spec, const struct sim_workload *w, b
         jstr(b, tl, "app", w->sc->name);
         if (with_hash)
                 jstr(b, tl, "pod-template-hash", w->hash);
-        if (cJSON_GetArraySize(w->sc->annotations) > 0)
-                jdup(b, tmd, "annotations", w->sc->annotations);
+        const cJSON *ann = w->tmpl_annotations ? w->tmpl_annotations : w->sc->annotations;
+        if (cJSON_GetArraySize(ann) > 0)
+                jdup(b, tmd, "annotations", ann);
         jpodspec(b, jobj(b, tpl, "spec"), w->sc);
+}
+
+/* A Deployment's metadata.annotations: its revision and what clients wrote. */
+static void jdeploy_annotations(struct jb *b, cJSON *md, const struct sim_workload *w)
+{
+        char rev[24];
+        cJSON *ann = jobj(b, md, "annotations");
+        snprintf(rev, sizeof(rev), "%zu", w->n_old_rs + 1);
+        jstr(b, ann, "deployment.kubernetes.io/revision", rev);
+        const cJSON *kv;
+        cJSON_ArrayForEach (kv, w->annotations)
+                if (cJSON_IsString(kv) && !streq(kv->string, "deployment.kubernetes.io/revision"))
+                        jstr(b, ann, kv->string, kv->valuestring);
 }
 
 cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim_kind kind)
@@ -489,25 +508,36 @@ cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim
         bool rs = kind == SIM_REPLICASET;
         cJSON *md = jmeta(&b, s, o, rs ? w->rs_name : sc->name, sc->ns, rs ? w->rs_uid : w->uid,
                           rs ? w->rs_rv : w->rv, WORLD_BORN);
-        jnum(&b, md, "generation", 1);
+        bool deploy = kind == SIM_DEPLOYMENT;
+        int64_t generation = deploy && w->generation > 0 ? w->generation : 1;
+        jnum(&b, md, "generation", (double)generation);
         cJSON *labels = jobj(&b, md, "labels");
         jstr(&b, labels, "app", sc->name);
         if (rs) {
+                char revision[24];
+                snprintf(revision, sizeof(revision), "%zu", w->n_old_rs + 1);
                 jstr(&b, labels, "pod-template-hash", w->hash);
-                jstr(&b, jobj(&b, md, "annotations"), "deployment.kubernetes.io/revision", "1");
+                jstr(&b, jobj(&b, md, "annotations"), "deployment.kubernetes.io/revision", revision);
                 jowner(&b, md, "apps/v1", "Deployment", sc->name, w->uid);
-        } else if (kind == SIM_DEPLOYMENT)
-                jstr(&b, jobj(&b, md, "annotations"), "deployment.kubernetes.io/revision", "1");
+        } else if (deploy)
+                jdeploy_annotations(&b, md, w);
         cJSON *spec = jobj(&b, o, "spec");
         if (kind != SIM_DAEMONSET)
-                jnum(&b, spec, "replicas", sc->replicas);
+                jnum(&b, spec, "replicas", w->replicas);
+        if (deploy) {
+                cJSON *strat = jobj(&b, spec, "strategy");
+                jstr(&b, strat, "type", "RollingUpdate");
+                cJSON *ru = jobj(&b, strat, "rollingUpdate");
+                jintorstr(&b, ru, "maxSurge", &sc->max_surge);
+                jintorstr(&b, ru, "maxUnavailable", &sc->max_unavailable);
+        }
         if (kind == SIM_STATEFULSET) {
                 jstr(&b, spec, "serviceName", sc->name);
                 jstr(&b, spec, "podManagementPolicy", "OrderedReady");
         }
         jtemplate(&b, spec, w, rs);
         cJSON *st = jobj(&b, o, "status");
-        jnum(&b, st, "observedGeneration", 1);
+        jnum(&b, st, "observedGeneration", (double)generation);
         if (kind == SIM_DAEMONSET) {
                 jnum(&b, st, "currentNumberScheduled", w->st_replicas);
                 jnum(&b, st, "desiredNumberScheduled", (double)live_nodes(s));
@@ -517,21 +547,67 @@ cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim
                 jnum(&b, st, "updatedNumberScheduled", w->st_replicas);
                 return jdone(&b, o);
         }
-        jnum(&b, st, "replicas", w->st_replicas);
+        /* A ReplicaSet is the current template's; a Deployment counts every pod and the updated ones. */
+        int replicas = rs ? w->st_updated : w->st_replicas, ready = rs ? w->st_updated_ready : w->st_ready;
+        if (kind == SIM_STATEFULSET) {
+                replicas = w->st_replicas;
+                ready = w->st_ready;
+        }
+        jnum(&b, st, "replicas", replicas);
         if (rs)
-                jnum(&b, st, "fullyLabeledReplicas", w->st_replicas);
+                jnum(&b, st, "fullyLabeledReplicas", replicas);
         else
-                jnum(&b, st, "updatedReplicas", w->st_replicas);
-        jnum(&b, st, "readyReplicas", w->st_ready);
-        jnum(&b, st, "availableReplicas", w->st_ready);
+                jnum(&b, st, "updatedReplicas", kind == SIM_STATEFULSET ? w->st_replicas : w->st_updated);
+        jnum(&b, st, "readyReplicas", ready);
+        jnum(&b, st, "availableReplicas", ready);
         if (kind == SIM_STATEFULSET) {
                 _cleanup_free_ char *rev = strprintf("%s-%s", sc->name, w->hash);
                 jnum(&b, st, "currentReplicas", w->st_replicas);
                 jstr(&b, st, "currentRevision", rev);
                 jstr(&b, st, "updateRevision", rev);
         }
-        if (kind == SIM_DEPLOYMENT && sc->replicas > w->st_ready)
-                jnum(&b, st, "unavailableReplicas", sc->replicas - w->st_ready);
+        if (deploy && w->replicas > w->st_ready)
+                jnum(&b, st, "unavailableReplicas", w->replicas - w->st_ready);
+        return jdone(&b, o);
+}
+
+cJSON *sim_render_scale(struct sim *s, const struct sim_workload *w)
+{
+        struct jb b = { true };
+        cJSON *o = jhead(&b, "autoscaling/v1", "Scale");
+        jmeta(&b, s, o, w->sc->name, w->sc->ns, w->uid, w->rv, WORLD_BORN);
+        jnum(&b, jobj(&b, o, "spec"), "replicas", w->replicas);
+        cJSON *st = jobj(&b, o, "status");
+        jnum(&b, st, "replicas", w->st_replicas);
+        _cleanup_free_ char *selector = strprintf("app=%s", w->sc->name);
+        jstr(&b, st, "selector", selector);
+        return jdone(&b, o);
+}
+
+/* autoscaling/v2, targeting the Deployment by CPU; it is served and never acts (the simulator has no
+ * metrics), so its desired count follows the Deployment's. */
+cJSON *sim_render_hpa(struct sim *s, const struct sim_workload *w)
+{
+        struct jb b = { true };
+        cJSON *o = jhead(&b, "autoscaling/v2", "HorizontalPodAutoscaler");
+        jmeta(&b, s, o, w->sc->name, w->sc->ns, w->hpa_uid, w->rv, WORLD_BORN);
+        cJSON *spec = jobj(&b, o, "spec");
+        cJSON *ref = jobj(&b, spec, "scaleTargetRef");
+        jstr(&b, ref, "apiVersion", "apps/v1");
+        jstr(&b, ref, "kind", "Deployment");
+        jstr(&b, ref, "name", w->sc->name);
+        jnum(&b, spec, "minReplicas", w->sc->hpa_min);
+        jnum(&b, spec, "maxReplicas", w->sc->hpa_max);
+        cJSON *m = jobj(&b, jarr(&b, spec, "metrics"), NULL);
+        jstr(&b, m, "type", "Resource");
+        cJSON *res = jobj(&b, m, "resource");
+        jstr(&b, res, "name", "cpu");
+        cJSON *target = jobj(&b, res, "target");
+        jstr(&b, target, "type", "Utilization");
+        jnum(&b, target, "averageUtilization", 80);
+        cJSON *st = jobj(&b, o, "status");
+        jnum(&b, st, "currentReplicas", w->st_replicas);
+        jnum(&b, st, "desiredReplicas", w->replicas);
         return jdone(&b, o);
 }
 

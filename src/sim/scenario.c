@@ -332,6 +332,64 @@ static int parse_pdb(struct sctx *c, const struct ynode *m, const char *path, st
         return 0;
 }
 
+/* One IntOrString of a Deployment's rolling update: an int or a percent of at most 100. */
+static int parse_rolling_value(struct sctx *c, const struct ynode *m, const char *key, const char *path,
+                               struct intorstr *dst)
+{
+        const struct ynode *v = ynode_get(m, key);
+        char p[PATH_MAX_LEN];
+        if (!v)
+                return 0;
+        sub(p, path, key);
+        const char *s = ynode_str(v);
+        if (!s || sim_budget_parse(s, dst) < 0 || (v->quoted && !dst->percent) ||
+            (dst->percent && dst->value > 100))
+                return sc_fail(c, v, p, "must be an int or a percent");
+        return 0;
+}
+
+/* strategy: {max_surge, max_unavailable} and hpa: {min_replicas, max_replicas}, both for Deployments. */
+static int parse_deploy_extras(struct sctx *c, const struct ynode *m, const char *p,
+                               struct sim_sc_workload *w)
+{
+        static const char *const skeys[] = { "max_surge", "max_unavailable", NULL };
+        static const char *const hkeys[] = { "min_replicas", "max_replicas", NULL };
+        const struct ynode *st = ynode_get(m, "strategy"), *hpa = ynode_get(m, "hpa");
+        char pk[PATH_MAX_LEN];
+        int r;
+
+        /* As the API server defaults a RollingUpdate Deployment. */
+        w->max_surge = (struct intorstr){ .set = true, .percent = true, .value = 25 };
+        w->max_unavailable = w->max_surge;
+        if (st && !ynode_is_null(st)) {
+                sub(pk, p, "strategy");
+                if (w->kind != SIM_WL_DEPLOYMENT)
+                        return sc_fail(c, st, pk, "only a Deployment has a rolling update strategy");
+                if ((r = check_map(c, st, pk, skeys)) < 0 ||
+                    (r = parse_rolling_value(c, st, "max_surge", pk, &w->max_surge)) < 0 ||
+                    (r = parse_rolling_value(c, st, "max_unavailable", pk, &w->max_unavailable)) < 0)
+                        return r;
+                if (w->max_surge.value == 0 && w->max_unavailable.value == 0)
+                        return sc_fail(c, st, pk, "max_unavailable may not be 0 when max_surge is 0");
+        }
+        if (hpa && !ynode_is_null(hpa)) {
+                int64_t lo = 1, hi = 0;
+                sub(pk, p, "hpa");
+                if (w->kind != SIM_WL_DEPLOYMENT)
+                        return sc_fail(c, hpa, pk, "the simulator's autoscalers target Deployments only");
+                if ((r = check_map(c, hpa, pk, hkeys)) < 0 ||
+                    (r = get_int(c, hpa, "min_replicas", pk, 1, 100000, &lo)) < 0 ||
+                    (r = get_int(c, hpa, "max_replicas", pk, 1, 100000, &hi)) < 0)
+                        return r;
+                if (!ynode_get(hpa, "max_replicas") || hi < lo)
+                        return sc_fail(c, hpa, pk, "max_replicas is required, at least min_replicas");
+                w->has_hpa = true;
+                w->hpa_min = (int)lo;
+                w->hpa_max = (int)hi;
+        }
+        return 0;
+}
+
 static int parse_kind(const char *s, enum sim_wl_kind *ret)
 {
         static const char *const names[] = {
@@ -367,6 +425,8 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
                 "annotations",
                 "emptydir",
                 "pdb",
+                "strategy",
+                "hpa",
                 NULL,
         };
         static const char *const rkeys[] = { "cpu", "memory", NULL };
@@ -474,7 +534,7 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return parse_deploy_extras(c, m, p, w);
 }
 
 static int parse_workloads(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)

@@ -81,7 +81,8 @@ static enum MHD_Result serve_api(struct sim_server *srv, struct MHD_Connection *
         ap.sub = rn > 2 ? rest[2] : NULL;
         if (ap.sub &&
             !(streq(ap.sub, "status") || (streq(ap.sub, "eviction") && ap.res->sim_kind == SIM_POD) ||
-              (streq(ap.sub, "log") && ap.res->sim_kind == SIM_POD)))
+              (streq(ap.sub, "log") && ap.res->sim_kind == SIM_POD) ||
+              (streq(ap.sub, "scale") && ap.res->sim_kind == SIM_DEPLOYMENT)))
                 return sim_reply_not_found(c);
 
         if (streq(method, "GET")) {
@@ -91,6 +92,8 @@ static enum MHD_Result serve_api(struct sim_server *srv, struct MHD_Connection *
                             "the server does not allow this method on the requested resource");
                 if (streq(ap.sub, "log"))
                         return sim_serve_pod_log(srv, c, &ap);
+                if (streq(ap.sub, "scale"))
+                        return sim_serve_scale_get(srv, c, &ap);
                 if (sim_arg_true(c, "watch"))
                         return sim_serve_watch(srv, c, &ap);
                 return ap.name ? sim_serve_get(srv, c, &ap) : sim_serve_list(srv, c, &ap);

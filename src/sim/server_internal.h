@@ -140,6 +140,9 @@ const char *sim_user_agent(struct MHD_Connection *c);
 /* kube_list.c, kube_write.c, watch.c */
 enum MHD_Result sim_serve_list(struct sim_server *srv, struct MHD_Connection *c, const struct api_path *ap);
 enum MHD_Result sim_serve_get(struct sim_server *srv, struct MHD_Connection *c, const struct api_path *ap);
+/* GET .../deployments/NAME/scale */
+enum MHD_Result sim_serve_scale_get(struct sim_server *srv, struct MHD_Connection *c,
+                                    const struct api_path *ap);
 enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c, const char *method,
                                 const struct api_path *ap, const struct sim_http_request *rq);
 enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c, const struct api_path *ap);

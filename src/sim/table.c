@@ -101,6 +101,12 @@ static const struct column lease_columns[] = {
         { "Age", "string", 0 },
 };
 
+static const struct column hpa_columns[] = {
+        { "Name", "string", 0 },    { "Reference", "string", 0 }, { "Targets", "string", 0 },
+        { "MinPods", "string", 0 }, { "MaxPods", "integer", 0 },  { "Replicas", "integer", 0 },
+        { "Age", "string", 0 },
+};
+
 static void table_columns(enum sim_kind k, const struct column **ret, size_t *ret_n)
 {
 #define COLS(a)                         \
@@ -135,6 +141,9 @@ static void table_columns(enum sim_kind k, const struct column **ret, size_t *re
                 break;
         case SIM_EVENT:
                 COLS(event_columns);
+                break;
+        case SIM_HPA:
+                COLS(hpa_columns);
                 break;
         default:
                 COLS(lease_columns);
@@ -323,6 +332,15 @@ static void table_cells(enum sim_kind k, const cJSON *o, const char *age, cJSON 
         case SIM_NAMESPACE:
                 add_str(cells, name);
                 add_str(cells, sim_json_str(o, "status.phase") ? sim_json_str(o, "status.phase") : "Active");
+                add_str(cells, age);
+                break;
+        case SIM_HPA:
+                add_str(cells, name);
+                add_fmt(cells, "Deployment/%s", sim_json_str(o, "spec.scaleTargetRef.name"));
+                add_str(cells, "cpu: <unknown>/80%"); /* the simulator has no metrics */
+                add_fmt(cells, "%d", (int)sim_json_num(o, "spec.minReplicas"));
+                add_int(cells, sim_json_num(o, "spec.maxReplicas"));
+                add_int(cells, sim_json_num(o, "status.currentReplicas"));
                 add_str(cells, age);
                 break;
         default:

@@ -14,13 +14,14 @@ expect_exit() {
 	[ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $*"
 }
 
-log "plan: seed-504 is infeasible"
+log "plan: seed-504 is infeasible through its PDBs (without surge before evict, which would start replacements)"
 start_sim seed "$ROOT/examples/seed-504.yaml"
-expect_exit 4 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" >"$TEST_TMP/plan-504.txt"
+printf 'drain:\n  surge: "off"\n' >"$TEST_TMP/nosurge.yaml"
+expect_exit 4 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --config "$TEST_TMP/nosurge.yaml" >"$TEST_TMP/plan-504.txt"
 cat "$TEST_TMP/plan-504.txt"
 grep -q 'PDB shop/api allows 1 disruption' "$TEST_TMP/plan-504.txt" || fail "plan does not name the PDB"
 grep -q 'would fit' "$TEST_TMP/plan-504.txt" || fail "plan does not say which value would fit"
-expect_exit 4 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/plan-504.json"
+expect_exit 4 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --config "$TEST_TMP/nosurge.yaml" --json >"$TEST_TMP/plan-504.json"
 jq -e '.nodes[0].verdict != "FEASIBLE" and .nodes[0].limiting_pdb == "shop/api"' "$TEST_TMP/plan-504.json" \
 	>/dev/null || fail "plan --json: wrong verdict or limiting PDB"
 

@@ -44,7 +44,9 @@ MANY_NOTICES_SCALE = 2.0
 # The agent polls IMDS every imds.poll_interval_seconds: a notice can wait that long before the agent sees it,
 # so the 1 s in which drain-infeasible must come needs a poll well under 1 s. The default is 0.5 s; the test
 # sets it explicitly so that it does not depend on the default.
-CONFIG = "imds:\n  poll_interval_seconds: 500ms\n"
+# The lower bound is that of a drain through the PDBs alone: surge before evict (drain.surge, which starts
+# replacements first and beats it) is off here; tests/integration/surge_sim.sh covers it.
+CONFIG = "imds:\n  poll_interval_seconds: 500ms\ndrain:\n  surge: \"off\"\n"
 
 
 def run(binary, scale, path, config):

@@ -118,7 +118,8 @@ expected_rules = {
     ("apps", "replicasets"): {"get", "list"},
     ("apps", "statefulsets"): {"get", "list"},
     ("apps", "daemonsets"): {"get", "list"},
-    ("apps", "deployments"): {"get", "list"},
+    ("apps", "deployments"): {"get", "list", "patch"},
+    ("autoscaling", "horizontalpodautoscalers"): {"list"},
 }
 
 def rules_of(role):

@@ -291,8 +291,12 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 60);
+        assert_int_equal(n, 61);
         assert_null(config_find("drain"));
+        /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
+        const struct config_item *surge = config_find("drain.surge");
+        assert_non_null(surge);
+        assert_string_equal(surge->def, "blocked");
         _cleanup_free_ char *env = config_env_name("drain.safety_margin_seconds");
         assert_string_equal(env, "SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS");
 }

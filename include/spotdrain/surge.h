@@ -1,0 +1,66 @@
+/* surge: a drain's replacements started before their pods go (drain.surge; src/drain/surge.c).
+ *
+ * A pod whose PDB allows no disruption (a one-replica Deployment under minAvailable: 1, maxUnavailable: 0)
+ * can only be forced out around it. When its owner is a Deployment (through a ReplicaSet) whose strategy is
+ * RollingUpdate with maxSurge >= 1, the drain starts the replacement first:
+ *  - no HPA targets the Deployment: its spec.replicas is raised by its pods on the node that surge;
+ *  - an HPA owns the replica count: the rollout is restarted (the kubectl.kubernetes.io/restartedAt template
+ *    annotation, as `kubectl rollout restart` writes it), so that maxSurge brings the new pod up first.
+ * Once the new pods are Ready elsewhere (the node is cordoned) the PDB allows the evictions, which the
+ * executor carries out as any other; once no pod of the Deployment is left on the node the replica count is
+ * put back.
+ *
+ * Safety: StatefulSets, bare pods and Jobs never surge (nothing but a Deployment's ReplicaSet pods can).
+ * The change and its record are one PATCH: SPOTDRAIN_ANNOTATION_SURGE (keys.h) on the Deployment holds
+ * {"node": NODE, "replicas": ORIGINAL, "to": RAISED, "mode": "scale"|"rollout", "started": RFC3339}, with a
+ * resourceVersion precondition. The restore is one PATCH too (replicas back and the record removed; the
+ * replicas are left alone when someone else changed them meanwhile). A drain that starts on a node and finds
+ * a record naming that node adopts it (a restarted agent or controller): it is restored as its own. A
+ * Deployment that carries another node's record is not surged again. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spotdrain/drain.h"
+#include "spotdrain/util.h"
+
+struct drain_inputs;
+struct drain_plan_pod;
+struct kube_client;
+struct kube_pod;
+
+struct drain_surge;
+
+/* changed runs (from the loop) when what the plan depends on moved: a Deployment was learnt, raised or
+ * restored. The client is borrowed and must outlive the object. */
+int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mode mode,
+                    void (*changed)(void *userdata), void *userdata, struct drain_surge **ret);
+/* Cancels whatever is under way: a restore not yet answered is left to the record. NULL-safe. */
+struct drain_surge *drain_surge_free(struct drain_surge *sg);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_surge *, drain_surge_free);
+
+/* Starts reading the pod's Deployment, if it has one (the first plan waits for it). NULL-safe. */
+void drain_surge_learn(struct drain_surge *sg, const struct kube_pod *p);
+/* Pod i of di (added just now; NULL-safe): learns its Deployment (GET, and the namespace's HPAs) the first
+ * time, and marks the pod in the input as able to surge, and since when it is surged. */
+int drain_surge_input(struct drain_surge *sg, struct drain_inputs *di, size_t i);
+
+/* Acts on the latest plan, whose pods first .. first + n - 1 (of di) are the drain's own: raises the
+ * Deployments whose pods the plan surges, restores those with no pod left on the node (every one of them
+ * deleting or gone). NULL-safe. */
+void drain_surge_round(struct drain_surge *sg, const struct drain_inputs *di, const struct drain_plan *plan,
+                       size_t first, size_t n);
+
+/* The drain ends: restores every Deployment still raised. 0 when nothing is left to restore (or the wait
+ * was given up); 1 while restores are under way: done(userdata) then runs once from the loop, when they are
+ * answered or after a bound (the record stays for the next drain of the node). NULL-safe. */
+int drain_surge_finish(struct drain_surge *sg, void (*done)(void *userdata), void *userdata);
+
+/* Some Deployment is still being read: the first plan waits for it (briefly), so that the first verdict
+ * knows which pods can surge. NULL-safe. */
+bool drain_surge_learning(const struct drain_surge *sg);
+/* The mode it was made with; DRAIN_SURGE_OFF for NULL. */
+enum drain_surge_mode drain_surge_get_mode(const struct drain_surge *sg);
+/* Deployments surged so far and restored (for results and tests). */
+void drain_surge_counts(const struct drain_surge *sg, unsigned *ret_surged, unsigned *ret_restored);

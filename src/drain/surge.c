@@ -1,0 +1,639 @@
+/* Surge before evict: the Deployments of a drain's pods raised (or rolled) so that their replacements are
+ * Ready before the pods go, and put back (include/spotdrain/surge.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/core.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/pdb.h"
+#include "spotdrain/surge.h"
+#include "spotdrain/util.h"
+
+#define USEC_PER_SEC     UINT64_C(1000000)
+#define RESTARTED_AT     "kubectl.kubernetes.io/restartedAt"
+#define FINISH_WAIT_USEC (10 * USEC_PER_SEC) /* a drain's end waits this long for its restores at most */
+#define RETRY_BASE_USEC  (200 * 1000ULL)
+#define RETRY_MAX_USEC   (5 * USEC_PER_SEC)
+
+enum dep_state {
+        DEP_NEW,       /* nothing asked yet */
+        DEP_ASKING,    /* GET of the Deployment (and list of HPAs) under way */
+        DEP_KNOWN,     /* learnt: can or cannot surge */
+        DEP_RAISING,   /* the raise PATCH under way */
+        DEP_SURGED,    /* raised (by this drain, or by one before it on this node: adopted) */
+        DEP_RESTORING, /* GET then PATCH putting it back */
+        DEP_RESTORED,
+};
+
+struct dep {
+        struct drain_surge *sg;
+        char *ns, *name;
+        enum dep_state state;
+        bool can;     /* RollingUpdate, maxSurge >= 1, not paused, no other node's record */
+        bool hpa;     /* an HPA targets it: surge by restarting the rollout */
+        int replicas; /* spec.replicas as last read */
+        int orig, to; /* the record: replicas before and after the raise */
+        bool rollout; /* the record's mode */
+        char *rv;     /* resourceVersion as last read: the precondition of the next PATCH */
+        bool fresh;   /* read since the last PATCH (a restore reads first) */
+        uint64_t surged_usec;
+        int wanted, left; /* this round: its pods that the plan surges, its pods still on the node */
+        struct kube_call *call, *hpa_call;
+        bool hpa_pending;
+        struct backoff backoff;
+        struct timer *retry;
+};
+
+struct drain_surge {
+        struct kube_client *c;
+        char *node;
+        enum drain_surge_mode mode;
+        void (*changed)(void *userdata);
+        void *userdata;
+        struct dep **deps;
+        size_t n_deps;
+        unsigned surged, restored;
+        bool finishing, gave_up;
+        void (*finish_done)(void *userdata);
+        void *finish_userdata;
+        struct timer *finish_timer;
+        struct timer *notify;
+};
+
+static void json_freep(cJSON **p)
+{
+        cJSON_Delete(*p);
+}
+
+static void dep_free(struct dep *d)
+{
+        if (!d)
+                return;
+        kube_call_cancel(d->call);
+        kube_call_cancel(d->hpa_call);
+        timer_cancel(d->retry);
+        free(d->ns);
+        free(d->name);
+        free(d->rv);
+        free(d);
+}
+
+struct drain_surge *drain_surge_free(struct drain_surge *sg)
+{
+        if (!sg)
+                return NULL;
+        for (size_t i = 0; i < sg->n_deps; i++)
+                dep_free(sg->deps[i]);
+        free(sg->deps);
+        timer_cancel(sg->finish_timer);
+        timer_cancel(sg->notify);
+        free(sg->node);
+        free(sg);
+        return NULL;
+}
+
+int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mode mode,
+                    void (*changed)(void *userdata), void *userdata, struct drain_surge **ret)
+{
+        struct drain_surge *sg = calloc(1, sizeof(*sg));
+        if (!sg || !(sg->node = strdup(node))) {
+                free(sg);
+                return -ENOMEM;
+        }
+        sg->c = c;
+        sg->mode = mode;
+        sg->changed = changed;
+        sg->userdata = userdata;
+        *ret = sg;
+        return 0;
+}
+
+/* The plan depends on what was learnt: tell the drain from the loop, never from inside its own call. */
+static void notify_fire(void *userdata)
+{
+        struct drain_surge *sg = userdata;
+        sg->notify = NULL;
+        if (sg->changed)
+                sg->changed(sg->userdata);
+}
+
+static void notify(struct drain_surge *sg)
+{
+        if (!sg->notify)
+                (void)timer_start_in(kube_client_loop(sg->c), 0, notify_fire, sg, &sg->notify);
+}
+
+static void finish_check(struct drain_surge *sg);
+
+/* ---- which Deployment a pod is of ---- */
+
+/* A ReplicaSet's pod is a Deployment's when the ReplicaSet is named DEPLOYMENT-HASH after the pod's
+ * pod-template-hash, as the deployment controller names them. The caller frees the name. */
+static char *deployment_of(const struct kube_pod *p)
+{
+        if (!streq_ptr(p->owner_kind, "ReplicaSet") || !p->owner_name)
+                return NULL;
+        const char *hash = kube_kv_get(p->labels, p->n_labels, "pod-template-hash");
+        size_t n = strlen(p->owner_name), h = hash ? strlen(hash) : 0;
+        if (h == 0 || n <= h + 1 || p->owner_name[n - h - 1] != '-' || !streq(p->owner_name + n - h, hash))
+                return NULL;
+        return strndup(p->owner_name, n - h - 1);
+}
+
+static struct dep *dep_find(struct drain_surge *sg, const char *ns, const char *name)
+{
+        for (size_t i = 0; i < sg->n_deps; i++)
+                if (streq(sg->deps[i]->ns, ns) && streq(sg->deps[i]->name, name))
+                        return sg->deps[i];
+        return NULL;
+}
+
+static struct dep *dep_of(struct drain_surge *sg, const struct kube_pod *p, bool add)
+{
+        _cleanup_free_ char *name = deployment_of(p);
+        if (!name || !p->namespace)
+                return NULL;
+        struct dep *d = dep_find(sg, p->namespace, name);
+        if (d || !add)
+                return d;
+        struct dep **a = realloc(sg->deps, (sg->n_deps + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        sg->deps = a;
+        d = calloc(1, sizeof(*d));
+        if (!d || !(d->ns = strdup(p->namespace))) {
+                free(d);
+                return NULL;
+        }
+        d->name = TAKE_PTR(name);
+        d->sg = sg;
+        d->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);
+        sg->deps[sg->n_deps++] = d;
+        return d;
+}
+
+/* ---- learning a Deployment ---- */
+
+static void dep_ask(struct dep *d);
+static void dep_act(struct dep *d);
+
+static void retry_fire(void *userdata)
+{
+        struct dep *d = userdata;
+        d->retry = NULL;
+        if (d->state == DEP_ASKING || d->state == DEP_NEW)
+                dep_ask(d);
+        else
+                dep_act(d);
+}
+
+/* A failed call is tried again after a backoff (from the state it failed in). */
+static void dep_retry(struct dep *d, int error, const char *what)
+{
+        uint64_t delay = backoff_next(&d->backoff);
+        log_debug_errno(error, "cannot %s deployment %s/%s, trying again in %.1f s", what, d->ns, d->name,
+                        (double)delay / (double)USEC_PER_SEC);
+        timer_cancel(d->retry);
+        d->retry = NULL;
+        (void)timer_start_in(kube_client_loop(d->sg->c), delay, retry_fire, d, &d->retry);
+}
+
+static int int_at(const cJSON *o, const char *path, int dflt)
+{
+        const char *dot;
+        while (o && (dot = strchr(path, '.'))) {
+                char key[64];
+                snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+                o = cJSON_GetObjectItemCaseSensitive(o, key);
+                path = dot + 1;
+        }
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, path);
+        return cJSON_IsNumber(v) ? (int)v->valuedouble : dflt;
+}
+
+/* maxSurge of a RollingUpdate Deployment, resolved against replicas as the deployment controller does
+ * (percentages round up); 0 for any other strategy or a value it would refuse. */
+static int max_surge(const cJSON *dep, int replicas)
+{
+        const cJSON *strategy =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dep, "spec"), "strategy");
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(strategy, "type"));
+        if (type && !streq(type, "RollingUpdate"))
+                return 0;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(strategy, "rollingUpdate"), "maxSurge");
+        struct intorstr s = { .set = true, .percent = true, .value = 25 };
+        if (cJSON_IsNumber(v))
+                s = (struct intorstr){ .set = true, .value = (int)v->valuedouble };
+        else if (cJSON_IsString(v) && intorstr_parse(v->valuestring, &s) < 0)
+                return 0;
+        return intorstr_scaled(&s, replicas, true);
+}
+
+/* Reads the Deployment: whether it can surge, and a record of ours to adopt. True when it carries ours. */
+static bool dep_learn(struct dep *d, const cJSON *obj)
+{
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+        const char *rv = kube_object_rv(obj);
+        free(d->rv);
+        d->rv = rv ? strdup(rv) : NULL;
+        d->fresh = true;
+        d->replicas = int_at(obj, "spec.replicas", 1);
+        d->can = max_surge(obj, d->replicas) >= 1 &&
+                 !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "paused"));
+
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+        const char *record =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_SURGE));
+        if (!record)
+                return false;
+        _cleanup_(json_freep) cJSON *rec = cJSON_Parse(record);
+        const char *node = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "node"));
+        const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "mode"));
+        const char *started = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "started"));
+        int orig = int_at(rec, "replicas", -1), to = int_at(rec, "to", -1);
+        if (!streq_ptr(node, d->sg->node)) {
+                /* Another node's drain has it raised: not ours to raise again, nor to restore. */
+                d->can = false;
+                log_debug("deployment %s/%s is surged for node %s: not surged again", d->ns, d->name,
+                          node ? node : "?");
+                return false;
+        }
+        uint64_t at = 0;
+        if (orig < 0 || to < 0 || (started && parse_rfc3339(started, &at) < 0)) {
+                log_warning("deployment %s/%s carries a malformed %s record, ignoring: %s", d->ns, d->name,
+                            SPOTDRAIN_ANNOTATION_SURGE, record);
+                d->can = false;
+                return false;
+        }
+        d->orig = orig;
+        d->to = to;
+        d->rollout = streq_ptr(mode, "rollout");
+        d->surged_usec = at ? at : clk_now();
+        if (d->state != DEP_SURGED && d->state != DEP_RESTORING) {
+                log_info("deployment %s/%s was surged for %s before (replicas %d -> %d): adopted", d->ns,
+                         d->name, d->sg->node, orig, to);
+                d->state = DEP_SURGED;
+        }
+        return true;
+}
+
+static void dep_known(struct dep *d)
+{
+        if (d->call || d->hpa_pending)
+                return;
+        if (d->state == DEP_ASKING)
+                d->state = DEP_KNOWN;
+        backoff_reset(&d->backoff);
+        notify(d->sg);
+        dep_act(d);
+}
+
+static void restore_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
+static void get_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        d->call = NULL;
+        if (r->error == -ENOENT) {
+                d->can = false; /* gone, or not a Deployment after all */
+                d->state = d->state == DEP_RESTORING ? DEP_RESTORED : DEP_KNOWN;
+                notify(d->sg);
+                finish_check(d->sg);
+                return;
+        }
+        if (r->error < 0) {
+                dep_retry(d, r->error, "read");
+                return;
+        }
+        bool ours = dep_learn(d, r->object);
+        if (d->state == DEP_RESTORING) {
+                if (ours)
+                        dep_act(d);
+                else
+                        restore_done(c, &(struct kube_result){ 0 }, d); /* nothing left to put back */
+                return;
+        }
+        dep_known(d);
+}
+
+static void hpa_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        const cJSON *h;
+        d->hpa_call = NULL;
+        d->hpa_pending = false;
+        /* Without HPAs to read (not served, not allowed) the replica count is taken to be the Deployment's.
+         */
+        if (r->error < 0)
+                log_debug_errno(r->error, "cannot list the HPAs of %s, taking %s's replicas as its own",
+                                d->ns, d->name);
+        cJSON_ArrayForEach (h, kube_list_items(r->error >= 0 ? r->object : NULL)) {
+                const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(h, "spec"), "scaleTargetRef");
+                if (streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ref, "kind")),
+                              "Deployment") &&
+                    streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ref, "name")), d->name))
+                        d->hpa = true;
+        }
+        dep_known(d);
+}
+
+static void dep_ask(struct dep *d)
+{
+        _cleanup_free_ char *path = kube_path("apps", "v1", d->ns, "deployments", d->name, NULL);
+        _cleanup_free_ char *hpas =
+            kube_path("autoscaling", "v2", d->ns, "horizontalpodautoscalers", NULL, NULL);
+        if (d->state == DEP_NEW)
+                d->state = DEP_ASKING;
+        d->fresh = false;
+        if (!path || !hpas || kube_get(d->sg->c, path, get_done, d, &d->call) < 0) {
+                dep_retry(d, -ENOMEM, "read");
+                return;
+        }
+        if (d->state == DEP_ASKING && !d->hpa_pending) {
+                struct kube_list_options lo = { 0 };
+                d->hpa_pending = kube_list(d->sg->c, hpas, &lo, hpa_done, d, &d->hpa_call) >= 0;
+        }
+}
+
+/* ---- raising and restoring ---- */
+
+static int record_json(const struct dep *d, uint64_t now, char **ret)
+{
+        char started[64];
+        if (format_rfc3339(now, started, sizeof(started)) < 0)
+                return -EINVAL;
+        _cleanup_(json_freep) cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "node", d->sg->node) ||
+            !cJSON_AddNumberToObject(o, "replicas", d->orig) || !cJSON_AddNumberToObject(o, "to", d->to) ||
+            !cJSON_AddStringToObject(o, "mode", d->rollout ? "rollout" : "scale") ||
+            !cJSON_AddStringToObject(o, "started", started))
+                return -ENOMEM;
+        *ret = cJSON_PrintUnformatted(o);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* {"metadata": {"resourceVersion": RV, "annotations": {KEY: record}}, "spec": ...}: record NULL removes it.
+ */
+static int patch_body(const struct dep *d, const char *record, int replicas, const char *restarted_at,
+                      char **ret)
+{
+        _cleanup_(json_freep) cJSON *o = cJSON_CreateObject();
+        cJSON *md = o ? cJSON_AddObjectToObject(o, "metadata") : NULL;
+        cJSON *ann = md ? cJSON_AddObjectToObject(md, "annotations") : NULL;
+        cJSON *spec = o ? cJSON_AddObjectToObject(o, "spec") : NULL;
+        if (!ann || !spec || (d->rv && !cJSON_AddStringToObject(md, "resourceVersion", d->rv)) ||
+            !(record ? cJSON_AddStringToObject(ann, SPOTDRAIN_ANNOTATION_SURGE, record)
+                     : cJSON_AddNullToObject(ann, SPOTDRAIN_ANNOTATION_SURGE)))
+                return -ENOMEM;
+        if (replicas >= 0 && !cJSON_AddNumberToObject(spec, "replicas", replicas))
+                return -ENOMEM;
+        if (restarted_at) {
+                cJSON *tmd = cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "template"), "metadata");
+                cJSON *tann = tmd ? cJSON_AddObjectToObject(tmd, "annotations") : NULL;
+                if (!tann || !cJSON_AddStringToObject(tann, RESTARTED_AT, restarted_at))
+                        return -ENOMEM;
+        }
+        *ret = cJSON_PrintUnformatted(o);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int dep_patch(struct dep *d, const char *body, kube_done_fn done)
+{
+        _cleanup_free_ char *path = kube_path("apps", "v1", d->ns, "deployments", d->name, NULL);
+        if (!path)
+                return -ENOMEM;
+        return kube_request(d->sg->c, "PATCH", path, "application/merge-patch+json", body, KUBE_REQ_PRIORITY,
+                            done, d, &d->call);
+}
+
+static void raise_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        d->call = NULL;
+        if (r->error == -EACCES || r->error == -EPERM || r->error == -EINVAL) {
+                log_warning("cannot surge deployment %s/%s (%s): its pods on %s wait for their PDB", d->ns,
+                            d->name, r->message ? r->message : strerror(-r->error), d->sg->node);
+                d->can = false;
+                d->state = DEP_KNOWN;
+                notify(d->sg);
+                return;
+        }
+        if (r->error < 0) {
+                /* A conflict (someone wrote it since it was read) or a failure: read it again, then decide
+                 * again; a record of ours found then is adopted. */
+                d->state = DEP_ASKING;
+                if (r->http_status == 409)
+                        dep_ask(d);
+                else
+                        dep_retry(d, r->error, "raise");
+                return;
+        }
+        d->state = DEP_SURGED;
+        d->surged_usec = clk_now();
+        d->sg->surged++;
+        backoff_reset(&d->backoff);
+        log_info("deployment %s/%s surged for the drain of %s: %s", d->ns, d->name, d->sg->node,
+                 d->rollout ? "rollout restarted" : "replicas raised");
+        notify(d->sg);
+        if (d->sg->finishing)
+                dep_act(d);
+}
+
+static void restore_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        d->call = NULL;
+        if (r->error < 0 && r->error != -ENOENT) {
+                /* Read it again before the next try: the precondition needs its current version. */
+                dep_retry(d, r->error, "restore");
+                return;
+        }
+        d->state = DEP_RESTORED;
+        d->sg->restored++;
+        backoff_reset(&d->backoff);
+        log_info("deployment %s/%s restored after the drain of %s", d->ns, d->name, d->sg->node);
+        notify(d->sg);
+        finish_check(d->sg);
+}
+
+static void dep_raise(struct dep *d)
+{
+        _cleanup_free_ char *record = NULL, *body = NULL;
+        char now_s[64];
+        uint64_t now = clk_now();
+        d->rollout = d->hpa;
+        d->orig = d->replicas;
+        d->to = d->rollout ? d->replicas : d->replicas + d->wanted;
+        d->fresh = false;
+        if (format_rfc3339(now, now_s, sizeof(now_s)) < 0 || record_json(d, now, &record) < 0 ||
+            patch_body(d, record, d->rollout ? -1 : d->to, d->rollout ? now_s : NULL, &body) < 0 ||
+            dep_patch(d, body, raise_done) < 0) {
+                dep_retry(d, -ENOMEM, "raise");
+                return;
+        }
+        d->state = DEP_RAISING;
+}
+
+/* The restore is a read (for the current replicas and version) then a PATCH. */
+static void dep_restore(struct dep *d)
+{
+        _cleanup_free_ char *body = NULL;
+        if (d->state != DEP_RESTORING || !d->fresh) {
+                d->state = DEP_RESTORING;
+                dep_ask(d);
+                return;
+        }
+        d->fresh = false;
+        /* Replicas someone else changed meanwhile are theirs: only the record goes. */
+        int replicas = !d->rollout && d->replicas == d->to ? d->orig : -1;
+        if (patch_body(d, NULL, replicas, NULL, &body) < 0 || dep_patch(d, body, restore_done) < 0)
+                dep_retry(d, -ENOMEM, "restore");
+}
+
+static void dep_act(struct dep *d)
+{
+        if (d->call || d->retry)
+                return;
+        switch (d->state) {
+        case DEP_KNOWN:
+                if (d->can && d->wanted > 0 && !d->sg->finishing && d->sg->mode != DRAIN_SURGE_OFF)
+                        dep_raise(d);
+                break;
+        case DEP_SURGED:
+                if (d->left == 0 || d->sg->finishing)
+                        dep_restore(d);
+                break;
+        case DEP_RESTORING:
+                dep_restore(d);
+                break;
+        case DEP_NEW:
+        case DEP_ASKING:
+                dep_ask(d);
+                break;
+        case DEP_RAISING:
+        case DEP_RESTORED:
+                break;
+        }
+}
+
+/* ---- the drain's side ---- */
+
+void drain_surge_learn(struct drain_surge *sg, const struct kube_pod *p)
+{
+        struct dep *d = sg && sg->mode != DRAIN_SURGE_OFF ? dep_of(sg, p, true) : NULL;
+        if (d && d->state == DEP_NEW)
+                dep_ask(d);
+}
+
+int drain_surge_input(struct drain_surge *sg, struct drain_inputs *di, size_t i)
+{
+        const struct kube_pod *p = sg ? drain_inputs_pod(di, i) : NULL;
+        struct dep *d = p && sg->mode != DRAIN_SURGE_OFF ? dep_of(sg, p, true) : NULL;
+        if (!d)
+                return 0;
+        if (d->state == DEP_NEW)
+                dep_ask(d);
+        bool surged = d->state == DEP_SURGED || d->state == DEP_RESTORING;
+        return drain_inputs_set_surge(di, i, (d->state >= DEP_KNOWN && d->can) || surged,
+                                      surged ? d->surged_usec : 0);
+}
+
+void drain_surge_round(struct drain_surge *sg, const struct drain_inputs *di, const struct drain_plan *plan,
+                       size_t first, size_t n)
+{
+        if (!sg || !plan)
+                return;
+        for (size_t i = 0; i < sg->n_deps; i++)
+                sg->deps[i]->wanted = sg->deps[i]->left = 0;
+        for (size_t i = first; i < first + n && i < plan->n_pods; i++) {
+                const struct kube_pod *kp = drain_inputs_pod(di, i);
+                struct dep *d = kp ? dep_of(sg, kp, false) : NULL;
+                if (!d || kp->deletion_usec)
+                        continue;
+                d->left++;
+                d->wanted += plan->pods[i].surge;
+        }
+        for (size_t i = 0; i < sg->n_deps; i++)
+                dep_act(sg->deps[i]);
+}
+
+static bool restores_pending(const struct drain_surge *sg)
+{
+        for (size_t i = 0; i < sg->n_deps; i++) {
+                enum dep_state s = sg->deps[i]->state;
+                if (s == DEP_RAISING || s == DEP_SURGED || s == DEP_RESTORING)
+                        return true;
+        }
+        return false;
+}
+
+static void finish_fire(void *userdata)
+{
+        struct drain_surge *sg = userdata;
+        void (*done)(void *) = sg->finish_done;
+        sg->finish_timer = NULL;
+        sg->finish_done = NULL;
+        sg->gave_up = true;
+        if (restores_pending(sg))
+                log_warning("restores of the deployments surged for %s did not finish in time: their %s "
+                            "record stays for the next drain of the node",
+                            sg->node, SPOTDRAIN_ANNOTATION_SURGE);
+        if (done)
+                done(sg->finish_userdata);
+}
+
+static void finish_check(struct drain_surge *sg)
+{
+        if (!sg->finish_done || restores_pending(sg))
+                return;
+        timer_cancel(sg->finish_timer);
+        sg->finish_timer = NULL;
+        (void)timer_start_in(kube_client_loop(sg->c), 0, finish_fire, sg, &sg->finish_timer);
+}
+
+int drain_surge_finish(struct drain_surge *sg, void (*done)(void *userdata), void *userdata)
+{
+        if (!sg || sg->gave_up)
+                return 0;
+        if (sg->finishing)
+                return restores_pending(sg) ? 1 : 0;
+        sg->finishing = true;
+        for (size_t i = 0; i < sg->n_deps; i++)
+                dep_act(sg->deps[i]);
+        if (!restores_pending(sg))
+                return 0;
+        sg->finish_done = done;
+        sg->finish_userdata = userdata;
+        if (timer_start_in(kube_client_loop(sg->c), FINISH_WAIT_USEC, finish_fire, sg, &sg->finish_timer) <
+            0) {
+                sg->finish_done = NULL;
+                return 0;
+        }
+        return 1;
+}
+
+bool drain_surge_learning(const struct drain_surge *sg)
+{
+        for (size_t i = 0; sg && i < sg->n_deps; i++)
+                if (sg->deps[i]->state == DEP_NEW || sg->deps[i]->state == DEP_ASKING)
+                        return true;
+        return false;
+}
+
+enum drain_surge_mode drain_surge_get_mode(const struct drain_surge *sg)
+{
+        return sg ? sg->mode : DRAIN_SURGE_OFF;
+}
+
+void drain_surge_counts(const struct drain_surge *sg, unsigned *ret_surged, unsigned *ret_restored)
+{
+        *ret_surged = sg ? sg->surged : 0;
+        *ret_restored = sg ? sg->restored : 0;
+}

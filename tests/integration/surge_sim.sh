@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Surge before evict (#20) end to end through `spotdrain simulate --json`: a one-replica Deployment under
+# minAvailable: 1 drains on its replacement's startup plus its own stop, with no PDB breach, nothing forced or
+# killed and its replica count put back; the same with an HPA (rollout path); drain.surge: off and a
+# StatefulSet (never surged) still end forced, which is what the surge saves.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+
+run() { # NAME SCENARIO [simulate flags...]: the result in $TEST_TMP/NAME.json, the log in NAME.log
+	local name=$1 scenario=$2 rc=0
+	shift 2
+	"$SPOTDRAIN" simulate "$scenario" --json --time-scale 20 "$@" >"$TEST_TMP/$name.json" 2>"$TEST_TMP/$name.log" || rc=$?
+	[ -s "$TEST_TMP/$name.json" ] || { cat "$TEST_TMP/$name.log" >&2; fail "$name: simulate exited $rc with no result"; }
+	jq -c '{nodes, pdb_breaches, replicas_changed, alerts: [.alerts[].kind]}' "$TEST_TMP/$name.json"
+	echo "$rc" >"$TEST_TMP/$name.rc"
+}
+# The notice is at 5 s; startup 20 s + stop 5 s: drained by 5 + 25 + a little, far before the 125 s deadline.
+surged_ok() { # NAME
+	jq -e '.pdb_breaches == 0 and (has("replicas_changed") | not) and
+		.nodes[0].pods_forced == 0 and .nodes[0].pods_killed == 0 and .nodes[0].pods_graceful == 1 and
+		.nodes[0].drained_at >= 30 and .nodes[0].drained_at < 40 and
+		([.alerts[].kind] | index("drain-infeasible") | not) and ([.alerts[].kind] | index("pods-forced") | not)' \
+		"$TEST_TMP/$1.json" >/dev/null || fail "$1: not drained through surge: $(cat "$TEST_TMP/$1.json")"
+	[ "$(cat "$TEST_TMP/$1.rc")" -eq 0 ] || fail "$1: simulate exited $(cat "$TEST_TMP/$1.rc")"
+}
+
+log "single replica under minAvailable: 1, drain.surge blocked (the default): replicas raised, then restored"
+run single "$ROOT/examples/surge-single-replica.yaml" --log-level info
+surged_ok single
+grep -q 'deployment shop/checkout surged for the drain of spot-a: replicas raised' "$TEST_TMP/single.log" ||
+	fail "single: the replicas were not raised"
+grep -q 'deployment shop/checkout restored after the drain of spot-a' "$TEST_TMP/single.log" ||
+	fail "single: the Deployment was not restored"
+
+log "the same with an HPA owning the replica count: the rollout is restarted instead"
+run hpa "$ROOT/examples/surge-hpa.yaml" --log-level info
+surged_ok hpa
+grep -q 'deployment shop/checkout surged for the drain of spot-a: rollout restarted' "$TEST_TMP/hpa.log" ||
+	fail "hpa: the rollout was not restarted"
+
+log "drain.surge: off: the pod is forced around its PDB at its last safe moment (a breach)"
+printf 'drain:\n  surge: "off"\n' >"$TEST_TMP/off.yaml"
+run off "$ROOT/examples/surge-single-replica.yaml" --config "$TEST_TMP/off.yaml"
+jq -e '.pdb_breaches == 1 and .nodes[0].pods_forced == 1 and .nodes[0].drained_at > 80' "$TEST_TMP/off.json" \
+	>/dev/null || fail "off: expected the forced drain: $(cat "$TEST_TMP/off.json")"
+
+log "a StatefulSet is never surged"
+sed -e 's/kind: Deployment/kind: StatefulSet/' -e 's/, strategy: {max_surge: 1, max_unavailable: 0}//' \
+	"$ROOT/examples/surge-single-replica.yaml" >"$TEST_TMP/sts.yaml"
+run sts "$TEST_TMP/sts.yaml" --log-level info
+jq -e '.nodes[0].pods_forced == 1 and (has("replicas_changed") | not)' "$TEST_TMP/sts.json" >/dev/null ||
+	fail "sts: expected it forced, not surged: $(cat "$TEST_TMP/sts.json")"
+! grep -q 'surged for the drain' "$TEST_TMP/sts.log" || fail "sts: a StatefulSet was surged"
+
+log "ok"
