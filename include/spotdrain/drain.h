@@ -69,6 +69,9 @@ struct drain_pod_in {
         uint64_t gone_usec;
         const size_t *pdbs; /* indices into drain_input.pdbs of every PDB that selects it */
         size_t n_pdbs;
+        /* shutdown_usec comes from stops of its owner's pods that were seen; false: it is a guess (or 0),
+         * which the graded verdict (drain_grade_node) does not take as a fact. */
+        bool shutdown_seen;
 };
 
 struct drain_pdb_in {

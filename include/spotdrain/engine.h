@@ -70,7 +70,9 @@ unsigned drain_shutdowns_generation(const struct drain_shutdowns *s);
  * that (it is still there) raises it to what it has already taken. */
 enum drain_shutdown_basis {
         /* For acting (the last safe moment to start a graceful stop): the longest stop observed of the
-         * owner's pods with a quarter (at least 1 s) on top; the whole grace period when none was seen. */
+         * owner's pods with a quarter (at least 1 s) on top; when none was seen, the whole grace period if
+         * it fits in the node's drain, else expected_shutdown_fraction of it, capped at the time left
+         * (drain_inputs_set_node_start). */
         DRAIN_SHUTDOWN_SAFE,
         /* For predicting (the drain-infeasible verdict): the median stop observed; when none was seen,
          * expected_shutdown_fraction of the grace period. */
@@ -87,7 +89,9 @@ struct drain_inputs_options {
         /* Shutdown estimates (drain_pod_in.shutdown_usec) from the stops observed so far (NULL: none). */
         const struct drain_shutdowns *shutdowns;
         enum drain_shutdown_basis shutdown_basis;
-        double expected_shutdown_fraction; /* DRAIN_SHUTDOWN_EXPECTED, an owner never seen stopping */
+        /* An owner never seen stopping: DRAIN_SHUTDOWN_EXPECTED, and DRAIN_SHUTDOWN_SAFE when its grace
+         * period does not fit (0: the whole grace period). */
+        double expected_shutdown_fraction;
 };
 
 /* Owns a struct drain_input and everything it points to. */
@@ -97,6 +101,10 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
 int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
                           uint64_t margin_usec, size_t *ret_index);
+/* When node's drain started (its notice, engine clock; default: the input's now). On DRAIN_SHUTDOWN_SAFE a
+ * pod never seen stopping whose grace period is longer than start to deadline - margin is given
+ * expected_shutdown_fraction of it (capped at the time left) rather than the whole of it. */
+int drain_inputs_set_node_start(struct drain_inputs *di, size_t node, uint64_t start_usec);
 /* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
 int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
 /* When healthy pods of the PDB added last were lost to something outside this process's drains (engine

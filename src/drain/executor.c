@@ -382,6 +382,8 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
         if (slice && !(map = calloc(x->n_pods + 1, sizeof(*map))))
                 return -ENOMEM;
         r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
+        if (r >= 0)
+                r = drain_inputs_set_node_start(di, node, x->result.notice_usec);
         if (r < 0)
                 return r;
         r = add_pods(x, di, node, drain_inputs_now(di), map, &n);

@@ -12,6 +12,7 @@ struct drain_inputs {
         struct drain_node_in *nodes;
         size_t n_nodes;
         char **node_names;
+        uint64_t *node_start; /* when its drain started (engine clock); 0: now */
 
         struct kube_pdb *kpdbs;
         struct drain_pdb_in *pdbs;
@@ -83,6 +84,7 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
         for (size_t i = 0; i < di->n_nodes; i++)
                 free(di->node_names[i]);
         free(di->node_names);
+        free(di->node_start);
         free(di->nodes);
         for (size_t i = 0; i < di->n_pdbs; i++) {
                 kube_pdb_clear(&di->kpdbs[i]);
@@ -111,8 +113,10 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
 {
         _cleanup_free_ char *copy = strdup(name);
         if (!copy || grow((void **)&di->nodes, di->n_nodes, sizeof(*di->nodes)) < 0 ||
-            grow((void **)&di->node_names, di->n_nodes, sizeof(*di->node_names)) < 0)
+            grow((void **)&di->node_names, di->n_nodes, sizeof(*di->node_names)) < 0 ||
+            grow((void **)&di->node_start, di->n_nodes, sizeof(*di->node_start)) < 0)
                 return -ENOMEM;
+        di->node_start[di->n_nodes] = 0;
         di->nodes[di->n_nodes] = (struct drain_node_in){
                 .name = copy,
                 .deadline_usec = deadline_usec,
@@ -122,6 +126,15 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
         if (ret_index)
                 *ret_index = di->n_nodes;
         di->n_nodes++;
+        return 0;
+}
+
+int drain_inputs_set_node_start(struct drain_inputs *di, size_t node, uint64_t start_usec)
+{
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        di->node_start[node] = start_usec;
+        di->estimated = false;
         return 0;
 }
 
@@ -298,14 +311,36 @@ static uint64_t stopping_longest(const struct sample *stopping, size_t n, const 
         return longest;
 }
 
-static uint64_t shutdown_estimate(const struct drain_inputs *di, const char *key, uint64_t grace,
-                                  uint64_t stopping)
+/* What an unseen pod is given for acting: its whole grace period when that fits in its node's drain (from
+ * the drain's start to deadline - margin), and it is forced at deadline - margin - grace as it always was.
+ * When it does not fit, waiting for a whole graceful stop would force every such pod at the notice, around
+ * its PDB (a StatefulSet's quorum lost for nothing when the pods stop in a fraction of their grace): it is
+ * given the stop expected of it instead, capped at the time left, until its siblings are seen stopping. */
+static uint64_t unseen_safe(const struct drain_inputs *di, size_t node, uint64_t grace, uint64_t stopping)
+{
+        const struct drain_node_in *n = &di->nodes[node];
+        uint64_t now = di->in.now_usec;
+        uint64_t start = di->node_start[node] ? di->node_start[node] : now;
+        uint64_t end = n->deadline_usec > n->margin_usec ? n->deadline_usec - n->margin_usec : 0;
+        if (grace == 0 || start + grace <= end)
+                return 0; /* the planner assumes the grace period */
+        uint64_t est = (uint64_t)((double)grace * di->expected_fraction);
+        uint64_t left = end > now ? end - now : 0;
+        if (left < 1000000)
+                left = 1000000;
+        est = est < left ? est : left;
+        return est > stopping ? est : stopping;
+}
+
+static uint64_t shutdown_estimate(const struct drain_inputs *di, size_t node, const char *key,
+                                  uint64_t grace, uint64_t stopping, bool *ret_seen)
 {
         uint64_t median, longest, est;
         bool seen = drain_shutdowns_get(di->shutdowns, key, &median, &longest);
+        *ret_seen = seen;
         if (di->shutdown_basis == DRAIN_SHUTDOWN_SAFE) {
                 if (!seen)
-                        return 0; /* the planner assumes the grace period */
+                        return unseen_safe(di, node, grace, stopping);
                 est = longest > stopping ? longest : stopping;
                 uint64_t slack = est / 4 > 1000000 ? est / 4 : 1000000;
                 est += slack;
@@ -335,8 +370,9 @@ static void estimate_shutdowns(struct drain_inputs *di)
                 qsort(stopping, n, sizeof(*stopping), stopping_cmp);
         for (size_t i = 0; i < di->n_pods; i++) {
                 struct drain_pod_in *p = &di->pods[i];
-                p->shutdown_usec = shutdown_estimate(di, p->owner_key, p->grace_usec,
-                                                     stopping_longest(stopping, n, p->owner_key));
+                p->shutdown_usec =
+                    shutdown_estimate(di, p->node, p->owner_key, p->grace_usec,
+                                      stopping_longest(stopping, n, p->owner_key), &p->shutdown_seen);
         }
 }
 

@@ -187,12 +187,55 @@ static void test_expected_basis_changes_the_verdict(void **state)
         }
 }
 
+/* On the safe basis, a pod never seen stopping is given its whole grace period when that fits in its node's
+ * drain (from its start); when it does not, the share of it expected, capped at the time left, so that a
+ * grace longer than the budget does not force it (and all its PDB's pods) at the notice. */
+static uint64_t safe_estimate(uint64_t deadline, int64_t started_ago, double fraction, bool *ret_seen)
+{
+        struct drain_inputs_options o = { .now_usec = NOW,
+                                          .default_startup_usec = S(10),
+                                          .shutdown_basis = DRAIN_SHUTDOWN_SAFE,
+                                          .expected_shutdown_fraction = fraction };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        size_t node, idx;
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_add_node(di, "spot-a", deadline, S(5), &node), 0);
+        if (started_ago >= 0)
+                assert_int_equal(drain_inputs_set_node_start(di, node, NOW - S(started_ago)), 0);
+        cJSON *p = pod("a", 0);
+        assert_int_equal(drain_inputs_add_pod(di, node, p, &idx), 0);
+        cJSON_Delete(p);
+        const struct drain_pod_in *in = &drain_inputs_get(di)->pods[idx];
+        *ret_seen = in->shutdown_seen;
+        return in->shutdown_usec;
+}
+
+static void test_safe_estimate_of_a_long_grace(void **state)
+{
+        bool seen = true;
+        /* 60 s grace, 115 s to go: the whole grace (0). */
+        assert_int_equal(safe_estimate(NOW + S(120), -1, 0.5, &seen), 0);
+        assert_false(seen);
+        /* 45 s to go: half of it. */
+        assert_int_equal(safe_estimate(NOW + S(50), -1, 0.5, &seen), S(30));
+        /* 54 s expected, 45 s left: capped. */
+        assert_int_equal(safe_estimate(NOW + S(50), -1, 0.9, &seen), S(45));
+        /* The drain started 30 s ago with 75 s to go: the grace fitted then, and the pod is forced at
+         * deadline - margin - grace as ever (not moved later as time passes). */
+        assert_int_equal(safe_estimate(NOW + S(50), 30, 0.5, &seen), 0);
+        struct drain_inputs_options o = { .now_usec = NOW };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_set_node_start(di, 0, NOW), -EINVAL);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_observations_median_and_longest),
                 cmocka_unit_test(test_estimates_safe_and_expected),
                 cmocka_unit_test(test_expected_basis_changes_the_verdict),
+                cmocka_unit_test(test_safe_estimate_of_a_long_grace),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
