@@ -21,6 +21,8 @@ enum alert_kind {
         ALERT_REPLACEMENT_LAUNCHED,
         ALERT_REPLACEMENT_FAILED,
         ALERT_QUEUE_UNREADABLE,
+        /* predicted at notice time: fits only if pods of unknown stop time stop fast enough (named) */
+        ALERT_DRAIN_AT_RISK,
         _ALERT_KIND_MAX,
 };
 

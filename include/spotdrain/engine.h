@@ -177,7 +177,6 @@ struct drain_joint {
         uint64_t made_usec; /* engine clock */
         /* The same drains with shutdowns on DRAIN_SHUTDOWN_EXPECTED, made on the first ask. */
         struct drain_inputs *expected_inputs;
-        struct drain_plan *expected;
 };
 struct drain_joint *drain_joint_ref(struct drain_joint *j);
 struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
@@ -211,11 +210,11 @@ void drain_ledger_touch(struct drain_ledger *l);
  * costs one plan: a new one is made at most every few times the last one took; until then member keeps the
  * plan it has and is woken once the new one is made. */
 int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o);
-/* The current joint plan's counterpart on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), and the
- * index of node in it; borrowed from the joint plan. -ENOENT when there is no joint plan or node is not
- * in it. */
+/* The current joint plan's input on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), what the graded
+ * verdict (drain_grade_node) goes by, and the index of node in it; borrowed from the joint plan. -ENOENT
+ * when there is no joint plan or node is not in it. */
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_plan **ret, size_t *ret_node);
+                          const struct drain_input **ret, size_t *ret_node);
 
 /* Slots. pdb and pod are "namespace/name". A member states every pod it wants to evict now between
  * drain_ledger_begin() and drain_ledger_end(); pods it no longer states stop waiting at the end. */
@@ -257,6 +256,11 @@ int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t d
                             uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
+
+/* Raises drain-infeasible or drain-at-risk on node as g grades it (node_index: the node in g->plan);
+ * nothing for DRAIN_GRADE_FITS. */
+void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,
+                       size_t node_index);
 
 /* ==== executor (executor.c) ==== */
 
@@ -308,6 +312,7 @@ struct drain_exec_result {
         unsigned blocked;          /* 429 answers */
         unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
         bool infeasible;           /* drain-infeasible was raised */
+        bool at_risk;              /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
 };

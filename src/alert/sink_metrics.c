@@ -72,6 +72,7 @@ static void sink_metrics(const struct alert *a, void *userdata)
                 break;
         case ALERT_NOTICE_RECEIVED:
         case ALERT_QUEUE_UNREADABLE:
+        case ALERT_DRAIN_AT_RISK:
         case _ALERT_KIND_MAX:
                 break;
         }

@@ -830,7 +830,6 @@ struct drain_joint *drain_joint_unref(struct drain_joint *j)
                 return NULL;
         drain_plan_free(j->plan);
         drain_inputs_free(j->inputs);
-        drain_plan_free(j->expected);
         drain_inputs_free(j->expected_inputs);
         free(j);
         return NULL;
@@ -955,29 +954,23 @@ int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_i
 }
 
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_plan **ret, size_t *ret_node)
+                          const struct drain_input **ret, size_t *ret_node)
 {
         struct drain_joint *j = l->joint;
         if (!j)
                 return -ENOENT;
-        if (!j->expected) {
-                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        if (!j->expected_inputs) {
                 /* The pods as they are now, so at the asker's now (not the joint plan's: a pod deleted
                  * since would be deleted in the future). */
                 struct drain_inputs_options eo = *o;
                 eo.shutdown_basis = DRAIN_SHUTDOWN_EXPECTED;
-                int r = make_input(l, &eo, false, &di);
-                if (r >= 0)
-                        r = drain_plan_make(drain_inputs_get(di), &plan);
+                int r = make_input(l, &eo, false, &j->expected_inputs);
                 if (r < 0)
                         return r;
-                j->expected_inputs = TAKE_PTR(di);
-                j->expected = TAKE_PTR(plan);
         }
         if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
                 return -ENOENT;
-        *ret = j->expected;
+        *ret = drain_inputs_get(j->expected_inputs);
         return 0;
 }
 
