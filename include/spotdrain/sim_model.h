@@ -38,6 +38,7 @@ enum sim_kind {
         SIM_DAEMONSET,
         SIM_EVENT, /* core/v1 Event (events.k8s.io/v1 is served from the same store) */
         SIM_LEASE,
+        SIM_CONFIGMAP, /* stored as given, like leases (spotdrain keeps its estimates in one) */
         _SIM_KIND_MAX,
 };
 

@@ -143,7 +143,8 @@ enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c
                 return sim_reply_status(c, MHD_HTTP_BAD_REQUEST, "BadRequest", "the body is not JSON");
         if (streq(method, "POST") && ap->name && streq(ap->sub, "eviction") && ap->res->sim_kind == SIM_POD)
                 r = sim_evict(s, ap->ns, ap->name, body, sim_user_agent(c), &a);
-        else if (ap->res->sim_kind != SIM_EVENT && ap->res->sim_kind != SIM_LEASE && !streq(method, "PUT")) {
+        else if (ap->res->sim_kind != SIM_EVENT && ap->res->sim_kind != SIM_LEASE &&
+                 ap->res->sim_kind != SIM_CONFIGMAP && !streq(method, "PUT")) {
                 cJSON_Delete(body);
                 return sim_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                         "the simulator does not create this resource");

@@ -36,6 +36,7 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_DAEMONSET] = "daemonsets",
         [SIM_EVENT] = "events",
         [SIM_LEASE] = "leases",
+        [SIM_CONFIGMAP] = "configmaps",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
