@@ -39,6 +39,7 @@ struct drain_settings {
         double expected_shutdown_fraction;
         uint64_t eviction_retry_floor_usec;
         char **critical_priority_classes;
+        char *estimates_configmap; /* "" = stop and startup estimates are not kept */
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -65,6 +66,25 @@ bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key,
 /* Moves whenever a stop raises what its owner's stops are expected to take (the median, or before the
  * first one unseen_usec): drains judged on the earlier expectation are judged again. NULL-safe: 0. */
 unsigned drain_shutdowns_generation(const struct drain_shutdowns *s);
+/* The same for one pod (uid may be NULL): a pod counted before (by a drain and the learner, say) is not
+ * counted again. */
+int drain_shutdowns_observe_pod(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                uint64_t usec, uint64_t unseen_usec);
+/* Creation → Ready of one of the owner's pods, once per pod; and the median of the latest of them. */
+int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                    uint64_t usec);
+bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median);
+/* Every owner's startup median (owner keys owned by the result: drain_startups_free()). */
+int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_startup **ret, size_t *ret_n);
+/* Moves with every sample taken or loaded: what there is to keep. NULL-safe: 0. */
+unsigned drain_shutdowns_changes(const struct drain_shutdowns *s);
+/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "startups_ms": [...], "stops_seen": N,
+ * "startups_seen": N, "updated": RFC3339}}}: the latest samples oldest first, how many were ever seen, when
+ * the latest was (docs/contracts.md §6.4). */
+int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret);
+/* Takes from such a document every owner not known here or known only from before its "updated"; a bad
+ * entry is passed over. -EINVAL when the document is not of version 1. ret_taken (may be NULL): how many. */
+int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken);
 
 /* What a pod's shutdown is taken to be. Either way a pod of the owner that has been stopping longer than
  * that (it is still there) raises it to what it has already taken. */
@@ -261,6 +281,31 @@ struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
  * nothing for DRAIN_GRADE_FITS. */
 void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,
                        size_t node_index);
+
+/* ==== estimates learnt from the cluster's ordinary life (estimates.c) ====
+ * A pod watch counts every graceful stop it sees end and every pod it sees Ready for the pod's owner
+ * (drain_owner_key), into a store the drains plan with (drain_ledger_use_shutdowns); the store is read from
+ * ConfigMap NAMESPACE/NAME (data "estimates.json", drain_shutdowns_to_json()) at the start and written back
+ * when it changed, merged with what other processes wrote (docs/contracts.md §6.4). */
+struct drain_estimates_options {
+        const char *namespace;       /* NULL: POD_NAMESPACE, else "default" */
+        const char *name;            /* NULL: "spotdrain-estimates" */
+        const char *node;            /* learn from this node's pods only (the agent); NULL: every pod */
+        bool keep;                   /* read and write the ConfigMap */
+        uint64_t save_interval_usec; /* between writes of what changed; 0 = 10 s */
+        double expected_shutdown_fraction; /* an unseen owner's expected stop, for the generation; 0 = 0.5 */
+};
+struct drain_estimates;
+int drain_estimates_start(struct kube_client *c, const struct drain_estimates_options *o,
+                          struct drain_estimates **ret);
+struct drain_estimates *drain_estimates_free(struct drain_estimates *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_estimates *, drain_estimates_free);
+/* The store (owned by e). */
+struct drain_shutdowns *drain_estimates_store(const struct drain_estimates *e);
+/* The kept estimates were read (or found absent, or keep is off). */
+bool drain_estimates_loaded(const struct drain_estimates *e);
+/* The ledger plans with s (borrowed; it must outlive the ledger) instead of a store of its own. */
+void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s);
 
 /* ==== executor (executor.c) ==== */
 

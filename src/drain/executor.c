@@ -1144,7 +1144,7 @@ static void observe_stop(struct drain_exec *x, const struct xpod *p, const struc
             took + USEC_PER_SEC >= (uint64_t)p->forced_grace * USEC_PER_SEC)
                 return;
         uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * x->expected_shutdown_fraction);
-        if (drain_shutdowns_observe(drain_ledger_shutdowns(x->ledger), key, took, unseen) < 0)
+        if (drain_shutdowns_observe_pod(drain_ledger_shutdowns(x->ledger), key, kp->uid, took, unseen) < 0)
                 log_debug("out of memory keeping shutdown observations");
 }
 

@@ -111,7 +111,8 @@ struct drain_ledger {
          * drain: with many nodes draining at once those lists would use up the client's rate limit). */
         struct drain_startup *startups;
         size_t n_startups;
-        struct drain_shutdowns *shutdowns;
+        struct drain_shutdowns *shutdowns,
+            *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */
         struct kept_ghost *ghosts;
         size_t n_ghosts;
         /* The joint plan of every member, and when the next may be made. */
@@ -575,7 +576,8 @@ int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct dr
         l->c = c;
         l->loop = kube_client_loop(c);
         l->floor = retry_floor_usec ? retry_floor_usec : DEFAULT_FLOOR_USEC;
-        r = drain_shutdowns_new(&l->shutdowns);
+        r = drain_shutdowns_new(&l->own_shutdowns);
+        l->shutdowns = l->own_shutdowns;
         if (r < 0)
                 return r;
         struct kube_watch_options w = { .path = "/apis/policy/v1/poddisruptionbudgets" };
@@ -610,7 +612,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
         free(l->by_key);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
-        drain_shutdowns_free(l->shutdowns);
+        drain_shutdowns_free(l->own_shutdowns);
         for (size_t i = 0; i < l->n_ghosts; i++)
                 kept_ghost_clear(&l->ghosts[i]);
         free(l->ghosts);
@@ -811,6 +813,15 @@ static int make_input(struct drain_ledger *l, const struct drain_inputs_options 
         if (r < 0)
                 return r;
         r = drain_inputs_add_startups(di, l->startups, l->n_startups);
+        if (r < 0)
+                return r;
+        /* Then the startups learnt from pods seen turning Ready: the planner takes an owner's first. */
+        struct drain_startup *learnt = NULL;
+        size_t n_learnt = 0;
+        r = drain_shutdowns_startups(l->shutdowns, &learnt, &n_learnt);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, learnt, n_learnt);
+        drain_startups_free(learnt, n_learnt);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(di);
@@ -1173,6 +1184,12 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
         }
         if (noted)
                 set_dirty(l);
+}
+
+void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s)
+{
+        if (l && s)
+                l->shutdowns = s;
 }
 
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)

@@ -43,6 +43,10 @@ static const struct config_item drain_items[] = {
           CONFIG_MILLISECONDS, .min = 1, .max = 60000, false },
         { "drain.critical_priority_classes", CONFIG_STRV, "system-cluster-critical,system-node-critical",
           OFF(critical_priority_classes), "priority classes evicted last", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.estimates_configmap", CONFIG_STRING, "spotdrain-estimates", OFF(estimates_configmap),
+          "ConfigMap in the release namespace where the stop and startup times learnt are kept across "
+          "restarts and shared (empty: not kept)",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

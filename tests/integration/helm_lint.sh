@@ -180,7 +180,8 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert cfg["alerts"]["webhook_url"] == "file:/etc/spotdrain/webhook/url"
         role = one(docs, "Role")
         got = rules_of(role)
-        assert got == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}, got
+        assert got == {("coordination.k8s.io", "leases"): {"get", "create", "update"},
+                       ("", "configmaps"): {"get", "create", "update"}}, got
         pdb = one(docs, "PodDisruptionBudget")
         sel = dep["spec"]["selector"]["matchLabels"]
         assert pdb["spec"]["selector"]["matchLabels"] == sel

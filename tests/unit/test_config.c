@@ -291,7 +291,7 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 55);
+        assert_int_equal(n, 56);
         assert_null(config_find("drain"));
         _cleanup_free_ char *env = config_env_name("drain.safety_margin_seconds");
         assert_string_equal(env, "SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS");
