@@ -22,6 +22,8 @@ enum alert_kind {
         ALERT_REPLACEMENT_FAILED,
         ALERT_QUEUE_UNREADABLE,
         ALERT_NOTICE_REJECTED, /* a queue message refused: untrusted, or not this cluster's (no node) */
+        /* predicted at notice time: fits only if pods of unknown stop time stop fast enough (named) */
+        ALERT_DRAIN_AT_RISK,
         _ALERT_KIND_MAX,
 };
 

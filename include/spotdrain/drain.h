@@ -83,6 +83,9 @@ struct drain_pod_in {
         /* When the replacement was asked for (engine clock); 0 = not yet. A surged pod is planned as
          * surged whatever the mode. */
         uint64_t surged_usec;
+        /* shutdown_usec comes from stops of its owner's pods that were seen; false: it is a guess (or 0),
+         * which the graded verdict (drain_grade_node) does not take as a fact. */
+        bool shutdown_seen;
 };
 
 struct drain_pdb_in {
@@ -251,6 +254,38 @@ bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_
 int drain_plan_format(const struct drain_plan *p, char **ret);
 /* The plan as JSON (for --json); times are seconds from now, null for never. */
 int drain_plan_to_json(const struct drain_plan *p, struct cJSON **ret);
+
+/* ==== graded verdict (verdict.c) ====
+ * At a notice the stop times of many pods are unknown; a verdict that guesses them cries wolf. The grade
+ * keeps what is certain apart from what depends on the unknowns, by planning the drain with every pod whose
+ * stop time was never seen (drain_pod_in.shutdown_seen false) stopping at once, with its whole grace
+ * period, and in between; pods seen stopping keep their estimate. */
+enum drain_grade {
+        DRAIN_GRADE_FITS,       /* fits even if every unseen pod takes its whole grace period */
+        DRAIN_GRADE_AT_RISK,    /* fits only if the unseen pods stop within stop_within_usec */
+        DRAIN_GRADE_INFEASIBLE, /* cannot fit even if they stopped at once (or the stops seen say so) */
+};
+
+struct drain_grade_result {
+        enum drain_grade grade;
+        /* AT_RISK: the longest stop (after SIGTERM) of the unseen pods that still fits, whole seconds
+         * (0: under a second); the longest grace period of those that would have to be quicker. */
+        uint64_t stop_within_usec, grace_usec;
+        bool unseen; /* the node has pods to go whose stop time was never seen */
+        /* INFEASIBLE: the plan with instant unseen stops, in which the node is infeasible; else NULL. */
+        struct drain_plan *plan;
+        char *reason; /* one line for humans; NULL for FITS */
+};
+/* Grades node (an index into in->nodes) of the drain in (every node of it planned together). -ENOMEM,
+ * -EINVAL as drain_plan_make(). */
+int drain_grade_node(const struct drain_input *in, size_t node, struct drain_grade_result *ret);
+void drain_grade_result_clear(struct drain_grade_result *g);
+/* Whether some pod of in was given a stop shorter than its grace period without its owner's stops ever
+ * being seen (DRAIN_SHUTDOWN_SAFE on a grace period too long for the drain): a plan of in that fits does
+ * not show that the whole grace periods would. */
+bool drain_input_guesses(const struct drain_input *in);
+/* "fits", "at-risk", "infeasible" */
+const char *drain_grade_to_string(enum drain_grade g);
 
 const char *drain_verdict_to_string(enum drain_verdict v);
 const char *drain_action_to_string(enum drain_action a);

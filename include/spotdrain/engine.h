@@ -41,6 +41,7 @@ struct drain_settings {
         uint64_t eviction_retry_floor_usec;
         char **critical_priority_classes;
         int surge; /* enum drain_surge_mode (drain.h) */
+        char *estimates_configmap; /* "" = stop and startup estimates are not kept */
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -86,12 +87,33 @@ bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key,
 /* Moves whenever a stop raises what its owner's stops are expected to take (the median, or before the
  * first one unseen_usec): drains judged on the earlier expectation are judged again. NULL-safe: 0. */
 unsigned drain_shutdowns_generation(const struct drain_shutdowns *s);
+/* The same for one pod (uid may be NULL): a pod counted before (by a drain and the learner, say) is not
+ * counted again. */
+int drain_shutdowns_observe_pod(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                uint64_t usec, uint64_t unseen_usec);
+/* Creation → Ready of one of the owner's pods, once per pod; and the median of the latest of them. */
+int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                    uint64_t usec);
+bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median);
+/* Every owner's startup median (owner keys owned by the result: drain_startups_free()). */
+int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_startup **ret, size_t *ret_n);
+/* Moves with every sample taken or loaded: what there is to keep. NULL-safe: 0. */
+unsigned drain_shutdowns_changes(const struct drain_shutdowns *s);
+/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "startups_ms": [...], "stops_seen": N,
+ * "startups_seen": N, "updated": RFC3339}}}: the latest samples oldest first, how many were ever seen, when
+ * the latest was (docs/contracts.md §6.4). */
+int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret);
+/* Takes from such a document every owner not known here or known only from before its "updated"; a bad
+ * entry is passed over. -EINVAL when the document is not of version 1. ret_taken (may be NULL): how many. */
+int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken);
 
 /* What a pod's shutdown is taken to be. Either way a pod of the owner that has been stopping longer than
  * that (it is still there) raises it to what it has already taken. */
 enum drain_shutdown_basis {
         /* For acting (the last safe moment to start a graceful stop): the longest stop observed of the
-         * owner's pods with a quarter (at least 1 s) on top; the whole grace period when none was seen. */
+         * owner's pods with a quarter (at least 1 s) on top; when none was seen, the whole grace period if
+         * it fits in the node's drain, else expected_shutdown_fraction of it, capped at the time left
+         * (drain_inputs_set_node_start). */
         DRAIN_SHUTDOWN_SAFE,
         /* For predicting (the drain-infeasible verdict): the median stop observed; when none was seen,
          * expected_shutdown_fraction of the grace period. */
@@ -109,7 +131,9 @@ struct drain_inputs_options {
         /* Shutdown estimates (drain_pod_in.shutdown_usec) from the stops observed so far (NULL: none). */
         const struct drain_shutdowns *shutdowns;
         enum drain_shutdown_basis shutdown_basis;
-        double expected_shutdown_fraction; /* DRAIN_SHUTDOWN_EXPECTED, an owner never seen stopping */
+        /* An owner never seen stopping: DRAIN_SHUTDOWN_EXPECTED, and DRAIN_SHUTDOWN_SAFE when its grace
+         * period does not fit (0: the whole grace period). */
+        double expected_shutdown_fraction;
 };
 
 /* Owns a struct drain_input and everything it points to. */
@@ -119,6 +143,10 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
 int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
                           uint64_t margin_usec, size_t *ret_index);
+/* When node's drain started (its notice, engine clock; default: the input's now). On DRAIN_SHUTDOWN_SAFE a
+ * pod never seen stopping whose grace period is longer than start to deadline - margin is given
+ * expected_shutdown_fraction of it (capped at the time left) rather than the whole of it. */
+int drain_inputs_set_node_start(struct drain_inputs *di, size_t node, uint64_t start_usec);
 /* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
 int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
 /* When healthy pods of the PDB added last were lost to something outside this process's drains (engine
@@ -194,7 +222,6 @@ struct drain_joint {
         uint64_t made_usec; /* engine clock */
         /* The same drains with shutdowns on DRAIN_SHUTDOWN_EXPECTED, made on the first ask. */
         struct drain_inputs *expected_inputs;
-        struct drain_plan *expected;
 };
 struct drain_joint *drain_joint_ref(struct drain_joint *j);
 struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
@@ -249,11 +276,11 @@ void drain_ledger_touch(struct drain_ledger *l);
  * costs one plan: a new one is made at most every few times the last one took; until then member keeps the
  * plan it has and is woken once the new one is made. */
 int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o);
-/* The current joint plan's counterpart on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), and the
- * index of node in it; borrowed from the joint plan. -ENOENT when there is no joint plan or node is not
- * in it. */
+/* The current joint plan's input on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), what the graded
+ * verdict (drain_grade_node) goes by, and the index of node in it; borrowed from the joint plan. -ENOENT
+ * when there is no joint plan or node is not in it. */
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_plan **ret, size_t *ret_node);
+                          const struct drain_input **ret, size_t *ret_node);
 
 /* Slots. pdb and pod are "namespace/name". A member states every pod it wants to evict now between
  * drain_ledger_begin() and drain_ledger_end(); pods it no longer states stop waiting at the end. */
@@ -299,6 +326,36 @@ uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kub
                                   const char *owner_key, uint64_t default_startup_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
+
+/* Raises drain-infeasible or drain-at-risk on node as g grades it (node_index: the node in g->plan);
+ * nothing for DRAIN_GRADE_FITS. */
+void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,
+                       size_t node_index);
+
+/* ==== estimates learnt from the cluster's ordinary life (estimates.c) ====
+ * A pod watch counts every graceful stop it sees end and every pod it sees Ready for the pod's owner
+ * (drain_owner_key), into a store the drains plan with (drain_ledger_use_shutdowns); the store is read from
+ * ConfigMap NAMESPACE/NAME (data "estimates.json", drain_shutdowns_to_json()) at the start and written back
+ * when it changed, merged with what other processes wrote (docs/contracts.md §6.4). */
+struct drain_estimates_options {
+        const char *namespace;       /* NULL: POD_NAMESPACE, else "default" */
+        const char *name;            /* NULL: "spotdrain-estimates" */
+        const char *node;            /* learn from this node's pods only (the agent); NULL: every pod */
+        bool keep;                   /* read and write the ConfigMap */
+        uint64_t save_interval_usec; /* between writes of what changed; 0 = 10 s */
+        double expected_shutdown_fraction; /* an unseen owner's expected stop, for the generation; 0 = 0.5 */
+};
+struct drain_estimates;
+int drain_estimates_start(struct kube_client *c, const struct drain_estimates_options *o,
+                          struct drain_estimates **ret);
+struct drain_estimates *drain_estimates_free(struct drain_estimates *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_estimates *, drain_estimates_free);
+/* The store (owned by e). */
+struct drain_shutdowns *drain_estimates_store(const struct drain_estimates *e);
+/* The kept estimates were read (or found absent, or keep is off). */
+bool drain_estimates_loaded(const struct drain_estimates *e);
+/* The ledger plans with s (borrowed; it must outlive the ledger) instead of a store of its own. */
+void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s);
 
 /* ==== executor (executor.c) ==== */
 
@@ -358,6 +415,7 @@ struct drain_exec_result {
         unsigned blocked;          /* 429 answers */
         unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
         bool infeasible;           /* drain-infeasible was raised */
+        bool at_risk;              /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
 };

@@ -39,6 +39,7 @@ enum sim_kind {
         SIM_EVENT, /* core/v1 Event (events.k8s.io/v1 is served from the same store) */
         SIM_LEASE,
         SIM_HPA, /* autoscaling/v2 HorizontalPodAutoscaler, one per Deployment whose scenario has hpa */
+        SIM_CONFIGMAP, /* stored as given, like leases (spotdrain keeps its estimates in one) */
         _SIM_KIND_MAX,
 };
 

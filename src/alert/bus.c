@@ -22,6 +22,7 @@ static const struct {
         [ALERT_REPLACEMENT_FAILED] = { "replacement-failed", "ReplacementFailed", true },
         [ALERT_QUEUE_UNREADABLE] = { "queue-unreadable", "QueueUnreadable", true },
         [ALERT_NOTICE_REJECTED] = { "notice-rejected", "NoticeRejected", true },
+        [ALERT_DRAIN_AT_RISK] = { "drain-at-risk", "DrainAtRisk", true },
 };
 
 struct alert_sink {

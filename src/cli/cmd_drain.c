@@ -52,7 +52,7 @@ static void usage(FILE *f, const char *verb)
                            "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
         else if (streq(verb, "plan"))
                 fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
-                           "exit status: 0 feasible, 4 infeasible, 1 error, 2 usage\n");
+                           "exit status: 0 fits or at risk, 4 infeasible, 1 error, 2 usage\n");
         else
                 fprintf(f, "usage: spotdrain audit [--budget S] [--json] [--kubeconfig F] [--config F]\n"
                            "exit status: 0 no findings, 4 findings, 1 error, 2 usage\n");
@@ -278,8 +278,8 @@ static struct drain_inputs_options inputs_options(const struct drain_cli *d)
                 .default_startup_usec = d->cfg->drain.default_startup_usec,
                 .critical_classes = (const char *const *)d->cfg->drain.critical_priority_classes,
                 .n_critical_classes = n,
-                /* What a running drain would alert on: no stop observed yet, so the expected share of
-                 * each grace period (the drain itself forces as if the whole grace period were needed). */
+                /* What the graded verdict goes by (drain_grade_node): the stops seen, else the expected
+                 * share of each grace period, which the grade does not take as a fact. */
                 .shutdown_basis = DRAIN_SHUTDOWN_EXPECTED,
                 .expected_shutdown_fraction = d->cfg->drain.expected_shutdown_fraction,
         };
@@ -313,15 +313,58 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
         return r;
 }
 
-/* The plan of one node as it stands now. */
-static int plan_node(struct drain_cli *d, struct drain_plan **ret)
+/* What one node's plan is made of, as listed from the API. */
+struct node_objects {
+        cJSON *pods, *pdbs;
+        struct drain_startup *startups;
+        size_t n_startups;
+};
+
+static void node_objects_done(struct node_objects *no)
+{
+        cJSON_Delete(no->pods);
+        cJSON_Delete(no->pdbs);
+        drain_startups_free(no->startups, no->n_startups);
+}
+
+/* The planner's input of the node on basis. */
+static int node_input(struct drain_cli *d, const struct node_objects *no, enum drain_shutdown_basis basis,
+                      struct drain_inputs **ret)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        struct drain_inputs_options io = inputs_options(d);
+        const cJSON *obj;
+        io.shutdown_basis = basis;
+        int r = drain_inputs_new(&io, &di);
+        if (r >= 0)
+                r = drain_inputs_add_node(di, d->node, d->deadline_usec, d->cfg->drain.safety_margin_usec,
+                                          NULL);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, no->startups, no->n_startups);
+        cJSON_ArrayForEach (obj, kube_list_items(no->pdbs)) {
+                if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
+                        r = -ENOMEM;
+        }
+        const char *self_ns = getenv("POD_NAMESPACE"), *self = getenv("POD_NAME");
+        cJSON_ArrayForEach (obj, kube_list_items(no->pods)) {
+                if (self && streq_ptr(kube_object_str(obj, "metadata.name"), self) &&
+                    (!self_ns || streq_ptr(kube_object_str(obj, "metadata.namespace"), self_ns)))
+                        continue;
+                if (r >= 0 && drain_inputs_add_pod(di, 0, obj, NULL) == -ENOMEM)
+                        r = -ENOMEM;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(di);
+        return 0;
+}
+
+/* The plan of one node as it stands now, as a drain would act on it, and its graded verdict. */
+static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade)
 {
         _cleanup_free_ char *field = strprintf("spec.nodeName=%s", d->node);
-        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        struct drain_startup *startups = NULL;
-        size_t n_startups = 0;
-        cJSON *pods = NULL, *pdbs = NULL;
-        const cJSON *obj;
+        _cleanup_(drain_inputs_freep) struct drain_inputs *safe = NULL, *expected = NULL;
+        _cleanup_(node_objects_done) struct node_objects no = { 0 };
         int r;
 
         if (!field)
@@ -342,42 +385,30 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret)
         /* It exists: that was the question. */
         kube_result_clear(&s.result);
 
-        r = list_sync(d, "/api/v1/pods", NULL, field, &pods);
+        r = list_sync(d, "/api/v1/pods", NULL, field, &no.pods);
         if (r >= 0)
-                r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &pdbs);
+                r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &no.pdbs);
         if (r >= 0)
-                r = node_startups(d, kube_list_items(pods), &startups, &n_startups);
-        struct drain_inputs_options io = inputs_options(d);
+                r = node_startups(d, kube_list_items(no.pods), &no.startups, &no.n_startups);
         if (r >= 0)
-                r = drain_inputs_new(&io, &di);
+                r = node_input(d, &no, DRAIN_SHUTDOWN_SAFE, &safe);
         if (r >= 0)
-                r = drain_inputs_add_node(di, d->node, d->deadline_usec, d->cfg->drain.safety_margin_usec,
-                                          NULL);
+                r = node_input(d, &no, DRAIN_SHUTDOWN_EXPECTED, &expected);
+        /* Surge (drain.surge) changes what the PDBs allow: the grade and the plan both see it. */
         if (r >= 0)
-                r = drain_inputs_add_startups(di, startups, n_startups);
-        cJSON_ArrayForEach (obj, kube_list_items(pdbs)) {
-                if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
-                        r = -ENOMEM;
-        }
-        const char *self_ns = getenv("POD_NAMESPACE"), *self = getenv("POD_NAME");
-        cJSON_ArrayForEach (obj, kube_list_items(pods)) {
-                if (self && streq_ptr(kube_object_str(obj, "metadata.name"), self) &&
-                    (!self_ns || streq_ptr(kube_object_str(obj, "metadata.namespace"), self_ns)))
-                        continue;
-                if (r >= 0 && drain_inputs_add_pod(di, 0, obj, NULL) == -ENOMEM)
-                        r = -ENOMEM;
-        }
+                r = plan_surge(d, safe);
         if (r >= 0)
-                r = plan_surge(d, di);
+                r = plan_surge(d, expected);
         if (r >= 0)
-                r = drain_plan_make(drain_inputs_get(di), ret);
-        cJSON_Delete(pods);
-        cJSON_Delete(pdbs);
-        drain_startups_free(startups, n_startups);
+                r = drain_grade_node(drain_inputs_get(expected), 0, ret_grade);
+        if (r >= 0)
+                r = drain_plan_make(drain_inputs_get(safe), ret);
         return r;
 }
 
-static int print_plan(struct drain_cli *d, const struct drain_plan *plan)
+/* The grade beside the plan: "GRADE at-risk: fits if ...", or in the JSON the node's grade, grade_reason
+ * and stop_within (seconds, null unless at risk). */
+static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const struct drain_grade_result *g)
 {
         if (d->common.json) {
                 cJSON *j = NULL;
@@ -385,7 +416,16 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan)
                 int r = drain_plan_to_json(plan, &j);
                 if (r < 0)
                         return r;
-                text = cJSON_Print(j);
+                cJSON *node = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodes"), 0);
+                bool ok = node && cJSON_AddStringToObject(node, "grade", drain_grade_to_string(g->grade)) &&
+                          (g->reason ? cJSON_AddStringToObject(node, "grade_reason", g->reason)
+                                     : cJSON_AddNullToObject(node, "grade_reason")) &&
+                          (g->grade == DRAIN_GRADE_AT_RISK
+                               ? cJSON_AddNumberToObject(node, "stop_within",
+                                                         (double)g->stop_within_usec / (double)USEC_PER_SEC)
+                               : cJSON_AddNullToObject(node, "stop_within"));
+                if (ok)
+                        text = cJSON_Print(j);
                 cJSON_Delete(j);
                 if (!text)
                         return -ENOMEM;
@@ -396,6 +436,8 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan)
         int r = drain_plan_format(plan, &text);
         if (r < 0)
                 return r;
+        printf("GRADE %s%s%s\n", drain_grade_to_string(g->grade), g->reason ? ": " : "",
+               g->reason ? g->reason : "");
         fputs(text, stdout);
         return 0;
 }
@@ -404,6 +446,7 @@ int cmd_plan(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "plan" };
         _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
         int r;
 
         r = parse_args(&d, argc, argv);
@@ -413,15 +456,16 @@ int cmd_plan(int argc, char **argv)
                 drain_cli_done(&d);
                 return r;
         }
-        r = plan_node(&d, &plan);
+        r = plan_node(&d, &plan, &grade);
         if (r >= 0)
-                r = print_plan(&d, plan);
+                r = print_plan(&d, plan, &grade);
         drain_cli_done(&d);
         if (r < 0) {
                 fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node, strerror(-r));
                 return EXIT_ERROR;
         }
-        return plan->nodes[0].verdict == DRAIN_FEASIBLE ? EXIT_OK : EXIT_INFEASIBLE;
+        /* At risk is no certainty: the exit status says infeasible only when it is. */
+        return grade.grade == DRAIN_GRADE_INFEASIBLE ? EXIT_INFEASIBLE : EXIT_OK;
 }
 
 /* ---- drain ---- */
@@ -496,6 +540,7 @@ static void print_result(const struct drain_cli *d, const struct drain_exec_resu
         cJSON_AddNumberToObject(o, "blocked", res->blocked);
         cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
         cJSON_AddBoolToObject(o, "infeasible", res->infeasible);
+        cJSON_AddBoolToObject(o, "at_risk", res->at_risk);
         cJSON_AddNumberToObject(o, "killed_predicted", res->killed_predicted);
         if (res->predicted_finish_usec && res->predicted_finish_usec != DRAIN_NEVER)
                 cJSON_AddNumberToObject(o, "predicted_seconds",
@@ -526,9 +571,10 @@ int cmd_drain(int argc, char **argv)
         }
         if (d.common.dry_run) {
                 _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
-                r = plan_node(&d, &plan);
+                _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
+                r = plan_node(&d, &plan, &grade);
                 if (r >= 0)
-                        r = print_plan(&d, plan);
+                        r = print_plan(&d, plan, &grade);
                 drain_cli_done(&d);
                 if (r < 0) {
                         fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
@@ -600,16 +646,20 @@ struct audit {
         size_t n_startups;
         struct audit_finding *f;
         size_t n_f;
-        struct drain_plan **plans; /* one per distinct worst node */
+        struct drain_plan **plans;         /* one per distinct worst node */
+        struct drain_grade_result *grades; /* of each of those nodes */
         const char **plan_nodes;
         size_t n_plans;
 };
 
 static void audit_done(struct audit *a)
 {
-        for (size_t i = 0; i < a->n_plans; i++)
+        for (size_t i = 0; i < a->n_plans; i++) {
                 drain_plan_free(a->plans[i]);
+                drain_grade_result_clear(&a->grades[i]);
+        }
         free(a->plans);
+        free(a->grades);
         free(a->plan_nodes);
         free(a->f);
         for (size_t i = 0; i < a->n_kp; i++)
@@ -657,8 +707,9 @@ static int audit_load(struct audit *a, struct drain_cli *d)
         a->kp = calloc(n_pdbs + 1, sizeof(*a->kp));
         a->f = calloc(n_pdbs + 1, sizeof(*a->f));
         a->plans = calloc(n_pdbs + 1, sizeof(*a->plans));
+        a->grades = calloc(n_pdbs + 1, sizeof(*a->grades));
         a->plan_nodes = calloc(n_pdbs + 1, sizeof(*a->plan_nodes));
-        if (!a->ap || !a->kp || !a->f || !a->plans || !a->plan_nodes)
+        if (!a->ap || !a->kp || !a->f || !a->plans || !a->grades || !a->plan_nodes)
                 return -ENOMEM;
         cJSON_ArrayForEach (obj, kube_list_items(a->pods)) {
                 struct kube_pod *p = &a->ap[a->n_ap].pod;
@@ -716,9 +767,9 @@ static int audit_worst(const struct audit *a, const struct kube_pdb *pdb, const 
         return 0;
 }
 
-/* The plan of a node's interruption now: every pod on it, every PDB. */
+/* The plan of a node's interruption now (every pod on it, every PDB) and its graded verdict. */
 static int audit_plan(const struct audit *a, const struct drain_cli *d, const char *node,
-                      struct drain_plan **ret)
+                      struct drain_plan **ret, struct drain_grade_result *ret_grade)
 {
         _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
         struct drain_inputs_options io = inputs_options(d);
@@ -741,6 +792,9 @@ static int audit_plan(const struct audit *a, const struct drain_cli *d, const ch
                 if (streq_ptr(a->ap[i].pod.node_name, node) &&
                     drain_inputs_add_pod(di, 0, a->ap[i].obj, NULL) == -ENOMEM)
                         return -ENOMEM;
+        r = drain_grade_node(drain_inputs_get(di), 0, ret_grade);
+        if (r < 0)
+                return r;
         return drain_plan_make(drain_inputs_get(di), ret);
 }
 
@@ -758,7 +812,7 @@ static int audit_analyze(struct audit *a, const struct drain_cli *d)
                 while (pn < a->n_plans && !streq(a->plan_nodes[pn], worst))
                         pn++;
                 if (pn == a->n_plans) {
-                        r = audit_plan(a, d, worst, &a->plans[pn]);
+                        r = audit_plan(a, d, worst, &a->plans[pn], &a->grades[pn]);
                         if (r < 0)
                                 return r;
                         a->plan_nodes[a->n_plans++] = worst;
@@ -767,6 +821,16 @@ static int audit_analyze(struct audit *a, const struct drain_cli *d)
                     (struct audit_finding){ .pdb = &a->kp[b], .node = worst, .on_node = n, .plan = pn };
         }
         return 0;
+}
+
+/* Whether the PDB named as pp is infeasible in plan (NULL: none is). */
+static bool pdb_infeasible(const struct drain_plan *plan, const struct drain_plan_pdb *pp)
+{
+        for (size_t j = 0; plan && j < plan->n_pdbs; j++)
+                if (streq_ptr(plan->pdbs[j].namespace, pp->namespace) &&
+                    streq_ptr(plan->pdbs[j].name, pp->name))
+                        return !plan->pdbs[j].feasible;
+        return false;
 }
 
 /* Prints the table or the JSON; returns the number of findings, or -ENOMEM. */
@@ -792,6 +856,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                         continue;
                 bool finding = !pp->feasible;
                 findings += finding;
+                /* Too slow even if its pods stopped at once (certain), or only on the expected stops. */
+                bool certain = finding && pdb_infeasible(a->grades[a->f[i].plan].plan, pp);
                 if (!d->common.json) {
                         char fit[96] = "";
                         if (finding && pp->fit_max_unavailable >= 0)
@@ -801,7 +867,11 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                                 snprintf(fit, sizeof(fit), "no value fits");
                         _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
                         printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, a->f[i].node,
-                               a->f[i].on_node, pp->k, finding ? "too-slow" : "ok", fit);
+                               a->f[i].on_node, pp->k,
+                               certain   ? "too-slow"
+                               : finding ? "at-risk"
+                                         : "ok",
+                               fit);
                         continue;
                 }
                 cJSON *o = cJSON_CreateObject();
@@ -814,7 +884,11 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                           cJSON_AddStringToObject(o, "worst_node", a->f[i].node) &&
                           cJSON_AddNumberToObject(o, "pods_on_node", a->f[i].on_node) &&
                           cJSON_AddNumberToObject(o, "allowed", pp->k) &&
-                          cJSON_AddBoolToObject(o, "feasible", pp->feasible);
+                          cJSON_AddBoolToObject(o, "feasible", pp->feasible) &&
+                          cJSON_AddStringToObject(o, "grade",
+                                                  drain_grade_to_string(certain   ? DRAIN_GRADE_INFEASIBLE
+                                                                        : finding ? DRAIN_GRADE_AT_RISK
+                                                                                  : DRAIN_GRADE_FITS));
                 if (ok && pp->unforced_finish_usec != DRAIN_NEVER)
                         ok = cJSON_AddNumberToObject(o, "predicted_seconds",
                                                      (double)(pp->unforced_finish_usec - plan->now_usec) /

@@ -115,6 +115,8 @@ struct controller {
         struct timer *reap_timer;
         /* Shared by every drain: one PDB informer, PDB slots across nodes by earliest deadline. */
         struct drain_ledger *ledger;
+        /* Stop and startup times learnt from every pod, kept in a ConfigMap; NULL without configuration. */
+        struct drain_estimates *estimates;
 
         unsigned ops_in_flight; /* fire-and-forget visibility changes (counted for a clean stop) */
         struct timer *stop_timer;
@@ -831,6 +833,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
         /* Made with the first drain (a follower never needs it); without it each drain has its own. */
         if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
                 log_debug_errno(r, "controller: no shared drain ledger");
+        drain_ledger_use_shutdowns(c->ledger, drain_estimates_store(c->estimates));
         o.ledger = c->ledger;
         o.metrics = c->o.metrics;
         if (!d) {
@@ -1101,6 +1104,18 @@ int controller_start(struct controller *c)
             &ops, c, &c->nodes);
         if (r < 0)
                 return r;
+        /* Learnt from the whole cluster, leader or not: a follower that takes over knows them already. */
+        if (c->cfg && !isempty(c->cfg->drain.estimates_configmap)) {
+                struct drain_estimates_options eo = {
+                        .namespace = c->lease_namespace,
+                        .name = c->cfg->drain.estimates_configmap,
+                        .keep = true,
+                        .expected_shutdown_fraction = c->cfg->drain.expected_shutdown_fraction,
+                };
+                r = drain_estimates_start(c->kube, &eo, &c->estimates);
+                if (r < 0)
+                        log_warning_errno(r, "controller: cannot learn stop and startup times, ignoring");
+        }
         access_schedule(c, 0);
         if (c->o.no_leader_election) {
                 activate(c);
@@ -1344,6 +1359,7 @@ struct controller *controller_free(struct controller *c)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);
         drain_ledger_free(c->ledger);
+        drain_estimates_free(c->estimates);
         for (size_t i = 0; i < c->n_deletes; i++)
                 pending_delete_clear(&c->deletes[i]);
         free(c->deletes);

@@ -357,6 +357,8 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
         if (slice && !(map = calloc(x->n_pods + 1, sizeof(*map))))
                 return -ENOMEM;
         r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
+        if (r >= 0)
+                r = drain_inputs_set_node_start(di, node, x->result.notice_usec);
         if (r < 0)
                 return r;
         r = add_pods(x, di, node, drain_inputs_now(di), map, &n);
@@ -461,94 +463,47 @@ static int replan(struct drain_exec *x, uint64_t now)
         return 0;
 }
 
-static void secs_field(char *buf, size_t len, uint64_t at, uint64_t now)
-{
-        if (at == DRAIN_NEVER)
-                snprintf(buf, len, "never");
-        else
-                snprintf(buf, len, "%.1f", at > now ? (double)(at - now) / (double)USEC_PER_SEC : 0.0);
-}
-
-static void alert_infeasible(struct drain_exec *x, const struct drain_plan *plan, size_t node_index)
-{
-        const struct drain_plan_node *node = &plan->nodes[node_index];
-        uint64_t now = plan->now_usec;
-        char finish[32], unforced[32] = "", allowed[16], here[16], fit_max[16], fit_min[16];
-        _cleanup_free_ char *pdb_name = NULL;
-        const char *fields[32];
-        size_t n = 0;
-
-        /* Only what is known: an absent field is clearer than an empty one. */
-        secs_field(finish, sizeof(finish), node->finish_usec, now);
-        fields[n++] = "verdict";
-        fields[n++] = drain_verdict_to_string(node->verdict);
-        fields[n++] = "finish_seconds";
-        fields[n++] = finish;
-        if (node->limiting_pdb >= 0) {
-                const struct drain_plan_pdb *pdb = &plan->pdbs[node->limiting_pdb];
-                pdb_name = strprintf("%s/%s", pdb->namespace, pdb->name);
-                secs_field(unforced, sizeof(unforced), pdb->unforced_finish_usec, now);
-                snprintf(allowed, sizeof(allowed), "%d", pdb->k);
-                snprintf(here, sizeof(here), "%d", pdb->n);
-                if (pdb_name) {
-                        fields[n++] = "pdb";
-                        fields[n++] = pdb_name;
-                }
-                fields[n++] = "pods_on_node";
-                fields[n++] = here;
-                fields[n++] = "allowed";
-                fields[n++] = allowed;
-                /* When the PDB alone would let the last pod go (the drain without forcing). */
-                fields[n++] = "predicted_seconds";
-                fields[n++] = unforced;
-                if (pdb->fit_max_unavailable >= 0) {
-                        snprintf(fit_max, sizeof(fit_max), "%d", pdb->fit_max_unavailable);
-                        fields[n++] = "fit_max_unavailable";
-                        fields[n++] = fit_max;
-                }
-                if (pdb->fit_min_available >= 0) {
-                        snprintf(fit_min, sizeof(fit_min), "%d", pdb->fit_min_available);
-                        fields[n++] = "fit_min_available";
-                        fields[n++] = fit_min;
-                }
-        }
-        fields[n] = NULL;
-        x->result.infeasible = true;
-        alert_emit(x->bus, ALERT_DRAIN_INFEASIBLE, x->node, fields, "drain of %s cannot finish in time: %s",
-                   x->node, node->reason ? node->reason : drain_verdict_to_string(node->verdict));
-}
-
-/* drain-infeasible when the drain cannot finish in time even if pods stop as long as expected: the plan
- * acted on gives each pod the longest stop it may take (so that a force comes in time), which before any
- * stop was seen is its whole grace period, a pessimism that would cry wolf. That plan being feasible, the
- * expected one is too (shorter stops only finish sooner). */
+/* The graded verdict (drain_grade_node) on the drain as it stands: drain-infeasible when not even instant
+ * stops of the pods never seen stopping would fit (or the stops seen say so), drain-at-risk naming the stop
+ * time that would still fit, nothing when their whole grace periods fit. The plan acted on being feasible
+ * with every unseen pod given its whole grace period, the drain fits and nothing more is planned. */
 static void judge(struct drain_exec *x, uint64_t now, bool first)
 {
-        const struct drain_plan *expected = NULL;
+        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
+        const struct drain_input *in = NULL;
         struct drain_inputs_options io;
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
-        if (own_node(x)->verdict == DRAIN_FEASIBLE)
+        if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
                 return;
         inputs_options(x, now, &io);
-        if (drain_ledger_expected(x->ledger, &io, x->node, &expected, &node) < 0) {
-                alert_infeasible(x, x->plan, x->slice.node); /* what is known */
+        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node) < 0) {
+                in = drain_inputs_get(x->inputs); /* what is known */
+                node = x->slice.node;
+        }
+        int r = drain_grade_node(in, node, &g);
+        if (r < 0) {
+                log_debug_errno(r, "cannot grade the drain of %s", x->node);
                 return;
         }
-        if (expected->nodes[node].verdict == DRAIN_FEASIBLE)
+        if (g.grade == DRAIN_GRADE_FITS || (g.grade == DRAIN_GRADE_AT_RISK && x->result.at_risk))
                 return;
         /* Judged again mid-drain, a PDB that allows no disruption right now is most often short of a
          * replacement still starting for an eviction elsewhere (another agent's node, an earlier wave) that
          * this plan cannot see coming back: not a reason to cry wolf. A PDB blocked for good was blocked at
          * the notice already, where the first judgement alerts; the deadline confirms the rest. */
-        int lb = expected->nodes[node].limiting_pdb;
-        if (!first && lb >= 0 && expected->pdbs[lb].k <= 0) {
+        int lb = g.plan ? g.plan->nodes[node].limiting_pdb : -1;
+        if (!first && lb >= 0 && g.plan->pdbs[lb].k <= 0) {
                 log_debug("drain of %s: PDB %s/%s allows no disruption now; not judged infeasible mid-drain",
-                          x->node, expected->pdbs[lb].namespace, expected->pdbs[lb].name);
+                          x->node, g.plan->pdbs[lb].namespace, g.plan->pdbs[lb].name);
                 return;
         }
-        alert_infeasible(x, expected, node);
+        if (g.grade == DRAIN_GRADE_AT_RISK)
+                x->result.at_risk = true;
+        else
+                x->result.infeasible = true;
+        drain_grade_alert(x->bus, x->node, &g, node);
 }
 
 /* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "drain/drain_internal.h"
+#include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
@@ -33,6 +34,7 @@ struct drain_inputs {
         struct drain_node_in *nodes;
         size_t n_nodes;
         char **node_names;
+        uint64_t *node_start; /* when its drain started (engine clock); 0: now */
 
         struct kube_pdb *kpdbs;
         struct drain_pdb_in *pdbs;
@@ -105,6 +107,7 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
         for (size_t i = 0; i < di->n_nodes; i++)
                 free(di->node_names[i]);
         free(di->node_names);
+        free(di->node_start);
         free(di->nodes);
         for (size_t i = 0; i < di->n_pdbs; i++) {
                 kube_pdb_clear(&di->kpdbs[i]);
@@ -133,8 +136,10 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
 {
         _cleanup_free_ char *copy = strdup(name);
         if (!copy || grow((void **)&di->nodes, di->n_nodes, sizeof(*di->nodes)) < 0 ||
-            grow((void **)&di->node_names, di->n_nodes, sizeof(*di->node_names)) < 0)
+            grow((void **)&di->node_names, di->n_nodes, sizeof(*di->node_names)) < 0 ||
+            grow((void **)&di->node_start, di->n_nodes, sizeof(*di->node_start)) < 0)
                 return -ENOMEM;
+        di->node_start[di->n_nodes] = 0;
         di->nodes[di->n_nodes] = (struct drain_node_in){
                 .name = copy,
                 .deadline_usec = deadline_usec,
@@ -144,6 +149,15 @@ int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t de
         if (ret_index)
                 *ret_index = di->n_nodes;
         di->n_nodes++;
+        return 0;
+}
+
+int drain_inputs_set_node_start(struct drain_inputs *di, size_t node, uint64_t start_usec)
+{
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        di->node_start[node] = start_usec;
+        di->estimated = false;
         return 0;
 }
 
@@ -205,6 +219,14 @@ char *drain_owner_key(const struct kube_pod *p)
 {
         if (!p->owner_kind || !p->owner_name)
                 return NULL;
+        /* A Deployment's ReplicaSet is named after it and its pod template's hash: a rollout makes a new
+         * one, whose pods stop and start as the old ones did. The Deployment is the owner that lasts. */
+        const char *hash = kube_kv_get(p->labels, p->n_labels, "pod-template-hash");
+        size_t n = strlen(p->owner_name), h = hash ? strlen(hash) : 0;
+        if (streq(p->owner_kind, "ReplicaSet") && h > 0 && n > h + 1 && p->owner_name[n - h - 1] == '-' &&
+            streq(p->owner_name + n - h, hash))
+                return strprintf("%s/Deployment/%.*s", p->namespace ? p->namespace : "", (int)(n - h - 1),
+                                 p->owner_name);
         return strprintf("%s/%s/%s", p->namespace ? p->namespace : "", p->owner_kind, p->owner_name);
 }
 
@@ -329,14 +351,36 @@ static uint64_t stopping_longest(const struct sample *stopping, size_t n, const 
         return longest;
 }
 
-static uint64_t shutdown_estimate(const struct drain_inputs *di, const char *key, uint64_t grace,
-                                  uint64_t stopping)
+/* What an unseen pod is given for acting: its whole grace period when that fits in its node's drain (from
+ * the drain's start to deadline - margin), and it is forced at deadline - margin - grace as it always was.
+ * When it does not fit, waiting for a whole graceful stop would force every such pod at the notice, around
+ * its PDB (a StatefulSet's quorum lost for nothing when the pods stop in a fraction of their grace): it is
+ * given the stop expected of it instead, capped at the time left, until its siblings are seen stopping. */
+static uint64_t unseen_safe(const struct drain_inputs *di, size_t node, uint64_t grace, uint64_t stopping)
+{
+        const struct drain_node_in *n = &di->nodes[node];
+        uint64_t now = di->in.now_usec;
+        uint64_t start = di->node_start[node] ? di->node_start[node] : now;
+        uint64_t end = n->deadline_usec > n->margin_usec ? n->deadline_usec - n->margin_usec : 0;
+        if (grace == 0 || start + grace <= end)
+                return 0; /* the planner assumes the grace period */
+        uint64_t est = (uint64_t)((double)grace * di->expected_fraction);
+        uint64_t left = end > now ? end - now : 0;
+        if (left < 1000000)
+                left = 1000000;
+        est = est < left ? est : left;
+        return est > stopping ? est : stopping;
+}
+
+static uint64_t shutdown_estimate(const struct drain_inputs *di, size_t node, const char *key,
+                                  uint64_t grace, uint64_t stopping, bool *ret_seen)
 {
         uint64_t median, longest, est;
         bool seen = drain_shutdowns_get(di->shutdowns, key, &median, &longest);
+        *ret_seen = seen;
         if (di->shutdown_basis == DRAIN_SHUTDOWN_SAFE) {
                 if (!seen)
-                        return 0; /* the planner assumes the grace period */
+                        return unseen_safe(di, node, grace, stopping);
                 est = longest > stopping ? longest : stopping;
                 uint64_t slack = est / 4 > 1000000 ? est / 4 : 1000000;
                 est += slack;
@@ -366,8 +410,9 @@ static void estimate_shutdowns(struct drain_inputs *di)
                 qsort(stopping, n, sizeof(*stopping), stopping_cmp);
         for (size_t i = 0; i < di->n_pods; i++) {
                 struct drain_pod_in *p = &di->pods[i];
-                p->shutdown_usec = shutdown_estimate(di, p->owner_key, p->grace_usec,
-                                                     stopping_longest(stopping, n, p->owner_key));
+                p->shutdown_usec =
+                    shutdown_estimate(di, p->node, p->owner_key, p->grace_usec,
+                                      stopping_longest(stopping, n, p->owner_key), &p->shutdown_seen);
         }
 }
 
@@ -546,16 +591,27 @@ int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_
 /* The latest stops kept per owner: enough for a median, bounded however long the process runs. */
 #define SHUTDOWN_SAMPLES 16
 
+/* Pods whose stop or start was counted, the latest of them: a pod seen by the learner and by a drain (or
+ * twice by one) counts once. */
+#define SEEN_PODS 256
+
 struct shutdown_owner {
         char *owner_key;
         uint64_t usec[SHUTDOWN_SAMPLES];
         size_t n, next; /* samples held; where the next one goes (a ring once full) */
+        uint64_t startup[SHUTDOWN_SAMPLES];
+        size_t n_startup, next_startup;
+        unsigned stops_seen, startups_seen; /* ever, also beyond the samples held */
+        uint64_t updated_usec;              /* the latest sample's time (engine clock); 0 unknown */
 };
 
 struct drain_shutdowns {
         struct shutdown_owner *owners;
         size_t n_owners;
         unsigned generation;
+        unsigned changes;
+        char *seen[SEEN_PODS];
+        size_t next_seen;
 };
 
 int drain_shutdowns_new(struct drain_shutdowns **ret)
@@ -574,6 +630,8 @@ struct drain_shutdowns *drain_shutdowns_free(struct drain_shutdowns *s)
         for (size_t i = 0; i < s->n_owners; i++)
                 free(s->owners[i].owner_key);
         free(s->owners);
+        for (size_t i = 0; i < SEEN_PODS; i++)
+                free(s->seen[i]);
         free(s);
         return NULL;
 }
@@ -586,6 +644,31 @@ static const struct shutdown_owner *shutdown_owner_find(const struct drain_shutd
         return NULL;
 }
 
+static struct shutdown_owner *shutdown_owner_get(struct drain_shutdowns *s, const char *owner_key)
+{
+        struct shutdown_owner *o = (struct shutdown_owner *)shutdown_owner_find(s, owner_key);
+        if (o)
+                return o;
+        _cleanup_free_ char *key = strdup(owner_key);
+        if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0)
+                return NULL;
+        o = &s->owners[s->n_owners++];
+        *o = (struct shutdown_owner){ .owner_key = TAKE_PTR(key) };
+        return o;
+}
+
+/* One sample into one of the owner's rings (a ring once full: only the latest count). */
+static void sample_push(struct drain_shutdowns *s, struct shutdown_owner *o, uint64_t *ring, size_t *n,
+                        size_t *next, uint64_t usec)
+{
+        s->changes++;
+        o->updated_usec = clk_now();
+        ring[*next] = usec;
+        *next = (*next + 1) % SHUTDOWN_SAMPLES;
+        if (*n < SHUTDOWN_SAMPLES)
+                (*n)++;
+}
+
 int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
                             uint64_t unseen_usec)
 {
@@ -593,18 +676,11 @@ int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, ui
         if (!s || !owner_key)
                 return -EINVAL;
         (void)drain_shutdowns_get(s, owner_key, &before, NULL);
-        struct shutdown_owner *o = (struct shutdown_owner *)shutdown_owner_find(s, owner_key);
-        if (!o) {
-                _cleanup_free_ char *key = strdup(owner_key);
-                if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0)
-                        return -ENOMEM;
-                o = &s->owners[s->n_owners++];
-                *o = (struct shutdown_owner){ .owner_key = TAKE_PTR(key) };
-        }
-        o->usec[o->next] = usec;
-        o->next = (o->next + 1) % SHUTDOWN_SAMPLES;
-        if (o->n < SHUTDOWN_SAMPLES)
-                o->n++;
+        struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
+        if (!o)
+                return -ENOMEM;
+        sample_push(s, o, o->usec, &o->n, &o->next, usec);
+        o->stops_seen++;
         if (drain_shutdowns_get(s, owner_key, &after, NULL) && after > before)
                 s->generation++;
         return 0;
@@ -656,5 +732,219 @@ int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_po
             took + USEC_PER_SEC >= (uint64_t)forced_grace * USEC_PER_SEC)
                 return 0;
         uint64_t unseen = (uint64_t)((double)kp->grace_seconds * 1e6 * expected_fraction);
-        return drain_shutdowns_observe(s, owner_key, took, unseen);
+        return drain_shutdowns_observe_pod(s, owner_key, kp->uid, took, unseen);
+}
+
+/* Whether the pod (by UID) was counted before; counts it now. NULL: never counted. */
+static bool seen_before(struct drain_shutdowns *s, const char *uid, const char *what)
+{
+        if (!uid)
+                return false;
+        _cleanup_free_ char *key = strprintf("%s:%s", what, uid);
+        for (size_t i = 0; key && i < SEEN_PODS; i++)
+                if (s->seen[i] && streq(s->seen[i], key))
+                        return true;
+        if (key) {
+                free(s->seen[s->next_seen]);
+                s->seen[s->next_seen] = TAKE_PTR(key);
+                s->next_seen = (s->next_seen + 1) % SEEN_PODS;
+        }
+        return false;
+}
+
+int drain_shutdowns_observe_pod(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                uint64_t usec, uint64_t unseen_usec)
+{
+        if (!s || !owner_key)
+                return -EINVAL;
+        if (seen_before(s, uid, "stop"))
+                return 0;
+        return drain_shutdowns_observe(s, owner_key, usec, unseen_usec);
+}
+
+int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner_key, const char *uid,
+                                    uint64_t usec)
+{
+        if (!s || !owner_key)
+                return -EINVAL;
+        if (seen_before(s, uid, "start"))
+                return 0;
+        struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
+        if (!o)
+                return -ENOMEM;
+        sample_push(s, o, o->startup, &o->n_startup, &o->next_startup, usec);
+        o->startups_seen++;
+        return 0;
+}
+
+static uint64_t median_of(const uint64_t *samples, size_t n)
+{
+        uint64_t v[SHUTDOWN_SAMPLES];
+        memcpy(v, samples, n * sizeof(*v));
+        qsort(v, n, sizeof(*v), usec_cmp);
+        return v[(n - 1) / 2];
+}
+
+bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median)
+{
+        const struct shutdown_owner *o = shutdown_owner_find(s, owner_key);
+        if (!o || o->n_startup == 0)
+                return false;
+        *ret_median = median_of(o->startup, o->n_startup);
+        return true;
+}
+
+int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_startup **ret, size_t *ret_n)
+{
+        _cleanup_(startups_done) struct startups out = { 0 };
+        for (size_t i = 0; s && i < s->n_owners; i++) {
+                const struct shutdown_owner *o = &s->owners[i];
+                if (o->n_startup == 0)
+                        continue;
+                char *key = strdup(o->owner_key);
+                if (!key || grow((void **)&out.s, out.n, sizeof(*out.s)) < 0) {
+                        free(key);
+                        return -ENOMEM;
+                }
+                out.s[out.n++] =
+                    (struct drain_startup){ .owner_key = key,
+                                            .startup_usec = median_of(o->startup, o->n_startup) };
+        }
+        *ret = TAKE_PTR(out.s);
+        *ret_n = out.n;
+        out.n = 0;
+        return 0;
+}
+
+unsigned drain_shutdowns_changes(const struct drain_shutdowns *s)
+{
+        return s ? s->changes : 0;
+}
+
+/* ---- the estimates as JSON (what is kept across restarts and shared) ---- */
+
+static void json_freep(cJSON **j)
+{
+        cJSON_Delete(*j);
+}
+
+static cJSON *ms_array(const uint64_t *ring, size_t n, size_t next)
+{
+        cJSON *a = cJSON_CreateArray();
+        /* Oldest first, so that a reload keeps the ring's order. */
+        size_t first = n < SHUTDOWN_SAMPLES ? 0 : next;
+        for (size_t k = 0; a && k < n; k++) {
+                cJSON *v = cJSON_CreateNumber((double)(ring[(first + k) % SHUTDOWN_SAMPLES] / 1000));
+                if (!v || !cJSON_AddItemToArray(a, v)) {
+                        cJSON_Delete(v);
+                        cJSON_Delete(a);
+                        return NULL;
+                }
+        }
+        return a;
+}
+
+int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret)
+{
+        _cleanup_(json_freep) cJSON *root = cJSON_CreateObject();
+        cJSON *owners = root ? cJSON_AddObjectToObject(root, "owners") : NULL;
+        if (!owners || !cJSON_AddNumberToObject(root, "version", 1))
+                return -ENOMEM;
+        for (size_t i = 0; s && i < s->n_owners; i++) {
+                const struct shutdown_owner *o = &s->owners[i];
+                char updated[64] = "";
+                cJSON *e = cJSON_AddObjectToObject(owners, o->owner_key);
+                if (!e || !cJSON_AddItemToObject(e, "stops_ms", ms_array(o->usec, o->n, o->next)) ||
+                    !cJSON_AddItemToObject(e, "startups_ms",
+                                           ms_array(o->startup, o->n_startup, o->next_startup)) ||
+                    !cJSON_AddNumberToObject(e, "stops_seen", o->stops_seen) ||
+                    !cJSON_AddNumberToObject(e, "startups_seen", o->startups_seen))
+                        return -ENOMEM;
+                if (o->updated_usec && format_rfc3339(o->updated_usec, updated, sizeof(updated)) >= 0 &&
+                    !cJSON_AddStringToObject(e, "updated", updated))
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(root);
+        return 0;
+}
+
+/* Up to SHUTDOWN_SAMPLES whole non-negative milliseconds into a ring; -EINVAL for anything else. */
+static int load_ring(const cJSON *a, uint64_t *ring, size_t *ret_n, size_t *ret_next)
+{
+        const cJSON *v;
+        size_t n = 0;
+        if (!a)
+                return 0;
+        if (!cJSON_IsArray(a))
+                return -EINVAL;
+        cJSON_ArrayForEach (v, a) {
+                if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12)
+                        return -EINVAL;
+                ring[n % SHUTDOWN_SAMPLES] = (uint64_t)v->valuedouble * 1000;
+                n++;
+        }
+        *ret_n = n < SHUTDOWN_SAMPLES ? n : SHUTDOWN_SAMPLES;
+        *ret_next = n % SHUTDOWN_SAMPLES;
+        return 0;
+}
+
+static unsigned seen_count(const cJSON *o, const char *key, size_t at_least)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+        double d = cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 4e9 ? v->valuedouble : 0;
+        return d > (double)at_least ? (unsigned)d : (unsigned)at_least;
+}
+
+int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken)
+{
+        const cJSON *owners = cJSON_GetObjectItemCaseSensitive(root, "owners"), *e;
+        const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+        size_t taken = 0;
+        if (!s || !cJSON_IsObject(owners) || !cJSON_IsNumber(version) || version->valuedouble != 1)
+                return -EINVAL;
+        cJSON_ArrayForEach (e, owners) {
+                struct shutdown_owner in = { 0 };
+                uint64_t updated = 0;
+                const char *u = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "updated"));
+                if (!e->string || !cJSON_IsObject(e) || (u && parse_rfc3339(u, &updated) < 0) ||
+                    load_ring(cJSON_GetObjectItemCaseSensitive(e, "stops_ms"), in.usec, &in.n, &in.next) <
+                        0 ||
+                    load_ring(cJSON_GetObjectItemCaseSensitive(e, "startups_ms"), in.startup, &in.n_startup,
+                              &in.next_startup) < 0)
+                        continue; /* one bad entry spoils no other */
+                /* What is known here and newer stays: another agent's older view does not undo it. But
+                 * samples of a kind not seen here at all are taken whatever their age (this process may
+                 * have seen the owner's pods start before it read what was kept of their stops). */
+                const struct shutdown_owner *have = shutdown_owner_find(s, e->string);
+                bool newer = !have || have->updated_usec < updated;
+                bool stops = in.n > 0 && (newer || have->n == 0);
+                bool startups = in.n_startup > 0 && (newer || have->n_startup == 0);
+                if (!stops && !startups)
+                        continue;
+                uint64_t before = 0, after = 0;
+                bool had = drain_shutdowns_get(s, e->string, &before, NULL);
+                struct shutdown_owner *o = shutdown_owner_get(s, e->string);
+                if (!o)
+                        return -ENOMEM;
+                if (stops) {
+                        memcpy(o->usec, in.usec, sizeof(o->usec));
+                        o->n = in.n;
+                        o->next = in.next;
+                        o->stops_seen = seen_count(e, "stops_seen", in.n);
+                }
+                if (startups) {
+                        memcpy(o->startup, in.startup, sizeof(o->startup));
+                        o->n_startup = in.n_startup;
+                        o->next_startup = in.next_startup;
+                        o->startups_seen = seen_count(e, "startups_seen", in.n_startup);
+                }
+                if (updated > o->updated_usec)
+                        o->updated_usec = updated;
+                if (drain_shutdowns_get(s, e->string, &after, NULL) && (!had || after > before))
+                        s->generation++;
+                taken++;
+        }
+        if (ret_taken)
+                *ret_taken = taken;
+        return 0;
 }

@@ -125,7 +125,8 @@ struct drain_ledger {
          * drain: with many nodes draining at once those lists would use up the client's rate limit). */
         struct drain_startup *startups;
         size_t n_startups;
-        struct drain_shutdowns *shutdowns;
+        struct drain_shutdowns *shutdowns,
+            *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */
         struct kept_ghost *ghosts;
         size_t n_ghosts;
         /* The joint plan of every member, and when the next may be made. */
@@ -605,7 +606,8 @@ int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct dr
         l->c = c;
         l->loop = kube_client_loop(c);
         l->floor = retry_floor_usec ? retry_floor_usec : DEFAULT_FLOOR_USEC;
-        r = drain_shutdowns_new(&l->shutdowns);
+        r = drain_shutdowns_new(&l->own_shutdowns);
+        l->shutdowns = l->own_shutdowns;
         if (r < 0)
                 return r;
         struct kube_watch_options w = { .path = "/apis/policy/v1/poddisruptionbudgets" };
@@ -643,7 +645,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 free(l->members[i].node);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
-        drain_shutdowns_free(l->shutdowns);
+        drain_shutdowns_free(l->own_shutdowns);
         for (size_t i = 0; i < l->n_ghosts; i++)
                 kept_ghost_clear(&l->ghosts[i]);
         free(l->ghosts);
@@ -884,6 +886,15 @@ static int make_input(struct drain_ledger *l, const struct drain_inputs_options 
         r = drain_inputs_add_startups(di, l->startups, l->n_startups);
         if (r < 0)
                 return r;
+        /* Then the startups learnt from pods seen turning Ready: the planner takes an owner's first. */
+        struct drain_startup *learnt = NULL;
+        size_t n_learnt = 0;
+        r = drain_shutdowns_startups(l->shutdowns, &learnt, &n_learnt);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, learnt, n_learnt);
+        drain_startups_free(learnt, n_learnt);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(di);
         return 0;
 }
@@ -901,7 +912,6 @@ struct drain_joint *drain_joint_unref(struct drain_joint *j)
                 return NULL;
         drain_plan_free(j->plan);
         drain_inputs_free(j->inputs);
-        drain_plan_free(j->expected);
         drain_inputs_free(j->expected_inputs);
         free(j);
         return NULL;
@@ -1026,29 +1036,23 @@ int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_i
 }
 
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_plan **ret, size_t *ret_node)
+                          const struct drain_input **ret, size_t *ret_node)
 {
         struct drain_joint *j = l->joint;
         if (!j)
                 return -ENOENT;
-        if (!j->expected) {
-                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+        if (!j->expected_inputs) {
                 /* The pods as they are now, so at the asker's now (not the joint plan's: a pod deleted
                  * since would be deleted in the future). */
                 struct drain_inputs_options eo = *o;
                 eo.shutdown_basis = DRAIN_SHUTDOWN_EXPECTED;
-                int r = make_input(l, &eo, false, &di);
-                if (r >= 0)
-                        r = drain_plan_make(drain_inputs_get(di), &plan);
+                int r = make_input(l, &eo, false, &j->expected_inputs);
                 if (r < 0)
                         return r;
-                j->expected_inputs = TAKE_PTR(di);
-                j->expected = TAKE_PTR(plan);
         }
         if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
                 return -ENOENT;
-        *ret = j->expected;
+        *ret = drain_inputs_get(j->expected_inputs);
         return 0;
 }
 
@@ -1270,6 +1274,12 @@ uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kub
                 startup = default_startup_usec;
         /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
         return kp->deleted_usec + 2 * startup + UINT64_C(1000000) + GHOST_OVERDUE_USEC;
+}
+
+void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s)
+{
+        if (l && s)
+                l->shutdowns = s;
 }
 
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l)

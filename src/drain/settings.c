@@ -58,6 +58,10 @@ static const struct config_item drain_items[] = {
           "start a Deployment's replacement pods before evicting its pods on the node: blocked: only where "
           "the PDB would otherwise keep them until forced; always; off",
           drain_surges, 0, CONFIG_NO_RANGE, false },
+        { "drain.estimates_configmap", CONFIG_STRING, "spotdrain-estimates", OFF(estimates_configmap),
+          "ConfigMap in the release namespace where the stop and startup times learnt are kept across "
+          "restarts and shared (empty: not kept)",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 /* The executor's options, as the configuration's drain.* keys give them. */

@@ -162,7 +162,8 @@ enum MHD_Result sim_serve_write(struct sim_server *srv, struct MHD_Connection *c
                 r = sim_evict(s, ap->ns, ap->name, body, sim_user_agent(c), &a);
         else if (streq(method, "PUT") && ap->name && streq(ap->sub, "scale"))
                 r = sim_scale_write(s, ap->ns, ap->name, NULL, body, &a);
-        else if (ap->res->sim_kind != SIM_EVENT && ap->res->sim_kind != SIM_LEASE && !streq(method, "PUT")) {
+        else if (ap->res->sim_kind != SIM_EVENT && ap->res->sim_kind != SIM_LEASE &&
+                 ap->res->sim_kind != SIM_CONFIGMAP && !streq(method, "PUT")) {
                 cJSON_Delete(body);
                 return sim_reply_status(c, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                         "the simulator does not create this resource");

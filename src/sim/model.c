@@ -37,6 +37,7 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_EVENT] = "events",
         [SIM_LEASE] = "leases",
         [SIM_HPA] = "horizontalpodautoscalers",
+        [SIM_CONFIGMAP] = "configmaps",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
@@ -660,8 +661,12 @@ static void node_notice(struct sim *s, struct sim_node *n)
 
 static void apply_event(struct sim *s, const struct sim_sc_event *e)
 {
-        struct sim_node *n = s->nodes[e->node];
         s->dirty = true;
+        if (streq(e->type, "rollout") || streq(e->type, "scale")) {
+                sim_ordinary_event(s, e);
+                return;
+        }
+        struct sim_node *n = s->nodes[e->node];
         if (n->removed)
                 return;
         if (streq(e->type, "rebalance-recommendation")) {
@@ -939,6 +944,7 @@ void sim_settle(struct sim *s)
 {
         if (!s->dirty)
                 return;
+        sim_rollouts_step(s);
         reconcile_controllers(s);
         (void)schedule_pending(s, false);
         for (size_t i = 0; i < s->n_pdbs; i++)

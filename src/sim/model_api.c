@@ -91,6 +91,8 @@ static const char *resource_of(enum sim_kind kind, const cJSON *obj)
         }
         case SIM_LEASE:
                 return "leases.coordination.k8s.io";
+        case SIM_CONFIGMAP:
+                return "configmaps";
         case SIM_PDB:
                 return "poddisruptionbudgets.policy";
         case SIM_NODE:
@@ -206,6 +208,7 @@ int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const s
                 break;
         case SIM_EVENT:
         case SIM_LEASE:
+        case SIM_CONFIGMAP:
                 for (size_t i = 0; i < s->n_objs && r >= 0; i++)
                         if (s->objs[i]->kind == kind && (!ns || streq(ns, s->objs[i]->ns)))
                                 r = push_rendered(arr, cJSON_Duplicate(s->objs[i]->obj, true));
@@ -283,7 +286,8 @@ int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name,
                 break;
         }
         case SIM_EVENT:
-        case SIM_LEASE: {
+        case SIM_LEASE:
+        case SIM_CONFIGMAP: {
                 struct sim_obj *g = find_obj(s, kind, ns, name);
                 if (g)
                         o = cJSON_Duplicate(g->obj, true);
@@ -909,7 +913,7 @@ static int create_pdb(struct sim *s, const char *ns, const char *name, const cJS
 int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *obj, struct sim_answer *ret)
 {
         sim_begin(s);
-        if (kind != SIM_EVENT && kind != SIM_LEASE && kind != SIM_PDB) {
+        if (kind != SIM_EVENT && kind != SIM_LEASE && kind != SIM_CONFIGMAP && kind != SIM_PDB) {
                 _cleanup_free_ char *msg =
                     strprintf("the simulator does not create %s", sim_kind_resource(kind));
                 return msg ? sim_answer_status(ret, 405, "MethodNotAllowed", msg, NULL, NULL) : -ENOMEM;
@@ -937,9 +941,10 @@ int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *o
         }
         if (isempty(name))
                 return sim_answer_invalid(ret,
-                                          kind == SIM_LEASE ? "Lease"
-                                          : kind == SIM_PDB ? "PodDisruptionBudget"
-                                                            : "Event",
+                                          kind == SIM_LEASE       ? "Lease"
+                                          : kind == SIM_PDB       ? "PodDisruptionBudget"
+                                          : kind == SIM_CONFIGMAP ? "ConfigMap"
+                                                                  : "Event",
                                           "",
                                           "metadata.name: Required value: name or generateName is required");
         if (kind == SIM_PDB)
@@ -967,7 +972,10 @@ int sim_create(struct sim *s, enum sim_kind kind, const char *ns, const cJSON *o
             obj_set_string(g->obj, "apiVersion", kind == SIM_LEASE ? "coordination.k8s.io/v1" : "v1") < 0)
                 goto oom;
         if (!cJSON_GetObjectItemCaseSensitive(g->obj, "kind") &&
-            obj_set_string(g->obj, "kind", kind == SIM_LEASE ? "Lease" : "Event") < 0)
+            obj_set_string(g->obj, "kind",
+                           kind == SIM_LEASE       ? "Lease"
+                           : kind == SIM_CONFIGMAP ? "ConfigMap"
+                                                   : "Event") < 0)
                 goto oom;
         if (obj_set_string(gmd, "name", name) < 0 || (ns && obj_set_string(gmd, "namespace", ns) < 0) ||
             obj_set_string(gmd, "uid", uid) < 0 ||
@@ -1000,7 +1008,7 @@ int sim_replace(struct sim *s, enum sim_kind kind, const char *ns, const char *n
                 return node_replace(s, name, obj, ret);
         if (kind == SIM_DEPLOYMENT)
                 return sim_deployment_replace(s, ns, name, obj, ret);
-        if (kind != SIM_EVENT && kind != SIM_LEASE) {
+        if (kind != SIM_EVENT && kind != SIM_LEASE && kind != SIM_CONFIGMAP) {
                 _cleanup_free_ char *msg =
                     strprintf("the simulator does not replace %s", sim_kind_resource(kind));
                 return msg ? sim_answer_status(ret, 405, "MethodNotAllowed", msg, NULL, NULL) : -ENOMEM;

@@ -56,7 +56,9 @@ struct sim_sc_workload {
 struct sim_sc_event {
         double at;
         char *type;
-        size_t node;
+        size_t node;     /* node events */
+        size_t workload; /* rollout, scale: index into workloads */
+        int replicas;    /* scale */
 };
 
 struct sim_sc_itype {
@@ -149,6 +151,8 @@ struct sim_workload {
         struct sim_old_rs *old_rs;
         size_t n_old_rs;
         int next_ordinal_or_index;
+        /* A rollout under way (ordinary.c): how many of its pods marked rollout are still to replace. */
+        int rollout_left;
         /* last rendered status, to emit MODIFIED only on change */
         int st_replicas, st_ready;
         int st_updated, st_updated_ready; /* of them, a Deployment's pods of its current template */
@@ -204,6 +208,7 @@ struct sim_pod {
         double sigterm_at;
         int64_t grace;
         bool tallied, forced;
+        bool rollout; /* to be replaced by its workload's rollout under way (ordinary.c) */
         uint64_t rv;
 };
 
@@ -325,6 +330,10 @@ void sim_settle(struct sim *s);
 void sim_begin(struct sim *s); /* runs what is due and stamps the operation with sim_now() */
 struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name);
 struct sim_node *sim_find_node(struct sim *s, const char *name);
+/* The cluster's ordinary life (ordinary.c): a rollout or scale event, and a rollout's next step once the
+ * pod it replaced last has its successor Ready (from every settle). */
+void sim_ordinary_event(struct sim *s, const struct sim_sc_event *e);
+void sim_rollouts_step(struct sim *s);
 int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace);
 bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p);
 bool sim_pdb_is_disrupted(const struct sim_pdb *d, const char *pod);

@@ -56,7 +56,8 @@ static cJSON *render_any(struct sim *s, enum sim_kind kind, void *o, const char 
                 *ret_ns = ((struct sim_workload *)o)->sc->ns;
                 return sim_render_workload(s, o, kind);
         case SIM_EVENT:
-        case SIM_LEASE: {
+        case SIM_LEASE:
+        case SIM_CONFIGMAP: {
                 struct sim_obj *g = o;
                 *ret_ns = g->ns;
                 return cJSON_Duplicate(g->obj, true);
@@ -94,7 +95,8 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
                 ((struct sim_workload *)o)->rv = rv;
                 break;
         case SIM_EVENT:
-        case SIM_LEASE: {
+        case SIM_LEASE:
+        case SIM_CONFIGMAP: {
                 struct sim_obj *g = o;
                 cJSON *md = cJSON_GetObjectItemCaseSensitive(g->obj, "metadata");
                 char buf[32];

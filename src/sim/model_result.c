@@ -137,6 +137,26 @@ static bool add_item(cJSON *o, const char *k, cJSON *v)
         return true;
 }
 
+/* The grade of the node's drain as its alerts told it (docs/contracts.md §4): the worst raised, "fits" when
+ * the drain was judged without either, null when no drain of it was heard of. */
+static cJSON *node_verdict(const struct sim *s, const char *node)
+{
+        bool drained = false, at_risk = false;
+        for (size_t i = 0; i < s->n_alerts; i++) {
+                const struct sim_alert *a = &s->alerts[i];
+                if (!a->node || !streq(a->node, node))
+                        continue;
+                if (streq(a->kind, "drain-infeasible"))
+                        return cJSON_CreateString("infeasible");
+                at_risk = at_risk || streq(a->kind, "drain-at-risk");
+                drained = drained || streq(a->kind, "drain-completed") ||
+                          streq(a->kind, "deadline-missed") || streq(a->kind, "pods-forced");
+        }
+        if (at_risk)
+                return cJSON_CreateString("at-risk");
+        return drained ? cJSON_CreateString("fits") : cJSON_CreateNull();
+}
+
 cJSON *sim_result(struct sim *s)
 {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
@@ -164,7 +184,8 @@ cJSON *sim_result(struct sim *s)
                     !cJSON_AddNumberToObject(e, "pods_evictable", n->pods_evictable) ||
                     !cJSON_AddNumberToObject(e, "pods_graceful", n->pods_graceful) ||
                     !cJSON_AddNumberToObject(e, "pods_forced", n->pods_forced) ||
-                    !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed))
+                    !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed) ||
+                    !add_item(e, "verdict", node_verdict(s, n->name)))
                         return NULL;
         }
         /* Deployments whose replicas a client changed and did not put back (absent when none). */

@@ -577,6 +577,8 @@ static const char *const event_types[] = {
         "rebalance-recommendation",
         "scheduled-change",
         "asg-lifecycle-terminate",
+        "rollout", /* {at, type, workload}: a rolling restart, one pod at a time */
+        "scale",   /* {at, type, workload, replicas} */
 };
 
 static int event_cmp(const void *a, const void *b)
@@ -587,9 +589,63 @@ static int event_cmp(const void *a, const void *b)
         return 0;
 }
 
+/* rollout and scale: `workload` is NAME (in any namespace, when only one has it) or NAMESPACE/NAME, of a
+ * Deployment or StatefulSet; scale takes `replicas` too. */
+static int parse_workload_event(struct sctx *c, const struct ynode *m, const char *p,
+                                const struct sim_scenario *sc, struct sim_sc_event *e)
+{
+        char pk[PATH_MAX_LEN];
+        _cleanup_free_ char *name = NULL;
+        int64_t replicas = -1;
+        int r;
+        sub(pk, p, "node");
+        if (ynode_get(m, "node"))
+                return sc_fail(c, ynode_get(m, "node"), pk, "a %s event names a workload, not a node",
+                               e->type);
+        if ((r = get_str(c, m, "workload", p, true, &name)) < 0)
+                return r;
+        const char *slash = strchr(name, '/');
+        size_t found = SIZE_MAX, n_found = 0;
+        for (size_t i = 0; i < sc->n_workloads; i++) {
+                const struct sim_sc_workload *w = &sc->workloads[i];
+                bool match = slash ? strlen(w->ns) == (size_t)(slash - name) &&
+                                         strncmp(w->ns, name, (size_t)(slash - name)) == 0 &&
+                                         streq(w->name, slash + 1)
+                                   : streq(w->name, name);
+                if (match) {
+                        found = i;
+                        n_found++;
+                }
+        }
+        sub(pk, p, "workload");
+        if (n_found == 0)
+                return sc_fail(c, ynode_get(m, "workload"), pk, "no workload named \"%s\"", name);
+        if (n_found > 1)
+                return sc_fail(c, ynode_get(m, "workload"), pk,
+                               "\"%s\" is in several namespaces: write NAMESPACE/NAME", name);
+        enum sim_wl_kind kind = sc->workloads[found].kind;
+        if (kind != SIM_WL_DEPLOYMENT && kind != SIM_WL_STATEFULSET)
+                return sc_fail(c, ynode_get(m, "workload"), pk,
+                               "a %s event needs a Deployment or StatefulSet", e->type);
+        e->workload = found;
+        e->node = SIZE_MAX;
+        sub(pk, p, "replicas");
+        if (streq(e->type, "rollout")) {
+                if (ynode_get(m, "replicas"))
+                        return sc_fail(c, ynode_get(m, "replicas"), pk, "only a scale event takes replicas");
+                return 0;
+        }
+        if (!ynode_get(m, "replicas"))
+                return sc_fail(c, m, pk, "required");
+        if ((r = get_int(c, m, "replicas", p, 0, 100000, &replicas)) < 0)
+                return r;
+        e->replicas = (int)replicas;
+        return 0;
+}
+
 static int parse_events(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
-        static const char *const keys[] = { "at", "type", "node", NULL };
+        static const char *const keys[] = { "at", "type", "node", "workload", "replicas", NULL };
         const struct ynode *seq;
         int r = get_seq(c, root, "events", &seq);
         if (r < 0 || !seq)
@@ -617,6 +673,16 @@ static int parse_events(struct sctx *c, const struct ynode *root, struct sim_sce
                 sub(pk, p, "type");
                 if (!known)
                         return sc_fail(c, ynode_get(m, "type"), pk, "unknown event type \"%s\"", e->type);
+                if (streq(e->type, "rollout") || streq(e->type, "scale")) {
+                        r = parse_workload_event(c, m, p, sc, e);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                sub(pk, p, "workload");
+                if (ynode_get(m, "workload") || ynode_get(m, "replicas"))
+                        return sc_fail(c, ynode_get(m, ynode_get(m, "workload") ? "workload" : "replicas"),
+                                       pk, "only rollout and scale events name a workload");
                 _cleanup_free_ char *node = NULL;
                 if ((r = get_str(c, m, "node", p, true, &node)) < 0)
                         return r;

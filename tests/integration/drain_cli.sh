@@ -22,13 +22,15 @@ cat "$TEST_TMP/plan-504.txt"
 grep -q 'PDB shop/api allows 1 disruption' "$TEST_TMP/plan-504.txt" || fail "plan does not name the PDB"
 grep -q 'would fit' "$TEST_TMP/plan-504.txt" || fail "plan does not say which value would fit"
 expect_exit 4 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --config "$TEST_TMP/nosurge.yaml" --json >"$TEST_TMP/plan-504.json"
-jq -e '.nodes[0].verdict != "FEASIBLE" and .nodes[0].limiting_pdb == "shop/api"' "$TEST_TMP/plan-504.json" \
-	>/dev/null || fail "plan --json: wrong verdict or limiting PDB"
+jq -e '.nodes[0].verdict != "FEASIBLE" and .nodes[0].limiting_pdb == "shop/api" and .nodes[0].grade == "infeasible"
+	and (.nodes[0].grade_reason | test("stopped at once")) and .nodes[0].stop_within == null' \
+	"$TEST_TMP/plan-504.json" >/dev/null || fail "plan --json: wrong verdict, grade or limiting PDB"
 
 log "audit: seed-504 has PDBs too tight for their worst node"
 expect_exit 4 "$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/audit.json"
 cat "$TEST_TMP/audit.json"
-jq -e '[.pdbs[] | select(.pdb == "api" and .feasible == false and .fit_max_unavailable > 1)] | length == 1' \
+jq -e '[.pdbs[] | select(.pdb == "api" and .feasible == false and .grade == "infeasible" and
+	.fit_max_unavailable > 1)] | length == 1' \
 	"$TEST_TMP/audit.json" >/dev/null || fail "audit does not report shop/api with a value that fits"
 # A budget long enough for every wave: no findings.
 expect_exit 0 "$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" --budget 3600
@@ -39,6 +41,19 @@ expect_exit 0 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG"
 # Nothing was changed by plan.
 kubectl --kubeconfig "$SIM_KUBECONFIG" get node spot-a --no-headers | grep -q ' Ready ' ||
 	fail "plan changed the node"
+
+log "plan: a grace period longer than the budget is at risk, not infeasible"
+start_sim long "$ROOT/examples/statefulset-long-grace.yaml"
+expect_exit 0 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" >"$TEST_TMP/plan-long.txt"
+cat "$TEST_TMP/plan-long.txt"
+grep -q '^GRADE at-risk: fits if data/quorum pods stop within 3[0-9] s of SIGTERM; their grace is 120 s' \
+	"$TEST_TMP/plan-long.txt" || fail "plan does not grade the drain at risk with its stop time"
+expect_exit 0 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/plan-long.json"
+jq -e '.nodes[0].grade == "at-risk" and .nodes[0].stop_within >= 30 and .nodes[0].stop_within < 40' \
+	"$TEST_TMP/plan-long.json" >/dev/null || fail "plan --json: $(jq -c .nodes "$TEST_TMP/plan-long.json")"
+# Nobody forced at once for a grace that cannot fit: the pods' last safe moments are after now.
+jq -e '[.pods[] | select(.last_safe <= 0)] | length == 0' "$TEST_TMP/plan-long.json" >/dev/null ||
+	fail "plan forces pods at once: $(jq -c .pods "$TEST_TMP/plan-long.json")"
 
 log "usage"
 expect_exit 2 "$SPOTDRAIN" drain

@@ -28,7 +28,7 @@ import lowerbound  # noqa: E402
 
 TOP_KEYS = {"scenario", "mode", "time_scale", "nodes", "pdb_breaches", "alerts", "replacements", "api_requests"}
 NODE_KEYS = {"name", "notice_at", "deadline_at", "cordoned_at", "drained_at", "pods_evictable", "pods_graceful",
-             "pods_forced", "pods_killed"}
+             "pods_forced", "pods_killed", "verdict"}
 ALERT_KEYS = {"kind", "node", "at", "message"}
 
 # Scenarios whose timing checks (drain-infeasible within 1 s, no such alert and 1.15 x LB + 1.5 s when clearly

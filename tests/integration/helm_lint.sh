@@ -207,7 +207,8 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert cfg["alerts"]["webhook_url"] == "file:/etc/spotdrain/webhook/url"
         got = roles_by_name(docs)
         assert set(got) == {"spotdrain-leader", "spotdrain-events"}, got
-        assert got["spotdrain-leader"] == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}, got
+        assert got["spotdrain-leader"] == {("coordination.k8s.io", "leases"): {"get", "create", "update"},
+                                           ("", "configmaps"): {"get", "create", "update"}}, got
         assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
         pdb = one(docs, "PodDisruptionBudget")
         sel = dep["spec"]["selector"]["matchLabels"]

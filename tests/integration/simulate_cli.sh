@@ -71,7 +71,7 @@ jq -e '(.nodes | length) == 1 and (.nodes[0] | .name == "spot-a" and .notice_at 
 jq -e '[.alerts[] | select(.kind == "drain-infeasible" and .node == "spot-a" and .at <= 2)] | length == 1' \
 	"$TEST_TMP/out" >/dev/null || fail "drain-infeasible not within 1 s of the notice: $(jq -c .alerts "$TEST_TMP/out")"
 jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_breaches", "replacements",
-	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 9 and (.alerts[0] | keys) == ["at", "kind",
+	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 10 and (.alerts[0] | keys) == ["at", "kind",
 	"message", "node"]' "$TEST_TMP/out" >/dev/null || fail "result keys differ from CONTRACTS §4: $(cat "$TEST_TMP/out")"
 
 log "the same in controller mode, notices read from the model directly"

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "spotdrain/engine.h"
+#include "spotdrain/kube.h"
 #include "spotdrain/util.h"
 
 #define S(x) ((uint64_t)((x)*1000000.0))
@@ -187,12 +188,128 @@ static void test_expected_basis_changes_the_verdict(void **state)
         }
 }
 
+/* On the safe basis, a pod never seen stopping is given its whole grace period when that fits in its node's
+ * drain (from its start); when it does not, the share of it expected, capped at the time left, so that a
+ * grace longer than the budget does not force it (and all its PDB's pods) at the notice. */
+static uint64_t safe_estimate(uint64_t deadline, int64_t started_ago, double fraction, bool *ret_seen)
+{
+        struct drain_inputs_options o = { .now_usec = NOW,
+                                          .default_startup_usec = S(10),
+                                          .shutdown_basis = DRAIN_SHUTDOWN_SAFE,
+                                          .expected_shutdown_fraction = fraction };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        size_t node, idx;
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_add_node(di, "spot-a", deadline, S(5), &node), 0);
+        if (started_ago >= 0)
+                assert_int_equal(drain_inputs_set_node_start(di, node, NOW - S(started_ago)), 0);
+        cJSON *p = pod("a", 0);
+        assert_int_equal(drain_inputs_add_pod(di, node, p, &idx), 0);
+        cJSON_Delete(p);
+        const struct drain_pod_in *in = &drain_inputs_get(di)->pods[idx];
+        *ret_seen = in->shutdown_seen;
+        return in->shutdown_usec;
+}
+
+static void test_safe_estimate_of_a_long_grace(void **state)
+{
+        bool seen = true;
+        /* 60 s grace, 115 s to go: the whole grace (0). */
+        assert_int_equal(safe_estimate(NOW + S(120), -1, 0.5, &seen), 0);
+        assert_false(seen);
+        /* 45 s to go: half of it. */
+        assert_int_equal(safe_estimate(NOW + S(50), -1, 0.5, &seen), S(30));
+        /* 54 s expected, 45 s left: capped. */
+        assert_int_equal(safe_estimate(NOW + S(50), -1, 0.9, &seen), S(45));
+        /* The drain started 30 s ago with 75 s to go: the grace fitted then, and the pod is forced at
+         * deadline - margin - grace as ever (not moved later as time passes). */
+        assert_int_equal(safe_estimate(NOW + S(50), 30, 0.5, &seen), 0);
+        struct drain_inputs_options o = { .now_usec = NOW };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_set_node_start(di, 0, NOW), -EINVAL);
+}
+
+/* What is kept across restarts and shared: the latest samples, how many were seen, when; a reload takes
+ * them, an older view does not undo a newer one, and a pod counted twice (a drain and the learner) once. */
+static void test_kept_and_shared(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *a = NULL, *b = NULL;
+        uint64_t median = 0;
+        assert_int_equal(drain_shutdowns_new(&a), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-1", S(3), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-1", S(9), S(30)), 0); /* counted once */
+        assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-2", S(5), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe_startup(a, OWNER, "u-1", S(2)), 0);
+        assert_int_equal(drain_shutdowns_observe_startup(a, OWNER, "u-1", S(7)), 0);
+        assert_true(drain_shutdowns_startup(a, OWNER, &median));
+        assert_int_equal(median, S(2));
+        assert_int_equal(drain_shutdowns_changes(a), 3);
+
+        cJSON *doc = NULL;
+        assert_int_equal(drain_shutdowns_to_json(a, &doc), 0);
+        const cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owners"), OWNER);
+        assert_non_null(o);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "stops_ms")), 2);
+        assert_int_equal(cJSON_GetObjectItem(o, "stops_seen")->valueint, 2);
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItem(o, "updated")));
+
+        /* A restarted process that saw the owner's pods start before it read the kept stops takes them. */
+        size_t taken = 0;
+        assert_int_equal(drain_shutdowns_new(&b), 0);
+        assert_int_equal(drain_shutdowns_observe_startup(b, OWNER, "u-9", S(4)), 0);
+        unsigned g = drain_shutdowns_generation(b);
+        assert_int_equal(drain_shutdowns_merge_json(b, doc, &taken), 0);
+        assert_int_equal(taken, 1);
+        assert_true(drain_shutdowns_get(b, OWNER, &median, NULL));
+        assert_int_equal(median, S(3));
+        assert_int_not_equal(drain_shutdowns_generation(b), g);
+        /* Its own startup is newer than the kept one and stays. */
+        assert_true(drain_shutdowns_startup(b, OWNER, &median));
+        assert_int_equal(median, S(4));
+        /* Read again: nothing newer. */
+        assert_int_equal(drain_shutdowns_merge_json(b, doc, &taken), 0);
+        assert_int_equal(taken, 0);
+        cJSON_Delete(doc);
+
+        /* Not a document of this version, or a bad entry among good ones. */
+        doc = cJSON_Parse("{\"version\": 2, \"owners\": {}}");
+        assert_int_equal(drain_shutdowns_merge_json(b, doc, NULL), -EINVAL);
+        cJSON_Delete(doc);
+        doc = cJSON_Parse(
+            "{\"version\": 1, \"owners\": {\"x/StatefulSet/bad\": {\"stops_ms\": [\"soon\"]},"
+            " \"x/StatefulSet/good\": {\"stops_ms\": [1500], \"updated\": \"2026-11-30T10:00:00Z\"}}}");
+        assert_int_equal(drain_shutdowns_merge_json(b, doc, &taken), 0);
+        cJSON_Delete(doc);
+        assert_int_equal(taken, 1);
+        assert_false(drain_shutdowns_get(b, "x/StatefulSet/bad", NULL, NULL));
+        assert_true(drain_shutdowns_get(b, "x/StatefulSet/good", &median, NULL));
+        assert_int_equal(median, S(1.5));
+}
+
+/* A Deployment's ReplicaSet changes with each rollout: the owner whose estimates last is the Deployment. */
+static void test_owner_key_of_a_deployment(void **state)
+{
+        cJSON *o =
+            cJSON_Parse("{\"metadata\": {\"name\": \"api-7d4b9-x\", \"namespace\": \"shop\", \"labels\":"
+                        " {\"pod-template-hash\": \"7d4b9\"}, \"ownerReferences\": [{\"kind\": "
+                        "\"ReplicaSet\", \"name\": \"api-7d4b9\", \"controller\": true}]}}");
+        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+        assert_int_equal(kube_pod_parse(o, &p), 0);
+        cJSON_Delete(o);
+        _cleanup_free_ char *key = drain_owner_key(&p);
+        assert_string_equal(key, "shop/Deployment/api");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_observations_median_and_longest),
                 cmocka_unit_test(test_estimates_safe_and_expected),
                 cmocka_unit_test(test_expected_basis_changes_the_verdict),
+                cmocka_unit_test(test_safe_estimate_of_a_long_grace),
+                cmocka_unit_test(test_kept_and_shared),
+                cmocka_unit_test(test_owner_key_of_a_deployment),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

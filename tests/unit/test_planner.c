@@ -908,6 +908,111 @@ static void test_lost_pods_return(void **state)
         assert_int_equal(drain_plan_make(&f.in, &(struct drain_plan *){ NULL }), -EINVAL);
 }
 
+/* ---- the graded verdict ---- */
+
+/* Pods never seen stopping: their shutdown is a guess (shutdown_seen false, as drain_inputs leaves it). */
+static void unseen(struct fx *f, size_t first, size_t n, double guess)
+{
+        for (size_t i = first; i < first + n; i++) {
+                f->pods[i].shutdown_seen = false;
+                f->pods[i].shutdown_usec = S(guess);
+        }
+}
+
+static void seen(struct fx *f, size_t first, size_t n, double shutdown)
+{
+        for (size_t i = first; i < first + n; i++) {
+                f->pods[i].shutdown_seen = true;
+                f->pods[i].shutdown_usec = S(shutdown);
+        }
+}
+
+/* spot-a (120 s budget, 5 s margin) with count Ready pods of key under a maxUnavailable 1 PDB over replicas,
+ * never seen stopping (guessed at guess s): the index of the first. */
+static size_t one_pdb(struct fx *f, int count, int replicas, enum drain_owner owner, const char *key,
+                      double startup, double grace, double guess)
+{
+        fx_init(f);
+        size_t n = add_node(f, "spot-a", 120, 5);
+        int pdb = (int)add_pdb(f, strrchr(key, '/') + 1, NULL, "1", replicas, replicas);
+        set_startup(f, key, startup);
+        size_t first = add_pods(f, count, n, owner, key, 0, grace, pdb);
+        unseen(f, first, (size_t)count, guess);
+        return first;
+}
+
+/* Issue 18: a StatefulSet's 3 pods under maxUnavailable 1 with a 120 s grace period, longer than the 115 s
+ * to the deadline less the margin, startup 5 s. One at a time they fit if each stops within 35 s (3 stops
+ * and 2 startups in 115 s): at risk, naming that, not infeasible. */
+static void test_grade_long_grace_at_risk(void **state)
+{
+        struct fx f;
+        size_t n = 0,
+               first = one_pdb(&f, 3, 3, DRAIN_OWNER_STATEFULSET, "shop/StatefulSet/quorum", 5, 120, 60);
+        struct drain_grade_result g = { 0 };
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_AT_RISK);
+        assert_true(g.unseen);
+        assert_int_equal(g.stop_within_usec, S(35));
+        assert_int_equal(g.grace_usec, S(120));
+        assert_null(g.plan);
+        assert_non_null(strstr(g.reason,
+                               "fits if shop/quorum pods stop within 35 s of SIGTERM; their grace is "
+                               "120 s; none seen stopping yet"));
+        assert_string_equal(drain_grade_to_string(g.grade), "at-risk");
+        drain_grade_result_clear(&g);
+
+        /* Seen stopping in 24 s: certain, and it fits. */
+        seen(&f, first, 3, 24);
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_FITS);
+        assert_false(g.unseen);
+        assert_null(g.reason);
+        /* Seen taking 50 s: the stops seen say it cannot fit. */
+        seen(&f, first, 3, 50);
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_INFEASIBLE);
+        assert_non_null(g.plan);
+        assert_int_not_equal(g.plan->nodes[n].verdict, DRAIN_FEASIBLE);
+        assert_null(strstr(g.reason, "never seen"));
+        drain_grade_result_clear(&g);
+}
+
+/* seed-504's api: 10 pods one at a time at 15 s startups cannot go in 115 s even if they stopped at once,
+ * whatever their grace: infeasible, with the PDB's phrase. Short grace periods that fit whole: fits. */
+static void test_grade_infeasible_and_fits(void **state)
+{
+        struct fx f;
+        size_t n = 0;
+        one_pdb(&f, 10, 30, DRAIN_OWNER_REPLICASET, "shop/ReplicaSet/api-7d4b9", 15, 300, 150);
+        struct drain_grade_result g = { 0 };
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_INFEASIBLE);
+        assert_non_null(
+            strstr(g.reason, "even if the pods never seen stopping stopped at once: PDB shop/api"));
+        drain_grade_result_clear(&g);
+
+        one_pdb(&f, 4, 30, DRAIN_OWNER_REPLICASET, "shop/ReplicaSet/api-7d4b9", 5, 30, 0);
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_FITS);
+        assert_true(g.unseen);
+        assert_false(drain_input_guesses(&f.in));
+        /* One bare pod whose 600 s grace cannot fit, given the time left to act on: a guess. At risk up to
+         * the time left, its own name given. */
+        size_t bare = add_pods(&f, 1, n, DRAIN_OWNER_NONE, "job", 0, 600, -1);
+        f.pods[bare].owner_key = NULL;
+        unseen(&f, bare, 1, 115);
+        assert_true(drain_input_guesses(&f.in));
+        assert_int_equal(drain_grade_node(&f.in, n, &g), 0);
+        assert_int_equal(g.grade, DRAIN_GRADE_AT_RISK);
+        assert_int_equal(g.stop_within_usec, S(115));
+        assert_non_null(strstr(g.reason,
+                               "fits if shop/job-4 pods stop within 115 s of SIGTERM; their grace is "
+                               "600 s"));
+        drain_grade_result_clear(&g);
+        assert_int_equal(drain_grade_node(&f.in, 7, &g), -EINVAL);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -938,6 +1043,8 @@ int main(void)
                 cmocka_unit_test(test_invalid_input),
                 cmocka_unit_test(test_empty_node),
                 cmocka_unit_test(test_invariants_on_random_clusters),
+                cmocka_unit_test(test_grade_long_grace_at_risk),
+                cmocka_unit_test(test_grade_infeasible_and_fits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

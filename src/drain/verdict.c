@@ -1,0 +1,235 @@
+/* The graded verdict (drain.h): the drain planned with the stops never seen at their extremes (at once,
+ * their whole grace period) and, when only the quick end fits, the longest stop that still fits, found by
+ * bisection. Pure, as the planner. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spotdrain/drain.h"
+
+#define USEC_PER_SEC UINT64_C(1000000)
+/* An instant stop: a shutdown of 0 means "unknown, the grace period" to the planner. */
+#define INSTANT_USEC 1
+/* How the unseen pods stop in a variant: at once, within their grace period, or within a time. */
+#define WITHIN_INSTANT 0
+#define WITHIN_GRACE   UINT64_MAX
+/* Owners named in a message, at most. */
+#define MAX_NAMED 3
+
+const char *drain_grade_to_string(enum drain_grade g)
+{
+        switch (g) {
+        case DRAIN_GRADE_FITS:
+                return "fits";
+        case DRAIN_GRADE_AT_RISK:
+                return "at-risk";
+        case DRAIN_GRADE_INFEASIBLE:
+                return "infeasible";
+        }
+        return "?";
+}
+
+void drain_grade_result_clear(struct drain_grade_result *g)
+{
+        if (!g)
+                return;
+        drain_plan_free(g->plan);
+        free(g->reason);
+        *g = (struct drain_grade_result){ 0 };
+}
+
+/* The plan of in with every unseen pod stopping within `within` (WITHIN_*, or a duration). pods is
+ * scratch space for in->n_pods entries. */
+static int plan_within(const struct drain_input *in, struct drain_pod_in *pods, uint64_t within,
+                       struct drain_plan **ret)
+{
+        struct drain_input v = *in;
+        if (in->n_pods)
+                memcpy(pods, in->pods, in->n_pods * sizeof(*pods));
+        for (size_t i = 0; i < in->n_pods; i++) {
+                struct drain_pod_in *p = &pods[i];
+                if (p->shutdown_seen)
+                        continue;
+                if (within == WITHIN_GRACE)
+                        p->shutdown_usec = 0;
+                else if (within == WITHIN_INSTANT)
+                        p->shutdown_usec = INSTANT_USEC;
+                else
+                        p->shutdown_usec = p->grace_usec < within ? p->grace_usec : within;
+        }
+        v.pods = pods;
+        return drain_plan_make(&v, ret);
+}
+
+static bool fits(const struct drain_plan *p, size_t node)
+{
+        return p->nodes[node].verdict == DRAIN_FEASIBLE;
+}
+
+/* A pod of node that the drain moves and whose stop time is a guess. */
+static bool unseen_to_go(const struct drain_input *in, const struct drain_plan *p, size_t i, size_t node)
+{
+        return in->pods[i].node == node && !in->pods[i].shutdown_seen && in->pods[i].grace_usec > 0 &&
+               p->pods[i].action != DRAIN_ACTION_LEAVE && !in->pods[i].gone_usec;
+}
+
+/* "shop/db" for the owner shop/StatefulSet/db (a ReplicaSet without its pod-template-hash suffix, the
+ * Deployment's name), the pod's own name when it has no owner. */
+static char *owner_name(const struct drain_pod_in *p)
+{
+        if (!p->owner_key)
+                return strprintf("%s/%s", p->namespace, p->name);
+        const char *kind = strchr(p->owner_key, '/');
+        const char *name = kind ? strchr(kind + 1, '/') : NULL;
+        if (!name)
+                return strdup(p->owner_key);
+        size_t len = strlen(name + 1);
+        const char *dash = strrchr(name + 1, '-');
+        if (p->owner == DRAIN_OWNER_REPLICASET && strncmp(kind + 1, "ReplicaSet/", 11) == 0 && dash &&
+            dash > name + 1)
+                len = (size_t)(dash - (name + 1));
+        return strprintf("%s/%.*s", p->namespace, (int)len, name + 1);
+}
+
+/* "fits if shop/db pods stop within 40 s of SIGTERM; their grace is 90 s; none seen stopping yet". */
+static int at_risk_reason(const struct drain_input *in, const struct drain_plan *full, size_t node,
+                          struct drain_grade_result *g)
+{
+        _cleanup_(buf_free) struct buf b = { 0 };
+        char *named[MAX_NAMED] = { 0 };
+        size_t n_named = 0, more = 0;
+        uint64_t least_grace = UINT64_MAX;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < in->n_pods; i++) {
+                if (!unseen_to_go(in, full, i, node) || in->pods[i].grace_usec <= g->stop_within_usec)
+                        continue;
+                const struct drain_pod_in *p = &in->pods[i];
+                if (p->grace_usec > g->grace_usec)
+                        g->grace_usec = p->grace_usec;
+                if (p->grace_usec < least_grace)
+                        least_grace = p->grace_usec;
+                char *name = owner_name(p);
+                if (!name) {
+                        r = -ENOMEM;
+                        break;
+                }
+                bool dup = false;
+                for (size_t k = 0; k < n_named && !dup; k++)
+                        dup = streq(named[k], name);
+                if (!dup && n_named < MAX_NAMED)
+                        named[n_named++] = TAKE_PTR(name);
+                else if (!dup)
+                        more++;
+                free(name);
+        }
+        if (r >= 0)
+                r = buf_printf(&b, "fits if ");
+        for (size_t k = 0; r >= 0 && k < n_named; k++)
+                r = buf_printf(&b, "%s%s",
+                               k == 0                      ? ""
+                               : k + 1 == n_named && !more ? " and "
+                                                           : ", ",
+                               named[k]);
+        if (r >= 0 && more)
+                r = buf_printf(&b, " and %zu more", more);
+        if (r >= 0 && g->stop_within_usec >= USEC_PER_SEC)
+                r = buf_printf(&b, " pods stop within %" PRIu64 " s of SIGTERM",
+                               g->stop_within_usec / USEC_PER_SEC);
+        else if (r >= 0)
+                r = buf_printf(&b, " pods stop within a second of SIGTERM");
+        if (r >= 0)
+                r = buf_printf(&b, "; their grace is %s%" PRIu64 " s; none seen stopping yet",
+                               least_grace < g->grace_usec ? "up to " : "", g->grace_usec / USEC_PER_SEC);
+        int lb = full->nodes[node].limiting_pdb;
+        if (r >= 0 && lb >= 0)
+                r = buf_printf(&b, "; PDB %s/%s allows %d disruption%s at a time", full->pdbs[lb].namespace,
+                               full->pdbs[lb].name, full->pdbs[lb].k, full->pdbs[lb].k == 1 ? "" : "s");
+        for (size_t k = 0; k < n_named; k++)
+                free(named[k]);
+        if (r < 0)
+                return -ENOMEM;
+        g->reason = TAKE_PTR(b.data);
+        return 0;
+}
+
+int drain_grade_node(const struct drain_input *in, size_t node, struct drain_grade_result *ret)
+{
+        _cleanup_(drain_plan_freep) struct drain_plan *instant = NULL, *full = NULL;
+        _cleanup_free_ struct drain_pod_in *pods = NULL;
+        struct drain_grade_result g = { 0 };
+        int r;
+
+        if (!in || !ret || node >= in->n_nodes)
+                return -EINVAL;
+        pods = calloc(in->n_pods ? in->n_pods : 1, sizeof(*pods));
+        if (!pods)
+                return -ENOMEM;
+        r = plan_within(in, pods, WITHIN_INSTANT, &instant);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < in->n_pods && !g.unseen; i++)
+                g.unseen = unseen_to_go(in, instant, i, node);
+        if (!fits(instant, node)) {
+                /* Certain: no stop could be quick enough, or the stops seen are too slow. */
+                g.grade = DRAIN_GRADE_INFEASIBLE;
+                g.reason = strprintf(
+                    "%s%s", g.unseen ? "even if the pods never seen stopping stopped at once: " : "",
+                    instant->nodes[node].reason ? instant->nodes[node].reason : "");
+                if (!g.reason)
+                        return -ENOMEM;
+                g.plan = TAKE_PTR(instant);
+                *ret = g;
+                return 0;
+        }
+        if (!g.unseen) {
+                *ret = g; /* every stop time here is known, and it fits */
+                return 0;
+        }
+        r = plan_within(in, pods, WITHIN_GRACE, &full);
+        if (r < 0)
+                return r;
+        if (fits(full, node)) {
+                *ret = g;
+                return 0;
+        }
+        /* Between at once (fits) and the longest grace period (does not), in whole seconds. */
+        uint64_t lo = 0, hi = 0;
+        for (size_t i = 0; i < in->n_pods; i++)
+                if (!in->pods[i].shutdown_seen && in->pods[i].grace_usec > hi)
+                        hi = in->pods[i].grace_usec;
+        while (hi - lo > USEC_PER_SEC) {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = NULL;
+                uint64_t mid = (lo + (hi - lo) / 2) / USEC_PER_SEC * USEC_PER_SEC;
+                if (mid <= lo)
+                        mid = lo + USEC_PER_SEC;
+                r = plan_within(in, pods, mid, &p);
+                if (r < 0)
+                        return r;
+                if (fits(p, node))
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        g.grade = DRAIN_GRADE_AT_RISK;
+        g.stop_within_usec = lo;
+        r = at_risk_reason(in, full, node, &g);
+        if (r < 0) {
+                drain_grade_result_clear(&g);
+                return r;
+        }
+        *ret = g;
+        return 0;
+}
+
+bool drain_input_guesses(const struct drain_input *in)
+{
+        for (size_t i = 0; in && i < in->n_pods; i++) {
+                const struct drain_pod_in *p = &in->pods[i];
+                if (!p->shutdown_seen && p->shutdown_usec != 0 && p->shutdown_usec < p->grace_usec)
+                        return true;
+        }
+        return false;
+}
