@@ -42,6 +42,7 @@ struct dep {
         bool fresh;   /* read since the last PATCH (a restore reads first) */
         uint64_t surged_usec;
         int wanted, left; /* this round: its pods that the plan surges, its pods still on the node */
+        bool counted;     /* a round has counted them (an adopted record is not restored before) */
         struct kube_call *call, *hpa_call;
         bool hpa_pending;
         struct backoff backoff;
@@ -507,7 +508,7 @@ static void dep_act(struct dep *d)
                         dep_raise(d);
                 break;
         case DEP_SURGED:
-                if (d->left == 0 || d->sg->finishing)
+                if ((d->counted && d->left == 0) || d->sg->finishing)
                         dep_restore(d);
                 break;
         case DEP_RESTORING:
@@ -550,8 +551,10 @@ void drain_surge_round(struct drain_surge *sg, const struct drain_inputs *di, co
 {
         if (!sg || !plan)
                 return;
-        for (size_t i = 0; i < sg->n_deps; i++)
+        for (size_t i = 0; i < sg->n_deps; i++) {
                 sg->deps[i]->wanted = sg->deps[i]->left = 0;
+                sg->deps[i]->counted = true;
+        }
         for (size_t i = first; i < first + n && i < plan->n_pods; i++) {
                 const struct kube_pod *kp = drain_inputs_pod(di, i);
                 struct dep *d = kp ? dep_of(sg, kp, false) : NULL;
