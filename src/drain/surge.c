@@ -153,28 +153,37 @@ static struct dep *dep_find(struct drain_surge *sg, const char *ns, const char *
         return NULL;
 }
 
+char *drain_surge_deployment_of(const struct kube_pod *p)
+{
+        return p ? deployment_of(p) : NULL;
+}
+
+static struct dep *dep_add(struct drain_surge *sg, const char *ns, const char *name)
+{
+        struct dep **a = realloc(sg->deps, (sg->n_deps + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        sg->deps = a;
+        struct dep *d = calloc(1, sizeof(*d));
+        if (!d || !(d->ns = strdup(ns)) || !(d->name = strdup(name))) {
+                if (d)
+                        free(d->ns);
+                free(d);
+                return NULL;
+        }
+        d->sg = sg;
+        d->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);
+        sg->deps[sg->n_deps++] = d;
+        return d;
+}
+
 static struct dep *dep_of(struct drain_surge *sg, const struct kube_pod *p, bool add)
 {
         _cleanup_free_ char *name = deployment_of(p);
         if (!name || !p->namespace)
                 return NULL;
         struct dep *d = dep_find(sg, p->namespace, name);
-        if (d || !add)
-                return d;
-        struct dep **a = realloc(sg->deps, (sg->n_deps + 1) * sizeof(*a));
-        if (!a)
-                return NULL;
-        sg->deps = a;
-        d = calloc(1, sizeof(*d));
-        if (!d || !(d->ns = strdup(p->namespace))) {
-                free(d);
-                return NULL;
-        }
-        d->name = TAKE_PTR(name);
-        d->sg = sg;
-        d->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);
-        sg->deps[sg->n_deps++] = d;
-        return d;
+        return d || !add ? d : dep_add(sg, p->namespace, name);
 }
 
 /* ---- learning a Deployment ---- */
@@ -314,10 +323,16 @@ static void get_done(struct kube_client *c, struct kube_result *r, void *userdat
         }
         bool ours = dep_learn(d, r->object);
         if (d->state == DEP_RESTORING) {
-                if (ours)
+                if (ours) {
                         dep_act(d);
-                else
-                        restore_done(c, &(struct kube_result){ 0 }, d); /* nothing left to put back */
+                        return;
+                }
+                /* The record went meanwhile (another restore, or a user): nothing left to put back. */
+                log_debug("deployment %s/%s carries no record of %s any more", d->ns, d->name, d->sg->node);
+                d->state = DEP_RESTORED;
+                backoff_reset(&d->backoff);
+                notify(d->sg);
+                finish_check(d->sg);
                 return;
         }
         dep_known(d);
@@ -620,6 +635,25 @@ int drain_surge_finish(struct drain_surge *sg, void (*done)(void *userdata), voi
                 return 0;
         }
         return 1;
+}
+
+int drain_surge_restore_record(struct drain_surge *sg, const char *ns, const char *name)
+{
+        struct dep *d = dep_find(sg, ns, name);
+        if (d)
+                return -EALREADY;
+        if (!(d = dep_add(sg, ns, name)))
+                return -ENOMEM;
+        /* Read first: the record is adopted from what the Deployment carries now, not from the caller. */
+        d->state = DEP_RESTORING;
+        d->fresh = false;
+        dep_restore(d);
+        return 0;
+}
+
+bool drain_surge_restoring(const struct drain_surge *sg)
+{
+        return sg && restores_pending(sg);
 }
 
 bool drain_surge_learning(const struct drain_surge *sg)
