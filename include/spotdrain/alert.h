@@ -21,6 +21,8 @@ enum alert_kind {
         ALERT_REPLACEMENT_LAUNCHED,
         ALERT_REPLACEMENT_FAILED,
         ALERT_QUEUE_UNREADABLE,
+        ALERT_SURGE_NO_ROOM, /* the surged pods of a Deployment fit on no node: the drain waits for capacity
+                              */
         _ALERT_KIND_MAX,
 };
 

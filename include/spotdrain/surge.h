@@ -25,6 +25,7 @@
 #include "spotdrain/drain.h"
 #include "spotdrain/util.h"
 
+struct alert_bus;
 struct drain_inputs;
 struct drain_plan_pod;
 struct kube_client;
@@ -33,9 +34,12 @@ struct kube_pod;
 struct drain_surge;
 
 /* changed runs (from the loop) when what the plan depends on moved: a Deployment was learnt, raised or
- * restored. The client is borrowed and must outlive the object. */
+ * restored. Once raised, a Deployment's pods are looked at (after 1 s, then up to every 5 s) until its new
+ * pods are placed: when the scheduler finds no node for some, surge-no-room goes to bus (NULL: none), once,
+ * naming their requests. The client and bus are borrowed and must outlive the object. */
 int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mode mode,
-                    void (*changed)(void *userdata), void *userdata, struct drain_surge **ret);
+                    struct alert_bus *bus, void (*changed)(void *userdata), void *userdata,
+                    struct drain_surge **ret);
 /* Cancels whatever is under way: a restore not yet answered is left to the record. NULL-safe. */
 struct drain_surge *drain_surge_free(struct drain_surge *sg);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_surge *, drain_surge_free);

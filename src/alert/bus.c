@@ -21,6 +21,7 @@ static const struct {
         [ALERT_REPLACEMENT_LAUNCHED] = { "replacement-launched", "ReplacementLaunched", false },
         [ALERT_REPLACEMENT_FAILED] = { "replacement-failed", "ReplacementFailed", true },
         [ALERT_QUEUE_UNREADABLE] = { "queue-unreadable", "QueueUnreadable", true },
+        [ALERT_SURGE_NO_ROOM] = { "surge-no-room", "SurgeNoRoom", true },
 };
 
 struct alert_sink {

@@ -72,6 +72,7 @@ static void sink_metrics(const struct alert *a, void *userdata)
                 break;
         case ALERT_NOTICE_RECEIVED:
         case ALERT_QUEUE_UNREADABLE:
+        case ALERT_SURGE_NO_ROOM:
         case _ALERT_KIND_MAX:
                 break;
         }

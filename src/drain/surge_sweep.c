@@ -89,7 +89,7 @@ static struct snode *snode_get(struct drain_surge_sweep *sw, const char *name)
         sw->nodes = a;
         struct snode *sn = calloc(1, sizeof(*sn));
         if (!sn || !(sn->name = strdup(name)) ||
-            drain_surge_new(sw->c, name, DRAIN_SURGE_BLOCKED, NULL, NULL, &sn->sg) < 0)
+            drain_surge_new(sw->c, name, DRAIN_SURGE_BLOCKED, NULL, NULL, NULL, &sn->sg) < 0)
                 return snode_free(sn);
         sn->sw = sw;
         sn->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);

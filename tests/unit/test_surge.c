@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kube_fake.h"
+#include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/drain.h"
 #include "spotdrain/engine.h"
@@ -33,6 +34,8 @@ struct fx {
         char token_path[64];
         struct drain_inputs *di;
         struct drain_surge *sg;
+        struct alert_bus *bus;
+        char *no_room; /* the message of the last surge-no-room */
 };
 
 static int fx_setup(void **state)
@@ -52,6 +55,7 @@ static int fx_setup(void **state)
         fx->cfg->token_file = strdup(fx->token_path);
         struct kube_client_options o = { .qps = -1, .backoff_base_usec = 1000, .backoff_max_usec = 5000 };
         assert_int_equal(kube_client_new(fx->loop, fx->cfg, &o, &fx->client), 0);
+        assert_int_equal(alert_bus_new(&fx->bus), 0);
         *state = fx;
         return 0;
 }
@@ -60,6 +64,8 @@ static int fx_teardown(void **state)
 {
         struct fx *fx = *state;
         drain_surge_free(fx->sg);
+        alert_bus_free(fx->bus);
+        free(fx->no_room);
         drain_inputs_free(fx->di);
         kube_client_free(fx->client);
         kfake_stop(fx->fake);
@@ -148,7 +154,8 @@ static char *deployment(const char *rv, int replicas, const char *record)
         }
         char *s = strprintf("{\"kind\":\"Deployment\",\"apiVersion\":\"apps/v1\",\"metadata\":{\"name\":"
                             "\"checkout\",\"namespace\":\"shop\",\"resourceVersion\":\"%s\"%s},"
-                            "\"spec\":{\"replicas\":%d,\"strategy\":{\"type\":\"RollingUpdate\","
+                            "\"spec\":{\"replicas\":%d,\"selector\":{\"matchLabels\":{\"app\":\"checkout\"}}"
+                            ",\"strategy\":{\"type\":\"RollingUpdate\","
                             "\"rollingUpdate\":{\"maxSurge\":1,\"maxUnavailable\":0}}}}",
                             rv, ann ? ann : "", replicas);
         assert_non_null(s);
@@ -182,7 +189,8 @@ static void make_inputs(struct fx *fx)
         assert_non_null(pod);
         assert_int_equal(drain_inputs_add_pod(fx->di, node, pod, NULL), 0);
         cJSON_Delete(pod);
-        assert_int_equal(drain_surge_new(fx->client, "spot-a", DRAIN_SURGE_BLOCKED, NULL, NULL, &fx->sg), 0);
+        assert_int_equal(
+            drain_surge_new(fx->client, "spot-a", DRAIN_SURGE_BLOCKED, fx->bus, NULL, NULL, &fx->sg), 0);
 }
 
 static bool learnt(struct fx *fx)
@@ -361,6 +369,47 @@ static void test_other_nodes_record_not_surged(void **state)
         assert_int_equal(count_of(fx, "PATCH", DEP_PATH), 0);
 }
 
+static void on_alert(const struct alert *a, void *userdata)
+{
+        struct fx *fx = userdata;
+        if (a->kind != ALERT_SURGE_NO_ROOM)
+                return;
+        free(fx->no_room);
+        fx->no_room = strdup(a->message);
+}
+
+static bool no_room_reported(struct fx *fx)
+{
+        return alert_bus_count(fx->bus, ALERT_SURGE_NO_ROOM) > 0;
+}
+
+static void test_no_room(void **state)
+{
+        struct fx *fx = *state;
+        assert_int_equal(alert_bus_add_sink(fx->bus, on_alert, fx), 0);
+        /* The new pod stays Pending: the scheduler finds no node with room for it. */
+        assert_int_equal(
+            kfake_answer(
+                fx->fake, "GET", "/api/v1/namespaces/shop/pods", 200,
+                "{\"kind\":\"PodList\",\"metadata\":{},\"items\":[{\"metadata\":{\"name\":"
+                "\"checkout-7d9f-x1\",\"namespace\":\"shop\"},\"spec\":{\"nodeName\":\"spot-a\","
+                "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}]}},"
+                "{\"metadata\":{\"name\":\"checkout-7d9f-y2\",\"namespace\":\"shop\"},\"spec\":{"
+                "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"500m\","
+                "\"memory\":\"512Mi\"}}}]},\"status\":{\"phase\":\"Pending\",\"conditions\":[{"
+                "\"type\":\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\"}]}}]}"),
+            0);
+        learn_and_raise(fx);
+        run_until(fx, no_room_reported);
+        assert_int_equal(alert_bus_count(fx->bus, ALERT_SURGE_NO_ROOM), 1);
+        assert_string_equal(
+            fx->no_room, "surge of shop/checkout needs room for 1 pod (cpu 500m, memory 512Mi) on another "
+                         "node: none has it; its pods on spot-a wait for replacement capacity");
+        long i = kfake_find(fx->fake, "GET", "/api/v1/namespaces/shop/pods", 0);
+        assert_true(i >= 0);
+        assert_non_null(strstr(kfake_request(fx->fake, (size_t)i)->query, "labelSelector=app%3Dcheckout"));
+}
+
 /* ---- the start-up sweep ---- */
 
 static struct drain_surge_sweep *the_sweep;
@@ -493,6 +542,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_changed_replicas_left, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_adopted, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_other_nodes_record_not_surged, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_no_room, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_sweep, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_sweep_own_node, fx_setup, fx_teardown),
         };
