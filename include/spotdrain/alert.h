@@ -24,6 +24,8 @@ enum alert_kind {
         ALERT_NOTICE_REJECTED, /* a queue message refused: untrusted, or not this cluster's (no node) */
         /* predicted at notice time: fits only if pods of unknown stop time stop fast enough (named) */
         ALERT_DRAIN_AT_RISK,
+        ALERT_SURGE_NO_ROOM, /* the surged pods of a Deployment fit on no node: the drain waits for capacity
+                              */
         _ALERT_KIND_MAX,
 };
 

@@ -25,6 +25,7 @@
 #include "spotdrain/drain.h"
 #include "spotdrain/util.h"
 
+struct alert_bus;
 struct drain_inputs;
 struct drain_plan_pod;
 struct kube_client;
@@ -33,9 +34,12 @@ struct kube_pod;
 struct drain_surge;
 
 /* changed runs (from the loop) when what the plan depends on moved: a Deployment was learnt, raised or
- * restored. The client is borrowed and must outlive the object. */
+ * restored. Once raised, a Deployment's pods are looked at (after 1 s, then up to every 5 s) until its new
+ * pods are placed: when the scheduler finds no node for some, surge-no-room goes to bus (NULL: none), once,
+ * naming their requests. The client and bus are borrowed and must outlive the object. */
 int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mode mode,
-                    void (*changed)(void *userdata), void *userdata, struct drain_surge **ret);
+                    struct alert_bus *bus, void (*changed)(void *userdata), void *userdata,
+                    struct drain_surge **ret);
 /* Cancels whatever is under way: a restore not yet answered is left to the record. NULL-safe. */
 struct drain_surge *drain_surge_free(struct drain_surge *sg);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_surge *, drain_surge_free);
@@ -57,6 +61,17 @@ void drain_surge_round(struct drain_surge *sg, const struct drain_inputs *di, co
  * answered or after a bound (the record stays for the next drain of the node). NULL-safe. */
 int drain_surge_finish(struct drain_surge *sg, void (*done)(void *userdata), void *userdata);
 
+/* The Deployment a ReplicaSet's pod belongs to (named after its pod-template-hash), or NULL; the caller
+ * frees it. */
+char *drain_surge_deployment_of(const struct kube_pod *p);
+
+/* Restores Deployment ns/name from the record naming sg's node that it carries (read first; nothing when
+ * there is none), retrying with backoff until it is answered: the start-up sweep's way in. -EALREADY when
+ * sg knows that Deployment already. */
+int drain_surge_restore_record(struct drain_surge *sg, const char *ns, const char *name);
+/* A Deployment is raised or being restored. NULL-safe. */
+bool drain_surge_restoring(const struct drain_surge *sg);
+
 /* Some Deployment is still being read: the first plan waits for it (briefly), so that the first verdict
  * knows which pods can surge. NULL-safe. */
 bool drain_surge_learning(const struct drain_surge *sg);
@@ -64,3 +79,21 @@ bool drain_surge_learning(const struct drain_surge *sg);
 enum drain_surge_mode drain_surge_get_mode(const struct drain_surge *sg);
 /* Deployments surged so far and restored (for results and tests). */
 void drain_surge_counts(const struct drain_surge *sg, unsigned *ret_surged, unsigned *ret_restored);
+
+/* The start-up sweep (src/drain/surge_sweep.c): a process that died after raising a Deployment left its
+ * record behind, which only a later drain of the same node would adopt. The sweep lists the Deployments,
+ * takes those whose record names node (any node when NULL: the controller; its own: the agent), and
+ * restores each one whose drain is no longer under way: the node is gone, carries no drain record whose
+ * deadline is still ahead, or has no pod of that Deployment left (a drain under way with pods of it on the
+ * node adopts the record and restores it itself). Restores follow drain_surge's rules (replicas someone
+ * else changed are left alone, the record removed); every API failure is retried with backoff. It starts at
+ * once; freeing it cancels what is under way (the records stay for the next sweep). */
+struct drain_surge_sweep;
+int drain_surge_sweep_new(struct kube_client *c, const char *node, struct drain_surge_sweep **ret);
+struct drain_surge_sweep *drain_surge_sweep_free(struct drain_surge_sweep *sw);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_surge_sweep *, drain_surge_sweep_free);
+/* Every record found was restored or left to its drain (true for NULL). */
+bool drain_surge_sweep_done(const struct drain_surge_sweep *sw);
+/* Records found, and Deployments restored so far. */
+void drain_surge_sweep_counts(const struct drain_surge_sweep *sw, unsigned *ret_found,
+                              unsigned *ret_restored);

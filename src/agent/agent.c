@@ -19,6 +19,7 @@
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/surge.h"
 
 #define ID_BACKOFF_BASE (200ULL * 1000ULL)
 
@@ -83,6 +84,8 @@ struct agent {
         struct backoff id_backoff;
         bool identified;
         struct kube_call *node_call;
+        struct drain_surge_sweep
+            *surge_sweep; /* Deployments left raised for this node by a process before */
 
         /* polling */
         struct slot slots[_PATH_MAX];
@@ -434,6 +437,9 @@ static void identified(struct agent *a)
                 r = path ? kube_get(a->kube, path, on_node, a, &a->node_call) : -ENOMEM;
                 if (r < 0)
                         log_warning_errno(r, "agent: cannot check node %s's providerID, ignoring", a->node);
+                r = a->surge_sweep ? 0 : drain_surge_sweep_new(a->kube, a->node, &a->surge_sweep);
+                if (r < 0)
+                        log_warning_errno(r, "agent: cannot look for deployments left surged, ignoring");
         }
         tick(a);
 }
@@ -615,6 +621,7 @@ struct agent *agent_free(struct agent *a)
         timer_cancel(a->tick_timer);
         timer_cancel(a->id_timer);
         kube_call_cancel(a->node_call);
+        drain_surge_sweep_free(a->surge_sweep);
         dispatch_free(a->dispatch);
         free(a->node);
         free(a->instance_id);

@@ -23,6 +23,7 @@ static const struct {
         [ALERT_QUEUE_UNREADABLE] = { "queue-unreadable", "QueueUnreadable", true },
         [ALERT_NOTICE_REJECTED] = { "notice-rejected", "NoticeRejected", true },
         [ALERT_DRAIN_AT_RISK] = { "drain-at-risk", "DrainAtRisk", true },
+        [ALERT_SURGE_NO_ROOM] = { "surge-no-room", "SurgeNoRoom", true },
 };
 
 struct alert_sink {

@@ -298,8 +298,8 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
         int r;
         if (d->cfg->drain.surge == DRAIN_SURGE_OFF)
                 return 0;
-        r = drain_surge_new(d->client, d->node, (enum drain_surge_mode)d->cfg->drain.surge, surge_learnt,
-                            &changed, &sg);
+        r = drain_surge_new(d->client, d->node, (enum drain_surge_mode)d->cfg->drain.surge, NULL,
+                            surge_learnt, &changed, &sg);
         for (int pass = 0; r >= 0 && pass < 2; pass++) {
                 for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(di); i++)
                         r = drain_surge_input(sg, di, i);

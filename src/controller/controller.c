@@ -21,6 +21,7 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sqs.h"
+#include "spotdrain/surge.h"
 
 #define SEC                      UINT64_C(1000000)
 #define MAX_POLLS                4
@@ -117,6 +118,8 @@ struct controller {
         struct drain_ledger *ledger;
         /* Stop and startup times learnt from every pod, kept in a ConfigMap; NULL without configuration. */
         struct drain_estimates *estimates;
+        /* Deployments an earlier leader left raised (made on becoming leader, once the nodes are known). */
+        struct drain_surge_sweep *surge_sweep;
 
         unsigned ops_in_flight; /* fire-and-forget visibility changes (counted for a clean stop) */
         struct timer *stop_timer;
@@ -1009,6 +1012,10 @@ static void resume_drains(struct controller *c)
                         log_warning_errno(r, "cannot resume the drain of %s", name);
         }
         dispatch_stats(c->dispatch, &c->stats.dispatch);
+        /* After the resumes: a record whose drain carries on is that drain's to restore. */
+        int r = c->surge_sweep ? 0 : drain_surge_sweep_new(c->kube, NULL, &c->surge_sweep);
+        if (r < 0)
+                log_warning_errno(r, "cannot look for deployments left surged, ignoring");
 }
 
 /* ---- node informer ---- */
@@ -1064,6 +1071,7 @@ static void deactivate(struct controller *c)
         c->stats.leader = false;
         polls_cancel(c);
         dispatch_reset(c->dispatch);
+        c->surge_sweep = drain_surge_sweep_free(c->surge_sweep); /* the next leader sweeps again */
         while (c->n_msgs > 0) {
                 struct cmsg *m = c->msgs[c->n_msgs - 1];
                 set_visibility(c, m->handle, 0);
@@ -1360,6 +1368,7 @@ struct controller *controller_free(struct controller *c)
         free(c->drains);
         drain_ledger_free(c->ledger);
         drain_estimates_free(c->estimates);
+        drain_surge_sweep_free(c->surge_sweep);
         for (size_t i = 0; i < c->n_deletes; i++)
                 pending_delete_clear(&c->deletes[i]);
         free(c->deletes);

@@ -1343,7 +1343,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         if (r < 0)
                 return r;
         if (o->surge != DRAIN_SURGE_OFF &&
-            (r = drain_surge_new(c, x->node, o->surge, surge_changed, x, &x->surge)) < 0)
+            (r = drain_surge_new(c, x->node, o->surge, x->bus, surge_changed, x, &x->surge)) < 0)
                 return r;
         x->ledger = o->ledger;
         if (!x->ledger) {

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/pdb.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/surge.h"
 #include "spotdrain/util.h"
 
@@ -18,6 +20,8 @@
 #define FINISH_WAIT_USEC (10 * USEC_PER_SEC) /* a drain's end waits this long for its restores at most */
 #define RETRY_BASE_USEC  (200 * 1000ULL)
 #define RETRY_MAX_USEC   (5 * USEC_PER_SEC)
+#define ROOM_FIRST_USEC  (1 * USEC_PER_SEC) /* the scheduler's first try at a surged pod */
+#define ROOM_MAX_USEC    (5 * USEC_PER_SEC)
 
 enum dep_state {
         DEP_NEW,       /* nothing asked yet */
@@ -42,7 +46,12 @@ struct dep {
         bool fresh;   /* read since the last PATCH (a restore reads first) */
         uint64_t surged_usec;
         int wanted, left; /* this round: its pods that the plan surges, its pods still on the node */
-        struct kube_call *call, *hpa_call;
+        bool counted;     /* a round has counted them (an adopted record is not restored before) */
+        char *selector;   /* spec.selector.matchLabels as a label selector */
+        struct kube_call *call, *hpa_call, *room_call;
+        struct timer *room_timer; /* the next look at whether its new pods found room */
+        struct backoff room_backoff;
+        bool room_reported;
         bool hpa_pending;
         struct backoff backoff;
         struct timer *retry;
@@ -50,6 +59,7 @@ struct dep {
 
 struct drain_surge {
         struct kube_client *c;
+        struct alert_bus *bus; /* may be NULL */
         char *node;
         enum drain_surge_mode mode;
         void (*changed)(void *userdata);
@@ -75,7 +85,10 @@ static void dep_free(struct dep *d)
                 return;
         kube_call_cancel(d->call);
         kube_call_cancel(d->hpa_call);
+        kube_call_cancel(d->room_call);
         timer_cancel(d->retry);
+        timer_cancel(d->room_timer);
+        free(d->selector);
         free(d->ns);
         free(d->name);
         free(d->rv);
@@ -97,7 +110,8 @@ struct drain_surge *drain_surge_free(struct drain_surge *sg)
 }
 
 int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mode mode,
-                    void (*changed)(void *userdata), void *userdata, struct drain_surge **ret)
+                    struct alert_bus *bus, void (*changed)(void *userdata), void *userdata,
+                    struct drain_surge **ret)
 {
         struct drain_surge *sg = calloc(1, sizeof(*sg));
         if (!sg || !(sg->node = strdup(node))) {
@@ -105,6 +119,7 @@ int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mo
                 return -ENOMEM;
         }
         sg->c = c;
+        sg->bus = bus;
         sg->mode = mode;
         sg->changed = changed;
         sg->userdata = userdata;
@@ -128,6 +143,7 @@ static void notify(struct drain_surge *sg)
 }
 
 static void finish_check(struct drain_surge *sg);
+static void room_later(struct dep *d);
 
 /* ---- which Deployment a pod is of ---- */
 
@@ -152,28 +168,38 @@ static struct dep *dep_find(struct drain_surge *sg, const char *ns, const char *
         return NULL;
 }
 
+char *drain_surge_deployment_of(const struct kube_pod *p)
+{
+        return p ? deployment_of(p) : NULL;
+}
+
+static struct dep *dep_add(struct drain_surge *sg, const char *ns, const char *name)
+{
+        struct dep **a = realloc(sg->deps, (sg->n_deps + 1) * sizeof(*a));
+        if (!a)
+                return NULL;
+        sg->deps = a;
+        struct dep *d = calloc(1, sizeof(*d));
+        if (!d || !(d->ns = strdup(ns)) || !(d->name = strdup(name))) {
+                if (d)
+                        free(d->ns);
+                free(d);
+                return NULL;
+        }
+        d->sg = sg;
+        d->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);
+        d->room_backoff = BACKOFF_INIT(ROOM_FIRST_USEC, ROOM_MAX_USEC);
+        sg->deps[sg->n_deps++] = d;
+        return d;
+}
+
 static struct dep *dep_of(struct drain_surge *sg, const struct kube_pod *p, bool add)
 {
         _cleanup_free_ char *name = deployment_of(p);
         if (!name || !p->namespace)
                 return NULL;
         struct dep *d = dep_find(sg, p->namespace, name);
-        if (d || !add)
-                return d;
-        struct dep **a = realloc(sg->deps, (sg->n_deps + 1) * sizeof(*a));
-        if (!a)
-                return NULL;
-        sg->deps = a;
-        d = calloc(1, sizeof(*d));
-        if (!d || !(d->ns = strdup(p->namespace))) {
-                free(d);
-                return NULL;
-        }
-        d->name = TAKE_PTR(name);
-        d->sg = sg;
-        d->backoff = BACKOFF_INIT(RETRY_BASE_USEC, RETRY_MAX_USEC);
-        sg->deps[sg->n_deps++] = d;
-        return d;
+        return d || !add ? d : dep_add(sg, p->namespace, name);
 }
 
 /* ---- learning a Deployment ---- */
@@ -234,6 +260,24 @@ static int max_surge(const cJSON *dep, int replicas)
         return intorstr_scaled(&s, replicas, true);
 }
 
+/* spec.selector.matchLabels as "k=v,k2=v2" (the pods the room check lists); NULL without one. */
+static void dep_selector(struct dep *d, const cJSON *spec)
+{
+        const cJSON *l;
+        char *sel = NULL;
+        cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive(
+                                   cJSON_GetObjectItemCaseSensitive(spec, "selector"), "matchLabels")) {
+                if (!cJSON_IsString(l))
+                        continue;
+                char *n = strprintf("%s%s%s=%s", sel ? sel : "", sel ? "," : "", l->string, l->valuestring);
+                free(sel);
+                if (!(sel = n))
+                        break;
+        }
+        free(d->selector);
+        d->selector = sel;
+}
+
 /* Reads the Deployment: whether it can surge, and a record of ours to adopt. True when it carries ours. */
 static bool dep_learn(struct dep *d, const cJSON *obj)
 {
@@ -245,6 +289,7 @@ static bool dep_learn(struct dep *d, const cJSON *obj)
         d->replicas = int_at(obj, "spec.replicas", 1);
         d->can = max_surge(obj, d->replicas) >= 1 &&
                  !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "paused"));
+        dep_selector(d, spec);
 
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
@@ -279,6 +324,7 @@ static bool dep_learn(struct dep *d, const cJSON *obj)
                 log_info("deployment %s/%s was surged for %s before (replicas %d -> %d): adopted", d->ns,
                          d->name, d->sg->node, orig, to);
                 d->state = DEP_SURGED;
+                room_later(d);
         }
         return true;
 }
@@ -313,10 +359,16 @@ static void get_done(struct kube_client *c, struct kube_result *r, void *userdat
         }
         bool ours = dep_learn(d, r->object);
         if (d->state == DEP_RESTORING) {
-                if (ours)
+                if (ours) {
                         dep_act(d);
-                else
-                        restore_done(c, &(struct kube_result){ 0 }, d); /* nothing left to put back */
+                        return;
+                }
+                /* The record went meanwhile (another restore, or a user): nothing left to put back. */
+                log_debug("deployment %s/%s carries no record of %s any more", d->ns, d->name, d->sg->node);
+                d->state = DEP_RESTORED;
+                backoff_reset(&d->backoff);
+                notify(d->sg);
+                finish_check(d->sg);
                 return;
         }
         dep_known(d);
@@ -413,6 +465,106 @@ static int dep_patch(struct dep *d, const char *body, kube_done_fn done)
                             done, d, &d->call);
 }
 
+/* ---- room for the surged pods ---- */
+
+static void room_look(struct dep *d);
+
+static void room_fire(void *userdata)
+{
+        struct dep *d = userdata;
+        d->room_timer = NULL;
+        room_look(d);
+}
+
+/* Looks again after a while: the scheduler tries a pending pod again as nodes come and go. */
+static void room_later(struct dep *d)
+{
+        if (d->state == DEP_SURGED && !d->room_reported && !d->room_timer)
+                (void)timer_start_in(kube_client_loop(d->sg->c), backoff_next(&d->room_backoff), room_fire,
+                                     d, &d->room_timer);
+}
+
+/* Whether the scheduler found no node for the pod (PodScheduled False, Unschedulable). */
+static bool unschedulable(const cJSON *pod)
+{
+        const cJSON *c;
+        if (kube_object_str(pod, "spec.nodeName") || kube_object_str(pod, "metadata.deletionTimestamp"))
+                return false;
+        cJSON_ArrayForEach (c, cJSON_GetObjectItemCaseSensitive(
+                                   cJSON_GetObjectItemCaseSensitive(pod, "status"), "conditions"))
+                if (streq_ptr(kube_object_str(c, "type"), "PodScheduled") &&
+                    streq_ptr(kube_object_str(c, "status"), "False") &&
+                    streq_ptr(kube_object_str(c, "reason"), "Unschedulable"))
+                        return true;
+        return false;
+}
+
+static void format_cpu(int64_t millis, char *buf, size_t n)
+{
+        if (millis % 1000 == 0)
+                snprintf(buf, n, "%lld", (long long)(millis / 1000));
+        else
+                snprintf(buf, n, "%lldm", (long long)millis);
+}
+
+static void format_memory(int64_t bytes, char *buf, size_t n)
+{
+        static const char *const units[] = { "Ki", "Mi", "Gi", "Ti" };
+        int u = -1;
+        while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+                bytes /= 1024;
+                u++;
+        }
+        snprintf(buf, n, "%lld%s", (long long)bytes, u >= 0 ? units[u] : "");
+}
+
+static void room_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        const cJSON *o;
+        struct prov_request need = { 0 };
+        unsigned n = 0, total = 0;
+        d->room_call = NULL;
+        cJSON_ArrayForEach (o, kube_list_items(r->error >= 0 ? r->object : NULL)) {
+                struct provisioner_pod pp;
+                total++;
+                if (!unschedulable(o) || provisioner_pod_from_json(o, &pp) < 0)
+                        continue;
+                n++;
+                need.cpu_millis += pp.req.cpu_millis;
+                need.memory_bytes += pp.req.memory_bytes;
+        }
+        if (n == 0) {
+                /* Every pod it wants is there and placed: nothing more to look for. */
+                if (r->error < 0 || total < (unsigned)d->to)
+                        room_later(d);
+                return;
+        }
+        char cpu[32], memory[32], pods[16], name[512];
+        format_cpu(need.cpu_millis, cpu, sizeof(cpu));
+        format_memory(need.memory_bytes, memory, sizeof(memory));
+        snprintf(pods, sizeof(pods), "%u", n);
+        snprintf(name, sizeof(name), "%s/%s", d->ns, d->name);
+        const char *fields[] = { "deployment", name, "pods", pods, "cpu", cpu, "memory", memory, NULL };
+        d->room_reported = true;
+        /* Its old pods wait on the node for the new ones: the drain now hangs on replacement capacity. */
+        alert_emit(d->sg->bus, ALERT_SURGE_NO_ROOM, d->sg->node, fields,
+                   "surge of %s needs room for %u pod%s (cpu %s, memory %s) on another node: none has it; "
+                   "its pods on %s wait for replacement capacity",
+                   name, n, n == 1 ? "" : "s", cpu, memory, d->sg->node);
+}
+
+/* Lists the Deployment's pods and reports the surged ones no node has room for (once). */
+static void room_look(struct dep *d)
+{
+        _cleanup_free_ char *path = kube_path(NULL, "v1", d->ns, "pods", NULL, NULL);
+        struct kube_list_options lo = { .label_selector = d->selector };
+        if (!d->sg->bus || !d->selector || d->state != DEP_SURGED || d->room_reported || d->room_call)
+                return;
+        if (!path || kube_list(d->sg->c, path, &lo, room_done, d, &d->room_call) < 0)
+                room_later(d);
+}
+
 static void raise_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct dep *d = userdata;
@@ -441,6 +593,7 @@ static void raise_done(struct kube_client *c, struct kube_result *r, void *userd
         backoff_reset(&d->backoff);
         log_info("deployment %s/%s surged for the drain of %s: %s", d->ns, d->name, d->sg->node,
                  d->rollout ? "rollout restarted" : "replicas raised");
+        room_later(d);
         notify(d->sg);
         if (d->sg->finishing)
                 dep_act(d);
@@ -507,7 +660,7 @@ static void dep_act(struct dep *d)
                         dep_raise(d);
                 break;
         case DEP_SURGED:
-                if (d->left == 0 || d->sg->finishing)
+                if ((d->counted && d->left == 0) || d->sg->finishing)
                         dep_restore(d);
                 break;
         case DEP_RESTORING:
@@ -550,8 +703,10 @@ void drain_surge_round(struct drain_surge *sg, const struct drain_inputs *di, co
 {
         if (!sg || !plan)
                 return;
-        for (size_t i = 0; i < sg->n_deps; i++)
+        for (size_t i = 0; i < sg->n_deps; i++) {
                 sg->deps[i]->wanted = sg->deps[i]->left = 0;
+                sg->deps[i]->counted = true;
+        }
         for (size_t i = first; i < first + n && i < plan->n_pods; i++) {
                 const struct kube_pod *kp = drain_inputs_pod(di, i);
                 struct dep *d = kp ? dep_of(sg, kp, false) : NULL;
@@ -617,6 +772,25 @@ int drain_surge_finish(struct drain_surge *sg, void (*done)(void *userdata), voi
                 return 0;
         }
         return 1;
+}
+
+int drain_surge_restore_record(struct drain_surge *sg, const char *ns, const char *name)
+{
+        struct dep *d = dep_find(sg, ns, name);
+        if (d)
+                return -EALREADY;
+        if (!(d = dep_add(sg, ns, name)))
+                return -ENOMEM;
+        /* Read first: the record is adopted from what the Deployment carries now, not from the caller. */
+        d->state = DEP_RESTORING;
+        d->fresh = false;
+        dep_restore(d);
+        return 0;
+}
+
+bool drain_surge_restoring(const struct drain_surge *sg)
+{
+        return sg && restores_pending(sg);
 }
 
 bool drain_surge_learning(const struct drain_surge *sg)

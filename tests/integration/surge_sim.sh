@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Surge before evict (#20) end to end through `spotdrain simulate --json`: a one-replica Deployment under
 # minAvailable: 1 drains on its replacement's startup plus its own stop, with no PDB breach, nothing forced or
-# killed and its replica count put back; the same with an HPA (rollout path); drain.surge: off and a
+# killed and its replica count put back; the same with an HPA (rollout path) and with no room elsewhere (the
+# surge-no-room alert, the replacement capacity asked for at the notice); drain.surge: off and a
 # StatefulSet (never surged) still end forced, which is what the surge saves.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -39,6 +40,23 @@ run hpa "$ROOT/examples/surge-hpa.yaml" --log-level info
 surged_ok hpa
 grep -q 'deployment shop/checkout surged for the drain of spot-a: rollout restarted' "$TEST_TMP/hpa.log" ||
 	fail "hpa: the rollout was not restarted"
+
+log "no room elsewhere: surge-no-room names the missing room, the replacement asked for at the notice takes the pod"
+run noroom "$ROOT/examples/surge-no-room.yaml" --log-level info
+# The replacement node is Ready 30 s after the notice (5 s); the new pod starts there in 20 s, the old one stops
+# in 5 s: drained after the replacement's Ready, through the surge, before the 125 s deadline.
+jq -e '.pdb_breaches == 0 and (has("replicas_changed") | not) and .nodes[0].pods_forced == 0 and
+	.nodes[0].pods_killed == 0 and (.replacements | length) == 1 and .replacements[0].requested_at < 6 and
+	.nodes[0].drained_at > .replacements[0].ready_at + 20 and .nodes[0].drained_at < 70 and
+	([.alerts[] | select(.kind == "surge-no-room")] | length) == 1 and
+	([.alerts[] | select(.kind == "surge-no-room")][0].message |
+		test("surge of shop/checkout needs room for 1 pod \\(cpu 500m, memory 512Mi\\) on another node: none has it")) and
+	([.alerts[] | select(.kind == "surge-no-room")][0].at < .replacements[0].ready_at)' "$TEST_TMP/noroom.json" \
+	>/dev/null || fail "noroom: expected the surge to wait for the replacement: $(cat "$TEST_TMP/noroom.json")"
+[ "$(cat "$TEST_TMP/noroom.rc")" -eq 0 ] || fail "noroom: simulate exited $(cat "$TEST_TMP/noroom.rc")"
+# Where od-1 has room (the single-replica run above) nothing says otherwise.
+jq -e '[.alerts[] | select(.kind == "surge-no-room")] | length == 0' "$TEST_TMP/single.json" >/dev/null ||
+	fail "single: surge-no-room raised although od-1 has room"
 
 log "drain.surge: off: the pod is forced around its PDB at its last safe moment (a breach)"
 printf 'drain:\n  surge: "off"\n' >"$TEST_TMP/off.yaml"
