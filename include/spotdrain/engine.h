@@ -40,7 +40,7 @@ struct drain_settings {
         double expected_shutdown_fraction;
         uint64_t eviction_retry_floor_usec;
         char **critical_priority_classes;
-        int surge; /* enum drain_surge_mode (drain.h) */
+        int surge;                 /* enum drain_surge_mode (drain.h) */
         char *estimates_configmap; /* "" = stop and startup estimates are not kept */
 };
 struct config_section;
