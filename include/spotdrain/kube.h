@@ -426,6 +426,10 @@ struct kube_selector {
 };
 int kube_selector_parse(const cJSON *sel, struct kube_selector *ret);
 void kube_selector_clear(struct kube_selector *s);
+/* A selector in its text form, as kubectl's --selector and a list's labelSelector have it: comma-separated
+ * !key, key, key=value (or ==), key!=value, key in (a,b), key notin (a,b). "" matches everything.
+ * -EINVAL when it cannot be read, -ENOMEM. */
+int kube_selector_parse_text(const char *text, struct kube_selector *ret);
 bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels);
 
 struct kube_pdb {
