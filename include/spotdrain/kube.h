@@ -307,6 +307,11 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
  * whose key and effect exist replaces its value; removing matches key and effect (effect NULL: any). */
 int kube_node_taint(struct kube_client *c, const char *node, const struct kube_taint *t, bool add,
                     kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* Read-modify-write of one label that the caller owns by its value: add sets key=value only when the node
+ * has no such key (someone else's is left as it is); remove deletes it only while its value is value. The
+ * result is the node as patched, or as read when there was nothing to change. Retried on 409 Conflict. */
+int kube_node_label_owned(struct kube_client *c, const char *node, const char *key, const char *value,
+                          bool add, kube_done_fn done, void *userdata, struct kube_call **ret_call);
 /* Merge patch of metadata.labels (annotations=false) or metadata.annotations: values[i] NULL removes
  * keys[i]. */
 int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations, const char *const *keys,
