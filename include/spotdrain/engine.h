@@ -5,6 +5,8 @@
  *  - cordons it (spec.unschedulable) and adds the NoSchedule taint SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the
  * key is configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
  *    nothing new lands there and other tools can see why;
+ *  - labels it SPOTDRAIN_LABEL_EXCLUDE_LB (drain.exclude_from_load_balancers) where it has no such label, so
+ *    that load balancers deregister it; no eviction goes out before that label and the cordon are answered;
  *  - records SPOTDRAIN_ANNOTATION_DRAIN on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
  *  - watches the node's pods and every PDB, measures startup times of the pods' siblings, plans (drain.h),
  *    and raises drain-infeasible at once when the plan says the deadline cannot be met;
@@ -42,6 +44,7 @@ struct drain_settings {
         char **critical_priority_classes;
         int surge;                 /* enum drain_surge_mode (drain.h) */
         char *estimates_configmap; /* "" = stop and startup estimates are not kept */
+        bool exclude_from_load_balancers;
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -370,6 +373,8 @@ struct drain_exec_options {
         uint64_t margin_usec;   /* safety margin kept before the deadline */
         enum drain_policy policy;
         const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
+        /* SPOTDRAIN_LABEL_EXCLUDE_LB is set on the node (where absent) and answered before any eviction. */
+        bool exclude_from_load_balancers;
         bool evict_daemonsets;
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */

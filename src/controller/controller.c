@@ -883,6 +883,14 @@ static void on_kube_done(struct kube_client *k, struct kube_result *r, void *use
                                   r->message ? r->message : "");
 }
 
+/* The load balancers' label (drain.exclude_from_load_balancers) goes, but only the one spotdrain set. */
+static int lb_include(struct controller *c, const char *node)
+{
+        return kube_node_label_owned(c->kube, node, SPOTDRAIN_LABEL_EXCLUDE_LB,
+                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, false, on_kube_done,
+                                     (void *)"removing the load balancers' label", NULL);
+}
+
 static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
@@ -892,6 +900,11 @@ static int op_soft_taint(void *userdata, const char *node, bool add)
         if (add)
                 log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
                            SPOTDRAIN_TAINT_REBALANCE);
+        /* A rebalance drains nothing; its revert undoes the load balancers' label an earlier drain of the
+         * node may have left, when spotdrain set it. */
+        int r = add ? 0 : lb_include(c, node);
+        if (r < 0)
+                return r;
         return kube_node_taint(c->kube, node, &t, add, on_kube_done,
                                add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
                                NULL);
@@ -906,6 +919,8 @@ static int op_uncordon(void *userdata, const char *node)
                                                     : SPOTDRAIN_TAINT_INTERRUPTION) };
         int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
                                 NULL);
+        if (r >= 0)
+                r = lb_include(c, node);
         if (r < 0)
                 return r;
         return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);

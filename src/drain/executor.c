@@ -90,6 +90,12 @@ struct drain_exec {
          * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
          * yet (the cordon and the first evictions go out on separate connections). */
         bool cordon_answered;
+        /* The exclude-from-external-load-balancers label (exclude_lb): evictions wait for its answer as
+         * for the cordon's, so that no pod goes while the node still gets new connections. */
+        bool exclude_lb, lb_answered;
+        struct kube_call *lb_call;
+        struct timer *lb_retry;
+        struct backoff lb_backoff;
 
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
@@ -844,8 +850,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                  * once; one that was refused before is forced. A pod under a PDB is evicted only with a
                  * slot from the ledger (shared by every drain of the process, earliest deadline first):
                  * without one it waits, and the ledger wakes us when a slot may be ours. */
-                if (!gated && x->cordon_answered && p->state != XPOD_MULTI &&
-                    (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
+                if (!gated && x->cordon_answered && (!x->exclude_lb || x->lb_answered) &&
+                    p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
                         if (!takes_slot)
@@ -1198,14 +1204,52 @@ static void annotate_done(struct kube_client *c, struct kube_result *r, void *us
                 log_debug_errno(r->error, "cannot record the drain on node %s", x->node);
 }
 
+static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
+static int lb_label(struct drain_exec *x)
+{
+        return kube_node_label_owned(x->c, x->node, SPOTDRAIN_LABEL_EXCLUDE_LB,
+                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, true, lb_done, x, &x->lb_call);
+}
+
+static void lb_again(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->lb_retry = NULL;
+        if (!x->finished && !x->lb_call && lb_label(x) < 0)
+                x->lb_call = NULL;
+}
+
+static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->lb_call = NULL;
+        if (r->error < 0 && r->error != -ENOENT) {
+                const char *fields[] = { "node", x->node, NULL };
+                uint64_t delay = backoff_next(&x->lb_backoff);
+                log_full(LOG_WARNING, r->error, fields,
+                         "cannot label %s %s (%s), draining anyway and trying again in %.1f s", x->node,
+                         SPOTDRAIN_LABEL_EXCLUDE_LB, r->message ? r->message : "no answer",
+                         (double)delay / 1e6);
+                if (timer_start_in(x->loop, delay, lb_again, x, &x->lb_retry) < 0)
+                        x->lb_retry = NULL;
+        }
+        /* A missing node is reported by the cordon. */
+        x->lb_answered = true;
+        kick(x);
+}
+
 static int start_node_changes(struct drain_exec *x)
 {
         struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
         int r;
 
         x->cordon_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
+        x->lb_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
         r = kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
         if (r < 0)
+                return r;
+        if (x->exclude_lb && (r = lb_label(x)) < 0)
                 return r;
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
@@ -1227,12 +1271,14 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         timer_cancel(x->kick);
         timer_cancel(x->wake);
         timer_cancel(x->cordon_retry);
+        timer_cancel(x->lb_retry);
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
+        kube_call_cancel(x->lb_call);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
                 kube_call_cancel(x->startup_calls[i].call);
                 free(x->startup_calls[i].owner_key);
@@ -1294,6 +1340,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
         x->leave_emptydir = o->leave_emptydir;
+        x->exclude_lb = o->exclude_from_load_balancers;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
         x->expected_shutdown_fraction =
             o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_EXPECTED_SHUTDOWN;

@@ -37,6 +37,10 @@ static const struct config_item drain_items[] = {
           drain_policies, 0, CONFIG_NO_RANGE, false },
         { "drain.taint_key", CONFIG_STRING, "" SPOTDRAIN_TAINT_INTERRUPTION, OFF(taint_key),
           "NoSchedule taint put on a node being drained", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.exclude_from_load_balancers", CONFIG_BOOL, "true", OFF(exclude_from_load_balancers),
+          "label a node being drained " SPOTDRAIN_LABEL_EXCLUDE_LB " before its first eviction, so that "
+          "load balancers stop sending it traffic; removed where the drain is undone, when spotdrain set it",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(ignore_daemonsets),
           "leave DaemonSet pods on the node", NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.delete_emptydir_data", CONFIG_BOOL, "true", OFF(delete_emptydir_data),
@@ -77,6 +81,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
         o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
         o->surge = (enum drain_surge_mode)cfg->drain.surge;
+        o->exclude_from_load_balancers = cfg->drain.exclude_from_load_balancers;
 }
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

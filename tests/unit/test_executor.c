@@ -249,6 +249,102 @@ static void test_feasible_drain(void **state)
         fx_free(f);
 }
 
+/* The change log (resourceVersion order): the first node change that carries label key = value, and the
+ * first pod change that carries a deletionTimestamp (an eviction or delete answered). */
+struct first_changes {
+        const char *key, *value;
+        uint64_t label_rv, delete_rv;
+};
+
+static void find_label(const struct sim_change *c, void *userdata)
+{
+        struct first_changes *fc = userdata;
+        const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(c->object, "metadata"), "labels");
+        if (!fc->label_rv &&
+            streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItem(labels, fc->key)), fc->value))
+                fc->label_rv = c->rv;
+}
+
+static void find_delete(const struct sim_change *c, void *userdata)
+{
+        struct first_changes *fc = userdata;
+        if (!fc->delete_rv && kube_object_str(c->object, "metadata.deletionTimestamp"))
+                fc->delete_rv = c->rv;
+}
+
+static struct first_changes first_changes(struct fx *f, const char *key, const char *value)
+{
+        struct first_changes fc = { .key = key, .value = value };
+        sim_lock(f->sim);
+        assert_int_equal(sim_changes_since(f->sim, SIM_NODE, NULL, 0, find_label, &fc), 0);
+        assert_int_equal(sim_changes_since(f->sim, SIM_POD, NULL, 0, find_delete, &fc), 0);
+        sim_unlock(f->sim);
+        return fc;
+}
+
+static const char *node_label(struct fx *f, const char *key, char *buf, size_t len)
+{
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "labels");
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(labels, key));
+        snprintf(buf, len, "%s", v ? v : "");
+        cJSON_Delete(node);
+        return v ? buf : NULL;
+}
+
+#define ONE_POD_NO_PDB                                                                              \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"             \
+        "events: []\n"
+
+/* drain.exclude_from_load_balancers: the label is written, and answered, before the first eviction; a
+ * label someone else put there is left as it is (and so never taken for spotdrain's). */
+static void test_exclude_label_before_eviction(void **state)
+{
+        char buf[64];
+        struct fx *f = fx_new("name: exclude-lb\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        struct first_changes fc =
+            first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_true(fc.delete_rv > fc.label_rv);
+        fx_free(f);
+
+        f = fx_new("name: exclude-lb-theirs\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        cJSON *patch =
+            cJSON_Parse("{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB "\":\"ops\"}}}");
+        struct sim_answer a = { 0 };
+        sim_lock(f->sim);
+        assert_int_equal(
+            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
+        sim_unlock(f->sim);
+        assert_int_equal(a.status, 200);
+        cJSON_Delete(a.body);
+        cJSON_Delete(patch);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_string_equal(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)), "ops");
+        fx_free(f);
+
+        /* Off: no label. */
+        f = fx_new("name: exclude-lb-off\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_null(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)));
+        fx_free(f);
+}
+
 /* maxUnavailable 1 over 4 pods that take 2 s to start: four waves, 7 s at best. The floor between
  * blind retries is set to 5 s, so only retrying on the PDB status change can finish near 7 s; a retry on
  * any timer of seconds would need 15 s or more. */
@@ -657,6 +753,7 @@ int main(void)
                 cmocka_unit_test(test_startup_median),
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
+                cmocka_unit_test(test_exclude_label_before_eviction),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
