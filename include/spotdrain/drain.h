@@ -63,12 +63,14 @@ struct drain_pod_in {
         const char *priority_class; /* spec.priorityClassName, may be NULL */
         uint64_t grace_usec;        /* terminationGracePeriodSeconds */
         uint64_t shutdown_usec; /* observed SIGTERM → exit; 0 = unknown (the grace period is assumed) */
-        bool do_not_disrupt;    /* karpenter.sh/do-not-disrupt: drained anyway (the node is going), warned */
-        bool mirror;            /* static pod mirror: never evicted */
-        bool emptydir;          /* its emptyDir data is lost: warned */
-        bool ready;             /* the Ready condition is true */
-        bool pending;           /* phase Pending: the eviction API lets it go without consulting PDBs */
-        bool deleting;          /* has a deletionTimestamp */
+        /* karpenter.sh/do-not-disrupt: "true" or spotdrain.io/keep-until-last-moment (keys.h): not evicted
+         * before its last safe moment, so that it can finish its work; stopped then (the node is going) */
+        bool do_not_disrupt;
+        bool mirror;   /* static pod mirror: never evicted */
+        bool emptydir; /* its emptyDir data is lost: warned */
+        bool ready;    /* the Ready condition is true */
+        bool pending;  /* phase Pending: the eviction API lets it go without consulting PDBs */
+        bool deleting; /* has a deletionTimestamp */
         /* When the delete of a deleting pod was requested (deletionTimestamp - deletionGracePeriodSeconds);
          * 0 = unknown, in which case its replacement is assumed to be counted in the PDB status already. */
         uint64_t deleted_at_usec;

@@ -18,7 +18,10 @@
  *  - finishes when every pod to go is gone (a pod with the same name but a new UID counts as gone):
  *    drain-completed, or at the deadline with pods left: deadline-missed.
  * DaemonSet pods and mirror pods are left (configurable); bare pods and pods with emptyDir volumes are
- * evicted with a warning; the agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
+ * evicted with a warning; pods annotated karpenter.sh/do-not-disrupt: "true" or
+ * spotdrain.io/keep-until-last-moment keep running until their last safe moment and are evicted then with
+ * grace min(their grace, time left - margin), forced as any other pod when that eviction is refused; the
+ * agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
 #pragma once
 
 #include <cjson/cJSON.h>

@@ -13,6 +13,9 @@
  *                                drain's start before any eviction (drain.exclude_from_load_balancers) ...
  *  SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE  ... to this value, which says spotdrain set it: only such a label is
  *                                removed where a drain is undone
+ *  SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT  Karpenter's pod annotation ("true"): not evicted early; it keeps
+ *                                running until its last safe moment, then is stopped with a grace that fits
+ *  SPOTDRAIN_ANNOTATION_KEEP     the same asked of spotdrain alone (any value)
  *  SPOTDRAIN_TAG_REPLACES        EC2 tag of a replacement instance: the instance it replaces
  *  SPOTDRAIN_TAG_REPLACED_PREFIX Auto Scaling group tag SPOTDRAIN_TAG_REPLACED_PREFIX INSTANCE: the
  *                                group's capacity was raised for that instance already
@@ -20,11 +23,13 @@
  * The simulator (src/sim) spells them out itself on purpose: it checks what the product writes. */
 #pragma once
 
-#define SPOTDRAIN_TAINT_INTERRUPTION     "spotdrain.io/interruption"
-#define SPOTDRAIN_TAINT_REBALANCE        "spotdrain.io/rebalance"
-#define SPOTDRAIN_ANNOTATION_DRAIN       "spotdrain.io/drain"
-#define SPOTDRAIN_ANNOTATION_SURGE       "spotdrain.io/surge"
-#define SPOTDRAIN_LABEL_EXCLUDE_LB       "node.kubernetes.io/exclude-from-external-load-balancers"
-#define SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE "spotdrain"
-#define SPOTDRAIN_TAG_REPLACES           "spotdrain.io/replaces"
-#define SPOTDRAIN_TAG_REPLACED_PREFIX    "spotdrain.io/replaced-"
+#define SPOTDRAIN_TAINT_INTERRUPTION        "spotdrain.io/interruption"
+#define SPOTDRAIN_TAINT_REBALANCE           "spotdrain.io/rebalance"
+#define SPOTDRAIN_ANNOTATION_DRAIN          "spotdrain.io/drain"
+#define SPOTDRAIN_ANNOTATION_SURGE          "spotdrain.io/surge"
+#define SPOTDRAIN_LABEL_EXCLUDE_LB          "node.kubernetes.io/exclude-from-external-load-balancers"
+#define SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE    "spotdrain"
+#define SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT "karpenter.sh/do-not-disrupt"
+#define SPOTDRAIN_ANNOTATION_KEEP           "spotdrain.io/keep-until-last-moment"
+#define SPOTDRAIN_TAG_REPLACES              "spotdrain.io/replaces"
+#define SPOTDRAIN_TAG_REPLACED_PREFIX       "spotdrain.io/replaced-"

@@ -529,7 +529,8 @@ static void warn_pod(struct drain_exec *x, size_t i)
                          p->namespace, p->name);
         if (pp->warnings & DRAIN_WARN_DO_NOT_DISRUPT)
                 log_full(LOG_WARNING, 0, fields,
-                         "pod %s/%s is marked do-not-disrupt; drained anyway, the node is going away",
+                         "pod %s/%s is marked do-not-disrupt: kept running until its last safe moment, "
+                         "then stopped, the node is going away",
                          p->namespace, p->name);
 }
 
@@ -723,10 +724,11 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         kick(x);
 }
 
-/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL. */
-static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb)
+/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
+ * grace < 0: the pod's own. */
+static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb, int64_t grace)
 {
-        int r = kube_evict(x->c, p->namespace, p->name, p->uid, -1, evict_done, p, &p->call);
+        int r = kube_evict(x->c, p->namespace, p->name, p->uid, grace, evict_done, p, &p->call);
         if (r < 0) {
                 if (grant_pdb && *grant_pdb) {
                         drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
@@ -841,6 +843,14 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         continue;
 
                 bool due = x->policy == DRAIN_POLICY_FORCE && now >= pp->last_safe_usec;
+                /* A do-not-disrupt pod keeps running until its last safe moment, then goes with a grace
+                 * that still fits before the deadline. */
+                if (pin->do_not_disrupt && now < pp->last_safe_usec) {
+                        next = MIN(next, pp->last_safe_usec);
+                        continue;
+                }
+                const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
+                int64_t grace = pin->do_not_disrupt ? force_grace(x, kp, now) : -1;
                 /* Critical pods go once the normal ones are on their way, or when their own time runs out.
                  */
                 bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
@@ -855,13 +865,13 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
                         if (!takes_slot)
-                                issued = evict(x, p, NULL) >= 0;
+                                issued = evict(x, p, NULL, grace) >= 0;
                         else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
                                 if (g > 0)
-                                        issued = evict(x, p, &grant) >= 0;
+                                        issued = evict(x, p, &grant, grace) >= 0;
                         }
                         if (issued)
                                 continue;
@@ -869,8 +879,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
                 /* Force phase: the last moment a graceful stop still ends before the deadline. */
                 if (due && now >= p->force_at) {
-                        const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
-                        int64_t grace = force_grace(x, kp, now);
+                        grace = force_grace(x, kp, now);
                         p->call = kube_call_cancel(p->call);
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
                                             &p->call) < 0) {

@@ -7,6 +7,7 @@
 #include "drain/drain_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -259,7 +260,8 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
             grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
                 return -ENOMEM;
 
-        const char *dnd = kube_pod_annotation(&p, "karpenter.sh/do-not-disrupt");
+        const char *dnd = kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
+        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_KEEP);
         di->kpods[di->n_pods] = p;
         p = (struct kube_pod){ 0 };
         const struct kube_pod *kp = &di->kpods[di->n_pods];
@@ -273,7 +275,7 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 .priority = kp->has_priority ? kp->priority : 0,
                 .priority_class = kp->priority_class,
                 .grace_usec = kp->grace_seconds > 0 ? (uint64_t)kp->grace_seconds * 1000000 : 0,
-                .do_not_disrupt = streq_ptr(dnd, "true"),
+                .do_not_disrupt = keep,
                 .mirror = kp->mirror,
                 .emptydir = kp->has_emptydir,
                 .ready = kp->ready,

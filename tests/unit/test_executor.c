@@ -345,6 +345,56 @@ static void test_exclude_label_before_eviction(void **state)
         fx_free(f);
 }
 
+/* The grace the Job pod of namespace ci was deleted with; -1 while it is not deleting. */
+static int64_t job_deleting(struct fx *f)
+{
+        cJSON *items = NULL;
+        const cJSON *p;
+        int64_t grace = -1;
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "ci", &items), 0);
+        sim_unlock(f->sim);
+        cJSON_ArrayForEach (p, items)
+                if (kube_object_str(p, "metadata.deletionTimestamp"))
+                        grace = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(
+                            cJSON_GetObjectItem(p, "metadata"), "deletionGracePeriodSeconds"));
+        cJSON_Delete(items);
+        return grace;
+}
+
+/* A do-not-disrupt Job pod keeps running while the others go, and is stopped at its last safe moment
+ * (30 s - 2 s margin - its 10 s grace = 18 s) with the grace left, gracefully: not forced, not killed. */
+static void test_do_not_disrupt_kept(void **state)
+{
+        struct fx *f = fx_new(
+            "name: dnd\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: batch, namespace: ci, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 10, shutdown_seconds: 1,\n"
+            "     annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\n"
+            "events: []\n",
+            10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        bool never = false;
+        fx_start(f, &o);
+        int64_t grace = -1;
+        for (int i = 0; i < 4000 && (grace = job_deleting(f)) < 0 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t stopped = clk_now() - f->started;
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 0); /* the others went long before */
+        assert_true(stopped >= 17 * SEC);
+        assert_true(stopped < 28 * SEC);
+        /* What is left before deadline - margin, which is more than its 1 s stop. */
+        assert_true(grace >= 8 && grace <= 10);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 3);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(sim_pods_on(f, "spot-a", "ci"), 0);
+        fx_free(f);
+}
+
 /* maxUnavailable 1 over 4 pods that take 2 s to start: four waves, 7 s at best. The floor between
  * blind retries is set to 5 s, so only retrying on the PDB status change can finish near 7 s; a retry on
  * any timer of seconds would need 15 s or more. */
@@ -754,6 +804,7 @@ int main(void)
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
+                cmocka_unit_test(test_do_not_disrupt_kept),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
