@@ -2,9 +2,9 @@
  * (struct drain_input, drain.h) from Kubernetes objects.
  *
  * What the executor does to a node, in order:
- *  - cordons it (spec.unschedulable) and adds the NoSchedule taint SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the
- * key is configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
- *    nothing new lands there and other tools can see why;
+ *  - cordons it (spec.unschedulable) and adds the NoSchedule (drain.taint_effect) taint
+ * SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the key is configurable: drain.taint_key) whose value is the notice
+ * kind ("spot-interruption", ...), so that nothing new lands there and other tools can see why;
  *  - labels it SPOTDRAIN_LABEL_EXCLUDE_LB (drain.exclude_from_load_balancers) where it has no such label, so
  *    that load balancers deregister it; no eviction goes out before that label and the cordon are answered;
  *  - records SPOTDRAIN_ANNOTATION_DRAIN on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
@@ -48,6 +48,14 @@ struct drain_settings {
         int surge;                 /* enum drain_surge_mode (drain.h) */
         char *estimates_configmap; /* "" = stop and startup estimates are not kept */
         bool exclude_from_load_balancers;
+        int taint_effect; /* enum drain_taint_effect */
+        bool cordon_only;
+        char **skip_namespaces;
+        char *skip_pod_selector; /* "" or NULL: none */
+};
+enum drain_taint_effect {
+        DRAIN_TAINT_NO_SCHEDULE,
+        DRAIN_TAINT_NO_EXECUTE,
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -376,8 +384,16 @@ struct drain_exec_options {
         uint64_t margin_usec;   /* safety margin kept before the deadline */
         enum drain_policy policy;
         const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
+        bool taint_no_execute; /* the taint's effect is NoExecute, not NoSchedule */
         /* SPOTDRAIN_LABEL_EXCLUDE_LB is set on the node (where absent) and answered before any eviction. */
         bool exclude_from_load_balancers;
+        /* Cordon, taint and label only: nothing is evicted or deleted; the drain ends when the pods are
+         * gone (another drainer's work) or at the deadline. */
+        bool cordon_only;
+        /* Pods left alone entirely: in these namespaces (NULL-terminated; NULL: none), or matching this
+         * label selector (kubectl's syntax; NULL or "": none). */
+        const char *const *skip_namespaces;
+        const char *skip_pod_selector;
         bool evict_daemonsets;
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */

@@ -48,7 +48,9 @@ struct xpod {
         uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
         char *grant_pdb;   /* the PDB whose ledger slot the eviction under way holds, NULL none */
         bool warned;
-        bool leave; /* not part of the drain (emptyDir data kept by configuration) */
+        /* not part of the drain (emptyDir data kept, or a namespace or selector skipped, by configuration)
+         */
+        bool leave;
         /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
          * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
         cJSON *ghost;
@@ -73,9 +75,11 @@ struct drain_exec {
         uint64_t deadline, margin, default_startup, floor;
         double expected_shutdown_fraction;
         enum drain_policy policy;
-        bool evict_daemonsets, leave_emptydir;
-        struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
-        int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
+        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute;
+        char **skip_namespaces;
+        struct kube_selector skip_selector; /* present: pods it matches are left */
+        struct drain_surge *surge;          /* the Deployments it surges (surge.h) */
+        int wait_outcome, wait_error;       /* finish() waiting for their restores: its outcome + 1, error */
 
         struct kube_informer *pods_inf;
         unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
@@ -224,6 +228,19 @@ static bool has_emptydir(const cJSON *pod)
         return false;
 }
 
+/* Pods the configuration leaves alone: in a skipped namespace, or matching the skip selector. */
+static bool skipped(const struct drain_exec *x, const cJSON *obj, const char *ns)
+{
+        for (char **n = x->skip_namespaces; n && *n; n++)
+                if (streq_ptr(*n, ns))
+                        return true;
+        if (!x->skip_selector.present)
+                return false;
+        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+        return kube_pod_parse(obj, &kp) >= 0 &&
+               kube_selector_matches(&x->skip_selector, kp.labels, kp.n_labels);
+}
+
 static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, const char *name,
                     const char *uid)
 {
@@ -234,7 +251,8 @@ static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, cons
         struct xpod *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (struct xpod){ .x = x, .leave = x->leave_emptydir && has_emptydir(obj) };
+        *p = (struct xpod){ .x = x,
+                            .leave = (x->leave_emptydir && has_emptydir(obj)) || skipped(x, obj, ns) };
         if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
             !(p->key = strprintf("%s/%s", p->namespace, name)) || (uid && !(p->uid = strdup(uid)))) {
                 xpod_free(p);
@@ -1077,6 +1095,11 @@ static void act(struct drain_exec *x)
                 finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
                 return;
         }
+        /* Beside another drainer: its evictions, not ours; this drain watches the node empty out. */
+        if (x->cordon_only) {
+                arm_wake(x, x->deadline);
+                return;
+        }
         drain_surge_round(x->surge, x->inputs, x->plan, x->slice.first_pod, x->n_own);
         r = issue(x, now);
         if (r < 0) {
@@ -1250,7 +1273,9 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
 
 static int start_node_changes(struct drain_exec *x)
 {
-        struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
+        struct kube_taint t = { .key = x->taint_key,
+                                .value = x->kind,
+                                .effect = (char *)(x->no_execute ? "NoExecute" : "NoSchedule") };
         int r;
 
         x->cordon_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
@@ -1288,6 +1313,8 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
         kube_call_cancel(x->lb_call);
+        kube_selector_clear(&x->skip_selector);
+        strv_free(x->skip_namespaces);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
                 kube_call_cancel(x->startup_calls[i].call);
                 free(x->startup_calls[i].owner_key);
@@ -1325,6 +1352,23 @@ static int dup_opt(const char *s, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
+/* A copy of a NULL-terminated list (NULL: none), NULL-terminated; elements copied so far stay on failure. */
+static int dup_strv(const char *const *src, char ***ret, size_t *ret_n)
+{
+        *ret_n = 0;
+        for (const char *const *s = src; s && *s; s++) {
+                char **a = realloc(*ret, (*ret_n + 2) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                *ret = a;
+                a[*ret_n + 1] = NULL;
+                if (!(a[*ret_n] = strdup(*s)))
+                        return -ENOMEM;
+                (*ret_n)++;
+        }
+        return 0;
+}
+
 int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct drain_exec_options *o,
                      drain_exec_done_fn done, void *userdata, struct drain_exec **ret)
 {
@@ -1349,7 +1393,19 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
         x->leave_emptydir = o->leave_emptydir;
+        x->cordon_only = o->cordon_only;
+        x->no_execute = o->taint_no_execute;
         x->exclude_lb = o->exclude_from_load_balancers;
+        if (!isempty(o->skip_pod_selector) &&
+            (r = kube_selector_parse_text(o->skip_pod_selector, &x->skip_selector)) < 0) {
+                if (r == -EINVAL)
+                        log_error("drain.skip_pod_selector: cannot read the label selector '%s'",
+                                  o->skip_pod_selector);
+                return r;
+        }
+        size_t n_skip;
+        if (dup_strv(o->skip_namespaces, &x->skip_namespaces, &n_skip) < 0)
+                return -ENOMEM;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
         x->expected_shutdown_fraction =
             o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_EXPECTED_SHUTDOWN;
@@ -1364,15 +1420,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
             dup_opt(isempty(o->instance_id) ? NULL : o->instance_id, &x->instance_id) < 0 ||
             dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0)
                 return -ENOMEM;
-        for (const char *const *s = o->critical_classes; s && *s; s++) {
-                char **a = realloc(x->critical, (x->n_critical + 1) * sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                x->critical = a;
-                if (!(x->critical[x->n_critical] = strdup(*s)))
-                        return -ENOMEM;
-                x->n_critical++;
-        }
+        if (dup_strv(o->critical_classes, &x->critical, &x->n_critical) < 0)
+                return -ENOMEM;
 
         r = start_node_changes(x);
         if (r < 0)

@@ -395,6 +395,68 @@ static void test_do_not_disrupt_kept(void **state)
         fx_free(f);
 }
 
+#define SKIPPED_PODS                                                                                   \
+        "  - {name: infra, namespace: kept, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"  \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"                \
+        "  - {name: pinned, namespace: shop, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+
+/* drain.skip_namespaces and drain.skip_pod_selector leave their pods alone; drain.taint_effect NoExecute. */
+static void test_skip_and_taint_effect(void **state)
+{
+        struct fx *f = fx_new("name: skip\n" NODES "workloads:\n" SKIPPED_PODS ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        const char *const skip_ns[] = { "other", "kept", NULL };
+        o.skip_namespaces = skip_ns;
+        o.skip_pod_selector = "app in (pinned, nothing)";
+        o.taint_no_execute = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        assert_int_equal(sim_pods_on(f, "spot-a", "kept"), 1);
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 1); /* pinned */
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        const cJSON *t =
+            cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"), 0);
+        assert_string_equal(kube_object_str(t, "key"), SPOTDRAIN_TAINT_INTERRUPTION);
+        assert_string_equal(kube_object_str(t, "effect"), "NoExecute");
+        cJSON_Delete(node);
+        fx_free(f);
+
+        /* A selector that cannot be read stops the drain at its start. */
+        f = fx_new("name: skip-bad\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.skip_pod_selector = "app in (x";
+        assert_int_equal(drain_exec_start(f->client, f->bus, &o, on_done, f, &f->x), -EINVAL);
+        fx_free(f);
+}
+
+/* drain.cordon_only: cordoned, tainted and labelled, and no eviction or delete is ever written: the pods
+ * are another drainer's; the deadline ends the drain with them left. */
+static void test_cordon_only(void **state)
+{
+        struct fx *f = fx_new("name: cordon-only\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(8 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.cordon_only = true;
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_int_equal(f->result.evicted, 0);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(f->result.left, 2);
+        struct first_changes fc =
+            first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_int_equal(fc.delete_rv, 0);
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable")));
+        cJSON_Delete(node);
+        fx_free(f);
+}
+
 /* maxUnavailable 1 over 4 pods that take 2 s to start: four waves, 7 s at best. The floor between
  * blind retries is set to 5 s, so only retrying on the PDB status change can finish near 7 s; a retry on
  * any timer of seconds would need 15 s or more. */
@@ -805,6 +867,8 @@ int main(void)
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
                 cmocka_unit_test(test_do_not_disrupt_kept),
+                cmocka_unit_test(test_skip_and_taint_effect),
+                cmocka_unit_test(test_cordon_only),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
