@@ -11,6 +11,7 @@
 
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
+#include "controller/volumes.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -130,6 +131,9 @@ struct controller {
         struct trust_policy trust;
         struct trust_limiter limiter;
         struct sns_gate *sns; /* controller.verify_sns_signature */
+        /* Lifecycle actions waiting for their node's VolumeAttachments to be gone before completing. */
+        struct lc_wait **lc_waits;
+        size_t n_lc_waits;
 
         struct controller_stats stats;
 };
@@ -974,9 +978,70 @@ static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
         return op_lifecycle(userdata, n, false);
 }
 
+struct lc_wait {
+        struct controller *c;
+        struct notice n;
+        char *node;
+        struct volume_wait *w;
+};
+
+static void lc_wait_remove(struct controller *c, struct lc_wait *lw)
+{
+        for (size_t i = 0; i < c->n_lc_waits; i++)
+                if (c->lc_waits[i] == lw) {
+                        c->lc_waits[i] = c->lc_waits[--c->n_lc_waits];
+                        break;
+                }
+        volume_wait_free(lw->w);
+        free(lw->node);
+        free(lw);
+}
+
+static void lc_volumes_done(struct volume_wait *w, unsigned left, bool timed_out, void *userdata)
+{
+        struct lc_wait *lw = userdata;
+        struct controller *c = lw->c;
+        if (timed_out)
+                log_warning("%u VolumeAttachment%s of %s still there at the lifecycle action's time; "
+                            "completing it anyway",
+                            left, left == 1 ? "" : "s", lw->node);
+        else
+                log_info("the VolumeAttachments of %s are gone", lw->node);
+        if (op_lifecycle(c, &lw->n, true) < 0)
+                log_debug("cannot complete the lifecycle action of %s", lw->n.instance_id);
+        lc_wait_remove(c, lw);
+}
+
+/* The instance terminates as soon as the action is completed: first its node's volumes are to be
+ * detached (within the action's time, the notice's deadline), so that the pods' replacements elsewhere
+ * can attach them at once. */
 static int op_lifecycle_complete(void *userdata, const struct notice *n)
 {
-        return op_lifecycle(userdata, n, true);
+        struct controller *c = userdata;
+        const char *node = c->dispatch ? dispatch_node_for_instance(c->dispatch, n->instance_id) : NULL;
+        struct lc_wait *lw, **a;
+
+        if (!node || !c->kube)
+                return op_lifecycle(c, n, true);
+        if (!(a = realloc(c->lc_waits, (c->n_lc_waits + 1) * sizeof(*a))))
+                return -ENOMEM;
+        c->lc_waits = a;
+        if (!(lw = calloc(1, sizeof(*lw))) || !(lw->node = strdup(node))) {
+                free(lw);
+                return op_lifecycle(c, n, true);
+        }
+        lw->c = c;
+        lw->n = *n;
+        uint64_t now = clk_now();
+        int r = volume_wait_start(c->kube, node, n->deadline > now ? n->deadline : now, lc_volumes_done, lw,
+                                  &lw->w);
+        if (r < 0) {
+                free(lw->node);
+                free(lw);
+                return op_lifecycle(c, n, true);
+        }
+        c->lc_waits[c->n_lc_waits++] = lw;
+        return 0;
 }
 
 static void op_ticket_done(void *userdata, uint64_t ticket, int error)
@@ -1378,6 +1443,9 @@ struct controller *controller_free(struct controller *c)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
         sns_gate_free(c->sns);
+        while (c->n_lc_waits > 0)
+                lc_wait_remove(c, c->lc_waits[c->n_lc_waits - 1]);
+        free(c->lc_waits);
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);

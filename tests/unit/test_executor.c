@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "controller/volumes.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -457,6 +458,85 @@ static void test_cordon_only(void **state)
         fx_free(f);
 }
 
+/* ---- the wait for a node's VolumeAttachments (controller/volumes.c), against the same simulator ---- */
+
+struct vwait {
+        bool done, timed_out;
+        unsigned left;
+        uint64_t at;
+};
+
+static void vwait_done(struct volume_wait *w, unsigned left, bool timed_out, void *userdata)
+{
+        struct vwait *v = userdata;
+        *v = (struct vwait){ .done = true, .timed_out = timed_out, .left = left, .at = clk_now() };
+}
+
+/* Two StatefulSet pods with volumes on spot-a (cordoned, so that their successors go elsewhere), deleted
+ * at once: they exit after 1 s, their volumes detach 4 s later; the wait ends then, not before. With a
+ * deadline nearer than that, it ends at the deadline and says how many were left. */
+static void test_volume_wait(void **state)
+{
+        struct fx *f = fx_new(
+            "name: volumes\n" NODES "workloads:\n"
+            "  - {name: db, namespace: shop, kind: StatefulSet, replicas: 2, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1,\n"
+            "     volume_detach_seconds: 4}\n"
+            "events: []\n",
+            10);
+        struct volume_wait *w = NULL;
+        struct vwait v = { 0 };
+        cJSON *items = NULL;
+
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_VOLUMEATTACHMENT, NULL, &items), 0);
+        sim_unlock(f->sim);
+        assert_int_equal(volume_attachments_on(items, "spot-a"), 2);
+        assert_int_equal(volume_attachments_on(items, "od-1"), 0);
+        cJSON_Delete(items);
+
+        /* Not deleted: the deadline (2 s) ends the wait with both still attached. */
+        uint64_t t0 = clk_now();
+        assert_int_equal(volume_wait_start(f->client, "spot-a", t0 + 2 * SEC, vwait_done, &v, &w), 0);
+        assert_false(v.done);
+        assert_int_equal(loop_run_until(f->loop, &v.done, REAL_BOUND), 0);
+        assert_true(v.timed_out);
+        assert_int_equal(v.left, 2);
+        assert_true(v.at >= t0 + 2 * SEC);
+        w = volume_wait_free(w);
+
+        cJSON *cordon = cJSON_Parse("{\"spec\":{\"unschedulable\":true}}");
+        struct sim_answer a = { 0 };
+        sim_lock(f->sim);
+        assert_int_equal(
+            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", cordon, &a), 0);
+        cJSON_Delete(a.body);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "shop", &items), 0);
+        const cJSON *p;
+        cJSON_ArrayForEach (p, items) {
+                a = (struct sim_answer){ 0 };
+                assert_int_equal(sim_delete_pod(f->sim, "shop", kube_object_str(p, "metadata.name"), -1,
+                                                NULL, "test", &a),
+                                 0);
+                cJSON_Delete(a.body);
+        }
+        sim_unlock(f->sim);
+        cJSON_Delete(items);
+        cJSON_Delete(cordon);
+
+        v = (struct vwait){ 0 };
+        t0 = clk_now();
+        assert_int_equal(volume_wait_start(f->client, "spot-a", t0 + 30 * SEC, vwait_done, &v, &w), 0);
+        assert_int_equal(loop_run_until(f->loop, &v.done, REAL_BOUND), 0);
+        assert_false(v.timed_out);
+        assert_int_equal(v.left, 0);
+        /* exit at 1 s + detach 4 s, seen by the next look (every second) */
+        assert_true(v.at >= t0 + 4 * SEC + SEC / 2);
+        assert_true(v.at < t0 + 8 * SEC);
+        volume_wait_free(w);
+        fx_free(f);
+}
+
 /* maxUnavailable 1 over 4 pods that take 2 s to start: four waves, 7 s at best. The floor between
  * blind retries is set to 5 s, so only retrying on the PDB status change can finish near 7 s; a retry on
  * any timer of seconds would need 15 s or more. */
@@ -869,6 +949,7 @@ int main(void)
                 cmocka_unit_test(test_do_not_disrupt_kept),
                 cmocka_unit_test(test_skip_and_taint_effect),
                 cmocka_unit_test(test_cordon_only),
+                cmocka_unit_test(test_volume_wait),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
