@@ -52,6 +52,7 @@ struct drain_settings {
         bool cordon_only;
         char **skip_namespaces;
         char *skip_pod_selector; /* "" or NULL: none */
+        bool out_of_service_taint;
 };
 enum drain_taint_effect {
         DRAIN_TAINT_NO_SCHEDULE,
@@ -394,6 +395,9 @@ struct drain_exec_options {
          * label selector (kubectl's syntax; NULL or "": none). */
         const char *const *skip_namespaces;
         const char *skip_pod_selector;
+        /* When the drain ends with the node empty (nothing left on it but DaemonSet and mirror pods), or
+         * at the deadline (the instance is gone), the node is tainted SPOTDRAIN_TAINT_OUT_OF_SERVICE. */
+        bool out_of_service_taint;
         bool evict_daemonsets;
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */

@@ -16,6 +16,9 @@
  *  SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT  Karpenter's pod annotation ("true"): not evicted early; it keeps
  *                                running until its last safe moment, then is stopped with a grace that fits
  *  SPOTDRAIN_ANNOTATION_KEEP     the same asked of spotdrain alone (any value)
+ *  SPOTDRAIN_TAINT_OUT_OF_SERVICE  the taint of a node that is empty or gone (drain.out_of_service_taint),
+ *                                value SPOTDRAIN_OUT_OF_SERVICE_VALUE, effect NoExecute: the pods left on it
+ *                                are deleted and their volumes detached at once (non-graceful node shutdown)
  *  SPOTDRAIN_TAG_REPLACES        EC2 tag of a replacement instance: the instance it replaces
  *  SPOTDRAIN_TAG_REPLACED_PREFIX Auto Scaling group tag SPOTDRAIN_TAG_REPLACED_PREFIX INSTANCE: the
  *                                group's capacity was raised for that instance already
@@ -31,5 +34,7 @@
 #define SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE    "spotdrain"
 #define SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT "karpenter.sh/do-not-disrupt"
 #define SPOTDRAIN_ANNOTATION_KEEP           "spotdrain.io/keep-until-last-moment"
+#define SPOTDRAIN_TAINT_OUT_OF_SERVICE      "node.kubernetes.io/out-of-service"
+#define SPOTDRAIN_OUT_OF_SERVICE_VALUE      "nodeshutdown"
 #define SPOTDRAIN_TAG_REPLACES              "spotdrain.io/replaces"
 #define SPOTDRAIN_TAG_REPLACED_PREFIX       "spotdrain.io/replaced-"

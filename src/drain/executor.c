@@ -75,7 +75,7 @@ struct drain_exec {
         uint64_t deadline, margin, default_startup, floor;
         double expected_shutdown_fraction;
         enum drain_policy policy;
-        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute;
+        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
         char **skip_namespaces;
         struct kube_selector skip_selector; /* present: pods it matches are left */
         struct drain_surge *surge;          /* the Deployments it surges (surge.h) */
@@ -583,6 +583,41 @@ char *drain_exec_left_names(const struct drain_exec *x)
         return TAKE_PTR(b.data);
 }
 
+/* Without userdata: a call still under way when the client goes is freed without its callback. */
+static void oos_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        if (r->error < 0 && r->error != -ENOENT)
+                log_warning_errno(r->error, "cannot add the %s taint: %s", SPOTDRAIN_TAINT_OUT_OF_SERVICE,
+                                  r->message ? r->message : "no answer");
+}
+
+/* Whether the node holds nothing but what is never drained (DaemonSet and mirror pods, the agent's own):
+ * a pod the configuration keeps there (a skip, emptyDir data) is still running, and the out-of-service
+ * taint would have it deleted under it. */
+static bool node_empty(const struct drain_exec *x)
+{
+        for (size_t i = 0; i < x->n_pods; i++)
+                if (x->pods[i]->leave && x->pods[i]->state != XPOD_GONE)
+                        return false;
+        return true;
+}
+
+/* drain.out_of_service_taint: a node that is empty or gone (its deadline came) is tainted
+ * node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, so that what is left there is deleted and its
+ * volumes detach at once rather than after the attach/detach controller's 6 minutes. Sent on its own: it
+ * outlives the executor. */
+static void taint_out_of_service(struct drain_exec *x, enum drain_exec_outcome outcome)
+{
+        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_OUT_OF_SERVICE,
+                                .value = (char *)SPOTDRAIN_OUT_OF_SERVICE_VALUE,
+                                .effect = (char *)"NoExecute" };
+        if (!x->out_of_service || outcome == DRAIN_EXEC_ERROR ||
+            (outcome == DRAIN_EXEC_DRAINED && !node_empty(x)))
+                return;
+        if (kube_node_taint(x->c, x->node, &t, true, oos_done, NULL, NULL) < 0)
+                log_warning("cannot taint %s %s", x->node, SPOTDRAIN_TAINT_OUT_OF_SERVICE);
+}
+
 static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why);
 static void surge_restored(void *userdata)
 {
@@ -621,6 +656,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 drain_ledger_leave(x->ledger, x);
         x->joined = false;
 
+        taint_out_of_service(x, outcome);
         x->result.outcome = outcome;
         x->result.error = error;
         x->result.finished_usec = now;
@@ -1395,6 +1431,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->leave_emptydir = o->leave_emptydir;
         x->cordon_only = o->cordon_only;
         x->no_execute = o->taint_no_execute;
+        x->out_of_service = o->out_of_service_taint;
         x->exclude_lb = o->exclude_from_load_balancers;
         if (!isempty(o->skip_pod_selector) &&
             (r = kube_selector_parse_text(o->skip_pod_selector, &x->skip_selector)) < 0) {

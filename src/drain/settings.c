@@ -70,6 +70,11 @@ static const struct config_item drain_items[] = {
         { "drain.skip_pod_selector", CONFIG_STRING, "", OFF(skip_pod_selector),
           "label selector (as kubectl's --selector: a=b,c!=d,e in (f,g),!h) of pods a drain leaves alone",
           NULL, 0, CONFIG_NO_RANGE, false, check_selector },
+        { "drain.out_of_service_taint", CONFIG_BOOL, "false", OFF(out_of_service_taint),
+          "taint a node that is empty or gone " SPOTDRAIN_TAINT_OUT_OF_SERVICE
+          "=" SPOTDRAIN_OUT_OF_SERVICE_VALUE
+          ":NoExecute, so that its pods' volumes are detached at once (non-graceful node shutdown)",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(ignore_daemonsets),
           "leave DaemonSet pods on the node", NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.delete_emptydir_data", CONFIG_BOOL, "true", OFF(delete_emptydir_data),
@@ -115,6 +120,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->cordon_only = cfg->drain.cordon_only;
         o->skip_namespaces = (const char *const *)cfg->drain.skip_namespaces;
         o->skip_pod_selector = cfg->drain.skip_pod_selector;
+        o->out_of_service_taint = cfg->drain.out_of_service_taint;
 }
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

@@ -458,6 +458,82 @@ static void test_cordon_only(void **state)
         fx_free(f);
 }
 
+#define DS_POD                                                        \
+        "  - {name: agent, namespace: monitoring, kind: DaemonSet,\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+
+static bool node_has_taint(struct fx *f, const char *key, const char *value, const char *effect)
+{
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        const cJSON *t;
+        bool found = false;
+        cJSON_ArrayForEach (t, cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"))
+                found |= streq_ptr(kube_object_str(t, "key"), key) &&
+                         streq_ptr(kube_object_str(t, "value"), value) &&
+                         streq_ptr(kube_object_str(t, "effect"), effect);
+        cJSON_Delete(node);
+        return found;
+}
+
+static bool oos_tainted(struct fx *f)
+{
+        return node_has_taint(f, SPOTDRAIN_TAINT_OUT_OF_SERVICE, SPOTDRAIN_OUT_OF_SERVICE_VALUE,
+                              "NoExecute");
+}
+
+/* Runs the loop until the node has the out-of-service taint (bounded); whether it came. */
+static bool fx_wait_oos(struct fx *f)
+{
+        bool never = false;
+        for (int i = 0; i < 300 && !oos_tainted(f); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        return oos_tainted(f);
+}
+
+/* drain.out_of_service_taint: the node empty (only the DaemonSet's pod left) is tainted
+ * out-of-service=nodeshutdown:NoExecute; one where a skipped pod still runs is not, as it is not empty;
+ * at the deadline (the instance gone) it is, whatever is left. Off: never. */
+static void test_out_of_service_taint(void **state)
+{
+        struct fx *f = fx_new("name: oos\n" NODES "workloads:\n" DS_POD ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.out_of_service_taint = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_true(fx_wait_oos(f));
+        assert_int_equal(sim_pods_on(f, "spot-a", "monitoring"), 1);
+        fx_free(f);
+
+        f = fx_new("name: oos-skipped\n" NODES "workloads:\n" SKIPPED_PODS ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        const char *const skip_ns[] = { "kept", NULL };
+        o.out_of_service_taint = true;
+        o.skip_namespaces = skip_ns;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_false(fx_wait_oos(f));
+        fx_free(f);
+
+        f = fx_new("name: oos-deadline\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(6 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.out_of_service_taint = true;
+        o.cordon_only = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_true(fx_wait_oos(f));
+        fx_free(f);
+
+        f = fx_new("name: oos-off\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_false(fx_wait_oos(f));
+        fx_free(f);
+}
+
 /* ---- the wait for a node's VolumeAttachments (controller/volumes.c), against the same simulator ---- */
 
 struct vwait {
@@ -950,6 +1026,7 @@ int main(void)
                 cmocka_unit_test(test_skip_and_taint_effect),
                 cmocka_unit_test(test_cordon_only),
                 cmocka_unit_test(test_volume_wait),
+                cmocka_unit_test(test_out_of_service_taint),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
