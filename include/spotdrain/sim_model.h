@@ -43,6 +43,7 @@ enum sim_kind {
         /* storage.k8s.io/v1, one per volume of a pod of a workload with volume_detach_seconds, from the
          * pod's binding until that long after the pod is gone (the CSI driver's detach) */
         SIM_VOLUMEATTACHMENT,
+        SIM_SERVICE, /* core/v1, one per workload whose scenario has service: true (type LoadBalancer) */
         _SIM_KIND_MAX,
 };
 

@@ -16,6 +16,7 @@ static const struct resource resources[] = {
         { "", "v1", "pods", "pod", "Pod", true, SIM_POD, "po", true },
         { "", "v1", "events", "event", "Event", true, SIM_EVENT, "ev", false },
         { "", "v1", "configmaps", "configmap", "ConfigMap", true, SIM_CONFIGMAP, "cm", false },
+        { "", "v1", "services", "service", "Service", true, SIM_SERVICE, "svc", true },
         { "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, SIM_DAEMONSET, "ds", true },
         { "apps", "v1", "deployments", "deployment", "Deployment", true, SIM_DEPLOYMENT, "deploy", true },
         { "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, SIM_REPLICASET, "rs", true },

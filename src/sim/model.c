@@ -39,6 +39,7 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_HPA] = "horizontalpodautoscalers",
         [SIM_CONFIGMAP] = "configmaps",
         [SIM_VOLUMEATTACHMENT] = "volumeattachments",
+        [SIM_SERVICE] = "services",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
@@ -1244,7 +1245,8 @@ static int world_build(struct sim *s)
                     !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)) ||
                     !(w->annotations = cJSON_CreateObject()) ||
                     !(w->tmpl_annotations = cJSON_Duplicate(w->sc->annotations, true)) ||
-                    (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))))
+                    (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))) ||
+                    (w->sc->has_service && !(w->svc_uid = sim_new_uid(s))))
                         return -ENOMEM;
                 s->n_wls++;
                 /* The labels every pod of it carries (pod_labels of a stand-in pod). */

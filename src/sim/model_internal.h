@@ -54,6 +54,7 @@ struct sim_sc_workload {
         /* its pods mount a volume (a VolumeAttachment on their node), detached this long after they are
          * gone; < 0: no volume */
         double volume_detach;
+        bool has_service; /* a LoadBalancer Service selects its pods */
 };
 
 /* A VolumeAttachment (volumes.c): attached from its pod's binding, deleted detach_at after the pod left. */
@@ -158,6 +159,7 @@ struct sim_workload {
         cJSON *annotations, *tmpl_annotations;
         int64_t generation;
         char *hpa_uid; /* its HorizontalPodAutoscaler's (sc->has_hpa) */
+        char *svc_uid; /* its Service's (sc->has_service) */
         struct sim_old_rs *old_rs;
         size_t n_old_rs;
         int next_ordinal_or_index;
@@ -318,6 +320,7 @@ void sim_va_free_all(struct sim *s);
 
 /* render.c */
 cJSON *sim_render_va(struct sim *s, const struct sim_va *va);
+cJSON *sim_render_service(struct sim *s, const struct sim_workload *w);
 cJSON *sim_render_node(struct sim *s, const struct sim_node *n);
 cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p);
 cJSON *sim_render_pdb(struct sim *s, const struct sim_pdb *d);

@@ -584,6 +584,23 @@ cJSON *sim_render_scale(struct sim *s, const struct sim_workload *w)
         return jdone(&b, o);
 }
 
+/* A LoadBalancer Service in front of the workload's pods (selector app: NAME): what the service
+ * controller and the AWS Load Balancer Controller put into target groups. */
+cJSON *sim_render_service(struct sim *s, const struct sim_workload *w)
+{
+        struct jb b = { true };
+        cJSON *o = jhead(&b, "v1", "Service");
+        jmeta(&b, s, o, w->sc->name, w->sc->ns, w->svc_uid, w->rv, WORLD_BORN);
+        cJSON *spec = jobj(&b, o, "spec");
+        jstr(&b, spec, "type", "LoadBalancer");
+        jstr(&b, jobj(&b, spec, "selector"), "app", w->sc->name);
+        cJSON *port = jobj(&b, jarr(&b, spec, "ports"), NULL);
+        jstr(&b, port, "protocol", "TCP");
+        jnum(&b, port, "port", 80);
+        jnum(&b, port, "targetPort", 8080);
+        return jdone(&b, o);
+}
+
 /* storage.k8s.io/v1, as the attach/detach controller writes it for a CSI volume (the EBS driver's). */
 cJSON *sim_render_va(struct sim *s, const struct sim_va *va)
 {
