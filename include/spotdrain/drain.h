@@ -50,6 +50,10 @@ struct drain_node_in {
         const char *name;
         uint64_t deadline_usec; /* the instance is gone at this instant */
         uint64_t margin_usec;   /* safety margin kept before the deadline */
+        /* drain.lb_deregistration_seconds: pods behind a Service (drain_pod_in.behind_service) are not
+         * evicted before this instant (the exclude label's answer plus the target group's deregistration
+         * delay), so that the load balancers stop sending them connections first; 0 = none. */
+        uint64_t lb_hold_usec;
 };
 
 struct drain_pod_in {
@@ -88,6 +92,8 @@ struct drain_pod_in {
         /* shutdown_usec comes from stops of its owner's pods that were seen; false: it is a guess (or 0),
          * which the graded verdict (drain_grade_node) does not take as a fact. */
         bool shutdown_seen;
+        /* A Service selects it: held until its node's lb_hold_usec. */
+        bool behind_service;
 };
 
 struct drain_pdb_in {
@@ -217,6 +223,10 @@ struct drain_plan_node {
         enum drain_verdict verdict;
         int limiting_pdb; /* -1 for none */
         size_t n_to_go, n_forced, n_killed, n_left;
+        /* The time reserved for the load balancers: pods behind a Service to go (n_lb_held) keep running
+         * until lb_hold_usec; n_lb_held 0 when none is held. */
+        uint64_t lb_hold_usec;
+        size_t n_lb_held;
         char *reason; /* one line for humans */
 };
 

@@ -53,6 +53,7 @@ struct drain_settings {
         char **skip_namespaces;
         char *skip_pod_selector; /* "" or NULL: none */
         bool out_of_service_taint;
+        uint64_t lb_deregistration_usec;
 };
 enum drain_taint_effect {
         DRAIN_TAINT_NO_SCHEDULE,
@@ -171,6 +172,10 @@ int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec
 int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
 /* Pod i can surge (drain_pod_in.can_surge), and since when its replacement was asked for (0: not yet). */
 int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, uint64_t surged_usec);
+/* drain.lb_deregistration_seconds: the pods added from first_pod on that a Service of services (an array
+ * of Service objects) selects are behind_service; node's are held until until_usec (0: none). */
+void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const cJSON *services);
+int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
 /* Copies the measurements (owner keys included). */
@@ -388,6 +393,10 @@ struct drain_exec_options {
         bool taint_no_execute; /* the taint's effect is NoExecute, not NoSchedule */
         /* SPOTDRAIN_LABEL_EXCLUDE_LB is set on the node (where absent) and answered before any eviction. */
         bool exclude_from_load_balancers;
+        /* With that label: pods behind a Service (one selects them) keep running this long after the label
+         * was answered, the load balancers' deregistration delay, before they are evicted (unless their
+         * last safe moment comes first); 0 = none. */
+        uint64_t lb_deregistration_usec;
         /* Cordon, taint and label only: nothing is evicted or deleted; the drain ends when the pods are
          * gone (another drainer's work) or at the deadline. */
         bool cordon_only;
@@ -446,6 +455,10 @@ struct drain_exec_result {
         bool at_risk;              /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
+        /* drain.lb_deregistration_seconds: pods behind a Service the first plan held for the load
+         * balancers, and until when (engine clock; 0: none held). */
+        unsigned lb_held;
+        uint64_t lb_held_until_usec;
 };
 
 struct drain_exec;

@@ -97,7 +97,11 @@ struct drain_exec {
         /* The exclude-from-external-load-balancers label (exclude_lb): evictions wait for its answer as
          * for the cordon's, so that no pod goes while the node still gets new connections. */
         bool exclude_lb, lb_answered;
-        struct kube_call *lb_call;
+        /* drain.lb_deregistration_seconds: pods behind a Service (services, the cluster's) are held until
+         * lb_hold, the label's answer plus lb_dereg. */
+        uint64_t lb_dereg, lb_hold;
+        cJSON *services;
+        struct kube_call *lb_call, *services_call;
         struct timer *lb_retry;
         struct backoff lb_backoff;
 
@@ -385,7 +389,12 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
                 r = drain_inputs_set_node_start(di, node, x->result.notice_usec);
         if (r < 0)
                 return r;
+        size_t first = drain_inputs_n_pods(di);
         r = add_pods(x, di, node, drain_inputs_now(di), map, &n);
+        if (r >= 0 && x->lb_hold) {
+                drain_inputs_mark_services(di, first, x->services);
+                r = drain_inputs_set_node_lb_hold(di, node, x->lb_hold);
+        }
         if (r < 0)
                 return r;
         if (slice) {
@@ -680,6 +689,16 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                     x->result.planned_usec
                         ? (double)(x->result.planned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0);
+                if (x->message && x->result.lb_held) {
+                        char *m =
+                            strprintf("%s; %u pod%s behind a Service held %.1f s for the load balancers",
+                                      x->message, x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
+                                      (double)(x->lb_dereg) / (double)USEC_PER_SEC);
+                        if (m) {
+                                free(x->message);
+                                x->message = m;
+                        }
+                }
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED) {
@@ -903,6 +922,13 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         next = MIN(next, pp->last_safe_usec);
                         continue;
                 }
+                /* Behind a Service: the load balancers deregister the node first (until their last safe
+                 * moment at most). */
+                uint64_t hold = in->nodes[pin->node].lb_hold_usec;
+                if (pin->behind_service && hold > now && now < pp->last_safe_usec) {
+                        next = MIN(next, MIN(hold, pp->last_safe_usec));
+                        continue;
+                }
                 const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
                 int64_t grace = pin->do_not_disrupt ? force_grace(x, kp, now) : -1;
                 /* Critical pods go once the normal ones are on their way, or when their own time runs out.
@@ -1083,7 +1109,8 @@ static void act(struct drain_exec *x)
         /* The first plan acted on waits for the measurements (they answer in one round trip) so that the
          * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
          * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
-        if (!x->result.planned_usec && (x->startups_pending > 0 || drain_surge_learning(x->surge)) &&
+        if (!x->result.planned_usec &&
+            (x->startups_pending > 0 || x->services_call || drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
@@ -1113,6 +1140,8 @@ static void act(struct drain_exec *x)
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = own_node(x)->finish_usec;
                 x->result.killed_predicted = (unsigned)own_node(x)->n_killed;
+                x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
+                x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
@@ -1302,9 +1331,24 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
                 if (timer_start_in(x->loop, delay, lb_again, x, &x->lb_retry) < 0)
                         x->lb_retry = NULL;
         }
-        /* A missing node is reported by the cordon. */
+        /* A missing node is reported by the cordon. The deregistration delay counts from here. */
+        if (!x->lb_answered && x->lb_dereg)
+                x->lb_hold = clk_now() + x->lb_dereg;
         x->lb_answered = true;
-        kick(x);
+        pods_changed(x);
+}
+
+static void services_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->services_call = NULL;
+        if (r->error >= 0)
+                x->services = cJSON_Duplicate(kube_list_items(r->object), true);
+        else
+                log_warning_errno(r->error,
+                                  "cannot list Services (%s): no pod is held for the load balancers on %s",
+                                  r->message ? r->message : "no answer", x->node);
+        pods_changed(x);
 }
 
 static int start_node_changes(struct drain_exec *x)
@@ -1320,6 +1364,10 @@ static int start_node_changes(struct drain_exec *x)
         if (r < 0)
                 return r;
         if (x->exclude_lb && (r = lb_label(x)) < 0)
+                return r;
+        if (x->lb_dereg &&
+            (r = kube_list(x->c, "/api/v1/services", &(struct kube_list_options){ .priority = true },
+                           services_done, x, &x->services_call)) < 0)
                 return r;
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
@@ -1349,6 +1397,8 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
         kube_call_cancel(x->lb_call);
+        kube_call_cancel(x->services_call);
+        cJSON_Delete(x->services);
         kube_selector_clear(&x->skip_selector);
         strv_free(x->skip_namespaces);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
@@ -1433,6 +1483,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->no_execute = o->taint_no_execute;
         x->out_of_service = o->out_of_service_taint;
         x->exclude_lb = o->exclude_from_load_balancers;
+        x->lb_dereg = x->exclude_lb ? o->lb_deregistration_usec : 0;
+        /* Until the label is answered, counted from now; moved to the answer then. */
+        x->lb_hold = x->lb_dereg ? now + x->lb_dereg : 0;
         if (!isempty(o->skip_pod_selector) &&
             (r = kube_selector_parse_text(o->skip_pod_selector, &x->skip_selector)) < 0) {
                 if (r == -EINVAL)

@@ -294,6 +294,44 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
         return 0;
 }
 
+/* A Service selects a pod when it is in the Service's namespace and its labels hold every pair of the
+ * Service's spec.selector; a Service without a selector (endpoints managed by hand) selects none. */
+static bool service_selects(const cJSON *svc, const struct kube_pod *kp)
+{
+        const cJSON *sel =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(svc, "spec"), "selector");
+        const cJSON *kv;
+        if (!streq_ptr(kube_object_str(svc, "metadata.namespace"), kp->namespace) || !cJSON_IsObject(sel) ||
+            !sel->child)
+                return false;
+        cJSON_ArrayForEach (kv, sel)
+                if (!cJSON_IsString(kv) ||
+                    !streq_ptr(kube_kv_get(kp->labels, kp->n_labels, kv->string), kv->valuestring))
+                        return false;
+        return true;
+}
+
+void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const cJSON *services)
+{
+        for (size_t i = first_pod; i < di->n_pods; i++) {
+                const cJSON *svc;
+                bool behind = false;
+                cJSON_ArrayForEach (svc, services)
+                        if ((behind = service_selects(svc, &di->kpods[i])))
+                                break;
+                di->pods[i].behind_service = behind;
+        }
+        di->estimated = false;
+}
+
+int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec)
+{
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        di->nodes[node].lb_hold_usec = until_usec;
+        return 0;
+}
+
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec)
 {
         if (i >= di->n_pods || !di->pods[i].deleting)

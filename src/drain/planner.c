@@ -260,6 +260,10 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 p->end = p->deadline - clamp_t(node->margin_usec);
                 p->last_safe = p->end - p->shutdown;
                 p->not_before = pod->do_not_disrupt ? p->last_safe : T_NEVER_BEFORE;
+                /* Held for the load balancers, but never past its last safe moment: it goes then. */
+                if (pod->behind_service && node->lb_hold_usec)
+                        p->not_before =
+                            max_t(p->not_before, min_t(clamp_t(node->lb_hold_usec), p->last_safe));
                 p->tier = drain_pod_is_critical(in, pod) ? 1 : 0;
                 p->left = pod_left(in, pod);
                 pl->max_returns += pod->n_pdbs * (pod->can_surge || pod->surged_usec ? 2 : 1);
@@ -1001,6 +1005,7 @@ static int fill_nodes(const struct planner *pl, struct drain_plan *plan)
                         return -ENOMEM;
                 o->deadline_usec = to_u(clamp_t(in->nodes[n].deadline_usec));
                 o->margin_usec = to_u(clamp_t(in->nodes[n].margin_usec));
+                o->lb_hold_usec = in->nodes[n].lb_hold_usec;
                 int64_t finish = pl->now;
                 for (size_t i = 0; i < plan->n_pods; i++) {
                         const struct drain_plan_pod *p = &plan->pods[i];
@@ -1011,6 +1016,9 @@ static int fill_nodes(const struct planner *pl, struct drain_plan *plan)
                                 continue;
                         }
                         o->n_to_go++;
+                        if (in->pods[i].behind_service && in->nodes[n].lb_hold_usec > in->now_usec &&
+                            !in->pods[i].deleting)
+                                o->n_lb_held++;
                         o->n_forced += p->forced;
                         o->n_killed += p->killed;
                         finish = max_t(finish, clamp_t(p->gone_usec));

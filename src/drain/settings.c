@@ -62,6 +62,10 @@ static const struct config_item drain_items[] = {
           "label a node being drained " SPOTDRAIN_LABEL_EXCLUDE_LB " before its first eviction, so that "
           "load balancers stop sending it traffic; removed where the drain is undone, when spotdrain set it",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.lb_deregistration_seconds", CONFIG_DURATION, "0", OFF(lb_deregistration_usec),
+          "with the exclude label: how long pods behind a Service keep running after it, for the load "
+          "balancers to deregister the node (the target group's deregistration delay); the plan reserves it",
+          NULL, CONFIG_SECONDS, .min = 0, .max = 3600, false },
         { "drain.cordon_only", CONFIG_BOOL, "false", OFF(cordon_only),
           "cordon, taint and label the node but evict and delete nothing (beside another drainer)", NULL, 0,
           CONFIG_NO_RANGE, false },
@@ -117,6 +121,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->surge = (enum drain_surge_mode)cfg->drain.surge;
         o->taint_no_execute = cfg->drain.taint_effect == DRAIN_TAINT_NO_EXECUTE;
         o->exclude_from_load_balancers = cfg->drain.exclude_from_load_balancers;
+        o->lb_deregistration_usec = cfg->drain.lb_deregistration_usec;
         o->cordon_only = cfg->drain.cordon_only;
         o->skip_namespaces = (const char *const *)cfg->drain.skip_namespaces;
         o->skip_pod_selector = cfg->drain.skip_pod_selector;

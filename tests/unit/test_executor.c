@@ -534,6 +534,42 @@ static void test_out_of_service_taint(void **state)
         fx_free(f);
 }
 
+/* drain.lb_deregistration_seconds (8 s): the pods behind a Service go no earlier than 8 s after the exclude
+ * label was answered; the pod behind none goes at once; the result says what was held. */
+static void test_lb_deregistration(void **state)
+{
+        struct fx *f = fx_new(
+            "name: lb-dereg\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"
+            "     service: true, termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: worker, namespace: batch, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        o.lb_deregistration_usec = 8 * SEC;
+        bool never = false;
+        fx_start(f, &o);
+        for (int i = 0; i < 2000 && sim_pods_on(f, "spot-a", "batch") > 0 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t worker_gone = clk_now() - f->started;
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 2); /* still serving */
+        for (int i = 0; i < 4000 && sim_pods_on(f, "spot-a", "shop") == 2 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t web_going = clk_now() - f->started;
+        assert_true(worker_gone < 5 * SEC);
+        assert_true(web_going >= 8 * SEC);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 3);
+        assert_int_equal(f->result.lb_held, 2);
+        assert_true(f->result.lb_held_until_usec >= f->started + 8 * SEC);
+        assert_non_null(
+            strstr(f->result.message, "2 pods behind a Service held 8.0 s for the load balancers"));
+        fx_free(f);
+}
+
 /* ---- the wait for a node's VolumeAttachments (controller/volumes.c), against the same simulator ---- */
 
 struct vwait {
@@ -1025,6 +1061,7 @@ int main(void)
                 cmocka_unit_test(test_do_not_disrupt_kept),
                 cmocka_unit_test(test_skip_and_taint_effect),
                 cmocka_unit_test(test_cordon_only),
+                cmocka_unit_test(test_lb_deregistration),
                 cmocka_unit_test(test_volume_wait),
                 cmocka_unit_test(test_out_of_service_taint),
                 cmocka_unit_test(test_retry_follows_pdb_status),

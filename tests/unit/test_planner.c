@@ -254,6 +254,34 @@ static void test_do_not_disrupt_at_last_safe_moment(void **state)
         drain_plan_free(p);
 }
 
+/* drain.lb_deregistration_seconds: pods behind a Service are planned to go once the node's lb hold is
+ * over, the others at once; the plan says how many it holds and until when. A pod whose last safe moment
+ * comes before the hold goes then. */
+static void test_lb_hold(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        add_node(&f, "spot-a", 60, 5);
+        f.nodes[0].lb_hold_usec = AT(30);
+        size_t web = add_pods(&f, 2, 0, DRAIN_OWNER_REPLICASET, "shop/web", 5, 10, -1);
+        size_t worker = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/worker", 5, 10, -1);
+        size_t slow = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/slow", 30, 30, -1);
+        f.pods[web].behind_service = f.pods[web + 1].behind_service = true;
+        f.pods[slow].behind_service = true;
+        struct drain_plan *p = plan_of(&f);
+        assert_int_equal(p->pods[web].evict_usec, AT(30));
+        assert_int_equal(p->pods[web + 1].evict_usec, AT(30));
+        assert_int_equal(p->pods[worker].evict_usec, NOW);
+        /* last safe = 60 - 5 - 30 = 25 < 30 */
+        assert_int_equal(p->pods[slow].evict_usec, AT(25));
+        assert_false(p->pods[slow].killed);
+        assert_int_equal(p->nodes[0].n_lb_held, 3);
+        assert_int_equal(p->nodes[0].lb_hold_usec, AT(30));
+        assert_int_equal(p->nodes[0].finish_usec, AT(55));
+        assert_int_equal(p->nodes[0].verdict, DRAIN_FEASIBLE);
+        drain_plan_free(p);
+}
+
 static void test_zero_allowed(void **state)
 {
         struct fx f;
@@ -1050,6 +1078,7 @@ int main(void)
                 cmocka_unit_test(test_kubernetes_rounding),
                 cmocka_unit_test(test_zero_allowed),
                 cmocka_unit_test(test_do_not_disrupt_at_last_safe_moment),
+                cmocka_unit_test(test_lb_hold),
                 cmocka_unit_test(test_unhealthy_pdb_blocks),
                 cmocka_unit_test(test_unhealthy_pods_evicted_for_free),
                 cmocka_unit_test(test_pod_under_two_pdbs),
