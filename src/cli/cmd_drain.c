@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "cli/report.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
@@ -103,8 +104,7 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                         d->common.dry_run = true;
                         break;
                 case 'h':
-                        usage(stdout, d->verb);
-                        return EXIT_OK;
+                        return cli_help(stdout, d->verb);
                 default:
                         usage(stderr, d->verb);
                         return EXIT_USAGE;

@@ -33,6 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "cli/report.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
@@ -931,8 +932,7 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                         sm->report_path = optarg;
                         break;
                 case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "simulate");
                 default:
                         usage(stderr);
                         return EXIT_USAGE;

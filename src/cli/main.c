@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/core.h"
 
 struct command {
@@ -47,7 +48,9 @@ static void usage(FILE *f)
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
                 fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
         fprintf(f, "\ncommon options: --config FILE --kubeconfig FILE --json --log-format json|text "
-                   "--log-level LEVEL --dry-run --help --version\n");
+                   "--log-level LEVEL --dry-run --help --version\n"
+                   "'" PROGRAM " help COMMAND' (or COMMAND --help) describes a command's options, with "
+                   "defaults and examples;\nthe manuals are spotdrain(1) and spotdrain.yaml(5).\n");
 }
 
 int main(int argc, char **argv)
@@ -56,6 +59,8 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return EXIT_USAGE;
         }
+        if (streq(argv[1], "help") && argc >= 3)
+                return cli_help_main(argc - 1, argv + 1);
         if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
                 usage(stdout);
                 return EXIT_OK;
