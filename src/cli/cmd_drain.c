@@ -642,9 +642,12 @@ int cmd_drain(int argc, char **argv)
         r = d.report ? report_start(&d, &rp, &rec) : 0;
         if (r >= 0 && (r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x)) < 0)
                 log_error_errno(r, "cannot start draining %s", d.node);
+        if (r >= 0 && rec && (r = report_rec_follow(rec, d.loop, run.x)) < 0)
+                log_error_errno(r, "cannot record the drain for the report");
         if (r < 0) {
                 if (rec)
                         (void)report_rec_finish(rec);
+                drain_exec_free(run.x);
                 drain_cli_done(&d);
                 return EXIT_ERROR;
         }

@@ -15,7 +15,7 @@ struct rnode {
 };
 struct rpod {
         char *node, *name, *pdb;
-        double stop_at, gone_at;
+        double stop_at, gone_at, last_safe_at;
         unsigned flags;
 };
 struct rsample {
@@ -128,12 +128,14 @@ int report_node_facts(const struct report *r, const char *name, double *ret_dead
 }
 
 int report_add_pod(struct report *r, const char *node, const char *name, const char *pdb, double stop_at,
-                   double gone_at, unsigned flags)
+                   double gone_at, double last_safe_at, unsigned flags)
 {
         if (grow((void **)&r->pods, r->n_pods, sizeof(*r->pods)) < 0)
                 return -ENOMEM;
         struct rpod *p = &r->pods[r->n_pods];
-        *p = (struct rpod){ .stop_at = stop_at, .gone_at = gone_at, .flags = flags };
+        *p = (struct rpod){
+                .stop_at = stop_at, .gone_at = gone_at, .last_safe_at = last_safe_at, .flags = flags
+        };
         if (!dup_opt(&p->node, node ?: "") || !dup_opt(&p->name, name ?: "") || !dup_opt(&p->pdb, pdb)) {
                 free(p->node);
                 free(p->name);
@@ -283,6 +285,7 @@ static struct axis make_axis(const struct report *r)
         for (size_t i = 0; i < r->n_pods; i++) {
                 widen(&a, r->pods[i].stop_at);
                 widen(&a, r->pods[i].gone_at);
+                widen(&a, r->pods[i].last_safe_at);
         }
         for (size_t i = 0; i < r->n_alerts; i++)
                 widen(&a, r->alerts[i].at);
@@ -415,8 +418,15 @@ static void put_node(struct out *o, const struct report *r, const struct rnode *
                         put(o, "never gone");
                 else
                         put(o, "gone at %.1f s", p->gone_at);
-                put(o, "%s%s</title></rect></g>\n", p->flags & REPORT_POD_FORCED ? ", forced" : "",
+                put(o, "%s%s</title></rect>", p->flags & REPORT_POD_FORCED ? ", forced" : "",
                     p->flags & REPORT_POD_KILLED ? ", killed" : "");
+                if (!isnan(p->last_safe_at))
+                        put(o,
+                            "<path class=\"pod-last-safe\" d=\"M%.1f %.1f l4 -5 l-8 0 z\"><title>last safe "
+                            "moment "
+                            "%.1f s</title></path>",
+                            x_of(a, p->last_safe_at), y + 1, p->last_safe_at);
+                put(o, "</g>\n");
         }
 
         put(o, "<text class=\"row-label\" x=\"4\" y=\"%.1f\">alerts</text>\n", alerts_y + ROW_H * 0.7);
@@ -513,7 +523,7 @@ static const char style[] =
     ".notice{fill:#6a3d9a}.cordon{fill:#555}"
     ".deadline{stroke:#c0392b;stroke-width:2}.last-safe{stroke:#e08a1e;stroke-width:1.5;stroke-dasharray:5 "
     "3}"
-    ".drained{stroke:#2e8b57;stroke-width:1.5}"
+    ".drained{stroke:#2e8b57;stroke-width:1.5}.pod-last-safe{fill:#e08a1e;stroke:#7a4a0e}"
     ".alert-marker{fill:#d4a017;stroke:#6b5200}"
     ".pdb-healthy{fill:none;stroke:#4a7fc1;stroke-width:2}"
     ".pdb-desired{fill:none;stroke:#999;stroke-dasharray:4 3}.pdb-below{fill:#c0392b}"
@@ -536,6 +546,8 @@ static void put_legend(struct out *o)
                 { "<line class=\"deadline\" x1=\"11\" y1=\"0\" x2=\"11\" y2=\"16\"/>", "deadline" },
                 { "<line class=\"last-safe\" x1=\"11\" y1=\"0\" x2=\"11\" y2=\"16\"/>",
                   "last safe moment (deadline less the safety margin)" },
+                { "<path class=\"pod-last-safe\" d=\"M11 9 l4 -5 l-8 0 z\"/>",
+                  "a pod's last safe moment, as the drain planned it (drain --report)" },
                 { "<line class=\"drained\" x1=\"11\" y1=\"0\" x2=\"11\" y2=\"16\"/>", "drain finished" },
                 { "<path class=\"alert-marker\" d=\"M11 2 l6 6 l-6 6 l-6 -6 z\"/>", "alert" },
                 { "<line class=\"pdb-healthy\" x1=\"0\" y1=\"8\" x2=\"22\" y2=\"8\"/>",

@@ -28,9 +28,11 @@ enum {
         REPORT_POD_FORCED = 1 << 0, /* deleted around its PDB at its last safe moment */
         REPORT_POD_KILLED = 1 << 1, /* still running when its node went */
 };
-/* A pod of node: stop_at its eviction or delete, gone_at when it left the API; pdb may be NULL. */
+/* A pod of node: stop_at its eviction or delete, gone_at when it left the API, last_safe_at the latest
+ * moment its graceful stop could start and still end before the deadline's margin, as the drain last planned
+ * it before the pod went (NAN: unknown); pdb may be NULL. */
 int report_add_pod(struct report *r, const char *node, const char *name, const char *pdb, double stop_at,
-                   double gone_at, unsigned flags);
+                   double gone_at, double last_safe_at, unsigned flags);
 
 /* One observation of a PDB's status (in the order given; one equal to the last is dropped). Only the PDBs
  * of the pods added are drawn. */
@@ -49,12 +51,16 @@ int report_write(const struct report *r, const char *path);
  * calling the recorder: free it only after the bus. */
 struct kube_client;
 struct alert_bus;
+struct loop;
+struct drain_exec;
 struct report_rec;
 int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *bus, const char *node,
                      uint64_t origin_usec, struct report_rec **ret);
+/* Follows the plans of x (borrowed; call report_rec_finish() before freeing it) for each pod's last safe
+ * moment, looking at the latest plan every 200 ms on loop l. */
+int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec *x);
 /* Lets the loop run until every pod seen stopping was seen gone too, at most bound_usec: the drain's own
  * watch may have seen its last pod go a moment before the recorder's. 0, or -ETIMEDOUT. */
-struct loop;
 int report_rec_settle(struct report_rec *rec, struct loop *l, uint64_t bound_usec);
 /* Stops the watches and adds to the report (once; again does nothing) the pods of its nodes (add the nodes
  * first) that were evicted, deleted or killed, each with its PDB; a pod is killed when it was not gone

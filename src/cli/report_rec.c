@@ -9,6 +9,8 @@
 #include "cli/report.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
+#include "spotdrain/drain.h"
+#include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 
 struct rec_pod {
@@ -18,12 +20,26 @@ struct rec_pod {
         bool forced;
 };
 
+/* A pod's last safe moment in the drain's latest plan before it went. */
+struct rec_safe {
+        char *key;
+        double at;
+        bool frozen; /* its stop started: later plans no longer plan it */
+};
+
+#define FOLLOW_USEC (200 * UINT64_C(1000))
+
 struct report_rec {
         struct report *r;
         uint64_t origin;
         struct kube_informer *pods, *pdbs;
         struct rec_pod *p;
         size_t n;
+        struct rec_safe *safe;
+        size_t n_safe;
+        struct drain_exec *follow; /* borrowed; its plans */
+        struct loop *loop;
+        struct timer *follow_timer;
         bool finished;
         bool settled; /* every pod seen stopping is gone */
         int error;    /* the first ENOMEM: the report misses something */
@@ -165,6 +181,65 @@ static void alert_seen(const struct alert *a, void *userdata)
                         mark_forced(rec, f[1]);
 }
 
+static struct rec_safe *find_safe(struct report_rec *rec, const char *key)
+{
+        for (size_t i = 0; i < rec->n_safe; i++)
+                if (streq(rec->safe[i].key, key))
+                        return &rec->safe[i];
+        return NULL;
+}
+
+/* The last safe moment of each pod of the drain's node still planned, until its stop is seen. */
+static int note_plan(struct report_rec *rec)
+{
+        const struct drain_plan *plan = drain_exec_plan(rec->follow);
+        const struct drain_plan_node *pn = drain_exec_plan_node(rec->follow);
+        if (!plan || !pn)
+                return 0;
+        size_t node = (size_t)(pn - plan->nodes);
+        for (size_t i = 0; i < plan->n_pods; i++) {
+                const struct drain_plan_pod *pp = &plan->pods[i];
+                if (pp->node != node || pp->last_safe_usec == 0 || pp->last_safe_usec == DRAIN_NEVER)
+                        continue;
+                _cleanup_free_ char *key = strprintf("%s/%s", pp->namespace, pp->name);
+                if (!key)
+                        return -ENOMEM;
+                const struct rec_pod *p = find_pod(rec, key);
+                struct rec_safe *s = find_safe(rec, key);
+                if (!s) {
+                        void *a = realloc(rec->safe, (rec->n_safe + 1) * sizeof(*rec->safe));
+                        if (!a)
+                                return -ENOMEM;
+                        rec->safe = a;
+                        s = &rec->safe[rec->n_safe++];
+                        *s = (struct rec_safe){ .key = TAKE_PTR(key) };
+                }
+                if (!s->frozen)
+                        s->at = ((double)pp->last_safe_usec - (double)rec->origin) / 1e6;
+                s->frozen = p && !isnan(p->stop_at);
+        }
+        return 0;
+}
+
+static void follow_tick(void *userdata)
+{
+        struct report_rec *rec = userdata;
+        rec->follow_timer = NULL; /* released as it fired */
+        if (rec->finished)
+                return;
+        if (note_plan(rec) < 0)
+                rec->error = -ENOMEM;
+        if (timer_start_in(rec->loop, FOLLOW_USEC, follow_tick, rec, &rec->follow_timer) < 0)
+                rec->error = -ENOMEM;
+}
+
+int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec *x)
+{
+        rec->follow = x;
+        rec->loop = l;
+        return timer_start_in(l, FOLLOW_USEC, follow_tick, rec, &rec->follow_timer);
+}
+
 int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *bus, const char *node,
                      uint64_t origin_usec, struct report_rec **ret)
 {
@@ -219,7 +294,12 @@ int report_rec_finish(struct report_rec *rec)
 
         if (rec->finished)
                 return rec->error;
+        /* The plan as it stands at the end, for the pods that never started stopping. */
+        if (rec->follow && note_plan(rec) < 0)
+                rec->error = -ENOMEM;
         rec->finished = true;
+        rec->follow_timer = timer_cancel(rec->follow_timer);
+        rec->follow = NULL;
         rec->pods = kube_informer_stop(rec->pods);
         for (size_t i = 0; i < rec->n && rec->error >= 0; i++) {
                 const struct rec_pod *p = &rec->p[i];
@@ -236,7 +316,9 @@ int report_rec_finish(struct report_rec *rec)
                         continue;
                 _cleanup_free_ char *pdb = pod_pdb(rec, &p->kp);
                 unsigned flags = (p->forced ? REPORT_POD_FORCED : 0) | (killed ? REPORT_POD_KILLED : 0);
-                if (report_add_pod(rec->r, p->kp.node_name, p->key, pdb, p->stop_at, p->gone_at, flags) < 0)
+                const struct rec_safe *s = find_safe(rec, p->key);
+                if (report_add_pod(rec->r, p->kp.node_name, p->key, pdb, p->stop_at, p->gone_at,
+                                   s ? s->at : NAN, flags) < 0)
                         rec->error = -ENOMEM;
         }
         rec->pdbs = kube_informer_stop(rec->pdbs);
@@ -254,6 +336,10 @@ struct report_rec *report_rec_free(struct report_rec *rec)
                 free(rec->p[i].key);
         }
         free(rec->p);
+        timer_cancel(rec->follow_timer);
+        for (size_t i = 0; i < rec->n_safe; i++)
+                free(rec->safe[i].key);
+        free(rec->safe);
         free(rec);
         return NULL;
 }

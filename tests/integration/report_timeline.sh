@@ -31,7 +31,8 @@ const all = (root, sel) => Array.from(root.querySelectorAll(sel));
 const out = {
   nodes: all(document, "section.node").map(n => ({
     name: n.dataset.node,
-    bars: all(n, "rect.pod-bar").map(e => Object.assign(box(e), {cls: e.getAttribute("class"), pod: e.parentNode.dataset.pod})),
+    bars: all(n, "rect.pod-bar").map(e => Object.assign(box(e), {cls: e.getAttribute("class"), pod: e.parentNode.dataset.pod,
+      safe: e.parentNode.querySelector(".pod-last-safe") && box(e.parentNode.querySelector(".pod-last-safe"))})),
     deadline: all(n, "line.deadline").map(box), last_safe: all(n, "line.last-safe").map(box),
     notice: all(n, ".notice").map(box), cordon: all(n, ".cordon").map(box),
     alerts: all(n, "g.alert").map(g => Object.assign(box(g.querySelector(".alert-marker")), {kind: g.dataset.kind})),
@@ -94,13 +95,16 @@ start_sim drain8 "$ROOT/examples/drain-8.yaml" --time-scale 4
 self_contained "$TEST_TMP/drain.html"
 measure "$TEST_TMP/drain.html" "$TEST_TMP/drain-drawn.json"
 # The eight web pods, evicted one after the other and gone before the deadline (the DaemonSet's pod stays and is
-# not drawn); the drain-completed marker; the PDB's curve.
+# not drawn), each with its last safe moment as the drain planned it, at the latest the node's (the deadline less
+# the margin); the drain-completed marker; the PDB's curve.
 jq -e --slurpfile res "$TEST_TMP/drain.json" '.nodes[0] as $n |
 	($n.bars | length) == $res[0].evicted and $res[0].evicted == 8 and
 	([$n.bars[] | select(.w > 0 and (.cls | test("evicted")) and (.pod | startswith("shop/web-")))] | length) == 8 and
 	($n.deadline | length) == 1 and ([$n.bars[] | select(.x + .w > $n.deadline[0].x)] | length) == 0 and
 	([$n.alerts[] | .kind] | index("drain-completed")) != null and
-	([.pdbs[] | select(.name == "shop/web" and .healthy.w > 0)] | length) == 1' "$TEST_TMP/drain-drawn.json" \
+	([.pdbs[] | select(.name == "shop/web" and .healthy.w > 0)] | length) == 1 and
+	([$n.bars[] | select(.safe.w > 0 and .safe.x + .safe.w / 2 <= $n.last_safe[0].x + 0.5)] | length) == 8' \
+	"$TEST_TMP/drain-drawn.json" \
 	>/dev/null || fail "drain --report draws the wrong pods: $(cat "$TEST_TMP/drain-drawn.json")"
 # od-1 now holds some of the replacements; a second's budget under policy respect leaves some of them behind,
 # and those still there at the deadline are drawn killed.

@@ -26,12 +26,12 @@ static void test_draws_each_element(void **state)
         _cleanup_(report_freep) struct report *r = NULL;
         assert_int_equal(report_new("simulate t", &r), 0);
         assert_int_equal(report_add_node(r, "spot-a", 5, 5.2, 125, 120, 117), 0);
-        assert_int_equal(report_add_pod(r, "spot-a", "shop/api-1", "shop/api", 6, 20, 0), 0);
-        assert_int_equal(report_add_pod(r, "spot-a", "shop/api-2", "shop/api", 107, 117, REPORT_POD_FORCED),
-                         0);
-        assert_int_equal(report_add_pod(r, "spot-a", "batch/w-1", NULL, 6, NAN, REPORT_POD_KILLED), 0);
+        assert_int_equal(report_add_pod(r, "spot-a", "shop/api-1", "shop/api", 6, 20, 60, 0), 0);
+        assert_int_equal(
+            report_add_pod(r, "spot-a", "shop/api-2", "shop/api", 107, 117, 107, REPORT_POD_FORCED), 0);
+        assert_int_equal(report_add_pod(r, "spot-a", "batch/w-1", NULL, 6, NAN, NAN, REPORT_POD_KILLED), 0);
         /* Another node's pod is not this node's row. */
-        assert_int_equal(report_add_pod(r, "od-1", "shop/api-3", "shop/api", 6, 7, 0), 0);
+        assert_int_equal(report_add_pod(r, "od-1", "shop/api-3", "shop/api", 6, 7, NAN, 0), 0);
         assert_int_equal(report_add_pdb_sample(r, "shop/api", 0, 30, 29), 0);
         assert_int_equal(report_add_pdb_sample(r, "shop/api", 1, 30, 29), 0); /* unchanged: dropped */
         assert_int_equal(report_add_pdb_sample(r, "shop/api", 6, 29, 29), 0);
@@ -52,6 +52,9 @@ static void test_draws_each_element(void **state)
         assert_int_equal(count(html, "<rect class=\"pod-bar forced\" x"), 1 + 1);
         assert_int_equal(count(html, "<rect class=\"pod-bar killed\" x"), 1 + 1);
         assert_non_null(strstr(html, "never gone, killed"));
+        /* The two pods with a last safe moment: one mark each, and the legend's. */
+        assert_int_equal(count(html, "<path class=\"pod-last-safe\" d=\"M"), 2 + 1);
+        assert_non_null(strstr(html, "last safe moment 60.0 s"));
         assert_int_equal(count(html, "<line class=\"deadline\" x1"), 1 + 1);
         assert_int_equal(count(html, "<line class=\"last-safe\" x1"), 1 + 1);
         /* The node's alert on its row; both in the table. */
@@ -73,7 +76,7 @@ static void test_names_are_escaped(void **state)
         const char *evil = "x\"><script>alert('1')</script>&";
         assert_int_equal(report_new(evil, &r), 0);
         assert_int_equal(report_add_node(r, evil, 0, NAN, 10, 5, NAN), 0);
-        assert_int_equal(report_add_pod(r, evil, evil, evil, 1, 2, 0), 0);
+        assert_int_equal(report_add_pod(r, evil, evil, evil, 1, 2, NAN, 0), 0);
         assert_int_equal(report_add_pdb_sample(r, evil, 0, 1, 1), 0);
         assert_int_equal(report_add_alert(r, evil, evil, 1, evil), 0);
         _cleanup_free_ char *html = report_render(r);
