@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Docs that cannot drift (issue 19 item 7): every configuration key named in README.md, docs/*.md and the chart's
 README is a key of the configuration table, and every default they give for a key, for a SPOTDRAIN_* variable or
-for a command's flag is the table's. The table is what the binary says: `check-config` (every key with its
+for a command's flag is the table's; every key under the chart values' config: is a key. The table is what the binary says: `check-config` (every key with its
 default) and `help COMMAND` (every flag with its default, a key's where it stands for one).
 
 usage: docs_drift.py SPOTDRAIN ROOT"""
@@ -117,6 +117,12 @@ for name in FILES:
             if not any(said == k or (same(k, v, said) if k else v.split(" ")[0].strip("`,") == said)
                        for k, v in flag_defaults[flag]):
                 errors.append(f"{where}: --{flag} default said {said!r}, help says {flag_defaults[flag]!r}")
+# The chart's values pass config: through to the configuration file: each key must be one.
+values = yaml.safe_load(open(f"{root}/helm/spotdrain/values.yaml", encoding="utf-8"))
+for key, _ in flat(values.get("config") or {}):
+    checked += 1
+    if key not in keys:
+        errors.append(f"helm/spotdrain/values.yaml: config.{key} is no configuration key")
 print(f"{checked} mentions of keys and flags, {defaults} of them with a default, checked in {len(FILES)} files")
 if defaults < 5:
     errors.append("hardly any default found: the patterns no longer match how the documents say them")
