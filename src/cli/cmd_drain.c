@@ -359,8 +359,49 @@ static int node_input(struct drain_cli *d, const struct node_objects *no, enum d
         return 0;
 }
 
-/* The plan of one node as it stands now, as a drain would act on it, and its graded verdict. */
-static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade)
+/* Whether other nodes have room for the pods the plan surges (drain_room_fit). A cluster-wide read the
+ * identity may not be allowed: without it the room is left unknown (n_want 0), not the plan. */
+static int plan_room(struct drain_cli *d, const struct node_objects *no, const struct drain_plan *plan,
+                     struct drain_room *ret)
+{
+        _cleanup_free_ const cJSON **want = NULL;
+        cJSON *nodes = NULL, *pods = NULL;
+        size_t n = 0;
+        const cJSON *obj;
+        int r;
+
+        *ret = (struct drain_room){ 0 };
+        want = calloc(plan->n_pods ? plan->n_pods : 1, sizeof(*want));
+        if (!want)
+                return -ENOMEM;
+        for (size_t i = 0; i < plan->n_pods; i++) {
+                if (!plan->pods[i].surge)
+                        continue;
+                cJSON_ArrayForEach (obj, kube_list_items(no->pods))
+                        if (streq_ptr(kube_object_str(obj, "metadata.name"), plan->pods[i].name) &&
+                            streq_ptr(kube_object_str(obj, "metadata.namespace"), plan->pods[i].namespace)) {
+                                want[n++] = obj;
+                                break;
+                        }
+        }
+        if (n == 0)
+                return 0;
+        if (list_sync(d, "/api/v1/nodes", NULL, NULL, &nodes) < 0 ||
+            list_sync(d, "/api/v1/pods", NULL, NULL, &pods) < 0) {
+                log_warning("cannot tell whether other nodes have room for the %zu surged pod%s", n,
+                            n == 1 ? "" : "s");
+                r = 0;
+        } else
+                r = drain_room_fit(kube_list_items(nodes), kube_list_items(pods), d->node, want, n, ret);
+        cJSON_Delete(nodes);
+        cJSON_Delete(pods);
+        return r;
+}
+
+/* The plan of one node as it stands now, as a drain would act on it, its graded verdict, and the room its
+ * surged pods find elsewhere. */
+static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade,
+                     struct drain_room *ret_room)
 {
         _cleanup_free_ char *field = strprintf("spec.nodeName=%s", d->node);
         _cleanup_(drain_inputs_freep) struct drain_inputs *safe = NULL, *expected = NULL;
@@ -403,13 +444,25 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
                 r = drain_grade_node(drain_inputs_get(expected), 0, ret_grade);
         if (r >= 0)
                 r = drain_plan_make(drain_inputs_get(safe), ret);
+        if (r >= 0)
+                r = plan_room(d, &no, *ret, ret_room);
         return r;
+}
+
+/* "cpu 500m, memory 512Mi" of what the surged pods lack. */
+static void room_missing(const struct drain_room *room, char *cpu, char *memory, size_t len)
+{
+        format_cpu_millis(room->missing_cpu_millis, cpu, len);
+        format_bytes(room->missing_memory_bytes, memory, len);
 }
 
 /* The grade beside the plan: "GRADE at-risk: fits if ...", or in the JSON the node's grade, grade_reason
  * and stop_within (seconds, null unless at risk). */
-static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const struct drain_grade_result *g)
+static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const struct drain_grade_result *g,
+                      const struct drain_room *room)
 {
+        char cpu[32], memory[32];
+        room_missing(room, cpu, memory, sizeof(cpu));
         if (d->common.json) {
                 cJSON *j = NULL;
                 _cleanup_free_ char *text = NULL;
@@ -424,6 +477,13 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                                ? cJSON_AddNumberToObject(node, "stop_within",
                                                          (double)g->stop_within_usec / (double)USEC_PER_SEC)
                                : cJSON_AddNullToObject(node, "stop_within"));
+                cJSON *sr = room->n_want ? cJSON_AddObjectToObject(node, "surge_room")
+                                         : cJSON_AddNullToObject(node, "surge_room");
+                ok = ok && sr &&
+                     (!room->n_want || (cJSON_AddNumberToObject(sr, "pods", room->n_want) &&
+                                        cJSON_AddNumberToObject(sr, "missing_pods", room->n_missing) &&
+                                        cJSON_AddStringToObject(sr, "missing_cpu", cpu) &&
+                                        cJSON_AddStringToObject(sr, "missing_memory", memory)));
                 if (ok)
                         text = cJSON_Print(j);
                 cJSON_Delete(j);
@@ -438,6 +498,14 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                 return r;
         printf("GRADE %s%s%s\n", drain_grade_to_string(g->grade), g->reason ? ": " : "",
                g->reason ? g->reason : "");
+        if (room->n_missing)
+                printf("ROOM surge needs room for %u of its %u pod%s (cpu %s, memory %s) that no other node "
+                       "has: %s for replacement capacity\n",
+                       room->n_missing, room->n_want, room->n_want == 1 ? "" : "s", cpu, memory,
+                       room->n_missing == 1 ? "it waits" : "they wait");
+        else if (room->n_want)
+                printf("ROOM the %u surged pod%s fit%s on other nodes\n", room->n_want,
+                       room->n_want == 1 ? "" : "s", room->n_want == 1 ? "s" : "");
         fputs(text, stdout);
         return 0;
 }
@@ -447,6 +515,7 @@ int cmd_plan(int argc, char **argv)
         struct drain_cli d = { .verb = "plan" };
         _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
         _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
+        struct drain_room room = { 0 };
         int r;
 
         r = parse_args(&d, argc, argv);
@@ -456,9 +525,9 @@ int cmd_plan(int argc, char **argv)
                 drain_cli_done(&d);
                 return r;
         }
-        r = plan_node(&d, &plan, &grade);
+        r = plan_node(&d, &plan, &grade, &room);
         if (r >= 0)
-                r = print_plan(&d, plan, &grade);
+                r = print_plan(&d, plan, &grade, &room);
         drain_cli_done(&d);
         if (r < 0) {
                 fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node, strerror(-r));
@@ -572,9 +641,10 @@ int cmd_drain(int argc, char **argv)
         if (d.common.dry_run) {
                 _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
                 _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
-                r = plan_node(&d, &plan, &grade);
+                struct drain_room room = { 0 };
+                r = plan_node(&d, &plan, &grade, &room);
                 if (r >= 0)
-                        r = print_plan(&d, plan, &grade);
+                        r = print_plan(&d, plan, &grade, &room);
                 drain_cli_done(&d);
                 if (r < 0) {
                         fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
