@@ -290,8 +290,9 @@ static void surge_learnt(void *userdata)
         *(bool *)userdata = true;
 }
 
-/* Which pods can surge (drain.surge): their Deployments read as a drain reads them (surge.h). */
-static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
+/* Which pods can surge (drain.surge): their Deployments read as a drain reads them (surge.h), once, for
+ * both inputs (the same pods on another shutdown basis). */
+static int plan_surge(struct drain_cli *d, struct drain_inputs *safe, struct drain_inputs *expected)
 {
         _cleanup_(drain_surge_freep) struct drain_surge *sg = NULL;
         bool changed = false;
@@ -300,16 +301,18 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
                 return 0;
         r = drain_surge_new(d->client, d->node, (enum drain_surge_mode)d->cfg->drain.surge, NULL,
                             surge_learnt, &changed, &sg);
-        for (int pass = 0; r >= 0 && pass < 2; pass++) {
-                for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(di); i++)
-                        r = drain_surge_input(sg, di, i);
-                while (r >= 0 && pass == 0 && drain_surge_learning(sg)) {
-                        changed = false;
-                        if (loop_run_until(kube_client_loop(d->client), &changed, SYNC_TIMEOUT) < 0 ||
-                            !changed)
-                                break;
-                }
+        /* The first pass starts the reads and waits for them; the second marks the pods as learnt. */
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(safe); i++)
+                r = drain_surge_input(sg, safe, i);
+        while (r >= 0 && drain_surge_learning(sg)) {
+                changed = false;
+                if (loop_run_until(kube_client_loop(d->client), &changed, SYNC_TIMEOUT) < 0 || !changed)
+                        break;
         }
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(safe); i++)
+                r = drain_surge_input(sg, safe, i);
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(expected); i++)
+                r = drain_surge_input(sg, expected, i);
         return r;
 }
 
@@ -437,9 +440,7 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
                 r = node_input(d, &no, DRAIN_SHUTDOWN_EXPECTED, &expected);
         /* Surge (drain.surge) changes what the PDBs allow: the grade and the plan both see it. */
         if (r >= 0)
-                r = plan_surge(d, safe);
-        if (r >= 0)
-                r = plan_surge(d, expected);
+                r = plan_surge(d, safe, expected);
         if (r >= 0)
                 r = drain_grade_node(drain_inputs_get(expected), 0, ret_grade);
         if (r >= 0)
