@@ -188,9 +188,8 @@ static void test_room_bad_input(void **state)
         struct world w;
         struct drain_room r;
         world_init(&w);
-        add(w.nodes, cJSON_PrintUnformatted(
-                         cJSON_Parse("{\"metadata\":{\"name\":\"bare\"},\"status\":{"
-                                     "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}")));
+        add(w.nodes, strdup("{\"metadata\":{\"name\":\"bare\"},\"status\":{"
+                            "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"));
         want(&w, pod_json("checkout", "spot-a", "500m", "512Mi", NULL, NULL));
         fit(&w, &r);
         assert_int_equal(r.n_missing, 1);
