@@ -536,7 +536,10 @@ static void print_result(const struct drain_cli *d, const struct drain_exec_resu
                                 (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "evicted", res->evicted);
         cJSON_AddNumberToObject(o, "forced", res->forced);
-        cJSON_AddNumberToObject(o, "left", res->left);
+        if (res->pods_unseen)
+                cJSON_AddNullToObject(o, "left");
+        else
+                cJSON_AddNumberToObject(o, "left", res->left);
         cJSON_AddNumberToObject(o, "blocked", res->blocked);
         cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
         cJSON_AddBoolToObject(o, "infeasible", res->infeasible);

@@ -600,10 +600,14 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->result.error = error;
         x->result.finished_usec = now;
         x->result.left = count_left(x);
+        x->result.pods_unseen = !kube_informer_synced(x->pods_inf);
         snprintf(secs, sizeof(secs), "%.1f", (double)(now - x->result.notice_usec) / (double)USEC_PER_SEC);
         snprintf(evicted, sizeof(evicted), "%u", x->result.evicted);
         snprintf(forced, sizeof(forced), "%u", x->result.forced);
-        snprintf(left, sizeof(left), "%u", x->result.left);
+        if (x->result.pods_unseen)
+                snprintf(left, sizeof(left), "unknown");
+        else
+                snprintf(left, sizeof(left), "%u", x->result.left);
         const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
 
         if (outcome == DRAIN_EXEC_DRAINED) {
@@ -621,6 +625,13 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                         : -1.0);
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
+        } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
+                /* Nothing is known of what was left: no count, which would read as none. */
+                x->message = strprintf("deadline of %s passed before its pods could be listed; "
+                                       "the API server did not answer in time",
+                                       x->node);
+                alert_emit(x->bus, ALERT_DEADLINE_MISSED, x->node, fields, "%s",
+                           x->message ? x->message : "deadline missed");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED) {
                 _cleanup_free_ char *names = drain_exec_left_names(x);
                 x->message = strprintf("deadline of %s passed with %u pod%s left: %s", x->node,
