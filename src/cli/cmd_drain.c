@@ -21,6 +21,9 @@
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SYNC_TIMEOUT (60 * USEC_PER_SEC)
 #define REFRESH_USEC USEC_PER_SEC
+/* How long a one-shot command waits for the API server's first answer (its retries included) before it
+ * says that the server cannot be reached: well under the 5 s a person at a terminal should wait. */
+#define REACH_TIMEOUT (4 * USEC_PER_SEC)
 
 struct drain_cli {
         const char *verb;
@@ -29,12 +32,14 @@ struct drain_cli {
         const char *deadline;
         const char *policy;
         const char *node;
+        bool all_nodes; /* audit: on-demand nodes too */
 
         struct spotdrain_config *cfg;
         struct service *svc;
         struct loop *loop;          /* the service's */
         struct kube_client *client; /* the service's */
         uint64_t now, deadline_usec;
+        bool reported; /* the failure was told in a sentence of its own */
 };
 
 static void drain_cli_done(struct drain_cli *d)
@@ -175,6 +180,69 @@ static int setup(struct drain_cli *d, unsigned flags)
         return -1;
 }
 
+/* Says in one sentence why the API server's first answer failed, with its URL and what to check. node:
+ * the node asked for (a 404 means it does not exist), or NULL. */
+static void api_explain(struct drain_cli *d, const char *node, int r, const struct kube_result *res)
+{
+        const struct kube_config *kc = service_kube_config(d->svc);
+        const char *url = kc && kc->server ? kc->server : "(no server)";
+        _cleanup_free_ char *where =
+            kc && kc->context ? strprintf("context %s of %s", kc->context, kc->source ? kc->source : "")
+                              : strdup(kc && kc->source ? kc->source : "the kubeconfig");
+        const char *in = where ? where : "the kubeconfig";
+        long st = res->http_status;
+
+        d->reported = true;
+        if (st == 404 && node)
+                fprintf(stderr, "spotdrain %s: there is no node %s at %s (kubectl get nodes lists them)\n",
+                        d->verb, node, url);
+        else if (st == 401)
+                fprintf(stderr,
+                        "spotdrain %s: the Kubernetes API server at %s refused the credentials (401 "
+                        "Unauthorized); check the token, client certificate or exec plugin of %s, and that "
+                        "the token has not expired\n",
+                        d->verb, url, in);
+        else if (st == 403)
+                fprintf(stderr,
+                        "spotdrain %s: the Kubernetes API server at %s said %s; check the RBAC of the user "
+                        "of %s\n",
+                        d->verb, url, error_reason(r, res->message), in);
+        else if (st == 0 && r == -EBADMSG)
+                fprintf(stderr,
+                        "spotdrain %s: no trusted TLS connection to the Kubernetes API server at %s (%s); "
+                        "check the certificate-authority of %s and the server's name\n",
+                        d->verb, url, error_reason(r, res->message), in);
+        else if (st == 0)
+                fprintf(stderr,
+                        "spotdrain %s: cannot reach the Kubernetes API server at %s (%s); check the server "
+                        "address of %s, that the server is up, and any proxy between (HTTPS_PROXY, "
+                        "NO_PROXY)\n",
+                        d->verb, url,
+                        r == -ETIMEDOUT && !res->message ? "no answer within 4 s"
+                                                         : error_reason(r, res->message),
+                        in);
+        else
+                fprintf(stderr, "spotdrain %s: the Kubernetes API server at %s answered: %s\n", d->verb, url,
+                        error_reason(r, res->message));
+}
+
+/* A one-shot command's first question to the API server, with a short bound: a server that cannot be
+ * reached, or refuses the credentials, is reported at once (api_explain) rather than retried for the whole
+ * budget. ret (may be NULL) takes the answer. */
+static int api_first(struct drain_cli *d, const char *path, const char *node, cJSON **ret)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(d->client, path, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, REACH_TIMEOUT);
+        if (r < 0)
+                api_explain(d, node, r, &s.result);
+        else if (ret)
+                *ret = TAKE_PTR(s.result.object);
+        kube_result_clear(&s.result);
+        return r;
+}
+
 /* A blocking list; the answer is the caller's. */
 static int list_sync(struct drain_cli *d, const char *path, const char *label_selector,
                      const char *field_selector, cJSON **ret)
@@ -185,8 +253,8 @@ static int list_sync(struct drain_cli *d, const char *path, const char *label_se
         int r = kube_list(d->client, path, &o, kube_sync_done, &s, &call);
         r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
         if (r < 0) {
-                log_error_errno(r, "cannot list %s: %s", path,
-                                s.result.message ? s.result.message : "no answer");
+                log_error_reason(r, s.result.message, "cannot list %s", path);
+                d->reported = true;
                 kube_result_clear(&s.result);
                 return r;
         }
@@ -372,18 +440,10 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
         _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d->node, NULL);
         if (!node_path)
                 return -ENOMEM;
-        struct kube_sync s = { 0 };
-        struct kube_call *call = NULL;
-        r = kube_get(d->client, node_path, kube_sync_done, &s, &call);
-        r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
-        if (r < 0) {
-                log_error_errno(r, "cannot read node %s: %s", d->node,
-                                s.result.message ? s.result.message : "no answer");
-                kube_result_clear(&s.result);
+        r = api_first(d, node_path, d->node, NULL);
+        if (r < 0)
                 return r;
-        }
         /* It exists: that was the question. */
-        kube_result_clear(&s.result);
 
         r = list_sync(d, "/api/v1/pods", NULL, field, &no.pods);
         if (r >= 0)
@@ -461,7 +521,9 @@ int cmd_plan(int argc, char **argv)
                 r = print_plan(&d, plan, &grade);
         drain_cli_done(&d);
         if (r < 0) {
-                fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node, strerror(-r));
+                if (!d.reported)
+                        fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node,
+                                strerror(-r));
                 return EXIT_ERROR;
         }
         /* At risk is no certainty: the exit status says infeasible only when it is. */
@@ -580,11 +642,21 @@ int cmd_drain(int argc, char **argv)
                         r = print_plan(&d, plan, &grade);
                 drain_cli_done(&d);
                 if (r < 0) {
-                        fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
-                                strerror(-r));
+                        if (!d.reported)
+                                fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
+                                        strerror(-r));
                         return EXIT_ERROR;
                 }
                 return EXIT_OK;
+        }
+        /* The node, asked once with a short bound: a missing node or a server that cannot be reached is
+         * told at once, not after the whole budget. */
+        _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d.node, NULL);
+        if (!node_path || api_first(&d, node_path, d.node, NULL) < 0) {
+                if (!node_path)
+                        fprintf(stderr, "spotdrain drain: %s\n", strerror(ENOMEM));
+                drain_cli_done(&d);
+                return EXIT_ERROR;
         }
 
         struct drain_exec_options o = { 0 };

@@ -204,6 +204,11 @@ struct kube_client *service_kube(const struct service *s)
         return s ? s->kube : NULL;
 }
 
+const struct kube_config *service_kube_config(const struct service *s)
+{
+        return s ? s->kcfg : NULL;
+}
+
 struct alert_bus *service_alerts(const struct service *s)
 {
         return s ? s->bus : NULL;
