@@ -59,7 +59,10 @@ static void usage(FILE *f, const char *verb)
                 fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
                            "exit status: 0 fits or at risk, 4 infeasible, 1 error, 2 usage\n");
         else
-                fprintf(f, "usage: spotdrain audit [--budget S] [--json] [--kubeconfig F] [--config F]\n"
+                fprintf(f, "usage: spotdrain audit [--budget S] [--all-nodes] [--json] [--kubeconfig F] "
+                           "[--config F]\n"
+                           "  spot nodes are judged (and those of unknown capacity type); --all-nodes adds "
+                           "on-demand ones\n"
                            "exit status: 0 no findings, 4 findings, 1 error, 2 usage\n");
 }
 
@@ -76,6 +79,7 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 { "config", required_argument, NULL, 'c' },
                 { "log-format", required_argument, NULL, 'F' },
                 { "log-level", required_argument, NULL, 'L' },
+                { "all-nodes", no_argument, NULL, 'a' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -99,6 +103,9 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 case 'n':
                         d->common.dry_run = true;
                         break;
+                case 'a':
+                        d->all_nodes = true;
+                        break;
                 case 'h':
                         usage(stdout, d->verb);
                         return EXIT_OK;
@@ -120,6 +127,10 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
         if ((d->deadline || d->policy || d->common.dry_run) && !streq(d->verb, "drain")) {
                 fprintf(stderr, "spotdrain %s: --deadline, --policy and --dry-run are drain options\n",
                         d->verb);
+                return EXIT_USAGE;
+        }
+        if (d->all_nodes && !streq(d->verb, "audit")) {
+                fprintf(stderr, "spotdrain %s: --all-nodes is an audit option\n", d->verb);
                 return EXIT_USAGE;
         }
         if (d->policy && !streq(d->policy, "force") && !streq(d->policy, "respect")) {
@@ -703,16 +714,27 @@ struct audit_pod {
         const cJSON *obj;
 };
 
+/* A node as the audit judges it: what an interruption would be to it. */
+struct audit_node {
+        const char *name, *capacity_type, *zone; /* borrowed from audit.nodes; "unknown" when unlabelled */
+        bool judged;                             /* spot (or unknown), or every node with --all-nodes */
+};
+
 struct audit_finding {
         const struct kube_pdb *pdb;
         const char *node; /* its worst node */
         int on_node;      /* its pods there */
         size_t plan;      /* index into audit.plans */
+        const struct audit_node *an;
+        const struct drain_plan_pdb *pp; /* the PDB in its plan */
+        int64_t over_usec;               /* how far its finish is past the deadline; INT64_MAX: never */
 };
 
 /* Everything one audit holds; released by audit_done(). */
 struct audit {
-        cJSON *pods, *pdbs;
+        cJSON *nodes, *pods, *pdbs;
+        struct audit_node *an;
+        size_t n_an;
         struct audit_pod *ap; /* running pods, by namespace */
         size_t n_ap;
         struct kube_pdb *kp;
@@ -744,6 +766,8 @@ static void audit_done(struct audit *a)
                 kube_pod_clear(&a->ap[i].pod);
         free(a->ap);
         drain_startups_free(a->startups, a->n_startups);
+        free(a->an);
+        cJSON_Delete(a->nodes);
         cJSON_Delete(a->pods);
         cJSON_Delete(a->pdbs);
 }
@@ -764,12 +788,69 @@ static int str_cmp(const void *x, const void *y)
         return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
+static const char *node_label(const cJSON *node, const char *key)
+{
+        const cJSON *labels =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"), "labels");
+        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(labels, key));
+}
+
+/* Spot or on-demand, from Karpenter's label, else EKS managed node groups'; "unknown" without either. */
+static const char *node_capacity_type(const cJSON *node)
+{
+        const char *k = node_label(node, "karpenter.sh/capacity-type");
+        const char *e = node_label(node, "eks.amazonaws.com/capacityType");
+        if (k)
+                return streq(k, "spot") ? "spot" : streq(k, "on-demand") ? "on-demand" : k;
+        if (e)
+                return streq(e, "SPOT") ? "spot" : streq(e, "ON_DEMAND") ? "on-demand" : e;
+        return "unknown";
+}
+
+static int audit_load_nodes(struct audit *a, struct drain_cli *d)
+{
+        const cJSON *obj;
+        /* The first question, with a short bound: an API server that cannot be reached is told at once. */
+        int r = api_first(d, "/api/v1/nodes", NULL, &a->nodes);
+        if (r < 0)
+                return r;
+        a->an = calloc((size_t)cJSON_GetArraySize(kube_list_items(a->nodes)) + 1, sizeof(*a->an));
+        if (!a->an)
+                return -ENOMEM;
+        cJSON_ArrayForEach (obj, kube_list_items(a->nodes)) {
+                const char *name = kube_object_str(obj, "metadata.name");
+                if (!name)
+                        continue;
+                struct audit_node *n = &a->an[a->n_an++];
+                const char *zone = node_label(obj, "topology.kubernetes.io/zone");
+                if (!zone)
+                        zone = node_label(obj, "failure-domain.beta.kubernetes.io/zone");
+                n->name = name;
+                n->zone = zone ? zone : "unknown";
+                n->capacity_type = node_capacity_type(obj);
+                /* On-demand nodes are not interrupted by spot notices; scheduled events reach them too,
+                 * which is what --all-nodes is for. */
+                n->judged = d->all_nodes || !streq(n->capacity_type, "on-demand");
+        }
+        return 0;
+}
+
+static const struct audit_node *audit_node(const struct audit *a, const char *name)
+{
+        for (size_t i = 0; i < a->n_an; i++)
+                if (streq(a->an[i].name, name))
+                        return &a->an[i];
+        return NULL;
+}
+
 static int audit_load(struct audit *a, struct drain_cli *d)
 {
         const cJSON *obj;
         int r;
 
-        r = list_sync(d, "/api/v1/pods", NULL, NULL, &a->pods);
+        r = audit_load_nodes(a, d);
+        if (r >= 0)
+                r = list_sync(d, "/api/v1/pods", NULL, NULL, &a->pods);
         if (r >= 0)
                 r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &a->pdbs);
         if (r >= 0)
@@ -824,9 +905,12 @@ static int audit_worst(const struct audit *a, const struct kube_pdb *pdb, const 
         _cleanup_free_ const char **nodes = calloc(hi - lo + 1, sizeof(*nodes));
         if (!nodes)
                 return -ENOMEM;
-        for (size_t i = lo; i < hi; i++)
-                if (kube_pdb_matches_pod(pdb, &a->ap[i].pod))
+        for (size_t i = lo; i < hi; i++) {
+                const struct audit_node *an = audit_node(a, a->ap[i].pod.node_name);
+                /* Only the nodes judged (a node not listed, e.g. created since, is judged too). */
+                if (kube_pdb_matches_pod(pdb, &a->ap[i].pod) && (!an || an->judged))
                         nodes[n++] = a->ap[i].pod.node_name;
+        }
         /* Sorted, the longest run of one name is the worst node. */
         qsort(nodes, n, sizeof(*nodes), str_cmp);
         *ret_node = NULL;
@@ -892,10 +976,41 @@ static int audit_analyze(struct audit *a, const struct drain_cli *d)
                                 return r;
                         a->plan_nodes[a->n_plans++] = worst;
                 }
-                a->f[a->n_f++] =
-                    (struct audit_finding){ .pdb = &a->kp[b], .node = worst, .on_node = n, .plan = pn };
+                const struct drain_plan *plan = a->plans[pn];
+                const struct drain_plan_pdb *pp = NULL;
+                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
+                        if (streq_ptr(plan->pdbs[j].namespace, a->kp[b].namespace) &&
+                            streq_ptr(plan->pdbs[j].name, a->kp[b].name))
+                                pp = &plan->pdbs[j];
+                if (!pp)
+                        continue;
+                uint64_t deadline = plan->n_nodes > 0 ? plan->nodes[0].deadline_usec : d->deadline_usec;
+                a->f[a->n_f++] = (struct audit_finding){
+                        .pdb = &a->kp[b],
+                        .node = worst,
+                        .on_node = n,
+                        .plan = pn,
+                        .an = audit_node(a, worst),
+                        .pp = pp,
+                        .over_usec = pp->unforced_finish_usec == DRAIN_NEVER
+                                         ? INT64_MAX
+                                         : (int64_t)pp->unforced_finish_usec - (int64_t)deadline,
+                };
         }
         return 0;
+}
+
+/* Findings first, the furthest over the budget first (never finishing is furthest); then the PDBs that
+ * fit. Ties by name, so that the order is stable. */
+static int audit_finding_cmp(const void *x, const void *y)
+{
+        const struct audit_finding *p = x, *q = y;
+        if (p->pp->feasible != q->pp->feasible)
+                return p->pp->feasible ? 1 : -1;
+        if (p->over_usec != q->over_usec)
+                return p->over_usec > q->over_usec ? -1 : 1;
+        int c = strcmp(p->pp->namespace ? p->pp->namespace : "", q->pp->namespace ? q->pp->namespace : "");
+        return c ? c : strcmp(p->pp->name ? p->pp->name : "", q->pp->name ? q->pp->name : "");
 }
 
 /* Whether the PDB named as pp is infeasible in plan (NULL: none is). */
@@ -918,17 +1033,13 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
         if (!list)
                 return -ENOMEM;
         if (!d->common.json)
-                printf("%-40s %-24s %7s %7s %9s %s\n", "PDB", "WORST NODE", "PODS", "ALLOWED", "VERDICT",
-                       "WOULD FIT");
+                printf("%-40s %-24s %-9s %-12s %5s %7s %8s %9s %s\n", "PDB", "WORST NODE", "CAPACITY",
+                       "ZONE", "PODS", "ALLOWED", "OVER", "VERDICT", "WOULD FIT");
         for (size_t i = 0; i < a->n_f; i++) {
                 const struct drain_plan *plan = a->plans[a->f[i].plan];
-                const struct drain_plan_pdb *pp = NULL;
-                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
-                        if (streq_ptr(plan->pdbs[j].namespace, a->f[i].pdb->namespace) &&
-                            streq_ptr(plan->pdbs[j].name, a->f[i].pdb->name))
-                                pp = &plan->pdbs[j];
-                if (!pp)
-                        continue;
+                const struct drain_plan_pdb *pp = a->f[i].pp;
+                const char *capacity = a->f[i].an ? a->f[i].an->capacity_type : "unknown";
+                const char *zone = a->f[i].an ? a->f[i].an->zone : "unknown";
                 bool finding = !pp->feasible;
                 findings += finding;
                 /* Too slow even if its pods stopped at once (certain), or only on the expected stops. */
@@ -941,8 +1052,14 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                         else if (finding)
                                 snprintf(fit, sizeof(fit), "no value fits");
                         _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
-                        printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, a->f[i].node,
-                               a->f[i].on_node, pp->k,
+                        char over[24] = "-";
+                        if (a->f[i].over_usec == INT64_MAX)
+                                snprintf(over, sizeof(over), "never");
+                        else if (a->f[i].over_usec > 0)
+                                snprintf(over, sizeof(over), "+%.0f s",
+                                         (double)a->f[i].over_usec / (double)USEC_PER_SEC);
+                        printf("%-40s %-24s %-9s %-12s %5d %7d %8s %9s %s\n", name ? name : pp->name,
+                               a->f[i].node, capacity, zone, a->f[i].on_node, pp->k, over,
                                certain   ? "too-slow"
                                : finding ? "at-risk"
                                          : "ok",
@@ -957,6 +1074,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                 bool ok = cJSON_AddStringToObject(o, "namespace", pp->namespace) &&
                           cJSON_AddStringToObject(o, "pdb", pp->name) &&
                           cJSON_AddStringToObject(o, "worst_node", a->f[i].node) &&
+                          cJSON_AddStringToObject(o, "capacity_type", capacity) &&
+                          cJSON_AddStringToObject(o, "zone", zone) &&
                           cJSON_AddNumberToObject(o, "pods_on_node", a->f[i].on_node) &&
                           cJSON_AddNumberToObject(o, "allowed", pp->k) &&
                           cJSON_AddBoolToObject(o, "feasible", pp->feasible) &&
@@ -970,6 +1089,11 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                                                          (double)USEC_PER_SEC);
                 else if (ok)
                         ok = cJSON_AddNullToObject(o, "predicted_seconds");
+                if (ok && a->f[i].over_usec != INT64_MAX)
+                        ok = cJSON_AddNumberToObject(o, "over_budget_seconds",
+                                                     (double)a->f[i].over_usec / (double)USEC_PER_SEC);
+                else if (ok)
+                        ok = cJSON_AddNullToObject(o, "over_budget_seconds");
                 if (ok && finding && pp->fit_max_unavailable >= 0)
                         ok = cJSON_AddNumberToObject(o, "fit_max_unavailable", pp->fit_max_unavailable) &&
                              cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
@@ -1005,11 +1129,14 @@ int cmd_audit(int argc, char **argv)
         r = audit_load(&a, &d);
         if (r >= 0)
                 r = audit_analyze(&a, &d);
-        if (r >= 0)
+        if (r >= 0) {
+                qsort(a.f, a.n_f, sizeof(*a.f), audit_finding_cmp);
                 r = audit_report(&a, &d);
+        }
         drain_cli_done(&d);
         if (r < 0) {
-                fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
+                if (!d.reported)
+                        fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
                 return EXIT_ERROR;
         }
         return r > 0 ? EXIT_INFEASIBLE : EXIT_OK;

@@ -62,7 +62,7 @@ plain "$TEST_TMP/missing-plan.err"
 
 log "a closed port"
 kubeconfig_for http://127.0.0.1:1 "$TEST_TMP/closed.kubeconfig"
-for verb in "drain spot-a --budget 60" "plan spot-a"; do
+for verb in "drain spot-a --budget 60" "plan spot-a" "audit"; do
 	# shellcheck disable=SC2086 # the verb and its arguments
 	within 5 1 "$TEST_TMP/closed.err" "$SPOTDRAIN" $verb --kubeconfig "$TEST_TMP/closed.kubeconfig"
 	plain "$TEST_TMP/closed.err"
@@ -83,7 +83,7 @@ grep -q "cannot reach the Kubernetes API server at $url (no answer within 4 s)" 
 log "a server that refuses the credentials"
 refusing unauthorized
 kubeconfig_for "$url" "$TEST_TMP/unauth.kubeconfig"
-for verb in "drain spot-a --budget 60" "plan spot-a"; do
+for verb in "drain spot-a --budget 60" "plan spot-a" "audit"; do
 	# shellcheck disable=SC2086
 	within 5 1 "$TEST_TMP/unauth.err" "$SPOTDRAIN" $verb --kubeconfig "$TEST_TMP/unauth.kubeconfig"
 	plain "$TEST_TMP/unauth.err"
