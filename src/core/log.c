@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "spotdrain/core.h"
+#include "spotdrain/term.h"
 
 /* Chosen once at start (log_setup) before other threads exist; read-only afterwards. */
 static enum log_format log_fmt = LOG_FORMAT_TEXT;
@@ -72,12 +73,10 @@ int log_parse_format(const char *s)
         return -EINVAL;
 }
 
-/* One record to its stream, in one write. */
+/* One record to its stream, in one write; above a live status block when there is one (term.h). */
 static void log_emit(const char *line)
 {
-        FILE *f = log_out ? log_out : stderr;
-        fputs(line, f);
-        fflush(f);
+        term_write(log_out ? log_out : stderr, line);
 }
 
 static const char *level_name(int level)
