@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/service.h"
 #include "spotdrain/surge.h"
+#include "spotdrain/term.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SYNC_TIMEOUT (60 * USEC_PER_SEC)
@@ -547,8 +549,10 @@ struct drain_run {
         struct drain_cli *d;
         struct drain_exec *x;
         struct timer *refresh;
-        bool tty;
+        bool live;  /* the status block is redrawn in place (term.h) */
+        bool color; /* and may be coloured */
         bool done;
+        char *shown; /* not live: the last plain status line printed */
 };
 
 static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -557,46 +561,141 @@ static void on_done(struct drain_exec *x, const struct drain_exec_result *res, v
         run->done = true;
 }
 
-/* The live one-line view: countdown, pods left per PDB, predicted finish. */
+/* At most this many PDB lines under the first: the block must stay small enough to read at a glance. */
+#define STATUS_PDB_LINES 8
+
+/* s with colour sgr (an SGR parameter string, "1;31") when colour is on. */
+static int status_printf(struct buf *b, const struct drain_run *run, const char *sgr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int status_printf(struct buf *b, const struct drain_run *run, const char *sgr, const char *fmt, ...)
+{
+        va_list ap;
+        _cleanup_free_ char *text = NULL;
+        va_start(ap, fmt);
+        if (vasprintf(&text, fmt, ap) < 0)
+                text = NULL;
+        va_end(ap);
+        if (!text)
+                return -ENOMEM;
+        if (run->color && sgr)
+                return buf_printf(b, "\033[%sm%s\033[0m", sgr, text);
+        return buf_printf(b, "%s", text);
+}
+
+/* The first status line: countdown, pods left, predicted finish, forced, predicted killed. */
+static int status_head(const struct drain_run *run, uint64_t now, bool plain, struct buf *b)
+{
+        const struct drain_plan *plan = drain_exec_plan(run->x);
+        const struct drain_plan_node *pn = drain_exec_plan_node(run->x);
+        const struct drain_exec_result *res = drain_exec_result(run->x);
+        int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
+        int64_t secs = left > 0 ? left / (int64_t)USEC_PER_SEC : 0;
+        int r = buf_printf(b, "%s: ", run->d->node);
+
+        /* A plain line is printed when something changed: the countdown, which always does, is left out. */
+        if (r >= 0 && !plain)
+                r = status_printf(b, run, secs < 30 ? "1;31" : "1", "%" PRIi64 " s to deadline", secs);
+        if (r >= 0 && !plain)
+                r = buf_printf(b, ", ");
+        if (r < 0 || !plan)
+                return r < 0 ? r : buf_printf(b, "planning");
+        r = buf_printf(b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS));
+        if (r >= 0 && pn && pn->finish_usec != DRAIN_NEVER && !plain)
+                r = buf_printf(b, ", predicted finish in %.0f s",
+                               pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
+                                                     : 0.0);
+        if (r >= 0 && pn && pn->finish_usec == DRAIN_NEVER)
+                r = status_printf(b, run, "31", ", no finish predicted");
+        if (r >= 0)
+                r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
+        if (r >= 0)
+                r = status_printf(b, run, pn && pn->n_killed > 0 ? "1;31" : NULL, ", %zu predicted killed",
+                                  pn ? pn->n_killed : (size_t)0);
+        return r;
+}
+
+/* The live view: the head line, then pods left per PDB (the PDBs with pods left, and those without a PDB).
+ * On a terminal it is redrawn in place under the log records; elsewhere a plain line whenever it changes. */
 static void refresh(void *userdata)
 {
         struct drain_run *run = userdata;
         const struct drain_plan *plan = drain_exec_plan(run->x);
         uint64_t now = clk_now();
-        _cleanup_(buf_free) struct buf b = { 0 };
+        _cleanup_(buf_free) struct buf head = { 0 };
+        char *lines[STATUS_PDB_LINES + 3] = { 0 };
+        size_t n = 0, more = 0;
 
         run->refresh = NULL; /* released by the loop as it fired */
         if (run->done)
                 return;
-        int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
-        if (buf_printf(&b, "%s: %" PRIi64 " s to deadline, ", run->d->node,
-                       left > 0 ? left / (int64_t)USEC_PER_SEC : 0) < 0)
-                return;
-        if (!plan ? buf_printf(&b, "planning") < 0
-                  : buf_printf(&b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS)) < 0)
-                return;
-        for (size_t i = 0; plan && i < plan->n_pdbs; i++) {
-                unsigned n = drain_exec_pods_left(run->x, (int)i);
-                if (n > 0 && buf_printf(&b, ", %s %u", plan->pdbs[i].name, n) < 0)
-                        return;
+        if (status_head(run, now, !run->live, &head) < 0)
+                goto again;
+        if (!run->live) {
+                /* A record in the log's own format (text or JSON lines, the journal), at each change. */
+                if (!streq_ptr(run->shown, head.data)) {
+                        free(run->shown);
+                        run->shown = strdup(head.data);
+                        log_full(LOG_INFO, 0, (const char *const[]){ "node", run->d->node, NULL }, "%s",
+                                 head.data);
+                }
+                goto again;
         }
-        const struct drain_plan_node *pn = drain_exec_plan_node(run->x);
-        if (pn && pn->finish_usec != DRAIN_NEVER &&
-            buf_printf(&b, "; predicted finish in %.0f s",
-                       pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
-                                             : 0.0) < 0)
-                return;
-        fprintf(stderr, "\r\033[K%s", b.data);
-        fflush(stderr);
+        lines[n++] = head.data;
+        for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
+                unsigned k = drain_exec_pods_left(run->x, i);
+                if (k == 0)
+                        continue;
+                if (n > STATUS_PDB_LINES) {
+                        more++;
+                        continue;
+                }
+                lines[n++] = i < 0 ? strprintf("  without PDB: %u left", k)
+                                   : strprintf("  PDB %s/%s: %u left", plan->pdbs[i].namespace,
+                                               plan->pdbs[i].name, k);
+        }
+        if (more > 0)
+                lines[n++] = strprintf("  and %zu more PDB%s with pods left", more, more == 1 ? "" : "s");
+        term_status_set((const char *const *)lines, n);
+        for (size_t i = 1; i < n; i++)
+                free(lines[i]);
+again:
         timer_start_in(run->d->loop, REFRESH_USEC, refresh, run, &run->refresh);
 }
 
-static void print_result(const struct drain_cli *d, const struct drain_exec_result *res)
+/* The summary at the end, under the result's sentence: one row for the node, one per PDB with pods left. */
+static void print_summary(const struct drain_run *run, const struct drain_exec_result *res)
 {
+        const struct drain_plan *plan = drain_exec_plan(run->x);
+        char left[16];
+
+        if (res->pods_unseen)
+                snprintf(left, sizeof(left), "unknown");
+        else
+                snprintf(left, sizeof(left), "%u", res->left);
+        printf("\n%-24s %-16s %8s %8s %7s %7s %16s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
+               "LEFT", "KILLED PREDICTED");
+        printf("%-24s %-16s %8.1f %8u %7u %7s %16u\n", run->d->node,
+               drain_exec_outcome_to_string(res->outcome),
+               (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC, res->evicted,
+               res->forced, left, res->killed_predicted);
+        for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
+                unsigned k = drain_exec_pods_left(run->x, i);
+                _cleanup_free_ char *name =
+                    i < 0 ? strdup("(no PDB)")
+                          : strprintf("%s/%s", plan->pdbs[i].namespace, plan->pdbs[i].name);
+                if (k > 0 && name)
+                        printf("  %-22s %-16s %8s %8s %7s %7u\n", name, "left", "", "", "", k);
+        }
+}
+
+static void print_result(const struct drain_run *run, const struct drain_exec_result *res)
+{
+        const struct drain_cli *d = run->d;
         char deadline[64] = "";
         format_rfc3339(d->deadline_usec, deadline, sizeof(deadline));
         if (!d->common.json) {
                 printf("%s\n", res->message ? res->message : drain_exec_outcome_to_string(res->outcome));
+                print_summary(run, res);
                 return;
         }
         cJSON *o = cJSON_CreateObject();
@@ -682,19 +781,19 @@ int cmd_drain(int argc, char **argv)
                 drain_cli_done(&d);
                 return EXIT_ERROR;
         }
-        run.tty = isatty(STDERR_FILENO);
-        if (run.tty)
-                refresh(&run);
+        run.live = term_status_start(STDERR_FILENO);
+        run.color = run.live && term_color(STDERR_FILENO);
+        refresh(&run);
         r = loop_run_until(d.loop, &run.done, UINT64_MAX);
         run.refresh = timer_cancel(run.refresh);
-        if (run.tty)
-                fprintf(stderr, "\r\033[K");
+        term_status_stop();
+        free(run.shown);
         if (r < 0) {
                 log_error_errno(r, "drain of %s interrupted", d.node);
                 status = EXIT_ERROR;
         } else {
                 const struct drain_exec_result *res = drain_exec_result(run.x);
-                print_result(&d, res);
+                print_result(&run, res);
                 status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
                          : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
                                                                       : EXIT_ERROR;
