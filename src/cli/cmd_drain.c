@@ -815,6 +815,7 @@ struct audit_pod {
 
 /* A node as the audit judges it: what an interruption would be to it. */
 struct audit_node {
+        /* name first: str_cmp orders and finds them by it */
         const char *name, *capacity_type, *zone; /* borrowed from audit.nodes; "unknown" when unlabelled */
         bool judged;                             /* spot (or unknown), or every node with --all-nodes */
 };
@@ -931,15 +932,16 @@ static int audit_load_nodes(struct audit *a, struct drain_cli *d)
                  * which is what --all-nodes is for. */
                 n->judged = d->all_nodes || !streq(n->capacity_type, "on-demand");
         }
+        /* By name: every pod looks its node up. */
+        qsort(a->an, a->n_an, sizeof(*a->an), str_cmp);
         return 0;
 }
 
 static const struct audit_node *audit_node(const struct audit *a, const char *name)
 {
-        for (size_t i = 0; i < a->n_an; i++)
-                if (streq(a->an[i].name, name))
-                        return &a->an[i];
-        return NULL;
+        if (!name || a->n_an == 0)
+                return NULL;
+        return bsearch(&name, a->an, a->n_an, sizeof(*a->an), str_cmp);
 }
 
 static int audit_load(struct audit *a, struct drain_cli *d)
