@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 19, item 3: the one-shot commands say what is wrong in one plain sentence, at once. `drain` against a
-# missing node, a closed port, a server that never answers or one that refuses the credentials exits 1
-# within 5 s (a bound waited on, not slept), naming the server's URL and what to check, with no errno text
-# tacked on; `plan` and `audit` the same. A drain whose server fails after its first answer never saw the
+# missing node, a closed port, a server that never answers, one that refuses the credentials or one that
+# speaks no TLS where the kubeconfig says https exits 1 within 5 s (a bound waited on, not slept), naming
+# the server's URL and what to check, with no errno text tacked on; `plan` and `audit` the same. A drain whose server fails after its first answer never saw the
 # node's pods: it never says "0 pods left" (exit 3, "left": null).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -90,6 +90,13 @@ for verb in "drain spot-a --budget 60" "plan spot-a" "audit"; do
 	grep -q "at $url refused the credentials (401 Unauthorized); check the token" "$TEST_TMP/unauth.err" ||
 		fail "$verb: the refused credentials are not told"
 done
+
+log "no TLS where the kubeconfig says https"
+kubeconfig_for "${url/http:/https:}" "$TEST_TMP/tls.kubeconfig"
+within 5 1 "$TEST_TMP/tls.err" "$SPOTDRAIN" drain spot-a --kubeconfig "$TEST_TMP/tls.kubeconfig" --budget 60
+plain "$TEST_TMP/tls.err"
+grep -q "no trusted TLS connection to the Kubernetes API server at ${url/http:/https:} .*check the certificate-authority" \
+	"$TEST_TMP/tls.err" || fail "the TLS failure does not point at the CA"
 
 log "a server that fails after its first answer: the pods were never seen"
 refusing node-only
