@@ -10,7 +10,15 @@ require_tools
 command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
 REFUSE=$ROOT/tests/tools/refusing_api.py
 SERVERS=()
-trap 'rc=$?; set +e; for p in "${SERVERS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; (exit $rc); cleanup' EXIT
+# Stops the refusing servers before lib.sh's cleanup.
+stop_servers() {
+	local p
+	for p in "${SERVERS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+}
+trap 'rc=$?; set +e; stop_servers; (exit $rc); cleanup' EXIT
 
 # refusing MODE: starts tests/tools/refusing_api.py; sets url.
 refusing() {
