@@ -131,8 +131,7 @@ int alert_bus_add_log_sink(struct alert_bus *b)
 static void event_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         if (r->error < 0)
-                log_debug_errno(r->error, "cannot record alert as a Kubernetes Event: %s",
-                                r->message ? r->message : "no answer");
+                log_debug_reason(r->error, r->message, "cannot record alert as a Kubernetes Event");
 }
 
 static void sink_kube_event(const struct alert *a, void *userdata)

@@ -63,7 +63,7 @@ static void on_creds(int error, const struct aws_credentials *src, const char *m
         struct creds *c = userdata;
         c->asking = false;
         if (error < 0)
-                log_warning_errno(error, "cannot get AWS credentials: %s", message ? message : "");
+                log_warning_reason(error, message, "cannot get AWS credentials");
         else
                 creds_store(c, src);
 }

@@ -185,9 +185,7 @@ static int event_parse(int argc, char **argv)
         r = notice_parse(data, len, &opts, &notices, &n, reason, sizeof(reason));
         if (r < 0) {
                 fprintf(stderr, "spotdrain event parse: %s: %s\n", path, *reason ? reason : strerror(-r));
-                return r == -ENOMEM                         ? EXIT_ERROR
-                       : r == -EDESTADDRREQ || r == -EINVAL ? EXIT_USAGE
-                                                            : EXIT_DATAERR;
+                return r == -ENOMEM ? EXIT_ERROR : r == -EINVAL ? EXIT_USAGE : EXIT_DATAERR;
         }
         if (n == 0)
                 fprintf(stderr, "spotdrain event parse: %s: no notice: %s\n", path, reason);

@@ -551,7 +551,7 @@ static int start_provisioning(struct simulate *sm)
                 r = region ? config_set_value(sm->cfg, "aws.region", region, &error) : -ENOMEM;
         }
         if (r < 0)
-                return log_error_errno(r, "cannot configure provisioning: %s", error ? error : "");
+                return log_error_reason(r, error, "cannot configure provisioning");
         sm->ec2_credentials = (struct aws_credentials){ .access_key_id = key_id,
                                                         .secret_access_key = secret,
                                                         .source = source };

@@ -114,6 +114,18 @@ static const struct cli_flag plan_flags[] = {
         F_BUDGET, F_JSON, F_KUBECONFIG, F_CONFIG, F_LOG_LEVEL, F_LOG_FORMAT, F_END,
 };
 
+static const struct cli_flag audit_flags[] = {
+        F_BUDGET,
+        { "all-nodes", NULL, NULL, "off: spot nodes (and those of unknown capacity type)",
+          "judge on-demand nodes too (for scheduled events)" },
+        F_JSON,
+        F_KUBECONFIG,
+        F_CONFIG,
+        F_LOG_LEVEL,
+        F_LOG_FORMAT,
+        F_END,
+};
+
 static const struct cli_flag event_flags[] = {
         F_JSON,
         { "imds", "PATH", NULL, "none: the form is detected",
@@ -229,8 +241,10 @@ const struct cli_help cli_helps[] = {
         { "audit", "audit [--budget S] [OPTIONS]", "PDBs whose pods on one node could not drain in time",
           "Every PDB or workload whose pods on one node could not be drained within the budget, with the "
           "value "
-          "that would fit.",
-          plan_flags, EXAMPLES("spotdrain audit", "spotdrain audit --budget 90 --json"),
+          "that would fit; each finding with its node's capacity type and zone, the furthest over the "
+          "budget "
+          "first.",
+          audit_flags, EXAMPLES("spotdrain audit", "spotdrain audit --budget 90 --all-nodes --json"),
           "0 no findings, 4 findings, 1 error, 2 usage" },
         { "event parse", "event parse [FILE|-] [OPTIONS]",
           "normalize one SQS/EventBridge/SNS/IMDS notice body",

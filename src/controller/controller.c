@@ -879,8 +879,7 @@ static void op_drain_stop(void *userdata, const char *node)
 static void on_kube_done(struct kube_client *k, struct kube_result *r, void *userdata)
 {
         if (r->error < 0)
-                log_warning_errno(r->error, "%s failed: %s", (const char *)userdata,
-                                  r->message ? r->message : "");
+                log_warning_reason(r->error, r->message, "%s failed", (const char *)userdata);
 }
 
 static int op_soft_taint(void *userdata, const char *node, bool add)
@@ -927,8 +926,7 @@ static int op_replacement_request(void *userdata, const char *node, const struct
 static void on_asg_done(int error, const char *message, void *userdata)
 {
         if (error < 0)
-                log_warning_errno(error, "Auto Scaling %s failed: %s", (const char *)userdata,
-                                  message ? message : "");
+                log_warning_reason(error, message, "Auto Scaling %s failed", (const char *)userdata);
 }
 
 static int op_lifecycle(struct controller *c, const struct notice *n, bool complete)
@@ -1311,7 +1309,7 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                                                     .credentials_userdata = o->credentials_userdata };
                 r = prov_frontend_new(l, kube, bus, o->cfg, &po, &c->prov, &error);
                 if (r < 0) {
-                        log_error_errno(r, "provisioning: %s", error ? error : "cannot set it up");
+                        log_error_reason(r, error, "provisioning: cannot set it up");
                         return r;
                 }
         }

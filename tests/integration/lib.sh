@@ -116,3 +116,34 @@ stop_sim() {
 sim_result() {
 	curl -sSf "$1/sim/v1/result"
 }
+
+# crash_trials WHAT LOG: the crash-resume tests' trials. Runs the caller's `trial SEED` in the background for
+# each seed (CRASH_SEEDS: a list, or "random" for CRASH_TRIALS random ones; else the first CRASH_TRIALS, 10,
+# of the caller's FIXED_SEEDS), waits for them all, prints each TEST_TMP/trial-SEED/verdict and, for a
+# failed one, the tail of its LOG. CRASH_KEEP=DIR keeps every trial's files. Returns 1 when one failed.
+crash_trials() {
+	local what=$1 logname=$2 seeds=() failed=0 seed verdict
+	if [ "${CRASH_SEEDS:-}" = random ]; then
+		for _ in $(seq "${CRASH_TRIALS:-10}"); do seeds+=($((RANDOM * 32768 + RANDOM))); done
+	elif [ -n "${CRASH_SEEDS:-}" ]; then
+		read -r -a seeds <<<"$CRASH_SEEDS"
+	else
+		seeds=("${FIXED_SEEDS[@]:0:${CRASH_TRIALS:-10}}")
+	fi
+	log "$what: ${#seeds[@]} trials, seeds ${seeds[*]}"
+	for seed in "${seeds[@]}"; do
+		trial "$seed" &
+	done
+	wait
+	for seed in "${seeds[@]}"; do
+		verdict=$(cat "$TEST_TMP/trial-$seed/verdict" 2>/dev/null || echo "FAIL: no verdict")
+		echo "seed $seed: $verdict"
+		if [[ "$verdict" != ok* ]]; then
+			failed=1
+			echo "--- seed $seed: $logname (tail)" >&2
+			tail -n 30 "$TEST_TMP/trial-$seed/$logname" >&2 || true
+		fi
+	done
+	[ -z "${CRASH_KEEP:-}" ] || { mkdir -p "$CRASH_KEEP" && cp -r "$TEST_TMP"/. "$CRASH_KEEP"/; }
+	return "$failed"
+}

@@ -21,7 +21,8 @@ self_contained() {
 # measure PAGE OUT: lays PAGE out in headless Chromium and writes what is drawn, with each element's box in
 # CSS pixels, as JSON to OUT. The measuring script is added to a copy: the page itself has none.
 measure() {
-	local page=$1 out=$2 copy=$TEST_TMP/measured-$(basename "$1")
+	local page=$1 out=$2 copy
+	copy=$TEST_TMP/measured-$(basename "$1")
 	python3 - "$page" "$copy" <<'PY'
 import sys
 page = open(sys.argv[1], encoding="utf-8").read()
