@@ -46,6 +46,8 @@
         {                                                                                       \
                 "budget", "S", "drain.budget_seconds", NULL, "seconds from now to the deadline" \
         }
+/* What drain, plan and audit take besides their own. */
+#define F_ONESHOT F_JSON, F_KUBECONFIG, F_CONFIG, F_LOG_LEVEL, F_LOG_FORMAT
 #define F_END                                \
         {                                    \
                 NULL, NULL, NULL, NULL, NULL \
@@ -102,27 +104,21 @@ static const struct cli_flag drain_flags[] = {
         { "report", "FILE.html", NULL, "none",
           "write the drain's timeline page there (self-contained HTML: pods, PDBs, alerts, deadline)" },
         { "dry-run", NULL, NULL, "off", "print the plan and change nothing (exit 0)" },
-        F_JSON,
-        F_KUBECONFIG,
-        F_CONFIG,
-        F_LOG_LEVEL,
-        F_LOG_FORMAT,
+        F_ONESHOT,
         F_END,
 };
 
 static const struct cli_flag plan_flags[] = {
-        F_BUDGET, F_JSON, F_KUBECONFIG, F_CONFIG, F_LOG_LEVEL, F_LOG_FORMAT, F_END,
+        F_BUDGET,
+        F_ONESHOT,
+        F_END,
 };
 
 static const struct cli_flag audit_flags[] = {
         F_BUDGET,
         { "all-nodes", NULL, NULL, "off: spot nodes (and those of unknown capacity type)",
           "judge on-demand nodes too (for scheduled events)" },
-        F_JSON,
-        F_KUBECONFIG,
-        F_CONFIG,
-        F_LOG_LEVEL,
-        F_LOG_FORMAT,
+        F_ONESHOT,
         F_END,
 };
 
