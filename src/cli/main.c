@@ -1,4 +1,5 @@
 /* spotdrain: spot-interruption handler and deadline-aware drain agent for Kubernetes on AWS. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,8 +60,18 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return EXIT_USAGE;
         }
-        if (streq(argv[1], "help") && argc >= 3)
+        if (streq(argv[1], "help") && argc >= 3) {
+                /* Help only of the commands this binary has (spotdrain-agent has few). */
+                bool known = argv[2][0] == '-';
+                for (size_t i = 0; !known && i < ARRAY_SIZE(commands); i++)
+                        known = streq(argv[2], commands[i].name);
+                if (!known) {
+                        fprintf(stderr, PROGRAM " help: no command '%s' (" PROGRAM " --help lists them)\n",
+                                argv[2]);
+                        return EXIT_USAGE;
+                }
                 return cli_help_main(argc - 1, argv + 1);
+        }
         if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
                 usage(stdout);
                 return EXIT_OK;

@@ -74,6 +74,14 @@ if [ "$rc" -ne 2 ] || ! grep -q "no command 'no-such-command'" "$TEST_TMP/err"; 
 	fail "help of an unknown command: exit $rc"
 fi
 
+# spotdrain-agent has the DaemonSet's commands only, and help of those only.
+if [ -x "$SPOTDRAIN_AGENT" ]; then
+	"$SPOTDRAIN_AGENT" help agent | grep -q '^usage: spotdrain agent' || fail "spotdrain-agent help agent"
+	rc=0
+	"$SPOTDRAIN_AGENT" help drain >/dev/null 2>&1 || rc=$?
+	[ "$rc" -eq 2 ] || fail "spotdrain-agent help drain: exit $rc, but it has no drain"
+fi
+
 log "make install DESTDIR=... ships the manuals and the completion"
 dest=$TEST_TMP/root
 # With the default compiler: integration-asan exports CC for the tools its tests build, not for make.
