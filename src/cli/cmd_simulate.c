@@ -273,6 +273,8 @@ static int start_drain(struct simulate *sm, struct kube_client *client, const ch
                 o.ledger = sm->ledger;
         }
         r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
+        if (r >= 0 && sm->rec)
+                r = report_rec_follow(sm->rec, sm->loop, d->x);
         if (r < 0) {
                 sim_drain_free(d);
                 return r;

@@ -56,8 +56,8 @@ struct drain_exec;
 struct report_rec;
 int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *bus, const char *node,
                      uint64_t origin_usec, struct report_rec **ret);
-/* Follows the plans of x (borrowed; call report_rec_finish() before freeing it) for each pod's last safe
- * moment, looking at the latest plan every 200 ms on loop l. */
+/* Follows the plans of x too (borrowed; call report_rec_finish() before freeing it) for each pod's last
+ * safe moment, looking at the latest plans every 200 ms on loop l. */
 int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec *x);
 /* Lets the loop run until every pod seen stopping was seen gone too, at most bound_usec: the drain's own
  * watch may have seen its last pod go a moment before the recorder's. 0, or -ETIMEDOUT. */

@@ -37,7 +37,8 @@ struct report_rec {
         size_t n;
         struct rec_safe *safe;
         size_t n_safe;
-        struct drain_exec *follow; /* borrowed; its plans */
+        struct drain_exec **follow; /* borrowed; their plans */
+        size_t n_follow;
         struct loop *loop;
         struct timer *follow_timer;
         bool finished;
@@ -189,11 +190,11 @@ static struct rec_safe *find_safe(struct report_rec *rec, const char *key)
         return NULL;
 }
 
-/* The last safe moment of each pod of the drain's node still planned, until its stop is seen. */
-static int note_plan(struct report_rec *rec)
+/* The last safe moment of each pod of x's node still planned, until its stop is seen. */
+static int note_plan(struct report_rec *rec, const struct drain_exec *x)
 {
-        const struct drain_plan *plan = drain_exec_plan(rec->follow);
-        const struct drain_plan_node *pn = drain_exec_plan_node(rec->follow);
+        const struct drain_plan *plan = drain_exec_plan(x);
+        const struct drain_plan_node *pn = drain_exec_plan_node(x);
         if (!plan || !pn)
                 return 0;
         size_t node = (size_t)(pn - plan->nodes);
@@ -221,13 +222,21 @@ static int note_plan(struct report_rec *rec)
         return 0;
 }
 
+static int note_plans(struct report_rec *rec)
+{
+        for (size_t i = 0; i < rec->n_follow; i++)
+                if (note_plan(rec, rec->follow[i]) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
 static void follow_tick(void *userdata)
 {
         struct report_rec *rec = userdata;
         rec->follow_timer = NULL; /* released as it fired */
         if (rec->finished)
                 return;
-        if (note_plan(rec) < 0)
+        if (note_plans(rec) < 0)
                 rec->error = -ENOMEM;
         if (timer_start_in(rec->loop, FOLLOW_USEC, follow_tick, rec, &rec->follow_timer) < 0)
                 rec->error = -ENOMEM;
@@ -235,9 +244,18 @@ static void follow_tick(void *userdata)
 
 int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec *x)
 {
-        rec->follow = x;
+        void *a = realloc(rec->follow, (rec->n_follow + 1) * sizeof(*rec->follow));
+        if (!a)
+                return -ENOMEM;
+        rec->follow = a;
+        rec->follow[rec->n_follow++] = x;
         rec->loop = l;
-        return timer_start_in(l, FOLLOW_USEC, follow_tick, rec, &rec->follow_timer);
+        if (rec->follow_timer)
+                return 0;
+        int r = timer_start_in(l, FOLLOW_USEC, follow_tick, rec, &rec->follow_timer);
+        if (r < 0)
+                rec->n_follow--; /* not followed: the caller may free it */
+        return r;
 }
 
 int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *bus, const char *node,
@@ -295,11 +313,11 @@ int report_rec_finish(struct report_rec *rec)
         if (rec->finished)
                 return rec->error;
         /* The plan as it stands at the end, for the pods that never started stopping. */
-        if (rec->follow && note_plan(rec) < 0)
+        if (note_plans(rec) < 0)
                 rec->error = -ENOMEM;
         rec->finished = true;
         rec->follow_timer = timer_cancel(rec->follow_timer);
-        rec->follow = NULL;
+        rec->n_follow = 0;
         rec->pods = kube_informer_stop(rec->pods);
         for (size_t i = 0; i < rec->n && rec->error >= 0; i++) {
                 const struct rec_pod *p = &rec->p[i];
@@ -337,6 +355,7 @@ struct report_rec *report_rec_free(struct report_rec *rec)
         }
         free(rec->p);
         timer_cancel(rec->follow_timer);
+        free(rec->follow);
         for (size_t i = 0; i < rec->n_safe; i++)
                 free(rec->safe[i].key);
         free(rec->safe);

@@ -82,6 +82,13 @@ jq -e --slurpfile res "$TEST_TMP/sim.json" '
 # seed-504 drains in time: every bar ends before the deadline line, and starts after the notice.
 jq -e '.nodes[0] as $n | [$n.bars[] | select(.x + .w > $n.deadline[0].x + 0.5 or .x < $n.notice[0].x)] | length == 0' \
 	"$TEST_TMP/sim-drawn.json" >/dev/null || fail "a pod bar crosses the deadline or starts before the notice"
+# Every pod with its last safe moment as the drain planned it; a forced pod was deleted at it (within 1 s: the
+# margin, 5 s, gives the scale).
+jq -e '.nodes[0] as $n | (($n.deadline[0].x - $n.last_safe[0].x) / 5) as $px_per_s |
+	([$n.bars[] | select(.safe.w > 0)] | length) == ($n.bars | length) and
+	([$n.bars[] | select(.cls | test("forced")) | select((.x - (.safe.x + .safe.w / 2)) | fabs > $px_per_s)]
+		| length) == 0' "$TEST_TMP/sim-drawn.json" >/dev/null ||
+	fail "last safe moments missing, or a forced pod deleted away from its own: $(jq -c '.nodes[0].bars' "$TEST_TMP/sim-drawn.json")"
 # Both PDBs of the node's pods, with a healthy curve drawn.
 jq -e '[.pdbs[] | select(.healthy.w > 0) | .name] | sort == ["shop/api", "shop/web"]' "$TEST_TMP/sim-drawn.json" \
 	>/dev/null || fail "the PDB charts are missing: $(jq -c .pdbs "$TEST_TMP/sim-drawn.json")"
