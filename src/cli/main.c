@@ -13,9 +13,9 @@ struct command {
         const char *summary;
 };
 
-/* spotdrain-agent (SPOTDRAIN_AGENT_ONLY) is the same program with the DaemonSet's verbs only: without the
- * simulator it links neither libmicrohttpd nor GnuTLS, whose pages an agent on every spot node would carry
- * for nothing (docs/agent.md, "Memory"). */
+/* spotdrain-agent (SPOTDRAIN_AGENT_ONLY) is the same program with the DaemonSet's verbs only: the linker
+ * leaves the simulator's code out of it, though not libmicrohttpd (its /metrics) nor GnuTLS (which Debian's
+ * libcurl and libmicrohttpd bring; docs/agent.md, "Memory"). */
 #ifdef SPOTDRAIN_AGENT_ONLY
 #define PROGRAM "spotdrain-agent"
 #else
