@@ -99,7 +99,7 @@ MANWIDTH=100 man -l "$man1" 2>/dev/null >"$TEST_TMP/man1.txt"
 for c in $commands; do grep -q "spotdrain $c" "$TEST_TMP/man1.txt" || fail "spotdrain(1) lacks $c"; done
 # spotdrain.yaml(5): every key check-config prints, with the same default.
 "$SPOTDRAIN" check-config >"$TEST_TMP/defaults.yaml"
-python3 - "$TEST_TMP/defaults.yaml" "$man5" <<'PY' || fail "spotdrain.yaml(5) does not match the configuration table"
+/usr/bin/python3 - "$TEST_TMP/defaults.yaml" "$man5" <<'PY' || fail "spotdrain.yaml(5) does not match the configuration table"
 import sys, yaml
 def flat(d, prefix=""):
     for k, v in d.items():

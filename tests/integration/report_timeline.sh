@@ -47,9 +47,12 @@ document.body.appendChild(pre);
 </script>"""
 open(sys.argv[2], "w", encoding="utf-8").write(page.replace("</body>", js + "</body>"))
 PY
-	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
-		--disable-component-update --disable-sync --user-data-dir="$TEST_TMP/chromium" --window-size=1200,900 \
-		--dump-dom "file://$copy" 2>"$TEST_TMP/chromium.log" >"$TEST_TMP/dom.html" ||
+	# Its profile, caches and crash reports in the test's directory, whatever HOME the run has.
+	mkdir -p "$TEST_TMP/home"
+	HOME=$TEST_TMP/home XDG_CONFIG_HOME=$TEST_TMP/home XDG_CACHE_HOME=$TEST_TMP/home \
+		chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+			--disable-component-update --disable-sync --user-data-dir="$TEST_TMP/chromium" --window-size=1200,900 \
+			--dump-dom "file://$copy" 2>"$TEST_TMP/chromium.log" >"$TEST_TMP/dom.html" ||
 		{ cat "$TEST_TMP/chromium.log" >&2; fail "chromium could not open $page"; }
 	python3 - "$TEST_TMP/dom.html" "$out" <<'PY' || fail "chromium drew no measurable page for $page"
 import html, re, sys
