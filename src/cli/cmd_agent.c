@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
@@ -289,8 +290,7 @@ int cmd_agent(int argc, char **argv)
                         v1 = true;
                         break;
                 case 'h':
-                        agent_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "agent");
                 default:
                         agent_usage(stderr);
                         return EXIT_USAGE;

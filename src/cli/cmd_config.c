@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 
@@ -37,8 +38,7 @@ int cmd_check_config(int argc, char **argv)
                         sets[n_sets++] = optarg;
                         break;
                 case 'h':
-                        printf("usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
-                        return EXIT_OK;
+                        return cli_help(stdout, "check-config");
                 default:
                         fprintf(stderr,
                                 "usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -269,8 +270,7 @@ int cmd_controller(int argc, char **argv)
                         asg_endpoint = optarg;
                         break;
                 case 'h':
-                        controller_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "controller");
                 default:
                         controller_usage(stderr);
                         return EXIT_USAGE;

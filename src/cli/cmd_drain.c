@@ -12,6 +12,8 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
+#include "cli/report.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -34,7 +36,8 @@ struct drain_cli {
         const char *deadline;
         const char *policy;
         const char *node;
-        bool all_nodes; /* audit: on-demand nodes too */
+        const char *report; /* --report FILE.html */
+        bool all_nodes;     /* audit: on-demand nodes too */
 
         struct spotdrain_config *cfg;
         struct service *svc;
@@ -53,10 +56,12 @@ static void drain_cli_done(struct drain_cli *d)
 static void usage(FILE *f, const char *verb)
 {
         if (streq(verb, "drain"))
-                fprintf(f, "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
-                           "force|respect]\n"
-                           "                       [--json] [--dry-run] [--kubeconfig F] [--config F]\n"
-                           "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
+                fprintf(f,
+                        "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
+                        "force|respect]\n"
+                        "                       [--json] [--dry-run] [--report FILE.html] [--kubeconfig F]\n"
+                        "                       [--config F]\n"
+                        "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
         else if (streq(verb, "plan"))
                 fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
                            "exit status: 0 fits or at risk, 4 infeasible, 1 error, 2 usage\n");
@@ -75,6 +80,7 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 { "budget", required_argument, NULL, 'b' },
                 { "deadline", required_argument, NULL, 'd' },
                 { "policy", required_argument, NULL, 'p' },
+                { "report", required_argument, NULL, 'R' },
                 { "json", no_argument, NULL, 'j' },
                 { "dry-run", no_argument, NULL, 'n' },
                 { "kubeconfig", required_argument, NULL, 'k' },
@@ -102,6 +108,9 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 case 'p':
                         d->policy = optarg;
                         break;
+                case 'R':
+                        d->report = optarg;
+                        break;
                 case 'n':
                         d->common.dry_run = true;
                         break;
@@ -109,8 +118,7 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                         d->all_nodes = true;
                         break;
                 case 'h':
-                        usage(stdout, d->verb);
-                        return EXIT_OK;
+                        return cli_help(stdout, d->verb);
                 default:
                         usage(stderr, d->verb);
                         return EXIT_USAGE;
@@ -126,8 +134,9 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 fprintf(stderr, "spotdrain %s: --budget and --deadline exclude each other\n", d->verb);
                 return EXIT_USAGE;
         }
-        if ((d->deadline || d->policy || d->common.dry_run) && !streq(d->verb, "drain")) {
-                fprintf(stderr, "spotdrain %s: --deadline, --policy and --dry-run are drain options\n",
+        if ((d->deadline || d->policy || d->common.dry_run || d->report) && !streq(d->verb, "drain")) {
+                fprintf(stderr,
+                        "spotdrain %s: --deadline, --policy, --report and --dry-run are drain options\n",
                         d->verb);
                 return EXIT_USAGE;
         }
@@ -801,6 +810,44 @@ static void print_result(const struct drain_run *run, const struct drain_exec_re
         cJSON_Delete(o);
 }
 
+/* --report: the recorder watches the node's pods and the PDBs, and takes the alerts, from the notice on. */
+static int report_start(struct drain_cli *d, struct report **ret, struct report_rec **ret_rec)
+{
+        _cleanup_free_ char *title = strprintf("drain %s", d->node);
+        int r = title ? report_new(title, ret) : -ENOMEM;
+        if (r >= 0)
+                r = report_rec_start(*ret, d->client, service_alerts(d->svc), d->node, d->now, ret_rec);
+        if (r < 0)
+                log_error_errno(r, "cannot record the drain for the report");
+        return r;
+}
+
+static double since_notice(const struct drain_cli *d, uint64_t usec)
+{
+        return usec ? ((double)usec - (double)d->now) / (double)USEC_PER_SEC : NAN;
+}
+
+/* The node's facts from the result, then the pods the recorder saw; the page goes to --report. */
+static int report_finish(struct drain_cli *d, const struct drain_exec_result *res, struct report *rp,
+                         struct report_rec *rec)
+{
+        double deadline = since_notice(d, d->deadline_usec);
+        /* A drain that ended in time saw its last pod go: so will the recorder, in a moment. */
+        if (res->outcome == DRAIN_EXEC_DRAINED)
+                (void)report_rec_settle(rec, d->loop, 2 * USEC_PER_SEC);
+        int r =
+            report_add_node(rp, d->node, 0, since_notice(d, res->cordoned_usec), deadline,
+                            deadline - (double)d->cfg->drain.safety_margin_usec / (double)USEC_PER_SEC,
+                            res->outcome == DRAIN_EXEC_DRAINED ? since_notice(d, res->finished_usec) : NAN);
+        if (r >= 0)
+                r = report_rec_finish(rec);
+        if (r >= 0)
+                r = report_write(rp, d->report);
+        if (r < 0)
+                log_error_errno(r, "cannot write the report %s", d->report);
+        return r;
+}
+
 int cmd_drain(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "drain" };
@@ -846,9 +893,17 @@ int cmd_drain(int argc, char **argv)
         o.kind = "manual";
         o.notice_usec = d.now;
         o.deadline_usec = d.deadline_usec;
-        r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x);
-        if (r < 0) {
+        _cleanup_(report_freep) struct report *rp = NULL;
+        _cleanup_(report_rec_freep) struct report_rec *rec = NULL;
+        r = d.report ? report_start(&d, &rp, &rec) : 0;
+        if (r >= 0 && (r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x)) < 0)
                 log_error_errno(r, "cannot start draining %s", d.node);
+        if (r >= 0 && rec && (r = report_rec_follow(rec, d.loop, run.x)) < 0)
+                log_error_errno(r, "cannot record the drain for the report");
+        if (r < 0) {
+                if (rec)
+                        (void)report_rec_finish(rec);
+                drain_exec_free(run.x);
                 drain_cli_done(&d);
                 return EXIT_ERROR;
         }
@@ -868,7 +923,11 @@ int cmd_drain(int argc, char **argv)
                 status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
                          : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
                                                                       : EXIT_ERROR;
+                if (rp && report_finish(&d, res, rp, rec) < 0 && status == EXIT_OK)
+                        status = EXIT_ERROR;
         }
+        if (rec)
+                (void)report_rec_finish(rec); /* its watches, before the client goes */
         drain_exec_free(run.x);
         /* The alerts' Kubernetes Events and the webhook: drain-completed (or deadline-missed) was raised
          * just now. */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -150,8 +151,7 @@ static int event_parse(int argc, char **argv)
                 case OPT_IGNORED:
                         break;
                 case 'h':
-                        event_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "event");
                 default:
                         fprintf(stderr, "spotdrain event parse: unknown or incomplete option '%s'\n",
                                 argv[optind - 1]);
@@ -208,8 +208,7 @@ static int event_parse(int argc, char **argv)
 int cmd_event(int argc, char **argv)
 {
         if (argc >= 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-                event_usage(stdout);
-                return EXIT_OK;
+                return cli_help(stdout, "event");
         }
         if (argc < 2 || !streq(argv[1], "parse")) {
                 fprintf(stderr, "spotdrain event: expected the subcommand 'parse'\n");

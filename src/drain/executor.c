@@ -813,7 +813,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 {
         const struct drain_input *in = drain_inputs_get(x->inputs);
         _cleanup_free_ struct order *order = calloc(x->n_own + 1, sizeof(*order));
-        _cleanup_(buf_free) struct buf forced = { 0 };
+        _cleanup_(buf_free) struct buf forced = { 0 }, forced_names = { 0 };
         uint64_t next = x->deadline;
         unsigned n_forced = 0;
         bool tier0_pending = false;
@@ -885,7 +885,9 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         p->forced_grace = grace;
                         n_forced++;
                         if (buf_printf(&forced, "%s%s/%s (grace %" PRIi64 " s)", forced.len ? ", " : "",
-                                       p->namespace, p->name, grace) < 0)
+                                       p->namespace, p->name, grace) < 0 ||
+                            buf_printf(&forced_names, "%s%s/%s", forced_names.len ? "," : "", p->namespace,
+                                       p->name) < 0)
                                 return -ENOMEM;
                         continue;
                 }
@@ -900,7 +902,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
         if (n_forced > 0) {
                 char n[16];
                 snprintf(n, sizeof(n), "%u", n_forced);
-                const char *fields[] = { "pods", n, NULL };
+                /* names: the pods, for whoever tells their story (the --report timeline). */
+                const char *fields[] = { "pods", n, "names", forced_names.data, NULL };
                 alert_emit(x->bus, ALERT_PODS_FORCED, x->node, fields,
                            "%u pod%s on %s deleted around their PDB at their last safe moment: %s", n_forced,
                            n_forced == 1 ? "" : "s", x->node, forced.data);
