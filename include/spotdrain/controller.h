@@ -40,6 +40,10 @@ struct controller_settings {
         char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
         uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
         bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
+        /* The eviction webhook (admission.h): off while admission_listen is unset. */
+        char *admission_listen;
+        char *admission_cert_file, *admission_key_file;
+        char **admission_agent_users; /* system:serviceaccount:NS:NAME of each agent release */
 };
 struct config_section;
 extern const struct config_section controller_config_section;

@@ -30,6 +30,19 @@ static const struct config_item controller_items[] = {
           "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
           "belongs to; set this to delete such messages once they are this old (0: never)",
           NULL, CONFIG_SECONDS, .min = 0, .max = 1209600, false },
+        { "controller.admission_listen", CONFIG_STRING, NULL, OFF(admission_listen),
+          "HOST:PORT of the eviction admission webhook (TLS, POST /validate-eviction): an agent's eviction "
+          "is allowed only for a pod bound to the node its token names (docs/security.md); unset: off",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.admission_cert_file", CONFIG_STRING, NULL, OFF(admission_cert_file),
+          "PEM file of the webhook's serving certificate (its chain after it)", NULL, 0, CONFIG_NO_RANGE,
+          false },
+        { "controller.admission_key_file", CONFIG_STRING, NULL, OFF(admission_key_file),
+          "PEM file of the webhook certificate's private key", NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.admission_agent_users", CONFIG_STRV, NULL, OFF(admission_agent_users),
+          "the agents' usernames (system:serviceaccount:NAMESPACE:NAME) whose evictions the webhook "
+          "judges; anyone else's request is allowed unjudged",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section controller_config_section = { "controller", controller_items,
