@@ -116,3 +116,18 @@ stop_sim() {
 sim_result() {
 	curl -sSf "$1/sim/v1/result"
 }
+
+# build_chartrender: builds tests/tools/chartrender (the chart's templates rendered as `helm template`
+# renders them, for a machine without helm) into TEST_TMP and prints its path; skips the test where Go or
+# Debian's sprig and yaml sources (golang-go golang-github-masterminds-sprig-dev
+# golang-github-ghodss-yaml-dev) are missing.
+build_chartrender() {
+	local gosrc=/usr/share/gocode dir=$TEST_TMP/chartrender
+	command -v go >/dev/null 2>&1 && [ -d "$gosrc/src/github.com/Masterminds/sprig" ] &&
+		[ -d "$gosrc/src/github.com/ghodss/yaml" ] || return 1
+	mkdir -p "$dir"
+	cp "$ROOT/tests/tools/chartrender/main.go" "$dir/main.go"
+	(cd "$dir" && GO111MODULE=off GOPATH=$gosrc GOCACHE=$dir/cache GOFLAGS='' go build -o chartrender main.go) >&2 ||
+		return 1
+	echo "$dir/chartrender"
+}
