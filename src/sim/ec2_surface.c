@@ -1017,6 +1017,37 @@ static void act_tags(struct sim_ec2 *e, const cJSON *p, struct answer *a)
         asg_ok(e, a, "CreateOrUpdateTags");
 }
 
+/* CompleteLifecycleAction, RecordLifecycleActionHeartbeat: taken for the group's own hooks; another
+ * group's is refused as Auto Scaling refuses an action it has no record of. */
+static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, const char *action)
+{
+        const char *group = param(p, "AutoScalingGroupName"), *hook = param(p, "LifecycleHookName");
+        const char *instance = param(p, "InstanceId"), *token = param(p, "LifecycleActionToken");
+        const char *result = param(p, "LifecycleActionResult");
+        bool complete = streq(action, "CompleteLifecycleAction");
+
+        if (!hook || (!instance && !token) || (complete && !result)) {
+                asg_error(e, a, 400, "ValidationError",
+                          "%s needs LifecycleHookName, InstanceId or "
+                          "LifecycleActionToken%s",
+                          action, complete ? " and LifecycleActionResult" : "");
+                return;
+        }
+        if (!streq(group, e->group)) {
+                asg_error(e, a, 400, "ValidationError",
+                          "No active Lifecycle Action found with instance ID %s",
+                          instance ? instance : token);
+                return;
+        }
+        if (complete)
+                e->stats.lifecycle_completes++;
+        else
+                e->stats.lifecycle_heartbeats++;
+        log_info("sim autoscaling: %s for %s of group %s, hook %s%s%s", action, instance ? instance : token,
+                 group, hook, complete ? ", result " : "", complete ? result : "");
+        asg_ok(e, a, action);
+}
+
 /* ---- authentication ---- */
 
 static const char *default_lookup(const char *akid, void *userdata)
@@ -1029,7 +1060,8 @@ static const char *default_lookup(const char *akid, void *userdata)
 static bool asg_action(const char *action)
 {
         return streq(action, "DescribeAutoScalingGroups") || streq(action, "SetDesiredCapacity") ||
-               streq(action, "CreateOrUpdateTags");
+               streq(action, "CreateOrUpdateTags") || streq(action, "CompleteLifecycleAction") ||
+               streq(action, "RecordLifecycleActionHeartbeat");
 }
 
 static int on_request(void *userdata, const struct sim_http_request *rq)
@@ -1102,6 +1134,9 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                         act_set_desired(e, p, &a);
                 else if (streq(action, "CreateOrUpdateTags"))
                         act_tags(e, p, &a);
+                else if (streq(action, "CompleteLifecycleAction") ||
+                         streq(action, "RecordLifecycleActionHeartbeat"))
+                        act_lifecycle(e, p, &a, action);
                 else
                         ec2_error(e, &a, 400, "InvalidAction",
                                   "The action %s is not valid for this web service.", action);
