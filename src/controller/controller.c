@@ -86,6 +86,7 @@ struct controller {
 
         struct sqs_client *sqs;
         struct asg_client *asg;
+        struct asg_owners *owners; /* controller.cluster_name's tag check; NULL when off */
         struct dispatch *dispatch;
         struct leader *leader;
         struct kube_informer *nodes;
@@ -931,8 +932,51 @@ static void on_asg_done(int error, const char *message, void *userdata)
                                   message ? message : "");
 }
 
+static int lifecycle_send(struct controller *c, const struct notice *n, bool complete)
+{
+        log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
+                 n->instance_id, n->asg_name, n->lifecycle_hook_name);
+        return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
+                                                 (void *)"CompleteLifecycleAction")
+                        : asg_heartbeat(c->asg, n, on_asg_done, (void *)"RecordLifecycleActionHeartbeat");
+}
+
+/* A lifecycle action waiting for the answer whether its group is this cluster's. */
+struct lifecycle_wait {
+        struct controller *c;
+        struct notice n;
+        bool complete;
+};
+
+static void lifecycle_foreign(const struct notice *n, const char *cluster, int owned)
+{
+        if (owned == 0)
+                log_warning("the lifecycle action of %s is left alone: group %s does not carry the tag "
+                            "%s%s (another cluster's)",
+                            n->instance_id, n->asg_name, ASG_CLUSTER_TAG_PREFIX, cluster);
+        else
+                log_warning_errno(owned,
+                                  "the lifecycle action of %s is left alone: whether group %s is "
+                                  "this cluster's is not known",
+                                  n->instance_id, n->asg_name);
+}
+
+static void on_owned(int owned, void *userdata)
+{
+        struct lifecycle_wait *w = userdata;
+
+        if (owned == 1)
+                (void)lifecycle_send(w->c, &w->n, w->complete);
+        else if (owned != -ECANCELED)
+                lifecycle_foreign(&w->n, w->c->cfg->controller.cluster_name, owned);
+        free(w);
+}
+
 static int op_lifecycle(struct controller *c, const struct notice *n, bool complete)
 {
+        struct lifecycle_wait *w;
+        int r;
+
         if (!c->asg) {
                 if (!c->asg_warned)
                         log_warning(
@@ -940,18 +984,29 @@ static int op_lifecycle(struct controller *c, const struct notice *n, bool compl
                 c->asg_warned = true;
                 return -EOPNOTSUPP;
         }
-        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names) &&
-            !strv_contains(c->cfg->controller.asg_names, n->asg_name)) {
+        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names)) {
+                if (strv_contains(c->cfg->controller.asg_names, n->asg_name))
+                        return lifecycle_send(c, n, complete);
                 log_warning("the lifecycle action of %s is left alone: group %s is not one of "
                             "controller.asg_names",
                             n->instance_id, n->asg_name);
                 return -EPERM;
         }
-        log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
-                 n->instance_id, n->asg_name, n->lifecycle_hook_name);
-        return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
-                                                 (void *)"CompleteLifecycleAction")
-                        : asg_heartbeat(c->asg, n, on_asg_done, (void *)"RecordLifecycleActionHeartbeat");
+        if (!c->owners)
+                return lifecycle_send(c, n, complete);
+        /* Only a group tagged as this cluster's: a shared queue brings other clusters' hooks too. */
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (struct lifecycle_wait){ .c = c, .n = *n, .complete = complete };
+        r = asg_owners_check(c->owners, n->asg_name, on_owned, w);
+        if (r == -EINPROGRESS)
+                return 0;
+        free(w);
+        if (r == 1)
+                return lifecycle_send(c, n, complete);
+        lifecycle_foreign(n, c->cfg->controller.cluster_name, r);
+        return r < 0 ? r : -EPERM;
 }
 
 static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
@@ -1304,6 +1359,10 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
+        if (c->asg && o->cfg && !isempty(o->cfg->controller.cluster_name) &&
+            strv_isempty(o->cfg->controller.asg_names) &&
+            (r = asg_owners_new(l, c->asg, o->cfg->controller.cluster_name, &c->owners)) < 0)
+                return r;
         if (o->cfg) {
                 _cleanup_free_ char *error = NULL;
                 struct prov_frontend_options po = { .region = c->region,
@@ -1376,6 +1435,7 @@ struct controller *controller_free(struct controller *c)
                 pending_delete_clear(&c->deleting[i]);
         free(c->deleting);
         prov_frontend_free(c->prov);
+        asg_owners_free(c->owners);
         asg_client_free(c->asg);
         sqs_client_free(c->sqs);
         free(c->queue_url);

@@ -20,6 +20,11 @@ static const struct config_item controller_items[] = {
           "Auto Scaling groups of this cluster: when set, lifecycle actions of other groups are never "
           "completed (unset: only those of instances that are nodes here)",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.cluster_name", CONFIG_STRING, NULL, OFF(cluster_name),
+          "the cluster's name: lifecycle actions are completed only for Auto Scaling groups tagged "
+          "kubernetes.io/cluster/NAME (looked up once per group, kept 10 min); controller.asg_names, when "
+          "set, is used instead",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "controller.verify_sns_signature", CONFIG_BOOL, "false", OFF(verify_sns_signature),
           "an SNS-wrapped message is acted on only when SNS's signature over it verifies with the "
           "certificate "
