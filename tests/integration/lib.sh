@@ -131,3 +131,19 @@ build_chartrender() {
 		return 1
 	echo "$dir/chartrender"
 }
+
+# The simulator's AWS key (SIM_EC2_ACCESS_KEY_ID and its secret in src/sim): what its SQS, EC2, Auto
+# Scaling and STS surfaces take.
+SIM_AWS_KEY_ID=AKIDEXAMPLE
+SIM_AWS_SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
+
+# aws_sim URL ARGS...: the AWS CLI against one of the simulator's surfaces, with its key, region us-east-1
+# and nothing from the user's configuration; JSON out.
+aws_sim() {
+	local url=$1
+	shift
+	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS \
+		AWS_ACCESS_KEY_ID="$SIM_AWS_KEY_ID" AWS_SECRET_ACCESS_KEY="$SIM_AWS_SECRET" \
+		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
+		"${AWS:-aws}" "$@" --endpoint-url "$url" --region us-east-1 --output json
+}

@@ -13,8 +13,6 @@ command -v jq >/dev/null 2>&1 || skip "jq not installed"
 command -v curl >/dev/null 2>&1 || skip "curl not installed"
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 
-KEY_ID=AKIDEXAMPLE
-SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
 SPOT_A=i-0a00000000000000a
 STRANGER=i-0fff0000000000fff
 
@@ -39,13 +37,7 @@ SQS_URL=$(jq -r '.sqs // empty' "$ENDPOINTS")
 [ -n "$QUEUE_URL" ] || fail "sim serve offers no SQS queue"
 METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-# cli ARGS...: the AWS CLI with the simulator's credentials and nothing from the user's configuration.
-cli() {
-	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS \
-		AWS_ACCESS_KEY_ID="$KEY_ID" AWS_SECRET_ACCESS_KEY="$SECRET" \
-		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
-		"$AWS" "$@" --endpoint-url "$SQS_URL" --region us-east-1 --output json
-}
+cli() { aws_sim "$SQS_URL" "$@"; }
 # warning ID ACCOUNT INSTANCE TIME: an EventBridge spot interruption warning
 warning() {
 	jq -cn --arg id "$1" --arg account "$2" --arg instance "$3" --arg time "$4" '{version: "0", id: $id,
@@ -66,7 +58,7 @@ a_empty() { [ "$(pods_on_a)" -eq 0 ]; }
 now() { date -u -d "@$(($(date +%s) - ${1:-0}))" +%Y-%m-%dT%H:%M:%SZ; }
 
 log "controller on the queue"
-AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1 \
+AWS_ACCESS_KEY_ID=$SIM_AWS_KEY_ID AWS_SECRET_ACCESS_KEY=$SIM_AWS_SECRET AWS_REGION=us-east-1 \
 	"$SPOTDRAIN" controller --queue-url "$QUEUE_URL" --kubeconfig "$SIM_KUBECONFIG" --no-leader-election \
 	--metrics-listen "127.0.0.1:$METRICS_PORT" >"$TEST_TMP/controller.log" 2>&1 &
 CTL_PID=$!
