@@ -39,6 +39,7 @@ struct controller_settings {
         char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
         char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
         char *cluster_name;             /* else: groups tagged kubernetes.io/cluster/NAME are (asg_owners) */
+        char *managed_tag;              /* "KEY" or "KEY=VALUE": only instances carrying it are drained */
         uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
         bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
         /* The eviction webhook (admission.h): off while admission_listen is unset. */
@@ -175,10 +176,11 @@ enum controller_reject {
         CONTROLLER_REJECT_FOREIGN_REGION,
         CONTROLLER_REJECT_NO_NODE,       /* for an instance that is no node of this cluster */
         CONTROLLER_REJECT_BAD_SIGNATURE, /* SNS-wrapped, and SNS's signature does not verify */
+        CONTROLLER_REJECT_UNMANAGED,     /* an instance without controller.managed_tag */
         _CONTROLLER_REJECT_MAX,
 };
-/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature": the metric label and the
- * alert's reason. */
+/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature", "unmanaged": the metric
+ * label and the alert's reason. */
 const char *controller_reject_label(enum controller_reject why);
 
 struct controller_stats {

@@ -114,7 +114,8 @@ static const struct metric_family_def controller_families[] = {
         { M_REJECTED,
           METRIC_COUNTER,
           "Well-formed messages left in the queue without acting on them, by reason: no-account, "
-          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's).",
+          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's), "
+          "unmanaged (without controller.managed_tag).",
           { "reason" },
           NULL,
           0 },

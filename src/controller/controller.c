@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/managed.h"
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
 #include "spotdrain/alert.h"
@@ -130,7 +131,9 @@ struct controller {
 
         struct trust_policy trust;
         struct trust_limiter limiter;
-        struct sns_gate *sns; /* controller.verify_sns_signature */
+        struct sns_gate *sns;         /* controller.verify_sns_signature */
+        struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
+        struct managed_gate *managed; /* controller.managed_tag */
 
         struct controller_stats stats;
 };
@@ -492,6 +495,8 @@ const char *controller_reject_label(enum controller_reject why)
                 return "no-node";
         if (why == CONTROLLER_REJECT_BAD_SIGNATURE)
                 return "bad-signature";
+        if (why == CONTROLLER_REJECT_UNMANAGED)
+                return "unmanaged";
         return trust_verdict_label((enum trust_verdict)why);
 }
 
@@ -551,6 +556,47 @@ static void sns_resumed(void *userdata, struct sqs_message *m, int error, const 
         sqs_message_clear(m);
 }
 
+/* A message parked for its instances' managed tag: checked again now that they are known, or left to come
+ * back. */
+static void managed_resumed(void *userdata, struct sqs_message *m, int error)
+{
+        struct controller *c = userdata;
+
+        if (error < 0) {
+                log_warning_errno(error, "message %s comes back in %d s: its instances' tags are not known",
+                                  m->message_id, RETRY_VISIBILITY_SECONDS);
+                set_visibility(c, m->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else
+                handle_received(c, m);
+        sqs_message_clear(m);
+}
+
+/* controller.managed_tag: true when the message is not to be acted on now (parked, refused, retried). */
+static bool message_unmanaged(struct controller *c, struct sqs_message *msg, const struct notice *v,
+                              size_t n)
+{
+        char why[256] = "";
+        enum managed_verdict g;
+
+        if (!c->managed)
+                return false;
+        g = managed_gate_check(c->managed, msg, v, n, managed_resumed, c, why, sizeof(why));
+        if (g == MANAGED_PASS)
+                return false;
+        if (g == MANAGED_REFUSE) {
+                log_full(LOG_WARNING, 0,
+                         (const char *[]){ "message_id", msg->message_id, "reason", "unmanaged", NULL },
+                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                alert_rejected(c, CONTROLLER_REJECT_UNMANAGED, v[0].account, msg->message_id, why);
+                set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+        } else if (g == MANAGED_RETRY) {
+                log_warning("message %s comes back in %d s: %s", msg->message_id, RETRY_VISIBILITY_SECONDS,
+                            why);
+                set_visibility(c, msg->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        }
+        return true;
+}
+
 static void handle_message(struct controller *c, struct sqs_message *msg)
 {
         c->stats.messages++;
@@ -602,7 +648,7 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
                 (void)queue_delete(c, msg->message_id, msg->receipt_handle, 0);
                 return;
         }
-        if (message_untrusted(c, msg, notices, n))
+        if (message_untrusted(c, msg, notices, n) || message_unmanaged(c, msg, notices, n))
                 return;
 
         m = calloc(1, sizeof(*m));
@@ -1359,6 +1405,19 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
+        if (o->cfg && !isempty(o->cfg->controller.managed_tag)) {
+                r = ec2_client_new(l,
+                                   &(struct ec2_config){ .region = c->region,
+                                                         .credentials = o->credentials,
+                                                         .userdata = o->credentials_userdata },
+                                   &c->ec2);
+                if (r < 0)
+                        return log_error_errno(r, "controller.managed_tag: no EC2 client");
+                r = managed_gate_new(l, c->ec2, o->cfg->controller.managed_tag, &c->managed);
+                if (r < 0)
+                        return log_error_errno(r, "controller.managed_tag %s: not KEY or KEY=VALUE",
+                                               o->cfg->controller.managed_tag);
+        }
         if (c->asg && o->cfg && !isempty(o->cfg->controller.cluster_name) &&
             strv_isempty(o->cfg->controller.asg_names) &&
             (r = asg_owners_new(l, c->asg, o->cfg->controller.cluster_name, &c->owners)) < 0)
@@ -1422,6 +1481,8 @@ struct controller *controller_free(struct controller *c)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
         sns_gate_free(c->sns);
+        managed_gate_free(c->managed);
+        ec2_client_free(c->ec2);
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);

@@ -25,6 +25,11 @@ static const struct config_item controller_items[] = {
           "kubernetes.io/cluster/NAME (looked up once per group, kept 10 min); controller.asg_names, when "
           "set, is used instead",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.managed_tag", CONFIG_STRING, NULL, OFF(managed_tag),
+          "drain only instances carrying this EC2 tag (KEY, any value, or KEY=VALUE): one DescribeInstances "
+          "per instance, kept an hour; another instance's notice is left in the queue as notice-rejected "
+          "(unmanaged); unset: every node of the cluster",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "controller.verify_sns_signature", CONFIG_BOOL, "false", OFF(verify_sns_signature),
           "an SNS-wrapped message is acted on only when SNS's signature over it verifies with the "
           "certificate "
