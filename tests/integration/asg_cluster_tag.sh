@@ -27,14 +27,10 @@ workloads:
      requests: {cpu: 100m, memory: 128Mi}, termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}
 EOF
 start_sim tagged "$TEST_TMP/scenario.yaml"
-ENDPOINTS=$TEST_TMP/tagged/endpoints.json
-QUEUE_URL=$(jq -r '.queue_url // empty' "$ENDPOINTS")
-SQS_URL=$(jq -r '.sqs // empty' "$ENDPOINTS")
-ASG_URL=$(jq -r '.autoscaling // empty' "$ENDPOINTS")
-[ -n "$QUEUE_URL" ] && [ -n "$ASG_URL" ] || fail "sim serve offers no SQS queue or Auto Scaling surface"
+{ read -r QUEUE_URL && read -r SQS_URL && read -r ASG_URL; } < <(sim_endpoint queue_url sqs autoscaling)
 
 GROUP=$(aws_sim "$ASG_URL" autoscaling describe-auto-scaling-groups | jq -r '.AutoScalingGroups[0].AutoScalingGroupName')
-[ -n "$GROUP" ] && [ "$GROUP" != null ] || fail "the simulator names no Auto Scaling group"
+case $GROUP in "" | null) fail "the simulator names no Auto Scaling group" ;; esac
 log "group $GROUP, untagged"
 
 # lifecycle ID: the EventBridge event of the group's termination hook for spot-a.

@@ -31,8 +31,8 @@ EOF
 log "the controller release, rendered with the eviction webhook"
 "$RENDER" "$ROOT/helm/spotdrain" spotdrain kube-system "$TEST_TMP/values.yaml" >"$TEST_TMP/release.yaml" ||
 	fail "the chart does not render"
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-METRICS_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
+METRICS_PORT=$(free_port)
 "$PY" - "$TEST_TMP" "$PORT" <<'PY'
 import base64, json, sys, yaml
 tmp, port = sys.argv[1], sys.argv[2]
@@ -89,13 +89,13 @@ workloads:
      requests: {cpu: 100m, memory: 128Mi}, pdb: {max_unavailable: 1}}
 EOF
 start_sim evictions "$TEST_TMP/scenario.yaml"
-QUEUE_URL=$(jq -r '.queue_url // empty' "$TEST_TMP/evictions/endpoints.json")
+QUEUE_URL=$(sim_endpoint queue_url)
 pod_on() {
 	curl -sSf "$SIM_URL/api/v1/namespaces/shop/pods?fieldSelector=spec.nodeName%3D$1" | jq -r '.items[0].metadata.name'
 }
 POD_A=$(pod_on spot-a)
 POD_OD=$(pod_on od-1)
-[ -n "$POD_A" ] && [ "$POD_A" != null ] && [ -n "$POD_OD" ] && [ "$POD_OD" != null ] || fail "no pods placed"
+case "$POD_A $POD_OD" in *null* | " "* | *" ") fail "no pods placed on spot-a and od-1" ;; esac
 
 log "controller with the rendered configuration and certificate"
 AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1 \
