@@ -164,6 +164,17 @@ log "not an AdmissionReview v1: 400"
 out=$(post '{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"x"}}')
 [ "$(tail -n1 <<<"$out")" = 400 ] || fail "a v1beta1 review got: $out"
 
+log "what is not a review: another path 404, GET 405, over 1 MiB 413"
+code() { curl -sS --max-time 5 --cacert "$TEST_TMP/ca.pem" --resolve "$HOST:$PORT:127.0.0.1" -o /dev/null -w '%{http_code}' "$@"; }
+[ "$(code --data-binary '{}' "https://$HOST:$PORT/mutate")" = 404 ] || fail "another path was not 404"
+[ "$(code "https://$HOST:$PORT$WPATH")" = 405 ] || fail "a GET was not 405"
+head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$TEST_TMP/big.json"
+[ "$(code -H 'Content-Type: application/json' --data-binary "@$TEST_TMP/big.json" "https://$HOST:$PORT$WPATH")" = 413 ] ||
+	fail "a body over 1 MiB was not 413"
+log "a client that does not trust the caBundle's CA gets no answer"
+! curl -sS --max-time 5 --resolve "$HOST:$PORT:127.0.0.1" --data-binary '{}' "https://$HOST:$PORT$WPATH" 2>/dev/null ||
+	fail "the serving certificate verified without the caBundle"
+
 log "the denials on /metrics and as alerts"
 [ "$(metric 'spotdrain_admission_reviews_total{verdict="denied",reason="other-node"}')" = 1 ] ||
 	fail "other-node denials: $(metric 'spotdrain_admission_reviews_total{verdict="denied",reason="other-node"}')"
