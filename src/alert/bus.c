@@ -24,6 +24,7 @@ static const struct {
         [ALERT_NOTICE_REJECTED] = { "notice-rejected", "NoticeRejected", true },
         [ALERT_DRAIN_AT_RISK] = { "drain-at-risk", "DrainAtRisk", true },
         [ALERT_SURGE_NO_ROOM] = { "surge-no-room", "SurgeNoRoom", true },
+        [ALERT_EVICTION_DENIED] = { "eviction-denied", "EvictionDenied", true },
 };
 
 struct alert_sink {
