@@ -20,10 +20,6 @@ CHECK=$ROOT/tests/integration/faults_check.py
 TRIAL_LIMIT=${TRIAL_LIMIT:-60}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # 6 pods on spot-a whose PDB lets one go at a time, each replacement Ready 1.5 s after it starts: the drain
 # takes ~8 s after a notice 4 s in.
 scenario() {

@@ -24,10 +24,6 @@ CHECK=$ROOT/tests/integration/faults_check.py
 TRIAL_LIMIT=${TRIAL_LIMIT:-120}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # 8 pods on two spot nodes whose PDB lets one go at a time, each replacement Ready 1.5 s after it starts: the
 # drains take ~10 s after notices 4 s and 6 s in.
 scenario() {

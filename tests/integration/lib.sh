@@ -201,7 +201,29 @@ spot_warning() {
 		detail: {"instance-id": $instance, "instance-action": "terminate"}}'
 }
 
-# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now, for a server the test starts. It is taken
+# below the ephemeral range (ip_local_port_range), where no client's outgoing connection and no server bound
+# to port 0 (sim serve, the tests run beside this one) can take it before the test's server binds it.
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	python3 - <<'PY'
+import random, socket
+lo = 32768
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    pass
+for _ in range(500):
+    port = random.randint(max(1024, lo - 12000), lo - 1)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("free_port: no free port below %d" % lo)
+PY
 }
