@@ -20,7 +20,16 @@
  *                           is kept with a timer (DISPATCH_DEFER) and the same event seen again while it
  *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
  *                           dropped; canceled after its drain began, the drain is stopped and the node made
- *                           schedulable again (ops->uncordon), unless another notice joined the drain. */
+ *                           schedulable again (ops->uncordon), unless another notice joined the drain.
+ *
+ * Those are the default actions; dispatch_options.actions chooses another per kind (notices.KIND.action,
+ * enum dispatch_action): drain (a rebalance recommendation drained is planned against two minutes, the
+ * least a spot warning after it would give), cordon (ops->cordon: nothing new lands there, no pod is
+ * evicted), taint (what a rebalance recommendation does by default: the soft taint, a replacement request,
+ * the revert) or ignore (heard and told to ops->notice_seen, acted on by nothing: DISPATCH_DONE, its message
+ * deleted as handled). A later notice whose action drains upgrades a cordoned or tainted node. A lifecycle
+ * hook whose notice is cordoned or tainted is completed at once (nothing is left to wait for); one ignored
+ * is left alone (to its heartbeat timeout and default result). */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -44,6 +53,26 @@ enum dispatch_verdict {
         DISPATCH_FOREIGN,
 };
 
+/* What a notice of a kind does (notices.KIND.action). DISPATCH_ACTION_DEFAULT is the kind's own (taint
+ * for a rebalance recommendation, drain for the others). */
+enum dispatch_action {
+        DISPATCH_ACTION_DEFAULT,
+        DISPATCH_ACTION_DRAIN,
+        DISPATCH_ACTION_CORDON,
+        DISPATCH_ACTION_TAINT,
+        DISPATCH_ACTION_IGNORE,
+        _DISPATCH_ACTION_MAX,
+};
+const char *dispatch_action_to_string(enum dispatch_action a);
+
+/* The dispatcher's configuration (notices.*): per kind, what its notices do. Its keys:
+ * notices_config_section (src/dispatch/settings.c). */
+struct notices_settings {
+        int action[_NOTICE_KIND_MAX]; /* enum dispatch_action */
+};
+struct config_section;
+extern const struct config_section notices_config_section;
+
 struct dispatch_ops {
         /* Starts draining node by deadline (engine clock), or restarts a drain under way with an earlier
          * deadline. The end is reported with dispatch_drain_finished(). */
@@ -57,6 +86,8 @@ struct dispatch_ops {
         /* A canceled scheduled change whose drain had begun: make the node schedulable again (after
          * drain_stop). */
         int (*uncordon)(void *userdata, const char *node);
+        /* A notice whose action is cordon: make the node unschedulable, evict nothing. */
+        int (*cordon)(void *userdata, const char *node);
         /* Every notice taken in (not a duplicate), once, before it is acted on. One whose instance is not
          * known as a node yet is told when that is settled: with its node when the node turns up, with
          * node NULL when it is dropped (or at once, NULL, for a state change or scheduled change, which
@@ -85,7 +116,10 @@ struct dispatch_options {
         uint64_t min_budget_usec;
         size_t dedupe_max;              /* keys remembered; 0 = 4096 */
         uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
+        enum dispatch_action actions[_NOTICE_KIND_MAX]; /* per kind; DISPATCH_ACTION_DEFAULT = its own */
 };
+/* The options' actions as the configuration's notices.* keys give them. */
+void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
 
 struct dispatch_stats {
         uint64_t notices;         /* submitted */
@@ -97,6 +131,8 @@ struct dispatch_stats {
         uint64_t reverted;        /* soft taints removed: no interruption followed the rebalance */
         uint64_t canceled;        /* scheduled changes canceled after their drain began */
         uint64_t action_errors;   /* ops that failed to start */
+        uint64_t ignored;         /* notices whose kind's action is ignore */
+        uint64_t cordoned;        /* nodes cordoned by a notice whose action is cordon */
         unsigned draining;        /* drains under way now */
         unsigned unknown_pending; /* notices waiting for their instance */
         unsigned scheduled;       /* scheduled changes waiting to be due */

@@ -54,7 +54,8 @@ struct dnode {
         struct timer *heartbeat;
         struct timer *revert; /* rebalanced: the soft taint's removal */
         bool soft_tainted;
-        bool firm; /* a notice other than a scheduled change drives or joined the drain */
+        bool cordoned; /* by a notice whose action is cordon */
+        bool firm;     /* a notice other than a scheduled change drives or joined the drain */
 };
 
 /* An active scheduled change not due yet. */
@@ -290,6 +291,26 @@ static bool scheduled_change_over(const struct notice *n)
         return streq(n->state, "canceled") || streq(n->state, "completed") || streq(n->state, "closed");
 }
 
+const char *dispatch_action_to_string(enum dispatch_action a)
+{
+        static const char *const names[_DISPATCH_ACTION_MAX] = {
+                [DISPATCH_ACTION_DEFAULT] = "default", [DISPATCH_ACTION_DRAIN] = "drain",
+                [DISPATCH_ACTION_CORDON] = "cordon",   [DISPATCH_ACTION_TAINT] = "taint",
+                [DISPATCH_ACTION_IGNORE] = "ignore",
+        };
+        return (unsigned)a < _DISPATCH_ACTION_MAX ? names[a] : NULL;
+}
+
+/* What a notice of kind k does: the configured action, else the kind's own. */
+static enum dispatch_action kind_action(const struct dispatch *d, enum notice_kind k)
+{
+        if ((unsigned)k >= _NOTICE_KIND_MAX || k == NOTICE_ASG_TEST_NOTIFICATION)
+                return DISPATCH_ACTION_IGNORE;
+        if (d->o.actions[k] > DISPATCH_ACTION_DEFAULT && d->o.actions[k] < _DISPATCH_ACTION_MAX)
+                return d->o.actions[k];
+        return k == NOTICE_REBALANCE_RECOMMENDATION ? DISPATCH_ACTION_TAINT : DISPATCH_ACTION_DRAIN;
+}
+
 static int start_drain(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
                        uint64_t ticket)
 {
@@ -382,13 +403,15 @@ static void on_revert(void *userdata)
         }
 }
 
-static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
+/* The entry of a node that a notice acts on without draining it (the soft taint, a cordon): in *ret, made if
+ * need be, with the notice; NULL when the node is draining or drained already (nothing to add). */
+static int soft_entry(struct dispatch *d, const char *node, const struct notice *n, struct dnode **ret)
 {
         struct dnode *dn = dnode_find(d, node);
-        int r;
 
+        *ret = NULL;
         if (dn && dn->state != DNODE_REBALANCED)
-                return DISPATCH_DONE; /* draining or drained: nothing to add */
+                return DISPATCH_DONE;
         if (!dn) {
                 dn = dnode_add(d, node);
                 if (!dn)
@@ -397,6 +420,18 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
         }
         dn->since = clk_now();
         dn->notice = *n;
+        *ret = dn;
+        return DISPATCH_DONE;
+}
+
+/* The soft taint: a rebalance recommendation's default action, any kind's whose action is taint. */
+static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct dnode *dn;
+        int r = soft_entry(d, node, n, &dn);
+
+        if (r < 0 || !dn)
+                return r;
         /* A new recommendation after the taint was reverted taints again; one while tainted only moves the
          * revert. */
         if (!dn->soft_tainted) {
@@ -418,6 +453,46 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
                 log_debug_errno(r, "dispatch: cannot arm the soft taint's revert on %s", node);
         }
         return DISPATCH_DONE;
+}
+
+/* A notice whose action is cordon: the node takes no new pods, none is evicted. A later notice that drains
+ * upgrades it (start_drain). */
+static int on_cordon(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct dnode *dn;
+        int r = soft_entry(d, node, n, &dn);
+
+        if (r < 0 || !dn || dn->cordoned)
+                return r; /* a drain cordoned it already, or this did */
+        log_info("%s notice for %s: cordoning it, no pod evicted (its kind's action is cordon)",
+                 notice_kind_to_string(n->kind), node);
+        dn->cordoned = true;
+        d->stats.cordoned++;
+        if (d->ops.cordon && (r = d->ops.cordon(d->userdata, node)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot cordon %s", node);
+        }
+        return DISPATCH_DONE;
+}
+
+/* Acts on a notice of a known node by its kind's action, where a drain would start by deadline. A lifecycle
+ * hook is completed once nothing is left to wait for: at once when the node is only cordoned or tainted,
+ * when the drain ends if one is under way. */
+static int act(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
+               uint64_t ticket)
+{
+        enum dispatch_action a = kind_action(d, n->kind);
+        struct dnode *dn = dnode_find(d, node);
+        int r;
+
+        if (a == DISPATCH_ACTION_DRAIN ||
+            (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && dn && dn->state != DNODE_REBALANCED))
+                /* A drain under way (or done) takes the hook in as it would a draining one's. */
+                return start_drain(d, node, n, deadline, ticket);
+        r = a == DISPATCH_ACTION_CORDON ? on_cordon(d, node, n) : on_rebalance(d, node, n);
+        if (r >= 0 && n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && !isempty(n->lifecycle_action_token))
+                lifecycle_complete(d, n);
+        return r;
 }
 
 /* ---- scheduled changes ---- */
@@ -462,9 +537,9 @@ static void on_sched_due(void *userdata)
         dedupe_add(d, key);
         if (!node)
                 return;
-        r = start_drain(d, node, &n, n.deadline, DISPATCH_NO_TICKET);
+        r = act(d, node, &n, n.deadline, DISPATCH_NO_TICKET);
         if (r < 0)
-                log_warning_errno(r, "cannot start the maintenance drain of %s", node);
+                log_warning_errno(r, "cannot act on the scheduled change of %s", node);
 }
 
 /* Kept until it is due (the timer drains it then); the same event again moves it if its window moved. */
@@ -505,6 +580,18 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
 
         if (s) {
                 sched_remove(d, s); /* not due yet: nothing was done */
+                return DISPATCH_DONE;
+        }
+        if (streq(n->state, "canceled") && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
+            dn->notice.kind == NOTICE_SCHEDULED_CHANGE && streq(dn->notice.event_id, n->event_id)) {
+                /* Cordoned for it (its action), and nothing else came since. */
+                log_info("scheduled change %s was canceled; uncordoning node %s", n->event_id, node);
+                dn->cordoned = false;
+                d->stats.canceled++;
+                if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, node)) < 0) {
+                        d->stats.action_errors++;
+                        log_debug_errno(r, "dispatch: cannot make %s schedulable", node);
+                }
                 return DISPATCH_DONE;
         }
         if (!streq(n->state, "canceled") || !dn || dn->state != DNODE_DRAINING || dn->firm ||
@@ -592,14 +679,15 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
 
         switch (n->kind) {
         case NOTICE_REBALANCE_RECOMMENDATION:
-                return on_rebalance(d, node, n);
+                /* Drained (notices.rebalance_recommendation.action), it is planned against the least a spot
+                 * warning after it would give. */
+                return act(d, node, n, now + NOTICE_SPOT_WARNING_USEC, ticket);
         case NOTICE_STATE_CHANGE:
                 if (dn && dn->state != DNODE_REBALANCED)
                         return DISPATCH_DONE; /* draining or drained: the state change adds nothing */
-                return start_drain(d, node, n,
-                                   n->deadline > now + d->o.emergency_usec ? n->deadline
-                                                                           : now + d->o.emergency_usec,
-                                   ticket);
+                return act(d, node, n,
+                           n->deadline > now + d->o.emergency_usec ? n->deadline : now + d->o.emergency_usec,
+                           ticket);
         case NOTICE_SCHEDULED_CHANGE: {
                 struct sched *s;
                 int r;
@@ -614,11 +702,11 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                 /* Due now (or the waiting one came back as it fell due): drained at once. */
                 if ((s = sched_find(d, n)))
                         sched_remove(d, s);
-                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
+                return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         }
         case NOTICE_SPOT_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
-                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
+                return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         default:
                 return DISPATCH_DONE;
         }
@@ -780,6 +868,18 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
                 d->stats.duplicates++;
                 return DISPATCH_DONE;
         }
+        /* Ignored (its kind's action): heard and told, acted on by nothing; its message is handled. */
+        if (n->kind != NOTICE_ASG_TEST_NOTIFICATION && kind_action(d, n->kind) == DISPATCH_ACTION_IGNORE) {
+                node = dispatch_node_for_instance(d, n->instance_id);
+                d->stats.ignored++;
+                log_info("%s notice for %s ignored: its kind's action is ignore",
+                         notice_kind_to_string(n->kind), node ? node : n->instance_id);
+                if (d->ops.notice_seen)
+                        d->ops.notice_seen(d->userdata, node, n);
+                if (!isempty(n->event_id))
+                        dedupe_add(d, key);
+                return DISPATCH_DONE;
+        }
         /* A scheduled change waiting to be due is remembered by its entry, not the dedupe table (a message
          * brought back when it is due must be acted on). */
         s = n->kind == NOTICE_SCHEDULED_CHANGE && !scheduled_change_over(n) ? sched_find(d, n) : NULL;
@@ -897,6 +997,9 @@ static uint64_t resume_horizon(const struct dispatch *d, int kind)
                 return d->o.maintenance_lead_usec;
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
                 return NOTICE_ASG_DEFAULT_DEADLINE_USEC;
+        case NOTICE_REBALANCE_RECOMMENDATION:
+                /* Drains only when its action says so, against two minutes. */
+                return kind_action(d, kind) == DISPATCH_ACTION_DRAIN ? NOTICE_SPOT_WARNING_USEC : 0;
         default:
                 return 0;
         }
