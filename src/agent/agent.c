@@ -217,12 +217,25 @@ static void op_notice_seen(void *userdata, const char *node, const struct notice
                 a->actions.notice_seen(a->actions_userdata, a->node, n);
 }
 
+static int op_cordon(void *userdata, const char *node)
+{
+        struct agent *a = userdata;
+        int r;
+
+        if (a->actions.cordon && (r = a->actions.cordon(a->actions_userdata, a->node)) < 0) {
+                action_failed(a, "cordon", r);
+                return r;
+        }
+        return 0;
+}
+
 /* No drain_stop: the actions' uncordon stops a drain under way itself. */
 static const struct dispatch_ops agent_dispatch_ops = {
         .drain = op_drain,
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement,
         .uncordon = op_uncordon,
+        .cordon = op_cordon,
         .notice_seen = op_notice_seen,
 };
 
@@ -583,16 +596,16 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                 return -ENOMEM;
         /* Deadlines the agent documents: the IMDS document's (an interruption without one is drained
          * at once). */
-        r = dispatch_new(l,
-                         &(struct dispatch_options){
-                             .rebalance_revert_usec = o->rebalance_revert_usec ? o->rebalance_revert_usec
-                                                                               : AGENT_DEFAULT_REVERT_USEC,
-                             .min_budget_usec = o->min_budget_usec,
-                             .maintenance_lead_usec = o->maintenance_lead_usec
-                                                          ? o->maintenance_lead_usec
-                                                          : AGENT_DEFAULT_MAINT_LEAD_USEC,
-                         },
-                         &agent_dispatch_ops, a, &a->dispatch);
+        struct dispatch_options dopt = {
+                .rebalance_revert_usec =
+                    o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC,
+                .min_budget_usec = o->min_budget_usec,
+                .maintenance_lead_usec =
+                    o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC,
+        };
+        if (o->notices)
+                dispatch_actions_from_settings(o->notices, &dopt);
+        r = dispatch_new(l, &dopt, &agent_dispatch_ops, a, &a->dispatch);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(a);
@@ -709,6 +722,11 @@ static int kube_uncordon(void *userdata, const char *node)
         return uncordon_with_key(userdata, node, SPOTDRAIN_TAINT_INTERRUPTION);
 }
 
+static int kube_cordon(void *userdata, const char *node)
+{
+        return kube_node_cordon(userdata, node, true, on_kube_done, (void *)"cordon", NULL);
+}
+
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
 {
         /* The provisioning core (a later issue) plugs in here; asking for nothing is the honest answer. */
@@ -721,6 +739,7 @@ const struct agent_actions agent_kube_actions = {
         .soft_taint = kube_soft_taint,
         .replacement_request = kube_replacement,
         .uncordon = kube_uncordon,
+        .cordon = kube_cordon,
 };
 
 /* ---- actions through the drain engine ---- */
@@ -821,11 +840,17 @@ static int engine_uncordon(void *userdata, const char *node)
                                                                              : SPOTDRAIN_TAINT_INTERRUPTION);
 }
 
+static int engine_cordon(void *userdata, const char *node)
+{
+        return kube_cordon(((struct agent_engine *)userdata)->kube, node);
+}
+
 const struct agent_actions agent_engine_actions = {
         .drain = engine_drain,
         .soft_taint = engine_soft_taint,
         .replacement_request = engine_replacement,
         .uncordon = engine_uncordon,
+        .cordon = engine_cordon,
         .notice_seen = engine_notice_seen,
 };
 

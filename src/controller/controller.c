@@ -911,6 +911,12 @@ static int op_uncordon(void *userdata, const char *node)
         return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
 }
 
+static int op_cordon(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
+}
+
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
 {
         struct controller *c = userdata;
@@ -987,6 +993,7 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement_request,
         .uncordon = op_uncordon,
+        .cordon = op_cordon,
         .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
@@ -1324,6 +1331,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
         if (o->cfg && !dopt.min_budget_usec)
                 dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
+        if (o->cfg)
+                dispatch_actions_from_settings(&o->cfg->notices, &dopt);
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
