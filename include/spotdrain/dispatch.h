@@ -10,7 +10,8 @@
  * bookkeeping on the loop: every effect goes through struct dispatch_ops.
  *
  * What a notice of a known node does:
- *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
+ *   spot-interruption, capacity-reservation-interruption, asg-lifecycle-terminate
+ *                           drain by its deadline (none: emergency_usec from now)
  *   state-change            a node not draining yet is drained as an emergency
  *   rebalance-recommendation  soft taint (ops->soft_taint add) and a replacement request; the taint is
  *                           removed again when no interruption followed within rebalance_revert_usec of

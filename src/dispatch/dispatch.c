@@ -640,20 +640,21 @@ int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret)
 }
 
 /* The deadline a drain is planned against (issue #15): never further out than the kind allows (a spot
- * warning gives two minutes from the event, or from now if the event claims a later time), and never nearer
- * than min_budget_usec from now, so that a notice that arrives late (a backlog, a retry) or back-dated
- * still drains gracefully instead of forcing pods out in its last second. */
+ * or Capacity Reservation warning gives two minutes from the event, or from now if the event claims a later
+ * time), and never nearer than min_budget_usec from now, so that a notice that arrives late (a backlog, a
+ * retry) or back-dated still drains gracefully instead of forcing pods out in its last second. */
 static uint64_t drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
                                uint64_t now)
 {
         uint64_t deadline = n->deadline ? n->deadline : now + d->o.emergency_usec;
 
-        if (n->kind == NOTICE_SPOT_INTERRUPTION) {
+        if (n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_CAPACITY_RESERVATION_INTERRUPTION) {
                 uint64_t from = n->notice_time && n->notice_time < now ? n->notice_time : now;
                 if (deadline > from + NOTICE_SPOT_WARNING_USEC) {
-                        log_warning("the spot warning for %s (event %s) claims a deadline %" PRIu64
-                                    " s out; a spot warning gives two minutes",
-                                    node, n->event_id, (deadline - now) / 1000000);
+                        log_warning("the %s warning for %s (event %s) claims a deadline %" PRIu64
+                                    " s out; such a warning gives two minutes",
+                                    notice_kind_to_string(n->kind), node, n->event_id,
+                                    (deadline - now) / 1000000);
                         deadline = from + NOTICE_SPOT_WARNING_USEC;
                 }
         }
@@ -705,6 +706,7 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                 return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         }
         case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_CAPACITY_RESERVATION_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
                 return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         default:
@@ -990,6 +992,7 @@ static uint64_t resume_horizon(const struct dispatch *d, int kind)
 {
         switch (kind) {
         case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_CAPACITY_RESERVATION_INTERRUPTION:
                 return NOTICE_SPOT_WARNING_USEC;
         case NOTICE_STATE_CHANGE:
                 return d->o.emergency_usec;

@@ -33,6 +33,11 @@ static const struct config_item notices_items[] = {
         { "notices.state_change.action", CONFIG_ENUM, "drain", OFF(NOTICE_STATE_CHANGE),
           "an instance state change (stopping, terminated...): drain | cordon | taint | ignore",
           notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.capacity_reservation_interruption.action", CONFIG_ENUM, "drain",
+          OFF(NOTICE_CAPACITY_RESERVATION_INTERRUPTION),
+          "an interruptible Capacity Reservation's instance interruption warning (two minutes, as a spot "
+          "one): drain | cordon | taint | ignore",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
         { "notices.asg_lifecycle.action", CONFIG_ENUM, "drain", OFF(NOTICE_ASG_LIFECYCLE_TERMINATE),
           "an Auto Scaling terminate lifecycle action: drain | cordon | taint (hook completed at once) | "
           "ignore (hook left to its timeout)",

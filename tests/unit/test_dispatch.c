@@ -732,6 +732,28 @@ static void test_action_drain_rebalance(void **state)
         assert_int_equal(count(f, "ticket"), 3);
 }
 
+/* A Capacity Reservation warning drains as a spot one: held to two minutes from its event, its own switch.
+ */
+static void test_capacity_reservation(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = { [NOTICE_CAPACITY_RESERVATION_INTERRUPTION] =
+                                                          "cordon" };
+        struct notice cr = mk(NOTICE_CAPACITY_RESERVATION_INTERRUPTION, "i-0a00000000000000a", "ev-cr",
+                              clk_now() + 600 * SEC);
+        struct notice cr_b = mk(NOTICE_CAPACITY_RESERVATION_INTERRUPTION, "i-0b00000000000000b", "ev-cr-b",
+                                clk_now() + 120 * SEC);
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &cr, 1), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a capacity-reservation-interruption"), 1);
+        assert_int_equal(f->last_deadline, cr.notice_time + 120 * SEC);
+        with_actions(f, names);
+        assert_int_equal(submit(f, &cr_b, 2), DISPATCH_DONE);
+        assert_int_equal(count(f, "cordon spot-b"), 1);
+        assert_int_equal(count(f, "drain"), 1);
+}
+
 static void test_fixed_node_and_imds_identity(void **state)
 {
         struct fx *f = *state;
@@ -892,6 +914,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_action_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_taint_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_drain_rebalance, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_capacity_reservation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
