@@ -22,6 +22,12 @@
  *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
  *                           dropped; canceled after its drain began, the drain is stopped and the node made
  *                           schedulable again (ops->uncordon), unless another notice joined the drain.
+ *                           A reboot (IMDS system-reboot/instance-reboot, AWS Health *_REBOOT_MAINTENANCE_*)
+ *                           that completed (IMDS completed, AWS Health closed) is waited on: once the node
+ *                           is Ready again and still cordoned with the drain record of that very event
+ *                           (so spotdrain cordoned it, for this reboot), it is made schedulable
+ *                           (ops->uncordon), unless another notice drives a drain there. The node's state
+ *                           comes through dispatch_node_update(), asked for with ops->node_refresh.
  *
  * Those are the default actions; dispatch_options.actions chooses another per kind (notices.KIND.action,
  * enum dispatch_action): drain (a rebalance recommendation drained is planned against two minutes, the
@@ -89,6 +95,10 @@ struct dispatch_ops {
         int (*uncordon)(void *userdata, const char *node);
         /* A notice whose action is cordon: make the node unschedulable, evict nothing. */
         int (*cordon)(void *userdata, const char *node);
+        /* A completed reboot is waited on: pass the Node object to dispatch_node_update() (now or later;
+         * called again every few seconds until the node is settled). May be NULL when every change of the
+         * node reaches dispatch_node_update() anyway. */
+        void (*node_refresh)(void *userdata, const char *node);
         /* Every notice taken in (not a duplicate), once, before it is acted on. One whose instance is not
          * known as a node yet is told when that is settled: with its node when the node turns up, with
          * node NULL when it is dropped (or at once, NULL, for a state change or scheduled change, which
@@ -123,21 +133,23 @@ struct dispatch_options {
 void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
 
 struct dispatch_stats {
-        uint64_t notices;         /* submitted */
-        uint64_t duplicates;      /* absorbed: the dedupe table, or a scheduled change waiting already */
-        uint64_t drains;          /* drains started (restarts included) */
-        uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
-        uint64_t unknown_dropped; /* instances that never turned up as a node */
-        uint64_t resumed;         /* drains carried on from a node annotation */
-        uint64_t reverted;        /* soft taints removed: no interruption followed the rebalance */
-        uint64_t canceled;        /* scheduled changes canceled after their drain began */
-        uint64_t action_errors;   /* ops that failed to start */
-        uint64_t ignored;         /* notices whose kind's action is ignore */
-        uint64_t cordoned;        /* nodes cordoned by a notice whose action is cordon */
-        unsigned draining;        /* drains under way now */
-        unsigned unknown_pending; /* notices waiting for their instance */
-        unsigned scheduled;       /* scheduled changes waiting to be due */
-        size_t nodes_indexed;     /* nodes with an EC2 providerID */
+        uint64_t notices;           /* submitted */
+        uint64_t duplicates;        /* absorbed: the dedupe table, or a scheduled change waiting already */
+        uint64_t drains;            /* drains started (restarts included) */
+        uint64_t upgrades;          /* a rebalanced node then interrupted, or a drain restarted earlier */
+        uint64_t unknown_dropped;   /* instances that never turned up as a node */
+        uint64_t resumed;           /* drains carried on from a node annotation */
+        uint64_t reverted;          /* soft taints removed: no interruption followed the rebalance */
+        uint64_t canceled;          /* scheduled changes canceled after their drain began */
+        uint64_t action_errors;     /* ops that failed to start */
+        uint64_t ignored;           /* notices whose kind's action is ignore */
+        uint64_t cordoned;          /* nodes cordoned by a notice whose action is cordon */
+        uint64_t reboot_uncordoned; /* nodes made schedulable again after the reboot they were drained for */
+        unsigned reboots;           /* completed reboots waiting for their node to be Ready */
+        unsigned draining;          /* drains under way now */
+        unsigned unknown_pending;   /* notices waiting for their instance */
+        unsigned scheduled;         /* scheduled changes waiting to be due */
+        size_t nodes_indexed;       /* nodes with an EC2 providerID */
 };
 
 struct dispatch;
@@ -148,9 +160,13 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
 struct dispatch *dispatch_free(struct dispatch *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
 
-/* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
+/* The providerID index, fed by a node informer: Node objects added/modified, deleted. A node whose reboot
+ * completed is made schedulable here once it is Ready (see scheduled-change above). */
 int dispatch_node_update(struct dispatch *d, const cJSON *node);
 void dispatch_node_delete(struct dispatch *d, const cJSON *node);
+/* The node's state alone, the index left as it is (the agent's fixed entry): what dispatch_node_update()
+ * does besides indexing (a reboot waited on). */
+int dispatch_node_seen(struct dispatch *d, const cJSON *node);
 /* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
  * replaced. Notices waiting for that instance are acted on now. */
 int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);

@@ -28,6 +28,9 @@
 #define NODE_KEEP_USEC     (3600 * SEC)
 #define DEFAULT_MIN_BUDGET (30 * SEC) /* drain.min_budget_seconds */
 #define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+/* A completed reboot: how often its node is asked for, and how long it may take to be Ready again. */
+#define REBOOT_REFRESH_USEC (5 * SEC)
+#define REBOOT_WAIT_USEC    (3600 * SEC)
 
 struct index_entry {
         char *node;
@@ -66,6 +69,15 @@ struct sched {
         struct timer *due;
 };
 
+/* A reboot that completed, its node not Ready again yet. */
+struct reboot {
+        struct dispatch *d;
+        char *node;
+        struct notice notice;
+        uint64_t since;
+        struct timer *refresh;
+};
+
 struct unknown {
         struct dispatch *d;
         struct notice notice;
@@ -87,6 +99,8 @@ struct dispatch {
         size_t n_unknowns;
         struct sched **scheds;
         size_t n_scheds;
+        struct reboot **reboots;
+        size_t n_reboots;
 
         char (*dedupe)[DEDUPE_KEY_SIZE]; /* a ring of the most recent keys */
         size_t n_dedupe, dedupe_next;
@@ -569,6 +583,142 @@ static int sched_add(struct dispatch *d, const char *node, const struct notice *
         return r;
 }
 
+/* ---- reboots: uncordon when the node is back ---- */
+
+static bool is_reboot(const struct notice *n)
+{
+        return streq(n->action, "system-reboot") || streq(n->action, "instance-reboot") ||
+               (startswith(n->action, "AWS_EC2_") && strstr(n->action, "_REBOOT_MAINTENANCE_"));
+}
+
+static struct reboot *reboot_find(struct dispatch *d, const char *node)
+{
+        for (size_t i = 0; i < d->n_reboots; i++)
+                if (streq(d->reboots[i]->node, node))
+                        return d->reboots[i];
+        return NULL;
+}
+
+static void reboot_remove(struct dispatch *d, struct reboot *b)
+{
+        for (size_t i = 0; i < d->n_reboots; i++)
+                if (d->reboots[i] == b) {
+                        d->reboots[i] = d->reboots[--d->n_reboots];
+                        break;
+                }
+        timer_cancel(b->refresh);
+        free(b->node);
+        free(b);
+}
+
+static void on_reboot_refresh(void *userdata)
+{
+        struct reboot *b = userdata;
+        struct dispatch *d = b->d;
+        _cleanup_free_ char *node = NULL;
+
+        b->refresh = NULL;
+        if (clk_now() - b->since > REBOOT_WAIT_USEC) {
+                log_warning("node %s is not Ready %" PRIu64
+                            " min after its reboot (%s) completed; leaving it "
+                            "cordoned",
+                            b->node, REBOOT_WAIT_USEC / (60 * SEC), b->notice.event_id);
+                reboot_remove(d, b);
+                return;
+        }
+        if (timer_start_in(d->loop, REBOOT_REFRESH_USEC, on_reboot_refresh, b, &b->refresh) < 0)
+                log_debug("dispatch: cannot arm the reboot check of %s", b->node);
+        /* The refresh may settle (and free) b: nothing of it is used after. */
+        node = strdup(b->node);
+        if (node && d->ops.node_refresh)
+                d->ops.node_refresh(d->userdata, node);
+}
+
+/* Completed: its node is waited on until it is Ready (reboot_check()). */
+static int reboot_add(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct reboot *b = reboot_find(d, node), **v;
+
+        if (!b) {
+                v = realloc(d->reboots, (d->n_reboots + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                d->reboots = v;
+                b = calloc(1, sizeof(*b));
+                if (!b || !(b->node = strdup(node))) {
+                        free(b);
+                        return -ENOMEM;
+                }
+                b->d = d;
+                d->reboots[d->n_reboots++] = b;
+        }
+        log_info("the reboot of node %s (%s) completed; it is made schedulable once Ready", node,
+                 n->event_id);
+        b->notice = *n;
+        b->since = clk_now();
+        b->refresh = timer_cancel(b->refresh);
+        /* At once (and from the loop: the caller may be mid-submit), then every few seconds. */
+        return timer_start_in(d->loop, 0, on_reboot_refresh, b, &b->refresh);
+}
+
+static bool node_ready(const cJSON *node)
+{
+        const cJSON *conds =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "status"), "conditions");
+        const cJSON *c;
+
+        cJSON_ArrayForEach (c, conds)
+                if (streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "type")), "Ready"))
+                        return streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "status")),
+                                     "True");
+        return false;
+}
+
+/* A node update: a node whose reboot completed and that is Ready again is made schedulable, if spotdrain
+ * cordoned it for that reboot (its drain record names the event) and nothing else drains it now. */
+static void reboot_check(struct dispatch *d, const char *name, const cJSON *node)
+{
+        struct reboot *b = reboot_find(d, name);
+        struct dnode *dn = dnode_find(d, name);
+        const char *why = NULL;
+        int r;
+
+        if (!b || !node_ready(node))
+                return;
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "spec"),
+                                                           "unschedulable")))
+                why = "it is schedulable already";
+        else if (!drain_record_is_for(node, notice_kind_to_string(NOTICE_SCHEDULED_CHANGE),
+                                      b->notice.event_id))
+                why = "its cordon is not spotdrain's for this maintenance (no drain record of it)";
+        else if (dn && dn->state == DNODE_DRAINING &&
+                 (dn->firm || !streq(dn->notice.event_id, b->notice.event_id)))
+                why = "another notice drains it";
+        if (why) {
+                log_info("node %s is Ready after its reboot (%s); left as it is: %s", name,
+                         b->notice.event_id, why);
+                reboot_remove(d, b);
+                return;
+        }
+        log_notice("node %s is Ready after its reboot (%s); making it schedulable", name,
+                   b->notice.event_id);
+        reboot_remove(d, b);
+        d->stats.reboot_uncordoned++;
+        if (dn && dn->state == DNODE_DRAINING) {
+                /* The reboot came before the drain ended: it has nothing left to do. */
+                if (d->ops.drain_stop)
+                        d->ops.drain_stop(d->userdata, name);
+                dispatch_drain_finished(d, name, false);
+        }
+        /* Schedulable again, the node is free for later notices (a drained one would absorb them). */
+        if ((dn = dnode_find(d, name)) && dn->state != DNODE_DRAINING)
+                dnode_remove(d, dn);
+        if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, name)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot make %s schedulable", name);
+        }
+}
+
 /* Canceled, completed or closed. */
 static int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n)
 {
@@ -581,6 +731,10 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
         if (s) {
                 sched_remove(d, s); /* not due yet: nothing was done */
                 return DISPATCH_DONE;
+        }
+        if (!streq(n->state, "canceled") && is_reboot(n)) {
+                r = reboot_add(d, node, n);
+                return r < 0 ? r : DISPATCH_DONE;
         }
         if (streq(n->state, "canceled") && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
             dn->notice.kind == NOTICE_SCHEDULED_CHANGE && streq(dn->notice.event_id, n->event_id)) {
@@ -808,13 +962,32 @@ int dispatch_node_update(struct dispatch *d, const cJSON *node)
         const char *instance = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
         struct index_entry *e;
 
+        int r = 0;
+
         if (!name)
                 return -EINVAL;
         if (instance)
-                return dispatch_node_set(d, name, instance);
-        e = index_find_node(d, name);
-        if (e)
+                r = dispatch_node_set(d, name, instance);
+        else if ((e = index_find_node(d, name)))
                 index_remove(d, e);
+        if (r >= 0)
+                r = dispatch_node_seen(d, node);
+        return r;
+}
+
+int dispatch_node_seen(struct dispatch *d, const cJSON *node)
+{
+        const char *name = kube_object_str(node, "metadata.name");
+        _cleanup_free_ char *copy = NULL;
+
+        if (!name)
+                return -EINVAL;
+        if (!reboot_find(d, name))
+                return 0;
+        copy = strdup(name); /* the ops may free node */
+        if (!copy)
+                return -ENOMEM;
+        reboot_check(d, copy, node);
         return 0;
 }
 
@@ -1061,6 +1234,8 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 
 void dispatch_reset(struct dispatch *d)
 {
+        while (d->n_reboots > 0)
+                reboot_remove(d, d->reboots[d->n_reboots - 1]);
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
         while (d->n_scheds > 0)
@@ -1094,6 +1269,7 @@ void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret)
                         ret->draining++;
         ret->unknown_pending = (unsigned)d->n_unknowns;
         ret->scheduled = (unsigned)d->n_scheds;
+        ret->reboots = (unsigned)d->n_reboots;
         ret->nodes_indexed = d->n_index;
 }
 
@@ -1139,12 +1315,15 @@ struct dispatch *dispatch_free(struct dispatch *d)
 {
         if (!d)
                 return NULL;
+        while (d->n_reboots > 0)
+                reboot_remove(d, d->reboots[d->n_reboots - 1]);
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
         while (d->n_scheds > 0)
                 sched_remove(d, d->scheds[d->n_scheds - 1]);
         while (d->n_nodes > 0)
                 dnode_remove(d, d->nodes[d->n_nodes - 1]);
+        free(d->reboots);
         for (size_t i = 0; i < d->n_index; i++)
                 free(d->index[i].node);
         free(d->index);

@@ -84,6 +84,11 @@ static int op_cordon(void *ud, const char *node)
         return 0;
 }
 
+static void op_node_refresh(void *ud, const char *node)
+{
+        record(ud, "refresh %s", node);
+}
+
 static int op_replacement(void *ud, const char *node, const struct notice *n)
 {
         record(ud, "replace %s", node);
@@ -116,6 +121,7 @@ static const struct dispatch_ops ops = {
         .replacement_request = op_replacement,
         .uncordon = op_uncordon,
         .cordon = op_cordon,
+        .node_refresh = op_node_refresh,
         .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_heartbeat,
         .lifecycle_complete = op_complete,
@@ -754,6 +760,113 @@ static void test_capacity_reservation(void **state)
         assert_int_equal(count(f, "drain"), 1);
 }
 
+/* A node as the informer gives it after a reboot: Ready or not, cordoned or not, with the drain record of
+ * event_id (NULL: none). */
+static void update_node(struct fx *f, const char *name, const char *provider_id, bool ready, bool cordoned,
+                        const char *event_id)
+{
+        cJSON *o = node_obj(name, provider_id);
+        cJSON *conds = cJSON_AddArrayToObject(cJSON_AddObjectToObject(o, "status"), "conditions");
+        cJSON *ready_cond = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(ready_cond, "type", "Ready");
+        cJSON_AddStringToObject(ready_cond, "status", ready ? "True" : "Unknown");
+        cJSON_AddItemToArray(conds, ready_cond);
+        cJSON_AddBoolToObject(cJSON_GetObjectItem(o, "spec"), "unschedulable", cordoned);
+        if (event_id) {
+                _cleanup_free_ char *rec = drain_record_format("scheduled-change", clk_now(), clk_now(),
+                                                               "i-0a00000000000000a", event_id);
+                cJSON_AddStringToObject(
+                    cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations"),
+                    SPOTDRAIN_ANNOTATION_DRAIN, rec);
+        }
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        cJSON_Delete(o);
+}
+
+static void test_reboot_uncordon(void **state)
+{
+        struct fx *f = *state;
+        struct notice active = mk_sched("ev-r1", clk_now() + SEC / 2, "active");
+        struct notice done = mk_sched("ev-r1", active.deadline, "completed");
+        struct dispatch_stats st;
+
+        /* Drained for a reboot; the reboot completes: the node is asked for, and waited on. */
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &active, 1), DISPATCH_PENDING);
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(submit(f, &done, 2), DISPATCH_DONE);
+        for (int i = 0; i < 100 && count(f, "refresh spot-a") == 0; i++)
+                run_for(f, 5 * 1000);
+        assert_int_equal(count(f, "refresh spot-a"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 1);
+        /* Not Ready yet: still cordoned. Ready, cordoned with the record of this reboot: uncordoned, once.
+         */
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", false, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon"), 0);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboot_uncordoned, 1);
+        assert_int_equal(st.reboots, 0);
+
+        /* A cordon that is not spotdrain's for this reboot (no record of it: someone else's) is left. */
+        struct notice other = mk_sched("ev-r2", clk_now() + 3600 * SEC, "completed");
+        assert_int_equal(submit(f, &other, 3), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+
+        /* Not a reboot (a stop): nothing is waited on. An AWS Health reboot that closed is. */
+        struct notice stop = mk_sched("ev-s", clk_now() + 3600 * SEC, "completed");
+        snprintf(stop.action, sizeof(stop.action), "instance-stop");
+        assert_int_equal(submit(f, &stop, 4), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+        struct notice health = mk_sched("ev-h", clk_now() + 3600 * SEC, "closed");
+        snprintf(health.action, sizeof(health.action), "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED");
+        assert_int_equal(submit(f, &health, 5), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 1);
+        /* Already schedulable when it is Ready: nothing to do. */
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, false, "ev-h");
+        assert_int_equal(count(f, "uncordon"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+}
+
+/* The reboot came while its drain still ran: the drain is stopped, its tickets done, the node uncordoned;
+ * a drain another notice drives is left alone. */
+static void test_reboot_during_drain(void **state)
+{
+        struct fx *f = *state;
+        struct notice active = mk_sched("ev-r1", clk_now() + SEC / 2, "active");
+        struct notice done = mk_sched("ev-r1", active.deadline, "completed");
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &active, 1), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &done, 2), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "stop spot-a"), 1);
+        assert_int_equal(count(f, "ticket 1 0"), 1);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+
+        struct notice again = mk_sched("ev-r3", clk_now() + SEC / 2, "active");
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        assert_int_equal(submit(f, &again, 3), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &spot, 4), DISPATCH_PENDING);
+        again = mk_sched("ev-r3", again.deadline, "completed");
+        assert_int_equal(submit(f, &again, 5), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r3");
+        assert_int_equal(count(f, "uncordon"), 1);
+        assert_true(dispatch_node_draining(f->d, "spot-a"));
+}
+
 static void test_fixed_node_and_imds_identity(void **state)
 {
         struct fx *f = *state;
@@ -915,6 +1028,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_action_taint_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_drain_rebalance, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_capacity_reservation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_uncordon, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_during_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
