@@ -52,12 +52,7 @@ both_deleted() { metrics | grep -q '^spotdrain_sqs_messages_deleted_total 2'; }
 node() { curl -sSf "$SIM_URL/api/v1/nodes/$1"; }
 
 log "controller (SQS): a rebalance ignored, an interruption cordoned; both messages handled"
-AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \
-	POD_NAMESPACE=default POD_NAME=spotdrain-controller-test \
-	"$SPOTDRAIN" controller --queue-url "$QUEUE_URL" --kubeconfig "$SIM_KUBECONFIG" --config "$TEST_TMP/controller.yaml" \
-	--metrics-listen "127.0.0.1:$METRICS_PORT" >"$TEST_TMP/controller.log" 2>&1 &
-CTL_PID=$!
-SIM_PIDS+=("$CTL_PID")
+start_controller "$QUEUE_URL" "$METRICS_PORT" --config "$TEST_TMP/controller.yaml"
 wait_for 30 both_deleted || { cat "$TEST_TMP/controller.log" >&2; metrics >&2; fail "messages not deleted"; }
 M=$(metrics)
 grep -q '^spotdrain_notices_ignored_total 1$' <<<"$M" || fail "ignored notice not counted: $(grep ignored <<<"$M")"
@@ -73,9 +68,6 @@ sim_result "$SIM_URL" | jq -e '[.nodes[] | .pods_graceful + .pods_forced] | add 
 	fail "pods left spot-a: $(sim_result "$SIM_URL" | jq -c .nodes)"
 grep -q '^spotdrain_drains_started_total 0$' <<<"$M" || fail "a drain ran: $(grep drains_started <<<"$M")"
 
-kill -TERM "$CTL_PID"
-rc=0
-wait "$CTL_PID" || rc=$?
-[ "$rc" -eq 0 ] || { cat "$TEST_TMP/controller.log" >&2; fail "controller exited $rc"; }
+stop_controller
 stop_sim "$SIM_PID"
 echo "ok"
