@@ -170,6 +170,9 @@ int dispatch_node_seen(struct dispatch *d, const cJSON *node);
 /* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
  * replaced. Notices waiting for that instance are acted on now. */
 int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
+/* A scheduled reboot that completed (IMDS completed, AWS Health closed): what the dispatcher waits on to
+ * uncordon its node. */
+bool dispatch_notice_reboot_done(const struct notice *n);
 /* How long after its deadline the notice arrived (now is the engine clock), 0 when not late or a state
  * change (whose deadline is its own time). */
 uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);

@@ -319,7 +319,10 @@ static void process(struct agent *a, unsigned i)
         }
         a->parse_failed[i] = 0;
         for (size_t k = 0; k < n; k++)
-                deliver(a, &ns[k]);
+                /* History holds every event of the last while: only a completed reboot still asks for
+                 * something (its uncordon); the others would be told again at every start. */
+                if (i != PATH_HISTORY || dispatch_notice_reboot_done(&ns[k]))
+                        deliver(a, &ns[k]);
 }
 
 /* ---- poll loop ---- */

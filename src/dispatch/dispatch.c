@@ -591,6 +591,12 @@ static bool is_reboot(const struct notice *n)
                (startswith(n->action, "AWS_EC2_") && strstr(n->action, "_REBOOT_MAINTENANCE_"));
 }
 
+bool dispatch_notice_reboot_done(const struct notice *n)
+{
+        return n->kind == NOTICE_SCHEDULED_CHANGE && is_reboot(n) &&
+               (streq(n->state, "completed") || streq(n->state, "closed"));
+}
+
 static struct reboot *reboot_find(struct dispatch *d, const char *node)
 {
         for (size_t i = 0; i < d->n_reboots; i++)

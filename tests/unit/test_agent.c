@@ -541,6 +541,27 @@ static void test_maintenance(void **state)
         run_ticks(f, 3);
 }
 
+/* IMDS history: a canceled event there is not told again at every start; a completed reboot is (it is waited
+ * on, to uncordon the node). */
+static void test_history(void **state)
+{
+        struct fixture *f = *state;
+        uint64_t start = (clk_now() / 1000000 - 600) * 1000000;
+        _cleanup_free_ char *canceled = scheduled(start, "canceled"),
+                            *completed = scheduled(start, "completed");
+
+        fake_set(DOC_HISTORY, canceled);
+        start_agent(f, &(struct agent_options){ .node_name = "node-1" }, 0);
+        run_until(f, ready);
+        run_ticks(f, 5);
+        assert_int_equal(f->rec.seen, 0);
+        fake_set(DOC_HISTORY, completed);
+        run_ticks(f, 5);
+        assert_int_equal(f->rec.seen, 1);
+        assert_int_equal(f->rec.drains, 0);
+        assert_int_equal(f->rec.uncordons, 0);
+}
+
 static void test_asg_terminated(void **state)
 {
         struct fixture *f = *state;
@@ -1040,6 +1061,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_then_interruption, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_maintenance, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_history, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_asg_terminated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fault_500, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fault_hang_and_timeout, setup, teardown),
