@@ -13,6 +13,7 @@
 #include "spotdrain/awsreq.h"
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
@@ -72,6 +73,7 @@ struct spotdrain_config {
         struct imds_settings imds;
         struct alerts_settings alerts;
         struct provision_settings provision;
+        struct notices_settings notices;
 };
 
 /* Every section in dump order (the order of `spotdrain check-config`), with the offset of its module's

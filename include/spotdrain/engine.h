@@ -62,6 +62,9 @@ char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t sta
  * when the record names none; ret_instance may be NULL); -ENOENT when the node has none, -EBADMSG when it
  * cannot be read, -ENOMEM. */
 int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance);
+/* Whether the node carries the record of a drain for that kind and notice event (a drain of spotdrain's own
+ * cordoned it for that notice). */
+bool drain_record_is_for(const cJSON *node, const char *kind, const char *event_id);
 
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 

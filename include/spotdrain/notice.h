@@ -9,6 +9,7 @@
  * Deadlines (the instant the instance is expected to be gone or stopped):
  *   spot-interruption (EventBridge)  event time + 120 s (EventBridge `time` is when the warning was sent)
  *   spot-interruption (IMDS)         the document's `time` (when the action happens)
+ *   capacity-reservation-interruption  detail.instance-termination-time, else event time + 120 s
  *   rebalance-recommendation         none (0, rendered null)
  *   scheduled-change                 start of the window (AWS Health startTime, IMDS NotBefore)
  *   state-change                     stopping/stopped/shutting-down/terminated: the notice time itself, i.e.
@@ -40,6 +41,9 @@ enum notice_kind {
         NOTICE_STATE_CHANGE,
         NOTICE_ASG_LIFECYCLE_TERMINATE,
         NOTICE_ASG_TEST_NOTIFICATION,
+        /* EC2 Capacity Reservation Instance Interruption Warning: an interruptible Capacity Reservation's
+         * owner reclaims its capacity; the instance is terminated two minutes later, as a spot one. */
+        NOTICE_CAPACITY_RESERVATION_INTERRUPTION,
         _NOTICE_KIND_MAX,
 };
 

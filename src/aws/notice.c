@@ -49,6 +49,7 @@ static const char *const kind_names[_NOTICE_KIND_MAX] = {
         [NOTICE_STATE_CHANGE] = "state-change",
         [NOTICE_ASG_LIFECYCLE_TERMINATE] = "asg-lifecycle-terminate",
         [NOTICE_ASG_TEST_NOTIFICATION] = "asg-test-notification",
+        [NOTICE_CAPACITY_RESERVATION_INTERRUPTION] = "capacity-reservation-interruption",
 };
 
 struct ctx {
@@ -784,7 +785,9 @@ static int eb_simple(struct ctx *c, const struct envelope *e, enum notice_kind k
         return 0;
 }
 
-static int eb_spot(struct ctx *c, const struct envelope *e)
+/* A two-minute warning: the spot interruption and the Capacity Reservation interruption, whose details
+ * both name the instance and its instance-action. */
+static int eb_warning(struct ctx *c, const struct envelope *e, enum notice_kind kind, struct notice **ret)
 {
         const char *action;
         struct notice *n;
@@ -795,11 +798,35 @@ static int eb_spot(struct ctx *c, const struct envelope *e)
         if (!streq(action, "terminate") && !streq(action, "stop") && !streq(action, "hibernate"))
                 return fail(c, -EBADMSG, "EventBridge event: unknown detail.instance-action '%s'",
                             Q(action));
-        r = eb_simple(c, e, NOTICE_SPOT_INTERRUPTION, &n);
+        r = eb_simple(c, e, kind, &n);
         if (r < 0)
                 return r;
         memcpy(n->action, action, strlen(action) + 1);
         n->deadline = add_sat(e->time, NOTICE_SPOT_WARNING_USEC);
+        *ret = n;
+        return 0;
+}
+
+static int eb_spot(struct ctx *c, const struct envelope *e)
+{
+        struct notice *n;
+        return eb_warning(c, e, NOTICE_SPOT_INTERRUPTION, &n);
+}
+
+/* The Capacity Reservation's warning says when the instance goes (detail.instance-termination-time); the
+ * dispatcher still holds it to two minutes from the event, as a spot warning's. */
+static int eb_capacity_reservation(struct ctx *c, const struct envelope *e)
+{
+        struct notice *n;
+        uint64_t end;
+        int r = get_time(c, e->detail, "instance-termination-time", "EventBridge event",
+                         "detail.instance-termination-time", false, &end);
+        if (r >= 0)
+                r = eb_warning(c, e, NOTICE_CAPACITY_RESERVATION_INTERRUPTION, &n);
+        if (r < 0)
+                return r;
+        if (end)
+                n->deadline = end;
         return 0;
 }
 
@@ -924,6 +951,9 @@ static int eventbridge(struct ctx *c, const cJSON *root)
         size_t first = c->n;
         if (streq(e.source, "aws.ec2") && streq(e.detail_type, "EC2 Spot Instance Interruption Warning"))
                 r = eb_spot(c, &e);
+        else if (streq(e.source, "aws.ec2") &&
+                 streq(e.detail_type, "EC2 Capacity Reservation Instance Interruption Warning"))
+                r = eb_capacity_reservation(c, &e);
         else if (streq(e.source, "aws.ec2") &&
                  streq(e.detail_type, "EC2 Instance Rebalance Recommendation")) {
                 struct notice *n;

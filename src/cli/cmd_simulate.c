@@ -332,19 +332,37 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
         return drain_through(sm, sm->client, node, n, deadline);
 }
 
+static void on_cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        if (r->error < 0)
+                log_error_errno(r->error, "cannot cordon %s: %s", (const char *)userdata,
+                                r->message ? r->message : "no message");
+}
+
+/* A notice whose kind's action is cordon (notices.KIND.action). */
+static int cordon_through(struct kube_client *client, const char *node)
+{
+        return kube_node_cordon(client, node, true, on_cordon_done, (void *)"the node", NULL);
+}
+
+static int direct_cordon(void *userdata, const char *node)
+{
+        return cordon_through(((struct simulate *)userdata)->client, node);
+}
+
 static const struct dispatch_ops sim_direct_ops = {
         .drain = direct_drain,
+        .cordon = direct_cordon,
         .replacement_request = direct_replacement,
         .notice_seen = direct_notice_seen,
 };
 
 static int start_direct(struct simulate *sm)
 {
-        int r = dispatch_new(
-            sm->loop,
-            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
-                                        .min_budget_usec = sm->cfg->drain.min_budget_usec },
-            &sim_direct_ops, sm, &sm->dispatch);
+        struct dispatch_options dopt = { .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
+                                         .min_budget_usec = sm->cfg->drain.min_budget_usec };
+        dispatch_actions_from_settings(&sm->cfg->notices, &dopt);
+        int r = dispatch_new(sm->loop, &dopt, &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
         for (size_t i = 0; i < sm->n_nodes; i++)
@@ -370,8 +388,14 @@ static int agent_replacement(void *userdata, const char *node, const struct noti
         return direct_replacement(((struct sim_agent *)userdata)->sm, node, n);
 }
 
+static int agent_cordon(void *userdata, const char *node)
+{
+        return cordon_through(((struct sim_agent *)userdata)->client, node);
+}
+
 static const struct agent_actions sim_agent_actions = {
         .drain = agent_drain,
+        .cordon = agent_cordon,
         .replacement_request = agent_replacement,
         .notice_seen = agent_notice_seen,
 };
@@ -391,7 +415,8 @@ static int start_agents(struct simulate *sm)
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
                                             .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
-                                            .min_budget_usec = sm->cfg->drain.min_budget_usec };
+                                            .min_budget_usec = sm->cfg->drain.min_budget_usec,
+                                            .notices = &sm->cfg->notices };
 
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);

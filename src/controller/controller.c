@@ -950,11 +950,33 @@ static int op_uncordon(void *userdata, const char *node)
         struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain.taint_key)
                                                     ? c->cfg->drain.taint_key
                                                     : SPOTDRAIN_TAINT_INTERRUPTION) };
+        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
         int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
                                 NULL);
+        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
+        if (r >= 0)
+                r = kube_node_set_meta(c->kube, node, true, keys, values, 1, on_kube_done,
+                                       (void *)"removing the drain record", NULL);
         if (r < 0)
                 return r;
         return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
+}
+
+static int op_cordon(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
+}
+
+/* The node as the informer has it last (its changes reach the dispatcher anyway; this covers a node that
+ * was Ready again before the dispatcher asked). */
+static void op_node_refresh(void *userdata, const char *node)
+{
+        struct controller *c = userdata;
+        const cJSON *obj = c->nodes ? kube_informer_get(c->nodes, NULL, node) : NULL;
+
+        if (obj && dispatch_node_update(c->dispatch, obj) < 0)
+                log_debug("controller: cannot hand node %s to the dispatcher", node);
 }
 
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
@@ -1086,6 +1108,8 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement_request,
         .uncordon = op_uncordon,
+        .cordon = op_cordon,
+        .node_refresh = op_node_refresh,
         .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
@@ -1440,6 +1464,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
         if (o->cfg && !dopt.min_budget_usec)
                 dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
+        if (o->cfg)
+                dispatch_actions_from_settings(&o->cfg->notices, &dopt);
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;

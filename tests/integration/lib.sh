@@ -105,6 +105,28 @@ start_sim() {
 	log "sim $name ($scenario) at $SIM_URL"
 }
 
+# start_controller QUEUE_URL METRICS_PORT [controller flags...]: `spotdrain controller` against the sim started by
+# start_sim, with the simulator's SQS credentials, metrics on 127.0.0.1:METRICS_PORT, its log in
+# TEST_TMP/controller.log. Sets CTL_PID (stopped at exit with the sims).
+start_controller() {
+	local queue=$1 port=$2
+	shift 2
+	AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \
+		POD_NAMESPACE=default POD_NAME=spotdrain-controller-test \
+		"$SPOTDRAIN" controller --queue-url "$queue" --kubeconfig "$SIM_KUBECONFIG" \
+		--metrics-listen "127.0.0.1:$port" "$@" >"$TEST_TMP/controller.log" 2>&1 &
+	CTL_PID=$!
+	SIM_PIDS+=("$CTL_PID")
+}
+
+# stop_controller: SIGTERM to start_controller's process, which must exit 0.
+stop_controller() {
+	local rc=0
+	kill -TERM "$CTL_PID"
+	wait "$CTL_PID" || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$TEST_TMP/controller.log" >&2; fail "controller exited $rc after SIGTERM"; }
+}
+
 # stop_sim PID: SIGTERM, and the server must exit 0.
 stop_sim() {
 	local rc=0
