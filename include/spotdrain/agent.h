@@ -77,22 +77,26 @@ struct agent_actions {
         int (*replacement_request)(void *userdata, const char *node, const struct notice *n);
         /* A canceled maintenance whose drain had begun: make the node schedulable again. */
         int (*uncordon)(void *userdata, const char *node);
+        /* A notice whose kind's action is cordon (notices.KIND.action): unschedulable, nothing evicted. */
+        int (*cordon)(void *userdata, const char *node);
         /* Every notice, once, as it is first seen (before the action). */
         void (*notice_seen)(void *userdata, const char *node, const struct notice *n);
 };
 
 struct agent;
+struct notices_settings;
 
 struct agent_options {
-        const char *node_name;          /* NULL: $NODE_NAME, else IMDS local-hostname */
-        const char *self_namespace;     /* NULL: $POD_NAMESPACE */
-        const char *self_name;          /* NULL: $POD_NAME */
-        const char *region;             /* for the notices; NULL: IMDS placement/region */
-        uint64_t poll_interval_usec;    /* engine clock; 0 = 1 s */
-        uint64_t rebalance_revert_usec; /* 0 = 10 min */
-        uint64_t maintenance_lead_usec; /* 0 = 10 min */
-        uint64_t min_budget_usec;       /* dispatch_options.min_budget_usec; 0 = 30 s */
-        uint64_t backoff_max_usec;      /* when IMDS does not answer; 0 = 5 s */
+        const char *node_name;                  /* NULL: $NODE_NAME, else IMDS local-hostname */
+        const char *self_namespace;             /* NULL: $POD_NAMESPACE */
+        const char *self_name;                  /* NULL: $POD_NAME */
+        const char *region;                     /* for the notices; NULL: IMDS placement/region */
+        uint64_t poll_interval_usec;            /* engine clock; 0 = 1 s */
+        uint64_t rebalance_revert_usec;         /* 0 = 10 min */
+        uint64_t maintenance_lead_usec;         /* 0 = 10 min */
+        uint64_t min_budget_usec;               /* dispatch_options.min_budget_usec; 0 = 30 s */
+        const struct notices_settings *notices; /* what each kind does; NULL = the defaults */
+        uint64_t backoff_max_usec;              /* when IMDS does not answer; 0 = 5 s */
         /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
          * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */
         uint64_t asg_deadline_usec;

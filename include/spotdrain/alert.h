@@ -26,6 +26,8 @@ enum alert_kind {
         ALERT_DRAIN_AT_RISK,
         ALERT_SURGE_NO_ROOM, /* the surged pods of a Deployment fit on no node: the drain waits for capacity
                               */
+        /* the controller's webhook refused an agent's eviction of a pod not bound to the agent's node */
+        ALERT_EVICTION_DENIED,
         _ALERT_KIND_MAX,
 };
 

@@ -10,7 +10,8 @@
  * bookkeeping on the loop: every effect goes through struct dispatch_ops.
  *
  * What a notice of a known node does:
- *   spot-interruption, asg-lifecycle-terminate  drain by its deadline (none: emergency_usec from now)
+ *   spot-interruption, capacity-reservation-interruption, asg-lifecycle-terminate
+ *                           drain by its deadline (none: emergency_usec from now)
  *   state-change            a node not draining yet is drained as an emergency
  *   rebalance-recommendation  soft taint (ops->soft_taint add) and a replacement request; the taint is
  *                           removed again when no interruption followed within rebalance_revert_usec of
@@ -20,7 +21,22 @@
  *                           is kept with a timer (DISPATCH_DEFER) and the same event seen again while it
  *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
  *                           dropped; canceled after its drain began, the drain is stopped and the node made
- *                           schedulable again (ops->uncordon), unless another notice joined the drain. */
+ *                           schedulable again (ops->uncordon), unless another notice joined the drain.
+ *                           A reboot (IMDS system-reboot/instance-reboot, AWS Health *_REBOOT_MAINTENANCE_*)
+ *                           that completed (IMDS completed, AWS Health closed) is waited on: once the node
+ *                           is Ready again and still cordoned with the drain record of that very event
+ *                           (so spotdrain cordoned it, for this reboot), it is made schedulable
+ *                           (ops->uncordon), unless another notice drives a drain there. The node's state
+ *                           comes through dispatch_node_update(), asked for with ops->node_refresh.
+ *
+ * Those are the default actions; dispatch_options.actions chooses another per kind (notices.KIND.action,
+ * enum dispatch_action): drain (a rebalance recommendation drained is planned against two minutes, the
+ * least a spot warning after it would give), cordon (ops->cordon: nothing new lands there, no pod is
+ * evicted), taint (what a rebalance recommendation does by default: the soft taint, a replacement request,
+ * the revert) or ignore (heard and told to ops->notice_seen, acted on by nothing: DISPATCH_DONE, its message
+ * deleted as handled). A later notice whose action drains upgrades a cordoned or tainted node. A lifecycle
+ * hook whose notice is cordoned or tainted is completed at once (nothing is left to wait for); one ignored
+ * is left alone (to its heartbeat timeout and default result). */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -44,6 +60,26 @@ enum dispatch_verdict {
         DISPATCH_FOREIGN,
 };
 
+/* What a notice of a kind does (notices.KIND.action). DISPATCH_ACTION_DEFAULT is the kind's own (taint
+ * for a rebalance recommendation, drain for the others). */
+enum dispatch_action {
+        DISPATCH_ACTION_DEFAULT,
+        DISPATCH_ACTION_DRAIN,
+        DISPATCH_ACTION_CORDON,
+        DISPATCH_ACTION_TAINT,
+        DISPATCH_ACTION_IGNORE,
+        _DISPATCH_ACTION_MAX,
+};
+const char *dispatch_action_to_string(enum dispatch_action a);
+
+/* The dispatcher's configuration (notices.*): per kind, what its notices do. Its keys:
+ * notices_config_section (src/dispatch/settings.c). */
+struct notices_settings {
+        int action[_NOTICE_KIND_MAX]; /* enum dispatch_action */
+};
+struct config_section;
+extern const struct config_section notices_config_section;
+
 struct dispatch_ops {
         /* Starts draining node by deadline (engine clock), or restarts a drain under way with an earlier
          * deadline. The end is reported with dispatch_drain_finished(). */
@@ -57,6 +93,12 @@ struct dispatch_ops {
         /* A canceled scheduled change whose drain had begun: make the node schedulable again (after
          * drain_stop). */
         int (*uncordon)(void *userdata, const char *node);
+        /* A notice whose action is cordon: make the node unschedulable, evict nothing. */
+        int (*cordon)(void *userdata, const char *node);
+        /* A completed reboot is waited on: pass the Node object to dispatch_node_update() (now or later;
+         * called again every few seconds until the node is settled). May be NULL when every change of the
+         * node reaches dispatch_node_update() anyway. */
+        void (*node_refresh)(void *userdata, const char *node);
         /* Every notice taken in (not a duplicate), once, before it is acted on. One whose instance is not
          * known as a node yet is told when that is settled: with its node when the node turns up, with
          * node NULL when it is dropped (or at once, NULL, for a state change or scheduled change, which
@@ -85,22 +127,29 @@ struct dispatch_options {
         uint64_t min_budget_usec;
         size_t dedupe_max;              /* keys remembered; 0 = 4096 */
         uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
+        enum dispatch_action actions[_NOTICE_KIND_MAX]; /* per kind; DISPATCH_ACTION_DEFAULT = its own */
 };
+/* The options' actions as the configuration's notices.* keys give them. */
+void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
 
 struct dispatch_stats {
-        uint64_t notices;         /* submitted */
-        uint64_t duplicates;      /* absorbed: the dedupe table, or a scheduled change waiting already */
-        uint64_t drains;          /* drains started (restarts included) */
-        uint64_t upgrades;        /* a rebalanced node then interrupted, or a drain restarted earlier */
-        uint64_t unknown_dropped; /* instances that never turned up as a node */
-        uint64_t resumed;         /* drains carried on from a node annotation */
-        uint64_t reverted;        /* soft taints removed: no interruption followed the rebalance */
-        uint64_t canceled;        /* scheduled changes canceled after their drain began */
-        uint64_t action_errors;   /* ops that failed to start */
-        unsigned draining;        /* drains under way now */
-        unsigned unknown_pending; /* notices waiting for their instance */
-        unsigned scheduled;       /* scheduled changes waiting to be due */
-        size_t nodes_indexed;     /* nodes with an EC2 providerID */
+        uint64_t notices;           /* submitted */
+        uint64_t duplicates;        /* absorbed: the dedupe table, or a scheduled change waiting already */
+        uint64_t drains;            /* drains started (restarts included) */
+        uint64_t upgrades;          /* a rebalanced node then interrupted, or a drain restarted earlier */
+        uint64_t unknown_dropped;   /* instances that never turned up as a node */
+        uint64_t resumed;           /* drains carried on from a node annotation */
+        uint64_t reverted;          /* soft taints removed: no interruption followed the rebalance */
+        uint64_t canceled;          /* scheduled changes canceled after their drain began */
+        uint64_t action_errors;     /* ops that failed to start */
+        uint64_t ignored;           /* notices whose kind's action is ignore */
+        uint64_t cordoned;          /* nodes cordoned by a notice whose action is cordon */
+        uint64_t reboot_uncordoned; /* nodes made schedulable again after the reboot they were drained for */
+        unsigned reboots;           /* completed reboots waiting for their node to be Ready */
+        unsigned draining;          /* drains under way now */
+        unsigned unknown_pending;   /* notices waiting for their instance */
+        unsigned scheduled;         /* scheduled changes waiting to be due */
+        size_t nodes_indexed;       /* nodes with an EC2 providerID */
 };
 
 struct dispatch;
@@ -111,12 +160,19 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
 struct dispatch *dispatch_free(struct dispatch *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct dispatch *, dispatch_free);
 
-/* The providerID index, fed by a node informer: Node objects added/modified, deleted. */
+/* The providerID index, fed by a node informer: Node objects added/modified, deleted. A node whose reboot
+ * completed is made schedulable here once it is Ready (see scheduled-change above). */
 int dispatch_node_update(struct dispatch *d, const cJSON *node);
 void dispatch_node_delete(struct dispatch *d, const cJSON *node);
+/* The node's state alone, the index left as it is (the agent's fixed entry): what dispatch_node_update()
+ * does besides indexing (a reboot waited on). */
+int dispatch_node_seen(struct dispatch *d, const cJSON *node);
 /* One fixed entry instead (the agent knows its own node and instance); a node's earlier entry is
  * replaced. Notices waiting for that instance are acted on now. */
 int dispatch_node_set(struct dispatch *d, const char *node, const char *instance_id);
+/* A scheduled reboot that completed (IMDS completed, AWS Health closed): what the dispatcher waits on to
+ * uncordon its node. */
+bool dispatch_notice_reboot_done(const struct notice *n);
 /* How long after its deadline the notice arrived (now is the engine clock), 0 when not late or a state
  * change (whose deadline is its own time). */
 uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);

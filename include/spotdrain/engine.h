@@ -78,6 +78,9 @@ char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t sta
  * when the record names none; ret_instance may be NULL); -ENOENT when the node has none, -EBADMSG when it
  * cannot be read, -ENOMEM. */
 int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance);
+/* Whether the node carries the record of a drain for that kind and notice event (a drain of spotdrain's own
+ * cordoned it for that notice). */
+bool drain_record_is_for(const cJSON *node, const char *kind, const char *event_id);
 
 /* ==== planner input from Kubernetes objects (inputs.c) ==== */
 
@@ -449,6 +452,7 @@ struct drain_exec_result {
         unsigned forced;           /* deleted around their PDB */
         unsigned killed_predicted; /* the first plan's pods that could not finish a graceful stop */
         unsigned left;             /* pods to go still on the node at the end */
+        bool pods_unseen;          /* the node's pods were never listed: left says nothing */
         unsigned blocked;          /* 429 answers */
         unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
         bool infeasible;           /* drain-infeasible was raised */

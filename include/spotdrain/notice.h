@@ -9,6 +9,7 @@
  * Deadlines (the instant the instance is expected to be gone or stopped):
  *   spot-interruption (EventBridge)  event time + 120 s (EventBridge `time` is when the warning was sent)
  *   spot-interruption (IMDS)         the document's `time` (when the action happens)
+ *   capacity-reservation-interruption  detail.instance-termination-time, else event time + 120 s
  *   rebalance-recommendation         none (0, rendered null)
  *   scheduled-change                 start of the window (AWS Health startTime, IMDS NotBefore)
  *   state-change                     stopping/stopped/shutting-down/terminated: the notice time itself, i.e.
@@ -40,6 +41,9 @@ enum notice_kind {
         NOTICE_STATE_CHANGE,
         NOTICE_ASG_LIFECYCLE_TERMINATE,
         NOTICE_ASG_TEST_NOTIFICATION,
+        /* EC2 Capacity Reservation Instance Interruption Warning: an interruptible Capacity Reservation's
+         * owner reclaims its capacity; the instance is terminated two minutes later, as a spot one. */
+        NOTICE_CAPACITY_RESERVATION_INTERRUPTION,
         _NOTICE_KIND_MAX,
 };
 
@@ -68,10 +72,11 @@ enum notice_kind {
  * "absent"; notice_format_json() leaves absent fields out (deadline is rendered null instead). */
 struct notice {
         enum notice_kind kind;
-        char instance_id[NOTICE_INSTANCE_ID_SIZE]; /* "" only for asg-test-notification */
-        char source[NOTICE_SOURCE_SIZE];           /* "sqs" | "imds" | the caller's override */
-        uint64_t notice_time;                      /* usec since the epoch, always set */
-        uint64_t deadline;                         /* usec; 0 = none */
+        /* "" for asg-test-notification, and for IMDS documents parsed without opts->instance_id */
+        char instance_id[NOTICE_INSTANCE_ID_SIZE];
+        char source[NOTICE_SOURCE_SIZE]; /* "sqs" | "imds" | the caller's override */
+        uint64_t notice_time;            /* usec since the epoch, always set */
+        uint64_t deadline;               /* usec; 0 = none */
         char action[NOTICE_ACTION_SIZE]; /* spot: terminate|stop|hibernate; state-change: the state;
                                             scheduled-change: the event code */
         char region[NOTICE_REGION_SIZE];
@@ -95,7 +100,7 @@ struct notice {
 
 struct notice_parse_opts {
         const char *source;      /* overrides "sqs"/"imds" in the notices; NULL = by form */
-        const char *instance_id; /* for IMDS documents, which name no instance; validated */
+        const char *instance_id; /* for IMDS documents, which name no instance (NULL: absent); validated */
         const char *region;      /* used when the document names no region */
         /* IMDS path the document was read from ("spot/instance-action", "events/recommendations/rebalance",
          * "events/maintenance/scheduled", "events/maintenance/history", "spot/termination-time",
@@ -117,7 +122,6 @@ struct notice_parse_opts {
  *   -EBADMSG       malformed: not JSON, a required field missing or of the wrong type, a bad time or id
  *   -EOPNOTSUPP    well-formed but not a notice spotdrain knows (unknown source/detail-type, lifecycle
  *                  transition, IMDS state)
- *   -EDESTADDRREQ  an IMDS document, which names no instance, and opts->instance_id not given
  *   -EINVAL        bad opts (an invalid opts->instance_id, an unknown opts->imds_path)
  *   -ENOMEM
  */

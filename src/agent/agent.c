@@ -28,6 +28,8 @@ enum {
         PATH_LIFECYCLE,
         PATH_SCHEDULED,
         PATH_REBALANCE,
+        /* Completed and canceled maintenance: a reboot drained for is undone once the node is back. */
+        PATH_HISTORY,
         _PATH_MAX,
 };
 
@@ -38,6 +40,7 @@ static const char *const poll_paths[_PATH_MAX] = {
         [PATH_LIFECYCLE] = "autoscaling/target-lifecycle-state",
         [PATH_SCHEDULED] = "events/maintenance/scheduled",
         [PATH_REBALANCE] = "events/recommendations/rebalance",
+        [PATH_HISTORY] = "events/maintenance/history",
 };
 
 enum {
@@ -84,6 +87,7 @@ struct agent {
         struct backoff id_backoff;
         bool identified;
         struct kube_call *node_call;
+        struct kube_call *refresh_call; /* the node, for the dispatcher (a reboot waited on) */
         struct drain_surge_sweep
             *surge_sweep; /* Deployments left raised for this node by a process before */
 
@@ -217,12 +221,51 @@ static void op_notice_seen(void *userdata, const char *node, const struct notice
                 a->actions.notice_seen(a->actions_userdata, a->node, n);
 }
 
+static int op_cordon(void *userdata, const char *node)
+{
+        struct agent *a = userdata;
+        int r;
+
+        if (a->actions.cordon && (r = a->actions.cordon(a->actions_userdata, a->node)) < 0) {
+                action_failed(a, "cordon", r);
+                return r;
+        }
+        return 0;
+}
+
+static void on_refreshed(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct agent *a = userdata;
+
+        a->refresh_call = NULL;
+        if (r->error < 0)
+                log_debug_errno(r->error, "agent: cannot read node %s: %s", a->node,
+                                r->message ? r->message : "no message");
+        else if (dispatch_node_seen(a->dispatch, r->object) < 0)
+                log_debug("agent: the dispatcher cannot take node %s", a->node);
+}
+
+/* The dispatcher asks again every few seconds; one read at a time is enough for one node. */
+static void op_node_refresh(void *userdata, const char *node)
+{
+        struct agent *a = userdata;
+        _cleanup_free_ char *path = NULL;
+
+        if (!a->kube || a->refresh_call)
+                return;
+        path = kube_path(NULL, "v1", NULL, "nodes", a->node, NULL);
+        if (!path || kube_get(a->kube, path, on_refreshed, a, &a->refresh_call) < 0)
+                log_debug("agent: cannot read node %s", a->node);
+}
+
 /* No drain_stop: the actions' uncordon stops a drain under way itself. */
 static const struct dispatch_ops agent_dispatch_ops = {
         .drain = op_drain,
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement,
         .uncordon = op_uncordon,
+        .cordon = op_cordon,
+        .node_refresh = op_node_refresh,
         .notice_seen = op_notice_seen,
 };
 
@@ -251,7 +294,7 @@ static void process(struct agent *a, unsigned i)
                 log_debug_errno(s->error, "agent: GET %s failed", poll_paths[i]);
                 return;
         }
-        if (i == PATH_SCHEDULED && strspn(s->body, " \t\r\n") == s->len)
+        if ((i == PATH_SCHEDULED || i == PATH_HISTORY) && strspn(s->body, " \t\r\n") == s->len)
                 return; /* an empty body: no events */
 
         r = notice_parse(s->body, s->len,
@@ -267,16 +310,19 @@ static void process(struct agent *a, unsigned i)
         if (r < 0) {
                 a->stats.parse_errors++;
                 if (a->parse_failed[i] != r)
-                        log_warning_errno(r,
-                                          "agent: IMDS %s answered a document that cannot be read (%s), "
-                                          "ignoring it until the next poll",
-                                          poll_paths[i], reason);
+                        log_warning_reason(r, reason,
+                                           "agent: IMDS %s answered a document that cannot be read, "
+                                           "ignoring it until the next poll",
+                                           poll_paths[i]);
                 a->parse_failed[i] = r;
                 return;
         }
         a->parse_failed[i] = 0;
         for (size_t k = 0; k < n; k++)
-                deliver(a, &ns[k]);
+                /* History holds every event of the last while: only a completed reboot still asks for
+                 * something (its uncordon); the others would be told again at every start. */
+                if (i != PATH_HISTORY || dispatch_notice_reboot_done(&ns[k]))
+                        deliver(a, &ns[k]);
 }
 
 /* ---- poll loop ---- */
@@ -394,9 +440,8 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
 
         a->node_call = NULL;
         if (r->error < 0) {
-                log_full(LOG_WARNING, r->error, (const char *[]){ "node", a->node, NULL },
-                         "agent: cannot read node %s (%s); is the node name right?", a->node,
-                         r->message ? r->message : "no message");
+                log_full_reason(LOG_WARNING, r->error, r->message, (const char *[]){ "node", a->node, NULL },
+                                "agent: cannot read node %s (is the node name right?)", a->node);
                 return;
         }
         /* A drain recorded on the node before a restart carries on (the notice, still in IMDS, joins it). */
@@ -583,16 +628,16 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                 return -ENOMEM;
         /* Deadlines the agent documents: the IMDS document's (an interruption without one is drained
          * at once). */
-        r = dispatch_new(l,
-                         &(struct dispatch_options){
-                             .rebalance_revert_usec = o->rebalance_revert_usec ? o->rebalance_revert_usec
-                                                                               : AGENT_DEFAULT_REVERT_USEC,
-                             .min_budget_usec = o->min_budget_usec,
-                             .maintenance_lead_usec = o->maintenance_lead_usec
-                                                          ? o->maintenance_lead_usec
-                                                          : AGENT_DEFAULT_MAINT_LEAD_USEC,
-                         },
-                         &agent_dispatch_ops, a, &a->dispatch);
+        struct dispatch_options dopt = {
+                .rebalance_revert_usec =
+                    o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC,
+                .min_budget_usec = o->min_budget_usec,
+                .maintenance_lead_usec =
+                    o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC,
+        };
+        if (o->notices)
+                dispatch_actions_from_settings(o->notices, &dopt);
+        r = dispatch_new(l, &dopt, &agent_dispatch_ops, a, &a->dispatch);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(a);
@@ -621,6 +666,7 @@ struct agent *agent_free(struct agent *a)
         timer_cancel(a->tick_timer);
         timer_cancel(a->id_timer);
         kube_call_cancel(a->node_call);
+        kube_call_cancel(a->refresh_call);
         drain_surge_sweep_free(a->surge_sweep);
         dispatch_free(a->dispatch);
         free(a->node);
@@ -662,8 +708,7 @@ static void on_kube_done(struct kube_client *c, struct kube_result *r, void *use
 {
         const char *what = userdata;
         if (r->error < 0)
-                log_full(LOG_ERR, r->error, NULL, "agent: %s failed: %s", what,
-                         r->message ? r->message : "no message");
+                log_full_reason(LOG_ERR, r->error, r->message, NULL, "agent: %s failed", what);
 }
 
 static int kube_drain(void *userdata, const struct agent_drain_request *req)
@@ -712,8 +757,13 @@ static int kube_lb_include(struct kube_client *c, const char *node)
 static int uncordon_with_key(struct kube_client *c, const char *node, const char *taint_key)
 {
         struct kube_taint t = { .key = (char *)taint_key };
+        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
         int r = kube_node_taint(c, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
                                 NULL);
+        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
+        if (r >= 0)
+                r = kube_node_set_meta(c, node, true, keys, values, 1, on_kube_done,
+                                       (void *)"removing the drain record", NULL);
         if (r >= 0)
                 r = kube_lb_include(c, node);
         if (r < 0)
@@ -724,6 +774,11 @@ static int uncordon_with_key(struct kube_client *c, const char *node, const char
 static int kube_uncordon(void *userdata, const char *node)
 {
         return uncordon_with_key(userdata, node, SPOTDRAIN_TAINT_INTERRUPTION);
+}
+
+static int kube_cordon(void *userdata, const char *node)
+{
+        return kube_node_cordon(userdata, node, true, on_kube_done, (void *)"cordon", NULL);
 }
 
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
@@ -738,6 +793,7 @@ const struct agent_actions agent_kube_actions = {
         .soft_taint = kube_soft_taint,
         .replacement_request = kube_replacement,
         .uncordon = kube_uncordon,
+        .cordon = kube_cordon,
 };
 
 /* ---- actions through the drain engine ---- */
@@ -838,11 +894,17 @@ static int engine_uncordon(void *userdata, const char *node)
                                                                              : SPOTDRAIN_TAINT_INTERRUPTION);
 }
 
+static int engine_cordon(void *userdata, const char *node)
+{
+        return kube_cordon(((struct agent_engine *)userdata)->kube, node);
+}
+
 const struct agent_actions agent_engine_actions = {
         .drain = engine_drain,
         .soft_taint = engine_soft_taint,
         .replacement_request = engine_replacement,
         .uncordon = engine_uncordon,
+        .cordon = engine_cordon,
         .notice_seen = engine_notice_seen,
 };
 

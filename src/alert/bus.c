@@ -24,6 +24,7 @@ static const struct {
         [ALERT_NOTICE_REJECTED] = { "notice-rejected", "NoticeRejected", true },
         [ALERT_DRAIN_AT_RISK] = { "drain-at-risk", "DrainAtRisk", true },
         [ALERT_SURGE_NO_ROOM] = { "surge-no-room", "SurgeNoRoom", true },
+        [ALERT_EVICTION_DENIED] = { "eviction-denied", "EvictionDenied", true },
 };
 
 struct alert_sink {
@@ -131,8 +132,7 @@ int alert_bus_add_log_sink(struct alert_bus *b)
 static void event_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         if (r->error < 0)
-                log_debug_errno(r->error, "cannot record alert as a Kubernetes Event: %s",
-                                r->message ? r->message : "no answer");
+                log_debug_reason(r->error, r->message, "cannot record alert as a Kubernetes Event");
 }
 
 static void sink_kube_event(const struct alert *a, void *userdata)

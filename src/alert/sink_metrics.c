@@ -75,6 +75,7 @@ static void sink_metrics(const struct alert *a, void *userdata)
         case ALERT_NOTICE_REJECTED:
         case ALERT_DRAIN_AT_RISK:
         case ALERT_SURGE_NO_ROOM:
+        case ALERT_EVICTION_DENIED:
         case _ALERT_KIND_MAX:
                 break;
         }

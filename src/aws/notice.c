@@ -49,6 +49,7 @@ static const char *const kind_names[_NOTICE_KIND_MAX] = {
         [NOTICE_STATE_CHANGE] = "state-change",
         [NOTICE_ASG_LIFECYCLE_TERMINATE] = "asg-lifecycle-terminate",
         [NOTICE_ASG_TEST_NOTIFICATION] = "asg-test-notification",
+        [NOTICE_CAPACITY_RESERVATION_INTERRUPTION] = "capacity-reservation-interruption",
 };
 
 struct ctx {
@@ -377,16 +378,15 @@ static int push(struct ctx *c, enum notice_kind kind, struct notice **ret)
         return 0;
 }
 
-/* IMDS documents name no instance: it comes from the caller. */
-static int imds_push(struct ctx *c, enum notice_kind kind, const char *where, struct notice **ret)
+/* IMDS documents name no instance: it comes from the caller, and without one it is absent, as any field a
+ * form lacks (the agent always knows its own). */
+static int imds_push(struct ctx *c, enum notice_kind kind, struct notice **ret)
 {
-        if (!c->opts->instance_id)
-                return fail(c, -EDESTADDRREQ,
-                            "%s names no instance: the instance ID must be given (--instance-id)", where);
         int r = push(c, kind, ret);
         if (r < 0)
                 return r;
-        memcpy((*ret)->instance_id, c->opts->instance_id, strlen(c->opts->instance_id) + 1);
+        if (c->opts->instance_id)
+                memcpy((*ret)->instance_id, c->opts->instance_id, strlen(c->opts->instance_id) + 1);
         return 0;
 }
 
@@ -469,7 +469,7 @@ static int imds_instance_action(struct ctx *c, const cJSON *o)
         if (r < 0)
                 return r;
         struct notice *n;
-        r = imds_push(c, NOTICE_SPOT_INTERRUPTION, where, &n);
+        r = imds_push(c, NOTICE_SPOT_INTERRUPTION, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;
@@ -487,7 +487,7 @@ static int imds_termination_time(struct ctx *c, const char *text)
         if (notice_parse_time(text, &t) < 0)
                 return fail(c, -EBADMSG, "%s: '%s' is not a time", where, Q(text));
         struct notice *n;
-        int r = imds_push(c, NOTICE_SPOT_INTERRUPTION, where, &n);
+        int r = imds_push(c, NOTICE_SPOT_INTERRUPTION, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;
@@ -507,7 +507,7 @@ static int imds_rebalance(struct ctx *c, const cJSON *o)
         if (r < 0)
                 return r;
         struct notice *n;
-        r = imds_push(c, NOTICE_REBALANCE_RECOMMENDATION, where, &n);
+        r = imds_push(c, NOTICE_REBALANCE_RECOMMENDATION, &n);
         if (r < 0)
                 return r;
         n->notice_time = t;
@@ -541,7 +541,7 @@ static int imds_scheduled(struct ctx *c, const cJSON *a, const char *where)
                 if (r < 0)
                         return r;
                 struct notice *n;
-                r = imds_push(c, NOTICE_SCHEDULED_CHANGE, where, &n);
+                r = imds_push(c, NOTICE_SCHEDULED_CHANGE, &n);
                 if (r >= 0)
                         r = SET(c, n->action, code, where, "Code");
                 if (r >= 0)
@@ -586,7 +586,7 @@ static int imds_target_lifecycle_state(struct ctx *c, const char *state)
         if (!lifecycle_states[i].terminate)
                 return ignore(c, "target lifecycle state '%s': nothing to drain", state);
         struct notice *n;
-        int r = imds_push(c, NOTICE_ASG_LIFECYCLE_TERMINATE, where, &n);
+        int r = imds_push(c, NOTICE_ASG_LIFECYCLE_TERMINATE, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;
@@ -785,7 +785,9 @@ static int eb_simple(struct ctx *c, const struct envelope *e, enum notice_kind k
         return 0;
 }
 
-static int eb_spot(struct ctx *c, const struct envelope *e)
+/* A two-minute warning: the spot interruption and the Capacity Reservation interruption, whose details
+ * both name the instance and its instance-action. */
+static int eb_warning(struct ctx *c, const struct envelope *e, enum notice_kind kind, struct notice **ret)
 {
         const char *action;
         struct notice *n;
@@ -796,11 +798,35 @@ static int eb_spot(struct ctx *c, const struct envelope *e)
         if (!streq(action, "terminate") && !streq(action, "stop") && !streq(action, "hibernate"))
                 return fail(c, -EBADMSG, "EventBridge event: unknown detail.instance-action '%s'",
                             Q(action));
-        r = eb_simple(c, e, NOTICE_SPOT_INTERRUPTION, &n);
+        r = eb_simple(c, e, kind, &n);
         if (r < 0)
                 return r;
         memcpy(n->action, action, strlen(action) + 1);
         n->deadline = add_sat(e->time, NOTICE_SPOT_WARNING_USEC);
+        *ret = n;
+        return 0;
+}
+
+static int eb_spot(struct ctx *c, const struct envelope *e)
+{
+        struct notice *n;
+        return eb_warning(c, e, NOTICE_SPOT_INTERRUPTION, &n);
+}
+
+/* The Capacity Reservation's warning says when the instance goes (detail.instance-termination-time); the
+ * dispatcher still holds it to two minutes from the event, as a spot warning's. */
+static int eb_capacity_reservation(struct ctx *c, const struct envelope *e)
+{
+        struct notice *n;
+        uint64_t end;
+        int r = get_time(c, e->detail, "instance-termination-time", "EventBridge event",
+                         "detail.instance-termination-time", false, &end);
+        if (r >= 0)
+                r = eb_warning(c, e, NOTICE_CAPACITY_RESERVATION_INTERRUPTION, &n);
+        if (r < 0)
+                return r;
+        if (end)
+                n->deadline = end;
         return 0;
 }
 
@@ -925,6 +951,9 @@ static int eventbridge(struct ctx *c, const cJSON *root)
         size_t first = c->n;
         if (streq(e.source, "aws.ec2") && streq(e.detail_type, "EC2 Spot Instance Interruption Warning"))
                 r = eb_spot(c, &e);
+        else if (streq(e.source, "aws.ec2") &&
+                 streq(e.detail_type, "EC2 Capacity Reservation Instance Interruption Warning"))
+                r = eb_capacity_reservation(c, &e);
         else if (streq(e.source, "aws.ec2") &&
                  streq(e.detail_type, "EC2 Instance Rebalance Recommendation")) {
                 struct notice *n;

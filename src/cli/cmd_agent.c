@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
@@ -200,6 +201,11 @@ static int prov_uncordon(void *userdata, const char *node)
         return agent_engine_actions.uncordon(((struct agent_prov *)userdata)->engine, node);
 }
 
+static int prov_cordon(void *userdata, const char *node)
+{
+        return agent_engine_actions.cordon(((struct agent_prov *)userdata)->engine, node);
+}
+
 static void prov_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
         agent_engine_actions.notice_seen(((struct agent_prov *)userdata)->engine, node, n);
@@ -210,6 +216,7 @@ static const struct agent_actions agent_prov_actions = {
         .soft_taint = prov_soft_taint,
         .replacement_request = prov_replacement,
         .uncordon = prov_uncordon,
+        .cordon = prov_cordon,
         .notice_seen = prov_notice_seen,
 };
 
@@ -289,8 +296,7 @@ int cmd_agent(int argc, char **argv)
                         v1 = true;
                         break;
                 case 'h':
-                        agent_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "agent");
                 default:
                         agent_usage(stderr);
                         return EXIT_USAGE;
@@ -369,6 +375,7 @@ int cmd_agent(int argc, char **argv)
                                      .rebalance_revert_usec = revert,
                                      .maintenance_lead_usec = lead,
                                      .min_budget_usec = cfg->drain.min_budget_usec,
+                                     .notices = &cfg->notices,
                                      .asg_deadline_usec = asg,
                                      .on_ready = on_ready,
                                      .on_tick = on_tick,

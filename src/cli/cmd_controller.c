@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
+#include "spotdrain/admission.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -62,7 +64,7 @@ static void on_creds(int error, const struct aws_credentials *src, const char *m
         struct creds *c = userdata;
         c->asking = false;
         if (error < 0)
-                log_warning_errno(error, "cannot get AWS credentials: %s", message ? message : "");
+                log_warning_reason(error, message, "cannot get AWS credentials");
         else
                 creds_store(c, src);
 }
@@ -89,6 +91,7 @@ static const struct aws_credentials *creds_current(void *userdata)
 #define M_UNREADABLE_TOTAL "spotdrain_queue_unreadable_total"
 #define M_UNREADABLE       "spotdrain_queue_unreadable"
 #define M_DUPLICATES       "spotdrain_notices_duplicate_total"
+#define M_IGNORED          "spotdrain_notices_ignored_total"
 #define M_DRAINS_STARTED   "spotdrain_drains_started_total"
 #define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
 #define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
@@ -113,7 +116,8 @@ static const struct metric_family_def controller_families[] = {
         { M_REJECTED,
           METRIC_COUNTER,
           "Well-formed messages left in the queue without acting on them, by reason: no-account, "
-          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's).",
+          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's), "
+          "unmanaged (without controller.managed_tag).",
           { "reason" },
           NULL,
           0 },
@@ -126,6 +130,12 @@ static const struct metric_family_def controller_families[] = {
           NULL,
           0 },
         { M_DUPLICATES, METRIC_COUNTER, "Duplicate notices absorbed.", {}, NULL, 0 },
+        { M_IGNORED,
+          METRIC_COUNTER,
+          "Notices whose kind's action is ignore (notices.KIND.action).",
+          {},
+          NULL,
+          0 },
         { M_DRAINS_STARTED, METRIC_COUNTER, "Drains started (restarts included).", {}, NULL, 0 },
         { M_DRAINS_RESUMED, METRIC_COUNTER, "Drains carried on from a node annotation.", {}, NULL, 0 },
         { M_UNKNOWN_DROPPED,
@@ -172,6 +182,7 @@ static void ops_tick(void *userdata)
                           controller_reject_label((enum controller_reject)k));
         add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
         add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
+        add_delta(m, M_IGNORED, st.dispatch.ignored, o->last.dispatch.ignored, NULL);
         add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
         add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
         add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);
@@ -238,6 +249,7 @@ int cmd_controller(int argc, char **argv)
         struct service *svc;
         struct loop *l;
         _cleanup_(controller_freep) struct controller *ctl = NULL;
+        struct admission_server *webhook = NULL;
         struct creds creds = {};
         struct ops o = {};
         int c, r;
@@ -269,8 +281,7 @@ int cmd_controller(int argc, char **argv)
                         asg_endpoint = optarg;
                         break;
                 case 'h':
-                        controller_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "controller");
                 default:
                         controller_usage(stderr);
                         return EXIT_USAGE;
@@ -330,6 +341,30 @@ int cmd_controller(int argc, char **argv)
                 return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
         }
 
+        /* Every replica answers the eviction webhook, the leader and the standbys alike (the Service
+         * spreads the API server's reviews over them). */
+        if (!isempty(cfg->controller.admission_listen)) {
+                r = admission_server_start(
+                    l,
+                    &(struct admission_options){ .listen = cfg->controller.admission_listen,
+                                                 .cert_file = cfg->controller.admission_cert_file,
+                                                 .key_file = cfg->controller.admission_key_file,
+                                                 .agent_users = cfg->controller.admission_agent_users,
+                                                 .kube = service_kube(svc),
+                                                 .metrics = service_metrics(svc),
+                                                 .bus = service_alerts(svc) },
+                    &webhook);
+                if (r < 0) {
+                        log_error_errno(r, "cannot start the eviction webhook on %s%s",
+                                        cfg->controller.admission_listen,
+                                        r == -EINVAL ? " (it needs controller.admission_agent_users, "
+                                                       "admission_cert_file and admission_key_file)"
+                                                     : "");
+                        aws_creds_provider_free(creds.provider);
+                        return r == -EINVAL ? EXIT_USAGE : EXIT_ERROR;
+                }
+        }
+
         o = (struct ops){ .ctl = ctl, .svc = svc, .loop = l, .httpd = service_httpd(svc) };
 
         log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
@@ -342,6 +377,7 @@ int cmd_controller(int argc, char **argv)
         } else
                 log_error_errno(r, "cannot start the controller");
         o.timer = timer_cancel(o.timer);
+        webhook = admission_server_free(webhook);
         service_stop(svc);
         ctl = controller_free(ctl);
         aws_creds_provider_free(creds.provider);

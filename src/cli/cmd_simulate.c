@@ -33,6 +33,8 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
+#include "cli/report.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -135,6 +137,10 @@ struct simulate {
         size_t n_drains;
         bool finished;
         int error;
+        /* --report FILE: the timeline page, from what the engine's client and bus saw. */
+        const char *report_path;
+        struct report *report;
+        struct report_rec *rec;
 };
 
 static void usage(FILE *f)
@@ -142,6 +148,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "usage: spotdrain simulate SCENARIO [--time-scale N] [--mode agent|controller] [--json]\n"
                 "                          [--delivery imds|sqs|direct] [--metrics-listen HOST:PORT]\n"
+                "                          [--report FILE.html]\n"
                 "                          [--config FILE] [--log-level LEVEL] [--log-format FORMAT]\n"
                 "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline\n"
                 "(or the simulation result as JSON). Times are scenario seconds.\n"
@@ -266,6 +273,8 @@ static int start_drain(struct simulate *sm, struct kube_client *client, const ch
                 o.ledger = sm->ledger;
         }
         r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
+        if (r >= 0 && sm->rec)
+                r = report_rec_follow(sm->rec, sm->loop, d->x);
         if (r < 0) {
                 sim_drain_free(d);
                 return r;
@@ -323,19 +332,37 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
         return drain_through(sm, sm->client, node, n, deadline);
 }
 
+static void on_cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        if (r->error < 0)
+                log_error_errno(r->error, "cannot cordon %s: %s", (const char *)userdata,
+                                r->message ? r->message : "no message");
+}
+
+/* A notice whose kind's action is cordon (notices.KIND.action). */
+static int cordon_through(struct kube_client *client, const char *node)
+{
+        return kube_node_cordon(client, node, true, on_cordon_done, (void *)"the node", NULL);
+}
+
+static int direct_cordon(void *userdata, const char *node)
+{
+        return cordon_through(((struct simulate *)userdata)->client, node);
+}
+
 static const struct dispatch_ops sim_direct_ops = {
         .drain = direct_drain,
+        .cordon = direct_cordon,
         .replacement_request = direct_replacement,
         .notice_seen = direct_notice_seen,
 };
 
 static int start_direct(struct simulate *sm)
 {
-        int r = dispatch_new(
-            sm->loop,
-            &(struct dispatch_options){ .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
-                                        .min_budget_usec = sm->cfg->drain.min_budget_usec },
-            &sim_direct_ops, sm, &sm->dispatch);
+        struct dispatch_options dopt = { .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
+                                         .min_budget_usec = sm->cfg->drain.min_budget_usec };
+        dispatch_actions_from_settings(&sm->cfg->notices, &dopt);
+        int r = dispatch_new(sm->loop, &dopt, &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
         for (size_t i = 0; i < sm->n_nodes; i++)
@@ -361,8 +388,14 @@ static int agent_replacement(void *userdata, const char *node, const struct noti
         return direct_replacement(((struct sim_agent *)userdata)->sm, node, n);
 }
 
+static int agent_cordon(void *userdata, const char *node)
+{
+        return cordon_through(((struct sim_agent *)userdata)->client, node);
+}
+
 static const struct agent_actions sim_agent_actions = {
         .drain = agent_drain,
+        .cordon = agent_cordon,
         .replacement_request = agent_replacement,
         .notice_seen = agent_notice_seen,
 };
@@ -382,7 +415,8 @@ static int start_agents(struct simulate *sm)
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
                                             .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
-                                            .min_budget_usec = sm->cfg->drain.min_budget_usec };
+                                            .min_budget_usec = sm->cfg->drain.min_budget_usec,
+                                            .notices = &sm->cfg->notices };
 
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);
@@ -544,7 +578,7 @@ static int start_provisioning(struct simulate *sm)
                 r = region ? config_set_value(sm->cfg, "aws.region", region, &error) : -ENOMEM;
         }
         if (r < 0)
-                return log_error_errno(r, "cannot configure provisioning: %s", error ? error : "");
+                return log_error_reason(r, error, "cannot configure provisioning");
         sm->ec2_credentials = (struct aws_credentials){ .access_key_id = key_id,
                                                         .secret_access_key = secret,
                                                         .source = source };
@@ -879,6 +913,7 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 { "time-scale", required_argument, NULL, 't' },
                 { "mode", required_argument, NULL, 'm' },
                 { "delivery", required_argument, NULL, 'd' },
+                { "report", required_argument, NULL, 'R' },
                 { "metrics-listen", required_argument, NULL, 'M' },
                 { "json", no_argument, NULL, 'j' },
                 { "config", required_argument, NULL, 'c' },
@@ -920,9 +955,11 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 case 'M':
                         sm->metrics_listen = optarg;
                         break;
+                case 'R':
+                        sm->report_path = optarg;
+                        break;
                 case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "simulate");
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
@@ -1001,6 +1038,12 @@ static int setup(struct simulate *sm)
         sm->client = service_kube(sm->svc);
         sm->bus = service_alerts(sm->svc);
         r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
+        if (r >= 0 && sm->report_path) {
+                _cleanup_free_ char *title = strprintf("simulate %s", sim_scenario_name(sm->sim));
+                r = title ? report_new(title, &sm->report) : -ENOMEM;
+                if (r >= 0)
+                        r = report_rec_start(sm->report, sm->client, sm->bus, NULL, sm->wall0, &sm->rec);
+        }
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
         /* Agent mode goes through IMDS and the agent, controller mode through SQS and the controller. */
@@ -1024,6 +1067,8 @@ static int setup(struct simulate *sm)
 
 static void teardown(struct simulate *sm)
 {
+        if (sm->rec)
+                (void)report_rec_finish(sm->rec);
         sm->poll = timer_cancel(sm->poll);
         sm->dispatch = dispatch_free(sm->dispatch);
         controller_free(sm->controller);
@@ -1052,6 +1097,9 @@ static void teardown(struct simulate *sm)
         ynode_free(sm->tree);
         free(sm->seen);
         config_free(sm->cfg);
+        /* After the bus that calls it. */
+        report_rec_free(sm->rec);
+        report_free(sm->report);
 }
 
 static const char *seconds_or_dash(const cJSON *v, char *buf, size_t size)
@@ -1060,6 +1108,37 @@ static const char *seconds_or_dash(const cJSON *v, char *buf, size_t size)
                 return "-";
         snprintf(buf, size, "%.1f", v->valuedouble);
         return buf;
+}
+
+static double seconds_or_nan(const cJSON *node, const char *key)
+{
+        const cJSON *v = cJSON_GetObjectItem(node, key);
+        return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* --report: the interrupted nodes of the result, then the pods and PDBs the recorder saw. */
+static int write_report(struct simulate *sm, const cJSON *result)
+{
+        const cJSON *node;
+        int r = 0;
+
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                double deadline = seconds_or_nan(node, "deadline_at");
+                r = report_add_node(sm->report, cJSON_GetStringValue(cJSON_GetObjectItem(node, "name")),
+                                    seconds_or_nan(node, "notice_at"), seconds_or_nan(node, "cordoned_at"),
+                                    deadline,
+                                    deadline - (double)sm->cfg->drain.safety_margin_usec / USEC_PER_SEC,
+                                    seconds_or_nan(node, "drained_at"));
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0)
+                r = report_rec_finish(sm->rec);
+        if (r >= 0)
+                r = report_write(sm->report, sm->report_path);
+        if (r < 0)
+                log_error_errno(r, "cannot write the report %s", sm->report_path);
+        return r;
 }
 
 /* Exit status from the result: every interrupted node drained by its deadline with no pod killed. */
@@ -1151,6 +1230,10 @@ int cmd_simulate(int argc, char **argv)
                 return EXIT_ERROR;
         }
         status = result_status(result);
+        if (sm.report && write_report(&sm, result) < 0) {
+                teardown(&sm);
+                return EXIT_ERROR;
+        }
         if (sm.common.json) {
                 _cleanup_free_ char *text = cJSON_Print(result);
                 if (!text) {

@@ -28,6 +28,9 @@
 #define NODE_KEEP_USEC     (3600 * SEC)
 #define DEFAULT_MIN_BUDGET (30 * SEC) /* drain.min_budget_seconds */
 #define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+/* A completed reboot: how often its node is asked for, and how long it may take to be Ready again. */
+#define REBOOT_REFRESH_USEC (5 * SEC)
+#define REBOOT_WAIT_USEC    (3600 * SEC)
 
 struct index_entry {
         char *node;
@@ -54,7 +57,8 @@ struct dnode {
         struct timer *heartbeat;
         struct timer *revert; /* rebalanced: the soft taint's removal */
         bool soft_tainted;
-        bool firm; /* a notice other than a scheduled change drives or joined the drain */
+        bool cordoned; /* by a notice whose action is cordon */
+        bool firm;     /* a notice other than a scheduled change drives or joined the drain */
 };
 
 /* An active scheduled change not due yet. */
@@ -63,6 +67,15 @@ struct sched {
         char *node;
         struct notice notice;
         struct timer *due;
+};
+
+/* A reboot that completed, its node not Ready again yet. */
+struct reboot {
+        struct dispatch *d;
+        char *node;
+        struct notice notice;
+        uint64_t since;
+        struct timer *refresh;
 };
 
 struct unknown {
@@ -86,6 +99,8 @@ struct dispatch {
         size_t n_unknowns;
         struct sched **scheds;
         size_t n_scheds;
+        struct reboot **reboots;
+        size_t n_reboots;
 
         char (*dedupe)[DEDUPE_KEY_SIZE]; /* a ring of the most recent keys */
         size_t n_dedupe, dedupe_next;
@@ -290,6 +305,26 @@ static bool scheduled_change_over(const struct notice *n)
         return streq(n->state, "canceled") || streq(n->state, "completed") || streq(n->state, "closed");
 }
 
+const char *dispatch_action_to_string(enum dispatch_action a)
+{
+        static const char *const names[_DISPATCH_ACTION_MAX] = {
+                [DISPATCH_ACTION_DEFAULT] = "default", [DISPATCH_ACTION_DRAIN] = "drain",
+                [DISPATCH_ACTION_CORDON] = "cordon",   [DISPATCH_ACTION_TAINT] = "taint",
+                [DISPATCH_ACTION_IGNORE] = "ignore",
+        };
+        return (unsigned)a < _DISPATCH_ACTION_MAX ? names[a] : NULL;
+}
+
+/* What a notice of kind k does: the configured action, else the kind's own. */
+static enum dispatch_action kind_action(const struct dispatch *d, enum notice_kind k)
+{
+        if ((unsigned)k >= _NOTICE_KIND_MAX || k == NOTICE_ASG_TEST_NOTIFICATION)
+                return DISPATCH_ACTION_IGNORE;
+        if (d->o.actions[k] > DISPATCH_ACTION_DEFAULT && d->o.actions[k] < _DISPATCH_ACTION_MAX)
+                return d->o.actions[k];
+        return k == NOTICE_REBALANCE_RECOMMENDATION ? DISPATCH_ACTION_TAINT : DISPATCH_ACTION_DRAIN;
+}
+
 static int start_drain(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
                        uint64_t ticket)
 {
@@ -382,13 +417,15 @@ static void on_revert(void *userdata)
         }
 }
 
-static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
+/* The entry of a node that a notice acts on without draining it (the soft taint, a cordon): in *ret, made if
+ * need be, with the notice; NULL when the node is draining or drained already (nothing to add). */
+static int soft_entry(struct dispatch *d, const char *node, const struct notice *n, struct dnode **ret)
 {
         struct dnode *dn = dnode_find(d, node);
-        int r;
 
+        *ret = NULL;
         if (dn && dn->state != DNODE_REBALANCED)
-                return DISPATCH_DONE; /* draining or drained: nothing to add */
+                return DISPATCH_DONE;
         if (!dn) {
                 dn = dnode_add(d, node);
                 if (!dn)
@@ -397,6 +434,18 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
         }
         dn->since = clk_now();
         dn->notice = *n;
+        *ret = dn;
+        return DISPATCH_DONE;
+}
+
+/* The soft taint: a rebalance recommendation's default action, any kind's whose action is taint. */
+static int on_rebalance(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct dnode *dn;
+        int r = soft_entry(d, node, n, &dn);
+
+        if (r < 0 || !dn)
+                return r;
         /* A new recommendation after the taint was reverted taints again; one while tainted only moves the
          * revert. */
         if (!dn->soft_tainted) {
@@ -418,6 +467,46 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
                 log_debug_errno(r, "dispatch: cannot arm the soft taint's revert on %s", node);
         }
         return DISPATCH_DONE;
+}
+
+/* A notice whose action is cordon: the node takes no new pods, none is evicted. A later notice that drains
+ * upgrades it (start_drain). */
+static int on_cordon(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct dnode *dn;
+        int r = soft_entry(d, node, n, &dn);
+
+        if (r < 0 || !dn || dn->cordoned)
+                return r; /* a drain cordoned it already, or this did */
+        log_info("%s notice for %s: cordoning it, no pod evicted (its kind's action is cordon)",
+                 notice_kind_to_string(n->kind), node);
+        dn->cordoned = true;
+        d->stats.cordoned++;
+        if (d->ops.cordon && (r = d->ops.cordon(d->userdata, node)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot cordon %s", node);
+        }
+        return DISPATCH_DONE;
+}
+
+/* Acts on a notice of a known node by its kind's action, where a drain would start by deadline. A lifecycle
+ * hook is completed once nothing is left to wait for: at once when the node is only cordoned or tainted,
+ * when the drain ends if one is under way. */
+static int act(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
+               uint64_t ticket)
+{
+        enum dispatch_action a = kind_action(d, n->kind);
+        struct dnode *dn = dnode_find(d, node);
+        int r;
+
+        if (a == DISPATCH_ACTION_DRAIN ||
+            (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && dn && dn->state != DNODE_REBALANCED))
+                /* A drain under way (or done) takes the hook in as it would a draining one's. */
+                return start_drain(d, node, n, deadline, ticket);
+        r = a == DISPATCH_ACTION_CORDON ? on_cordon(d, node, n) : on_rebalance(d, node, n);
+        if (r >= 0 && n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && !isempty(n->lifecycle_action_token))
+                lifecycle_complete(d, n);
+        return r;
 }
 
 /* ---- scheduled changes ---- */
@@ -462,9 +551,9 @@ static void on_sched_due(void *userdata)
         dedupe_add(d, key);
         if (!node)
                 return;
-        r = start_drain(d, node, &n, n.deadline, DISPATCH_NO_TICKET);
+        r = act(d, node, &n, n.deadline, DISPATCH_NO_TICKET);
         if (r < 0)
-                log_warning_errno(r, "cannot start the maintenance drain of %s", node);
+                log_warning_errno(r, "cannot act on the scheduled change of %s", node);
 }
 
 /* Kept until it is due (the timer drains it then); the same event again moves it if its window moved. */
@@ -494,6 +583,148 @@ static int sched_add(struct dispatch *d, const char *node, const struct notice *
         return r;
 }
 
+/* ---- reboots: uncordon when the node is back ---- */
+
+static bool is_reboot(const struct notice *n)
+{
+        return streq(n->action, "system-reboot") || streq(n->action, "instance-reboot") ||
+               (startswith(n->action, "AWS_EC2_") && strstr(n->action, "_REBOOT_MAINTENANCE_"));
+}
+
+bool dispatch_notice_reboot_done(const struct notice *n)
+{
+        return n->kind == NOTICE_SCHEDULED_CHANGE && is_reboot(n) &&
+               (streq(n->state, "completed") || streq(n->state, "closed"));
+}
+
+static struct reboot *reboot_find(struct dispatch *d, const char *node)
+{
+        for (size_t i = 0; i < d->n_reboots; i++)
+                if (streq(d->reboots[i]->node, node))
+                        return d->reboots[i];
+        return NULL;
+}
+
+static void reboot_remove(struct dispatch *d, struct reboot *b)
+{
+        for (size_t i = 0; i < d->n_reboots; i++)
+                if (d->reboots[i] == b) {
+                        d->reboots[i] = d->reboots[--d->n_reboots];
+                        break;
+                }
+        timer_cancel(b->refresh);
+        free(b->node);
+        free(b);
+}
+
+static void on_reboot_refresh(void *userdata)
+{
+        struct reboot *b = userdata;
+        struct dispatch *d = b->d;
+        _cleanup_free_ char *node = NULL;
+
+        b->refresh = NULL;
+        if (clk_now() - b->since > REBOOT_WAIT_USEC) {
+                log_warning("node %s is not Ready %" PRIu64
+                            " min after its reboot (%s) completed; leaving it "
+                            "cordoned",
+                            b->node, REBOOT_WAIT_USEC / (60 * SEC), b->notice.event_id);
+                reboot_remove(d, b);
+                return;
+        }
+        if (timer_start_in(d->loop, REBOOT_REFRESH_USEC, on_reboot_refresh, b, &b->refresh) < 0)
+                log_debug("dispatch: cannot arm the reboot check of %s", b->node);
+        /* The refresh may settle (and free) b: nothing of it is used after. */
+        node = strdup(b->node);
+        if (node && d->ops.node_refresh)
+                d->ops.node_refresh(d->userdata, node);
+}
+
+/* Completed: its node is waited on until it is Ready (reboot_check()). */
+static int reboot_add(struct dispatch *d, const char *node, const struct notice *n)
+{
+        struct reboot *b = reboot_find(d, node), **v;
+
+        if (!b) {
+                v = realloc(d->reboots, (d->n_reboots + 1) * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                d->reboots = v;
+                b = calloc(1, sizeof(*b));
+                if (!b || !(b->node = strdup(node))) {
+                        free(b);
+                        return -ENOMEM;
+                }
+                b->d = d;
+                d->reboots[d->n_reboots++] = b;
+        }
+        log_info("the reboot of node %s (%s) completed; it is made schedulable once Ready", node,
+                 n->event_id);
+        b->notice = *n;
+        b->since = clk_now();
+        b->refresh = timer_cancel(b->refresh);
+        /* At once (and from the loop: the caller may be mid-submit), then every few seconds. */
+        return timer_start_in(d->loop, 0, on_reboot_refresh, b, &b->refresh);
+}
+
+static bool node_ready(const cJSON *node)
+{
+        const cJSON *conds =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "status"), "conditions");
+        const cJSON *c;
+
+        cJSON_ArrayForEach (c, conds)
+                if (streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "type")), "Ready"))
+                        return streq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "status")),
+                                     "True");
+        return false;
+}
+
+/* A node update: a node whose reboot completed and that is Ready again is made schedulable, if spotdrain
+ * cordoned it for that reboot (its drain record names the event) and nothing else drains it now. */
+static void reboot_check(struct dispatch *d, const char *name, const cJSON *node)
+{
+        struct reboot *b = reboot_find(d, name);
+        struct dnode *dn = dnode_find(d, name);
+        const char *why = NULL;
+        int r;
+
+        if (!b || !node_ready(node))
+                return;
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "spec"),
+                                                           "unschedulable")))
+                why = "it is schedulable already";
+        else if (!drain_record_is_for(node, notice_kind_to_string(NOTICE_SCHEDULED_CHANGE),
+                                      b->notice.event_id))
+                why = "its cordon is not spotdrain's for this maintenance (no drain record of it)";
+        else if (dn && dn->state == DNODE_DRAINING &&
+                 (dn->firm || !streq(dn->notice.event_id, b->notice.event_id)))
+                why = "another notice drains it";
+        if (why) {
+                log_info("node %s is Ready after its reboot (%s); left as it is: %s", name,
+                         b->notice.event_id, why);
+                reboot_remove(d, b);
+                return;
+        }
+        log_notice("node %s is Ready after its reboot (%s); making it schedulable", name,
+                   b->notice.event_id);
+        reboot_remove(d, b);
+        d->stats.reboot_uncordoned++;
+        if (dn && dn->state == DNODE_DRAINING) {
+                /* The reboot came before the drain ended: it has nothing left to do. */
+                if (d->ops.drain_stop)
+                        d->ops.drain_stop(d->userdata, name);
+                dispatch_drain_finished(d, name, false);
+        }
+        /* Schedulable again, the node is free for later notices (a drained one would absorb them). */
+        if ((dn = dnode_find(d, name)) && dn->state != DNODE_DRAINING)
+                dnode_remove(d, dn);
+        if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, name)) < 0) {
+                d->stats.action_errors++;
+                log_debug_errno(r, "dispatch: cannot make %s schedulable", name);
+        }
+}
+
 /* Canceled, completed or closed. */
 static int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n)
 {
@@ -505,6 +736,22 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
 
         if (s) {
                 sched_remove(d, s); /* not due yet: nothing was done */
+                return DISPATCH_DONE;
+        }
+        if (!streq(n->state, "canceled") && is_reboot(n)) {
+                r = reboot_add(d, node, n);
+                return r < 0 ? r : DISPATCH_DONE;
+        }
+        if (streq(n->state, "canceled") && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
+            dn->notice.kind == NOTICE_SCHEDULED_CHANGE && streq(dn->notice.event_id, n->event_id)) {
+                /* Cordoned for it (its action), and nothing else came since. */
+                log_info("scheduled change %s was canceled; uncordoning node %s", n->event_id, node);
+                dn->cordoned = false;
+                d->stats.canceled++;
+                if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, node)) < 0) {
+                        d->stats.action_errors++;
+                        log_debug_errno(r, "dispatch: cannot make %s schedulable", node);
+                }
                 return DISPATCH_DONE;
         }
         if (!streq(n->state, "canceled") || !dn || dn->state != DNODE_DRAINING || dn->firm ||
@@ -553,20 +800,21 @@ int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret)
 }
 
 /* The deadline a drain is planned against (issue #15): never further out than the kind allows (a spot
- * warning gives two minutes from the event, or from now if the event claims a later time), and never nearer
- * than min_budget_usec from now, so that a notice that arrives late (a backlog, a retry) or back-dated
- * still drains gracefully instead of forcing pods out in its last second. */
+ * or Capacity Reservation warning gives two minutes from the event, or from now if the event claims a later
+ * time), and never nearer than min_budget_usec from now, so that a notice that arrives late (a backlog, a
+ * retry) or back-dated still drains gracefully instead of forcing pods out in its last second. */
 static uint64_t drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
                                uint64_t now)
 {
         uint64_t deadline = n->deadline ? n->deadline : now + d->o.emergency_usec;
 
-        if (n->kind == NOTICE_SPOT_INTERRUPTION) {
+        if (n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_CAPACITY_RESERVATION_INTERRUPTION) {
                 uint64_t from = n->notice_time && n->notice_time < now ? n->notice_time : now;
                 if (deadline > from + NOTICE_SPOT_WARNING_USEC) {
-                        log_warning("the spot warning for %s (event %s) claims a deadline %" PRIu64
-                                    " s out; a spot warning gives two minutes",
-                                    node, n->event_id, (deadline - now) / 1000000);
+                        log_warning("the %s warning for %s (event %s) claims a deadline %" PRIu64
+                                    " s out; such a warning gives two minutes",
+                                    notice_kind_to_string(n->kind), node, n->event_id,
+                                    (deadline - now) / 1000000);
                         deadline = from + NOTICE_SPOT_WARNING_USEC;
                 }
         }
@@ -592,14 +840,15 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
 
         switch (n->kind) {
         case NOTICE_REBALANCE_RECOMMENDATION:
-                return on_rebalance(d, node, n);
+                /* Drained (notices.rebalance_recommendation.action), it is planned against the least a spot
+                 * warning after it would give. */
+                return act(d, node, n, now + NOTICE_SPOT_WARNING_USEC, ticket);
         case NOTICE_STATE_CHANGE:
                 if (dn && dn->state != DNODE_REBALANCED)
                         return DISPATCH_DONE; /* draining or drained: the state change adds nothing */
-                return start_drain(d, node, n,
-                                   n->deadline > now + d->o.emergency_usec ? n->deadline
-                                                                           : now + d->o.emergency_usec,
-                                   ticket);
+                return act(d, node, n,
+                           n->deadline > now + d->o.emergency_usec ? n->deadline : now + d->o.emergency_usec,
+                           ticket);
         case NOTICE_SCHEDULED_CHANGE: {
                 struct sched *s;
                 int r;
@@ -614,11 +863,12 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                 /* Due now (or the waiting one came back as it fell due): drained at once. */
                 if ((s = sched_find(d, n)))
                         sched_remove(d, s);
-                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
+                return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         }
         case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_CAPACITY_RESERVATION_INTERRUPTION:
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
-                return start_drain(d, node, n, drain_deadline(d, node, n, now), ticket);
+                return act(d, node, n, drain_deadline(d, node, n, now), ticket);
         default:
                 return DISPATCH_DONE;
         }
@@ -718,13 +968,32 @@ int dispatch_node_update(struct dispatch *d, const cJSON *node)
         const char *instance = dispatch_instance_from_provider_id(kube_object_str(node, "spec.providerID"));
         struct index_entry *e;
 
+        int r = 0;
+
         if (!name)
                 return -EINVAL;
         if (instance)
-                return dispatch_node_set(d, name, instance);
-        e = index_find_node(d, name);
-        if (e)
+                r = dispatch_node_set(d, name, instance);
+        else if ((e = index_find_node(d, name)))
                 index_remove(d, e);
+        if (r >= 0)
+                r = dispatch_node_seen(d, node);
+        return r;
+}
+
+int dispatch_node_seen(struct dispatch *d, const cJSON *node)
+{
+        const char *name = kube_object_str(node, "metadata.name");
+        _cleanup_free_ char *copy = NULL;
+
+        if (!name)
+                return -EINVAL;
+        if (!reboot_find(d, name))
+                return 0;
+        copy = strdup(name); /* the ops may free node */
+        if (!copy)
+                return -ENOMEM;
+        reboot_check(d, copy, node);
         return 0;
 }
 
@@ -778,6 +1047,18 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
         dedupe_key(n, key);
         if (!isempty(n->event_id) && dedupe_seen(d, key)) {
                 d->stats.duplicates++;
+                return DISPATCH_DONE;
+        }
+        /* Ignored (its kind's action): heard and told, acted on by nothing; its message is handled. */
+        if (n->kind != NOTICE_ASG_TEST_NOTIFICATION && kind_action(d, n->kind) == DISPATCH_ACTION_IGNORE) {
+                node = dispatch_node_for_instance(d, n->instance_id);
+                d->stats.ignored++;
+                log_info("%s notice for %s ignored: its kind's action is ignore",
+                         notice_kind_to_string(n->kind), node ? node : n->instance_id);
+                if (d->ops.notice_seen)
+                        d->ops.notice_seen(d->userdata, node, n);
+                if (!isempty(n->event_id))
+                        dedupe_add(d, key);
                 return DISPATCH_DONE;
         }
         /* A scheduled change waiting to be due is remembered by its entry, not the dedupe table (a message
@@ -890,6 +1171,7 @@ static uint64_t resume_horizon(const struct dispatch *d, int kind)
 {
         switch (kind) {
         case NOTICE_SPOT_INTERRUPTION:
+        case NOTICE_CAPACITY_RESERVATION_INTERRUPTION:
                 return NOTICE_SPOT_WARNING_USEC;
         case NOTICE_STATE_CHANGE:
                 return d->o.emergency_usec;
@@ -897,6 +1179,9 @@ static uint64_t resume_horizon(const struct dispatch *d, int kind)
                 return d->o.maintenance_lead_usec;
         case NOTICE_ASG_LIFECYCLE_TERMINATE:
                 return NOTICE_ASG_DEFAULT_DEADLINE_USEC;
+        case NOTICE_REBALANCE_RECOMMENDATION:
+                /* Drains only when its action says so, against two minutes. */
+                return kind_action(d, kind) == DISPATCH_ACTION_DRAIN ? NOTICE_SPOT_WARNING_USEC : 0;
         default:
                 return 0;
         }
@@ -955,6 +1240,8 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
 
 void dispatch_reset(struct dispatch *d)
 {
+        while (d->n_reboots > 0)
+                reboot_remove(d, d->reboots[d->n_reboots - 1]);
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
         while (d->n_scheds > 0)
@@ -988,6 +1275,7 @@ void dispatch_stats(const struct dispatch *d, struct dispatch_stats *ret)
                         ret->draining++;
         ret->unknown_pending = (unsigned)d->n_unknowns;
         ret->scheduled = (unsigned)d->n_scheds;
+        ret->reboots = (unsigned)d->n_reboots;
         ret->nodes_indexed = d->n_index;
 }
 
@@ -1033,12 +1321,15 @@ struct dispatch *dispatch_free(struct dispatch *d)
 {
         if (!d)
                 return NULL;
+        while (d->n_reboots > 0)
+                reboot_remove(d, d->reboots[d->n_reboots - 1]);
         while (d->n_unknowns > 0)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
         while (d->n_scheds > 0)
                 sched_remove(d, d->scheds[d->n_scheds - 1]);
         while (d->n_nodes > 0)
                 dnode_remove(d, d->nodes[d->n_nodes - 1]);
+        free(d->reboots);
         for (size_t i = 0; i < d->n_index; i++)
                 free(d->index[i].node);
         free(d->index);

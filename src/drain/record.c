@@ -27,13 +27,29 @@ char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t sta
         return value;
 }
 
-int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance)
+static const char *record_value(const cJSON *node)
 {
         /* (The key has dots of its own: no kube_object_str() path.) */
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(node, "metadata"), "annotations");
-        const char *value =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN));
+        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ann, SPOTDRAIN_ANNOTATION_DRAIN));
+}
+
+bool drain_record_is_for(const cJSON *node, const char *kind, const char *event_id)
+{
+        const char *value = record_value(node);
+        cJSON *rec = value ? cJSON_Parse(value) : NULL;
+        const char *k = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "kind")),
+                   *e = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "event_id"));
+        bool is = k && e && !isempty(event_id) && streq(k, kind) && streq(e, event_id);
+
+        cJSON_Delete(rec);
+        return is;
+}
+
+int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance)
+{
+        const char *value = record_value(node);
         uint64_t deadline = 0;
         int r = 0;
 

@@ -20,6 +20,7 @@ const struct config_section_ref config_sections[] = {
         SECTION(controller_config_section, controller),
         SECTION(imds_config_section, imds),
         SECTION(agent_config_section, agent),
+        SECTION(notices_config_section, notices),
         SECTION(alerts_config_section, alerts),
         SECTION(provision_config_section, provision),
 };

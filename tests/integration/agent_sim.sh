@@ -40,7 +40,7 @@ start_sim agent "$TEST_TMP/scenario.yaml"
 K8S=$SIM_URL
 IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
 [ -n "$IMDS" ] && [ "$IMDS" != null ] || fail "sim serve wrote no IMDS endpoint for spot-a"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 
 node() { curl -sSf "$K8S/api/v1/nodes/spot-a"; }
 soft_tainted() { node | jq -e '[.spec.taints[]? | select(.key == "spotdrain.io/rebalance" and .effect == "PreferNoSchedule")] | length == 1' >/dev/null; }

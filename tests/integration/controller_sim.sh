@@ -34,7 +34,7 @@ start_sim controller "$TEST_TMP/scenario.yaml"
 ENDPOINTS=$TEST_TMP/controller/endpoints.json
 QUEUE_URL=$(jq -r '.queue_url // empty' "$ENDPOINTS")
 [ -n "$QUEUE_URL" ] || skip "sim serve does not offer an SQS queue yet"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 
 node() { curl -sSf "$SIM_URL/api/v1/nodes/$1"; }
 soft_tainted() { node spot-a | jq -e '[.spec.taints[]? | select(.key == "spotdrain.io/rebalance" and .effect == "PreferNoSchedule")] | length == 1' >/dev/null; }

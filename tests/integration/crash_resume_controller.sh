@@ -24,10 +24,6 @@ CHECK=$ROOT/tests/integration/faults_check.py
 TRIAL_LIMIT=${TRIAL_LIMIT:-120}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # 8 pods on two spot nodes whose PDB lets one go at a time, each replacement Ready 1.5 s after it starts: the
 # drains take ~10 s after notices 4 s and 6 s in.
 scenario() {
@@ -117,31 +113,5 @@ trial() {
 	)
 }
 
-if [ "${CRASH_SEEDS:-}" = random ]; then
-	seeds=()
-	for _ in $(seq "${CRASH_TRIALS:-10}"); do seeds+=($((RANDOM * 32768 + RANDOM))); done
-elif [ -n "${CRASH_SEEDS:-}" ]; then
-	read -r -a seeds <<<"$CRASH_SEEDS"
-else
-	seeds=("${FIXED_SEEDS[@]:0:${CRASH_TRIALS:-10}}")
-fi
-log "controller crash-resume: ${#seeds[@]} trials, seeds ${seeds[*]}"
-for seed in "${seeds[@]}"; do
-	trial "$seed" &
-done
-wait
-
-failed=0
-for seed in "${seeds[@]}"; do
-	verdict=$(cat "$TEST_TMP/trial-$seed/verdict" 2>/dev/null || echo "FAIL: no verdict")
-	echo "seed $seed: $verdict"
-	if [[ "$verdict" != ok* ]]; then
-		failed=1
-		echo "--- seed $seed: controller log (tail)" >&2
-		tail -n 30 "$TEST_TMP/trial-$seed/controller.log" >&2 || true
-	fi
-done
-# CRASH_KEEP=DIR keeps every trial's scenario, logs and result.
-[ -z "${CRASH_KEEP:-}" ] || { mkdir -p "$CRASH_KEEP" && cp -r "$TEST_TMP"/. "$CRASH_KEEP"/; }
-[ "$failed" -eq 0 ] || fail "a restarted controller did not finish the drains as an undisturbed run would"
+crash_trials "controller crash-resume" controller.log || fail "a restarted controller did not finish the drains as an undisturbed run would"
 echo "ok"

@@ -15,10 +15,6 @@ command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
 CHECK=$ROOT/tests/integration/faults_check.py
 LIMIT=${TRIAL_LIMIT:-150}
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 cat >"$TEST_TMP/scenario.yaml" <<'YAML'
 name: estimates-restart
 mode: controller

@@ -18,10 +18,6 @@ command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
 CHECK=$ROOT/tests/integration/faults_check.py
 CASE_LIMIT=${CASE_LIMIT:-60}
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # scenario MODE SEED FAULTS_YAML: a small cluster whose spot nodes are interrupted 6 s in (the process is up by
 # then); each drain is feasible
 # (4 pods a node, one at a time, each replacement Ready 1 s after it starts) and takes a few seconds.

@@ -39,7 +39,7 @@ wait_for 10 test -s "$TEST_TMP/endpoints.json" || {
 }
 K8S=$(jq -r .kubernetes "$TEST_TMP/endpoints.json")
 IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/endpoints.json")
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 URL="http://127.0.0.1:$PORT"
 
 NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-metrics \

@@ -5,7 +5,7 @@
 # metrics_drain.sh, where the agent keeps serving.)
 source "$(dirname "$0")/lib.sh"
 
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 URL="http://127.0.0.1:$PORT/metrics"
 "$SPOTDRAIN" simulate "$ROOT/examples/pdb-tuned.yaml" --time-scale 4 --metrics-listen "127.0.0.1:$PORT" \
 	--log-level warning >"$TEST_TMP/simulate.log" 2>&1 &

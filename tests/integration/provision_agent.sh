@@ -25,7 +25,7 @@ IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
 EC2=$(jq -r '.ec2' "$TEST_TMP/agent/endpoints.json")
 [ -n "$IMDS" ] && [ "$IMDS" != null ] || fail "sim serve wrote no IMDS endpoint for spot-a"
 [ -n "$EC2" ] && [ "$EC2" != null ] || fail "sim serve wrote no EC2 endpoint: $(cat "$TEST_TMP/agent/endpoints.json")"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 
 # The simulator's fixed key (sim/ec2_surface.h); only its EC2 surface knows it.
 env -i PATH="$PATH" HOME="$TEST_TMP" NODE_NAME=spot-a \

@@ -31,7 +31,7 @@ log "the SNS signing certificate, served where \$AWS_ENDPOINT_URL_SNS points"
 mkdir -p "$TEST_TMP/certs"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TEST_TMP/sns.key" -out "$TEST_TMP/certs/SimpleNotificationService-test.pem" \
 	-days 1 -subj /CN=sns.us-east-1.amazonaws.com 2>/dev/null || fail "openssl could not make a certificate"
-SNS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+SNS_PORT=$(free_port)
 # A static file server that exits 0 on SIGTERM, as lib.sh's cleanup wants of what it stops.
 /usr/bin/python3 -c '
 import functools, http.server, signal, sys
@@ -48,7 +48,7 @@ start_sim sns "$TEST_TMP/scenario.yaml"
 ENDPOINTS=$TEST_TMP/sns/endpoints.json
 QUEUE_URL=$(jq -r .queue_url "$ENDPOINTS")
 SQS_URL=$(jq -r .sqs "$ENDPOINTS")
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 
 # envelope INSTANCE EVENT_ID TAMPER: an SNS notification around a spot warning, signed; TAMPER=1 changes the
 # message after signing.

@@ -40,7 +40,7 @@ scenario >"$TEST_TMP/scenario.yaml"
 start_sim crash "$TEST_TMP/scenario.yaml"
 dir=$TEST_TMP/crash
 queue=$(jq -r .queue_url "$dir/endpoints.json")
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 CONTROLLER_PID=
 start_controller() {
 	echo "--- start" >>"$dir/controller.log"

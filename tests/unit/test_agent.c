@@ -42,6 +42,7 @@ enum {
         DOC_REBALANCE,
         DOC_SCHEDULED,
         DOC_LIFECYCLE,
+        DOC_HISTORY,
         _DOC_MAX,
 };
 static const char *const doc_paths[_DOC_MAX] = {
@@ -49,6 +50,7 @@ static const char *const doc_paths[_DOC_MAX] = {
         "/latest/meta-data/events/recommendations/rebalance",
         "/latest/meta-data/events/maintenance/scheduled",
         "/latest/meta-data/autoscaling/target-lifecycle-state",
+        "/latest/meta-data/events/maintenance/history",
 };
 
 /* ---- the fake IMDS ---- */
@@ -540,6 +542,27 @@ static void test_maintenance(void **state)
         run_ticks(f, 3);
 }
 
+/* IMDS history: a canceled event there is not told again at every start; a completed reboot is (it is waited
+ * on, to uncordon the node). */
+static void test_history(void **state)
+{
+        struct fixture *f = *state;
+        uint64_t start = (clk_now() / 1000000 - 600) * 1000000;
+        _cleanup_free_ char *canceled = scheduled(start, "canceled"),
+                            *completed = scheduled(start, "completed");
+
+        fake_set(DOC_HISTORY, canceled);
+        start_agent(f, &(struct agent_options){ .node_name = "node-1" }, 0);
+        run_until(f, ready);
+        run_ticks(f, 5);
+        assert_int_equal(f->rec.seen, 0);
+        fake_set(DOC_HISTORY, completed);
+        run_ticks(f, 5);
+        assert_int_equal(f->rec.seen, 1);
+        assert_int_equal(f->rec.drains, 0);
+        assert_int_equal(f->rec.uncordons, 0);
+}
+
 static void test_asg_terminated(void **state)
 {
         struct fixture *f = *state;
@@ -825,6 +848,20 @@ static bool schedulable(struct fixture *f)
         return !node_taint("NoSchedule") && !node_unschedulable();
 }
 
+/* The agent as node spot-a of the simulator's cluster, reading the IMDS at imds_url, acting through
+ * Kubernetes. */
+static void start_agent_kube(struct fixture *f, const char *imds_url)
+{
+        assert_int_equal(imds_client_new(f->loop, &(struct imds_options){ .endpoint = imds_url }, &f->imds),
+                         0);
+        assert_int_equal(
+            agent_new(f->loop, f->imds, e2e.kube,
+                      &(struct agent_options){ .node_name = "spot-a", .poll_interval_usec = POLL_USEC },
+                      &agent_kube_actions, e2e.kube, &f->agent),
+            0);
+        assert_int_equal(agent_start(f->agent), 0);
+}
+
 static void test_end_to_end(void **state)
 {
         struct fixture *f = *state;
@@ -889,16 +926,7 @@ static void test_end_to_end(void **state)
 
         /* Reading node B's IMDS while claiming to be node A: the providerID check warns. */
         stop_agent(f);
-        assert_int_equal(imds_client_new(f->loop,
-                                         &(struct imds_options){ .endpoint = sim_imds_url(e2e.imds, 1) },
-                                         &f->imds),
-                         0);
-        assert_int_equal(
-            agent_new(f->loop, f->imds, e2e.kube,
-                      &(struct agent_options){ .node_name = "spot-a", .poll_interval_usec = POLL_USEC },
-                      &agent_kube_actions, e2e.kube, &f->agent),
-            0);
-        assert_int_equal(agent_start(f->agent), 0);
+        start_agent_kube(f, sim_imds_url(e2e.imds, 1));
         run_until(f, ready);
         run_ticks(f, 5);
         fflush(logf);
@@ -906,6 +934,79 @@ static void test_end_to_end(void **state)
         log_set_output(NULL);
         log_setup(LOG_FORMAT_TEXT, LOG_ERR);
         fclose(logf);
+        e2e_stop(f);
+}
+
+static bool drain_recorded(void)
+{
+        cJSON *n = NULL;
+        sim_lock(e2e.sim);
+        assert_int_equal(sim_get(e2e.sim, SIM_NODE, NULL, "spot-a", &n), 0);
+        sim_unlock(e2e.sim);
+        bool has =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(n, "metadata"), "annotations"),
+                                SPOTDRAIN_ANNOTATION_DRAIN) != NULL;
+        cJSON_Delete(n);
+        return has;
+}
+
+/* The node as a drain for a maintenance left it before the reboot: cordoned, tainted, its record naming
+ * the event. */
+static void leave_drained(struct fixture *f, const char *event_id)
+{
+        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_INTERRUPTION,
+                                .value = (char *)"scheduled-change",
+                                .effect = (char *)"NoSchedule" };
+        _cleanup_free_ char *rec =
+            drain_record_format("scheduled-change", clk_now(), clk_now(), "i-0a00000000000000a", event_id);
+        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { rec };
+        struct kube_sync s[3] = {};
+        struct kube_call *call = NULL;
+
+        assert_int_equal(
+            kube_sync_wait(e2e.kube,
+                           kube_node_cordon(e2e.kube, "spot-a", true, kube_sync_done, &s[0], &call), call,
+                           &s[0], BOUND_USEC),
+            0);
+        assert_int_equal(
+            kube_sync_wait(e2e.kube,
+                           kube_node_taint(e2e.kube, "spot-a", &t, true, kube_sync_done, &s[1], &call), call,
+                           &s[1], BOUND_USEC),
+            0);
+        assert_int_equal(kube_sync_wait(e2e.kube,
+                                        kube_node_set_meta(e2e.kube, "spot-a", true, keys, values, 1,
+                                                           kube_sync_done, &s[2], &call),
+                                        call, &s[2], BOUND_USEC),
+                         0);
+        for (size_t i = 0; i < 3; i++)
+                kube_result_clear(&s[i].result);
+        assert_true(cordoned(f));
+}
+
+/* NTH's reboot uncordon (issue #17): the agent restarted on a node rebooted for maintenance finds the
+ * event completed in IMDS history and, the node Ready, uncordons it and drops the drain record, but only
+ * when that record is of this event (spotdrain cordoned it for this reboot). */
+static void test_reboot_uncordon(void **state)
+{
+        struct fixture *f = *state;
+        _cleanup_free_ char *done = scheduled((clk_now() / 1000000 - 600) * 1000000, "completed"),
+                            *url = strprintf("http://127.0.0.1:%u", fake.port);
+
+        e2e_start(f, e2e_yaml, true);
+        fake_set(DOC_HISTORY, done);
+        /* Cordoned for another event (or by someone else): left cordoned. */
+        leave_drained(f, "instance-event-0aaaaaaaaaaaaaaaa");
+        start_agent_kube(f, url);
+        run_until(f, ready);
+        run_ticks(f, 20);
+        assert_true(cordoned(f));
+        assert_true(drain_recorded());
+
+        stop_agent(f);
+        leave_drained(f, "instance-event-0d59937288b749b32");
+        start_agent_kube(f, url);
+        run_until(f, schedulable);
+        assert_false(drain_recorded());
         e2e_stop(f);
 }
 
@@ -996,6 +1097,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_then_interruption, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_maintenance, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_history, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_asg_terminated, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fault_500, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fault_hang_and_timeout, setup, teardown),
@@ -1004,6 +1106,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_unreachable_at_start, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_imds_down_mid_run, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_end_to_end, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_uncordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_engine_end_to_end, setup, teardown),
         };
         log_setup(LOG_FORMAT_TEXT, LOG_ERR);

@@ -92,6 +92,17 @@ static void test_unknown_key(void **state)
         assert_int_equal(c->drain.safety_margin_usec, 5 * SEC);
 }
 
+static void expect_yaml_error(const char *yaml, const char *message);
+
+/* Every error of a file is told, each with its line, in the file's order; the file is still not applied. */
+static void test_every_error(void **state)
+{
+        expect_yaml_error("drain:\n  budget_seconds: soon\n  bogus: 1\nkube:\n  burst: many\n",
+                          "2: drain.budget_seconds: expected a duration in seconds, got 'soon'\n"
+                          "{}:3: unknown key 'drain.bogus'\n"
+                          "{}:5: kube.burst: expected an integer, got 'many'");
+}
+
 static void expect_yaml_error(const char *yaml, const char *message)
 {
         char path[] = "/tmp/spotdrain-config-XXXXXX";
@@ -101,6 +112,14 @@ static void expect_yaml_error(const char *yaml, const char *message)
         assert_int_equal(write_file_atomic(path, yaml, strlen(yaml), 0600), 0);
         _cleanup_(config_freep) struct spotdrain_config *c = NULL;
         _cleanup_free_ char *err = NULL, *want = strprintf("%s:%s", path, message);
+        assert_non_null(want);
+        /* "{}" in a later line stands for the file's path */
+        for (char *p; (p = strstr(want, "{}"));) {
+                char *w = strprintf("%.*s%s%s", (int)(p - want), want, path, p + 2);
+                assert_non_null(w);
+                free(want);
+                want = w;
+        }
         assert_int_equal(config_new(&c), 0);
         assert_true(config_load_file(c, path, &err) < 0);
         unlink(path);
@@ -292,6 +311,41 @@ static void test_provision_keys(void **state)
         assert_string_equal(back->provision.max_memory, "72Gi");
 }
 
+/* notices.KIND.action (issue #17): today's behaviour by default, every kind its own switch, a bad action
+ * refused with its line. */
+static void test_notices_keys(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        struct dispatch_options o = {};
+        char path[] = "/tmp/spotdrain-config-XXXXXX";
+        const char *yaml = "notices:\n  spot_interruption:\n    action: cordon\n"
+                           "  rebalance_recommendation: {action: drain}\n"
+                           "  asg_lifecycle.action: ignore\n";
+        int fd = mkstemp(path);
+
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(c->notices.action[NOTICE_SPOT_INTERRUPTION], DISPATCH_ACTION_DRAIN);
+        assert_int_equal(c->notices.action[NOTICE_REBALANCE_RECOMMENDATION], DISPATCH_ACTION_TAINT);
+        assert_int_equal(c->notices.action[NOTICE_SCHEDULED_CHANGE], DISPATCH_ACTION_DRAIN);
+        assert_int_equal(c->notices.action[NOTICE_STATE_CHANGE], DISPATCH_ACTION_DRAIN);
+        assert_int_equal(c->notices.action[NOTICE_ASG_LIFECYCLE_TERMINATE], DISPATCH_ACTION_DRAIN);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(write_file_atomic(path, yaml, strlen(yaml), 0600), 0);
+        assert_int_equal(config_load_file(c, path, NULL), 0);
+        unlink(path);
+        dispatch_actions_from_settings(&c->notices, &o);
+        assert_int_equal(o.actions[NOTICE_SPOT_INTERRUPTION], DISPATCH_ACTION_CORDON);
+        assert_int_equal(o.actions[NOTICE_REBALANCE_RECOMMENDATION], DISPATCH_ACTION_DRAIN);
+        assert_int_equal(o.actions[NOTICE_ASG_LIFECYCLE_TERMINATE], DISPATCH_ACTION_IGNORE);
+        assert_int_equal(o.actions[NOTICE_STATE_CHANGE], DISPATCH_ACTION_DRAIN);
+        expect_yaml_error(
+            "notices:\n  state_change:\n    action: evict\n",
+            "3: notices.state_change.action: expected one of drain, cordon, taint, ignore, got "
+            "'evict'");
+        expect_yaml_error("notices:\n  spot:\n    action: drain\n", "2: unknown key 'notices.spot'");
+}
+
 static void test_table(void **state)
 {
         size_t n = 0;
@@ -308,7 +362,7 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 69);
+        assert_int_equal(n, 81);
         assert_null(config_find("drain"));
         /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
         const struct config_item *surge = config_find("drain.surge");
@@ -325,7 +379,8 @@ int main(void)
                 cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_types),
                 cmocka_unit_test(test_override_order),  cmocka_unit_test(test_set_errors),
                 cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
-                cmocka_unit_test(test_provision_keys),
+                cmocka_unit_test(test_provision_keys),  cmocka_unit_test(test_every_error),
+                cmocka_unit_test(test_notices_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,6 +78,17 @@ static void op_notice_seen(void *ud, const char *node, const struct notice *n)
         record(ud, "seen %s %s", node ? node : "-", notice_kind_to_string(n->kind));
 }
 
+static int op_cordon(void *ud, const char *node)
+{
+        record(ud, "cordon %s", node);
+        return 0;
+}
+
+static void op_node_refresh(void *ud, const char *node)
+{
+        record(ud, "refresh %s", node);
+}
+
 static int op_replacement(void *ud, const char *node, const struct notice *n)
 {
         record(ud, "replace %s", node);
@@ -109,6 +120,8 @@ static const struct dispatch_ops ops = {
         .soft_taint = op_soft_taint,
         .replacement_request = op_replacement,
         .uncordon = op_uncordon,
+        .cordon = op_cordon,
+        .node_refresh = op_node_refresh,
         .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_heartbeat,
         .lifecycle_complete = op_complete,
@@ -557,6 +570,303 @@ static void test_scheduled_change_lead_and_cancel(void **state)
         assert_int_equal(st.canceled, 1);
 }
 
+/* The dispatcher again, with the per-kind actions of notices.KIND.action (settings.c's names). */
+static void with_actions(struct fx *f, const char *const names[_NOTICE_KIND_MAX])
+{
+        struct notices_settings ns = {};
+        struct dispatch_options o = { .unknown_retry_usec = 50 * 1000,
+                                      .heartbeat_usec = 20 * 1000,
+                                      .rebalance_revert_usec = 60 * 1000,
+                                      .maintenance_lead_usec = SEC };
+
+        for (int k = 0; k < _NOTICE_KIND_MAX; k++)
+                for (int a = DISPATCH_ACTION_DRAIN; names[k] && a < _DISPATCH_ACTION_MAX; a++)
+                        if (streq(names[k], dispatch_action_to_string((enum dispatch_action)a)))
+                                ns.action[k] = a;
+        dispatch_actions_from_settings(&ns, &o);
+        f->d = dispatch_free(f->d);
+        assert_int_equal(dispatch_new(f->loop, &o, &ops, f, &f->d), 0);
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        add_node(f, "spot-b", "aws:///us-east-1b/i-0b00000000000000b");
+}
+
+static struct notice mk_asg(const char *instance, const char *event_id, const char *token)
+{
+        struct notice n = mk(NOTICE_ASG_LIFECYCLE_TERMINATE, instance, event_id, clk_now() + 3600 * SEC);
+        snprintf(n.lifecycle_action_token, sizeof(n.lifecycle_action_token), "%s", token);
+        snprintf(n.asg_name, sizeof(n.asg_name), "spot-asg");
+        return n;
+}
+
+static void test_action_ignore(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = { "ignore", "ignore", "ignore", "ignore", "ignore" };
+        struct notice all[] = {
+                mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-1", clk_now() + 120 * SEC),
+                mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-2", 0),
+                mk_sched("ev-3", clk_now() + 10 * 1000, "active"),
+                mk(NOTICE_STATE_CHANGE, "i-0a00000000000000a", "ev-4", clk_now()),
+                mk_asg("i-0a00000000000000a", "ev-5", "tok-5"),
+                /* not a node here: ignored too, not waited for */
+                mk(NOTICE_SPOT_INTERRUPTION, "i-0c00000000000000c", "ev-6", clk_now() + 120 * SEC),
+        };
+        struct dispatch_stats st;
+
+        with_actions(f, names);
+        for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+                assert_int_equal(submit(f, &all[i], i + 1), DISPATCH_DONE);
+        /* Heard and told (the metrics count it), acted on by nothing, a duplicate absorbed. */
+        assert_int_equal(count(f, "seen spot-a"), 5);
+        assert_int_equal(count(f, "seen - spot-interruption"), 1);
+        assert_int_equal(submit(f, &all[0], 9), DISPATCH_DONE);
+        run_for(f, 100 * 1000);
+        assert_int_equal(count(f, "seen"), 6);
+        assert_int_equal(count(f, "drain"), 0);
+        assert_int_equal(count(f, "taint"), 0);
+        assert_int_equal(count(f, "cordon"), 0);
+        assert_int_equal(count(f, "replace"), 0);
+        assert_int_equal(count(f, "complete"), 0);
+        assert_int_equal(count(f, "ticket"), 0);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.ignored, 6);
+        assert_int_equal(st.duplicates, 1);
+        assert_int_equal(st.unknown_pending, 0);
+        assert_int_equal(st.scheduled, 0);
+}
+
+static void test_action_cordon(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = { [NOTICE_SPOT_INTERRUPTION] = "cordon",
+                                                      [NOTICE_ASG_LIFECYCLE_TERMINATE] = "cordon",
+                                                      [NOTICE_REBALANCE_RECOMMENDATION] = "cordon" };
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-1", clk_now() + 120 * SEC);
+        struct notice asg = mk_asg("i-0a00000000000000a", "ev-2", "tok-2");
+        struct notice state_change = mk(NOTICE_STATE_CHANGE, "i-0a00000000000000a", "ev-3", clk_now());
+        struct notice reb = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0b00000000000000b", "ev-4", 0);
+        struct dispatch_stats st;
+
+        with_actions(f, names);
+        /* Cordoned, nothing evicted, the message handled. */
+        assert_int_equal(submit(f, &spot, 1), DISPATCH_DONE);
+        assert_int_equal(count(f, "cordon spot-a"), 1);
+        assert_int_equal(count(f, "drain"), 0);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+        /* The lifecycle hook after it: nothing to wait for, completed at once; cordoned once. */
+        assert_int_equal(submit(f, &asg, 2), DISPATCH_DONE);
+        assert_int_equal(count(f, "complete tok-2"), 1);
+        assert_int_equal(count(f, "cordon spot-a"), 1);
+        /* A rebalance cordoned is not tainted nor reverted. */
+        assert_int_equal(submit(f, &reb, 3), DISPATCH_DONE);
+        assert_int_equal(count(f, "cordon spot-b"), 1);
+        run_for(f, 100 * 1000);
+        assert_int_equal(count(f, "taint"), 0);
+        assert_int_equal(count(f, "replace"), 0);
+        /* A kind that still drains upgrades the cordoned node. */
+        assert_int_equal(submit(f, &state_change, 4), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a state-change"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.cordoned, 2);
+        assert_int_equal(st.upgrades, 1);
+}
+
+static void test_action_taint_and_cancel(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = {
+                [NOTICE_SCHEDULED_CHANGE] = "taint", [NOTICE_STATE_CHANGE] = "cordon"
+        };
+        struct notice m1 = mk_sched("ev-m1", clk_now() + SEC / 2, "active");
+        struct notice sc = mk(NOTICE_STATE_CHANGE, "i-0b00000000000000b", "ev-s", clk_now());
+
+        with_actions(f, names);
+        /* Due now: the soft taint and a replacement instead of a drain, reverted when nothing followed. */
+        assert_int_equal(submit(f, &m1, 1), DISPATCH_DONE);
+        assert_int_equal(count(f, "taint spot-a"), 1);
+        assert_int_equal(count(f, "replace spot-a"), 1);
+        assert_int_equal(count(f, "drain"), 0);
+        for (int i = 0; i < 100 && count(f, "untaint") == 0; i++)
+                run_for(f, 5 * 1000);
+        assert_int_equal(count(f, "untaint spot-a"), 1);
+
+        /* A state change cordoned; a scheduled change cordoned and then canceled is uncordoned, the
+         * state change's cordon is not undone by another event's cancel. */
+        const char *const cordons[_NOTICE_KIND_MAX] = {
+                [NOTICE_SCHEDULED_CHANGE] = "cordon", [NOTICE_STATE_CHANGE] = "cordon"
+        };
+        with_actions(f, cordons);
+        f->n_log = 0;
+        assert_int_equal(submit(f, &sc, 2), DISPATCH_DONE);
+        struct notice m2 = mk_sched("ev-m2", clk_now() + SEC / 2, "active");
+        assert_int_equal(submit(f, &m2, 3), DISPATCH_DONE);
+        assert_int_equal(count(f, "cordon spot-b"), 1);
+        assert_int_equal(count(f, "cordon spot-a"), 1);
+        m2 = mk_sched("ev-m2", m2.deadline, "canceled");
+        assert_int_equal(submit(f, &m2, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        struct notice other = mk_sched("ev-m3", clk_now() + SEC / 2, "canceled");
+        snprintf(other.instance_id, sizeof(other.instance_id), "i-0b00000000000000b");
+        assert_int_equal(submit(f, &other, 5), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon"), 1);
+}
+
+static void test_action_drain_rebalance(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = { [NOTICE_REBALANCE_RECOMMENDATION] = "drain" };
+        struct notice reb = mk(NOTICE_REBALANCE_RECOMMENDATION, "i-0a00000000000000a", "ev-1", 0);
+        uint64_t before = clk_now();
+
+        with_actions(f, names);
+        /* Drained against the two minutes a spot warning after it would give, no soft taint. */
+        assert_int_equal(submit(f, &reb, 1), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a rebalance-recommendation"), 1);
+        assert_true(f->last_deadline >= before + 120 * SEC);
+        assert_true(f->last_deadline <= clk_now() + 120 * SEC);
+        assert_int_equal(count(f, "taint"), 0);
+        /* The interruption joins it (its deadline is not earlier), its hook is completed when it ends. */
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-2", clk_now() + 120 * SEC);
+        struct notice asg = mk_asg("i-0a00000000000000a", "ev-3", "tok-3");
+        assert_int_equal(submit(f, &spot, 2), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &asg, 3), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain"), 1);
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(count(f, "complete tok-3"), 1);
+        assert_int_equal(count(f, "ticket"), 3);
+}
+
+/* A Capacity Reservation warning drains as a spot one: held to two minutes from its event, its own switch.
+ */
+static void test_capacity_reservation(void **state)
+{
+        struct fx *f = *state;
+        const char *const names[_NOTICE_KIND_MAX] = { [NOTICE_CAPACITY_RESERVATION_INTERRUPTION] =
+                                                          "cordon" };
+        struct notice cr = mk(NOTICE_CAPACITY_RESERVATION_INTERRUPTION, "i-0a00000000000000a", "ev-cr",
+                              clk_now() + 600 * SEC);
+        struct notice cr_b = mk(NOTICE_CAPACITY_RESERVATION_INTERRUPTION, "i-0b00000000000000b", "ev-cr-b",
+                                clk_now() + 120 * SEC);
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &cr, 1), DISPATCH_PENDING);
+        assert_int_equal(count(f, "drain spot-a capacity-reservation-interruption"), 1);
+        assert_int_equal(f->last_deadline, cr.notice_time + 120 * SEC);
+        with_actions(f, names);
+        assert_int_equal(submit(f, &cr_b, 2), DISPATCH_DONE);
+        assert_int_equal(count(f, "cordon spot-b"), 1);
+        assert_int_equal(count(f, "drain"), 1);
+}
+
+/* A node as the informer gives it after a reboot: Ready or not, cordoned or not, with the drain record of
+ * event_id (NULL: none). */
+static void update_node(struct fx *f, const char *name, const char *provider_id, bool ready, bool cordoned,
+                        const char *event_id)
+{
+        cJSON *o = node_obj(name, provider_id);
+        cJSON *conds = cJSON_AddArrayToObject(cJSON_AddObjectToObject(o, "status"), "conditions");
+        cJSON *ready_cond = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(ready_cond, "type", "Ready");
+        cJSON_AddStringToObject(ready_cond, "status", ready ? "True" : "Unknown");
+        cJSON_AddItemToArray(conds, ready_cond);
+        cJSON_AddBoolToObject(cJSON_GetObjectItem(o, "spec"), "unschedulable", cordoned);
+        if (event_id) {
+                _cleanup_free_ char *rec = drain_record_format("scheduled-change", clk_now(), clk_now(),
+                                                               "i-0a00000000000000a", event_id);
+                cJSON_AddStringToObject(
+                    cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations"),
+                    SPOTDRAIN_ANNOTATION_DRAIN, rec);
+        }
+        assert_int_equal(dispatch_node_update(f->d, o), 0);
+        cJSON_Delete(o);
+}
+
+static void test_reboot_uncordon(void **state)
+{
+        struct fx *f = *state;
+        struct notice active = mk_sched("ev-r1", clk_now() + SEC / 2, "active");
+        struct notice done = mk_sched("ev-r1", active.deadline, "completed");
+        struct dispatch_stats st;
+
+        /* Drained for a reboot; the reboot completes: the node is asked for, and waited on. */
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &active, 1), DISPATCH_PENDING);
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(submit(f, &done, 2), DISPATCH_DONE);
+        for (int i = 0; i < 100 && count(f, "refresh spot-a") == 0; i++)
+                run_for(f, 5 * 1000);
+        assert_int_equal(count(f, "refresh spot-a"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 1);
+        /* Not Ready yet: still cordoned. Ready, cordoned with the record of this reboot: uncordoned, once.
+         */
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", false, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon"), 0);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboot_uncordoned, 1);
+        assert_int_equal(st.reboots, 0);
+
+        /* A cordon that is not spotdrain's for this reboot (no record of it: someone else's) is left. */
+        struct notice other = mk_sched("ev-r2", clk_now() + 3600 * SEC, "completed");
+        assert_int_equal(submit(f, &other, 3), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "uncordon"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+
+        /* Not a reboot (a stop): nothing is waited on. An AWS Health reboot that closed is. */
+        struct notice stop = mk_sched("ev-s", clk_now() + 3600 * SEC, "completed");
+        snprintf(stop.action, sizeof(stop.action), "instance-stop");
+        assert_int_equal(submit(f, &stop, 4), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+        struct notice health = mk_sched("ev-h", clk_now() + 3600 * SEC, "closed");
+        snprintf(health.action, sizeof(health.action), "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED");
+        assert_int_equal(submit(f, &health, 5), DISPATCH_DONE);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 1);
+        /* Already schedulable when it is Ready: nothing to do. */
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, false, "ev-h");
+        assert_int_equal(count(f, "uncordon"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 0);
+}
+
+/* The reboot came while its drain still ran: the drain is stopped, its tickets done, the node uncordoned;
+ * a drain another notice drives is left alone. */
+static void test_reboot_during_drain(void **state)
+{
+        struct fx *f = *state;
+        struct notice active = mk_sched("ev-r1", clk_now() + SEC / 2, "active");
+        struct notice done = mk_sched("ev-r1", active.deadline, "completed");
+
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &active, 1), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &done, 2), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r1");
+        assert_int_equal(count(f, "stop spot-a"), 1);
+        assert_int_equal(count(f, "ticket 1 0"), 1);
+        assert_int_equal(count(f, "uncordon spot-a"), 1);
+        assert_false(dispatch_node_draining(f->d, "spot-a"));
+
+        struct notice again = mk_sched("ev-r3", clk_now() + SEC / 2, "active");
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0a00000000000000a", "ev-spot", clk_now() + 120 * SEC);
+        assert_int_equal(submit(f, &again, 3), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &spot, 4), DISPATCH_PENDING);
+        again = mk_sched("ev-r3", again.deadline, "completed");
+        assert_int_equal(submit(f, &again, 5), DISPATCH_DONE);
+        update_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-r3");
+        assert_int_equal(count(f, "uncordon"), 1);
+        assert_true(dispatch_node_draining(f->d, "spot-a"));
+}
+
 static void test_fixed_node_and_imds_identity(void **state)
 {
         struct fx *f = *state;
@@ -713,6 +1023,13 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_action_ignore, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_action_cordon, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_action_taint_and_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_action_drain_rebalance, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_capacity_reservation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_uncordon, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_during_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),

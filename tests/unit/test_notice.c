@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
@@ -346,14 +348,20 @@ static void test_imds_spot(void **state)
         _cleanup_free_ struct notice *b = parse_fixture("imds/spot-termination-time.txt", &imds_opts, 1);
         assert_memory_equal(a, b, sizeof(*a));
 
-        /* No instance: the caller must say which. */
+        /* No instance given: the notice is whole but for its instance, which is absent. */
         size_t len, n;
         _cleanup_free_ char *data = fixture("imds/spot-instance-action-terminate.json", &len);
         struct notice *v = NULL;
-        char reason[256];
-        assert_int_equal(notice_parse(data, len, NULL, &v, &n, reason, sizeof(reason)), -EDESTADDRREQ);
-        assert_non_null(strstr(reason, "instance ID must be given"));
-        assert_null(v);
+        assert_int_equal(notice_parse(data, len, NULL, &v, &n, NULL, 0), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(v[0].kind, NOTICE_SPOT_INTERRUPTION);
+        assert_string_equal(v[0].instance_id, "");
+        assert_int_equal(v[0].deadline, a[0].deadline);
+        _cleanup_free_ char *text = NULL;
+        assert_int_equal(notice_format_json(&v[0], &text), 0);
+        assert_null(strstr(text, "instance_id"));
+        free(v);
+        v = NULL;
 
         /* The caller can name the source. */
         struct notice_parse_opts o = imds_opts;
@@ -745,6 +753,76 @@ static void test_fields_and_told_paths(void **state)
         assert_int_equal(strlen(tiny), 7);
 }
 
+/* The Capacity Reservation warning (issue #17), from its documentation page (tests/unit/data/eventbridge,
+ * SOURCES.txt): its own kind, the termination time it names as the deadline, else two minutes; its
+ * detail-type only from aws.ec2, as AWS Health events only from aws.health. */
+static void test_capacity_reservation(void **state)
+{
+        _cleanup_free_ char *data = NULL, *json = NULL;
+        size_t len = 0, n = 99;
+        struct notice *v = NULL;
+        char reason[256];
+
+        assert_int_equal(
+            read_file_full("tests/unit/data/eventbridge/capacity-reservation-interruption-warning.json",
+                           1 << 20, &data, &len),
+            0);
+        assert_int_equal(notice_parse(data, len, NULL, &v, &n, reason, sizeof(reason)), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(v[0].kind, NOTICE_CAPACITY_RESERVATION_INTERRUPTION);
+        assert_string_equal(v[0].instance_id, IID);
+        assert_string_equal(v[0].action, "terminate");
+        assert_int_equal(v[0].notice_time, t("2025-11-20T10:00:00Z"));
+        assert_int_equal(v[0].deadline, t("2025-11-20T10:02:00Z"));
+        assert_string_equal(v[0].account, "123456789012");
+        assert_string_equal(v[0].event_id, "12345678-1234-1234-1234-123456789012");
+        assert_int_equal(notice_format_json(&v[0], &json), 0);
+        assert_non_null(strstr(json, "\"kind\":\"capacity-reservation-interruption\""));
+        free(v);
+        v = NULL;
+
+#define CR_HEAD                                                                                     \
+        "{\"id\":\"c\",\"detail-type\":\"EC2 Capacity Reservation Instance Interruption Warning\"," \
+        "\"time\":\"2025-11-20T10:00:00Z\","
+        /* No termination time: two minutes from the event, as a spot warning. */
+        assert_int_equal(parse_str(CR_HEAD "\"source\":\"aws.ec2\",\"detail\":{\"instance-id\":\"" IID
+                                           "\",\"instance-action\":\"terminate\"}}",
+                                   NULL, &v, &n, reason, sizeof(reason)),
+                         0);
+        assert_int_equal(n, 1);
+        assert_int_equal(v[0].deadline, t("2025-11-20T10:02:00Z"));
+        free(v);
+        v = NULL;
+        assert_int_equal(parse_str(CR_HEAD "\"source\":\"aws.ec2\",\"detail\":{\"instance-id\":\"" IID
+                                           "\",\"instance-action\":\"terminate\","
+                                           "\"instance-termination-time\":\"soon\"}}",
+                                   NULL, &v, &n, reason, sizeof(reason)),
+                         -EBADMSG);
+        assert_non_null(strstr(reason, "detail.instance-termination-time 'soon' is not a time"));
+        assert_int_equal(parse_str(CR_HEAD "\"source\":\"aws.ec2\",\"detail\":{\"instance-id\":\"" IID
+                                           "\"}}",
+                                   NULL, &v, &n, reason, sizeof(reason)),
+                         -EBADMSG);
+        assert_non_null(strstr(reason, "detail.instance-action"));
+        /* The detail-type from another source is no notice (anyone may put events on a custom bus, but not
+         * under aws.* sources), nor an AWS Health event from aws.ec2. */
+        assert_int_equal(parse_str(CR_HEAD "\"source\":\"aws.health\",\"detail\":{\"instance-id\":\"" IID
+                                           "\",\"instance-action\":\"terminate\"}}",
+                                   NULL, &v, &n, reason, sizeof(reason)),
+                         -EOPNOTSUPP);
+        assert_non_null(strstr(reason, "from source 'aws.health'"));
+        assert_int_equal(
+            parse_str("{\"id\":\"h\",\"detail-type\":\"AWS Health Event\",\"source\":\"aws.ec2\","
+                      "\"time\":\"2024-05-14T06:27:57Z\",\"detail\":{\"service\":\"EC2\","
+                      "\"eventTypeCategory\":\"scheduledChange\",\"eventTypeCode\":\"X\","
+                      "\"startTime\":\"Tue, 28 May 2024 06:00:00 GMT\","
+                      "\"affectedEntities\":[{\"entityValue\":\"" IID "\"}]}}",
+                      NULL, &v, &n, reason, sizeof(reason)),
+            -EOPNOTSUPP);
+        assert_non_null(strstr(reason, "from source 'aws.ec2'"));
+#undef CR_HEAD
+}
+
 static void test_kinds(void **state)
 {
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
@@ -753,6 +831,8 @@ static void test_kinds(void **state)
         assert_null(notice_kind_to_string(_NOTICE_KIND_MAX));
         assert_string_equal(notice_kind_to_string(NOTICE_ASG_LIFECYCLE_TERMINATE),
                             "asg-lifecycle-terminate");
+        assert_string_equal(notice_kind_to_string(NOTICE_CAPACITY_RESERVATION_INTERRUPTION),
+                            "capacity-reservation-interruption");
 }
 
 int main(void)
@@ -772,6 +852,7 @@ int main(void)
                 cmocka_unit_test(test_malformed),
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_fields_and_told_paths),
+                cmocka_unit_test(test_capacity_reservation),
                 cmocka_unit_test(test_kinds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

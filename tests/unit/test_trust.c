@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -114,12 +115,41 @@ static void test_limiter(void **state)
         assert_false(trust_limiter_allow(&l, sender, TRUST_FOREIGN_ACCOUNT, t + 3 * SEC + 200));
 }
 
+/* The newer kinds meet the same checks: a Capacity Reservation warning parsed from its documented form is
+ * trusted from the queue's account and region only. */
+static void test_capacity_reservation_checked(void **state)
+{
+        static const char body[] =
+            "{\"version\":\"0\",\"id\":\"12345678-1234-1234-1234-123456789012\",\"detail-type\":\"EC2 "
+            "Capacity Reservation Instance Interruption Warning\",\"source\":\"aws.ec2\",\"account\":"
+            "\"123456789012\",\"time\":\"2025-11-20T10:00:00Z\",\"region\":\"us-east-1\",\"detail\":{"
+            "\"instance-id\":\"i-0a00000000000000a\",\"instance-action\":\"terminate\"}}";
+        struct trust_policy p = { .queue_account = "123456789012", .region = "us-east-1" };
+        struct notice *v = NULL;
+        size_t n = 0;
+        char why[256];
+
+        assert_int_equal(notice_parse(body, strlen(body), NULL, &v, &n, why, sizeof(why)), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(v[0].kind, NOTICE_CAPACITY_RESERVATION_INTERRUPTION);
+        assert_int_equal(trust_check(&p, &v[0], why, sizeof(why)), TRUST_OK);
+        snprintf(p.queue_account, sizeof(p.queue_account), "111111111111");
+        assert_int_equal(trust_check(&p, &v[0], why, sizeof(why)), TRUST_FOREIGN_ACCOUNT);
+        assert_non_null(
+            strstr(why, "capacity-reservation-interruption notice comes from account 123456789012"));
+        snprintf(p.queue_account, sizeof(p.queue_account), "123456789012");
+        p.region = "eu-west-1";
+        assert_int_equal(trust_check(&p, &v[0], why, sizeof(why)), TRUST_FOREIGN_REGION);
+        free(v);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_queue_account),
                 cmocka_unit_test(test_verdicts),
                 cmocka_unit_test(test_limiter),
+                cmocka_unit_test(test_capacity_reservation_checked),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

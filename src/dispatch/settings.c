@@ -1,0 +1,54 @@
+/* The dispatcher's configuration keys (notices.*): what a notice of each kind does, in every mode (the
+ * agent, the controller and simulate share the one dispatcher). Listed with every other module's in
+ * src/service/config_sections.c. */
+#include <stddef.h>
+
+#include "spotdrain/config.h"
+#include "spotdrain/dispatch.h"
+
+static const struct config_enum_value notice_actions[] = {
+        { "drain", DISPATCH_ACTION_DRAIN },
+        { "cordon", DISPATCH_ACTION_CORDON },
+        { "taint", DISPATCH_ACTION_TAINT },
+        { "ignore", DISPATCH_ACTION_IGNORE },
+        { NULL, 0 },
+};
+
+#define OFF(kind) offsetof(struct notices_settings, action[kind])
+
+static const struct config_item notices_items[] = {
+        { "notices.spot_interruption.action", CONFIG_ENUM, "drain", OFF(NOTICE_SPOT_INTERRUPTION),
+          "a spot interruption warning: drain | cordon (no evictions) | taint (the soft taint) | ignore "
+          "(counted, nothing done)",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.rebalance_recommendation.action", CONFIG_ENUM, "taint",
+          OFF(NOTICE_REBALANCE_RECOMMENDATION),
+          "a rebalance recommendation: taint (soft taint and replacement, reverted when nothing follows) | "
+          "drain (planned against two minutes) | cordon | ignore",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.scheduled_change.action", CONFIG_ENUM, "drain", OFF(NOTICE_SCHEDULED_CHANGE),
+          "a scheduled change (IMDS maintenance event, AWS Health), acted on maintenance_lead before it: "
+          "drain | cordon | taint | ignore",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.state_change.action", CONFIG_ENUM, "drain", OFF(NOTICE_STATE_CHANGE),
+          "an instance state change (stopping, terminated...): drain | cordon | taint | ignore",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.capacity_reservation_interruption.action", CONFIG_ENUM, "drain",
+          OFF(NOTICE_CAPACITY_RESERVATION_INTERRUPTION),
+          "an interruptible Capacity Reservation's instance interruption warning (two minutes, as a spot "
+          "one): drain | cordon | taint | ignore",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.asg_lifecycle.action", CONFIG_ENUM, "drain", OFF(NOTICE_ASG_LIFECYCLE_TERMINATE),
+          "an Auto Scaling terminate lifecycle action: drain | cordon | taint (hook completed at once) | "
+          "ignore (hook left to its timeout)",
+          notice_actions, 0, CONFIG_NO_RANGE, false },
+};
+
+const struct config_section notices_config_section = { "notices", notices_items, ARRAY_SIZE(notices_items) };
+
+void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o)
+{
+        for (size_t k = 0; k < _NOTICE_KIND_MAX; k++)
+                if (s->action[k] > DISPATCH_ACTION_DEFAULT && s->action[k] < _DISPATCH_ACTION_MAX)
+                        o->actions[k] = (enum dispatch_action)s->action[k];
+}
