@@ -307,6 +307,11 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
  * whose key and effect exist replaces its value; removing matches key and effect (effect NULL: any). */
 int kube_node_taint(struct kube_client *c, const char *node, const struct kube_taint *t, bool add,
                     kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* Read-modify-write of one label that the caller owns by its value: add sets key=value only when the node
+ * has no such key (someone else's is left as it is); remove deletes it only while its value is value. The
+ * result is the node as patched, or as read when there was nothing to change. Retried on 409 Conflict. */
+int kube_node_label_owned(struct kube_client *c, const char *node, const char *key, const char *value,
+                          bool add, kube_done_fn done, void *userdata, struct kube_call **ret_call);
 /* Merge patch of metadata.labels (annotations=false) or metadata.annotations: values[i] NULL removes
  * keys[i]. */
 int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations, const char *const *keys,
@@ -426,6 +431,10 @@ struct kube_selector {
 };
 int kube_selector_parse(const cJSON *sel, struct kube_selector *ret);
 void kube_selector_clear(struct kube_selector *s);
+/* A selector in its text form, as kubectl's --selector and a list's labelSelector have it: comma-separated
+ * !key, key, key=value (or ==), key!=value, key in (a,b), key notin (a,b). "" matches everything.
+ * -EINVAL when it cannot be read, -ENOMEM. */
+int kube_selector_parse_text(const char *text, struct kube_selector *ret);
 bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels);
 
 struct kube_pdb {

@@ -40,6 +40,10 @@ enum sim_kind {
         SIM_LEASE,
         SIM_HPA, /* autoscaling/v2 HorizontalPodAutoscaler, one per Deployment whose scenario has hpa */
         SIM_CONFIGMAP, /* stored as given, like leases (spotdrain keeps its estimates in one) */
+        /* storage.k8s.io/v1, one per volume of a pod of a workload with volume_detach_seconds, from the
+         * pod's binding until that long after the pod is gone (the CSI driver's detach) */
+        SIM_VOLUMEATTACHMENT,
+        SIM_SERVICE, /* core/v1, one per workload whose scenario has service: true (type LoadBalancer) */
         _SIM_KIND_MAX,
 };
 

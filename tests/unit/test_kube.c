@@ -736,6 +736,50 @@ static void test_taint_remove_and_labels(void **state)
             "{\"metadata\":{\"labels\":{\"spotdrain.io/state\":\"draining\",\"old\":null}}}");
 }
 
+/* The exclude label is set only where absent and removed only while it has our value. */
+static void test_label_owned(void **state)
+{
+        struct fx *fx = *state;
+        static const char *const key = "node.kubernetes.io/exclude-from-external-load-balancers";
+        /* 1: absent → set, with the resourceVersion read; 2: someone else's → left; 3: ours → removed;
+         * 4: someone else's → not removed. */
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\"}}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"ops\"}}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"9\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"spotdrain\"}}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"ops\"}}}");
+        static const bool adds[] = { true, true, false, false };
+        for (size_t i = 0; i < 4; i++) {
+                struct kube_sync s = { 0 };
+                struct kube_call *call = NULL;
+                int r = kube_node_label_owned(fx->client, "n1", key, "spotdrain", adds[i], kube_sync_done,
+                                              &s, &call);
+                assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+                kube_result_clear(&s.result);
+        }
+        assert_int_equal(kfake_count(fx->fake), 6);
+        assert_string_equal(req(fx, 1)->method, "PATCH");
+        assert_string_equal(req(fx, 1)->content_type, "application/merge-patch+json");
+        assert_string_equal(
+            req(fx, 1)->body,
+            "{\"metadata\":{\"labels\":{\"node.kubernetes.io/"
+            "exclude-from-external-load-balancers\":\"spotdrain\"},\"resourceVersion\":\"7\"}}");
+        assert_string_equal(req(fx, 2)->method, "GET");
+        assert_string_equal(req(fx, 3)->method, "GET");
+        assert_string_equal(req(fx, 4)->body, "{\"metadata\":{\"labels\":{\"node.kubernetes.io/"
+                                              "exclude-from-external-load-balancers\":null},"
+                                              "\"resourceVersion\":\"9\"}}");
+        assert_string_equal(req(fx, 5)->method, "GET");
+}
+
 /* ---- eviction and delete ---- */
 
 #define DISCOVERY_V1                                                                               \
@@ -1263,6 +1307,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_informer_many, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_cordon, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_taint_conflict_retry, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_label_owned, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_taint_remove_and_labels, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_evict_outcomes, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_evict_v1beta1_fallback, fx_setup, fx_teardown),
