@@ -69,7 +69,7 @@ static const struct config_item drain_items[] = {
         { "drain.cordon_only", CONFIG_BOOL, "false", OFF(cordon_only),
           "cordon, taint and label the node but evict and delete nothing (beside another drainer)", NULL, 0,
           CONFIG_NO_RANGE, false },
-        { "drain.skip_namespaces", CONFIG_STRV, "", OFF(skip_namespaces),
+        { "drain.skip_namespaces", CONFIG_STRV, NULL, OFF(skip_namespaces),
           "namespaces whose pods a drain leaves alone", NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.skip_pod_selector", CONFIG_STRING, "", OFF(skip_pod_selector),
           "label selector (as kubectl's --selector: a=b,c!=d,e in (f,g),!h) of pods a drain leaves alone",
