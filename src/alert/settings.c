@@ -37,6 +37,10 @@ static const struct config_item alerts_items[] = {
           "proxy for the webhook alone (http://HOST:PORT, credentials allowed: check-config hides it), "
           "instead of HTTPS_PROXY/NO_PROXY",
           NULL, 0, CONFIG_NO_RANGE, true },
+        { "alerts.event_annotations", CONFIG_STRING, NULL, OFF(event_annotations),
+          "extra annotations on every Kubernetes Event, \"key=value,key=value\" (as NTH's "
+          "kubernetesEventsExtraAnnotations)",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section alerts_config_section = { "alerts", alerts_items, ARRAY_SIZE(alerts_items) };
