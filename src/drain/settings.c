@@ -77,6 +77,8 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
         o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
         o->surge = (enum drain_surge_mode)cfg->drain.surge;
+        o->log_tail_lines = (unsigned)cfg->alerts.log_tail_lines;
+        o->postmortem_dir = cfg->alerts.postmortem_dir;
 }
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };
