@@ -235,6 +235,41 @@ static void test_render_slack_escapes(void **state)
         cJSON_Delete(o);
 }
 
+/* An alert about a pod names it, and passes its post-mortem list on as it is. */
+static void test_render_pod_postmortem(void **state)
+{
+        struct alert a = sample_alert();
+        const struct alert_pod pod = { "jobs", "batch-1", "uid-1" };
+        _cleanup_free_ char *json = NULL, *plain = NULL;
+        cJSON *pm =
+            cJSON_Parse("[{\"namespace\":\"jobs\",\"name\":\"batch-1\",\"containers\":"
+                        "[{\"name\":\"app\",\"status\":\"running\",\"last_lines\":[\"a\",\"b\"]}]}]");
+        cJSON *o;
+
+        assert_non_null(pm);
+        a.kind = ALERT_POD_DELETED;
+        a.pod = &pod;
+        a.postmortem = pm;
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_JSON, NULL, &json), 0);
+        o = cJSON_Parse(json);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "kind")->valuestring, "pod-deleted");
+        assert_string_equal(cJSON_GetObjectItem(o, "reason")->valuestring, "DeletedAtLastSafeMoment");
+        assert_string_equal(cJSON_GetObjectItem(o, "pod")->valuestring, "batch-1");
+        assert_string_equal(cJSON_GetObjectItem(o, "namespace")->valuestring, "jobs");
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(o, "postmortem"), pm, true));
+        cJSON_Delete(o);
+
+        /* Without one, no key. */
+        a.postmortem = NULL;
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_JSON, NULL, &plain), 0);
+        o = cJSON_Parse(plain);
+        assert_non_null(o);
+        assert_null(cJSON_GetObjectItem(o, "postmortem"));
+        cJSON_Delete(o);
+        cJSON_Delete(pm);
+}
+
 static struct webhook_options fast_options(const char *url)
 {
         return (struct webhook_options){
@@ -732,6 +767,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_render),
                 cmocka_unit_test(test_render_slack_escapes),
+                cmocka_unit_test(test_render_pod_postmortem),
                 cmocka_unit_test(test_options),
                 cmocka_unit_test(test_example_config),
                 cmocka_unit_test(test_delivery),
