@@ -1437,6 +1437,11 @@ struct sim *sim_free(struct sim *s)
                 free(s->alerts[i].message);
         }
         free(s->alerts);
+        for (size_t i = 0; i < s->n_writes; i++) {
+                free(s->writes[i].surface);
+                free(s->writes[i].what);
+        }
+        free(s->writes);
         for (size_t i = 0; i < s->n_launches; i++) {
                 free(s->launches[i].instance_id);
                 free(s->launches[i].zone);

@@ -240,6 +240,11 @@ struct sim_alert {
         double at;
 };
 
+struct sim_write {
+        char *surface, *what;
+        double at;
+};
+
 #define SIM_LOG_MAX 20000
 
 struct sim {
@@ -286,6 +291,8 @@ struct sim {
         uint64_t api_requests;
         struct sim_alert *alerts;
         size_t n_alerts;
+        struct sim_write *writes;
+        size_t n_writes;
         struct sim_launch *launches;
         size_t n_launches;
 };

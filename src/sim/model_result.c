@@ -119,6 +119,44 @@ void sim_record_alert(struct sim *s, const char *kind, const char *node, const c
         s->n_alerts++;
 }
 
+void sim_record_write(struct sim *s, const char *surface, const char *what)
+{
+        struct sim_write *a = realloc(s->writes, (s->n_writes + 1) * sizeof(*a));
+        if (!a)
+                return;
+        s->writes = a;
+        struct sim_write *e = &s->writes[s->n_writes];
+        *e = (struct sim_write){ .surface = strdup(surface), .what = strdup(what), .at = sim_now(s) };
+        if (!e->surface || !e->what) {
+                free(e->surface);
+                free(e->what);
+                return;
+        }
+        s->n_writes++;
+}
+
+cJSON *sim_writes(struct sim *s)
+{
+        cJSON *o = cJSON_CreateObject();
+        cJSON *list = o ? cJSON_AddArrayToObject(o, "writes") : NULL;
+        for (size_t i = 0; list && i < s->n_writes; i++) {
+                cJSON *w = cJSON_CreateObject();
+                if (!w || !cJSON_AddItemToArray(list, w)) {
+                        cJSON_Delete(w);
+                        break;
+                }
+                if (!cJSON_AddNumberToObject(w, "at", round(s->writes[i].at * 1000.0) / 1000.0) ||
+                    !cJSON_AddStringToObject(w, "surface", s->writes[i].surface) ||
+                    !cJSON_AddStringToObject(w, "what", s->writes[i].what))
+                        break;
+        }
+        if (o && !list) {
+                cJSON_Delete(o);
+                return NULL;
+        }
+        return o;
+}
+
 static cJSON *time_or_null(double t)
 {
         if (t < 0)

@@ -99,4 +99,8 @@ done
 [ "$(find "$TEST_TMP/postmortem" -name '*.json' | wc -l)" -eq 2 ] || fail "post-mortems: $(ls "$TEST_TMP/postmortem")"
 ! jq -e --arg p "$WEB" 'select(.pod == $p and .postmortem != null)' "$TEST_TMP/agent.log" >/dev/null ||
 	fail "the Deployment's pod evicted as planned got a post-mortem"
+# The simulator's record of client writes (what dry_run.sh finds empty) holds this agent's.
+curl -sSf "$SIM_URL/sim/v1/writes" | jq -e --arg p "/api/v1/namespaces/jobs/pods/$BATCH/eviction" \
+	'[.writes[] | select(.surface == "kubernetes" and .what == "POST " + $p)] | length == 1' >/dev/null ||
+	fail "the eviction of $BATCH is not in /sim/v1/writes"
 log "ok"
