@@ -199,3 +199,15 @@ int log_full(int level, int error, const char *const *fields, const char *fmt, .
 #define log_error_errno(e, ...)   log_full(LOG_ERR, (e), NULL, __VA_ARGS__)
 #define log_warning_errno(e, ...) log_full(LOG_WARNING, (e), NULL, __VA_ARGS__)
 #define log_debug_errno(e, ...)   log_full(LOG_DEBUG, (e), NULL, __VA_ARGS__)
+
+/* ---- shadow mode (--dry-run) ----
+ * Process-wide: once enabled, the Kubernetes client and the AWS request layer send no write (each checks it
+ * where its requests leave the process) and answer it themselves as accepted, after logging "would ..." and
+ * counting it through the hook (the service layer's spotdrain_dry_run_actions_total{action}). Reads go out
+ * as ever, so everything is heard and planned. */
+typedef void (*dry_run_count_fn)(const char *action, void *userdata);
+void dry_run_enable(dry_run_count_fn count, void *userdata);
+void dry_run_disable(void);
+bool dry_run_enabled(void);
+/* Logs "would " + the formatted text at notice level (field dry_run=ACTION) and counts ACTION. */
+void dry_run_would(const char *action, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -304,11 +304,15 @@ static int emit(struct alert_bus *b, enum alert_kind kind, const char *node, con
 {
         if (!b || (unsigned)kind >= _ALERT_KIND_MAX)
                 return -EINVAL;
-        _cleanup_free_ char *message = NULL;
-        if (vasprintf(&message, fmt, ap) < 0) {
-                message = NULL; /* undefined after a failure */
+        _cleanup_free_ char *message = NULL, *text = NULL;
+        if (vasprintf(&text, fmt, ap) < 0) {
+                text = NULL; /* undefined after a failure */
                 return -ENOMEM;
         }
+        /* Shadow mode: what an alert says happened only would have (docs/operations.md). */
+        message = dry_run_enabled() ? strprintf("[dry-run] %s", text) : TAKE_PTR(text);
+        if (!message)
+                return -ENOMEM;
         struct alert a = {
                 .kind = kind,
                 .node = node,
