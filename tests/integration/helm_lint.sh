@@ -445,8 +445,8 @@ verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"
 assert verbs == {"get", "list", "watch"}, verbs
 print("v3: ok")
 PY
-	log "rbac.podEventNamespaces binds the pods' Events in those namespaces alone; podEvents false not at all"
-	printf 'rbac:\n  podEventNamespaces: [shop, jobs]\n' >"$TEST_TMP/v4.yaml"
+	log "rbac.podEventNamespaces binds the pods' Events in those namespaces alone; podEvents false not at all; dryRun"
+	printf 'rbac:\n  podEventNamespaces: [shop, jobs]\ndryRun: true\n' >"$TEST_TMP/v4.yaml"
 	printf 'rbac:\n  podEvents: false\nconfig:\n  alerts:\n    log_tail_lines: 0\n' >"$TEST_TMP/v5.yaml"
 	for v in v4 v5; do
 		"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/$v.yaml" >"$TEST_TMP/$v.out" || fail "rendering $v failed"
@@ -458,6 +458,8 @@ rbs = {d["metadata"]["namespace"] for d in v4 if d["kind"] == "RoleBinding" and 
 assert rbs == {"shop", "jobs"}, rbs
 assert all(d["roleRef"]["kind"] == "ClusterRole" for d in v4 if d["metadata"]["name"] == "spotdrain-pod-events" and d["kind"] == "RoleBinding")
 assert not [d for d in v4 if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "spotdrain-pod-events"]
+(ds,) = [d for d in v4 if d["kind"] == "DaemonSet"]
+assert "--dry-run" in ds["spec"]["template"]["spec"]["containers"][0]["args"], "dryRun: no --dry-run"
 v5 = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
 assert not [d for d in v5 if d["metadata"]["name"] == "spotdrain-pod-events"], "podEvents false still grants them"
 (role,) = [d for d in v5 if d["kind"] == "ClusterRole"]
