@@ -1435,6 +1435,7 @@ struct sim *sim_free(struct sim *s)
                 free(s->alerts[i].kind);
                 free(s->alerts[i].node);
                 free(s->alerts[i].message);
+                cJSON_Delete(s->alerts[i].postmortem);
         }
         free(s->alerts);
         for (size_t i = 0; i < s->n_writes; i++) {

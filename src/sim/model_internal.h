@@ -238,6 +238,7 @@ struct sim_launch {
 struct sim_alert {
         char *kind, *node, *message;
         double at;
+        cJSON *postmortem; /* NULL: none */
 };
 
 struct sim_write {

@@ -99,7 +99,8 @@ void sim_count_request(struct sim *s)
         s->api_requests++;
 }
 
-void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message)
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message,
+                      const cJSON *postmortem)
 {
         struct sim_alert *a = realloc(s->alerts, (s->n_alerts + 1) * sizeof(*a));
         if (!a)
@@ -109,11 +110,13 @@ void sim_record_alert(struct sim *s, const char *kind, const char *node, const c
         *e = (struct sim_alert){ .kind = strdup(kind ?: ""),
                                  .node = node ? strdup(node) : NULL,
                                  .message = strdup(message ?: ""),
-                                 .at = sim_now(s) };
-        if (!e->kind || !e->message || (node && !e->node)) {
+                                 .at = sim_now(s),
+                                 .postmortem = postmortem ? cJSON_Duplicate(postmortem, true) : NULL };
+        if (!e->kind || !e->message || (node && !e->node) || (postmortem && !e->postmortem)) {
                 free(e->kind);
                 free(e->node);
                 free(e->message);
+                cJSON_Delete(e->postmortem);
                 return;
         }
         s->n_alerts++;
@@ -260,7 +263,8 @@ cJSON *sim_result(struct sim *s)
                 if (!cJSON_AddStringToObject(e, "kind", a->kind) ||
                     !add_item(e, "node", a->node ? cJSON_CreateString(a->node) : cJSON_CreateNull()) ||
                     !add_item(e, "at", time_or_null(a->at)) ||
-                    !cJSON_AddStringToObject(e, "message", a->message))
+                    !cJSON_AddStringToObject(e, "message", a->message) ||
+                    (a->postmortem && !add_item(e, "postmortem", cJSON_Duplicate(a->postmortem, true))))
                         return NULL;
         }
         cJSON *repl = cJSON_AddArrayToObject(o, "replacements");
