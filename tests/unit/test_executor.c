@@ -832,6 +832,36 @@ static void test_pod_alerts_and_postmortem(void **state)
         fx_free(f);
 }
 
+/* alerts.log_tail_lines 0: the post-mortem keeps the statuses and reads no log. */
+static void test_postmortem_statuses_only(void **state)
+{
+        struct fx *f =
+            fx_new("name: statuses\n" NODES "workloads:\n"
+                   "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+                   "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+                   "events: []\n",
+                   5);
+        struct pod_alerts pa = { 0 };
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(pa.n, 1);
+        assert_non_null(pa.a[0].postmortem);
+        assert_null(pa.a[0].file);
+        const cJSON *c = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(pa.a[0].postmortem, 0), "containers"), 0);
+        assert_string_equal(kube_object_str(c, "name"), "app");
+        assert_non_null(kube_object_str(c, "status"));
+        assert_null(cJSON_GetObjectItem(c, "last_lines"));
+        assert_null(cJSON_GetObjectItem(c, "log_error"));
+        free(pa.a[0].pod);
+        free(pa.a[0].ns);
+        cJSON_Delete(pa.a[0].postmortem);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -847,6 +877,7 @@ int main(void)
                 cmocka_unit_test(test_critical_last),
                 cmocka_unit_test(test_never_self),
                 cmocka_unit_test(test_pod_alerts_and_postmortem),
+                cmocka_unit_test(test_postmortem_statuses_only),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -281,6 +281,34 @@ static struct webhook_options fast_options(const char *url)
         };
 }
 
+/* A pod evicted as planned is its Event's news, not a page: the webhook takes pod-evicted only with a
+ * post-mortem (a Job's or a bare pod), and pod-deleted always. */
+static void test_pod_evicted_not_paged(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(webhook_sink_freep) struct webhook_sink *w = NULL;
+        struct webhook_options o = fast_options("http://127.0.0.1:9/hook");
+        const struct alert_pod pod = { "shop", "web-1", NULL };
+        static const char *const plain[] = { "pod", "web-1", NULL };
+        static const char *const with_pm[] = { "pod", "web-1", "postmortem", "true", NULL };
+        struct alert a = sample_alert();
+
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(webhook_sink_new(l, &o, &w), 0);
+        a.pod = &pod;
+        a.kind = ALERT_POD_EVICTED;
+        a.fields = plain;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 0);
+        a.fields = with_pm;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 1);
+        a.kind = ALERT_POD_DELETED;
+        a.fields = plain;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 2);
+}
+
 /* ---- tests ---- */
 
 static void test_render(void **state)
@@ -768,6 +796,7 @@ int main(void)
                 cmocka_unit_test(test_render),
                 cmocka_unit_test(test_render_slack_escapes),
                 cmocka_unit_test(test_render_pod_postmortem),
+                cmocka_unit_test(test_pod_evicted_not_paged),
                 cmocka_unit_test(test_options),
                 cmocka_unit_test(test_example_config),
                 cmocka_unit_test(test_delivery),
