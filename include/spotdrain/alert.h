@@ -82,6 +82,9 @@ int alert_bus_add_kube_event_sink(struct alert_bus *b, struct kube_client *c);
  * metadata of every Event; NULL or "" none. -EINVAL (with *ret_error, to free) when an item has no key or
  * no '=' or the key is not a qualified name; nothing changes then. */
 int alert_bus_set_event_annotations(struct alert_bus *b, const char *spec, char **ret_error);
+/* The same parse on its own (check-config): the pairs (free with kube_kv_free_array) or -EINVAL. */
+struct kube_kv;
+int alert_event_annotations_parse(const char *spec, struct kube_kv **ret, size_t *ret_n, char **ret_error);
 /* The longest Event message the sinks write: the API server's limit on a note (1024 bytes,
  * NoteLengthLimit); a longer message is cut at a line's end and marked " ...". */
 #define ALERT_EVENT_MESSAGE_MAX 1024

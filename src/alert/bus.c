@@ -233,13 +233,11 @@ static bool annotation_key_valid(const char *k, size_t n)
         return true;
 }
 
-int alert_bus_set_event_annotations(struct alert_bus *b, const char *spec, char **ret_error)
+int alert_event_annotations_parse(const char *spec, struct kube_kv **ret, size_t *ret_n, char **ret_error)
 {
         struct kube_kv *kv = NULL;
         size_t n = 0;
 
-        if (!b)
-                return -EINVAL;
         for (const char *p = spec; p && *p;) {
                 size_t len = strcspn(p, ",");
                 const char *eq = memchr(p, '=', len);
@@ -273,6 +271,21 @@ int alert_bus_set_event_annotations(struct alert_bus *b, const char *spec, char 
                 if (*p == ',')
                         p++;
         }
+        *ret = kv;
+        *ret_n = n;
+        return 0;
+}
+
+int alert_bus_set_event_annotations(struct alert_bus *b, const char *spec, char **ret_error)
+{
+        struct kube_kv *kv;
+        size_t n;
+
+        if (!b)
+                return -EINVAL;
+        int r = alert_event_annotations_parse(spec, &kv, &n, ret_error);
+        if (r < 0)
+                return r;
         kube_kv_free_array(b->event_annotations, b->n_event_annotations);
         b->event_annotations = kv;
         b->n_event_annotations = n;
