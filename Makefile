@@ -84,7 +84,8 @@ $(DEPS_STAMP): scripts/install-deps
 	   || ! /usr/bin/python3 -c 'import yaml, botocore, kubernetes' >/dev/null 2>&1 \
 	   || ! command -v kubectl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 \
 	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1 \
-	   || ! command -v npm >/dev/null 2>&1; then \
+	   || ! command -v npm >/dev/null 2>&1 || ! command -v tmux >/dev/null 2>&1 \
+	   || ! command -v chromium >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1; then \
 		echo "make: missing build or test dependencies; running scripts/install-deps"; \
 		./scripts/install-deps; \
 	fi
@@ -134,12 +135,33 @@ demo: $(BUILD)/spotdrain
 
 include mk/install.mk
 
-install: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
+# The manual pages and the bash completion are written by the binary from the same tables as its --help
+# (src/cli/help.c) and its configuration keys (each module's settings.c), so they cannot drift from it.
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+GENERATED_DOCS := $(BUILD)/man/spotdrain.1 $(BUILD)/man/spotdrain.yaml.5 $(BUILD)/completion/spotdrain
+$(BUILD)/man/spotdrain.1: $(BUILD)/spotdrain
+	@mkdir -p $(dir $@)
+	$(BUILD)/spotdrain help --man 1 >$@.tmp && mv $@.tmp $@
+$(BUILD)/man/spotdrain.yaml.5: $(BUILD)/spotdrain
+	@mkdir -p $(dir $@)
+	$(BUILD)/spotdrain help --man 5 >$@.tmp && mv $@.tmp $@
+$(BUILD)/completion/spotdrain: $(BUILD)/spotdrain
+	@mkdir -p $(dir $@)
+	$(BUILD)/spotdrain help --completion bash >$@.tmp && mv $@.tmp $@
+.PHONY: man
+man: $(GENERATED_DOCS)
+
+install: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(GENERATED_DOCS)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/spotdrain $(DESTDIR)$(PREFIX)/bin/spotdrain
 	install -m 0755 $(BUILD)/spotdrain-agent $(DESTDIR)$(PREFIX)/bin/spotdrain-agent
 	install -d $(DESTDIR)$(PREFIX)/share/spotdrain
 	install -m 0644 data/instance-types.json $(DESTDIR)$(PREFIX)/share/spotdrain/instance-types.json
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(BASHCOMPDIR)
+	install -m 0644 $(BUILD)/man/spotdrain.1 $(DESTDIR)$(MANDIR)/man1/spotdrain.1
+	install -m 0644 $(BUILD)/man/spotdrain.yaml.5 $(DESTDIR)$(MANDIR)/man5/spotdrain.yaml.5
+	install -m 0644 $(BUILD)/completion/spotdrain $(DESTDIR)$(BASHCOMPDIR)/spotdrain
 
 format:
 	clang-format -i $(wildcard src/*/*.c src/*/*.h include/spotdrain/*.h tests/unit/*.c tests/unit/*.h)

@@ -27,6 +27,8 @@ enum alert_kind {
         ALERT_DRAIN_AT_RISK,
         ALERT_SURGE_NO_ROOM, /* the surged pods of a Deployment fit on no node: the drain waits for capacity
                               */
+        /* the controller's webhook refused an agent's eviction of a pod not bound to the agent's node */
+        ALERT_EVICTION_DENIED,
         /* One pod of a drain (struct alert.pod): its eviction was accepted, or it was deleted around its PDB
          * at its last safe moment. The Kubernetes Event goes on the pod, where its team looks. */
         ALERT_POD_EVICTED,

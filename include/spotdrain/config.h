@@ -95,7 +95,8 @@ static inline void config_freep(struct spotdrain_config **c)
 }
 
 /* Applies a YAML file: nested maps are dotted keys. Errors: "FILE:LINE: unknown key 'drain.foo'",
- * "FILE:LINE: drain.budget_seconds: expected a duration in seconds, got 'x'". On error c is unchanged. */
+ * "FILE:LINE: drain.budget_seconds: expected a duration in seconds, got 'x'"; every error of the file, one
+ * a line (a YAML syntax error ends the reading, so is told alone). On error c is unchanged. */
 int config_load_file(struct spotdrain_config *c, const char *path, char **ret_error);
 /* Applies SPOTDRAIN_<KEY> variables (key upper-cased, '.' → '_', e.g.
  * SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS). Unknown SPOTDRAIN_* variables are left alone (other tools may

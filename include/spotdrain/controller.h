@@ -38,8 +38,14 @@ struct controller_settings {
         uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
         char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
         char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
+        char *cluster_name;             /* else: groups tagged kubernetes.io/cluster/NAME are (asg_owners) */
+        char *managed_tag;              /* "KEY" or "KEY=VALUE": only instances carrying it are drained */
         uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
         bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
+        /* The eviction webhook (admission.h): off while admission_listen is unset. */
+        char *admission_listen;
+        char *admission_cert_file, *admission_key_file;
+        char **admission_agent_users; /* system:serviceaccount:NS:NAME of each agent release */
 };
 struct config_section;
 extern const struct config_section controller_config_section;
@@ -108,6 +114,37 @@ const char *asg_client_endpoint(const struct asg_client *c);
  * lifecycle calls end silently. */
 int asg_call(struct asg_client *c, const char *body, aws_call_fn done, void *userdata);
 
+/* ==== which Auto Scaling groups are this cluster's ====
+ * A group is when it carries the tag kubernetes.io/cluster/NAME (any value: "owned" or "shared", as EKS
+ * managed node groups and eksctl write it). One DescribeAutoScalingGroups per group, retried with backoff
+ * while the answer is retryable (throttled, 5xx, no answer), the answer kept ASG_OWNERS_TTL_USEC. */
+#define ASG_CLUSTER_TAG_PREFIX  "kubernetes.io/cluster/"
+#define ASG_OWNERS_TTL_USEC     (600ULL * 1000000ULL)
+#define ASG_OWNERS_ATTEMPTS     5u /* retries after the first call */
+#define ASG_OWNERS_BACKOFF_USEC (500ULL * 1000ULL)
+
+/* From a DescribeAutoScalingGroups answer (pure): 1 when group carries the cluster's tag, 0 when it does
+ * not or the answer lists no such group, -EBADMSG for an unreadable answer, -EINVAL without a group or
+ * cluster. */
+int asg_group_tagged(const char *body, size_t len, const char *group, const char *cluster);
+
+struct asg_owners;
+struct asg_owners_stats {
+        uint64_t lookups, retries, failures, cached;
+};
+/* owned: 1, 0, or a negative errno (the lookup failed: the caller leaves the action alone; -ECANCELED
+ * from asg_owners_free()). */
+typedef void (*asg_owned_fn)(int owned, void *userdata);
+/* c is borrowed and must outlive the cache. */
+int asg_owners_new(struct loop *l, struct asg_client *c, const char *cluster, struct asg_owners **ret);
+/* Every waiter is told -ECANCELED. NULL-safe. */
+struct asg_owners *asg_owners_free(struct asg_owners *o);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct asg_owners *, asg_owners_free);
+/* 1 or 0 at once when the answer is known; -EINPROGRESS when done will be called with it (never from
+ * inside this call); another negative errno when no lookup could start (done is not called). */
+int asg_owners_check(struct asg_owners *o, const char *group, asg_owned_fn done, void *userdata);
+void asg_owners_stats(const struct asg_owners *o, struct asg_owners_stats *ret);
+
 /* ==== the controller ==== */
 
 struct controller_options {
@@ -139,10 +176,11 @@ enum controller_reject {
         CONTROLLER_REJECT_FOREIGN_REGION,
         CONTROLLER_REJECT_NO_NODE,       /* for an instance that is no node of this cluster */
         CONTROLLER_REJECT_BAD_SIGNATURE, /* SNS-wrapped, and SNS's signature does not verify */
+        CONTROLLER_REJECT_UNMANAGED,     /* an instance without controller.managed_tag */
         _CONTROLLER_REJECT_MAX,
 };
-/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature": the metric label and the
- * alert's reason. */
+/* "no-account", "foreign-account", "foreign-region", "no-node", "bad-signature", "unmanaged": the metric
+ * label and the alert's reason. */
 const char *controller_reject_label(enum controller_reject why);
 
 struct controller_stats {

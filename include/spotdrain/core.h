@@ -191,14 +191,24 @@ int log_parse_format(const char *s); /* "text", "json", "journal", "auto" */
  * that `return log_full(LOG_ERR, r, NULL, "...")` propagates the error; 0 when error is 0. */
 int log_full(int level, int error, const char *const *fields, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-#define log_debug(...)            log_full(LOG_DEBUG, 0, NULL, __VA_ARGS__)
-#define log_info(...)             log_full(LOG_INFO, 0, NULL, __VA_ARGS__)
-#define log_notice(...)           log_full(LOG_NOTICE, 0, NULL, __VA_ARGS__)
-#define log_warning(...)          log_full(LOG_WARNING, 0, NULL, __VA_ARGS__)
-#define log_error(...)            log_full(LOG_ERR, 0, NULL, __VA_ARGS__)
-#define log_error_errno(e, ...)   log_full(LOG_ERR, (e), NULL, __VA_ARGS__)
-#define log_warning_errno(e, ...) log_full(LOG_WARNING, (e), NULL, __VA_ARGS__)
-#define log_debug_errno(e, ...)   log_full(LOG_DEBUG, (e), NULL, __VA_ARGS__)
+/* As log_full, but the reason (an API's message, a parser's error), when there is one, ends the sentence
+ * in place of strerror(error): the errno text is only the fallback, never tacked on after a reason. The
+ * error still goes into the JSON "errno" and the journal's ERRNO. */
+int log_full_reason(int level, int error, const char *reason, const char *const *fields, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+/* The words that say why error happened: reason when there is one, else strerror(-error). */
+const char *error_reason(int error, const char *reason);
+#define log_debug(...)                  log_full(LOG_DEBUG, 0, NULL, __VA_ARGS__)
+#define log_info(...)                   log_full(LOG_INFO, 0, NULL, __VA_ARGS__)
+#define log_notice(...)                 log_full(LOG_NOTICE, 0, NULL, __VA_ARGS__)
+#define log_warning(...)                log_full(LOG_WARNING, 0, NULL, __VA_ARGS__)
+#define log_error(...)                  log_full(LOG_ERR, 0, NULL, __VA_ARGS__)
+#define log_error_errno(e, ...)         log_full(LOG_ERR, (e), NULL, __VA_ARGS__)
+#define log_warning_errno(e, ...)       log_full(LOG_WARNING, (e), NULL, __VA_ARGS__)
+#define log_debug_errno(e, ...)         log_full(LOG_DEBUG, (e), NULL, __VA_ARGS__)
+#define log_error_reason(e, why, ...)   log_full_reason(LOG_ERR, (e), (why), NULL, __VA_ARGS__)
+#define log_warning_reason(e, why, ...) log_full_reason(LOG_WARNING, (e), (why), NULL, __VA_ARGS__)
+#define log_debug_reason(e, why, ...)   log_full_reason(LOG_DEBUG, (e), (why), NULL, __VA_ARGS__)
 
 /* ---- shadow mode (--dry-run) ----
  * Process-wide: once enabled, the Kubernetes client and the AWS request layer send no write (each checks it

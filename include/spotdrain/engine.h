@@ -417,6 +417,7 @@ struct drain_exec_result {
         unsigned forced;           /* deleted around their PDB */
         unsigned killed_predicted; /* the first plan's pods that could not finish a graceful stop */
         unsigned left;             /* pods to go still on the node at the end */
+        bool pods_unseen;          /* the node's pods were never listed: left says nothing */
         unsigned blocked;          /* 429 answers */
         unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
         bool infeasible;           /* drain-infeasible was raised */

@@ -8,8 +8,10 @@
  * way for loop code to publish a condition. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "spotdrain/util.h"
 
@@ -32,6 +34,12 @@ struct metrics;
  * for a malformed address, -EADDRINUSE when it cannot be bound. /metrics renders m (borrowed: it must
  * outlive the server; NULL serves an empty exposition). */
 #define HTTPD_DEFAULT_LISTEN "0.0.0.0:9464"
+/* The address of such a HOST:PORT (numeric hosts only), for another server of the same rules (the
+ * controller's admission webhook): 0 or -EINVAL. */
+int httpd_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
+/* libmicrohttpd's own messages (a refused connection, a failed bind) as debug lines of the project's log,
+ * after the server's name (cls, a static string): its MHD_OPTION_EXTERNAL_LOGGER. */
+void httpd_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 int httpd_start(const char *listen, struct metrics *m, struct httpd **ret);
 /* Stops the server thread and releases the loop watch; call on the loop's thread before loop_free().
  * NULL-safe; returns NULL. */

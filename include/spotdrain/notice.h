@@ -68,10 +68,11 @@ enum notice_kind {
  * "absent"; notice_format_json() leaves absent fields out (deadline is rendered null instead). */
 struct notice {
         enum notice_kind kind;
-        char instance_id[NOTICE_INSTANCE_ID_SIZE]; /* "" only for asg-test-notification */
-        char source[NOTICE_SOURCE_SIZE];           /* "sqs" | "imds" | the caller's override */
-        uint64_t notice_time;                      /* usec since the epoch, always set */
-        uint64_t deadline;                         /* usec; 0 = none */
+        /* "" for asg-test-notification, and for IMDS documents parsed without opts->instance_id */
+        char instance_id[NOTICE_INSTANCE_ID_SIZE];
+        char source[NOTICE_SOURCE_SIZE]; /* "sqs" | "imds" | the caller's override */
+        uint64_t notice_time;            /* usec since the epoch, always set */
+        uint64_t deadline;               /* usec; 0 = none */
         char action[NOTICE_ACTION_SIZE]; /* spot: terminate|stop|hibernate; state-change: the state;
                                             scheduled-change: the event code */
         char region[NOTICE_REGION_SIZE];
@@ -95,7 +96,7 @@ struct notice {
 
 struct notice_parse_opts {
         const char *source;      /* overrides "sqs"/"imds" in the notices; NULL = by form */
-        const char *instance_id; /* for IMDS documents, which name no instance; validated */
+        const char *instance_id; /* for IMDS documents, which name no instance (NULL: absent); validated */
         const char *region;      /* used when the document names no region */
         /* IMDS path the document was read from ("spot/instance-action", "events/recommendations/rebalance",
          * "events/maintenance/scheduled", "events/maintenance/history", "spot/termination-time",
@@ -117,7 +118,6 @@ struct notice_parse_opts {
  *   -EBADMSG       malformed: not JSON, a required field missing or of the wrong type, a bad time or id
  *   -EOPNOTSUPP    well-formed but not a notice spotdrain knows (unknown source/detail-type, lifecycle
  *                  transition, IMDS state)
- *   -EDESTADDRREQ  an IMDS document, which names no instance, and opts->instance_id not given
  *   -EINVAL        bad opts (an invalid opts->instance_id, an unknown opts->imds_path)
  *   -ENOMEM
  */

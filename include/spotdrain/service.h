@@ -78,6 +78,8 @@ int service_start_provision(struct service *s, const struct prov_frontend_option
 struct loop *service_loop(const struct service *s);
 struct metrics *service_metrics(const struct service *s);
 struct kube_client *service_kube(const struct service *s);
+/* The configuration service_kube() was made from (server URL, kubeconfig, context), for messages. */
+const struct kube_config *service_kube_config(const struct service *s);
 /* Another Kubernetes client like service_kube() (its configuration, its own rate limit, the registry): for
  * the simulator's agents, which are one process each in a cluster. Free it before the service. -ENXIO when
  * the service has no client. */

@@ -14,10 +14,14 @@
  * instance-type, tag:KEY, tag-key); InvalidInstanceID.NotFound for an unknown id. DescribeInstanceTypes from
  * the instance type catalog (provision.h), InstanceType.N, Filter instance-type (wildcards),
  * MaxResults/NextToken paging. TerminateInstances     marks the instances shutting-down (the model keeps
- * their nodes). Auto Scaling (Version 2011-01-01, SigV4 service "autoscaling") DescribeAutoScalingGroups,
- * SetDesiredCapacity, CreateOrUpdateTags: one group, "spotdrain-SCENARIO" (the group of the SQS surface's
- * lifecycle messages), holding the scenario's nodes, min 0, max nodes + 10. Raising the desired capacity
- * launches instances of the first node's type, in the zone with fewest.
+ * their nodes). CreateTags (ResourceId.N, Tag.N.Key/Value) on the scenario's nodes and launched instances:
+ * DescribeInstances shows them in tagSet and filters on them. Auto Scaling (Version 2011-01-01, SigV4
+ * service "autoscaling") DescribeAutoScalingGroups, SetDesiredCapacity, CreateOrUpdateTags,
+ * CompleteLifecycleAction and RecordLifecycleActionHeartbeat (any hook and token of the group's instances;
+ * each logged at info with the instance, hook and result, so that a test can tell what a client completed):
+ * one group, "spotdrain-SCENARIO" (the group of the SQS surface's lifecycle messages), holding the
+ * scenario's nodes, min 0, max nodes + 10. Raising the desired capacity launches instances of the first
+ * node's type, in the zone with fewest.
  *
  * Subnets: "subnet-sim-ZONE" (SIM_EC2_SUBNET_PREFIX) is a subnet in ZONE; an override may name the zone with
  * AvailabilityZone instead. Every request must carry a valid SigV4 signature by a key the secret lookup
@@ -77,5 +81,6 @@ struct sim_ec2_stats {
         uint64_t launched;      /* instances launched (sim_launch_instance succeeded) */
         uint64_t auth_failures;
         uint64_t desired_changes; /* SetDesiredCapacity calls that changed the desired capacity */
+        uint64_t lifecycle_completes, lifecycle_heartbeats; /* of the group's lifecycle actions */
 };
 void sim_ec2_stats(struct sim_ec2 *e, struct sim_ec2_stats *ret);

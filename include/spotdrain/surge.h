@@ -97,3 +97,21 @@ bool drain_surge_sweep_done(const struct drain_surge_sweep *sw);
 /* Records found, and Deployments restored so far. */
 void drain_surge_sweep_counts(const struct drain_surge_sweep *sw, unsigned *ret_found,
                               unsigned *ret_restored);
+
+/* Room for the surged pods (src/drain/room.c), as `plan` predicts it before anything is raised: a first fit
+ * of want (core/v1 Pod objects, largest CPU request first) over the nodes other than node that the scheduler
+ * would consider: Ready, not cordoned, no NoSchedule or NoExecute taint the pod does not tolerate, every
+ * label of its nodeSelector. A node's room is its status.allocatable (cpu, memory, pods) less what the pods
+ * bound to it request (the scheduler's count: every container, the larger init container, the overhead),
+ * terminating ones included; pods that have ended (Succeeded, Failed) hold nothing. Optimistic where the
+ * scheduler is stricter (affinity, topology spread, host ports, extended resources are not looked at): a
+ * miss is a certainty, a fit only likely. nodes and pods are core/v1 lists' items arrays. */
+struct drain_room {
+        unsigned n_want;
+        unsigned n_missing;         /* pods of want no node has room for */
+        int64_t missing_cpu_millis; /* their requests, summed */
+        int64_t missing_memory_bytes;
+};
+struct cJSON;
+int drain_room_fit(const struct cJSON *nodes, const struct cJSON *pods, const char *node,
+                   const struct cJSON *const *want, size_t n_want, struct drain_room *ret);

@@ -91,6 +91,9 @@ int format_rfc3339_msec(uint64_t usec, char *buf, size_t len);
 /* Kubernetes quantities: CPU in millicores ("250m", "2", "1.5"), bytes ("64Gi", "512M", "1e3"). */
 int parse_cpu_millis(const char *s, int64_t *ret);
 int parse_bytes(const char *s, int64_t *ret);
+/* The other way, as Kubernetes writes them: "2", "500m"; "512Mi", "1536" (binary units where exact). */
+void format_cpu_millis(int64_t millis, char *buf, size_t len);
+void format_bytes(int64_t bytes, char *buf, size_t len);
 
 /* Base64 (standard alphabet, padding). Returns malloc'ed buffer. */
 int base64_decode(const char *in, size_t in_len, unsigned char **ret, size_t *ret_len);

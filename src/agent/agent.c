@@ -267,10 +267,10 @@ static void process(struct agent *a, unsigned i)
         if (r < 0) {
                 a->stats.parse_errors++;
                 if (a->parse_failed[i] != r)
-                        log_warning_errno(r,
-                                          "agent: IMDS %s answered a document that cannot be read (%s), "
-                                          "ignoring it until the next poll",
-                                          poll_paths[i], reason);
+                        log_warning_reason(r, reason,
+                                           "agent: IMDS %s answered a document that cannot be read, "
+                                           "ignoring it until the next poll",
+                                           poll_paths[i]);
                 a->parse_failed[i] = r;
                 return;
         }
@@ -394,9 +394,8 @@ static void on_node(struct kube_client *c, struct kube_result *r, void *userdata
 
         a->node_call = NULL;
         if (r->error < 0) {
-                log_full(LOG_WARNING, r->error, (const char *[]){ "node", a->node, NULL },
-                         "agent: cannot read node %s (%s); is the node name right?", a->node,
-                         r->message ? r->message : "no message");
+                log_full_reason(LOG_WARNING, r->error, r->message, (const char *[]){ "node", a->node, NULL },
+                                "agent: cannot read node %s (is the node name right?)", a->node);
                 return;
         }
         /* A drain recorded on the node before a restart carries on (the notice, still in IMDS, joins it). */
@@ -662,8 +661,7 @@ static void on_kube_done(struct kube_client *c, struct kube_result *r, void *use
 {
         const char *what = userdata;
         if (r->error < 0)
-                log_full(LOG_ERR, r->error, NULL, "agent: %s failed: %s", what,
-                         r->message ? r->message : "no message");
+                log_full_reason(LOG_ERR, r->error, r->message, NULL, "agent: %s failed", what);
 }
 
 static int kube_drain(void *userdata, const struct agent_drain_request *req)

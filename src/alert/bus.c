@@ -25,6 +25,7 @@ static const struct {
         [ALERT_NOTICE_REJECTED] = { "notice-rejected", "NoticeRejected", true },
         [ALERT_DRAIN_AT_RISK] = { "drain-at-risk", "DrainAtRisk", true },
         [ALERT_SURGE_NO_ROOM] = { "surge-no-room", "SurgeNoRoom", true },
+        [ALERT_EVICTION_DENIED] = { "eviction-denied", "EvictionDenied", true },
         [ALERT_POD_EVICTED] = { "pod-evicted", "Evicted", false },
         [ALERT_POD_DELETED] = { "pod-deleted", "DeletedAtLastSafeMoment", true },
 };
@@ -145,8 +146,7 @@ int alert_bus_add_log_sink(struct alert_bus *b)
 static void event_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         if (r->error < 0)
-                log_debug_errno(r->error, "cannot record alert as a Kubernetes Event: %s",
-                                r->message ? r->message : "no answer");
+                log_debug_reason(r->error, r->message, "cannot record alert as a Kubernetes Event");
 }
 
 /* The message cut to what the API server keeps of an Event's note: at the end of the last whole line

@@ -35,7 +35,7 @@ int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kub
                 return 0;
         }
         if (r < 0)
-                return log_error_errno(r, "alert webhook: %s", error ? error : "bad configuration");
+                return log_error_reason(r, error, "alert webhook: bad configuration");
         wo.metrics = m;
         r = webhook_sink_new(l, &wo, &w);
         if (r < 0)

@@ -347,8 +347,7 @@ static void fetch_done(struct aws_creds_provider *p, int error, struct aws_crede
         } else {
                 uint64_t delay = backoff_next(&p->backoff);
                 p->stats.failures++;
-                log_debug_errno(error, "AWS credentials from %s: %s", p->source_name,
-                                message ? message : "");
+                log_debug_reason(error, message, "AWS credentials from %s", p->source_name);
                 set_error(p, error, message);
                 p->retry_not_before = clk_now() + delay;
                 /* While the cached credentials last, keep trying in the background. */

@@ -377,16 +377,15 @@ static int push(struct ctx *c, enum notice_kind kind, struct notice **ret)
         return 0;
 }
 
-/* IMDS documents name no instance: it comes from the caller. */
-static int imds_push(struct ctx *c, enum notice_kind kind, const char *where, struct notice **ret)
+/* IMDS documents name no instance: it comes from the caller, and without one it is absent, as any field a
+ * form lacks (the agent always knows its own). */
+static int imds_push(struct ctx *c, enum notice_kind kind, struct notice **ret)
 {
-        if (!c->opts->instance_id)
-                return fail(c, -EDESTADDRREQ,
-                            "%s names no instance: the instance ID must be given (--instance-id)", where);
         int r = push(c, kind, ret);
         if (r < 0)
                 return r;
-        memcpy((*ret)->instance_id, c->opts->instance_id, strlen(c->opts->instance_id) + 1);
+        if (c->opts->instance_id)
+                memcpy((*ret)->instance_id, c->opts->instance_id, strlen(c->opts->instance_id) + 1);
         return 0;
 }
 
@@ -469,7 +468,7 @@ static int imds_instance_action(struct ctx *c, const cJSON *o)
         if (r < 0)
                 return r;
         struct notice *n;
-        r = imds_push(c, NOTICE_SPOT_INTERRUPTION, where, &n);
+        r = imds_push(c, NOTICE_SPOT_INTERRUPTION, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;
@@ -487,7 +486,7 @@ static int imds_termination_time(struct ctx *c, const char *text)
         if (notice_parse_time(text, &t) < 0)
                 return fail(c, -EBADMSG, "%s: '%s' is not a time", where, Q(text));
         struct notice *n;
-        int r = imds_push(c, NOTICE_SPOT_INTERRUPTION, where, &n);
+        int r = imds_push(c, NOTICE_SPOT_INTERRUPTION, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;
@@ -507,7 +506,7 @@ static int imds_rebalance(struct ctx *c, const cJSON *o)
         if (r < 0)
                 return r;
         struct notice *n;
-        r = imds_push(c, NOTICE_REBALANCE_RECOMMENDATION, where, &n);
+        r = imds_push(c, NOTICE_REBALANCE_RECOMMENDATION, &n);
         if (r < 0)
                 return r;
         n->notice_time = t;
@@ -541,7 +540,7 @@ static int imds_scheduled(struct ctx *c, const cJSON *a, const char *where)
                 if (r < 0)
                         return r;
                 struct notice *n;
-                r = imds_push(c, NOTICE_SCHEDULED_CHANGE, where, &n);
+                r = imds_push(c, NOTICE_SCHEDULED_CHANGE, &n);
                 if (r >= 0)
                         r = SET(c, n->action, code, where, "Code");
                 if (r >= 0)
@@ -586,7 +585,7 @@ static int imds_target_lifecycle_state(struct ctx *c, const char *state)
         if (!lifecycle_states[i].terminate)
                 return ignore(c, "target lifecycle state '%s': nothing to drain", state);
         struct notice *n;
-        int r = imds_push(c, NOTICE_ASG_LIFECYCLE_TERMINATE, where, &n);
+        int r = imds_push(c, NOTICE_ASG_LIFECYCLE_TERMINATE, &n);
         if (r < 0)
                 return r;
         n->notice_time = c->now;

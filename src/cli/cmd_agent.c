@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
@@ -32,10 +33,6 @@ static void agent_usage(FILE *f)
                "                       [--rebalance-revert SECONDS] [--maintenance-lead SECONDS] "
                "[--asg-deadline SECONDS]\n"
                "                       [--log-level LEVEL] [--log-format FORMAT] [--dry-run]\n"
-               "\n"
-               "--dry-run: shadow mode; everything is heard, planned, alerted and counted, nothing is\n"
-               "written to the cluster or AWS (\"would evict ...\" in the log, "
-               "spotdrain_dry_run_actions_total).\n"
                "\n"
                "Polls this instance's metadata service (IMDSv2) for spot interruptions, rebalance\n"
                "recommendations, scheduled maintenance and Auto Scaling termination, and drains this node.\n"
@@ -293,8 +290,7 @@ int cmd_agent(int argc, char **argv)
                         v1 = true;
                         break;
                 case 'h':
-                        agent_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "agent");
                 default:
                         agent_usage(stderr);
                         return EXIT_USAGE;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/core.h"
 #include "spotdrain/provision.h"
@@ -58,8 +59,7 @@ static int catalog_show(int argc, char **argv)
                         as_json = true;
                         break;
                 case 'h':
-                        catalog_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "catalog");
                 default:
                         fprintf(stderr, "spotdrain catalog show: unknown option '%s'\n", argv[optind - 1]);
                         return EXIT_USAGE;
@@ -203,8 +203,7 @@ static int catalog_refresh(int argc, char **argv)
                         endpoint = optarg;
                         break;
                 case 'h':
-                        catalog_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "catalog");
                 default:
                         fprintf(stderr, "spotdrain catalog refresh: unknown option '%s'\n",
                                 argv[optind - 1]);
@@ -286,8 +285,7 @@ static int catalog_refresh(int argc, char **argv)
 int cmd_catalog(int argc, char **argv)
 {
         if (argc >= 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-                catalog_usage(stdout);
-                return EXIT_OK;
+                return cli_help(stdout, "catalog");
         }
         if (argc >= 2 && streq(argv[1], "show"))
                 return catalog_show(argc - 1, argv + 1);

@@ -3,8 +3,10 @@
  * hidden). */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
@@ -38,8 +40,7 @@ int cmd_check_config(int argc, char **argv)
                         sets[n_sets++] = optarg;
                         break;
                 case 'h':
-                        printf("usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
-                        return EXIT_OK;
+                        return cli_help(stdout, "check-config");
                 default:
                         fprintf(stderr,
                                 "usage: spotdrain check-config [--config FILE] [--set KEY=VALUE ...]\n");
@@ -52,7 +53,11 @@ int cmd_check_config(int argc, char **argv)
         }
         r = config_load(path, sets, &cfg, &error);
         if (r < 0) {
-                fprintf(stderr, "spotdrain check-config: %s\n", error ? error : strerror(-r));
+                /* A file's errors come one a line, each with its file:line. */
+                const char *line = error ? error : strerror(-r);
+                for (const char *nl; (nl = strchr(line, '\n')); line = nl + 1)
+                        fprintf(stderr, "spotdrain check-config: %.*s\n", (int)(nl - line), line);
+                fprintf(stderr, "spotdrain check-config: %s\n", line);
                 return EXIT_ERROR;
         }
         /* Values whose form the table cannot check, refused here as at start. */

@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "cli/help.h"
+#include "spotdrain/admission.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -25,10 +27,6 @@ static void controller_usage(FILE *f)
                    "         [--config FILE] [--metrics-listen HOST:PORT] [--lease-namespace NS]\n"
                    "         [--identity ID] [--no-leader-election] [--sqs-endpoint URL]\n"
                    "         [--asg-endpoint URL] [--log-level LEVEL] [--log-format FORMAT] [--dry-run]\n"
-                   "\n"
-                   "--dry-run: shadow mode; everything is heard, planned, alerted and counted, nothing is\n"
-                   "written to the cluster or AWS (\"would evict ...\" in the log, "
-                   "spotdrain_dry_run_actions_total).\n"
                    "\n"
                    "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance\n"
                    "recommendations, state changes, AWS Health) and Auto Scaling lifecycle hooks deliver\n"
@@ -66,7 +64,7 @@ static void on_creds(int error, const struct aws_credentials *src, const char *m
         struct creds *c = userdata;
         c->asking = false;
         if (error < 0)
-                log_warning_errno(error, "cannot get AWS credentials: %s", message ? message : "");
+                log_warning_reason(error, message, "cannot get AWS credentials");
         else
                 creds_store(c, src);
 }
@@ -117,7 +115,8 @@ static const struct metric_family_def controller_families[] = {
         { M_REJECTED,
           METRIC_COUNTER,
           "Well-formed messages left in the queue without acting on them, by reason: no-account, "
-          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's).",
+          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's), "
+          "unmanaged (without controller.managed_tag).",
           { "reason" },
           NULL,
           0 },
@@ -242,6 +241,7 @@ int cmd_controller(int argc, char **argv)
         struct service *svc;
         struct loop *l;
         _cleanup_(controller_freep) struct controller *ctl = NULL;
+        struct admission_server *webhook = NULL;
         struct creds creds = {};
         struct ops o = {};
         int c, r;
@@ -273,8 +273,7 @@ int cmd_controller(int argc, char **argv)
                         asg_endpoint = optarg;
                         break;
                 case 'h':
-                        controller_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "controller");
                 default:
                         controller_usage(stderr);
                         return EXIT_USAGE;
@@ -334,6 +333,30 @@ int cmd_controller(int argc, char **argv)
                 return r == -EINVAL || r == -EDESTADDRREQ ? EXIT_USAGE : EXIT_ERROR;
         }
 
+        /* Every replica answers the eviction webhook, the leader and the standbys alike (the Service
+         * spreads the API server's reviews over them). */
+        if (!isempty(cfg->controller.admission_listen)) {
+                r = admission_server_start(
+                    l,
+                    &(struct admission_options){ .listen = cfg->controller.admission_listen,
+                                                 .cert_file = cfg->controller.admission_cert_file,
+                                                 .key_file = cfg->controller.admission_key_file,
+                                                 .agent_users = cfg->controller.admission_agent_users,
+                                                 .kube = service_kube(svc),
+                                                 .metrics = service_metrics(svc),
+                                                 .bus = service_alerts(svc) },
+                    &webhook);
+                if (r < 0) {
+                        log_error_errno(r, "cannot start the eviction webhook on %s%s",
+                                        cfg->controller.admission_listen,
+                                        r == -EINVAL ? " (it needs controller.admission_agent_users, "
+                                                       "admission_cert_file and admission_key_file)"
+                                                     : "");
+                        aws_creds_provider_free(creds.provider);
+                        return r == -EINVAL ? EXIT_USAGE : EXIT_ERROR;
+                }
+        }
+
         o = (struct ops){ .ctl = ctl, .svc = svc, .loop = l, .httpd = service_httpd(svc) };
 
         log_info("spotdrain controller starting: queue %s, AWS credentials from %s", queue_url,
@@ -346,6 +369,7 @@ int cmd_controller(int argc, char **argv)
         } else
                 log_error_errno(r, "cannot start the controller");
         o.timer = timer_cancel(o.timer);
+        webhook = admission_server_free(webhook);
         service_stop(svc);
         ctl = controller_free(ctl);
         aws_creds_provider_free(creds.provider);

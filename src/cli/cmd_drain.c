@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +12,22 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
+#include "cli/report.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/service.h"
 #include "spotdrain/surge.h"
+#include "spotdrain/term.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
 #define SYNC_TIMEOUT (60 * USEC_PER_SEC)
 #define REFRESH_USEC USEC_PER_SEC
+/* How long a one-shot command waits for the API server's first answer (its retries included) before it
+ * says that the server cannot be reached: well under the 5 s a person at a terminal should wait. */
+#define REACH_TIMEOUT (4 * USEC_PER_SEC)
 
 struct drain_cli {
         const char *verb;
@@ -29,12 +36,15 @@ struct drain_cli {
         const char *deadline;
         const char *policy;
         const char *node;
+        const char *report; /* --report FILE.html */
+        bool all_nodes;     /* audit: on-demand nodes too */
 
         struct spotdrain_config *cfg;
         struct service *svc;
         struct loop *loop;          /* the service's */
         struct kube_client *client; /* the service's */
         uint64_t now, deadline_usec;
+        bool reported; /* the failure was told in a sentence of its own */
 };
 
 static void drain_cli_done(struct drain_cli *d)
@@ -46,15 +56,20 @@ static void drain_cli_done(struct drain_cli *d)
 static void usage(FILE *f, const char *verb)
 {
         if (streq(verb, "drain"))
-                fprintf(f, "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
-                           "force|respect]\n"
-                           "                       [--json] [--dry-run] [--kubeconfig F] [--config F]\n"
-                           "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
+                fprintf(f,
+                        "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
+                        "force|respect]\n"
+                        "                       [--json] [--dry-run] [--report FILE.html] [--kubeconfig F]\n"
+                        "                       [--config F]\n"
+                        "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
         else if (streq(verb, "plan"))
                 fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
                            "exit status: 0 fits or at risk, 4 infeasible, 1 error, 2 usage\n");
         else
-                fprintf(f, "usage: spotdrain audit [--budget S] [--json] [--kubeconfig F] [--config F]\n"
+                fprintf(f, "usage: spotdrain audit [--budget S] [--all-nodes] [--json] [--kubeconfig F] "
+                           "[--config F]\n"
+                           "  spot nodes are judged (and those of unknown capacity type); --all-nodes adds "
+                           "on-demand ones\n"
                            "exit status: 0 no findings, 4 findings, 1 error, 2 usage\n");
 }
 
@@ -65,12 +80,14 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 { "budget", required_argument, NULL, 'b' },
                 { "deadline", required_argument, NULL, 'd' },
                 { "policy", required_argument, NULL, 'p' },
+                { "report", required_argument, NULL, 'R' },
                 { "json", no_argument, NULL, 'j' },
                 { "dry-run", no_argument, NULL, 'n' },
                 { "kubeconfig", required_argument, NULL, 'k' },
                 { "config", required_argument, NULL, 'c' },
                 { "log-format", required_argument, NULL, 'F' },
                 { "log-level", required_argument, NULL, 'L' },
+                { "all-nodes", no_argument, NULL, 'a' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -91,12 +108,17 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 case 'p':
                         d->policy = optarg;
                         break;
+                case 'R':
+                        d->report = optarg;
+                        break;
                 case 'n':
                         d->common.dry_run = true;
                         break;
+                case 'a':
+                        d->all_nodes = true;
+                        break;
                 case 'h':
-                        usage(stdout, d->verb);
-                        return EXIT_OK;
+                        return cli_help(stdout, d->verb);
                 default:
                         usage(stderr, d->verb);
                         return EXIT_USAGE;
@@ -112,9 +134,14 @@ static int parse_args(struct drain_cli *d, int argc, char **argv)
                 fprintf(stderr, "spotdrain %s: --budget and --deadline exclude each other\n", d->verb);
                 return EXIT_USAGE;
         }
-        if ((d->deadline || d->policy || d->common.dry_run) && !streq(d->verb, "drain")) {
-                fprintf(stderr, "spotdrain %s: --deadline, --policy and --dry-run are drain options\n",
+        if ((d->deadline || d->policy || d->common.dry_run || d->report) && !streq(d->verb, "drain")) {
+                fprintf(stderr,
+                        "spotdrain %s: --deadline, --policy, --report and --dry-run are drain options\n",
                         d->verb);
+                return EXIT_USAGE;
+        }
+        if (d->all_nodes && !streq(d->verb, "audit")) {
+                fprintf(stderr, "spotdrain %s: --all-nodes is an audit option\n", d->verb);
                 return EXIT_USAGE;
         }
         if (d->policy && !streq(d->policy, "force") && !streq(d->policy, "respect")) {
@@ -175,6 +202,69 @@ static int setup(struct drain_cli *d, unsigned flags)
         return -1;
 }
 
+/* Says in one sentence why the API server's first answer failed, with its URL and what to check. node:
+ * the node asked for (a 404 means it does not exist), or NULL. */
+static void api_explain(struct drain_cli *d, const char *node, int r, const struct kube_result *res)
+{
+        const struct kube_config *kc = service_kube_config(d->svc);
+        const char *url = kc && kc->server ? kc->server : "(no server)";
+        _cleanup_free_ char *where =
+            kc && kc->context ? strprintf("context %s of %s", kc->context, kc->source ? kc->source : "")
+                              : strdup(kc && kc->source ? kc->source : "the kubeconfig");
+        const char *in = where ? where : "the kubeconfig";
+        long st = res->http_status;
+
+        d->reported = true;
+        if (st == 404 && node)
+                fprintf(stderr, "spotdrain %s: there is no node %s at %s (kubectl get nodes lists them)\n",
+                        d->verb, node, url);
+        else if (st == 401)
+                fprintf(stderr,
+                        "spotdrain %s: the Kubernetes API server at %s refused the credentials (401 "
+                        "Unauthorized); check the token, client certificate or exec plugin of %s, and that "
+                        "the token has not expired\n",
+                        d->verb, url, in);
+        else if (st == 403)
+                fprintf(stderr,
+                        "spotdrain %s: the Kubernetes API server at %s said %s; check the RBAC of the user "
+                        "of %s\n",
+                        d->verb, url, error_reason(r, res->message), in);
+        else if (st == 0 && r == -EBADMSG)
+                fprintf(stderr,
+                        "spotdrain %s: no trusted TLS connection to the Kubernetes API server at %s (%s); "
+                        "check the certificate-authority of %s and the server's name\n",
+                        d->verb, url, error_reason(r, res->message), in);
+        else if (st == 0)
+                fprintf(stderr,
+                        "spotdrain %s: cannot reach the Kubernetes API server at %s (%s); check the server "
+                        "address of %s, that the server is up, and any proxy between (HTTPS_PROXY, "
+                        "NO_PROXY)\n",
+                        d->verb, url,
+                        r == -ETIMEDOUT && !res->message ? "no answer within 4 s"
+                                                         : error_reason(r, res->message),
+                        in);
+        else
+                fprintf(stderr, "spotdrain %s: the Kubernetes API server at %s answered: %s\n", d->verb, url,
+                        error_reason(r, res->message));
+}
+
+/* A one-shot command's first question to the API server, with a short bound: a server that cannot be
+ * reached, or refuses the credentials, is reported at once (api_explain) rather than retried for the whole
+ * budget. ret (may be NULL) takes the answer. */
+static int api_first(struct drain_cli *d, const char *path, const char *node, cJSON **ret)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(d->client, path, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, REACH_TIMEOUT);
+        if (r < 0)
+                api_explain(d, node, r, &s.result);
+        else if (ret)
+                *ret = TAKE_PTR(s.result.object);
+        kube_result_clear(&s.result);
+        return r;
+}
+
 /* A blocking list; the answer is the caller's. */
 static int list_sync(struct drain_cli *d, const char *path, const char *label_selector,
                      const char *field_selector, cJSON **ret)
@@ -185,8 +275,8 @@ static int list_sync(struct drain_cli *d, const char *path, const char *label_se
         int r = kube_list(d->client, path, &o, kube_sync_done, &s, &call);
         r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
         if (r < 0) {
-                log_error_errno(r, "cannot list %s: %s", path,
-                                s.result.message ? s.result.message : "no answer");
+                log_error_reason(r, s.result.message, "cannot list %s", path);
+                d->reported = true;
                 kube_result_clear(&s.result);
                 return r;
         }
@@ -290,8 +380,9 @@ static void surge_learnt(void *userdata)
         *(bool *)userdata = true;
 }
 
-/* Which pods can surge (drain.surge): their Deployments read as a drain reads them (surge.h). */
-static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
+/* Which pods can surge (drain.surge): their Deployments read as a drain reads them (surge.h), once, for
+ * both inputs (the same pods on another shutdown basis). */
+static int plan_surge(struct drain_cli *d, struct drain_inputs *safe, struct drain_inputs *expected)
 {
         _cleanup_(drain_surge_freep) struct drain_surge *sg = NULL;
         bool changed = false;
@@ -300,16 +391,18 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *di)
                 return 0;
         r = drain_surge_new(d->client, d->node, (enum drain_surge_mode)d->cfg->drain.surge, NULL,
                             surge_learnt, &changed, &sg);
-        for (int pass = 0; r >= 0 && pass < 2; pass++) {
-                for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(di); i++)
-                        r = drain_surge_input(sg, di, i);
-                while (r >= 0 && pass == 0 && drain_surge_learning(sg)) {
-                        changed = false;
-                        if (loop_run_until(kube_client_loop(d->client), &changed, SYNC_TIMEOUT) < 0 ||
-                            !changed)
-                                break;
-                }
+        /* The first pass starts the reads and waits for them; the second marks the pods as learnt. */
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(safe); i++)
+                r = drain_surge_input(sg, safe, i);
+        while (r >= 0 && drain_surge_learning(sg)) {
+                changed = false;
+                if (loop_run_until(kube_client_loop(d->client), &changed, SYNC_TIMEOUT) < 0 || !changed)
+                        break;
         }
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(safe); i++)
+                r = drain_surge_input(sg, safe, i);
+        for (size_t i = 0; r >= 0 && i < drain_inputs_n_pods(expected); i++)
+                r = drain_surge_input(sg, expected, i);
         return r;
 }
 
@@ -359,8 +452,49 @@ static int node_input(struct drain_cli *d, const struct node_objects *no, enum d
         return 0;
 }
 
-/* The plan of one node as it stands now, as a drain would act on it, and its graded verdict. */
-static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade)
+/* Whether other nodes have room for the pods the plan surges (drain_room_fit). A cluster-wide read the
+ * identity may not be allowed: without it the room is left unknown (n_want 0), not the plan. */
+static int plan_room(struct drain_cli *d, const struct node_objects *no, const struct drain_plan *plan,
+                     struct drain_room *ret)
+{
+        _cleanup_free_ const cJSON **want = NULL;
+        cJSON *nodes = NULL, *pods = NULL;
+        size_t n = 0;
+        const cJSON *obj;
+        int r;
+
+        *ret = (struct drain_room){ 0 };
+        want = calloc(plan->n_pods ? plan->n_pods : 1, sizeof(*want));
+        if (!want)
+                return -ENOMEM;
+        for (size_t i = 0; i < plan->n_pods; i++) {
+                if (!plan->pods[i].surge)
+                        continue;
+                cJSON_ArrayForEach (obj, kube_list_items(no->pods))
+                        if (streq_ptr(kube_object_str(obj, "metadata.name"), plan->pods[i].name) &&
+                            streq_ptr(kube_object_str(obj, "metadata.namespace"), plan->pods[i].namespace)) {
+                                want[n++] = obj;
+                                break;
+                        }
+        }
+        if (n == 0)
+                return 0;
+        if (list_sync(d, "/api/v1/nodes", NULL, NULL, &nodes) < 0 ||
+            list_sync(d, "/api/v1/pods", NULL, NULL, &pods) < 0) {
+                log_warning("cannot tell whether other nodes have room for the %zu surged pod%s", n,
+                            n == 1 ? "" : "s");
+                r = 0;
+        } else
+                r = drain_room_fit(kube_list_items(nodes), kube_list_items(pods), d->node, want, n, ret);
+        cJSON_Delete(nodes);
+        cJSON_Delete(pods);
+        return r;
+}
+
+/* The plan of one node as it stands now, as a drain would act on it, its graded verdict, and the room its
+ * surged pods find elsewhere. */
+static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade,
+                     struct drain_room *ret_room)
 {
         _cleanup_free_ char *field = strprintf("spec.nodeName=%s", d->node);
         _cleanup_(drain_inputs_freep) struct drain_inputs *safe = NULL, *expected = NULL;
@@ -372,18 +506,10 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
         _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d->node, NULL);
         if (!node_path)
                 return -ENOMEM;
-        struct kube_sync s = { 0 };
-        struct kube_call *call = NULL;
-        r = kube_get(d->client, node_path, kube_sync_done, &s, &call);
-        r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
-        if (r < 0) {
-                log_error_errno(r, "cannot read node %s: %s", d->node,
-                                s.result.message ? s.result.message : "no answer");
-                kube_result_clear(&s.result);
+        r = api_first(d, node_path, d->node, NULL);
+        if (r < 0)
                 return r;
-        }
         /* It exists: that was the question. */
-        kube_result_clear(&s.result);
 
         r = list_sync(d, "/api/v1/pods", NULL, field, &no.pods);
         if (r >= 0)
@@ -396,20 +522,30 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
                 r = node_input(d, &no, DRAIN_SHUTDOWN_EXPECTED, &expected);
         /* Surge (drain.surge) changes what the PDBs allow: the grade and the plan both see it. */
         if (r >= 0)
-                r = plan_surge(d, safe);
-        if (r >= 0)
-                r = plan_surge(d, expected);
+                r = plan_surge(d, safe, expected);
         if (r >= 0)
                 r = drain_grade_node(drain_inputs_get(expected), 0, ret_grade);
         if (r >= 0)
                 r = drain_plan_make(drain_inputs_get(safe), ret);
+        if (r >= 0)
+                r = plan_room(d, &no, *ret, ret_room);
         return r;
+}
+
+/* "cpu 500m, memory 512Mi" of what the surged pods lack. */
+static void room_missing(const struct drain_room *room, char *cpu, char *memory, size_t len)
+{
+        format_cpu_millis(room->missing_cpu_millis, cpu, len);
+        format_bytes(room->missing_memory_bytes, memory, len);
 }
 
 /* The grade beside the plan: "GRADE at-risk: fits if ...", or in the JSON the node's grade, grade_reason
  * and stop_within (seconds, null unless at risk). */
-static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const struct drain_grade_result *g)
+static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const struct drain_grade_result *g,
+                      const struct drain_room *room)
 {
+        char cpu[32], memory[32];
+        room_missing(room, cpu, memory, sizeof(cpu));
         if (d->common.json) {
                 cJSON *j = NULL;
                 _cleanup_free_ char *text = NULL;
@@ -424,6 +560,13 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                                ? cJSON_AddNumberToObject(node, "stop_within",
                                                          (double)g->stop_within_usec / (double)USEC_PER_SEC)
                                : cJSON_AddNullToObject(node, "stop_within"));
+                cJSON *sr = room->n_want ? cJSON_AddObjectToObject(node, "surge_room")
+                                         : cJSON_AddNullToObject(node, "surge_room");
+                ok = ok && sr &&
+                     (!room->n_want || (cJSON_AddNumberToObject(sr, "pods", room->n_want) &&
+                                        cJSON_AddNumberToObject(sr, "missing_pods", room->n_missing) &&
+                                        cJSON_AddStringToObject(sr, "missing_cpu", cpu) &&
+                                        cJSON_AddStringToObject(sr, "missing_memory", memory)));
                 if (ok)
                         text = cJSON_Print(j);
                 cJSON_Delete(j);
@@ -438,6 +581,14 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                 return r;
         printf("GRADE %s%s%s\n", drain_grade_to_string(g->grade), g->reason ? ": " : "",
                g->reason ? g->reason : "");
+        if (room->n_missing)
+                printf("ROOM surge needs room for %u of its %u pod%s (cpu %s, memory %s) that no other node "
+                       "has: %s for replacement capacity\n",
+                       room->n_missing, room->n_want, room->n_want == 1 ? "" : "s", cpu, memory,
+                       room->n_missing == 1 ? "it waits" : "they wait");
+        else if (room->n_want)
+                printf("ROOM the %u surged pod%s fit%s on other nodes\n", room->n_want,
+                       room->n_want == 1 ? "" : "s", room->n_want == 1 ? "s" : "");
         fputs(text, stdout);
         return 0;
 }
@@ -447,6 +598,7 @@ int cmd_plan(int argc, char **argv)
         struct drain_cli d = { .verb = "plan" };
         _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
         _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
+        struct drain_room room = { 0 };
         int r;
 
         r = parse_args(&d, argc, argv);
@@ -456,12 +608,14 @@ int cmd_plan(int argc, char **argv)
                 drain_cli_done(&d);
                 return r;
         }
-        r = plan_node(&d, &plan, &grade);
+        r = plan_node(&d, &plan, &grade, &room);
         if (r >= 0)
-                r = print_plan(&d, plan, &grade);
+                r = print_plan(&d, plan, &grade, &room);
         drain_cli_done(&d);
         if (r < 0) {
-                fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node, strerror(-r));
+                if (!d.reported)
+                        fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node,
+                                strerror(-r));
                 return EXIT_ERROR;
         }
         /* At risk is no certainty: the exit status says infeasible only when it is. */
@@ -474,8 +628,10 @@ struct drain_run {
         struct drain_cli *d;
         struct drain_exec *x;
         struct timer *refresh;
-        bool tty;
+        bool live;  /* the status block is redrawn in place (term.h) */
+        bool color; /* and may be coloured */
         bool done;
+        char *shown; /* not live: the last plain status line printed */
 };
 
 static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -484,46 +640,141 @@ static void on_done(struct drain_exec *x, const struct drain_exec_result *res, v
         run->done = true;
 }
 
-/* The live one-line view: countdown, pods left per PDB, predicted finish. */
+/* At most this many PDB lines under the first: the block must stay small enough to read at a glance. */
+#define STATUS_PDB_LINES 8
+
+/* s with colour sgr (an SGR parameter string, "1;31") when colour is on. */
+static int status_printf(struct buf *b, const struct drain_run *run, const char *sgr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int status_printf(struct buf *b, const struct drain_run *run, const char *sgr, const char *fmt, ...)
+{
+        va_list ap;
+        _cleanup_free_ char *text = NULL;
+        va_start(ap, fmt);
+        if (vasprintf(&text, fmt, ap) < 0)
+                text = NULL;
+        va_end(ap);
+        if (!text)
+                return -ENOMEM;
+        if (run->color && sgr)
+                return buf_printf(b, "\033[%sm%s\033[0m", sgr, text);
+        return buf_printf(b, "%s", text);
+}
+
+/* The first status line: countdown, pods left, predicted finish, forced, predicted killed. */
+static int status_head(const struct drain_run *run, uint64_t now, bool plain, struct buf *b)
+{
+        const struct drain_plan *plan = drain_exec_plan(run->x);
+        const struct drain_plan_node *pn = drain_exec_plan_node(run->x);
+        const struct drain_exec_result *res = drain_exec_result(run->x);
+        int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
+        int64_t secs = left > 0 ? left / (int64_t)USEC_PER_SEC : 0;
+        int r = buf_printf(b, "%s: ", run->d->node);
+
+        /* A plain line is printed when something changed: the countdown, which always does, is left out. */
+        if (r >= 0 && !plain)
+                r = status_printf(b, run, secs < 30 ? "1;31" : "1", "%" PRIi64 " s to deadline", secs);
+        if (r >= 0 && !plain)
+                r = buf_printf(b, ", ");
+        if (r < 0 || !plan)
+                return r < 0 ? r : buf_printf(b, "planning");
+        r = buf_printf(b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS));
+        if (r >= 0 && pn && pn->finish_usec != DRAIN_NEVER && !plain)
+                r = buf_printf(b, ", predicted finish in %.0f s",
+                               pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
+                                                     : 0.0);
+        if (r >= 0 && pn && pn->finish_usec == DRAIN_NEVER)
+                r = status_printf(b, run, "31", ", no finish predicted");
+        if (r >= 0)
+                r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
+        if (r >= 0)
+                r = status_printf(b, run, pn && pn->n_killed > 0 ? "1;31" : NULL, ", %zu predicted killed",
+                                  pn ? pn->n_killed : (size_t)0);
+        return r;
+}
+
+/* The live view: the head line, then pods left per PDB (the PDBs with pods left, and those without a PDB).
+ * On a terminal it is redrawn in place under the log records; elsewhere a plain line whenever it changes. */
 static void refresh(void *userdata)
 {
         struct drain_run *run = userdata;
         const struct drain_plan *plan = drain_exec_plan(run->x);
         uint64_t now = clk_now();
-        _cleanup_(buf_free) struct buf b = { 0 };
+        _cleanup_(buf_free) struct buf head = { 0 };
+        char *lines[STATUS_PDB_LINES + 3] = { 0 };
+        size_t n = 0, more = 0;
 
         run->refresh = NULL; /* released by the loop as it fired */
         if (run->done)
                 return;
-        int64_t left = (int64_t)run->d->deadline_usec - (int64_t)now;
-        if (buf_printf(&b, "%s: %" PRIi64 " s to deadline, ", run->d->node,
-                       left > 0 ? left / (int64_t)USEC_PER_SEC : 0) < 0)
-                return;
-        if (!plan ? buf_printf(&b, "planning") < 0
-                  : buf_printf(&b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS)) < 0)
-                return;
-        for (size_t i = 0; plan && i < plan->n_pdbs; i++) {
-                unsigned n = drain_exec_pods_left(run->x, (int)i);
-                if (n > 0 && buf_printf(&b, ", %s %u", plan->pdbs[i].name, n) < 0)
-                        return;
+        if (status_head(run, now, !run->live, &head) < 0)
+                goto again;
+        if (!run->live) {
+                /* A record in the log's own format (text or JSON lines, the journal), at each change. */
+                if (!streq_ptr(run->shown, head.data)) {
+                        free(run->shown);
+                        run->shown = strdup(head.data);
+                        log_full(LOG_INFO, 0, (const char *const[]){ "node", run->d->node, NULL }, "%s",
+                                 head.data);
+                }
+                goto again;
         }
-        const struct drain_plan_node *pn = drain_exec_plan_node(run->x);
-        if (pn && pn->finish_usec != DRAIN_NEVER &&
-            buf_printf(&b, "; predicted finish in %.0f s",
-                       pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
-                                             : 0.0) < 0)
-                return;
-        fprintf(stderr, "\r\033[K%s", b.data);
-        fflush(stderr);
+        lines[n++] = head.data;
+        for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
+                unsigned k = drain_exec_pods_left(run->x, i);
+                if (k == 0)
+                        continue;
+                if (n > STATUS_PDB_LINES) {
+                        more++;
+                        continue;
+                }
+                lines[n++] = i < 0 ? strprintf("  without PDB: %u left", k)
+                                   : strprintf("  PDB %s/%s: %u left", plan->pdbs[i].namespace,
+                                               plan->pdbs[i].name, k);
+        }
+        if (more > 0)
+                lines[n++] = strprintf("  and %zu more PDB%s with pods left", more, more == 1 ? "" : "s");
+        term_status_set((const char *const *)lines, n);
+        for (size_t i = 1; i < n; i++)
+                free(lines[i]);
+again:
         timer_start_in(run->d->loop, REFRESH_USEC, refresh, run, &run->refresh);
 }
 
-static void print_result(const struct drain_cli *d, const struct drain_exec_result *res)
+/* The summary at the end, under the result's sentence: one row for the node, one per PDB with pods left. */
+static void print_summary(const struct drain_run *run, const struct drain_exec_result *res)
 {
+        const struct drain_plan *plan = drain_exec_plan(run->x);
+        char left[16];
+
+        if (res->pods_unseen)
+                snprintf(left, sizeof(left), "unknown");
+        else
+                snprintf(left, sizeof(left), "%u", res->left);
+        printf("\n%-24s %-16s %8s %8s %7s %7s %16s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
+               "LEFT", "KILLED PREDICTED");
+        printf("%-24s %-16s %8.1f %8u %7u %7s %16u\n", run->d->node,
+               drain_exec_outcome_to_string(res->outcome),
+               (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC, res->evicted,
+               res->forced, left, res->killed_predicted);
+        for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
+                unsigned k = drain_exec_pods_left(run->x, i);
+                _cleanup_free_ char *name =
+                    i < 0 ? strdup("(no PDB)")
+                          : strprintf("%s/%s", plan->pdbs[i].namespace, plan->pdbs[i].name);
+                if (k > 0 && name)
+                        printf("  %-22s %-16s %8s %8s %7s %7u\n", name, "left", "", "", "", k);
+        }
+}
+
+static void print_result(const struct drain_run *run, const struct drain_exec_result *res)
+{
+        const struct drain_cli *d = run->d;
         char deadline[64] = "";
         format_rfc3339(d->deadline_usec, deadline, sizeof(deadline));
         if (!d->common.json) {
                 printf("%s\n", res->message ? res->message : drain_exec_outcome_to_string(res->outcome));
+                print_summary(run, res);
                 return;
         }
         cJSON *o = cJSON_CreateObject();
@@ -536,7 +787,10 @@ static void print_result(const struct drain_cli *d, const struct drain_exec_resu
                                 (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "evicted", res->evicted);
         cJSON_AddNumberToObject(o, "forced", res->forced);
-        cJSON_AddNumberToObject(o, "left", res->left);
+        if (res->pods_unseen)
+                cJSON_AddNullToObject(o, "left");
+        else
+                cJSON_AddNumberToObject(o, "left", res->left);
         cJSON_AddNumberToObject(o, "blocked", res->blocked);
         cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
         cJSON_AddBoolToObject(o, "infeasible", res->infeasible);
@@ -556,6 +810,44 @@ static void print_result(const struct drain_cli *d, const struct drain_exec_resu
         cJSON_Delete(o);
 }
 
+/* --report: the recorder watches the node's pods and the PDBs, and takes the alerts, from the notice on. */
+static int report_start(struct drain_cli *d, struct report **ret, struct report_rec **ret_rec)
+{
+        _cleanup_free_ char *title = strprintf("drain %s", d->node);
+        int r = title ? report_new(title, ret) : -ENOMEM;
+        if (r >= 0)
+                r = report_rec_start(*ret, d->client, service_alerts(d->svc), d->node, d->now, ret_rec);
+        if (r < 0)
+                log_error_errno(r, "cannot record the drain for the report");
+        return r;
+}
+
+static double since_notice(const struct drain_cli *d, uint64_t usec)
+{
+        return usec ? ((double)usec - (double)d->now) / (double)USEC_PER_SEC : NAN;
+}
+
+/* The node's facts from the result, then the pods the recorder saw; the page goes to --report. */
+static int report_finish(struct drain_cli *d, const struct drain_exec_result *res, struct report *rp,
+                         struct report_rec *rec)
+{
+        double deadline = since_notice(d, d->deadline_usec);
+        /* A drain that ended in time saw its last pod go: so will the recorder, in a moment. */
+        if (res->outcome == DRAIN_EXEC_DRAINED)
+                (void)report_rec_settle(rec, d->loop, 2 * USEC_PER_SEC);
+        int r =
+            report_add_node(rp, d->node, 0, since_notice(d, res->cordoned_usec), deadline,
+                            deadline - (double)d->cfg->drain.safety_margin_usec / (double)USEC_PER_SEC,
+                            res->outcome == DRAIN_EXEC_DRAINED ? since_notice(d, res->finished_usec) : NAN);
+        if (r >= 0)
+                r = report_rec_finish(rec);
+        if (r >= 0)
+                r = report_write(rp, d->report);
+        if (r < 0)
+                log_error_errno(r, "cannot write the report %s", d->report);
+        return r;
+}
+
 int cmd_drain(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "drain" };
@@ -572,16 +864,27 @@ int cmd_drain(int argc, char **argv)
         if (d.common.dry_run) {
                 _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
                 _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
-                r = plan_node(&d, &plan, &grade);
+                struct drain_room room = { 0 };
+                r = plan_node(&d, &plan, &grade, &room);
                 if (r >= 0)
-                        r = print_plan(&d, plan, &grade);
+                        r = print_plan(&d, plan, &grade, &room);
                 drain_cli_done(&d);
                 if (r < 0) {
-                        fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
-                                strerror(-r));
+                        if (!d.reported)
+                                fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
+                                        strerror(-r));
                         return EXIT_ERROR;
                 }
                 return EXIT_OK;
+        }
+        /* The node, asked once with a short bound: a missing node or a server that cannot be reached is
+         * told at once, not after the whole budget. */
+        _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d.node, NULL);
+        if (!node_path || api_first(&d, node_path, d.node, NULL) < 0) {
+                if (!node_path)
+                        fprintf(stderr, "spotdrain drain: %s\n", strerror(ENOMEM));
+                drain_cli_done(&d);
+                return EXIT_ERROR;
         }
 
         struct drain_exec_options o = { 0 };
@@ -590,29 +893,41 @@ int cmd_drain(int argc, char **argv)
         o.kind = "manual";
         o.notice_usec = d.now;
         o.deadline_usec = d.deadline_usec;
-        r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x);
-        if (r < 0) {
+        _cleanup_(report_freep) struct report *rp = NULL;
+        _cleanup_(report_rec_freep) struct report_rec *rec = NULL;
+        r = d.report ? report_start(&d, &rp, &rec) : 0;
+        if (r >= 0 && (r = drain_exec_start(d.client, service_alerts(d.svc), &o, on_done, &run, &run.x)) < 0)
                 log_error_errno(r, "cannot start draining %s", d.node);
+        if (r >= 0 && rec && (r = report_rec_follow(rec, d.loop, run.x)) < 0)
+                log_error_errno(r, "cannot record the drain for the report");
+        if (r < 0) {
+                if (rec)
+                        (void)report_rec_finish(rec);
+                drain_exec_free(run.x);
                 drain_cli_done(&d);
                 return EXIT_ERROR;
         }
-        run.tty = isatty(STDERR_FILENO);
-        if (run.tty)
-                refresh(&run);
+        run.live = term_status_start(STDERR_FILENO);
+        run.color = run.live && term_color(STDERR_FILENO);
+        refresh(&run);
         r = loop_run_until(d.loop, &run.done, UINT64_MAX);
         run.refresh = timer_cancel(run.refresh);
-        if (run.tty)
-                fprintf(stderr, "\r\033[K");
+        term_status_stop();
+        free(run.shown);
         if (r < 0) {
                 log_error_errno(r, "drain of %s interrupted", d.node);
                 status = EXIT_ERROR;
         } else {
                 const struct drain_exec_result *res = drain_exec_result(run.x);
-                print_result(&d, res);
+                print_result(&run, res);
                 status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
                          : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
                                                                       : EXIT_ERROR;
+                if (rp && report_finish(&d, res, rp, rec) < 0 && status == EXIT_OK)
+                        status = EXIT_ERROR;
         }
+        if (rec)
+                (void)report_rec_finish(rec); /* its watches, before the client goes */
         drain_exec_free(run.x);
         /* The alerts' Kubernetes Events and the webhook: drain-completed (or deadline-missed) was raised
          * just now. */
@@ -628,16 +943,28 @@ struct audit_pod {
         const cJSON *obj;
 };
 
+/* A node as the audit judges it: what an interruption would be to it. */
+struct audit_node {
+        /* name first: str_cmp orders and finds them by it */
+        const char *name, *capacity_type, *zone; /* borrowed from audit.nodes; "unknown" when unlabelled */
+        bool judged;                             /* spot (or unknown), or every node with --all-nodes */
+};
+
 struct audit_finding {
         const struct kube_pdb *pdb;
         const char *node; /* its worst node */
         int on_node;      /* its pods there */
         size_t plan;      /* index into audit.plans */
+        const struct audit_node *an;
+        const struct drain_plan_pdb *pp; /* the PDB in its plan */
+        int64_t over_usec;               /* how far its finish is past the deadline; INT64_MAX: never */
 };
 
 /* Everything one audit holds; released by audit_done(). */
 struct audit {
-        cJSON *pods, *pdbs;
+        cJSON *nodes, *pods, *pdbs;
+        struct audit_node *an;
+        size_t n_an;
         struct audit_pod *ap; /* running pods, by namespace */
         size_t n_ap;
         struct kube_pdb *kp;
@@ -669,6 +996,8 @@ static void audit_done(struct audit *a)
                 kube_pod_clear(&a->ap[i].pod);
         free(a->ap);
         drain_startups_free(a->startups, a->n_startups);
+        free(a->an);
+        cJSON_Delete(a->nodes);
         cJSON_Delete(a->pods);
         cJSON_Delete(a->pdbs);
 }
@@ -689,12 +1018,70 @@ static int str_cmp(const void *x, const void *y)
         return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
+static const char *node_label(const cJSON *node, const char *key)
+{
+        const cJSON *labels =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"), "labels");
+        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(labels, key));
+}
+
+/* Spot or on-demand, from Karpenter's label, else EKS managed node groups'; "unknown" without either. */
+static const char *node_capacity_type(const cJSON *node)
+{
+        const char *k = node_label(node, "karpenter.sh/capacity-type");
+        const char *e = node_label(node, "eks.amazonaws.com/capacityType");
+        if (k)
+                return streq(k, "spot") ? "spot" : streq(k, "on-demand") ? "on-demand" : k;
+        if (e)
+                return streq(e, "SPOT") ? "spot" : streq(e, "ON_DEMAND") ? "on-demand" : e;
+        return "unknown";
+}
+
+static int audit_load_nodes(struct audit *a, struct drain_cli *d)
+{
+        const cJSON *obj;
+        /* The first question, with a short bound: an API server that cannot be reached is told at once. */
+        int r = api_first(d, "/api/v1/nodes", NULL, &a->nodes);
+        if (r < 0)
+                return r;
+        a->an = calloc((size_t)cJSON_GetArraySize(kube_list_items(a->nodes)) + 1, sizeof(*a->an));
+        if (!a->an)
+                return -ENOMEM;
+        cJSON_ArrayForEach (obj, kube_list_items(a->nodes)) {
+                const char *name = kube_object_str(obj, "metadata.name");
+                if (!name)
+                        continue;
+                struct audit_node *n = &a->an[a->n_an++];
+                const char *zone = node_label(obj, "topology.kubernetes.io/zone");
+                if (!zone)
+                        zone = node_label(obj, "failure-domain.beta.kubernetes.io/zone");
+                n->name = name;
+                n->zone = zone ? zone : "unknown";
+                n->capacity_type = node_capacity_type(obj);
+                /* On-demand nodes are not interrupted by spot notices; scheduled events reach them too,
+                 * which is what --all-nodes is for. */
+                n->judged = d->all_nodes || !streq(n->capacity_type, "on-demand");
+        }
+        /* By name: every pod looks its node up. */
+        qsort(a->an, a->n_an, sizeof(*a->an), str_cmp);
+        return 0;
+}
+
+static const struct audit_node *audit_node(const struct audit *a, const char *name)
+{
+        if (!name || a->n_an == 0)
+                return NULL;
+        return bsearch(&name, a->an, a->n_an, sizeof(*a->an), str_cmp);
+}
+
 static int audit_load(struct audit *a, struct drain_cli *d)
 {
         const cJSON *obj;
         int r;
 
-        r = list_sync(d, "/api/v1/pods", NULL, NULL, &a->pods);
+        r = audit_load_nodes(a, d);
+        if (r >= 0)
+                r = list_sync(d, "/api/v1/pods", NULL, NULL, &a->pods);
         if (r >= 0)
                 r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &a->pdbs);
         if (r >= 0)
@@ -749,9 +1136,12 @@ static int audit_worst(const struct audit *a, const struct kube_pdb *pdb, const 
         _cleanup_free_ const char **nodes = calloc(hi - lo + 1, sizeof(*nodes));
         if (!nodes)
                 return -ENOMEM;
-        for (size_t i = lo; i < hi; i++)
-                if (kube_pdb_matches_pod(pdb, &a->ap[i].pod))
+        for (size_t i = lo; i < hi; i++) {
+                const struct audit_node *an = audit_node(a, a->ap[i].pod.node_name);
+                /* Only the nodes judged (a node not listed, e.g. created since, is judged too). */
+                if (kube_pdb_matches_pod(pdb, &a->ap[i].pod) && (!an || an->judged))
                         nodes[n++] = a->ap[i].pod.node_name;
+        }
         /* Sorted, the longest run of one name is the worst node. */
         qsort(nodes, n, sizeof(*nodes), str_cmp);
         *ret_node = NULL;
@@ -817,10 +1207,41 @@ static int audit_analyze(struct audit *a, const struct drain_cli *d)
                                 return r;
                         a->plan_nodes[a->n_plans++] = worst;
                 }
-                a->f[a->n_f++] =
-                    (struct audit_finding){ .pdb = &a->kp[b], .node = worst, .on_node = n, .plan = pn };
+                const struct drain_plan *plan = a->plans[pn];
+                const struct drain_plan_pdb *pp = NULL;
+                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
+                        if (streq_ptr(plan->pdbs[j].namespace, a->kp[b].namespace) &&
+                            streq_ptr(plan->pdbs[j].name, a->kp[b].name))
+                                pp = &plan->pdbs[j];
+                if (!pp)
+                        continue;
+                uint64_t deadline = plan->n_nodes > 0 ? plan->nodes[0].deadline_usec : d->deadline_usec;
+                a->f[a->n_f++] = (struct audit_finding){
+                        .pdb = &a->kp[b],
+                        .node = worst,
+                        .on_node = n,
+                        .plan = pn,
+                        .an = audit_node(a, worst),
+                        .pp = pp,
+                        .over_usec = pp->unforced_finish_usec == DRAIN_NEVER
+                                         ? INT64_MAX
+                                         : (int64_t)pp->unforced_finish_usec - (int64_t)deadline,
+                };
         }
         return 0;
+}
+
+/* Findings first, the furthest over the budget first (never finishing is furthest); then the PDBs that
+ * fit. Ties by name, so that the order is stable. */
+static int audit_finding_cmp(const void *x, const void *y)
+{
+        const struct audit_finding *p = x, *q = y;
+        if (p->pp->feasible != q->pp->feasible)
+                return p->pp->feasible ? 1 : -1;
+        if (p->over_usec != q->over_usec)
+                return p->over_usec > q->over_usec ? -1 : 1;
+        int c = strcmp(p->pp->namespace ? p->pp->namespace : "", q->pp->namespace ? q->pp->namespace : "");
+        return c ? c : strcmp(p->pp->name ? p->pp->name : "", q->pp->name ? q->pp->name : "");
 }
 
 /* Whether the PDB named as pp is infeasible in plan (NULL: none is). */
@@ -843,17 +1264,13 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
         if (!list)
                 return -ENOMEM;
         if (!d->common.json)
-                printf("%-40s %-24s %7s %7s %9s %s\n", "PDB", "WORST NODE", "PODS", "ALLOWED", "VERDICT",
-                       "WOULD FIT");
+                printf("%-40s %-24s %-9s %-12s %5s %7s %8s %9s %s\n", "PDB", "WORST NODE", "CAPACITY",
+                       "ZONE", "PODS", "ALLOWED", "OVER", "VERDICT", "WOULD FIT");
         for (size_t i = 0; i < a->n_f; i++) {
                 const struct drain_plan *plan = a->plans[a->f[i].plan];
-                const struct drain_plan_pdb *pp = NULL;
-                for (size_t j = 0; j < plan->n_pdbs && !pp; j++)
-                        if (streq_ptr(plan->pdbs[j].namespace, a->f[i].pdb->namespace) &&
-                            streq_ptr(plan->pdbs[j].name, a->f[i].pdb->name))
-                                pp = &plan->pdbs[j];
-                if (!pp)
-                        continue;
+                const struct drain_plan_pdb *pp = a->f[i].pp;
+                const char *capacity = a->f[i].an ? a->f[i].an->capacity_type : "unknown";
+                const char *zone = a->f[i].an ? a->f[i].an->zone : "unknown";
                 bool finding = !pp->feasible;
                 findings += finding;
                 /* Too slow even if its pods stopped at once (certain), or only on the expected stops. */
@@ -866,8 +1283,14 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                         else if (finding)
                                 snprintf(fit, sizeof(fit), "no value fits");
                         _cleanup_free_ char *name = strprintf("%s/%s", pp->namespace, pp->name);
-                        printf("%-40s %-24s %7d %7d %9s %s\n", name ? name : pp->name, a->f[i].node,
-                               a->f[i].on_node, pp->k,
+                        char over[24] = "-";
+                        if (a->f[i].over_usec == INT64_MAX)
+                                snprintf(over, sizeof(over), "never");
+                        else if (a->f[i].over_usec > 0)
+                                snprintf(over, sizeof(over), "+%.0f s",
+                                         (double)a->f[i].over_usec / (double)USEC_PER_SEC);
+                        printf("%-40s %-24s %-9s %-12s %5d %7d %8s %9s %s\n", name ? name : pp->name,
+                               a->f[i].node, capacity, zone, a->f[i].on_node, pp->k, over,
                                certain   ? "too-slow"
                                : finding ? "at-risk"
                                          : "ok",
@@ -882,6 +1305,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                 bool ok = cJSON_AddStringToObject(o, "namespace", pp->namespace) &&
                           cJSON_AddStringToObject(o, "pdb", pp->name) &&
                           cJSON_AddStringToObject(o, "worst_node", a->f[i].node) &&
+                          cJSON_AddStringToObject(o, "capacity_type", capacity) &&
+                          cJSON_AddStringToObject(o, "zone", zone) &&
                           cJSON_AddNumberToObject(o, "pods_on_node", a->f[i].on_node) &&
                           cJSON_AddNumberToObject(o, "allowed", pp->k) &&
                           cJSON_AddBoolToObject(o, "feasible", pp->feasible) &&
@@ -895,6 +1320,11 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                                                          (double)USEC_PER_SEC);
                 else if (ok)
                         ok = cJSON_AddNullToObject(o, "predicted_seconds");
+                if (ok && a->f[i].over_usec != INT64_MAX)
+                        ok = cJSON_AddNumberToObject(o, "over_budget_seconds",
+                                                     (double)a->f[i].over_usec / (double)USEC_PER_SEC);
+                else if (ok)
+                        ok = cJSON_AddNullToObject(o, "over_budget_seconds");
                 if (ok && finding && pp->fit_max_unavailable >= 0)
                         ok = cJSON_AddNumberToObject(o, "fit_max_unavailable", pp->fit_max_unavailable) &&
                              cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
@@ -930,11 +1360,14 @@ int cmd_audit(int argc, char **argv)
         r = audit_load(&a, &d);
         if (r >= 0)
                 r = audit_analyze(&a, &d);
-        if (r >= 0)
+        if (r >= 0) {
+                qsort(a.f, a.n_f, sizeof(*a.f), audit_finding_cmp);
                 r = audit_report(&a, &d);
+        }
         drain_cli_done(&d);
         if (r < 0) {
-                fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
+                if (!d.reported)
+                        fprintf(stderr, "spotdrain audit: %s\n", strerror(-r));
                 return EXIT_ERROR;
         }
         return r > 0 ? EXIT_INFEASIBLE : EXIT_OK;

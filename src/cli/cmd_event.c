@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -150,8 +151,7 @@ static int event_parse(int argc, char **argv)
                 case OPT_IGNORED:
                         break;
                 case 'h':
-                        event_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "event");
                 default:
                         fprintf(stderr, "spotdrain event parse: unknown or incomplete option '%s'\n",
                                 argv[optind - 1]);
@@ -185,9 +185,7 @@ static int event_parse(int argc, char **argv)
         r = notice_parse(data, len, &opts, &notices, &n, reason, sizeof(reason));
         if (r < 0) {
                 fprintf(stderr, "spotdrain event parse: %s: %s\n", path, *reason ? reason : strerror(-r));
-                return r == -ENOMEM                         ? EXIT_ERROR
-                       : r == -EDESTADDRREQ || r == -EINVAL ? EXIT_USAGE
-                                                            : EXIT_DATAERR;
+                return r == -ENOMEM ? EXIT_ERROR : r == -EINVAL ? EXIT_USAGE : EXIT_DATAERR;
         }
         if (n == 0)
                 fprintf(stderr, "spotdrain event parse: %s: no notice: %s\n", path, reason);
@@ -210,8 +208,7 @@ static int event_parse(int argc, char **argv)
 int cmd_event(int argc, char **argv)
 {
         if (argc >= 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-                event_usage(stdout);
-                return EXIT_OK;
+                return cli_help(stdout, "event");
         }
         if (argc < 2 || !streq(argv[1], "parse")) {
                 fprintf(stderr, "spotdrain event: expected the subcommand 'parse'\n");

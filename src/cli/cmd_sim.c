@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/core.h"
 #include "spotdrain/sim.h"
 #include "spotdrain/yaml.h"
@@ -147,8 +148,7 @@ static int sim_serve(int argc, char **argv)
                         }
                         break;
                 case 'h':
-                        sim_usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "sim");
                 default:
                         sim_usage(stderr);
                         return EXIT_USAGE;
@@ -215,8 +215,7 @@ int cmd_sim(int argc, char **argv)
                 return EXIT_USAGE;
         }
         if (streq(argv[1], "--help") || streq(argv[1], "-h")) {
-                sim_usage(stdout);
-                return EXIT_OK;
+                return cli_help(stdout, "sim");
         }
         if (streq(argv[1], "serve"))
                 return sim_serve(argc - 1, argv + 1);

@@ -33,6 +33,8 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
+#include "cli/report.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -135,6 +137,10 @@ struct simulate {
         size_t n_drains;
         bool finished;
         int error;
+        /* --report FILE: the timeline page, from what the engine's client and bus saw. */
+        const char *report_path;
+        struct report *report;
+        struct report_rec *rec;
 };
 
 static void usage(FILE *f)
@@ -142,6 +148,7 @@ static void usage(FILE *f)
         fprintf(f,
                 "usage: spotdrain simulate SCENARIO [--time-scale N] [--mode agent|controller] [--json]\n"
                 "                          [--delivery imds|sqs|direct] [--metrics-listen HOST:PORT]\n"
+                "                          [--report FILE.html]\n"
                 "                          [--config FILE] [--log-level LEVEL] [--log-format FORMAT]\n"
                 "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline\n"
                 "(or the simulation result as JSON). Times are scenario seconds.\n"
@@ -271,6 +278,8 @@ static int start_drain(struct simulate *sm, struct kube_client *client, const ch
                 o.ledger = sm->ledger;
         }
         r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
+        if (r >= 0 && sm->rec)
+                r = report_rec_follow(sm->rec, sm->loop, d->x);
         if (r < 0) {
                 sim_drain_free(d);
                 return r;
@@ -549,7 +558,7 @@ static int start_provisioning(struct simulate *sm)
                 r = region ? config_set_value(sm->cfg, "aws.region", region, &error) : -ENOMEM;
         }
         if (r < 0)
-                return log_error_errno(r, "cannot configure provisioning: %s", error ? error : "");
+                return log_error_reason(r, error, "cannot configure provisioning");
         sm->ec2_credentials = (struct aws_credentials){ .access_key_id = key_id,
                                                         .secret_access_key = secret,
                                                         .source = source };
@@ -884,6 +893,7 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 { "time-scale", required_argument, NULL, 't' },
                 { "mode", required_argument, NULL, 'm' },
                 { "delivery", required_argument, NULL, 'd' },
+                { "report", required_argument, NULL, 'R' },
                 { "metrics-listen", required_argument, NULL, 'M' },
                 { "json", no_argument, NULL, 'j' },
                 { "config", required_argument, NULL, 'c' },
@@ -925,9 +935,11 @@ static int parse_args(struct simulate *sm, int argc, char **argv)
                 case 'M':
                         sm->metrics_listen = optarg;
                         break;
+                case 'R':
+                        sm->report_path = optarg;
+                        break;
                 case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
+                        return cli_help(stdout, "simulate");
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
@@ -1006,6 +1018,12 @@ static int setup(struct simulate *sm)
         sm->client = service_kube(sm->svc);
         sm->bus = service_alerts(sm->svc);
         r = alert_bus_add_sink(sm->bus, alert_to_result, sm);
+        if (r >= 0 && sm->report_path) {
+                _cleanup_free_ char *title = strprintf("simulate %s", sim_scenario_name(sm->sim));
+                r = title ? report_new(title, &sm->report) : -ENOMEM;
+                if (r >= 0)
+                        r = report_rec_start(sm->report, sm->client, sm->bus, NULL, sm->wall0, &sm->rec);
+        }
         if (r < 0)
                 return log_error_errno(r, "cannot set up the engine"), EXIT_ERROR;
         /* Agent mode goes through IMDS and the agent, controller mode through SQS and the controller. */
@@ -1029,6 +1047,8 @@ static int setup(struct simulate *sm)
 
 static void teardown(struct simulate *sm)
 {
+        if (sm->rec)
+                (void)report_rec_finish(sm->rec);
         sm->poll = timer_cancel(sm->poll);
         sm->dispatch = dispatch_free(sm->dispatch);
         controller_free(sm->controller);
@@ -1057,6 +1077,9 @@ static void teardown(struct simulate *sm)
         ynode_free(sm->tree);
         free(sm->seen);
         config_free(sm->cfg);
+        /* After the bus that calls it. */
+        report_rec_free(sm->rec);
+        report_free(sm->report);
 }
 
 static const char *seconds_or_dash(const cJSON *v, char *buf, size_t size)
@@ -1065,6 +1088,37 @@ static const char *seconds_or_dash(const cJSON *v, char *buf, size_t size)
                 return "-";
         snprintf(buf, size, "%.1f", v->valuedouble);
         return buf;
+}
+
+static double seconds_or_nan(const cJSON *node, const char *key)
+{
+        const cJSON *v = cJSON_GetObjectItem(node, key);
+        return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* --report: the interrupted nodes of the result, then the pods and PDBs the recorder saw. */
+static int write_report(struct simulate *sm, const cJSON *result)
+{
+        const cJSON *node;
+        int r = 0;
+
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                double deadline = seconds_or_nan(node, "deadline_at");
+                r = report_add_node(sm->report, cJSON_GetStringValue(cJSON_GetObjectItem(node, "name")),
+                                    seconds_or_nan(node, "notice_at"), seconds_or_nan(node, "cordoned_at"),
+                                    deadline,
+                                    deadline - (double)sm->cfg->drain.safety_margin_usec / USEC_PER_SEC,
+                                    seconds_or_nan(node, "drained_at"));
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0)
+                r = report_rec_finish(sm->rec);
+        if (r >= 0)
+                r = report_write(sm->report, sm->report_path);
+        if (r < 0)
+                log_error_errno(r, "cannot write the report %s", sm->report_path);
+        return r;
 }
 
 /* Exit status from the result: every interrupted node drained by its deadline with no pod killed. */
@@ -1156,6 +1210,10 @@ int cmd_simulate(int argc, char **argv)
                 return EXIT_ERROR;
         }
         status = result_status(result);
+        if (sm.report && write_report(&sm, result) < 0) {
+                teardown(&sm);
+                return EXIT_ERROR;
+        }
         if (sm.common.json) {
                 _cleanup_free_ char *text = cJSON_Print(result);
                 if (!text) {

@@ -1,8 +1,10 @@
 /* spotdrain: spot-interruption handler and deadline-aware drain agent for Kubernetes on AWS. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "spotdrain/core.h"
 
 struct command {
@@ -11,9 +13,9 @@ struct command {
         const char *summary;
 };
 
-/* spotdrain-agent (SPOTDRAIN_AGENT_ONLY) is the same program with the DaemonSet's verbs only: without the
- * simulator it links neither libmicrohttpd nor GnuTLS, whose pages an agent on every spot node would carry
- * for nothing (docs/agent.md, "Memory"). */
+/* spotdrain-agent (SPOTDRAIN_AGENT_ONLY) is the same program with the DaemonSet's verbs only: the linker
+ * leaves the simulator's code out of it, though not libmicrohttpd (its /metrics) nor GnuTLS (which Debian's
+ * libcurl and libmicrohttpd bring; docs/agent.md, "Memory"). */
 #ifdef SPOTDRAIN_AGENT_ONLY
 #define PROGRAM "spotdrain-agent"
 #else
@@ -47,7 +49,9 @@ static void usage(FILE *f)
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
                 fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
         fprintf(f, "\ncommon options: --config FILE --kubeconfig FILE --json --log-format json|text "
-                   "--log-level LEVEL --dry-run --help --version\n");
+                   "--log-level LEVEL --dry-run --help --version\n"
+                   "'" PROGRAM " help COMMAND' (or COMMAND --help) describes a command's options, with "
+                   "defaults and examples;\nthe manuals are spotdrain(1) and spotdrain.yaml(5).\n");
 }
 
 int main(int argc, char **argv)
@@ -55,6 +59,18 @@ int main(int argc, char **argv)
         if (argc < 2) {
                 usage(stderr);
                 return EXIT_USAGE;
+        }
+        if (streq(argv[1], "help") && argc >= 3) {
+                /* Help only of the commands this binary has (spotdrain-agent has few). */
+                bool known = argv[2][0] == '-';
+                for (size_t i = 0; !known && i < ARRAY_SIZE(commands); i++)
+                        known = streq(argv[2], commands[i].name);
+                if (!known) {
+                        fprintf(stderr, PROGRAM " help: no command '%s' (" PROGRAM " --help lists them)\n",
+                                argv[2]);
+                        return EXIT_USAGE;
+                }
+                return cli_help_main(argc - 1, argv + 1);
         }
         if (streq(argv[1], "--help") || streq(argv[1], "-h") || streq(argv[1], "help")) {
                 usage(stdout);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/managed.h"
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
 #include "spotdrain/alert.h"
@@ -86,6 +87,7 @@ struct controller {
 
         struct sqs_client *sqs;
         struct asg_client *asg;
+        struct asg_owners *owners; /* controller.cluster_name's tag check; NULL when off */
         struct dispatch *dispatch;
         struct leader *leader;
         struct kube_informer *nodes;
@@ -129,7 +131,9 @@ struct controller {
 
         struct trust_policy trust;
         struct trust_limiter limiter;
-        struct sns_gate *sns; /* controller.verify_sns_signature */
+        struct sns_gate *sns;         /* controller.verify_sns_signature */
+        struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
+        struct managed_gate *managed; /* controller.managed_tag */
 
         struct controller_stats stats;
 };
@@ -491,6 +495,8 @@ const char *controller_reject_label(enum controller_reject why)
                 return "no-node";
         if (why == CONTROLLER_REJECT_BAD_SIGNATURE)
                 return "bad-signature";
+        if (why == CONTROLLER_REJECT_UNMANAGED)
+                return "unmanaged";
         return trust_verdict_label((enum trust_verdict)why);
 }
 
@@ -550,6 +556,47 @@ static void sns_resumed(void *userdata, struct sqs_message *m, int error, const 
         sqs_message_clear(m);
 }
 
+/* A message parked for its instances' managed tag: checked again now that they are known, or left to come
+ * back. */
+static void managed_resumed(void *userdata, struct sqs_message *m, int error)
+{
+        struct controller *c = userdata;
+
+        if (error < 0) {
+                log_warning_errno(error, "message %s comes back in %d s: its instances' tags are not known",
+                                  m->message_id, RETRY_VISIBILITY_SECONDS);
+                set_visibility(c, m->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        } else
+                handle_received(c, m);
+        sqs_message_clear(m);
+}
+
+/* controller.managed_tag: true when the message is not to be acted on now (parked, refused, retried). */
+static bool message_unmanaged(struct controller *c, struct sqs_message *msg, const struct notice *v,
+                              size_t n)
+{
+        char why[256] = "";
+        enum managed_verdict g;
+
+        if (!c->managed)
+                return false;
+        g = managed_gate_check(c->managed, msg, v, n, managed_resumed, c, why, sizeof(why));
+        if (g == MANAGED_PASS)
+                return false;
+        if (g == MANAGED_REFUSE) {
+                log_full(LOG_WARNING, 0,
+                         (const char *[]){ "message_id", msg->message_id, "reason", "unmanaged", NULL },
+                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                alert_rejected(c, CONTROLLER_REJECT_UNMANAGED, v[0].account, msg->message_id, why);
+                set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
+        } else if (g == MANAGED_RETRY) {
+                log_warning("message %s comes back in %d s: %s", msg->message_id, RETRY_VISIBILITY_SECONDS,
+                            why);
+                set_visibility(c, msg->receipt_handle, RETRY_VISIBILITY_SECONDS * SEC);
+        }
+        return true;
+}
+
 static void handle_message(struct controller *c, struct sqs_message *msg)
 {
         c->stats.messages++;
@@ -601,7 +648,7 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
                 (void)queue_delete(c, msg->message_id, msg->receipt_handle, 0);
                 return;
         }
-        if (message_untrusted(c, msg, notices, n))
+        if (message_untrusted(c, msg, notices, n) || message_unmanaged(c, msg, notices, n))
                 return;
 
         m = calloc(1, sizeof(*m));
@@ -879,8 +926,7 @@ static void op_drain_stop(void *userdata, const char *node)
 static void on_kube_done(struct kube_client *k, struct kube_result *r, void *userdata)
 {
         if (r->error < 0)
-                log_warning_errno(r->error, "%s failed: %s", (const char *)userdata,
-                                  r->message ? r->message : "");
+                log_warning_reason(r->error, r->message, "%s failed", (const char *)userdata);
 }
 
 static int op_soft_taint(void *userdata, const char *node, bool add)
@@ -927,12 +973,54 @@ static int op_replacement_request(void *userdata, const char *node, const struct
 static void on_asg_done(int error, const char *message, void *userdata)
 {
         if (error < 0)
-                log_warning_errno(error, "Auto Scaling %s failed: %s", (const char *)userdata,
-                                  message ? message : "");
+                log_warning_reason(error, message, "Auto Scaling %s failed", (const char *)userdata);
+}
+
+static int lifecycle_send(struct controller *c, const struct notice *n, bool complete)
+{
+        log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
+                 n->instance_id, n->asg_name, n->lifecycle_hook_name);
+        return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
+                                                 (void *)"CompleteLifecycleAction")
+                        : asg_heartbeat(c->asg, n, on_asg_done, (void *)"RecordLifecycleActionHeartbeat");
+}
+
+/* A lifecycle action waiting for the answer whether its group is this cluster's. */
+struct lifecycle_wait {
+        struct controller *c;
+        struct notice n;
+        bool complete;
+};
+
+static void lifecycle_foreign(const struct notice *n, const char *cluster, int owned)
+{
+        if (owned == 0)
+                log_warning("the lifecycle action of %s is left alone: group %s does not carry the tag "
+                            "%s%s (another cluster's)",
+                            n->instance_id, n->asg_name, ASG_CLUSTER_TAG_PREFIX, cluster);
+        else
+                log_warning_errno(owned,
+                                  "the lifecycle action of %s is left alone: whether group %s is "
+                                  "this cluster's is not known",
+                                  n->instance_id, n->asg_name);
+}
+
+static void on_owned(int owned, void *userdata)
+{
+        struct lifecycle_wait *w = userdata;
+
+        if (owned == 1)
+                (void)lifecycle_send(w->c, &w->n, w->complete);
+        else if (owned != -ECANCELED)
+                lifecycle_foreign(&w->n, w->c->cfg->controller.cluster_name, owned);
+        free(w);
 }
 
 static int op_lifecycle(struct controller *c, const struct notice *n, bool complete)
 {
+        struct lifecycle_wait *w;
+        int r;
+
         if (!c->asg) {
                 if (!c->asg_warned)
                         log_warning(
@@ -940,18 +1028,29 @@ static int op_lifecycle(struct controller *c, const struct notice *n, bool compl
                 c->asg_warned = true;
                 return -EOPNOTSUPP;
         }
-        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names) &&
-            !strv_contains(c->cfg->controller.asg_names, n->asg_name)) {
+        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names)) {
+                if (strv_contains(c->cfg->controller.asg_names, n->asg_name))
+                        return lifecycle_send(c, n, complete);
                 log_warning("the lifecycle action of %s is left alone: group %s is not one of "
                             "controller.asg_names",
                             n->instance_id, n->asg_name);
                 return -EPERM;
         }
-        log_info("%s lifecycle action of %s (group %s, hook %s)", complete ? "completing" : "heartbeat for",
-                 n->instance_id, n->asg_name, n->lifecycle_hook_name);
-        return complete ? asg_complete_lifecycle(c->asg, n, "CONTINUE", on_asg_done,
-                                                 (void *)"CompleteLifecycleAction")
-                        : asg_heartbeat(c->asg, n, on_asg_done, (void *)"RecordLifecycleActionHeartbeat");
+        if (!c->owners)
+                return lifecycle_send(c, n, complete);
+        /* Only a group tagged as this cluster's: a shared queue brings other clusters' hooks too. */
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (struct lifecycle_wait){ .c = c, .n = *n, .complete = complete };
+        r = asg_owners_check(c->owners, n->asg_name, on_owned, w);
+        if (r == -EINPROGRESS)
+                return 0;
+        free(w);
+        if (r == 1)
+                return lifecycle_send(c, n, complete);
+        lifecycle_foreign(n, c->cfg->controller.cluster_name, r);
+        return r < 0 ? r : -EPERM;
 }
 
 static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
@@ -1304,6 +1403,23 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
+        if (o->cfg && !isempty(o->cfg->controller.managed_tag)) {
+                r = ec2_client_new(l,
+                                   &(struct ec2_config){ .region = c->region,
+                                                         .credentials = o->credentials,
+                                                         .userdata = o->credentials_userdata },
+                                   &c->ec2);
+                if (r < 0)
+                        return log_error_errno(r, "controller.managed_tag: no EC2 client");
+                r = managed_gate_new(l, c->ec2, o->cfg->controller.managed_tag, &c->managed);
+                if (r < 0)
+                        return log_error_errno(r, "controller.managed_tag %s: not KEY or KEY=VALUE",
+                                               o->cfg->controller.managed_tag);
+        }
+        if (c->asg && o->cfg && !isempty(o->cfg->controller.cluster_name) &&
+            strv_isempty(o->cfg->controller.asg_names) &&
+            (r = asg_owners_new(l, c->asg, o->cfg->controller.cluster_name, &c->owners)) < 0)
+                return r;
         if (o->cfg) {
                 _cleanup_free_ char *error = NULL;
                 struct prov_frontend_options po = { .region = c->region,
@@ -1311,7 +1427,7 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                                                     .credentials_userdata = o->credentials_userdata };
                 r = prov_frontend_new(l, kube, bus, o->cfg, &po, &c->prov, &error);
                 if (r < 0) {
-                        log_error_errno(r, "provisioning: %s", error ? error : "cannot set it up");
+                        log_error_reason(r, error, "provisioning: cannot set it up");
                         return r;
                 }
         }
@@ -1363,6 +1479,8 @@ struct controller *controller_free(struct controller *c)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
         sns_gate_free(c->sns);
+        managed_gate_free(c->managed);
+        ec2_client_free(c->ec2);
         while (c->n_drains > 0)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);
@@ -1376,6 +1494,7 @@ struct controller *controller_free(struct controller *c)
                 pending_delete_clear(&c->deleting[i]);
         free(c->deleting);
         prov_frontend_free(c->prov);
+        asg_owners_free(c->owners);
         asg_client_free(c->asg);
         sqs_client_free(c->sqs);
         free(c->queue_url);

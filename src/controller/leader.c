@@ -76,7 +76,7 @@ static void on_write(struct kube_client *c, struct kube_result *r, void *userdat
         le->call = NULL;
         if (r->error < 0 || kube_lease_parse(r->object, &l) < 0) {
                 /* 409: someone else wrote first; read again after the retry period. */
-                log_debug_errno(r->error, "leader: lease write failed: %s", r->message ? r->message : "");
+                log_debug_reason(r->error, r->message, "leader: lease write failed");
                 check_renew_deadline(le, "could not renew it in time");
                 schedule(le, le->o.retry_period_usec);
                 return;
@@ -129,7 +129,7 @@ static void on_get(struct kube_client *c, struct kube_result *r, void *userdata)
                         return;
                 log_debug_errno(w, "leader: cannot create the lease");
         } else if (r->error < 0 || kube_lease_parse(r->object, &l) < 0) {
-                log_debug_errno(r->error, "leader: cannot read the lease: %s", r->message ? r->message : "");
+                log_debug_reason(r->error, r->message, "leader: cannot read the lease");
                 check_renew_deadline(le, "could not read it in time");
         } else {
                 bool mine = streq(l.holder_identity, le->identity);

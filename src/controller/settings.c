@@ -20,6 +20,16 @@ static const struct config_item controller_items[] = {
           "Auto Scaling groups of this cluster: when set, lifecycle actions of other groups are never "
           "completed (unset: only those of instances that are nodes here)",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.cluster_name", CONFIG_STRING, NULL, OFF(cluster_name),
+          "the cluster's name: lifecycle actions are completed only for Auto Scaling groups tagged "
+          "kubernetes.io/cluster/NAME (looked up once per group, kept 10 min); controller.asg_names, when "
+          "set, is used instead",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.managed_tag", CONFIG_STRING, NULL, OFF(managed_tag),
+          "drain only instances carrying this EC2 tag (KEY, any value, or KEY=VALUE): one DescribeInstances "
+          "per instance, kept an hour; another instance's notice is left in the queue as notice-rejected "
+          "(unmanaged); unset: every node of the cluster",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "controller.verify_sns_signature", CONFIG_BOOL, "false", OFF(verify_sns_signature),
           "an SNS-wrapped message is acted on only when SNS's signature over it verifies with the "
           "certificate "
@@ -30,6 +40,19 @@ static const struct config_item controller_items[] = {
           "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
           "belongs to; set this to delete such messages once they are this old (0: never)",
           NULL, CONFIG_SECONDS, .min = 0, .max = 1209600, false },
+        { "controller.admission_listen", CONFIG_STRING, NULL, OFF(admission_listen),
+          "HOST:PORT of the eviction admission webhook (TLS, POST /validate-eviction): an agent's eviction "
+          "is allowed only for a pod bound to the node its token names (docs/security.md); unset: off",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.admission_cert_file", CONFIG_STRING, NULL, OFF(admission_cert_file),
+          "PEM file of the webhook's serving certificate (its chain after it)", NULL, 0, CONFIG_NO_RANGE,
+          false },
+        { "controller.admission_key_file", CONFIG_STRING, NULL, OFF(admission_key_file),
+          "PEM file of the webhook certificate's private key", NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.admission_agent_users", CONFIG_STRV, NULL, OFF(admission_agent_users),
+          "the agents' usernames (system:serviceaccount:NAMESPACE:NAME) whose evictions the webhook "
+          "judges; anyone else's request is allowed unjudged",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section controller_config_section = { "controller", controller_items,

@@ -45,7 +45,7 @@ const char *trust_verdict_label(enum trust_verdict v);
 #define TRUST_LIMITER_SLOTS       64
 
 struct trust_limiter_slot {
-        char sender[NOTICE_ACCOUNT_SIZE + 8];
+        char sender[254]; /* an account, or a node name (the eviction webhook's denials; 253 at most) */
         int reason;
         uint64_t last_usec;
 };

@@ -424,16 +424,22 @@ static int fail(char **ret_error, int r, char *msg)
 
 struct cfile {
         const char *path;
-        char *error;
+        char *error; /* every error of the file, one "path:line: why" a line */
 };
 
+/* Adds one error to the file's list: a file is read whole, so that all of its errors are told at once. */
 static int cfile_fail(struct cfile *f, const struct ynode *at, char *msg)
 {
         if (!msg)
                 return -ENOMEM;
-        f->error = strprintf("%s:%u: %s", f->path, at->line, msg);
+        char *all = f->error ? strprintf("%s\n%s:%u: %s", f->error, f->path, at->line, msg)
+                             : strprintf("%s:%u: %s", f->path, at->line, msg);
         free(msg);
-        return f->error ? -EINVAL : -ENOMEM;
+        if (!all)
+                return -ENOMEM;
+        free(f->error);
+        f->error = all;
+        return -EINVAL;
 }
 
 static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, struct key k,
@@ -487,9 +493,12 @@ static int cfile_apply_value(struct cfile *f, struct spotdrain_config *c, struct
         return 0;
 }
 
+/* Applies every key of map it can; an error is noted (cfile_fail) and the next key read. Returns the first
+ * error, -ENOMEM at once. */
 static int cfile_apply_map(struct cfile *f, struct spotdrain_config *c, const struct ynode *map,
                            const char *prefix)
 {
+        int first = 0;
         YNODE_FOREACH (n, map) {
                 _cleanup_free_ char *key = prefix ? strprintf("%s.%s", prefix, n->key) : strdup(n->key);
                 if (!key)
@@ -502,10 +511,12 @@ static int cfile_apply_map(struct cfile *f, struct spotdrain_config *c, const st
                         r = cfile_apply_map(f, c, n, key);
                 else
                         r = cfile_fail(f, n, strprintf("unknown key '%s'", key));
-                if (r < 0)
+                if (r == -ENOMEM)
                         return r;
+                if (r < 0 && first == 0)
+                        first = r;
         }
-        return 0;
+        return first;
 }
 
 int config_load_file(struct spotdrain_config *c, const char *path, char **ret_error)
@@ -526,6 +537,10 @@ int config_load_file(struct spotdrain_config *c, const char *path, char **ret_er
         r = cfile_apply_map(&f, copy, root, NULL);
         if (r < 0) {
                 config_free(copy);
+                if (r == -ENOMEM) {
+                        free(f.error);
+                        return r;
+                }
                 return fail(ret_error, r, f.error);
         }
         config_move(c, copy);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "spotdrain/core.h"
+#include "spotdrain/term.h"
 
 /* Chosen once at start (log_setup) before other threads exist; read-only afterwards. */
 static enum log_format log_fmt = LOG_FORMAT_TEXT;
@@ -70,6 +71,12 @@ int log_parse_format(const char *s)
                 if (streq(s, names[i]))
                         return (int)i;
         return -EINVAL;
+}
+
+/* One record to its stream, in one write; above a live status block when there is one (term.h). */
+static void log_emit(const char *line)
+{
+        term_write(log_out ? log_out : stderr, line);
 }
 
 static const char *level_name(int level)
@@ -219,7 +226,15 @@ static void log_to_journal(int level, int error, const char *msg, const char *co
                 free(strs[i]);
 }
 
-int log_full(int level, int error, const char *const *fields, const char *fmt, ...)
+const char *error_reason(int error, const char *reason)
+{
+        if (!isempty(reason))
+                return reason;
+        return strerror(error < 0 ? -error : error);
+}
+
+static int log_va(int level, int error, const char *reason, const char *const *fields, const char *fmt,
+                  va_list ap)
 {
         int saved_errno = errno;
         int err = error < 0 ? -error : error;
@@ -229,18 +244,16 @@ int log_full(int level, int error, const char *const *fields, const char *fmt, .
                 return -err;
         }
 
-        va_list ap;
-        va_start(ap, fmt);
         _cleanup_free_ char *text = NULL;
         if (vasprintf(&text, fmt, ap) < 0)
                 text = NULL;
-        va_end(ap);
         if (!text) {
                 errno = saved_errno;
                 return -err;
         }
-        if (err != 0) {
-                char *with = strprintf("%s: %s", text, strerror(err));
+        /* One reason per sentence: the caller's own, else the errno's words. */
+        if (err != 0 || !isempty(reason)) {
+                char *with = strprintf("%s: %s", text, error_reason(err, reason));
                 if (with) {
                         free(text);
                         text = with;
@@ -256,13 +269,29 @@ int log_full(int level, int error, const char *const *fields, const char *fmt, .
                 _cleanup_free_ char *line = log_fmt == LOG_FORMAT_JSON
                                                 ? format_json(ts, level, err, text, fields)
                                                 : format_text(ts, level, text, fields);
-                if (line) {
-                        FILE *f = log_out ? log_out : stderr;
-                        fputs(line, f);
-                        fflush(f);
-                }
+                if (line)
+                        log_emit(line);
         }
 
         errno = saved_errno;
         return -err;
+}
+
+int log_full(int level, int error, const char *const *fields, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = log_va(level, error, NULL, fields, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int log_full_reason(int level, int error, const char *reason, const char *const *fields, const char *fmt,
+                    ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = log_va(level, error, reason, fields, fmt, ap);
+        va_end(ap);
+        return r;
 }

@@ -281,6 +281,25 @@ int parse_bytes(const char *s, int64_t *ret)
         return -EINVAL;
 }
 
+void format_cpu_millis(int64_t millis, char *buf, size_t len)
+{
+        if (millis % 1000 == 0)
+                snprintf(buf, len, "%lld", (long long)(millis / 1000));
+        else
+                snprintf(buf, len, "%lldm", (long long)millis);
+}
+
+void format_bytes(int64_t bytes, char *buf, size_t len)
+{
+        static const char *const units[] = { "Ki", "Mi", "Gi", "Ti" };
+        int u = -1;
+        while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+                bytes /= 1024;
+                u++;
+        }
+        snprintf(buf, len, "%lld%s", (long long)bytes, u >= 0 ? units[u] : "");
+}
+
 static int b64_value(int c)
 {
         if (c >= 'A' && c <= 'Z')

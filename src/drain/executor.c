@@ -605,10 +605,14 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->result.error = error;
         x->result.finished_usec = now;
         x->result.left = count_left(x);
+        x->result.pods_unseen = !kube_informer_synced(x->pods_inf);
         snprintf(secs, sizeof(secs), "%.1f", (double)(now - x->result.notice_usec) / (double)USEC_PER_SEC);
         snprintf(evicted, sizeof(evicted), "%u", x->result.evicted);
         snprintf(forced, sizeof(forced), "%u", x->result.forced);
-        snprintf(left, sizeof(left), "%u", x->result.left);
+        if (x->result.pods_unseen)
+                snprintf(left, sizeof(left), "unknown");
+        else
+                snprintf(left, sizeof(left), "%u", x->result.left);
         const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
 
         if (outcome == DRAIN_EXEC_DRAINED) {
@@ -626,6 +630,13 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                         : -1.0);
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
+        } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
+                /* Nothing is known of what was left: no count, which would read as none. */
+                x->message = strprintf("deadline of %s passed before its pods could be listed; "
+                                       "the API server did not answer in time",
+                                       x->node);
+                alert_emit(x->bus, ALERT_DEADLINE_MISSED, x->node, fields, "%s",
+                           x->message ? x->message : "deadline missed");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED) {
                 _cleanup_free_ char *names = drain_exec_left_names(x);
                 x->message = strprintf("deadline of %s passed with %u pod%s left: %s", x->node,
@@ -633,8 +644,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 alert_emit(x->bus, ALERT_DEADLINE_MISSED, x->node, fields, "%s",
                            x->message ? x->message : "deadline missed");
         } else
-                x->message = strprintf("cannot drain %s: %s%s%s", x->node, why ? why : "", why ? ": " : "",
-                                       strerror(-error));
+                x->message = strprintf("cannot drain %s: %s", x->node, error_reason(error, why));
         x->result.message = x->message;
         /* The per-node gauges describe drains under way only. */
         metrics_remove(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, x->node, NULL);
@@ -770,8 +780,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 xpod_answer(p, DRAIN_LEDGER_FAILED);
                 p->state = XPOD_BLOCKED;
                 p->retry_at = now + 4 * retry_delay(x);
-                log_debug_errno(r->error, "eviction of %s/%s failed: %s", p->namespace, p->name,
-                                r->message ? r->message : "no answer");
+                log_debug_reason(r->error, r->message, "eviction of %s/%s failed", p->namespace, p->name);
                 break;
         }
         kick(x);
@@ -813,8 +822,8 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
         else {
                 p->state = XPOD_BLOCKED;
                 p->force_at = clk_now() + 4 * retry_delay(x);
-                log_debug_errno(r->error, "forced delete of %s/%s failed: %s", p->namespace, p->name,
-                                r->message ? r->message : "no answer");
+                log_debug_reason(r->error, r->message, "forced delete of %s/%s failed", p->namespace,
+                                 p->name);
         }
         kick(x);
 }
@@ -865,7 +874,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 {
         const struct drain_input *in = drain_inputs_get(x->inputs);
         _cleanup_free_ struct order *order = calloc(x->n_own + 1, sizeof(*order));
-        _cleanup_(buf_free) struct buf forced = { 0 };
+        _cleanup_(buf_free) struct buf forced = { 0 }, forced_names = { 0 };
         uint64_t next = x->deadline;
         unsigned n_forced = 0;
         bool tier0_pending = false;
@@ -946,7 +955,9 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         p->forced_grace = grace;
                         n_forced++;
                         if (buf_printf(&forced, "%s%s/%s (grace %" PRIi64 " s)", forced.len ? ", " : "",
-                                       p->namespace, p->name, grace) < 0)
+                                       p->namespace, p->name, grace) < 0 ||
+                            buf_printf(&forced_names, "%s%s/%s", forced_names.len ? "," : "", p->namespace,
+                                       p->name) < 0)
                                 return -ENOMEM;
                         continue;
                 }
@@ -961,7 +972,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
         if (n_forced > 0) {
                 char n[16];
                 snprintf(n, sizeof(n), "%u", n_forced);
-                const char *fields[] = { "pods", n, NULL };
+                /* names: the pods, for whoever tells their story (the --report timeline). */
+                const char *fields[] = { "pods", n, "names", forced_names.data, NULL };
                 alert_emit(x->bus, ALERT_PODS_FORCED, x->node, fields,
                            "%u pod%s on %s deleted around their PDB at their last safe moment: %s", n_forced,
                            n_forced == 1 ? "" : "s", x->node, forced.data);
@@ -1233,9 +1245,9 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
         if (r->error < 0) {
                 const char *fields[] = { "node", x->node, NULL };
                 uint64_t delay = backoff_next(&x->cordon_backoff);
-                log_full(LOG_WARNING, r->error, fields,
-                         "cannot cordon %s (%s), draining anyway and trying again in %.1f s", x->node,
-                         r->message ? r->message : "no answer", (double)delay / 1e6);
+                log_full_reason(LOG_WARNING, r->error, r->message, fields,
+                                "cannot cordon %s, draining anyway and trying again in %.1f s", x->node,
+                                (double)delay / 1e6);
                 /* Until it is cordoned, pods evicted from the node may be scheduled right back onto it. */
                 if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
                         x->cordon_retry = NULL;
@@ -1255,8 +1267,8 @@ static void taint_done(struct kube_client *c, struct kube_result *r, void *userd
         /* A missing node is reported by the cordon. */
         if (r->error < 0 && r->error != -ENOENT) {
                 const char *fields[] = { "node", x->node, NULL };
-                log_full(LOG_WARNING, r->error, fields, "cannot taint %s (%s), draining anyway", x->node,
-                         r->message ? r->message : "no answer");
+                log_full_reason(LOG_WARNING, r->error, r->message, fields,
+                                "cannot taint %s, draining anyway", x->node);
         }
 }
 

@@ -499,25 +499,6 @@ static bool unschedulable(const cJSON *pod)
         return false;
 }
 
-static void format_cpu(int64_t millis, char *buf, size_t n)
-{
-        if (millis % 1000 == 0)
-                snprintf(buf, n, "%lld", (long long)(millis / 1000));
-        else
-                snprintf(buf, n, "%lldm", (long long)millis);
-}
-
-static void format_memory(int64_t bytes, char *buf, size_t n)
-{
-        static const char *const units[] = { "Ki", "Mi", "Gi", "Ti" };
-        int u = -1;
-        while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
-                bytes /= 1024;
-                u++;
-        }
-        snprintf(buf, n, "%lld%s", (long long)bytes, u >= 0 ? units[u] : "");
-}
-
 static void room_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct dep *d = userdata;
@@ -541,8 +522,8 @@ static void room_done(struct kube_client *c, struct kube_result *r, void *userda
                 return;
         }
         char cpu[32], memory[32], pods[16], name[512];
-        format_cpu(need.cpu_millis, cpu, sizeof(cpu));
-        format_memory(need.memory_bytes, memory, sizeof(memory));
+        format_cpu_millis(need.cpu_millis, cpu, sizeof(cpu));
+        format_bytes(need.memory_bytes, memory, sizeof(memory));
         snprintf(pods, sizeof(pods), "%u", n);
         snprintf(name, sizeof(name), "%s/%s", d->ns, d->name);
         const char *fields[] = { "deployment", name, "pods", pods, "cpu", cpu, "memory", memory, NULL };

@@ -222,8 +222,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-/* libmicrohttpd's own messages (a refused connection, a failed bind): debug lines of the project's log. */
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+void httpd_mhd_log(void *cls, const char *fmt, va_list ap)
 {
         char msg[256];
         size_t n;
@@ -232,14 +231,14 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
         n = strlen(msg);
         while (n > 0 && msg[n - 1] == '\n')
                 msg[--n] = '\0';
-        log_debug("operations endpoint: %s", msg);
+        log_debug("%s: %s", (const char *)cls, msg);
 }
 
 /* ---- the server ---- */
 
 /* Numeric addresses only, parsed by hand: getaddrinfo(), even for a numeric host, costs the process about
  * 380 KiB of RSS for good, and this agent's idle budget is 10 MiB. */
-static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
+int httpd_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
 {
         const char *colon = strrchr(s, ':'), *p;
         char host[INET6_ADDRSTRLEN + 2];
@@ -309,7 +308,7 @@ int httpd_start(const char *listen, struct metrics *m, struct httpd **ret)
                 *ret = NULL;
                 return 0;
         }
-        r = parse_listen(listen, &sa, &len);
+        r = httpd_parse_listen(listen, &sa, &len);
         if (r < 0)
                 return r;
         /* "[::]" serves IPv4 too (as mapped addresses); another IPv6 address serves IPv6 alone. */
@@ -336,7 +335,8 @@ int httpd_start(const char *listen, struct metrics *m, struct httpd **ret)
             flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
             MHD_OPTION_CONNECTION_LIMIT, CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT, PER_IP_LIMIT,
             MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_SEC, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            CONN_MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+            CONN_MEMORY_LIMIT, MHD_OPTION_EXTERNAL_LOGGER, httpd_mhd_log, (void *)"operations endpoint",
+            MHD_OPTION_END);
         r = errno;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (!h->daemon) {

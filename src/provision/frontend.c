@@ -192,7 +192,7 @@ static void on_creds(int error, const struct aws_credentials *src, const char *m
 
         f->asking = false;
         if (error < 0)
-                log_debug_errno(error, "provision: no AWS credentials: %s", message ? message : "");
+                log_debug_reason(error, message, "provision: no AWS credentials");
         else
                 creds_store(f, src);
         /* Requests that waited for them go on either way: without credentials the launch fails and says
@@ -466,8 +466,7 @@ static void on_pods(struct kube_client *c, struct kube_result *res, void *userda
 
         q->pods_call = NULL;
         if (res->error < 0) {
-                log_debug_errno(res->error, "provision: cannot list the pods of %s: %s", q->node,
-                                res->message ? res->message : "");
+                log_debug_reason(res->error, res->message, "provision: cannot list the pods of %s", q->node);
                 request_remove(q);
                 return;
         }
@@ -489,8 +488,7 @@ static void on_node(struct kube_client *c, struct kube_result *res, void *userda
         /* Without the node (gone already) the replacement is still wanted: only the zone to avoid is lost.
          */
         if (res->error < 0)
-                log_debug_errno(res->error, "provision: cannot read node %s: %s", q->node,
-                                res->message ? res->message : "");
+                log_debug_reason(res->error, res->message, "provision: cannot read node %s", q->node);
         if (zone && !(q->zone = strdup(zone))) {
                 request_remove(q);
                 return;

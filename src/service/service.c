@@ -46,12 +46,8 @@ static int start_kube(struct service *s, const struct service_options *o)
         if (!kcfg) {
                 r = kube_config_load_auto(o->kubeconfig ? o->kubeconfig : s->cfg->kube.kubeconfig,
                                           s->cfg->kube.context, &s->own_kcfg, &error);
-                if (r < 0) {
-                        if (error)
-                                return log_error_errno(r, "cannot load the Kubernetes configuration: %s",
-                                                       error);
-                        return log_error_errno(r, "cannot load the Kubernetes configuration");
-                }
+                if (r < 0)
+                        return log_error_reason(r, error, "cannot load the Kubernetes configuration");
                 kcfg = s->own_kcfg;
         }
         s->kcfg = kcfg;
@@ -106,7 +102,7 @@ int service_start_provision(struct service *s, const struct prov_frontend_option
         _cleanup_free_ char *error = NULL;
         int r = prov_frontend_new(s->loop, s->kube, s->bus, s->cfg, o, &s->prov, &error);
         if (r < 0)
-                return log_error_errno(r, "provisioning: %s", error ? error : "cannot set it up");
+                return log_error_reason(r, error, "provisioning: cannot set it up");
         return 0;
 }
 
@@ -206,6 +202,11 @@ int service_kube_new(const struct service *s, struct kube_client **ret)
 struct kube_client *service_kube(const struct service *s)
 {
         return s ? s->kube : NULL;
+}
+
+const struct kube_config *service_kube_config(const struct service *s)
+{
+        return s ? s->kcfg : NULL;
 }
 
 struct alert_bus *service_alerts(const struct service *s)

@@ -61,6 +61,7 @@ struct sim_ec2 {
         size_t n_terminated_nodes;
         int desired, max;
         cJSON *group_tags; /* object KEY → VALUE */
+        cJSON *node_tags;  /* scenario nodes' tags set by CreateTags: instance id → {KEY: VALUE} */
         uint64_t created_usec;
         uint64_t seq;
         struct sim_ec2_fault fault;
@@ -255,6 +256,7 @@ static bool view_at(struct sim_ec2 *e, size_t i, struct view *v)
                 v->ip = sim_node_ip(e->sim, i);
                 v->launch_usec = sim_wall_usec(e->sim, -3600);
                 v->in_group = true;
+                v->tags = cJSON_GetObjectItemCaseSensitive(e->node_tags, v->id);
                 bool gone = sim_node_gone(e->sim, i) || node_terminated(e, v->id);
                 v->state = gone ? "terminated" : "running";
                 v->code = gone ? 48 : 16;
@@ -415,6 +417,53 @@ static void act_describe_instances(struct sim_ec2 *e, const cJSON *p, struct ans
                         render_instance(a, &v);
         }
         ans_printf(a, "</reservationSet></DescribeInstancesResponse>");
+}
+
+/* CreateTags on instances (ResourceId.N; Tag.N.Key, Tag.N.Value): what `aws ec2 create-tags` sends. */
+static void act_create_tags(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+{
+        char rid[37];
+
+        if (!param(p, "ResourceId.1") || !param(p, "Tag.1.Key")) {
+                ec2_error(e, a, 400, "MissingParameter",
+                          "The request must contain the parameters ResourceId and Tag");
+                return;
+        }
+        for (unsigned k = 1; k <= MAX_INDEX; k++) {
+                const char *id = param(p, "ResourceId.%u", k);
+                if (!id)
+                        break;
+                if (node_of(e, id) < 0 && !launched_of(e, id)) {
+                        ec2_error(e, a, 400, "InvalidInstanceID.NotFound",
+                                  "The instance ID '%s' does not exist", id);
+                        return;
+                }
+        }
+        for (unsigned k = 1; k <= MAX_INDEX; k++) {
+                const char *id = param(p, "ResourceId.%u", k);
+                struct launched *l;
+                cJSON *tags;
+                if (!id)
+                        break;
+                l = launched_of(e, id);
+                tags = l ? l->tags : cJSON_GetObjectItemCaseSensitive(e->node_tags, id);
+                if (!tags && !(tags = cJSON_AddObjectToObject(e->node_tags, id))) {
+                        a->oom = true;
+                        return;
+                }
+                for (unsigned t = 1; t <= MAX_INDEX; t++) {
+                        const char *key = param(p, "Tag.%u.Key", t), *val = param(p, "Tag.%u.Value", t);
+                        if (!key)
+                                break;
+                        if (param_set(tags, key, val ? val : "") < 0)
+                                a->oom = true;
+                }
+        }
+        request_id(e, rid);
+        ans_printf(a,
+                   "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CreateTagsResponse xmlns=\"%s\">"
+                   "<requestId>%s</requestId><return>true</return></CreateTagsResponse>",
+                   EC2_XMLNS, rid);
 }
 
 static void act_terminate(struct sim_ec2 *e, const cJSON *p, struct answer *a)
@@ -1017,6 +1066,37 @@ static void act_tags(struct sim_ec2 *e, const cJSON *p, struct answer *a)
         asg_ok(e, a, "CreateOrUpdateTags");
 }
 
+/* CompleteLifecycleAction, RecordLifecycleActionHeartbeat: taken for the group's own hooks; another
+ * group's is refused as Auto Scaling refuses an action it has no record of. */
+static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, const char *action)
+{
+        const char *group = param(p, "AutoScalingGroupName"), *hook = param(p, "LifecycleHookName");
+        const char *instance = param(p, "InstanceId"), *token = param(p, "LifecycleActionToken");
+        const char *result = param(p, "LifecycleActionResult");
+        bool complete = streq(action, "CompleteLifecycleAction");
+
+        if (!hook || (!instance && !token) || (complete && !result)) {
+                asg_error(e, a, 400, "ValidationError",
+                          "%s needs LifecycleHookName, InstanceId or "
+                          "LifecycleActionToken%s",
+                          action, complete ? " and LifecycleActionResult" : "");
+                return;
+        }
+        if (!streq(group, e->group)) {
+                asg_error(e, a, 400, "ValidationError",
+                          "No active Lifecycle Action found with instance ID %s",
+                          instance ? instance : token);
+                return;
+        }
+        if (complete)
+                e->stats.lifecycle_completes++;
+        else
+                e->stats.lifecycle_heartbeats++;
+        log_info("sim autoscaling: %s for %s of group %s, hook %s%s%s", action, instance ? instance : token,
+                 group, hook, complete ? ", result " : "", complete ? result : "");
+        asg_ok(e, a, action);
+}
+
 /* ---- authentication ---- */
 
 static const char *default_lookup(const char *akid, void *userdata)
@@ -1029,7 +1109,8 @@ static const char *default_lookup(const char *akid, void *userdata)
 static bool asg_action(const char *action)
 {
         return streq(action, "DescribeAutoScalingGroups") || streq(action, "SetDesiredCapacity") ||
-               streq(action, "CreateOrUpdateTags");
+               streq(action, "CreateOrUpdateTags") || streq(action, "CompleteLifecycleAction") ||
+               streq(action, "RecordLifecycleActionHeartbeat");
 }
 
 static int on_request(void *userdata, const struct sim_http_request *rq)
@@ -1098,12 +1179,17 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                         act_describe_types(e, p, &a);
                 else if (streq(action, "TerminateInstances"))
                         act_terminate(e, p, &a);
+                else if (streq(action, "CreateTags"))
+                        act_create_tags(e, p, &a);
                 else if (streq(action, "DescribeAutoScalingGroups"))
                         act_describe_groups(e, p, &a);
                 else if (streq(action, "SetDesiredCapacity"))
                         act_set_desired(e, p, &a);
                 else if (streq(action, "CreateOrUpdateTags"))
                         act_tags(e, p, &a);
+                else if (streq(action, "CompleteLifecycleAction") ||
+                         streq(action, "RecordLifecycleActionHeartbeat"))
+                        act_lifecycle(e, p, &a, action);
                 else
                         ec2_error(e, &a, 400, "InvalidAction",
                                   "The action %s is not valid for this web service.", action);
@@ -1137,6 +1223,7 @@ int sim_ec2_start(struct sim *s, const char *host, struct sim_ec2 **ret)
         if (prov_catalog_load(NULL, &e->catalog, NULL) < 0)
                 e->catalog = calloc(1, sizeof(*e->catalog));
         e->group_tags = cJSON_CreateObject();
+        e->node_tags = cJSON_CreateObject();
         sim_lock(s);
         e->group = strprintf("spotdrain-%s", sim_scenario_name(s) ? sim_scenario_name(s) : "scenario");
         zone = sim_node_count(s) > 0 && sim_node_zone(s, 0) ? sim_node_zone(s, 0) : "us-east-1a";
@@ -1149,7 +1236,7 @@ int sim_ec2_start(struct sim *s, const char *host, struct sim_ec2 **ret)
         sim_unlock(s);
         host = host ? host : "127.0.0.1";
         listen = strchr(host, ':') && host[0] != '[' ? strprintf("[%s]:0", host) : strprintf("%s:0", host);
-        if (!e->catalog || !e->group_tags || !e->group || !e->region || !listen) {
+        if (!e->catalog || !e->group_tags || !e->node_tags || !e->group || !e->region || !listen) {
                 sim_ec2_stop(e);
                 return -ENOMEM;
         }
@@ -1181,6 +1268,7 @@ struct sim_ec2 *sim_ec2_stop(struct sim_ec2 *e)
         free(e->terminated_nodes);
         prov_catalog_free(e->catalog);
         cJSON_Delete(e->group_tags);
+        cJSON_Delete(e->node_tags);
         free(e->group);
         free(e->region);
         pthread_mutex_destroy(&e->lock);

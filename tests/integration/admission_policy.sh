@@ -7,6 +7,8 @@
 # bound to it, and no other node's; a token without the node claim may write nothing; other identities are
 # not matched at all. Then the same requests against a policy with its node check taken out, which must
 # let the other node's write through: the test can tell a policy that guards from one that does not.
+# Last, the controller release's eviction webhook (examples/controller.yaml): its matchConditions send it
+# the named agent's pods/eviction CREATEs and no one else's request, and a copy without them is caught.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 command -v node >/dev/null 2>&1 || skip "node not installed (the CEL evaluator is an npm package)"
@@ -18,7 +20,7 @@ out=$("$ROOT/tests/tools/cel/install" "$CEL_DIR" 2>&1) || skip "cannot install @
 cp "$ROOT/tests/tools/cel/vap.mjs" "$CEL_DIR/vap.mjs"
 
 log "admission requests from the rendered agent release"
-"$PY" - "$ROOT/helm/spotdrain/examples/agent.yaml" "$TEST_TMP" <<'PY'
+"$PY" - "$ROOT/helm/spotdrain/examples/agent.yaml" "$TEST_TMP" "$ROOT/helm/spotdrain/examples/controller.yaml" <<'PY'
 import copy, json, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 tmp = sys.argv[2]
@@ -157,6 +159,34 @@ assert len(vap["spec"]["validations"]) == before - 1, "no node check to take out
 json.dump({"objects": weak, "cases": [c for c in cases if c["name"] == "agent patches another node"]},
           open(f"{tmp}/control.json", "w"))
 print(f"{len(cases)} requests by {AGENT} and others")
+
+# The controller release's eviction webhook (helm/spotdrain/examples/controller.yaml): its match conditions
+# must send it the named agent's evictions and nobody else's requests.
+ctl_docs = [d for d in yaml.safe_load_all(open(sys.argv[3])) if d]
+agent2 = "system:serviceaccount:kube-system:spotdrain-agent"
+agent2_a = user(agent2, "spot-a")
+node_patch = node_update(agent2_a, "spot-b")
+hooks = [
+    case("the agent evicts (any pod: the webhook judges the node)", "sent", eviction(agent2_a, web_b)),
+    case("the agent without the node claim evicts", "sent", eviction(user(agent2), web_a)),
+    case("the agent patches a node (the policy's, not the webhook's)", "not-sent", node_patch),
+    case("the agent deletes a pod (the policy's)", "not-sent", pod_delete(agent2_a, web_b)),
+    case("the controller evicts", "not-sent",
+         eviction(user("system:serviceaccount:kube-system:spotdrain"), web_b)),
+    case("an agent of another namespace evicts", "not-sent",
+         eviction(user("system:serviceaccount:other:spotdrain-agent", "spot-a"), web_b)),
+    case("the kubelet of spot-b evicts (NodeRestriction's)", "not-sent", eviction(user("system:node:spot-b"), web_b)),
+    case("a cluster admin evicts", "not-sent", eviction(user("admin"), web_b)),
+]
+json.dump({"objects": ctl_docs, "webhookCases": hooks}, open(f"{tmp}/webhook.json", "w"))
+# The control: without its match conditions the webhook would be sent everyone's evictions.
+weak_ctl = copy.deepcopy(ctl_docs)
+for d in weak_ctl:
+    for w in d.get("webhooks") or []:
+        assert w.pop("matchConditions"), "no match conditions to take out"
+json.dump({"objects": weak_ctl, "webhookCases": [h for h in hooks if h["name"] == "a cluster admin evicts"]},
+          open(f"{tmp}/webhook-control.json", "w"))
+print(f"{len(hooks)} requests for the eviction webhook")
 PY
 
 log "the policy decides each request"
@@ -166,4 +196,9 @@ log "the control: without its node check the policy lets another node's write th
 rc=0
 node "$CEL_DIR/vap.mjs" "$TEST_TMP/control.json" || rc=$?
 [ "$rc" -eq 1 ] || fail "the weakened policy was not caught (exit $rc)"
+log "the eviction webhook's match conditions: the agent's evictions and nobody else's"
+node "$CEL_DIR/vap.mjs" "$TEST_TMP/webhook.json" || fail "the webhook would be sent other requests than the agents' evictions"
+rc=0
+node "$CEL_DIR/vap.mjs" "$TEST_TMP/webhook-control.json" || rc=$?
+[ "$rc" -eq 1 ] || fail "the webhook without match conditions was not caught (exit $rc)"
 echo "ok"

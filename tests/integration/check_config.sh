@@ -18,6 +18,16 @@ if err=$("$SPOTDRAIN" check-config --config "$TEST_TMP/badvalue.yaml" 2>&1); the
 fi
 grep -q "badvalue.yaml:2: drain.safety_margin_seconds" <<<"$err" || fail "bad value error lacks file:line: $err"
 
+# Every error of a file, not only the first, each on its own line with file:line.
+printf 'drain:\n  safety_margin_seconds: soon\n  bogus: 1\nkube:\n  burst: many\n' >"$TEST_TMP/errors.yaml"
+if err=$("$SPOTDRAIN" check-config --config "$TEST_TMP/errors.yaml" 2>&1); then
+	fail "a file with three errors was accepted"
+fi
+[ "$(grep -c '^spotdrain check-config: .*errors.yaml:[0-9]*: ' <<<"$err")" -eq 3 ] ||
+	fail "check-config does not tell all three errors, one a line: $err"
+grep -q "errors.yaml:3: unknown key 'drain.bogus'" <<<"$err" || fail "the second error is missing: $err"
+grep -q "errors.yaml:5: kube.burst" <<<"$err" || fail "the third error is missing: $err"
+
 printf 'drain:\n  safety_margin_seconds: 7\n' >"$TEST_TMP/margin.yaml"
 out=$(SPOTDRAIN_DRAIN_SAFETY_MARGIN_SECONDS=9 "$SPOTDRAIN" check-config --config "$TEST_TMP/margin.yaml")
 grep -q 'safety_margin_seconds: 9' <<<"$out" || fail "the environment does not override the file"

@@ -117,31 +117,5 @@ trial() {
 	)
 }
 
-if [ "${CRASH_SEEDS:-}" = random ]; then
-	seeds=()
-	for _ in $(seq "${CRASH_TRIALS:-10}"); do seeds+=($((RANDOM * 32768 + RANDOM))); done
-elif [ -n "${CRASH_SEEDS:-}" ]; then
-	read -r -a seeds <<<"$CRASH_SEEDS"
-else
-	seeds=("${FIXED_SEEDS[@]:0:${CRASH_TRIALS:-10}}")
-fi
-log "controller crash-resume: ${#seeds[@]} trials, seeds ${seeds[*]}"
-for seed in "${seeds[@]}"; do
-	trial "$seed" &
-done
-wait
-
-failed=0
-for seed in "${seeds[@]}"; do
-	verdict=$(cat "$TEST_TMP/trial-$seed/verdict" 2>/dev/null || echo "FAIL: no verdict")
-	echo "seed $seed: $verdict"
-	if [[ "$verdict" != ok* ]]; then
-		failed=1
-		echo "--- seed $seed: controller log (tail)" >&2
-		tail -n 30 "$TEST_TMP/trial-$seed/controller.log" >&2 || true
-	fi
-done
-# CRASH_KEEP=DIR keeps every trial's scenario, logs and result.
-[ -z "${CRASH_KEEP:-}" ] || { mkdir -p "$CRASH_KEEP" && cp -r "$TEST_TMP"/. "$CRASH_KEEP"/; }
-[ "$failed" -eq 0 ] || fail "a restarted controller did not finish the drains as an undisturbed run would"
+crash_trials "controller crash-resume" controller.log || fail "a restarted controller did not finish the drains as an undisturbed run would"
 echo "ok"

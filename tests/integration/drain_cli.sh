@@ -32,6 +32,22 @@ cat "$TEST_TMP/audit.json"
 jq -e '[.pdbs[] | select(.pdb == "api" and .feasible == false and .grade == "infeasible" and
 	.fit_max_unavailable > 1)] | length == 1' \
 	"$TEST_TMP/audit.json" >/dev/null || fail "audit does not report shop/api with a value that fits"
+# Spot nodes only by default (seed-504's od-* hold more of each PDB's pods), each finding with its capacity
+# type and zone; the findings first, sorted by how far over the budget they are.
+jq -e '([.pdbs[] | select(.worst_node != "spot-a" or .capacity_type != "spot" or .zone != "us-east-1a")] | length == 0)
+	and .pdbs[0].pdb == "api" and .pdbs[0].over_budget_seconds > 0' \
+	"$TEST_TMP/audit.json" >/dev/null || fail "audit judges a node that is not spot, or lacks capacity type and zone"
+expect_exit 4 "$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" >"$TEST_TMP/audit.txt"
+cat "$TEST_TMP/audit.txt"
+grep -Eq '^shop/api +spot-a +spot +us-east-1a ' "$TEST_TMP/audit.txt" || fail "the audit table lacks capacity type and zone"
+# --all-nodes judges on-demand nodes too (scheduled events reach them): their worse cases come first.
+expect_exit 4 "$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" --all-nodes --json >"$TEST_TMP/audit-all.json"
+cat "$TEST_TMP/audit-all.json"
+jq -e '[.pdbs[] | select(.capacity_type == "on-demand")] | length >= 1' "$TEST_TMP/audit-all.json" >/dev/null ||
+	fail "audit --all-nodes judges no on-demand node"
+jq -e '[.pdbs[] | select(.feasible == false) | .over_budget_seconds // 1e9] as $o | $o == ($o | sort | reverse)' \
+	"$TEST_TMP/audit-all.json" >/dev/null || fail "audit findings are not sorted by how far over the budget they are"
+expect_exit 2 "$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --all-nodes
 # A budget long enough for every wave: no findings.
 expect_exit 0 "$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" --budget 3600
 

@@ -105,7 +105,11 @@ for bin in $bins; do
 	done
 	run "$bin" 0 "$imds/spot-instance-action-terminate.json" --json --imds spot/instance-action --instance-id $IID &&
 		check_json 1 'v[0]["deadline"] == "2024-05-14T10:23:53Z"'
-	run "$bin" 2 "$imds/spot-instance-action-terminate.json" --json && check_err "--instance-id"
+	# Without --instance-id the instance is absent, as any field a form lacks.
+	run "$bin" 0 "$imds/spot-instance-action-terminate.json" --json &&
+		check_json 1 '"instance_id" not in v[0] and v[0]["kind"] == "spot-interruption" and v[0]["deadline"] == "2024-05-14T10:23:53Z"'
+	run "$bin" 0 "$imds/rebalance-recommendation.json" --json --imds events/recommendations/rebalance &&
+		check_json 1 '"instance_id" not in v[0] and v[0]["kind"] == "rebalance-recommendation"'
 	run "$bin" 0 "$imds/spot-termination-time.txt" --json --instance-id $IID &&
 		check_json 1 'v[0]["kind"] == "spot-interruption" and v[0]["deadline"] == "2024-05-14T10:23:53Z"'
 	run "$bin" 0 "$imds/rebalance-recommendation.json" --json --instance-id $IID --imds events/recommendations/rebalance &&

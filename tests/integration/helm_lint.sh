@@ -183,7 +183,7 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     check_events_role(by, docs)
     assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)
                 and d["metadata"]["name"] != "spotdrain-pod-events"]
-    svc = one(docs, "Service")
+    svc = by[("Service", "spotdrain")]
     if mode == "agent":
         ds = one(docs, "DaemonSet")
         spec = ds["spec"]["template"]["spec"]
@@ -221,6 +221,12 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         assert got["spotdrain-leader"] == {("coordination.k8s.io", "leases"): {"get", "create", "update"},
                                            ("", "configmaps"): {"get", "create", "update"}}, got
         assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+        # The agents' evictions held to their nodes by the controller (its answers: eviction_webhook.sh).
+        (wh,) = by[("ValidatingWebhookConfiguration", "spotdrain-evictions")]["webhooks"]
+        assert wh["failurePolicy"] == "Fail" and wh["rules"][0]["resources"] == ["pods/eviction"], wh
+        assert wh["clientConfig"]["service"]["name"] == "spotdrain-webhook"
+        assert by[("Service", "spotdrain-webhook")]["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+        assert cfg["controller"]["admission_agent_users"] == ["system:serviceaccount:kube-system:spotdrain-agent"]
         pdb = one(docs, "PodDisruptionBudget")
         sel = dep["spec"]["selector"]["matchLabels"]
         assert pdb["spec"]["selector"]["matchLabels"] == sel
@@ -238,139 +244,7 @@ log "the templates render to the examples (a helm-template stand-in: text/templa
 GOSRC=/usr/share/gocode
 if command -v go >/dev/null 2>&1 && [ -d "$GOSRC/src/github.com/Masterminds/sprig" ] &&
 	[ -d "$GOSRC/src/github.com/ghodss/yaml" ]; then
-	mkdir -p "$TEST_TMP/render"
-	cat >"$TEST_TMP/render/main.go" <<'GO'
-// Renders a Helm chart's templates the way `helm template` does, for a machine without helm: text/template
-// with sprig and Helm's own include, required, tpl and toYaml; values.yaml merged with -f files.
-package main
-
-import (
-	"bytes"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
-	"text/template"
-
-	"github.com/Masterminds/sprig"
-	"github.com/ghodss/yaml"
-)
-
-func load(path string) map[string]interface{} {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		fail(err)
-	}
-	out := map[string]interface{}{}
-	if err := yaml.Unmarshal(data, &out); err != nil {
-		fail(fmt.Errorf("%s: %w", path, err))
-	}
-	return out
-}
-
-func merge(dst, src map[string]interface{}) map[string]interface{} {
-	for k, v := range src {
-		if sm, ok := v.(map[string]interface{}); ok {
-			if dm, ok := dst[k].(map[string]interface{}); ok {
-				dst[k] = merge(dm, sm)
-				continue
-			}
-		}
-		dst[k] = v
-	}
-	return dst
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "chartrender:", err)
-	os.Exit(1)
-}
-
-func main() {
-	if len(os.Args) < 4 {
-		fail(fmt.Errorf("usage: chartrender CHART RELEASE NAMESPACE [VALUES...]"))
-	}
-	chart, release, namespace := os.Args[1], os.Args[2], os.Args[3]
-	values := load(filepath.Join(chart, "values.yaml"))
-	for _, f := range os.Args[4:] {
-		values = merge(values, load(f))
-	}
-	meta := load(filepath.Join(chart, "Chart.yaml"))
-	top := map[string]interface{}{
-		"Values":  values,
-		"Release": map[string]interface{}{"Name": release, "Namespace": namespace, "Service": "Helm"},
-		"Chart": map[string]interface{}{"Name": meta["name"], "Version": meta["version"],
-			"AppVersion": meta["appVersion"]},
-	}
-
-	root := template.New("chart").Option("missingkey=zero")
-	funcs := sprig.TxtFuncMap()
-	funcs["toYaml"] = func(v interface{}) string {
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSuffix(string(data), "\n")
-	}
-	funcs["include"] = func(name string, data interface{}) (string, error) {
-		var buf bytes.Buffer
-		err := root.ExecuteTemplate(&buf, name, data)
-		return buf.String(), err
-	}
-	funcs["required"] = func(msg string, v interface{}) (interface{}, error) {
-		if v == nil || v == "" {
-			return nil, fmt.Errorf("%s", msg)
-		}
-		return v, nil
-	}
-	funcs["tpl"] = func(text string, data interface{}) (string, error) {
-		t, err := root.Clone()
-		if err != nil {
-			return "", err
-		}
-		t, err = t.New("tpl").Parse(text)
-		if err != nil {
-			return "", err
-		}
-		var buf bytes.Buffer
-		err = t.Execute(&buf, data)
-		return buf.String(), err
-	}
-	root.Funcs(funcs)
-
-	files, _ := filepath.Glob(filepath.Join(chart, "templates", "*"))
-	sort.Strings(files)
-	var names []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			fail(err)
-		}
-		name := filepath.Base(f)
-		if _, err := root.New(name).Parse(string(data)); err != nil {
-			fail(err)
-		}
-		if strings.HasSuffix(name, ".yaml") && !strings.HasPrefix(name, "_") {
-			names = append(names, name)
-		}
-	}
-	for _, name := range names {
-		var buf bytes.Buffer
-		if err := root.ExecuteTemplate(&buf, name, top); err != nil {
-			fail(err)
-		}
-		out := strings.ReplaceAll(buf.String(), "<no value>", "")
-		if strings.TrimSpace(out) == "" {
-			continue
-		}
-		fmt.Printf("---\n# Source: %s\n%s\n", name, strings.TrimLeft(out, "\n"))
-	}
-}
-GO
-	(cd "$TEST_TMP/render" && GO111MODULE=off GOPATH=$GOSRC GOCACHE=$TEST_TMP/render/cache GOFLAGS='' \
-		go build -o chartrender main.go) || fail "the chart renderer does not build"
-	RENDER=$TEST_TMP/render/chartrender
+	RENDER=$(build_chartrender) || fail "the chart renderer does not build"
 	for mode in agent controller; do
 		"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode.yaml" ||
 			fail "rendering $mode failed"

@@ -16,7 +16,7 @@ SPOTDRAIN_AGENT=${SPOTDRAIN_AGENT:-$(dirname "$SPOTDRAIN")/spotdrain-agent}
 TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-it.XXXXXX")
 SIM_PIDS=()
 # Set by start_sim for the test scripts.
-export SIM_URL SIM_KUBECONFIG SIM_PID SIM_LOG
+export SIM_URL SIM_KUBECONFIG SIM_PID SIM_LOG SIM_ENDPOINTS
 
 skip() {
 	echo "skipped: $*"
@@ -101,6 +101,7 @@ start_sim() {
 	fi
 	SIM_URL=$(jq -r .kubernetes "$dir/endpoints.json")
 	SIM_KUBECONFIG=$dir/kubeconfig
+	SIM_ENDPOINTS=$dir/endpoints.json
 	log "sim $name ($scenario) at $SIM_URL"
 }
 
@@ -115,4 +116,92 @@ stop_sim() {
 # sim_result URL: GET /sim/v1/result
 sim_result() {
 	curl -sSf "$1/sim/v1/result"
+}
+
+# crash_trials WHAT LOG: the crash-resume tests' trials. Runs the caller's `trial SEED` in the background for
+# each seed (CRASH_SEEDS: a list, or "random" for CRASH_TRIALS random ones; else the first CRASH_TRIALS, 10,
+# of the caller's FIXED_SEEDS), waits for them all, prints each TEST_TMP/trial-SEED/verdict and, for a
+# failed one, the tail of its LOG. CRASH_KEEP=DIR keeps every trial's files. Returns 1 when one failed.
+crash_trials() {
+	local what=$1 logname=$2 seeds=() failed=0 seed verdict
+	if [ "${CRASH_SEEDS:-}" = random ]; then
+		for _ in $(seq "${CRASH_TRIALS:-10}"); do seeds+=($((RANDOM * 32768 + RANDOM))); done
+	elif [ -n "${CRASH_SEEDS:-}" ]; then
+		read -r -a seeds <<<"$CRASH_SEEDS"
+	else
+		seeds=("${FIXED_SEEDS[@]:0:${CRASH_TRIALS:-10}}")
+	fi
+	log "$what: ${#seeds[@]} trials, seeds ${seeds[*]}"
+	for seed in "${seeds[@]}"; do
+		trial "$seed" &
+	done
+	wait
+	for seed in "${seeds[@]}"; do
+		verdict=$(cat "$TEST_TMP/trial-$seed/verdict" 2>/dev/null || echo "FAIL: no verdict")
+		echo "seed $seed: $verdict"
+		if [[ "$verdict" != ok* ]]; then
+			failed=1
+			echo "--- seed $seed: $logname (tail)" >&2
+			tail -n 30 "$TEST_TMP/trial-$seed/$logname" >&2 || true
+		fi
+	done
+	[ -z "${CRASH_KEEP:-}" ] || { mkdir -p "$CRASH_KEEP" && cp -r "$TEST_TMP"/. "$CRASH_KEEP"/; }
+	return "$failed"
+}
+
+# build_chartrender: builds tests/tools/chartrender (the chart's templates rendered as `helm template`
+# renders them, for a machine without helm) into TEST_TMP and prints its path; skips the test where Go or
+# Debian's sprig and yaml sources (golang-go golang-github-masterminds-sprig-dev
+# golang-github-ghodss-yaml-dev) are missing.
+build_chartrender() {
+	local gosrc=/usr/share/gocode dir=$TEST_TMP/chartrender
+	command -v go >/dev/null 2>&1 && [ -d "$gosrc/src/github.com/Masterminds/sprig" ] &&
+		[ -d "$gosrc/src/github.com/ghodss/yaml" ] || return 1
+	mkdir -p "$dir"
+	cp "$ROOT/tests/tools/chartrender/main.go" "$dir/main.go"
+	(cd "$dir" && GO111MODULE=off GOPATH=$gosrc GOCACHE=$dir/cache GOFLAGS='' go build -o chartrender main.go) >&2 ||
+		return 1
+	echo "$dir/chartrender"
+}
+
+# The simulator's AWS key (SIM_EC2_ACCESS_KEY_ID and its secret in src/sim): what its SQS, EC2, Auto
+# Scaling and STS surfaces take.
+SIM_AWS_KEY_ID=AKIDEXAMPLE
+SIM_AWS_SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
+
+# aws_sim URL ARGS...: the AWS CLI against one of the simulator's surfaces, with its key, region us-east-1
+# and nothing from the user's configuration; JSON out.
+aws_sim() {
+	local url=$1
+	shift
+	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS \
+		AWS_ACCESS_KEY_ID="$SIM_AWS_KEY_ID" AWS_SECRET_ACCESS_KEY="$SIM_AWS_SECRET" \
+		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
+		"${AWS:-aws}" "$@" --endpoint-url "$url" --region us-east-1 --output json
+}
+
+# sim_endpoint KEY...: the last started simulator's endpoints (--endpoints-out: sqs, queue_url, ec2,
+# autoscaling, ...), one a line; fails when one is missing.
+sim_endpoint() {
+	local k v
+	for k in "$@"; do
+		v=$(jq -r --arg k "$k" '.[$k] // empty' "$SIM_ENDPOINTS")
+		[ -n "$v" ] || fail "sim serve offers no $k"
+		echo "$v"
+	done
+}
+
+# spot_warning ID INSTANCE [ACCOUNT [TIME]]: an EventBridge spot interruption warning, in the simulator's
+# account and at the present time unless told.
+spot_warning() {
+	jq -cn --arg id "$1" --arg instance "$2" --arg account "${3:-123456789012}" \
+		--arg time "${4:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}" '{version: "0", id: $id,
+		"detail-type": "EC2 Spot Instance Interruption Warning", source: "aws.ec2", account: $account,
+		time: $time, region: "us-east-1", resources: ["arn:aws:ec2:us-east-1a:instance/" + $instance],
+		detail: {"instance-id": $instance, "instance-action": "terminate"}}'
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -58,6 +58,19 @@ jq -e '.pdb_breaches == 0 and (has("replicas_changed") | not) and .nodes[0].pods
 jq -e '[.alerts[] | select(.kind == "surge-no-room")] | length == 0' "$TEST_TMP/single.json" >/dev/null ||
 	fail "single: surge-no-room raised although od-1 has room"
 
+log "plan predicts the missing room before anything is raised, and says so where there is room"
+start_sim noroom "$ROOT/examples/surge-no-room.yaml"
+"$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" >"$TEST_TMP/plan-noroom.txt"
+grep -q '^ROOM surge needs room for 1 of its 1 pod (cpu 500m, memory 512Mi) that no other node has' \
+	"$TEST_TMP/plan-noroom.txt" || fail "plan does not say the surged pod has no room: $(cat "$TEST_TMP/plan-noroom.txt")"
+"$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/plan-noroom.json"
+jq -e '.nodes[0].surge_room == {"pods": 1, "missing_pods": 1, "missing_cpu": "500m", "missing_memory": "512Mi"}' \
+	"$TEST_TMP/plan-noroom.json" >/dev/null || fail "plan --json: $(jq -c '.nodes[0]' "$TEST_TMP/plan-noroom.json")"
+start_sim room "$ROOT/examples/surge-single-replica.yaml"
+"$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" >"$TEST_TMP/plan-room.txt"
+grep -q '^ROOM the 1 surged pod fits on other nodes' "$TEST_TMP/plan-room.txt" ||
+	fail "plan does not find od-1's room: $(cat "$TEST_TMP/plan-room.txt")"
+
 log "drain.surge: off: the pod is forced around its PDB at its last safe moment (a breach)"
 printf 'drain:\n  surge: "off"\n' >"$TEST_TMP/off.yaml"
 run off "$ROOT/examples/surge-single-replica.yaml" --config "$TEST_TMP/off.yaml"

@@ -13,8 +13,6 @@ command -v jq >/dev/null 2>&1 || skip "jq not installed"
 command -v curl >/dev/null 2>&1 || skip "curl not installed"
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 
-KEY_ID=AKIDEXAMPLE
-SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
 SPOT_A=i-0a00000000000000a
 STRANGER=i-0fff0000000000fff
 
@@ -33,26 +31,10 @@ workloads:
 EOF
 
 start_sim trust "$TEST_TMP/scenario.yaml"
-ENDPOINTS=$TEST_TMP/trust/endpoints.json
-QUEUE_URL=$(jq -r '.queue_url // empty' "$ENDPOINTS")
-SQS_URL=$(jq -r '.sqs // empty' "$ENDPOINTS")
-[ -n "$QUEUE_URL" ] || fail "sim serve offers no SQS queue"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+{ read -r QUEUE_URL && read -r SQS_URL; } < <(sim_endpoint queue_url sqs)
+METRICS_PORT=$(free_port)
 
-# cli ARGS...: the AWS CLI with the simulator's credentials and nothing from the user's configuration.
-cli() {
-	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS \
-		AWS_ACCESS_KEY_ID="$KEY_ID" AWS_SECRET_ACCESS_KEY="$SECRET" \
-		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
-		"$AWS" "$@" --endpoint-url "$SQS_URL" --region us-east-1 --output json
-}
-# warning ID ACCOUNT INSTANCE TIME: an EventBridge spot interruption warning
-warning() {
-	jq -cn --arg id "$1" --arg account "$2" --arg instance "$3" --arg time "$4" '{version: "0", id: $id,
-		"detail-type": "EC2 Spot Instance Interruption Warning", source: "aws.ec2", account: $account,
-		time: $time, region: "us-east-1", resources: ["arn:aws:ec2:us-east-1a:instance/" + $instance],
-		detail: {"instance-id": $instance, "instance-action": "terminate"}}'
-}
+cli() { aws_sim "$SQS_URL" "$@"; }
 send() { cli sqs send-message --queue-url "$QUEUE_URL" --message-body "$1" >/dev/null; }
 metric() { curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 metric_at_least() { [ "$(metric "$1")" ] && awk -v v="$(metric "$1")" -v n="$2" 'BEGIN { exit !(v >= n) }'; }
@@ -66,7 +48,7 @@ a_empty() { [ "$(pods_on_a)" -eq 0 ]; }
 now() { date -u -d "@$(($(date +%s) - ${1:-0}))" +%Y-%m-%dT%H:%M:%SZ; }
 
 log "controller on the queue"
-AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1 \
+AWS_ACCESS_KEY_ID=$SIM_AWS_KEY_ID AWS_SECRET_ACCESS_KEY=$SIM_AWS_SECRET AWS_REGION=us-east-1 \
 	"$SPOTDRAIN" controller --queue-url "$QUEUE_URL" --kubeconfig "$SIM_KUBECONFIG" --no-leader-election \
 	--metrics-listen "127.0.0.1:$METRICS_PORT" >"$TEST_TMP/controller.log" 2>&1 &
 CTL_PID=$!
@@ -74,7 +56,7 @@ SIM_PIDS+=("$CTL_PID")
 wait_for 10 ready || { cat "$TEST_TMP/controller.log" >&2; fail "controller not ready"; }
 
 log "a warning from another account: not acted on, left in the queue"
-send "$(warning forged-1 999999999999 "$SPOT_A" "$(now)")"
+send "$(spot_warning forged-1 "$SPOT_A" 999999999999 "$(now)")"
 wait_for 20 metric_at_least 'spotdrain_sqs_messages_rejected_total{reason="foreign-account"}' 1 ||
 	{ cat "$TEST_TMP/controller.log" >&2; fail "the foreign warning was not rejected"; }
 ! cordoned || fail "spot-a cordoned by another account's warning"
@@ -82,10 +64,10 @@ wait_for 20 metric_at_least 'spotdrain_sqs_messages_rejected_total{reason="forei
 grep -q 'alert=notice-rejected' "$TEST_TMP/controller.log" || fail "no notice-rejected alert"
 
 log "a warning for an instance that is no node here: waited for, then left for its own cluster"
-send "$(warning stranger-1 123456789012 "$STRANGER" "$(now)")"
+send "$(spot_warning stranger-1 "$STRANGER" 123456789012 "$(now)")"
 
 log "a warning back-dated by six minutes: drained gracefully with the minimum budget"
-send "$(warning late-1 123456789012 "$SPOT_A" "$(now 360)")"
+send "$(spot_warning late-1 "$SPOT_A" 123456789012 "$(now 360)")"
 wait_for 10 cordoned || { cat "$TEST_TMP/controller.log" >&2; fail "the late warning did not cordon spot-a"; }
 wait_for 45 a_empty || { cat "$TEST_TMP/controller.log" >&2; fail "spot-a not drained within the minimum budget"; }
 grep -q 'arrived [0-9]* s after its deadline: drained with the minimum budget of 30 s' "$TEST_TMP/controller.log" ||

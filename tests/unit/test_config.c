@@ -88,6 +88,17 @@ static void test_unknown_key(void **state)
         assert_int_equal(c->drain.safety_margin_usec, 5 * SEC);
 }
 
+static void expect_yaml_error(const char *yaml, const char *message);
+
+/* Every error of a file is told, each with its line, in the file's order; the file is still not applied. */
+static void test_every_error(void **state)
+{
+        expect_yaml_error("drain:\n  budget_seconds: soon\n  bogus: 1\nkube:\n  burst: many\n",
+                          "2: drain.budget_seconds: expected a duration in seconds, got 'soon'\n"
+                          "{}:3: unknown key 'drain.bogus'\n"
+                          "{}:5: kube.burst: expected an integer, got 'many'");
+}
+
 static void expect_yaml_error(const char *yaml, const char *message)
 {
         char path[] = "/tmp/spotdrain-config-XXXXXX";
@@ -97,6 +108,14 @@ static void expect_yaml_error(const char *yaml, const char *message)
         assert_int_equal(write_file_atomic(path, yaml, strlen(yaml), 0600), 0);
         _cleanup_(config_freep) struct spotdrain_config *c = NULL;
         _cleanup_free_ char *err = NULL, *want = strprintf("%s:%s", path, message);
+        assert_non_null(want);
+        /* "{}" in a later line stands for the file's path */
+        for (char *p; (p = strstr(want, "{}"));) {
+                char *w = strprintf("%.*s%s%s", (int)(p - want), want, path, p + 2);
+                assert_non_null(w);
+                free(want);
+                want = w;
+        }
         assert_int_equal(config_new(&c), 0);
         assert_true(config_load_file(c, path, &err) < 0);
         unlink(path);
@@ -291,7 +310,7 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 65);
+        assert_int_equal(n, 71);
         assert_null(config_find("drain"));
         /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
         const struct config_item *surge = config_find("drain.surge");
@@ -308,7 +327,7 @@ int main(void)
                 cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_types),
                 cmocka_unit_test(test_override_order),  cmocka_unit_test(test_set_errors),
                 cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
-                cmocka_unit_test(test_provision_keys),
+                cmocka_unit_test(test_provision_keys),  cmocka_unit_test(test_every_error),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

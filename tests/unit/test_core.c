@@ -317,6 +317,53 @@ static void test_log_text_and_levels(void **state)
         log_setup(LOG_FORMAT_TEXT, LOG_INFO);
 }
 
+/* A reason of the caller's ends the sentence instead of the errno text, never beside it; the errno text is
+ * the fallback when the reason is missing or empty. */
+static void test_log_reason(void **state)
+{
+        struct capture c;
+
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        capture_start(&c);
+        assert_int_equal(log_error_reason(-ENOENT, "no such node", "cannot drain %s", "n1"), -ENOENT);
+        assert_int_equal(log_error_reason(-ENOENT, NULL, "cannot drain %s", "n2"), -ENOENT);
+        assert_int_equal(log_warning_reason(-EIO, "", "cannot taint %s", "n3"), -EIO);
+        assert_int_equal(log_warning_reason(0, "no answer", "cannot cordon %s", "n4"), 0);
+        _cleanup_free_ char *out = capture_end(&c);
+
+        const char *want[] = {
+                " error cannot drain n1: no such node\n",
+                " error cannot drain n2: No such file or directory\n",
+                " warning cannot taint n3: Input/output error\n",
+                " warning cannot cordon n4: no answer\n",
+        };
+        char *line = out;
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+                assert_non_null(line);
+                char *next = strchr(line, '\n');
+                assert_non_null(next);
+                next++;
+                _cleanup_free_ char *got = strndup(line + 24, (size_t)(next - line - 24));
+                assert_string_equal(got, want[i]);
+                line = next;
+        }
+        assert_string_equal(line, "");
+        assert_string_equal(error_reason(-ENOENT, "gone"), "gone");
+        assert_string_equal(error_reason(-ENOENT, NULL), "No such file or directory");
+
+        /* JSON keeps the errno beside the reason. */
+        log_setup(LOG_FORMAT_JSON, LOG_INFO);
+        capture_start(&c);
+        log_error_reason(-ENOENT, "no such node", "cannot drain %s", "n1");
+        _cleanup_free_ char *js = capture_end(&c);
+        cJSON *j = cJSON_Parse(js);
+        assert_non_null(j);
+        assert_string_equal(cJSON_GetObjectItem(j, "msg")->valuestring, "cannot drain n1: no such node");
+        assert_int_equal(cJSON_GetObjectItem(j, "errno")->valueint, ENOENT);
+        cJSON_Delete(j);
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+}
+
 static void test_log_auto_journal(void **state)
 {
         struct capture c;
@@ -372,6 +419,7 @@ int main(void)
                 cmocka_unit_test(test_backoff),
                 cmocka_unit_test(test_log_json),
                 cmocka_unit_test(test_log_text_and_levels),
+                cmocka_unit_test(test_log_reason),
                 cmocka_unit_test(test_log_auto_journal),
                 cmocka_unit_test(test_log_parse),
         };

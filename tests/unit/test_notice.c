@@ -346,14 +346,20 @@ static void test_imds_spot(void **state)
         _cleanup_free_ struct notice *b = parse_fixture("imds/spot-termination-time.txt", &imds_opts, 1);
         assert_memory_equal(a, b, sizeof(*a));
 
-        /* No instance: the caller must say which. */
+        /* No instance given: the notice is whole but for its instance, which is absent. */
         size_t len, n;
         _cleanup_free_ char *data = fixture("imds/spot-instance-action-terminate.json", &len);
         struct notice *v = NULL;
-        char reason[256];
-        assert_int_equal(notice_parse(data, len, NULL, &v, &n, reason, sizeof(reason)), -EDESTADDRREQ);
-        assert_non_null(strstr(reason, "instance ID must be given"));
-        assert_null(v);
+        assert_int_equal(notice_parse(data, len, NULL, &v, &n, NULL, 0), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(v[0].kind, NOTICE_SPOT_INTERRUPTION);
+        assert_string_equal(v[0].instance_id, "");
+        assert_int_equal(v[0].deadline, a[0].deadline);
+        _cleanup_free_ char *text = NULL;
+        assert_int_equal(notice_format_json(&v[0], &text), 0);
+        assert_null(strstr(text, "instance_id"));
+        free(v);
+        v = NULL;
 
         /* The caller can name the source. */
         struct notice_parse_opts o = imds_opts;

@@ -62,6 +62,26 @@ static void test_quantities(void **state)
         assert_int_equal(parse_bytes("", &v), -EINVAL);
 }
 
+/* Written back the way Kubernetes writes them, so that a message reads as the manifest does. */
+static void test_quantities_format(void **state)
+{
+        char b[32];
+        format_cpu_millis(2000, b, sizeof(b));
+        assert_string_equal(b, "2");
+        format_cpu_millis(500, b, sizeof(b));
+        assert_string_equal(b, "500m");
+        format_cpu_millis(1500, b, sizeof(b));
+        assert_string_equal(b, "1500m");
+        format_bytes(512LL << 20, b, sizeof(b));
+        assert_string_equal(b, "512Mi");
+        format_bytes(3LL << 30, b, sizeof(b));
+        assert_string_equal(b, "3Gi");
+        format_bytes(1536LL << 10, b, sizeof(b));
+        assert_string_equal(b, "1536Ki");
+        format_bytes(1000, b, sizeof(b));
+        assert_string_equal(b, "1000");
+}
+
 static void test_base64(void **state)
 {
         const char *plain = "spot\x01\xff notice";
@@ -94,6 +114,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_rfc3339),
                 cmocka_unit_test(test_quantities),
+                cmocka_unit_test(test_quantities_format),
                 cmocka_unit_test(test_base64),
                 cmocka_unit_test(test_buf),
         };

@@ -44,6 +44,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq (default "force" (get $drain "policy")) "force" }}true{{ end }}
 {{- end }}
 
+{{/* "true" when this release serves the eviction webhook (controller mode only), else empty. */}}
+{{- define "spotdrain.evictionWebhook" -}}
+{{- if and (eq .Values.mode "controller") .Values.controller.evictionWebhook.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The agents' usernames, one per agent release's service account: "system:serviceaccount:NS:NAME",
+     comma-separated (no service account name or namespace holds a comma). */}}
+{{- define "spotdrain.agentUsers" -}}
+{{- $users := list }}
+{{- range (required "controller.evictionWebhook.agentServiceAccounts must name the agents' service accounts" .Values.controller.evictionWebhook.agentServiceAccounts) }}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s" .namespace .name) }}
+{{- end }}
+{{- join "," $users }}
+{{- end }}
+
 {{- define "spotdrain.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -64,6 +79,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $_ := set $aws "region" .Values.controller.region }}
 {{- end }}
 {{- $_ := set $cfg "aws" $aws }}
+{{- if include "spotdrain.evictionWebhook" . }}
+{{- $ctl := deepCopy (default (dict) (get $cfg "controller")) }}
+{{- $_ := set $ctl "admission_listen" (printf "0.0.0.0:%d" (int .Values.controller.evictionWebhook.port)) }}
+{{- $_ := set $ctl "admission_cert_file" "/etc/spotdrain/webhook-tls/tls.crt" }}
+{{- $_ := set $ctl "admission_key_file" "/etc/spotdrain/webhook-tls/tls.key" }}
+{{- $_ := set $ctl "admission_agent_users" (include "spotdrain.agentUsers" . | splitList ",") }}
+{{- $_ := set $cfg "controller" $ctl }}
+{{- end }}
 {{- else if .Values.agent.imdsEndpoint }}
 {{- $imds := deepCopy (default (dict) (get $cfg "imds")) }}
 {{- $_ := set $imds "endpoint" .Values.agent.imdsEndpoint }}
@@ -210,6 +233,11 @@ spec:
         - name: metrics
           containerPort: {{ .Values.metrics.port }}
           protocol: TCP
+        {{- if include "spotdrain.evictionWebhook" . }}
+        - name: webhook
+          containerPort: {{ .Values.controller.evictionWebhook.port }}
+          protocol: TCP
+        {{- end }}
       livenessProbe:
         httpGet:
           path: /healthz
@@ -230,6 +258,11 @@ spec:
           mountPath: /etc/spotdrain/spotdrain.yaml
           subPath: spotdrain.yaml
           readOnly: true
+        {{- if include "spotdrain.evictionWebhook" . }}
+        - name: webhook-tls
+          mountPath: /etc/spotdrain/webhook-tls
+          readOnly: true
+        {{- end }}
         {{- if .Values.alerts.webhook.existingSecret }}
         - name: webhook
           mountPath: /etc/spotdrain/webhook
@@ -244,6 +277,17 @@ spec:
     - name: config
       configMap:
         name: {{ include "spotdrain.fullname" . }}
+    {{- if include "spotdrain.evictionWebhook" . }}
+    - name: webhook-tls
+      secret:
+        secretName: {{ include "spotdrain.fullname" . }}-webhook-tls
+        defaultMode: 0440
+        items:
+          - key: tls.crt
+            path: tls.crt
+          - key: tls.key
+            path: tls.key
+    {{- end }}
     {{- if .Values.alerts.webhook.existingSecret }}
     - name: webhook
       secret:

@@ -3,6 +3,8 @@
 //   node vap.mjs INPUT.json
 // INPUT: {"objects": [rendered manifests], "cases": [{"name", "request", "object", "oldObject",
 // "namespaceObject", "expect": "allowed" | "denied" | "not-matched", "message": substring of a denial}]}.
+// Or {"objects", "webhookCases": [{"name", "request", "object", "oldObject", "expect": "sent" | "not-sent" |
+// "rejected"}]}: whether the rendered ValidatingWebhookConfigurations' webhooks are sent the request.
 // Prints one line a case and exits 1 when any case comes out otherwise than expected, 2 when the input uses
 // what this harness does not model (it then refuses rather than guess).
 //
@@ -128,9 +130,42 @@ function admit(objects, c) {
   return out;
 }
 
+// Whether the API server sends a request to a webhook of a ValidatingWebhookConfiguration: its rules
+// match and every matchCondition is true ("sent"); one false: "not-sent"; an error and none false: with
+// failurePolicy Fail the request is rejected ("rejected"), with Ignore the webhook is skipped ("not-sent").
+// Selectors are not modeled (refused).
+function sendsTo(webhook, c) {
+  for (const [what, v] of [["namespaceSelector", webhook.namespaceSelector], ["objectSelector", webhook.objectSelector]])
+    if (v && Object.keys(v).length) throw new Unmodeled(`${webhook.name}: ${what} is not modeled`);
+  if (!(webhook.rules || []).some((r) => ruleMatches(r, c.request))) return "not-sent";
+  const base = { object: cel(c.object ?? null), oldObject: cel(c.oldObject ?? null), request: cel(c.request) };
+  let errored = false;
+  for (const m of webhook.matchConditions || []) {
+    parse(m.expression);
+    const r = evaluate(m.expression, base);
+    if (r === false) return "not-sent";
+    if (r !== true) errored = true;
+  }
+  if (errored) return (webhook.failurePolicy || "Fail") === "Fail" ? "rejected" : "not-sent";
+  return "sent";
+}
+
 const input = JSON.parse(readFileSync(process.argv[2], "utf8"));
 let bad = 0;
 try {
+  const webhooks = input.objects.filter((o) => o.kind === "ValidatingWebhookConfiguration")
+    .flatMap((o) => o.webhooks || []);
+  for (const c of input.webhookCases || []) {
+    if (!webhooks.length) throw new Unmodeled("no ValidatingWebhookConfiguration among the objects");
+    const got = webhooks.map((w) => `${w.name}: ${sendsTo(w, c)}`);
+    const ok = webhooks.every((w) => sendsTo(w, c) === c.expect);
+    if (!ok) bad++;
+    console.log(`${ok ? "ok  " : "FAIL"} ${c.name}: ${got.join(", ")}${ok ? "" : ` -- expected ${c.expect}`}`);
+  }
+  if (!input.cases?.length) {
+    if (bad) process.exit(1);
+    process.exit(0);
+  }
   if (!input.objects.some((o) => o.kind === "ValidatingAdmissionPolicyBinding"))
     throw new Unmodeled("no ValidatingAdmissionPolicyBinding among the objects");
   for (const c of input.cases) {
