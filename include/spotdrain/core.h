@@ -180,6 +180,7 @@ enum log_format {
         LOG_FORMAT_JOURNAL,
 };
 void log_setup(enum log_format format, int max_level); /* default: text, LOG_INFO */
+enum log_format log_get_format(void);                  /* as set up, auto resolved */
 /* Where text/JSON lines go (NULL = stderr); for tests. */
 void log_set_output(FILE *f);
 int log_parse_level(const char *s);  /* "debug", "info", "warning", "error"; -EINVAL otherwise */

@@ -135,6 +135,18 @@ static void sink_log(const struct alert *a, void *userdata)
                 fields[i++] = f[1];
         }
         fields[i] = NULL;
+        /* A text log is read on a terminal (a drain's live view among them), one line a record: there a
+         * post-mortem's lines are counted, and the JSON and journal logs carry them whole. */
+        size_t first = strcspn(a->message, "\n");
+        if (a->postmortem && a->message[first] && log_get_format() == LOG_FORMAT_TEXT) {
+                unsigned more = 0;
+                for (const char *p = a->message + first; *p; p++)
+                        more += *p == '\n';
+                log_full(alert_kind_is_warning(a->kind) ? LOG_WARNING : LOG_NOTICE, 0, fields,
+                         "%.*s (post-mortem: %u more lines, whole in the json log format)", (int)first,
+                         a->message, more);
+                return;
+        }
         log_full(alert_kind_is_warning(a->kind) ? LOG_WARNING : LOG_NOTICE, 0, fields, "%s", a->message);
 }
 

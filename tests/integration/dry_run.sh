@@ -53,7 +53,8 @@ check() { # MODE LOG PORT
 	done
 	# Alerts go out as ever, marked: the planning and the post-mortem happened.
 	grep -q '\[dry-run\] drain of spot-a cannot finish in time' "$2" || fail "$1: no marked verdict alert"
-	grep -q '\[dry-run\] pod jobs/batch-.* evicted from node spot-a.*  | ' "$2" || fail "$1: no marked post-mortem"
+	grep -q '\[dry-run\] pod jobs/batch-.* evicted from node spot-a.*(post-mortem: [0-9]* more lines' "$2" ||
+		fail "$1: no marked post-mortem"
 	# One eviction of the Deployment's two (its PDB's slot never comes back) and the Job's.
 	curl -sSf "127.0.0.1:$3/metrics" | grep '^spotdrain_dry_run_actions_total' >"$TEST_TMP/$1.counts" || true
 	[ "$(dry_count "$3" "evict pod")" -ge 2 ] || fail "$1: would-be evictions: $(cat "$TEST_TMP/$1.counts")"

@@ -100,6 +100,39 @@ static void test_log_sink(void **state)
         free(text);
 }
 
+/* A post-mortem's lines: counted in a text log (a terminal's, one line a record), whole in a JSON one. */
+static void test_log_sink_postmortem(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        const struct alert_pod pod = { "jobs", "batch-1", NULL };
+        cJSON *pm = cJSON_Parse("[{\"name\":\"batch-1\"}]");
+        char *text = NULL, *json = NULL;
+        size_t len = 0;
+
+        assert_non_null(pm);
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_add_log_sink(b), 0);
+        for (int format = 0; format < 2; format++) {
+                FILE *f = open_memstream(format ? &json : &text, &len);
+                assert_non_null(f);
+                log_setup(format ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT, LOG_INFO);
+                log_set_output(f);
+                assert_int_equal(alert_emit_pod(b, ALERT_POD_EVICTED, "spot-a", &pod, pm, NULL, "%s",
+                                                "pod jobs/batch-1 evicted\n  | served 3\n  | bye"),
+                                 0);
+                log_set_output(NULL);
+                fclose(f);
+        }
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        assert_non_null(strstr(text, "pod jobs/batch-1 evicted (post-mortem: 2 more lines"));
+        assert_null(strstr(text, "served 3"));
+        assert_int_equal(strchr(text, '\n') - text + 1, (ptrdiff_t)strlen(text)); /* one line */
+        assert_non_null(strstr(json, "pod jobs/batch-1 evicted\\n  | served 3\\n  | bye"));
+        free(text);
+        free(json);
+        cJSON_Delete(pm);
+}
+
 static const char scenario[] = "name: alerts\n"
                                "nodes:\n"
                                "  - {name: spot-a}\n"
@@ -244,11 +277,9 @@ static void test_event_annotations(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kinds),
-                cmocka_unit_test(test_fan_out),
-                cmocka_unit_test(test_log_sink),
-                cmocka_unit_test(test_kube_event_sink),
-                cmocka_unit_test(test_event_annotations),
+                cmocka_unit_test(test_kinds),           cmocka_unit_test(test_fan_out),
+                cmocka_unit_test(test_log_sink),        cmocka_unit_test(test_log_sink_postmortem),
+                cmocka_unit_test(test_kube_event_sink), cmocka_unit_test(test_event_annotations),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
