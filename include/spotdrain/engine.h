@@ -434,6 +434,11 @@ struct drain_exec_options {
         /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
          * not reported. */
         struct metrics *metrics;
+        /* The post-mortem of a pod deleted at its last safe moment, or of a Job's or bare pod evicted:
+         * the last lines of each container kept with its alert (alerts.log_tail_lines; 0 none), and the
+         * directory of its file (alerts.postmortem_dir; NULL none). */
+        unsigned log_tail_lines;
+        const char *postmortem_dir;
 };
 /* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);

@@ -319,6 +319,7 @@ int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations
                        struct kube_call **ret_call);
 
 /* ---- events ---- */
+struct kube_kv;
 struct kube_event_spec {
         const char *involved_kind; /* "Node", "Pod" */
         const char *involved_api_version;
@@ -328,7 +329,9 @@ struct kube_event_spec {
         const char *namespace; /* where the Event lives; NULL = involved_namespace or "default" */
         const char *reason;
         const char *message;
-        bool warning; /* type Warning, else Normal */
+        bool warning;                      /* type Warning, else Normal */
+        const struct kube_kv *annotations; /* metadata.annotations of the Event; may be NULL */
+        size_t n_annotations;
 };
 /* Creates a core/v1 Event (reportingComponent spotdrain); a repeat of the same object/reason/message from
  * this client patches the earlier Event's count and lastTimestamp instead. */
@@ -364,6 +367,8 @@ struct kube_kv {
 };
 /* The value for key, or NULL. */
 const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key);
+/* Frees the n pairs and the array; NULL-safe. */
+void kube_kv_free_array(struct kube_kv *kv, size_t n);
 
 struct kube_pod {
         char *namespace, *name, *uid, *node_name;

@@ -59,6 +59,8 @@ struct xpod {
          * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */
         uint64_t stop_at;
         int64_t forced_grace;
+        struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
+        bool pm_forced;              /* pm is its forced delete's */
 };
 
 struct drain_exec {
@@ -78,8 +80,10 @@ struct drain_exec {
         bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
         char **skip_namespaces;
         struct kube_selector skip_selector; /* present: pods it matches are left */
-        struct drain_surge *surge;          /* the Deployments it surges (surge.h) */
-        int wait_outcome, wait_error;       /* finish() waiting for their restores: its outcome + 1, error */
+        unsigned log_tail_lines;
+        char *postmortem_dir;
+        struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
+        int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
 
         struct kube_informer *pods_inf;
         unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
@@ -194,6 +198,7 @@ static struct xpod *xpod_free(struct xpod *p)
         if (!p)
                 return NULL;
         kube_call_cancel(p->call);
+        drain_postmortem_free(p->pm);
         cJSON_Delete(p->ghost);
         free(p->grant_pdb);
         free(p->key);
@@ -728,6 +733,60 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 x->done(x, &x->result, x->userdata);
 }
 
+/* ---- the pods' own alerts (their Events, where their teams look) and post-mortems ---- */
+
+static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
+                         int64_t grace)
+{
+        char notice[64], deadline[64];
+        if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
+                snprintf(notice, sizeof(notice), "?");
+        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+                snprintf(deadline, sizeof(deadline), "?");
+        if (kind == ALERT_POD_DELETED)
+                return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
+                                 " s): %s notice at %s, deadline %s",
+                                 p->namespace, p->name, x->node, grace, x->kind, notice, deadline);
+        return strprintf("pod %s/%s evicted from node %s: %s notice at %s, deadline %s", p->namespace,
+                         p->name, x->node, x->kind, notice, deadline);
+}
+
+/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
+ * gets a post-mortem, taken as its delete or eviction goes out. */
+static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
+                             enum alert_kind kind, int64_t grace)
+{
+        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
+                return;
+        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
+        struct drain_postmortem_spec s = {
+                .kind = kind,
+                .tail_lines = x->log_tail_lines,
+                .dir = x->postmortem_dir,
+                .node = x->node,
+                .namespace = p->namespace,
+                .name = p->name,
+                .uid = p->uid,
+                .summary = summary,
+        };
+        int r = summary ? drain_postmortem_start(x->c, x->bus, &s, &p->pm) : -ENOMEM;
+        if (r < 0)
+                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
+}
+
+/* Its eviction or delete was accepted: its alert, with the post-mortem once that is in. */
+static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind)
+{
+        if (p->pm) {
+                drain_postmortem_accepted(p->pm);
+                return;
+        }
+        _cleanup_free_ char *summary = pod_summary(x, p, kind, p->forced_grace);
+        const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
+        alert_emit_pod(x->bus, kind, x->node, &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL,
+                       fields, "%s", summary ? summary : p->name);
+}
+
 /* ---- evictions and deletes ---- */
 
 static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct buf *b)
@@ -758,6 +817,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 p->state = XPOD_EVICTED;
                 p->stop_at = now;
                 x->result.evicted++;
+                pod_stopped(x, p, ALERT_POD_EVICTED);
                 break;
         case KUBE_EVICT_BLOCKED:
                 /* With a slot from the ledger, the status it went by was stale: the ledger distrusts it
@@ -837,6 +897,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
                 p->state = XPOD_FORCED;
                 p->stop_at = clk_now();
                 x->result.forced++;
+                pod_stopped(x, p, ALERT_POD_DELETED);
         } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
                 xpod_gone(p); /* gone, or the name now belongs to a successor */
         else {
@@ -953,14 +1014,17 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                     p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
-                        if (!takes_slot)
+                        if (!takes_slot) {
+                                postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
                                 issued = evict(x, p, NULL, grace) >= 0;
-                        else {
+                        } else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
-                                if (g > 0)
+                                if (g > 0) {
+                                        postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
                                         issued = evict(x, p, &grant, grace) >= 0;
+                                }
                         }
                         if (issued)
                                 continue;
@@ -970,6 +1034,11 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                 if (due && now >= p->force_at) {
                         grace = force_grace(x, kp, now);
                         p->call = kube_call_cancel(p->call);
+                        /* A capture taken for its eviction tells another story than its delete's. */
+                        if (!p->pm_forced)
+                                p->pm = drain_postmortem_free(p->pm);
+                        postmortem_begin(x, p, kp, ALERT_POD_DELETED, grace);
+                        p->pm_forced = true;
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
                                             &p->call) < 0) {
                                 p->force_at = now + 4 * retry_delay(x);
@@ -1428,6 +1497,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         free(x->kind);
         free(x->instance_id);
         free(x->event_id);
+        free(x->postmortem_dir);
         free(x->taint_key);
         free(x->self_namespace);
         free(x->self_name);
@@ -1508,6 +1578,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         size_t n_skip;
         if (dup_strv(o->skip_namespaces, &x->skip_namespaces, &n_skip) < 0)
                 return -ENOMEM;
+        x->log_tail_lines = o->log_tail_lines;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
         x->expected_shutdown_fraction =
             o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_EXPECTED_SHUTDOWN;
@@ -1520,7 +1591,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 0 ||
             dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0 ||
             dup_opt(isempty(o->instance_id) ? NULL : o->instance_id, &x->instance_id) < 0 ||
-            dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0)
+            dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0 ||
+            dup_opt(isempty(o->postmortem_dir) ? NULL : o->postmortem_dir, &x->postmortem_dir) < 0)
                 return -ENOMEM;
         if (dup_strv(o->critical_classes, &x->critical, &x->n_critical) < 0)
                 return -ENOMEM;

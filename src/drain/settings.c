@@ -126,6 +126,8 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->skip_namespaces = (const char *const *)cfg->drain.skip_namespaces;
         o->skip_pod_selector = cfg->drain.skip_pod_selector;
         o->out_of_service_taint = cfg->drain.out_of_service_taint;
+        o->log_tail_lines = (unsigned)cfg->alerts.log_tail_lines;
+        o->postmortem_dir = cfg->alerts.postmortem_dir;
 }
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

@@ -53,7 +53,7 @@ const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key)
         return NULL;
 }
 
-static void kv_free(struct kube_kv *kv, size_t n)
+void kube_kv_free_array(struct kube_kv *kv, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
                 free(kv[i].key);
@@ -82,7 +82,7 @@ static int kv_parse(const cJSON *o, struct kube_kv **ret, size_t *ret_n)
                 kv[k].value = strdup(e->valuestring);
                 k++;
                 if (!kv[k - 1].key || !kv[k - 1].value) {
-                        kv_free(kv, k);
+                        kube_kv_free_array(kv, k);
                         return -ENOMEM;
                 }
         }
@@ -105,8 +105,8 @@ void kube_pod_clear(struct kube_pod *p)
         free(p->owner_kind);
         free(p->owner_name);
         free(p->priority_class);
-        kv_free(p->labels, p->n_labels);
-        kv_free(p->annotations, p->n_annotations);
+        kube_kv_free_array(p->labels, p->n_labels);
+        kube_kv_free_array(p->annotations, p->n_annotations);
         *p = (struct kube_pod){ 0 };
 }
 
@@ -196,8 +196,8 @@ void kube_node_clear(struct kube_node *n)
                 free(n->taints[i].effect);
         }
         free(n->taints);
-        kv_free(n->labels, n->n_labels);
-        kv_free(n->annotations, n->n_annotations);
+        kube_kv_free_array(n->labels, n->n_labels);
+        kube_kv_free_array(n->annotations, n->n_annotations);
         *n = (struct kube_node){ 0 };
 }
 
@@ -258,7 +258,7 @@ void kube_selector_clear(struct kube_selector *s)
 {
         if (!s)
                 return;
-        kv_free(s->match_labels, s->n_match_labels);
+        kube_kv_free_array(s->match_labels, s->n_match_labels);
         for (size_t i = 0; i < s->n_exprs; i++) {
                 free(s->exprs[i].key);
                 for (size_t j = 0; j < s->exprs[i].n_values; j++)

@@ -654,6 +654,11 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
             cJSON_AddStringToObject(ev, "reportingComponent", "spotdrain") &&
             cJSON_AddStringToObject(ev, "firstTimestamp", now) &&
             cJSON_AddStringToObject(ev, "lastTimestamp", now) && cJSON_AddNumberToObject(ev, "count", 1);
+        cJSON *ann = ok && e->n_annotations > 0 ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+        if (e->n_annotations > 0 && !ann)
+                ok = false;
+        for (size_t i = 0; ok && i < e->n_annotations; i++)
+                ok = cJSON_AddStringToObject(ann, e->annotations[i].key, strnull(e->annotations[i].value));
         _cleanup_free_ char *body = ok ? print_json(ev) : NULL;
         cJSON_Delete(ev);
         if (!body)

@@ -1444,8 +1444,14 @@ struct sim *sim_free(struct sim *s)
                 free(s->alerts[i].kind);
                 free(s->alerts[i].node);
                 free(s->alerts[i].message);
+                cJSON_Delete(s->alerts[i].postmortem);
         }
         free(s->alerts);
+        for (size_t i = 0; i < s->n_writes; i++) {
+                free(s->writes[i].surface);
+                free(s->writes[i].what);
+        }
+        free(s->writes);
         for (size_t i = 0; i < s->n_launches; i++) {
                 free(s->launches[i].instance_id);
                 free(s->launches[i].zone);

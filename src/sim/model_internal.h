@@ -250,6 +250,12 @@ struct sim_launch {
 struct sim_alert {
         char *kind, *node, *message;
         double at;
+        cJSON *postmortem; /* NULL: none */
+};
+
+struct sim_write {
+        char *surface, *what;
+        double at;
 };
 
 #define SIM_LOG_MAX 20000
@@ -298,6 +304,8 @@ struct sim {
         uint64_t api_requests;
         struct sim_alert *alerts;
         size_t n_alerts;
+        struct sim_write *writes;
+        size_t n_writes;
         struct sim_launch *launches;
         size_t n_launches;
         struct sim_va **vas;

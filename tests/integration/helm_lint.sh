@@ -114,6 +114,7 @@ expected_rules = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "pods"): {"get", "list", "watch", "delete"},
     ("", "pods/eviction"): {"create"},
+    ("", "pods/log"): {"get"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
     ("apps", "replicasets"): {"get", "list"},
     ("apps", "statefulsets"): {"get", "list"},
@@ -167,15 +168,25 @@ def check_events_role(by, docs):
     assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spotdrain-events"}
     assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
 
+# Events about pods, in the pods' namespaces: create and patch of Events alone, by a ClusterRole of its own.
+def check_pod_events(by):
+    role = by[("ClusterRole", "spotdrain-pod-events")]
+    assert rules_of(role) == events_rules, rules_of(role)
+    crb = by[("ClusterRoleBinding", "spotdrain-pod-events")]
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spotdrain-pod-events"}
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+
 for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     by, docs = load(name)
     want = expected_rules if mode == "agent" else controller_rules
-    assert rules_of(one(docs, "ClusterRole")) == want, rules_of(one(docs, "ClusterRole"))
+    assert rules_of(by[("ClusterRole", "spotdrain")]) == want, rules_of(by[("ClusterRole", "spotdrain")])
+    check_pod_events(by)
     cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
     # The host-network agent never listens on every address: its flag names the node's, else loopback.
     assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
     check_events_role(by, docs)
-    assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)]
+    assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)
+                and d["metadata"]["name"] != "spotdrain-pod-events"]
     svc = by[("Service", "spotdrain")]
     if mode == "agent":
         ds = one(docs, "DaemonSet")
@@ -306,10 +317,32 @@ PY
 	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v3.yaml" >"$TEST_TMP/v3.out" || fail "rendering v3 failed"
 	"$PY" - "$TEST_TMP/v3.out" <<'PY'
 import sys, yaml
-(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ClusterRole"]
+(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1]))
+           if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
 verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
 assert verbs == {"get", "list", "watch"}, verbs
 print("v3: ok")
+PY
+	log "rbac.podEventNamespaces binds the pods' Events in those namespaces alone; podEvents false not at all; dryRun"
+	printf 'rbac:\n  podEventNamespaces: [shop, jobs]\ndryRun: true\n' >"$TEST_TMP/v4.yaml"
+	printf 'rbac:\n  podEvents: false\nconfig:\n  alerts:\n    log_tail_lines: 0\n' >"$TEST_TMP/v5.yaml"
+	for v in v4 v5; do
+		"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/$v.yaml" >"$TEST_TMP/$v.out" || fail "rendering $v failed"
+	done
+	"$PY" - "$TEST_TMP/v4.out" "$TEST_TMP/v5.out" <<'PY'
+import sys, yaml
+v4 = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+rbs = {d["metadata"]["namespace"] for d in v4 if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "spotdrain-pod-events"}
+assert rbs == {"shop", "jobs"}, rbs
+assert all(d["roleRef"]["kind"] == "ClusterRole" for d in v4 if d["metadata"]["name"] == "spotdrain-pod-events" and d["kind"] == "RoleBinding")
+assert not [d for d in v4 if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "spotdrain-pod-events"]
+(ds,) = [d for d in v4 if d["kind"] == "DaemonSet"]
+assert "--dry-run" in ds["spec"]["template"]["spec"]["containers"][0]["args"], "dryRun: no --dry-run"
+v5 = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+assert not [d for d in v5 if d["metadata"]["name"] == "spotdrain-pod-events"], "podEvents false still grants them"
+(role,) = [d for d in v5 if d["kind"] == "ClusterRole"]
+assert not [r for r in role["rules"] if "pods/log" in r["resources"]], "log_tail_lines 0 still reads logs"
+print("v4, v5: ok")
 PY
 	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
 	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then

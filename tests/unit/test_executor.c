@@ -1051,6 +1051,217 @@ static void test_inputs_from_objects(void **state)
         cJSON_Delete(elsewhere);
 }
 
+/* ---- the pods' own alerts and post-mortems ---- */
+
+struct pod_alert {
+        enum alert_kind kind;
+        char *pod, *ns, *file;
+        cJSON *postmortem;
+};
+
+struct pod_alerts {
+        struct pod_alert a[8];
+        size_t n;
+};
+
+static void record_pod_alert(const struct alert *a, void *userdata)
+{
+        struct pod_alerts *pa = userdata;
+        if (!a->pod || pa->n >= ARRAY_SIZE(pa->a))
+                return;
+        const char *file = NULL;
+        for (const char *const *fl = a->fields; fl && fl[0] && fl[1]; fl += 2)
+                if (streq(fl[0], "postmortem_file"))
+                        file = fl[1];
+        pa->a[pa->n++] = (struct pod_alert){
+                .kind = a->kind,
+                .pod = strdup(a->pod->name),
+                .ns = strdup(a->pod->namespace),
+                .file = file ? strdup(file) : NULL,
+                .postmortem = a->postmortem ? cJSON_Duplicate(a->postmortem, true) : NULL,
+        };
+}
+
+static const struct pod_alert *pod_alert_of(const struct pod_alerts *pa, const char *ns, const char *prefix)
+{
+        for (size_t i = 0; i < pa->n; i++)
+                if (streq(pa->a[i].ns, ns) && strncmp(pa->a[i].pod, prefix, strlen(prefix)) == 0)
+                        return &pa->a[i];
+        return NULL;
+}
+
+struct log_read {
+        struct buf b;
+        bool done;
+        int error;
+};
+
+static int log_into(const char *data, size_t len, void *userdata)
+{
+        struct log_read *lr = userdata;
+        return buf_append(&lr->b, data, len);
+}
+
+static void log_read_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct log_read *lr = userdata;
+        lr->error = r->error;
+        lr->done = true;
+}
+
+/* The last line the log API serves of a pod's container now (what `kubectl logs --tail=1` shows). */
+static char *last_log_line(struct fx *f, const char *ns, const char *pod)
+{
+        struct log_read lr = { 0 };
+        _cleanup_free_ char *path =
+            strprintf("/api/v1/namespaces/%s/pods/%s/log?container=app&tailLines=1", ns, pod);
+        assert_non_null(path);
+        assert_int_equal(kube_request_stream(f->client, path, log_into, log_read_done, &lr, NULL), 0);
+        assert_int_equal(loop_run_until(f->loop, &lr.done, REAL_BOUND), 0);
+        assert_int_equal(lr.error, 0);
+        assert_true(lr.b.len > 1 && lr.b.data[lr.b.len - 1] == '\n');
+        char *line = strndup(lr.b.data, lr.b.len - 1);
+        buf_free(&lr.b);
+        return line;
+}
+
+static bool has_line(const cJSON *pm, const char *line)
+{
+        const cJSON *l;
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(pm, 0), "containers"), 0);
+        cJSON_ArrayForEach (l, cJSON_GetObjectItem(c, "last_lines"))
+                if (streq(l->valuestring, line))
+                        return true;
+        return false;
+}
+
+static char *first_pod(struct fx *f, const char *ns)
+{
+        cJSON *items = NULL;
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, ns, &items), 0);
+        sim_unlock(f->sim);
+        char *name = strdup(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"));
+        cJSON_Delete(items);
+        return name;
+}
+
+/* Each pod evicted or deleted gets an alert of its own (its Event); a Job's pod and a pod deleted around its
+ * PDB also carry their post-mortem: the final status and the last lines of the container, which include
+ * what the log API served just before, and a file of it in the post-mortem directory. A Deployment's pod
+ * evicted as planned carries none. */
+static void test_pod_alerts_and_postmortem(void **state)
+{
+        struct fx *f = fx_new(
+            "name: postmortem\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1,\n"
+            "     pdb: {min_available: \"100%\"}}\n"
+            "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            5);
+        struct pod_alerts pa = { 0 };
+        char dir[] = "/tmp/test-executor-postmortem-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        _cleanup_free_ char *batch = first_pod(f, "jobs");
+        _cleanup_free_ char *seen_batch = last_log_line(f, "jobs", batch);
+
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.log_tail_lines = 5;
+        o.postmortem_dir = dir;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 1);
+        assert_int_equal(pa.n, 3);
+
+        const struct pod_alert *web = pod_alert_of(&pa, "shop", "web-");
+        assert_non_null(web);
+        assert_int_equal(web->kind, ALERT_POD_EVICTED);
+        assert_null(web->postmortem);
+        assert_null(web->file);
+
+        const struct pod_alert *job = pod_alert_of(&pa, "jobs", "batch-");
+        assert_non_null(job);
+        assert_int_equal(job->kind, ALERT_POD_EVICTED);
+        assert_non_null(job->postmortem);
+        assert_int_equal(cJSON_GetArraySize(job->postmortem), 1);
+        const cJSON *pm = cJSON_GetArrayItem(job->postmortem, 0);
+        assert_string_equal(kube_object_str(pm, "name"), batch);
+        assert_string_equal(kube_object_str(pm, "node"), "spot-a");
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(pm, "containers"), 0);
+        assert_string_equal(kube_object_str(c, "name"), "app");
+        assert_non_null(strstr(kube_object_str(c, "status"), "running"));
+        int n_lines = cJSON_GetArraySize(cJSON_GetObjectItem(c, "last_lines"));
+        assert_true(n_lines >= 1 && n_lines <= 5);
+        assert_true(has_line(job->postmortem, seen_batch));
+
+        const struct pod_alert *db = pod_alert_of(&pa, "shop", "db-");
+        assert_non_null(db);
+        assert_int_equal(db->kind, ALERT_POD_DELETED);
+        assert_non_null(db->postmortem);
+        assert_non_null(strstr(kube_object_str(cJSON_GetArrayItem(db->postmortem, 0), "summary"),
+                               "deleted at its last safe moment on node spot-a (grace 4 s)"));
+
+        /* The files: one per pod, the same object. */
+        for (size_t i = 0; i < pa.n; i++) {
+                _cleanup_free_ char *text = NULL;
+                size_t len = 0;
+                if (!pa.a[i].postmortem)
+                        continue;
+                assert_non_null(pa.a[i].file);
+                assert_int_equal(strncmp(pa.a[i].file, dir, strlen(dir)), 0);
+                assert_int_equal(read_file_full(pa.a[i].file, 1 << 20, &text, &len), 0);
+                cJSON *saved = cJSON_Parse(text);
+                assert_non_null(saved);
+                assert_true(cJSON_Compare(saved, cJSON_GetArrayItem(pa.a[i].postmortem, 0), true));
+                cJSON_Delete(saved);
+                unlink(pa.a[i].file);
+        }
+        assert_int_equal(rmdir(dir), 0);
+        for (size_t i = 0; i < pa.n; i++) {
+                free(pa.a[i].pod);
+                free(pa.a[i].ns);
+                free(pa.a[i].file);
+                cJSON_Delete(pa.a[i].postmortem);
+        }
+        fx_free(f);
+}
+
+/* alerts.log_tail_lines 0: the post-mortem keeps the statuses and reads no log. */
+static void test_postmortem_statuses_only(void **state)
+{
+        struct fx *f =
+            fx_new("name: statuses\n" NODES "workloads:\n"
+                   "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+                   "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+                   "events: []\n",
+                   5);
+        struct pod_alerts pa = { 0 };
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(pa.n, 1);
+        assert_non_null(pa.a[0].postmortem);
+        assert_null(pa.a[0].file);
+        const cJSON *c = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(pa.a[0].postmortem, 0), "containers"), 0);
+        assert_string_equal(kube_object_str(c, "name"), "app");
+        assert_non_null(kube_object_str(c, "status"));
+        assert_null(cJSON_GetObjectItem(c, "last_lines"));
+        assert_null(cJSON_GetObjectItem(c, "log_error"));
+        free(pa.a[0].pod);
+        free(pa.a[0].ns);
+        cJSON_Delete(pa.a[0].postmortem);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1072,6 +1283,8 @@ int main(void)
                 cmocka_unit_test(test_infeasible_alert_at_once),
                 cmocka_unit_test(test_critical_last),
                 cmocka_unit_test(test_never_self),
+                cmocka_unit_test(test_pod_alerts_and_postmortem),
+                cmocka_unit_test(test_postmortem_statuses_only),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

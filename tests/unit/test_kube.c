@@ -1288,11 +1288,95 @@ static void test_exec_plugin_failure_fails_calls(void **state)
         plugin_dir_remove(&d);
 }
 
+/* ---- shadow mode ---- */
+
+struct dry_counts {
+        char seen[512];
+};
+
+static void count_action(const char *action, void *userdata)
+{
+        struct dry_counts *d = userdata;
+        size_t used = strlen(d->seen);
+        snprintf(d->seen + used, sizeof(d->seen) - used, "%s;", action);
+}
+
+/* --dry-run: every write is kept back where requests leave the client, said ("would ...") and counted,
+ * and answered as accepted; reads go out (the taint's read-modify-write reads the node). */
+static void test_dry_run_sends_no_write(void **state)
+{
+        struct fx *fx = *state;
+        struct dry_counts counts = { { 0 } };
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r;
+
+        assert_non_null(out);
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"1\"},\"spec\":{}}");
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        log_set_output(out);
+        dry_run_enable(count_action, &counts);
+
+        s = evict(fx, "a", -1);
+        assert_int_equal(s.result.error, 0);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_EVICTED);
+        kube_result_clear(&s.result);
+
+        s = (struct kube_sync){ 0 };
+        r = kube_node_cordon(fx->client, "n1", true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        s = (struct kube_sync){ 0 };
+        r = kube_pod_delete(fx->client, "shop", "b", "uid-b", 5, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        struct kube_taint t = { .key = (char *)"k", .value = (char *)"v", .effect = (char *)"NoSchedule" };
+        s = (struct kube_sync){ 0 };
+        r = kube_node_taint(fx->client, "n1", &t, true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        struct kube_event_spec e = { .involved_kind = "Pod",
+                                     .involved_namespace = "shop",
+                                     .involved_name = "a",
+                                     .reason = "Evicted",
+                                     .message = "m" };
+        s = (struct kube_sync){ 0 };
+        r = kube_event_create(fx->client, &e, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        dry_run_disable();
+        log_set_output(NULL);
+        fclose(out);
+
+        /* Only the reads reached the server. */
+        assert_int_equal(kfake_count(fx->fake), 2);
+        for (size_t i = 0; i < kfake_count(fx->fake); i++)
+                assert_string_equal(req(fx, i)->method, "GET");
+        assert_string_equal(counts.seen, "evict pod;cordon node;delete pod;patch nodes;create events;");
+        assert_non_null(
+            strstr(text, "would evict pod shop/a (POST /api/v1/namespaces/shop/pods/a/eviction)"));
+        assert_non_null(strstr(text, "would cordon node n1"));
+        assert_non_null(strstr(text, "would delete pod shop/b"));
+        assert_non_null(strstr(text, "would create events in shop"));
+        free(text);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_list_pages_and_selectors, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_retries_5xx, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_dry_run_sends_no_write, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_chunks_and_bookmark, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_crlf_and_last_line, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
