@@ -327,7 +327,10 @@ static int dnode_add_asg(struct dnode *n, const struct notice *notice)
                 return -ENOMEM;
         n->asg = v;
         if (n->n_asg == 0) {
-                n->asg_since = n->last_beat = clk_now();
+                uint64_t now = clk_now();
+                n->last_beat = now;
+                /* heartbeat_until counts from the notice (a restarted controller's too), not from now. */
+                n->asg_since = notice->notice_time && notice->notice_time < now ? notice->notice_time : now;
                 /* A resumed drain's action comes back with its message, up to a visibility timeout after
                  * the earlier controller's last heartbeat: one goes out at once. */
                 if (n->resumed)
