@@ -717,10 +717,13 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         kick(x);
 }
 
-/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL. */
-static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb)
+/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
+ * last_safe: the pod's last safe moment, which orders the request among every drain's waiting ones. */
+static int evict(struct drain_exec *x, struct xpod *p, uint64_t last_safe, char **grant_pdb)
 {
         int r = kube_evict(x->c, p->namespace, p->name, p->uid, -1, evict_done, p, &p->call);
+        if (r >= 0)
+                kube_call_set_deadline(p->call, last_safe);
         if (r < 0) {
                 if (grant_pdb && *grant_pdb) {
                         drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
@@ -849,13 +852,13 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
                         if (!takes_slot)
-                                issued = evict(x, p, NULL) >= 0;
+                                issued = evict(x, p, pp->last_safe_usec, NULL) >= 0;
                         else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
                                 if (g > 0)
-                                        issued = evict(x, p, &grant) >= 0;
+                                        issued = evict(x, p, pp->last_safe_usec, &grant) >= 0;
                         }
                         if (issued)
                                 continue;
@@ -872,6 +875,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                                 next = MIN(next, p->force_at);
                                 continue;
                         }
+                        /* Its last safe moment has come: ahead of every eviction still to come. */
+                        kube_call_set_deadline(p->call, pp->last_safe_usec);
                         p->state = XPOD_DELETING;
                         p->forced_grace = grace;
                         n_forced++;
