@@ -331,6 +331,8 @@ struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
  * nothing for DRAIN_GRADE_FITS. */
 void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,
                        size_t node_index);
+/* Raises drain-infeasible on node because the client's kube.qps is too low for it (the figures in b). */
+void drain_api_budget_alert(struct alert_bus *bus, const char *node, const struct drain_api_budget *b);
 
 /* ==== estimates learnt from the cluster's ordinary life (estimates.c) ====
  * A pod watch counts every graceful stop it sees end and every pod it sees Ready for the pod's owner

@@ -475,6 +475,19 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
+        if (first && !x->result.infeasible) {
+                /* The operator's rate cap, not the cluster, may be what decides: say so. */
+                struct drain_api_budget b;
+                double qps;
+                unsigned burst;
+                kube_client_limit(x->c, &qps, &burst);
+                if (drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node, qps, burst,
+                                           &b) > 0) {
+                        x->result.infeasible = true;
+                        drain_api_budget_alert(x->bus, x->node, &b);
+                        return;
+                }
+        }
         if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
                 return;
         inputs_options(x, now, &io);

@@ -2,7 +2,8 @@
 # spotdrain under the API server's priority and fairness (sim serve --apf-qps): a drain of 40 pods against an
 # API that lets each client 4 requests a second finishes in time with every pod evicted, while the server
 # turns some requests away (429 with Retry-After, plain text, as kube-apiserver): the client waits them out
-# and goes slower instead of failing the evictions or hammering the server.
+# and goes slower instead of failing the evictions or hammering the server. With a kube.qps too low for the
+# drain, its drain-infeasible alert names the limit.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
@@ -48,4 +49,17 @@ curl -sS -o "$TEST_TMP/body" -D "$TEST_TMP/headers" -H 'Authorization: Bearer pr
 grep -qi '^HTTP/1.1 429' "$TEST_TMP/headers" || fail "no 429 for a client over its rate"
 grep -qi '^Retry-After: 1' "$TEST_TMP/headers" || fail "no Retry-After"
 grep -qi '^X-Kubernetes-PF-FlowSchema-UID:' "$TEST_TMP/headers" || fail "no X-Kubernetes-PF-FlowSchema-UID"
+
+log "a kube.qps too low for the drain: the drain-infeasible alert says the limit is why"
+start_sim lowqps "$TEST_TMP/apf.yaml" --apf-qps 0
+printf 'kube:\n  qps: 2\n  burst: 4\n' >"$TEST_TMP/lowqps.yaml"
+rc=0
+"$SPOTDRAIN" drain spot-a --kubeconfig "$SIM_KUBECONFIG" --config "$TEST_TMP/lowqps.yaml" --budget 10 --json \
+	>"$TEST_TMP/low.json" 2>"$TEST_TMP/low.log" || rc=$?
+[ "$rc" -eq 3 ] || fail "drain at kube.qps 2 exited $rc, expected 3 (deadline missed)"
+# 40 evictions and the node's 3 requests; 2 a second for what is left of the 5 s to the deadline less the
+# margin when the drain is planned, plus 4.
+grep -q 'drain of spot-a cannot finish in time: it needs at least 43 API requests before its deadline.*kube.qps 2 allows [0-9]' \
+	"$TEST_TMP/low.log" || { cat "$TEST_TMP/low.log"; fail "no drain-infeasible naming the API limit"; }
+jq -e '.infeasible == true' "$TEST_TMP/low.json" >/dev/null || fail "drain --json: not infeasible"
 log "ok"
