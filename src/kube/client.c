@@ -190,6 +190,9 @@ void kcall_enqueue(struct kube_call *call)
         heap_up(c->heap[q], c->heap_n[q]++);
         call->queued = true;
         c->stats.queued++;
+        /* An urgent call does not wait out a throttling pause the pump may be armed for. */
+        if (q == 0 && c->pump_timer && clk_now() < c->paused_until)
+                c->pump_timer = timer_cancel(c->pump_timer);
         pump_soon(c, 0);
 }
 

@@ -1144,6 +1144,55 @@ static void test_apf_slows_and_recovers(void **state)
         assert_false(st.paused);
 }
 
+struct throttle_wait {
+        struct fx *fx;
+        bool reached;
+        struct timer *timer;
+};
+
+static void throttle_poll(void *userdata)
+{
+        struct throttle_wait *w = userdata;
+        struct kube_client_stats st;
+        w->timer = NULL;
+        kube_client_stats(w->fx->client, &st);
+        if (st.throttled > 0) {
+                w->reached = true;
+                return;
+        }
+        assert_int_equal(timer_start_in(w->fx->loop, 10 * 1000, throttle_poll, w, &w->timer), 0);
+}
+
+/* During a throttling pause the cordon (urgent) still goes; the others wait it out. */
+static void test_apf_pause_lets_urgent_through(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/x",
+                                                    .status = 429,
+                                                    .retry_after = "30",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/x", 200, "{}");
+        struct count waiting = { .want = 1 }, urgent = { .want = 1 };
+        struct kube_call *get = NULL;
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/x", count_done, &waiting, &get), 0);
+        struct throttle_wait w = { .fx = fx };
+        throttle_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        timer_cancel(w.timer);
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/x", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &urgent, NULL),
+                         0);
+        assert_int_equal(loop_run_until(fx->loop, &urgent.reached, WAIT_USEC), 0);
+        assert_int_equal(urgent.ok, 1);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_true(st.paused);
+        assert_int_equal(st.queued, 1); /* the throttled GET, waiting for the pause to end */
+        assert_false(waiting.reached);
+        kube_call_cancel(get);
+}
+
 /* An eviction refused by its PDB (a Status with a DisruptionBudget cause, even with Retry-After, as
  * kube-apiserver sends while the PDB is being processed) is the caller's business: not sent again, and
  * the client does not slow down. */
@@ -1450,6 +1499,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rate_limiter_queues, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_queue_by_deadline, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_slows_and_recovers, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_apf_pause_lets_urgent_through, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_does_not_slow, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
