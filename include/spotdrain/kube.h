@@ -104,8 +104,8 @@ void kube_result_clear(struct kube_result *r);
 struct kube_call;
 typedef void (*kube_done_fn)(struct kube_client *c, struct kube_result *r, void *userdata);
 
-/* Orders a call among the waiting ones: earliest key first (a pod's last safe moment, CLOCK_MONOTONIC
- * usec), within its class (urgent, priority, ordinary); a call without a key is due when it was made.
+/* Orders a call among the waiting ones of its class (urgent, priority, ordinary): earliest key first (a
+ * pod's last safe moment, clk_now() usec), then the calls without a key in the order they were made.
  * Applies to the call's later requests and retries too. NULL-safe. */
 void kube_call_set_deadline(struct kube_call *call, uint64_t key_usec);
 /* The operator's cap on the rate (kube.qps, kube.burst; qps < 0: unlimited). */

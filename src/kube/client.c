@@ -39,16 +39,16 @@ void kube_result_clear(struct kube_result *r)
 
 /* ---- the waiting calls: a binary heap per class, earliest key first ---- */
 
-static uint64_t call_key(const struct kube_call *call)
-{
-        return call->key ? call->key : call->born;
-}
-
+/* Calls with a deadline key first, earliest first; then those without one (lists, reads, writes no pod's
+ * last safe moment waits on), in the order they were made. Keyed calls are few at any time (the ledger
+ * grants a handful of evictions at once), so the others do not starve; and a granted eviction does not
+ * wait behind every list made before its last safe moment, holding its PDB slot meanwhile. */
 static bool heap_before(const struct kube_call *a, const struct kube_call *b)
 {
-        uint64_t ka = call_key(a), kb = call_key(b);
-        if (ka != kb)
-                return ka < kb;
+        if (!a->key != !b->key)
+                return a->key != 0;
+        if (a->key != b->key)
+                return a->key < b->key;
         return a->seq < b->seq;
 }
 
@@ -278,7 +278,6 @@ int kcall_new(struct kube_client *c, const char *method, const char *path, const
         call->userdata = userdata;
         call->step = finish_step;
         call->grace = -1;
-        call->born = clk_now();
         call->seq = ++c->seq;
         int r = kcall_set_request(call, method, path, content_type, body);
         if (r < 0) {

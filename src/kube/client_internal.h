@@ -30,7 +30,7 @@ struct kube_client {
         struct kube_call *calls; /* every live call */
         size_t n_calls;
         /* The calls waiting for a token, one binary heap per class ([0] urgent, [1] priority, [2]
-         * ordinary), each ordered by deadline key, then by when the call was made. */
+         * ordinary), each ordered by deadline key, then the calls without one as they were made. */
         struct kube_call **heap[3];
         size_t heap_n[3], heap_cap[3];
         uint64_t seq;
@@ -66,9 +66,8 @@ struct kube_call {
         bool queued;
         size_t hidx;        /* its place in client->heap[hq] while queued */
         int hq;             /* its class */
-        uint64_t key;       /* deadline key (kube_call_set_deadline); 0 = none: due when made */
-        uint64_t born;      /* when it was made (the key of a call without one) */
-        uint64_t seq;       /* ties: the order the calls were made */
+        uint64_t key;       /* deadline key (kube_call_set_deadline); 0 = none: after the keyed ones */
+        uint64_t seq;       /* ties, and the order of the calls without a key: the order they were made */
         unsigned throttled; /* times the server throttled it (429 of priority and fairness) */
 
         /* the request under way */

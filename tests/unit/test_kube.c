@@ -1002,8 +1002,8 @@ static void test_rate_limiter_queues(void **state)
 }
 
 /* Waiting requests go out earliest deadline key first: urgent ones before everything, then the
- * priority class by key (a call without one is due when it was made), ordinary ones last. A key set on a
- * call already queued moves it. */
+ * priority class by key, its calls without a key after those, ordinary ones last. A key set on a call
+ * already queued moves it. */
 static void test_queue_by_deadline(void **state)
 {
         struct fx *fx = *state;
@@ -1042,11 +1042,11 @@ static void test_queue_by_deadline(void **state)
 
         static const char *const want[] = {
                 "/api/v1/nodes/cordon",
-                "/api/v1/namespaces/d/pods/nokey/eviction",
                 "/api/v1/namespaces/d/pods/k40/eviction",
                 "/api/v1/namespaces/d/pods/k10/eviction",
                 "/api/v1/namespaces/d/pods/k20/eviction",
                 "/api/v1/namespaces/d/pods/k30/eviction",
+                "/api/v1/namespaces/d/pods/nokey/eviction",
                 "/api/v1/nodes/ordinary",
         };
         /* One token at a time, so that the server sees them in the order they left. */
@@ -1064,8 +1064,10 @@ static void test_queue_by_deadline(void **state)
 /* The text/plain 429 kube-apiserver's priority and fairness sends (filters/priority-and-fairness.go). */
 #define APF_429 "Too many requests, please try again later.\n"
 
+/* Polls the client's stats every 10 ms until ready() holds (bounded by the caller's loop_run_until). */
 struct stats_wait {
         struct fx *fx;
+        bool (*ready)(const struct kube_client_stats *st, const struct stats_wait *w);
         double rate;
         bool reached;
         struct timer *timer;
@@ -1077,11 +1079,21 @@ static void stats_poll(void *userdata)
         struct kube_client_stats st;
         w->timer = NULL;
         kube_client_stats(w->fx->client, &st);
-        if (st.rate >= w->rate) {
+        if (w->ready(&st, w)) {
                 w->reached = true;
                 return;
         }
         assert_int_equal(timer_start_in(w->fx->loop, 10 * 1000, stats_poll, w, &w->timer), 0);
+}
+
+static bool rate_reached(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->rate >= w->rate;
+}
+
+static bool was_throttled(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->throttled > 0;
 }
 
 /* A 429 with Retry-After that is not a PDB's refusal is the server throttling: the request is sent again
@@ -1132,7 +1144,7 @@ static void test_apf_slows_and_recovers(void **state)
 
         /* Without more 429s the rate climbs back to the cap (the clock ten times faster for it). */
         clk_set_scale(20);
-        struct stats_wait w = { .fx = fx, .rate = 50 };
+        struct stats_wait w = { .fx = fx, .ready = rate_reached, .rate = 50 };
         stats_poll(&w);
         int r = loop_run_until(fx->loop, &w.reached, WAIT_USEC);
         timer_cancel(w.timer);
@@ -1142,25 +1154,6 @@ static void test_apf_slows_and_recovers(void **state)
         kube_client_stats(fx->client, &st);
         assert_true(st.rate == 50);
         assert_false(st.paused);
-}
-
-struct throttle_wait {
-        struct fx *fx;
-        bool reached;
-        struct timer *timer;
-};
-
-static void throttle_poll(void *userdata)
-{
-        struct throttle_wait *w = userdata;
-        struct kube_client_stats st;
-        w->timer = NULL;
-        kube_client_stats(w->fx->client, &st);
-        if (st.throttled > 0) {
-                w->reached = true;
-                return;
-        }
-        assert_int_equal(timer_start_in(w->fx->loop, 10 * 1000, throttle_poll, w, &w->timer), 0);
 }
 
 /* During a throttling pause the cordon (urgent) still goes; the others wait it out. */
@@ -1176,8 +1169,8 @@ static void test_apf_pause_lets_urgent_through(void **state)
         struct count waiting = { .want = 1 }, urgent = { .want = 1 };
         struct kube_call *get = NULL;
         assert_int_equal(kube_get(fx->client, "/api/v1/nodes/x", count_done, &waiting, &get), 0);
-        struct throttle_wait w = { .fx = fx };
-        throttle_poll(&w);
+        struct stats_wait w = { .fx = fx, .ready = was_throttled };
+        stats_poll(&w);
         assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
         timer_cancel(w.timer);
         assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/x", "application/json", "{}",
