@@ -326,6 +326,10 @@ uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kub
                                   const char *owner_key, uint64_t default_startup_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
+/* When a drain of l may next be judged again mid-drain (engine clock), and the record of one that ran
+ * from start to end: such re-judgements of every drain of l share a tenth of the time. NULL-safe. */
+uint64_t drain_ledger_rejudge_at(const struct drain_ledger *l);
+void drain_ledger_rejudged(struct drain_ledger *l, uint64_t start, uint64_t end);
 
 /* Raises drain-infeasible or drain-at-risk on node as g grades it (node_index: the node in g->plan);
  * nothing for DRAIN_GRADE_FITS. */

@@ -84,6 +84,7 @@ struct drain_exec {
         struct drain_ledger *ledger, *own_ledger;
         bool joined;
         size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
+        uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
@@ -906,6 +907,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         next = MIN(next, p->force_at);
         }
 
+        if (x->rejudge_at > now)
+                next = MIN(next, x->rejudge_at);
         if (n_forced > 0) {
                 char n[16];
                 snprintf(n, sizeof(n), "%u", n_forced);
@@ -1068,8 +1071,15 @@ static void act(struct drain_exec *x)
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
                 /* More pods drain beside this node's than when it was judged (another drain started or
                  * came to know its pods): PDBs shared with them may not be honoured across all. Or pods
-                 * were seen taking longer to stop than expected. */
-                judge(x, now, false);
+                 * were seen taking longer to stop than expected. Within the ledger's share of the time:
+                 * one put off wakes the drain when its turn comes. */
+                x->rejudge_at = drain_ledger_rejudge_at(x->ledger);
+                if (now >= x->rejudge_at) {
+                        uint64_t start = clk_now();
+                        x->rejudge_at = 0;
+                        judge(x, now, false);
+                        drain_ledger_rejudged(x->ledger, start, clk_now());
+                }
         }
         /* A node that does not exist has no pods either: wait for the cordon's answer to tell. */
         if (count_left(x) == 0 && !x->cordon_call) {
