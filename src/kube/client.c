@@ -519,8 +519,13 @@ static void call_http_done(const struct http_response *resp, void *userdata)
                 /* Rejected before it ran: safe to send again whatever its verb (as client-go does). A
                  * watch is re-established by its owner. */
                 if (!(call->flags & CALL_STREAM) && call->throttled < KUBE_THROTTLE_RETRIES) {
+                        /* Even an urgent call waits out the pause before it is sent again: sent into the
+                         * server's refusal it would use up its retries in a moment. */
+                        uint64_t now = clk_now();
                         call->throttled++;
-                        kcall_enqueue(call);
+                        if (c->paused_until <= now || timer_start_in(c->loop, c->paused_until - now,
+                                                                     retry_timer_fn, call, &call->timer) < 0)
+                                kcall_enqueue(call);
                         return;
                 }
         }

@@ -1181,9 +1181,31 @@ static void test_apf_pause_lets_urgent_through(void **state)
         struct kube_client_stats st;
         kube_client_stats(fx->client, &st);
         assert_true(st.paused);
-        assert_int_equal(st.queued, 1); /* the throttled GET, waiting for the pause to end */
+        assert_int_equal(st.queued, 0); /* the throttled GET waits for the pause to end, not in the queue */
         assert_false(waiting.reached);
         kube_call_cancel(get);
+}
+
+/* A throttled urgent call is sent again only once the Retry-After is over: sent at once into the server's
+ * refusal, it would use up its retries in a moment. */
+static void test_apf_urgent_retry_waits(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "PATCH",
+                                                    .path = "/api/v1/nodes/c",
+                                                    .status = 429,
+                                                    .retry_after = "1",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/c", 200, "{}");
+        struct count n = { .want = 1 };
+        uint64_t t0 = clk_now();
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/c", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &n, NULL),
+                         0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 1);
+        assert_int_equal(kfake_count(fx->fake), 2);
+        assert_true(clk_now() - t0 >= USEC);
 }
 
 /* An eviction refused by its PDB (a Status with a DisruptionBudget cause, even with Retry-After, as
@@ -1493,6 +1515,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_queue_by_deadline, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_slows_and_recovers, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_pause_lets_urgent_through, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_apf_urgent_retry_waits, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_does_not_slow, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
