@@ -102,6 +102,8 @@ static void queue_remove(struct kube_call *call)
         c->stats.queued--;
 }
 
+static void pump_soon(struct kube_client *c, uint64_t after_usec);
+
 void kcall_free(struct kube_call *call)
 {
         struct kube_client *c = call->client;
@@ -109,6 +111,10 @@ void kcall_free(struct kube_call *call)
         if (call->http) {
                 http_cancel(call->http);
                 c->stats.in_flight--;
+        }
+        if (call->active) {
+                c->n_active--;
+                pump_soon(c, 0);
         }
         kube_token_wait_cancel(call->token_wait);
         timer_cancel(call->timer);
@@ -503,6 +509,12 @@ static void call_http_done(const struct http_response *resp, void *userdata)
         struct kube_client *c = call->client;
         call->http = NULL;
         c->stats.in_flight--;
+        if (call->active) {
+                call->active = false;
+                c->n_active--;
+                if (c->stats.queued)
+                        pump_soon(c, 0);
+        }
         count_request(c->opts.metrics, call->method, call->path, resp);
 
         if (resp->status == 401 && !call->reauthed) {
@@ -730,6 +742,9 @@ static void pump(struct kube_client *c)
                         pump_soon(c, c->paused_until - now);
                         return;
                 }
+                /* An answer starts the next. */
+                if (q > 0 && c->n_active >= KUBE_MAX_IN_FLIGHT)
+                        return;
                 double rate = current_rate(c, now);
                 if (rate > 0) {
                         refill(c, now, rate);
@@ -742,6 +757,10 @@ static void pump(struct kube_client *c)
                 }
                 struct kube_call *call = c->heap[q][0];
                 queue_remove(call);
+                if (!(call->flags & CALL_STREAM)) {
+                        call->active = true;
+                        c->n_active++;
+                }
                 call_start(call);
         }
 }

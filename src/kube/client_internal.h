@@ -10,6 +10,10 @@
 #include "spotdrain/kube.h"
 
 #define EVENT_CACHE_MAX 64
+/* Requests under way at once, watches aside, urgent ones beyond it: a burst of 300 would open as many
+ * connections to an API server that speaks HTTP/1.1 (the simulator), and wait in the server's priority and
+ * fairness queues on HTTP/2 anyway. */
+#define KUBE_MAX_IN_FLIGHT 64
 /* An unlimited client (kube.qps < 0) slowed down by the server is back to unlimited past this rate. */
 #define KUBE_UNLIMITED_RECOVERED 10000.0
 #ifndef USEC_PER_SEC
@@ -29,6 +33,7 @@ struct kube_client {
 
         struct kube_call *calls; /* every live call */
         size_t n_calls;
+        unsigned n_active; /* requests sent and not answered yet, watches aside (KUBE_MAX_IN_FLIGHT) */
         /* The calls waiting for a token, one binary heap per class ([0] urgent, [1] priority, [2]
          * ordinary), each ordered by deadline key, then the calls without one as they were made. */
         struct kube_call **heap[3];
@@ -69,6 +74,7 @@ struct kube_call {
         uint64_t key;       /* deadline key (kube_call_set_deadline); 0 = none: after the keyed ones */
         uint64_t seq;       /* ties, and the order of the calls without a key: the order they were made */
         unsigned throttled; /* times the server throttled it (429 of priority and fairness) */
+        bool active;        /* counted in client->n_active */
 
         /* the request under way */
         char *method, *path, *content_type, *body;
