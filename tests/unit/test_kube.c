@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1208,6 +1210,72 @@ static void test_apf_urgent_retry_waits(void **state)
         assert_true(clk_now() - t0 >= USEC);
 }
 
+/* Holds every request in the fake server until opened; counts those that arrived. */
+struct gate {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool open;
+        atomic_uint arrived;
+};
+
+static void gate_hook(const struct kfake_request *req, void *userdata)
+{
+        struct gate *g = userdata;
+        atomic_fetch_add(&g->arrived, 1);
+        pthread_mutex_lock(&g->lock);
+        while (!g->open)
+                pthread_cond_wait(&g->cond, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+}
+
+static bool in_flight_full(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->in_flight >= (unsigned)w->rate;
+}
+
+/* No more than KUBE_MAX_IN_FLIGHT requests are under way at once, whatever the rate allows; an urgent one
+ * goes beyond it, and each answer lets the next go. */
+static void test_in_flight_cap(void **state)
+{
+        struct fx *fx = *state;
+        struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = "/api/v1/nodes/n", .status = 200, .body = "{}", .sticky = true });
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "PATCH", .path = "/api/v1/nodes/n", .status = 200, .body = "{}", .sticky = true });
+        kfake_set_hook(fx->fake, gate_hook, &g);
+        struct count n = { .want = 101 };
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n", count_done, &n, NULL), 0);
+        struct stats_wait w = { .fx = fx, .ready = in_flight_full, .rate = 64 };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.in_flight, 64);
+        assert_int_equal(st.queued, 36);
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/n", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &n, NULL),
+                         0);
+        w = (struct stats_wait){ .fx = fx, .ready = in_flight_full, .rate = 65 };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        pthread_mutex_lock(&g.lock);
+        g.open = true;
+        pthread_cond_broadcast(&g.cond);
+        pthread_mutex_unlock(&g.lock);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 101);
+        kfake_set_hook(fx->fake, NULL, NULL);
+        kube_client_stats(fx->client, &st);
+        assert_true(st.max_in_flight <= 65);
+        assert_int_equal(atomic_load(&g.arrived), 101);
+}
+
 /* An eviction refused by its PDB (a Status with a DisruptionBudget cause, even with Retry-After, as
  * kube-apiserver sends while the PDB is being processed) is the caller's business: not sent again, and
  * the client does not slow down. */
@@ -1516,6 +1584,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_apf_slows_and_recovers, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_pause_lets_urgent_through, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_urgent_retry_waits, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_in_flight_cap, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_does_not_slow, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
