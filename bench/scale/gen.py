@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes a controller-mode scale scenario for `spotdrain sim serve` (issue 8 item 6).
 
-usage: gen.py [--nodes N] [--pods P] [--interruptions I] [--window S] [--workloads W] [--budget S] > scenario.yaml
+usage: gen.py [--nodes N] [--pods P] [--interruptions I] [--window S] [--workloads W] [--budget S]
+              [--apf-qps Q] > scenario.yaml
 
 The cluster: N nodes, 60 % spot (m5.4xlarge-like) and 40 % on-demand, three zones. One DaemonSet runs a pod
 on every node; most of the other pods belong to W Deployments,
@@ -10,7 +11,8 @@ through maxUnavailable int / percent, minAvailable int / percent, and none (Depl
 spot pool, get spot-interruption notices evenly within S seconds from --start (so that the controller
 is up and leading before the first notice, and its own start-up is not counted as cordon latency). Every node has room for about
 five times its share of pods, so the displaced pods fit on the nodes that stay. W/8 StatefulSets of 3
-replicas (PDB maxUnavailable 1) have one replica on each of three nodes far apart.
+replicas (PDB maxUnavailable 1) have one replica on each of three nodes far apart. --apf-qps Q (> 0) turns on
+the simulator's priority and fairness: Q requests a second per client, a burst of 2 Q.
 """
 import argparse
 import sys
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("--workloads", type=int, default=0, help="default: pods / 400, at least 4")
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--start", type=float, default=10.0, help="first notice at this simulated second")
+    ap.add_argument("--apf-qps", type=float, default=0, help="the API server's priority and fairness, per client")
     a = ap.parse_args()
     n, p, k = a.nodes, a.pods, a.interruptions
     w = a.workloads or max(4, p // 400)
@@ -44,7 +47,10 @@ def main():
             names.append(spot[si]); si += 1
     out = [f"# generated: bench/scale/gen.py --nodes {n} --pods {p} --interruptions {k} --window {a.window} "
            f"--workloads {w} --budget {a.budget} --start {a.start}",
-           f"name: scale-{n}n-{p}p-{k}i", "mode: controller", f"budget_seconds: {a.budget:g}", "nodes:"]
+           f"name: scale-{n}n-{p}p-{k}i", "mode: controller", f"budget_seconds: {a.budget:g}"]
+    if a.apf_qps > 0:
+        out.append(f"api_priority_fairness: {{qps: {a.apf_qps:g}, burst: {2 * a.apf_qps:g}}}")
+    out.append("nodes:")
     for i, nm in enumerate(names):
         ct = "spot" if nm.startswith("spot") else "on-demand"
         out.append(f"  - {{name: {nm}, zone: {zones[i % 3]}, capacity_type: {ct}, instance_type: m5.4xlarge, "

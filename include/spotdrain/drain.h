@@ -299,5 +299,21 @@ bool drain_input_guesses(const struct drain_input *in);
 /* "fits", "at-risk", "infeasible" */
 const char *drain_grade_to_string(enum drain_grade g);
 
+/* ==== the API budget (verdict.c) ====
+ * Every drain of a process shares one API client, whose waiting requests go earliest last safe moment
+ * first: what the drains whose deadlines come no later than node's need must be sent before node's
+ * deadline less its margin. At the least: one request for each pod the plan moves (eviction or forced
+ * delete) and DRAIN_API_PER_NODE for each node (cordon and taint, the pod list). */
+#define DRAIN_API_PER_NODE 3
+struct drain_api_budget {
+        uint64_t needed;  /* requests, at the least */
+        uint64_t allowed; /* what qps and burst let through before the deadline less the margin */
+        double qps;
+};
+/* Whether the client's rate (qps < 0: unlimited) is too low for node's drain in the plan p of in: 1 (the
+ * figures in *ret), 0 enough. */
+int drain_api_budget_short(const struct drain_input *in, const struct drain_plan *p, size_t node, double qps,
+                           unsigned burst, struct drain_api_budget *ret);
+
 const char *drain_verdict_to_string(enum drain_verdict v);
 const char *drain_action_to_string(enum drain_action a);

@@ -349,11 +349,17 @@ uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kub
                                   const char *owner_key, uint64_t default_startup_usec);
 /* Graceful stops observed by the drains of the ledger (delete → gone), per owner. */
 struct drain_shutdowns *drain_ledger_shutdowns(const struct drain_ledger *l);
+/* When a drain of l may next be judged again mid-drain (engine clock), and the record of one that ran
+ * from start to end: such re-judgements of every drain of l share a tenth of the time. NULL-safe. */
+uint64_t drain_ledger_rejudge_at(const struct drain_ledger *l);
+void drain_ledger_rejudged(struct drain_ledger *l, uint64_t start, uint64_t end);
 
 /* Raises drain-infeasible or drain-at-risk on node as g grades it (node_index: the node in g->plan);
  * nothing for DRAIN_GRADE_FITS. */
 void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,
                        size_t node_index);
+/* Raises drain-infeasible on node because the client's kube.qps is too low for it (the figures in b). */
+void drain_api_budget_alert(struct alert_bus *bus, const char *node, const struct drain_api_budget *b);
 
 /* ==== estimates learnt from the cluster's ordinary life (estimates.c) ====
  * A pod watch counts every graceful stop it sees end and every pod it sees Ready for the pod's owner

@@ -30,8 +30,10 @@ struct metrics;
 #define KUBE_IDLE_TIMEOUT_USEC (10ULL * 1000000ULL)
 
 struct kube_client_options {
-        double qps;                    /* client-side rate limit; 0 = default 20, <0 = unlimited */
-        unsigned burst;                /* token bucket size; 0 = default 30 */
+        /* client-side rate limit, the operator's cap; 0 = default KUBE_DEFAULT_QPS, <0 = unlimited. The
+         * client goes slower on its own while the API server throttles it (429 of priority and fairness). */
+        double qps;
+        unsigned burst;                /* token bucket size; 0 = default KUBE_DEFAULT_BURST */
         unsigned max_retries;          /* retries of idempotent GETs and transport errors; 0 = default 3 */
         uint64_t backoff_base_usec;    /* 0 = 200 ms */
         uint64_t backoff_max_usec;     /* 0 = 10 s */
@@ -41,6 +43,14 @@ struct kube_client_options {
          * NULL = not counted */
         struct metrics *metrics;
 };
+
+/* The defaults of kube.qps and kube.burst: Karpenter's (its KUBE_CLIENT_QPS and KUBE_CLIENT_BURST). The
+ * server's priority and fairness, which the client follows, is what keeps it from overloading the API. */
+#define KUBE_DEFAULT_QPS   200
+#define KUBE_DEFAULT_BURST 300
+/* Retries of a request the server throttled (kube-apiserver rejected it before running it, so any verb is
+ * safe to send again): client-go's limit. */
+#define KUBE_THROTTLE_RETRIES 10
 
 struct kube_client;
 /* The client borrows cfg and l; both must outlive it. opts may be NULL. */
@@ -62,6 +72,9 @@ struct kube_client_stats {
         unsigned queued;    /* waiting for a rate-limiter token */
         unsigned in_flight; /* HTTP requests under way */
         unsigned max_in_flight;
+        uint64_t throttled; /* 429s of the server's priority and fairness (not an eviction's PDB 429) */
+        double rate;        /* requests per second allowed now (< 0: unlimited) */
+        bool paused;        /* waiting out a Retry-After */
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
 
@@ -90,6 +103,13 @@ void kube_result_clear(struct kube_result *r);
 
 struct kube_call;
 typedef void (*kube_done_fn)(struct kube_client *c, struct kube_result *r, void *userdata);
+
+/* Orders a call among the waiting ones of its class (urgent, priority, ordinary): earliest key first (a
+ * pod's last safe moment, clk_now() usec), then the calls without a key in the order they were made.
+ * Applies to the call's later requests and retries too. NULL-safe. */
+void kube_call_set_deadline(struct kube_call *call, uint64_t key_usec);
+/* The operator's cap on the rate (kube.qps, kube.burst; qps < 0: unlimited). */
+void kube_client_limit(const struct kube_client *c, double *ret_qps, unsigned *ret_burst);
 
 /* Cancels an operation under way; its callback does not run. NULL-safe; returns NULL. Inside the call's own
  * callback it does nothing; after the callback returned, the handle is invalid. */

@@ -62,6 +62,12 @@ struct sim_server_options {
         double imds_timeout_rate;  /* never answered: the connection hangs 2 s, then drops */
         double sts_error_rate;     /* InternalFailure (500) */
         uint64_t seed;             /* for the error draws; 0 = 1 */
+        /* The API server's priority and fairness (scenario api_priority_fairness, sim serve --apf-qps):
+         * requests a second per client (its Authorization), sustained; 0 = off. A request beyond them is
+         * answered 429 with Retry-After, before it runs. */
+        double apf_qps;
+        double apf_burst;         /* 0 = apf_qps (at least 1) */
+        unsigned apf_retry_after; /* seconds; 0 = 1 */
 };
 /* The faults: section (and seed) of a loaded scenario. Leaves opt->listen alone. */
 void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_server_options *opt);

@@ -21,7 +21,12 @@ static void sim_usage(FILE *f)
             f,
             "usage: spotdrain sim serve SCENARIO [--listen HOST:PORT] [--kubeconfig-out FILE]\n"
             "                           [--endpoints-out FILE] [--time-scale N] [--mode agent|controller]\n"
-            "                           [--seed N] [--log-level LEVEL] [--log-format FORMAT]\n");
+            "                           [--seed N] [--apf-qps N] [--apf-burst N]\n"
+            "                           [--log-level LEVEL] [--log-format FORMAT]\n"
+            "  --apf-qps N    the API server's priority and fairness: N requests a second per client, "
+            "beyond\n"
+            "                 which it answers 429 with Retry-After (overrides the scenario's\n"
+            "                 api_priority_fairness.qps; 0 turns it off)\n");
 }
 
 static void sim_freep(struct sim **s)
@@ -83,6 +88,8 @@ static int sim_serve(int argc, char **argv)
                 { "time-scale", required_argument, NULL, 't' },
                 { "mode", required_argument, NULL, 'm' },
                 { "seed", required_argument, NULL, 's' },
+                { "apf-qps", required_argument, NULL, 'Q' },
+                { "apf-burst", required_argument, NULL, 'B' },
                 { "log-level", required_argument, NULL, 'L' },
                 { "log-format", required_argument, NULL, 'F' },
                 { "help", no_argument, NULL, 'h' },
@@ -92,6 +99,7 @@ static int sim_serve(int argc, char **argv)
         struct sim_options opt = { .time_scale = 1 };
         struct sim_server_options sopt = {};
         int level = LOG_INFO, format = LOG_FORMAT_AUTO, c, r, sig;
+        double apf_qps = -1, apf_burst = -1;
         _cleanup_(ynode_freep) struct ynode *tree = NULL;
         _cleanup_(sim_freep) struct sim *s = NULL;
         _cleanup_free_ char *error = NULL;
@@ -133,6 +141,18 @@ static int sim_serve(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case 'Q':
+                case 'B': {
+                        double v = strtod(optarg, &end);
+                        if (*end || !(v >= 0) || v > 1e6) {
+                                fprintf(stderr,
+                                        "spotdrain sim serve: --apf-%s needs a number from 0 to 1000000\n",
+                                        c == 'Q' ? "qps" : "burst");
+                                return EXIT_USAGE;
+                        }
+                        *(c == 'Q' ? &apf_qps : &apf_burst) = v;
+                        break;
+                }
                 case 'L':
                         level = log_parse_level(optarg);
                         if (level < 0) {
@@ -182,6 +202,10 @@ static int sim_serve(int argc, char **argv)
         sim_server_options_from_scenario(tree, &sopt);
         if (opt.seed)
                 sopt.seed = opt.seed;
+        if (apf_qps >= 0)
+                sopt.apf_qps = apf_qps;
+        if (apf_burst >= 1)
+                sopt.apf_burst = apf_burst;
         r = sim_surfaces_start(s, &sopt, &srv);
         if (r < 0) {
                 log_error_errno(r, "cannot listen on %s", listen);

@@ -177,6 +177,12 @@ static const struct cli_flag sim_flags[] = {
         { "mode", "agent|controller", NULL, "the scenario's mode",
           "how the interrupted node's notice is delivered" },
         { "seed", "N", NULL, "the scenario's seed", "seed of any randomness (faults)" },
+        { "apf-qps", "N", NULL, "the scenario's api_priority_fairness.qps",
+          "the API server's priority and fairness: N requests a second per client, beyond which it answers "
+          "429 "
+          "with Retry-After (0 .. 1000000; 0 turns it off)" },
+        { "apf-burst", "N", NULL, "the scenario's api_priority_fairness.burst",
+          "the burst priority and fairness allows a client above its rate (0 .. 1000000)" },
         F_LOG_LEVEL,
         F_LOG_FORMAT,
         F_END,

@@ -92,6 +92,7 @@ struct drain_exec {
         struct drain_ledger *ledger, *own_ledger;
         bool joined;
         size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
+        uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
@@ -513,6 +514,19 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
+        if (first && !x->result.infeasible) {
+                /* The operator's rate cap, not the cluster, may be what decides: say so. */
+                struct drain_api_budget b;
+                double qps;
+                unsigned burst;
+                kube_client_limit(x->c, &qps, &burst);
+                if (drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node, qps, burst,
+                                           &b) > 0) {
+                        x->result.infeasible = true;
+                        drain_api_budget_alert(x->bus, x->node, &b);
+                        return;
+                }
+        }
         if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
                 return;
         inputs_options(x, now, &io);
@@ -867,10 +881,13 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
 }
 
 /* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
- * grace < 0: the pod's own. */
-static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb, int64_t grace)
+ * grace < 0: the pod's own. last_safe: the pod's last safe moment, which orders the request among every
+ * drain's waiting ones. */
+static int evict(struct drain_exec *x, struct xpod *p, uint64_t last_safe, char **grant_pdb, int64_t grace)
 {
         int r = kube_evict(x->c, p->namespace, p->name, p->uid, grace, evict_done, p, &p->call);
+        if (r >= 0)
+                kube_call_set_deadline(p->call, last_safe);
         if (r < 0) {
                 if (grant_pdb && *grant_pdb) {
                         drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
@@ -1016,14 +1033,14 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         bool issued = false;
                         if (!takes_slot) {
                                 postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
-                                issued = evict(x, p, NULL, grace) >= 0;
+                                issued = evict(x, p, pp->last_safe_usec, NULL, grace) >= 0;
                         } else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
                                 if (g > 0) {
                                         postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
-                                        issued = evict(x, p, &grant, grace) >= 0;
+                                        issued = evict(x, p, pp->last_safe_usec, &grant, grace) >= 0;
                                 }
                         }
                         if (issued)
@@ -1045,6 +1062,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                                 next = MIN(next, p->force_at);
                                 continue;
                         }
+                        /* Its last safe moment has come: ahead of every eviction still to come. */
+                        kube_call_set_deadline(p->call, pp->last_safe_usec);
                         p->state = XPOD_DELETING;
                         p->forced_grace = grace;
                         n_forced++;
@@ -1063,6 +1082,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         next = MIN(next, p->force_at);
         }
 
+        if (x->rejudge_at > now)
+                next = MIN(next, x->rejudge_at);
         if (n_forced > 0) {
                 char n[16];
                 snprintf(n, sizeof(n), "%u", n_forced);
@@ -1229,8 +1250,15 @@ static void act(struct drain_exec *x)
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
                 /* More pods drain beside this node's than when it was judged (another drain started or
                  * came to know its pods): PDBs shared with them may not be honoured across all. Or pods
-                 * were seen taking longer to stop than expected. */
-                judge(x, now, false);
+                 * were seen taking longer to stop than expected. Within the ledger's share of the time:
+                 * one put off wakes the drain when its turn comes. */
+                x->rejudge_at = drain_ledger_rejudge_at(x->ledger);
+                if (now >= x->rejudge_at) {
+                        uint64_t start = clk_now();
+                        x->rejudge_at = 0;
+                        judge(x, now, false);
+                        drain_ledger_rejudged(x->ledger, start, clk_now());
+                }
         }
         /* A node that does not exist has no pods either: wait for the cordon's answer to tell. */
         if (count_left(x) == 0 && !x->cordon_call) {

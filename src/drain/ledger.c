@@ -19,6 +19,11 @@
  * queue dozens of evictions in the client's rate limiter ahead of the cordons of nodes whose notice just
  * came (the client keeps one queue within its QPS budget). */
 #define MAX_IN_FLIGHT 8
+/* Mid-drain re-judgements (each a graded verdict: several joint plans) of every drain of the ledger get a
+ * tenth of the time at most: after one that took d, the next waits 9 d. Each stop seen and each drain
+ * joining asks every drain for one, and at 200 drains they used to keep the loop busy past the deadlines,
+ * cordons and evictions waiting behind them. */
+#define REJUDGE_SHARE 9
 /* A joint plan older than this is made anew even when nothing was heard: estimates of pods stopping right
  * now grow with time, and kept ghosts expire. */
 #define PLAN_MAX_AGE_USEC (1000 * UINT64_C(1000))
@@ -133,6 +138,7 @@ struct drain_ledger {
         struct drain_joint *joint;
         bool dirty;
         uint64_t plan_cost, plan_made; /* engine clock: what the last one took, when it was done */
+        uint64_t rejudge_after;        /* engine clock: when a drain may next be judged again mid-drain */
         struct timer *replan;
         /* The options of the members' plans (the first member's; a process drains with one configuration),
          * so that the ledger can make a plan itself when something changed. */
@@ -1274,6 +1280,17 @@ uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kub
                 startup = default_startup_usec;
         /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
         return kp->deleted_usec + 2 * startup + UINT64_C(1000000) + GHOST_OVERDUE_USEC;
+}
+
+uint64_t drain_ledger_rejudge_at(const struct drain_ledger *l)
+{
+        return l ? l->rejudge_after : 0;
+}
+
+void drain_ledger_rejudged(struct drain_ledger *l, uint64_t start, uint64_t end)
+{
+        if (l && end > start)
+                l->rejudge_after = end + REJUDGE_SHARE * (end - start);
 }
 
 void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s)

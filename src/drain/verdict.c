@@ -233,3 +233,30 @@ bool drain_input_guesses(const struct drain_input *in)
         }
         return false;
 }
+
+int drain_api_budget_short(const struct drain_input *in, const struct drain_plan *p, size_t node, double qps,
+                           unsigned burst, struct drain_api_budget *ret)
+{
+        if (!in || !p || node >= in->n_nodes || qps <= 0)
+                return 0;
+        const struct drain_node_in *own = &in->nodes[node];
+        uint64_t end = own->deadline_usec > own->margin_usec ? own->deadline_usec - own->margin_usec : 0;
+        uint64_t needed = 0;
+        for (size_t n = 0; n < in->n_nodes; n++)
+                if (in->nodes[n].deadline_usec <= own->deadline_usec)
+                        needed += DRAIN_API_PER_NODE;
+        for (size_t i = 0; i < in->n_pods && i < p->n_pods; i++) {
+                const struct drain_pod_in *pin = &in->pods[i];
+                if (in->nodes[pin->node].deadline_usec > own->deadline_usec || pin->deleting ||
+                    pin->gone_usec)
+                        continue;
+                if (drain_plan_pod_to_evict(&p->pods[i]))
+                        needed++;
+        }
+        double window = end > in->now_usec ? (double)(end - in->now_usec) / 1e6 : 0;
+        uint64_t allowed = (uint64_t)(qps * window) + burst;
+        if (needed <= allowed)
+                return 0;
+        *ret = (struct drain_api_budget){ .needed = needed, .allowed = allowed, .qps = qps };
+        return 1;
+}

@@ -1,5 +1,6 @@
 /* The alerts of the graded verdict: drain-infeasible with what the limiting PDB allows and the values that
  * would fit, drain-at-risk with the stop time that would still fit. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -86,4 +87,26 @@ void drain_grade_alert(struct alert_bus *bus, const char *node, const struct dra
                                  NULL };
         alert_emit(bus, ALERT_DRAIN_AT_RISK, node, fields, "drain of %s is at risk: %s", node,
                    g->reason ? g->reason : "it fits only if pods stop quickly");
+}
+
+void drain_api_budget_alert(struct alert_bus *bus, const char *node, const struct drain_api_budget *b)
+{
+        char needed[24], allowed[24], qps[24];
+        snprintf(needed, sizeof(needed), "%" PRIu64, b->needed);
+        snprintf(allowed, sizeof(allowed), "%" PRIu64, b->allowed);
+        snprintf(qps, sizeof(qps), "%g", b->qps);
+        const char *fields[] = { "grade",
+                                 drain_grade_to_string(DRAIN_GRADE_INFEASIBLE),
+                                 "api_requests_needed",
+                                 needed,
+                                 "api_requests_allowed",
+                                 allowed,
+                                 "kube_qps",
+                                 qps,
+                                 NULL };
+        alert_emit(
+            bus, ALERT_DRAIN_INFEASIBLE, node, fields,
+            "drain of %s cannot finish in time: it needs at least %" PRIu64
+            " API requests before its deadline (with the drains due before it); kube.qps %g allows %" PRIu64,
+            node, b->needed, b->qps, b->allowed);
 }

@@ -37,29 +37,72 @@ void kube_result_clear(struct kube_result *r)
 
 /* ---- call lifecycle ---- */
 
+/* ---- the waiting calls: a binary heap per class, earliest key first ---- */
+
+/* Calls with a deadline key first, earliest first; then those without one (lists, reads, writes no pod's
+ * last safe moment waits on), in the order they were made. Keyed calls are few at any time (the ledger
+ * grants a handful of evictions at once), so the others do not starve; and a granted eviction does not
+ * wait behind every list made before its last safe moment, holding its PDB slot meanwhile. */
+static bool heap_before(const struct kube_call *a, const struct kube_call *b)
+{
+        if (!a->key != !b->key)
+                return a->key != 0;
+        if (a->key != b->key)
+                return a->key < b->key;
+        return a->seq < b->seq;
+}
+
+static void heap_place(struct kube_call **h, size_t i, struct kube_call *call)
+{
+        h[i] = call;
+        call->hidx = i;
+}
+
+static void heap_up(struct kube_call **h, size_t i)
+{
+        struct kube_call *call = h[i];
+        while (i > 0 && heap_before(call, h[(i - 1) / 2])) {
+                heap_place(h, i, h[(i - 1) / 2]);
+                i = (i - 1) / 2;
+        }
+        heap_place(h, i, call);
+}
+
+static void heap_down(struct kube_call **h, size_t n, size_t i)
+{
+        struct kube_call *call = h[i];
+        for (;;) {
+                size_t l = 2 * i + 1, m = l;
+                if (l >= n)
+                        break;
+                if (l + 1 < n && heap_before(h[l + 1], h[l]))
+                        m = l + 1;
+                if (!heap_before(h[m], call))
+                        break;
+                heap_place(h, i, h[m]);
+                i = m;
+        }
+        heap_place(h, i, call);
+}
+
 static void queue_remove(struct kube_call *call)
 {
         struct kube_client *c = call->client;
         if (!call->queued)
                 return;
-        for (int q = 0; q < 3; q++) {
-                struct kube_call *prev = NULL;
-                for (struct kube_call *i = c->q_head[q]; i; prev = i, i = i->qnext) {
-                        if (i != call)
-                                continue;
-                        if (prev)
-                                prev->qnext = i->qnext;
-                        else
-                                c->q_head[q] = i->qnext;
-                        if (c->q_tail[q] == i)
-                                c->q_tail[q] = prev;
-                        call->qnext = NULL;
-                        call->queued = false;
-                        c->stats.queued--;
-                        return;
-                }
+        int q = call->hq;
+        struct kube_call **h = c->heap[q];
+        size_t i = call->hidx, last = --c->heap_n[q];
+        if (i != last) {
+                heap_place(h, i, h[last]);
+                heap_down(h, last, i);
+                heap_up(h, h[i]->hidx);
         }
+        call->queued = false;
+        c->stats.queued--;
 }
+
+static void pump_soon(struct kube_client *c, uint64_t after_usec);
 
 void kcall_free(struct kube_call *call)
 {
@@ -69,6 +112,10 @@ void kcall_free(struct kube_call *call)
                 http_cancel(call->http);
                 c->stats.in_flight--;
         }
+        if (call->active) {
+                c->n_active--;
+                pump_soon(c, 0);
+        }
         kube_token_wait_cancel(call->token_wait);
         timer_cancel(call->timer);
         if (call->prev)
@@ -77,6 +124,7 @@ void kcall_free(struct kube_call *call)
                 c->calls = call->next;
         if (call->next)
                 call->next->prev = call->prev;
+        c->n_calls--;
         free(call->method);
         free(call->path);
         free(call->content_type);
@@ -140,15 +188,30 @@ void kcall_enqueue(struct kube_call *call)
 {
         struct kube_client *c = call->client;
         int q = (call->flags & KUBE_REQ_URGENT) ? 0 : (call->flags & KUBE_REQ_PRIORITY) ? 1 : 2;
-        call->qnext = NULL;
-        if (c->q_tail[q])
-                c->q_tail[q]->qnext = call;
-        else
-                c->q_head[q] = call;
-        c->q_tail[q] = call;
+        if (call->queued)
+                return;
+        /* Room was made when the call was (heap_reserve): every heap holds every live call. */
+        call->hq = q;
+        c->heap[q][c->heap_n[q]] = call;
+        heap_up(c->heap[q], c->heap_n[q]++);
         call->queued = true;
         c->stats.queued++;
+        /* An urgent call does not wait out a throttling pause the pump may be armed for. */
+        if (q == 0 && c->pump_timer && clk_now() < c->paused_until)
+                c->pump_timer = timer_cancel(c->pump_timer);
         pump_soon(c, 0);
+}
+
+void kube_call_set_deadline(struct kube_call *call, uint64_t key_usec)
+{
+        if (!call)
+                return;
+        call->key = key_usec;
+        if (!call->queued)
+                return;
+        struct kube_call **h = call->client->heap[call->hq];
+        heap_up(h, call->hidx);
+        heap_down(h, call->client->heap_n[call->hq], call->hidx);
 }
 
 int kcall_set_request(struct kube_call *call, const char *method, const char *path, const char *content_type,
@@ -189,11 +252,29 @@ void kcall_reissue(struct kube_call *call, const char *method, const char *path,
         kcall_enqueue(call);
 }
 
+/* Makes room in every heap for one more live call, so that queueing it never fails. */
+static int heap_reserve(struct kube_client *c)
+{
+        for (int q = 0; q < 3; q++) {
+                if (c->n_calls < c->heap_cap[q])
+                        continue;
+                size_t cap = c->heap_cap[q] ? 2 * c->heap_cap[q] : 16;
+                struct kube_call **h = reallocarray(c->heap[q], cap, sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                c->heap[q] = h;
+                c->heap_cap[q] = cap;
+        }
+        return 0;
+}
+
 int kcall_new(struct kube_client *c, const char *method, const char *path, const char *content_type,
               const char *body, unsigned flags, kube_done_fn done, void *userdata, struct kube_call **ret)
 {
         if (!c || !path || !method)
                 return -EINVAL;
+        if (heap_reserve(c) < 0)
+                return -ENOMEM;
         struct kube_call *call = calloc(1, sizeof(*call));
         if (!call)
                 return -ENOMEM;
@@ -203,6 +284,7 @@ int kcall_new(struct kube_client *c, const char *method, const char *path, const
         call->userdata = userdata;
         call->step = finish_step;
         call->grace = -1;
+        call->seq = ++c->seq;
         int r = kcall_set_request(call, method, path, content_type, body);
         if (r < 0) {
                 free(call);
@@ -212,6 +294,7 @@ int kcall_new(struct kube_client *c, const char *method, const char *path, const
         if (c->calls)
                 c->calls->prev = call;
         c->calls = call;
+        c->n_calls++;
         *ret = call;
         return 0;
 }
@@ -371,6 +454,32 @@ static uint64_t parse_retry_after(const char *s)
         return (uint64_t)v * 1000000ULL;
 }
 
+/* An eviction's refusal by a PodDisruptionBudget (a Status with a DisruptionBudget cause, from the
+ * eviction subresource), as opposed to the server's own throttling: priority and fairness (and the older
+ * max-in-flight filter) answer 429 with Retry-After and a plain-text body, before the request runs. */
+static bool pdb_refusal(const struct http_response *resp)
+{
+        if (!resp->body || resp->body_len == 0)
+                return false;
+        cJSON *st = cJSON_ParseWithLength(resp->body, resp->body_len);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(st, "kind");
+        bool pdb = false;
+        if (cJSON_IsString(kind) && streq(kind->valuestring, "Status")) {
+                const cJSON *causes = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(st, "details"), "causes");
+                const cJSON *cause;
+                cJSON_ArrayForEach (cause, causes) {
+                        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(cause, "reason");
+                        if (cJSON_IsString(reason) && streq(reason->valuestring, "DisruptionBudget"))
+                                pdb = true;
+                }
+        }
+        cJSON_Delete(st);
+        return pdb;
+}
+
+static void throttled(struct kube_client *c, const char *retry_after);
+
 static void retry_timer_fn(void *userdata)
 {
         struct kube_call *call = userdata;
@@ -400,6 +509,12 @@ static void call_http_done(const struct http_response *resp, void *userdata)
         struct kube_client *c = call->client;
         call->http = NULL;
         c->stats.in_flight--;
+        if (call->active) {
+                call->active = false;
+                c->n_active--;
+                if (c->stats.queued)
+                        pump_soon(c, 0);
+        }
         count_request(c->opts.metrics, call->method, call->path, resp);
 
         if (resp->status == 401 && !call->reauthed) {
@@ -409,6 +524,22 @@ static void call_http_done(const struct http_response *resp, void *userdata)
                 call->reauthed = true;
                 kcall_enqueue(call);
                 return;
+        }
+
+        if (resp->status == 429 && !isempty(resp->retry_after) && !pdb_refusal(resp)) {
+                throttled(c, resp->retry_after);
+                /* Rejected before it ran: safe to send again whatever its verb (as client-go does). A
+                 * watch is re-established by its owner. */
+                if (!(call->flags & CALL_STREAM) && call->throttled < KUBE_THROTTLE_RETRIES) {
+                        /* Even an urgent call waits out the pause before it is sent again: sent into the
+                         * server's refusal it would use up its retries in a moment. */
+                        uint64_t now = clk_now();
+                        call->throttled++;
+                        if (c->paused_until <= now || timer_start_in(c->loop, c->paused_until - now,
+                                                                     retry_timer_fn, call, &call->timer) < 0)
+                                kcall_enqueue(call);
+                        return;
+                }
         }
 
         bool transport = resp->status == 0 || resp->error < 0;
@@ -569,45 +700,119 @@ static void call_send(struct kube_call *call, const char *token)
         if (r < 0)
                 return kcall_fail(call, r, NULL);
         c->stats.sent++;
+        uint64_t now = clk_now();
+        if (now >= c->win_start + USEC_PER_SEC) {
+                c->win_rate = (double)c->win_sent * 1e6 / (double)(now - c->win_start);
+                c->win_start = now;
+                c->win_sent = 0;
+        }
+        c->win_sent++;
         c->stats.in_flight++;
         if (c->stats.in_flight > c->stats.max_in_flight)
                 c->stats.max_in_flight = c->stats.in_flight;
 }
 
-static void refill(struct kube_client *c)
+/* The rate allowed now (< 0: unlimited): the operator's cap, lowered while the server throttles. A lowered
+ * rate climbs back by a quarter for every whole second since it last changed, up to the cap, where the
+ * slow-down ends. */
+static double current_rate(struct kube_client *c, uint64_t now)
 {
-        uint64_t now = clk_now();
+        double cap = c->opts.qps > 0 ? c->opts.qps : -1;
+        if (c->apf_rate <= 0)
+                return cap;
+        if (now >= c->paused_until && now >= c->apf_changed + USEC_PER_SEC) {
+                uint64_t steps = (now - c->apf_changed) / USEC_PER_SEC;
+                for (uint64_t i = 0; i < steps && c->apf_rate > 0; i++) {
+                        c->apf_rate *= 1.25;
+                        if (c->apf_rate >= (cap > 0 ? cap : KUBE_UNLIMITED_RECOVERED))
+                                c->apf_rate = 0;
+                }
+                c->apf_changed += steps * USEC_PER_SEC;
+                if (c->apf_rate <= 0) {
+                        log_debug("kube: the API server no longer throttles; back to %g requests a second",
+                                  cap);
+                        return cap;
+                }
+        }
+        return cap > 0 && cap < c->apf_rate ? cap : c->apf_rate;
+}
+
+static void refill(struct kube_client *c, uint64_t now, double rate)
+{
+        /* While slowed down, no burst beyond a second's worth: the server just said it has no room. */
+        double burst = c->opts.burst;
+        if (c->apf_rate > 0 && burst > rate)
+                burst = rate > 1 ? rate : 1;
         if (now > c->last_refill) {
-                c->tokens += (double)(now - c->last_refill) * c->opts.qps / 1e6;
-                if (c->tokens > c->opts.burst)
-                        c->tokens = c->opts.burst;
+                c->tokens += (double)(now - c->last_refill) * rate / 1e6;
+                if (c->tokens > burst)
+                        c->tokens = burst;
         }
         c->last_refill = now;
 }
 
-/* Starts queued calls while the token bucket allows: urgent first, then priority, then ordinary. */
+/* The server's priority and fairness turned a request away (kube-apiserver's 429 with Retry-After, before
+ * running it): every request but the urgent ones waits out the Retry-After, and the rate is halved from
+ * what the client was sending (once per pause: the answers to the requests already under way say the
+ * same thing). */
+static void throttled(struct kube_client *c, const char *retry_after)
+{
+        uint64_t now = clk_now();
+        uint64_t pause = parse_retry_after(retry_after);
+        c->stats.throttled++;
+        if (now + pause > c->paused_until)
+                c->paused_until = now + pause;
+        if (c->apf_cut_at && now < c->apf_cut_at + (pause > USEC_PER_SEC ? pause : USEC_PER_SEC))
+                return;
+        double rate = current_rate(c, now);
+        double sent = c->win_rate;
+        if (now >= c->win_start + USEC_PER_SEC / 4) {
+                double part = (double)c->win_sent * 1e6 / (double)(now - c->win_start);
+                if (part > sent)
+                        sent = part;
+        }
+        double base = rate > 0 && rate < sent ? rate : sent;
+        c->apf_rate = base / 2 > 1 ? base / 2 : 1;
+        c->apf_cut_at = c->apf_changed = now;
+        c->tokens = 0;
+        c->last_refill = now;
+        log_debug("kube: the API server throttles (429, Retry-After %s); pausing %" PRIu64
+                  " ms, then %.1f requests a second",
+                  retry_after ? retry_after : "-", pause / 1000, c->apf_rate);
+}
+
+/* Starts queued calls while the token bucket allows: urgent first, then priority, then ordinary, each
+ * earliest deadline key first. During a throttling pause only urgent calls go. */
 static void pump(struct kube_client *c)
 {
         for (;;) {
-                int q = c->q_head[0] ? 0 : c->q_head[1] ? 1 : c->q_head[2] ? 2 : -1;
+                int q = c->heap_n[0] ? 0 : c->heap_n[1] ? 1 : c->heap_n[2] ? 2 : -1;
                 if (q < 0)
                         return;
-                if (c->opts.qps > 0) {
-                        refill(c);
+                uint64_t now = clk_now();
+                if (q > 0 && now < c->paused_until) {
+                        pump_soon(c, c->paused_until - now);
+                        return;
+                }
+                /* An answer starts the next. */
+                if (q > 0 && c->n_active >= KUBE_MAX_IN_FLIGHT)
+                        return;
+                double rate = current_rate(c, now);
+                if (rate > 0) {
+                        refill(c, now, rate);
                         if (c->tokens < 1.0) {
-                                uint64_t wait = (uint64_t)((1.0 - c->tokens) * 1e6 / c->opts.qps) + 1;
+                                uint64_t wait = (uint64_t)((1.0 - c->tokens) * 1e6 / rate) + 1;
                                 pump_soon(c, wait);
                                 return;
                         }
                         c->tokens -= 1.0;
                 }
-                struct kube_call *call = c->q_head[q];
-                c->q_head[q] = call->qnext;
-                if (!c->q_head[q])
-                        c->q_tail[q] = NULL;
-                call->qnext = NULL;
-                call->queued = false;
-                c->stats.queued--;
+                struct kube_call *call = c->heap[q][0];
+                queue_remove(call);
+                if (!(call->flags & CALL_STREAM)) {
+                        call->active = true;
+                        c->n_active++;
+                }
                 call_start(call);
         }
 }
@@ -634,9 +839,9 @@ int kube_client_new(struct loop *l, struct kube_config *cfg, const struct kube_c
         if (opts)
                 c->opts = *opts;
         if (c->opts.qps == 0)
-                c->opts.qps = 20;
+                c->opts.qps = KUBE_DEFAULT_QPS;
         if (c->opts.burst == 0)
-                c->opts.burst = 30;
+                c->opts.burst = KUBE_DEFAULT_BURST;
         if (c->opts.max_retries == 0)
                 c->opts.max_retries = 3;
         if (c->opts.backoff_base_usec == 0)
@@ -646,7 +851,7 @@ int kube_client_new(struct loop *l, struct kube_config *cfg, const struct kube_c
         if (c->opts.conflict_retries == 0)
                 c->opts.conflict_retries = 5;
         c->tokens = c->opts.burst;
-        c->last_refill = clk_now();
+        c->last_refill = c->win_start = clk_now();
         *ret = c;
         return 0;
 }
@@ -658,6 +863,8 @@ struct kube_client *kube_client_free(struct kube_client *c)
         while (c->calls)
                 kcall_free(c->calls);
         timer_cancel(c->pump_timer);
+        for (int q = 0; q < 3; q++)
+                free(c->heap[q]);
         for (size_t i = 0; i < c->n_events; i++) {
                 free(c->events[i].key);
                 free(c->events[i].namespace);
@@ -687,7 +894,19 @@ void kube_client_set_rate(struct kube_client *c, double qps, unsigned burst)
 
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret)
 {
+        uint64_t now = clk_now();
         *ret = c->stats;
+        /* current_rate settles a recovery that is due; the figures are the same either way. */
+        ret->rate = current_rate((struct kube_client *)c, now);
+        ret->paused = now < c->paused_until;
+}
+
+void kube_client_limit(const struct kube_client *c, double *ret_qps, unsigned *ret_burst)
+{
+        if (ret_qps)
+                *ret_qps = c->opts.qps;
+        if (ret_burst)
+                *ret_burst = c->opts.burst;
 }
 
 void kube_sync_done(struct kube_client *c, struct kube_result *r, void *userdata)

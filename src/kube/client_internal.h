@@ -10,6 +10,15 @@
 #include "spotdrain/kube.h"
 
 #define EVENT_CACHE_MAX 64
+/* Requests under way at once, watches aside, urgent ones beyond it: a burst of 300 would open as many
+ * connections to an API server that speaks HTTP/1.1 (the simulator), and wait in the server's priority and
+ * fairness queues on HTTP/2 anyway. */
+#define KUBE_MAX_IN_FLIGHT 64
+/* An unlimited client (kube.qps < 0) slowed down by the server is back to unlimited past this rate. */
+#define KUBE_UNLIMITED_RECOVERED 10000.0
+#ifndef USEC_PER_SEC
+#define USEC_PER_SEC UINT64_C(1000000)
+#endif
 
 struct event_memo {
         char *key; /* kind/ns/name/reason/message */
@@ -22,11 +31,28 @@ struct kube_client {
         struct kube_config *cfg;
         struct kube_client_options opts;
 
-        struct kube_call *calls;                 /* every live call */
-        struct kube_call *q_head[3], *q_tail[3]; /* [0] urgent, [1] priority, [2] ordinary */
+        struct kube_call *calls; /* every live call */
+        size_t n_calls;
+        unsigned n_active; /* requests sent and not answered yet, watches aside (KUBE_MAX_IN_FLIGHT) */
+        /* The calls waiting for a token, one binary heap per class ([0] urgent, [1] priority, [2]
+         * ordinary), each ordered by deadline key, then the calls without one as they were made. */
+        struct kube_call **heap[3];
+        size_t heap_n[3], heap_cap[3];
+        uint64_t seq;
         double tokens;
         uint64_t last_refill;
         struct timer *pump_timer;
+
+        /* Following the API server's priority and fairness: a throttling 429 pauses every request but the
+         * urgent ones until paused_until and lowers the rate (apf_rate; 0 = not lowered, opts.qps
+         * applies), which climbs back a step each second without one. */
+        uint64_t paused_until;
+        double apf_rate;
+        uint64_t apf_changed; /* when apf_rate was last lowered or raised */
+        uint64_t apf_cut_at;  /* when it was last lowered */
+        uint64_t win_start;   /* the sending rate measured over whole seconds */
+        unsigned win_sent;
+        double win_rate;
 
         char *eviction_version;
         struct event_memo events[EVENT_CACHE_MAX];
@@ -42,8 +68,13 @@ typedef void (*step_fn)(struct kube_call *call, struct kube_result *r);
 struct kube_call {
         struct kube_client *client;
         struct kube_call *prev, *next; /* client->calls */
-        struct kube_call *qnext;
         bool queued;
+        size_t hidx;        /* its place in client->heap[hq] while queued */
+        int hq;             /* its class */
+        uint64_t key;       /* deadline key (kube_call_set_deadline); 0 = none: after the keyed ones */
+        uint64_t seq;       /* ties, and the order of the calls without a key: the order they were made */
+        unsigned throttled; /* times the server throttled it (429 of priority and fairness) */
+        bool active;        /* counted in client->n_active */
 
         /* the request under way */
         char *method, *path, *content_type, *body;

@@ -13,9 +13,11 @@ static const struct config_item kube_items[] = {
           0, CONFIG_NO_RANGE, false },
         { "kube.context", CONFIG_STRING, NULL, OFF(context), "kubeconfig context (unset: current-context)",
           NULL, 0, CONFIG_NO_RANGE, false },
-        { "kube.qps", CONFIG_DOUBLE, "20", OFF(qps), "Kubernetes API requests per second, sustained", NULL,
-          0, .min = 0.1, .max = 100000, false },
-        { "kube.burst", CONFIG_INT, "40", OFF(burst), "Kubernetes API requests allowed in a burst", NULL, 0,
+        { "kube.qps", CONFIG_DOUBLE, "200", OFF(qps),
+          "Kubernetes API requests per second, sustained: the cap (the client slows down on its own when "
+          "the API server throttles it)",
+          NULL, 0, .min = 0.1, .max = 100000, false },
+        { "kube.burst", CONFIG_INT, "300", OFF(burst), "Kubernetes API requests allowed in a burst", NULL, 0,
           .min = 1, .max = 100000, false },
 };
 

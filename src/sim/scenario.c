@@ -802,6 +802,26 @@ static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_sce
         return 0;
 }
 
+/* api_priority_fairness: {qps, burst, retry_after_seconds}; server.c applies it
+ * (sim_server_options_from_scenario), docs/contracts.md §3 describes it. */
+static int parse_apf(struct sctx *c, const struct ynode *root)
+{
+        static const char *const keys[] = { "qps", "burst", "retry_after_seconds", NULL };
+        const struct ynode *m = ynode_get(root, "api_priority_fairness");
+        double qps = 0, burst = 0;
+        int64_t retry = 1;
+        if (!m || ynode_is_null(m))
+                return 0;
+        int r = check_map(c, m, "api_priority_fairness", keys);
+        if (r < 0 || (r = get_double(c, m, "qps", "api_priority_fairness", 0.1, 1e6, &qps)) < 0 ||
+            (r = get_double(c, m, "burst", "api_priority_fairness", 1, 1e6, &burst)) < 0 ||
+            (r = get_int(c, m, "retry_after_seconds", "api_priority_fairness", 1, 60, &retry)) < 0)
+                return r;
+        if (!ynode_get(m, "qps"))
+                return sc_fail(c, m, "api_priority_fairness.qps", "required");
+        return 0;
+}
+
 void sim_sc_node_clear(struct sim_sc_node *n)
 {
         free(n->name);
@@ -855,8 +875,17 @@ static void sim_scenario_freep(struct sim_scenario **sc)
 int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,
                        char **ret_error)
 {
-        static const char *const keys[] = { "name",      "mode",   "budget_seconds", "seed",   "nodes",
-                                            "workloads", "events", "provisioning",   "faults", "autoscaling",
+        static const char *const keys[] = { "name",
+                                            "mode",
+                                            "budget_seconds",
+                                            "seed",
+                                            "nodes",
+                                            "workloads",
+                                            "events",
+                                            "provisioning",
+                                            "faults",
+                                            "autoscaling",
+                                            "api_priority_fairness",
                                             NULL };
         struct sctx c = { .file = file ?: "scenario", .error = ret_error };
         _cleanup_(sim_scenario_freep) struct sim_scenario *sc = calloc(1, sizeof(*sc));
@@ -880,7 +909,8 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
         sc->seed = (uint64_t)seed;
         if ((r = parse_nodes(&c, root, sc)) < 0 || (r = parse_workloads(&c, root, sc)) < 0 ||
             (r = parse_events(&c, root, sc)) < 0 || (r = parse_provisioning(&c, root, sc)) < 0 ||
-            (r = parse_faults(&c, root, sc)) < 0 || (r = parse_autoscaling(&c, root, sc)) < 0)
+            (r = parse_faults(&c, root, sc)) < 0 || (r = parse_autoscaling(&c, root, sc)) < 0 ||
+            (r = parse_apf(&c, root)) < 0)
                 return r;
         *ret = TAKE_PTR(sc);
         return 0;

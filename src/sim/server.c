@@ -129,6 +129,7 @@ static enum MHD_Result serve_sim(struct sim_server *srv, struct MHD_Connection *
                         return MHD_NO;
                 cJSON_AddNumberToObject(o, "api_errors", (double)srv->n_errors);
                 cJSON_AddNumberToObject(o, "api_throttled", (double)srv->n_throttled);
+                cJSON_AddNumberToObject(o, "api_apf_rejected", (double)srv->n_apf_rejected);
                 cJSON_AddNumberToObject(o, "watches_dropped", (double)srv->n_watch_dropped);
                 cJSON_AddNumberToObject(o, "watches_gone", (double)srv->n_watch_gone);
                 cJSON_AddNumberToObject(o, "lists_gone", (double)srv->n_list_gone);
@@ -203,6 +204,8 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
                     c, MHD_HTTP_INTERNAL_SERVER_ERROR, "InternalError",
                     "an error on the server (\"simulated fault\") has prevented the request from "
                     "succeeding");
+        else if (resource && !sim_apf_admit(srv, c))
+                ret = sim_reply_apf_rejected(srv, c);
         else if (resource && !streq(segs[n - 1], "eviction") &&
                  sim_fault_draw(srv, srv->throttle_rate, FAULT_THROTTLE) && ++srv->n_throttled)
                 ret = sim_reply_throttled(c);
@@ -264,6 +267,14 @@ void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_s
                 opt->api_latency_ms = (unsigned)latency;
         if (ynode_int(ynode_get(scenario, "seed"), &seed) >= 0)
                 opt->seed = (uint64_t)seed;
+        const struct ynode *apf = ynode_get(scenario, "api_priority_fairness");
+        int64_t retry = 0;
+        if (ynode_double(ynode_get(apf, "qps"), &rate) >= 0 && rate > 0)
+                opt->apf_qps = rate;
+        if (ynode_double(ynode_get(apf, "burst"), &rate) >= 0 && rate >= 1)
+                opt->apf_burst = rate;
+        if (ynode_int(ynode_get(apf, "retry_after_seconds"), &retry) >= 0 && retry >= 1 && retry <= 60)
+                opt->apf_retry_after = (unsigned)retry;
         static const struct {
                 const char *key;
                 size_t offset;
@@ -297,6 +308,9 @@ int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, s
         srv->watch_drop_rate = opt->watch_drop_rate;
         srv->watch_gone_rate = opt->watch_gone_rate;
         srv->throttle_rate = opt->api_throttle_rate;
+        srv->apf_qps = opt->apf_qps;
+        srv->apf_burst = opt->apf_burst >= 1 ? opt->apf_burst : opt->apf_qps >= 1 ? opt->apf_qps : 1;
+        srv->apf_retry_after = opt->apf_retry_after ? opt->apf_retry_after : 1;
         srv->rng = sim_fault_mix(opt->seed ? opt->seed : 1);
         atomic_init(&srv->stopping, false);
         r = sim_http_start(opt->listen, dispatch, srv, &srv->http);

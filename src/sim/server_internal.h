@@ -21,6 +21,13 @@ struct sim_http {
         char *address; /* host:port */
 };
 
+/* One client's token bucket of the emulated priority and fairness (apf.c). */
+struct sim_apf_flow {
+        uint64_t hash; /* of its Authorization; 0 = free */
+        double tokens;
+        uint64_t refilled, seen; /* monotonic usec */
+};
+
 struct sim_server {
         struct sim *sim;
         struct sim_http *http;
@@ -36,6 +43,11 @@ struct sim_server {
         uint64_t req_key, req_n, req_count[1024];
         /* Faults injected so far (GET /sim/v1/faults), under the model lock. */
         uint64_t n_errors, n_throttled, n_watch_dropped, n_watch_gone, n_list_gone;
+        /* Priority and fairness (apf.c; qps 0 = off), its flows and rejections, under the model lock. */
+        double apf_qps, apf_burst;
+        unsigned apf_retry_after;
+        struct sim_apf_flow apf_flows[64];
+        uint64_t n_apf_rejected;
 };
 
 struct resource {
@@ -118,6 +130,11 @@ void sim_fault_begin(struct sim_server *srv, const char *method, const char *url
 double sim_fault_uniform(const struct sim_server *srv, enum fault_salt salt);
 bool sim_fault_draw(const struct sim_server *srv, double rate, enum fault_salt salt);
 enum MHD_Result sim_reply_throttled(struct MHD_Connection *c);
+/* Whether the emulated priority and fairness lets the request being dispatched run (takes a token of its
+ * client's bucket); under the model lock. */
+bool sim_apf_admit(struct sim_server *srv, struct MHD_Connection *c);
+/* kube-apiserver's answer to a request its priority and fairness turned away. */
+enum MHD_Result sim_reply_apf_rejected(const struct sim_server *srv, struct MHD_Connection *c);
 
 /* table.c */
 cJSON *sim_table_new(struct sim *s, enum sim_kind k, const cJSON *items, const char *include,

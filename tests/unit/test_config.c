@@ -26,8 +26,8 @@ static void test_defaults(void **state)
         assert_int_equal(c->log.format, LOG_FORMAT_AUTO);
         assert_int_equal(c->log.level, LOG_INFO);
         assert_null(c->kube.kubeconfig);
-        assert_true(c->kube.qps == 20.0);
-        assert_int_equal(c->kube.burst, 40);
+        assert_true(c->kube.qps == 200.0);
+        assert_int_equal(c->kube.burst, 300);
         assert_string_equal(c->ops.metrics_listen, "0.0.0.0:9464");
         assert_null(c->agent.node_name);
         assert_int_equal(c->drain.budget_usec, 120 * SEC);

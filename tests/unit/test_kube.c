@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "spotdrain/kube.h"
 
 #define WAIT_USEC (10ULL * 1000 * 1000)
+#define USEC      (1000ULL * 1000)
 
 struct fx {
         struct loop *loop;
@@ -1044,6 +1047,312 @@ static void test_rate_limiter_queues(void **state)
         assert_int_equal(st.queued, 0);
 }
 
+/* Waiting requests go out earliest deadline key first: urgent ones before everything, then the
+ * priority class by key, its calls without a key after those, ordinary ones last. A key set on a call
+ * already queued moves it. */
+static void test_queue_by_deadline(void **state)
+{
+        struct fx *fx = *state;
+        static const char *const names[] = { "k30", "k10", "k20", "nokey", "k40" };
+        char path[64];
+        struct kube_call *calls[5];
+        uint64_t now = clk_now();
+        const uint64_t keys[] = { now + 30 * USEC, now + 10 * USEC, now + 20 * USEC, 0, now + 40 * USEC };
+
+        kube_client_set_rate(fx->client, 0.001, 1);
+        /* Takes the bucket's one token: everything below waits. */
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/first", 200, "{}");
+        struct count n = { .want = 1 };
+        assert_int_equal(
+            kube_request(fx->client, "GET", "/api/v1/nodes/first", NULL, NULL, 0, count_done, &n, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/ordinary", 200, "{}");
+        assert_int_equal(
+            kube_request(fx->client, "GET", "/api/v1/nodes/ordinary", NULL, NULL, 0, count_done, &n, NULL),
+            0);
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                snprintf(path, sizeof(path), "/api/v1/namespaces/d/pods/%s/eviction", names[i]);
+                kfake_answer(fx->fake, "POST", path, 201, "{}");
+                assert_int_equal(kube_request(fx->client, "POST", path, "application/json", "{}",
+                                              KUBE_REQ_PRIORITY, count_done, &n, &calls[i]),
+                                 0);
+                kube_call_set_deadline(calls[i], keys[i]);
+        }
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/cordon", 200, "{}");
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/cordon", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &n, NULL),
+                         0);
+        /* k40 jumps ahead of k10 once given an earlier key while queued. */
+        kube_call_set_deadline(calls[4], now + 5 * USEC);
+
+        static const char *const want[] = {
+                "/api/v1/nodes/cordon",
+                "/api/v1/namespaces/d/pods/k40/eviction",
+                "/api/v1/namespaces/d/pods/k10/eviction",
+                "/api/v1/namespaces/d/pods/k20/eviction",
+                "/api/v1/namespaces/d/pods/k30/eviction",
+                "/api/v1/namespaces/d/pods/nokey/eviction",
+                "/api/v1/nodes/ordinary",
+        };
+        /* One token at a time, so that the server sees them in the order they left. */
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+                n.want = (int)i + 2;
+                n.reached = false;
+                kube_client_set_rate(fx->client, 0.001, 1);
+                assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+                assert_int_equal(kfake_count(fx->fake), i + 2);
+                assert_string_equal(req(fx, i + 1)->path, want[i]);
+        }
+        assert_int_equal(n.ok, 8);
+}
+
+/* The text/plain 429 kube-apiserver's priority and fairness sends (filters/priority-and-fairness.go). */
+#define APF_429 "Too many requests, please try again later.\n"
+
+/* Polls the client's stats every 10 ms until ready() holds (bounded by the caller's loop_run_until). */
+struct stats_wait {
+        struct fx *fx;
+        bool (*ready)(const struct kube_client_stats *st, const struct stats_wait *w);
+        double rate;
+        bool reached;
+        struct timer *timer;
+};
+
+static void stats_poll(void *userdata)
+{
+        struct stats_wait *w = userdata;
+        struct kube_client_stats st;
+        w->timer = NULL;
+        kube_client_stats(w->fx->client, &st);
+        if (w->ready(&st, w)) {
+                w->reached = true;
+                return;
+        }
+        assert_int_equal(timer_start_in(w->fx->loop, 10 * 1000, stats_poll, w, &w->timer), 0);
+}
+
+static bool rate_reached(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->rate >= w->rate;
+}
+
+static bool was_throttled(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->throttled > 0;
+}
+
+/* A 429 with Retry-After that is not a PDB's refusal is the server throttling: the request is sent again
+ * once the Retry-After is over, whatever its verb; the whole client waits that long and goes slower, then
+ * climbs back to its cap. */
+static void test_apf_slows_and_recovers(void **state)
+{
+        struct fx *fx = *state;
+        kube_client_set_rate(fx->client, 50, 50);
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "POST",
+                                                    .path = "/api/v1/namespaces/shop/pods/a/eviction",
+                                                    .status = 429,
+                                                    .retry_after = "1",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 201, "{}");
+
+        uint64_t t0 = clk_now();
+        struct kube_sync s = evict(fx, "a", -1);
+        uint64_t t1 = clk_now();
+        assert_int_equal(s.result.error, 0);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_EVICTED);
+        kube_result_clear(&s.result);
+        /* discovery, the throttled POST, the POST again after the pause */
+        assert_int_equal(kfake_count(fx->fake), 3);
+        assert_true(t1 - t0 >= USEC);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.throttled, 1);
+        assert_true(st.rate > 0 && st.rate <= 25);
+
+        /* A second 429 within the pause does not halve the rate again. */
+        double slowed = st.rate;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/b",
+                                                    .status = 429,
+                                                    .retry_after = "0",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/b", 200, "{}");
+        cJSON *obj = NULL;
+        char *err = NULL;
+        assert_int_equal(kube_get_sync(fx->client, "/api/v1/nodes/b", WAIT_USEC, &obj, &err), 0);
+        cJSON_Delete(obj);
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.throttled, 2);
+        assert_true(st.rate >= slowed);
+
+        /* Without more 429s the rate climbs back to the cap (the clock ten times faster for it). */
+        clk_set_scale(20);
+        struct stats_wait w = { .fx = fx, .ready = rate_reached, .rate = 50 };
+        stats_poll(&w);
+        int r = loop_run_until(fx->loop, &w.reached, WAIT_USEC);
+        timer_cancel(w.timer);
+        clk_set_scale(1);
+        assert_int_equal(r, 0);
+        assert_true(w.reached);
+        kube_client_stats(fx->client, &st);
+        assert_true(st.rate == 50);
+        assert_false(st.paused);
+}
+
+/* During a throttling pause the cordon (urgent) still goes; the others wait it out. */
+static void test_apf_pause_lets_urgent_through(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/x",
+                                                    .status = 429,
+                                                    .retry_after = "30",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/x", 200, "{}");
+        struct count waiting = { .want = 1 }, urgent = { .want = 1 };
+        struct kube_call *get = NULL;
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/x", count_done, &waiting, &get), 0);
+        struct stats_wait w = { .fx = fx, .ready = was_throttled };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        timer_cancel(w.timer);
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/x", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &urgent, NULL),
+                         0);
+        assert_int_equal(loop_run_until(fx->loop, &urgent.reached, WAIT_USEC), 0);
+        assert_int_equal(urgent.ok, 1);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_true(st.paused);
+        assert_int_equal(st.queued, 0); /* the throttled GET waits for the pause to end, not in the queue */
+        assert_false(waiting.reached);
+        kube_call_cancel(get);
+}
+
+/* A throttled urgent call is sent again only once the Retry-After is over: sent at once into the server's
+ * refusal, it would use up its retries in a moment. */
+static void test_apf_urgent_retry_waits(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "PATCH",
+                                                    .path = "/api/v1/nodes/c",
+                                                    .status = 429,
+                                                    .retry_after = "1",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/c", 200, "{}");
+        struct count n = { .want = 1 };
+        uint64_t t0 = clk_now();
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/c", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &n, NULL),
+                         0);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 1);
+        assert_int_equal(kfake_count(fx->fake), 2);
+        assert_true(clk_now() - t0 >= USEC);
+}
+
+/* Holds every request in the fake server until opened; counts those that arrived. */
+struct gate {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool open;
+        atomic_uint arrived;
+};
+
+static void gate_hook(const struct kfake_request *req, void *userdata)
+{
+        struct gate *g = userdata;
+        atomic_fetch_add(&g->arrived, 1);
+        pthread_mutex_lock(&g->lock);
+        while (!g->open)
+                pthread_cond_wait(&g->cond, &g->lock);
+        pthread_mutex_unlock(&g->lock);
+}
+
+static bool in_flight_full(const struct kube_client_stats *st, const struct stats_wait *w)
+{
+        return st->in_flight >= (unsigned)w->rate;
+}
+
+/* No more than KUBE_MAX_IN_FLIGHT requests are under way at once, whatever the rate allows; an urgent one
+ * goes beyond it, and each answer lets the next go. */
+static void test_in_flight_cap(void **state)
+{
+        struct fx *fx = *state;
+        struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "GET", .path = "/api/v1/nodes/n", .status = 200, .body = "{}", .sticky = true });
+        kfake_add(
+            fx->fake,
+            &(struct kfake_script){
+                .method = "PATCH", .path = "/api/v1/nodes/n", .status = 200, .body = "{}", .sticky = true });
+        kfake_set_hook(fx->fake, gate_hook, &g);
+        struct count n = { .want = 101 };
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n", count_done, &n, NULL), 0);
+        struct stats_wait w = { .fx = fx, .ready = in_flight_full, .rate = 64 };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.in_flight, 64);
+        assert_int_equal(st.queued, 36);
+        assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/n", "application/json", "{}",
+                                      KUBE_REQ_URGENT, count_done, &n, NULL),
+                         0);
+        w = (struct stats_wait){ .fx = fx, .ready = in_flight_full, .rate = 65 };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        pthread_mutex_lock(&g.lock);
+        g.open = true;
+        pthread_cond_broadcast(&g.cond);
+        pthread_mutex_unlock(&g.lock);
+        assert_int_equal(loop_run_until(fx->loop, &n.reached, WAIT_USEC), 0);
+        assert_int_equal(n.ok, 101);
+        kfake_set_hook(fx->fake, NULL, NULL);
+        kube_client_stats(fx->client, &st);
+        assert_true(st.max_in_flight <= 65);
+        assert_int_equal(atomic_load(&g.arrived), 101);
+}
+
+/* An eviction refused by its PDB (a Status with a DisruptionBudget cause, even with Retry-After, as
+ * kube-apiserver sends while the PDB is being processed) is the caller's business: not sent again, and
+ * the client does not slow down. */
+static void test_pdb_429_does_not_slow(void **state)
+{
+        struct fx *fx = *state;
+        kube_client_set_rate(fx->client, 50, 50);
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "POST",
+                      .path = "/api/v1/namespaces/shop/pods/b/eviction",
+                      .status = 429,
+                      .retry_after = "10",
+                      .body =
+                          "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":"
+                          "\"Cannot evict pod as it would violate the pod's disruption budget.\","
+                          "\"reason\":\"TooManyRequests\",\"details\":{\"causes\":[{\"reason\":"
+                          "\"DisruptionBudget\",\"message\":\"The disruption budget web-pdb is still "
+                          "being processed by the server.\"}],\"retryAfterSeconds\":10},\"code\":429}" });
+        struct kube_sync s = evict(fx, "b", -1);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_BLOCKED);
+        assert_string_equal(s.result.pdb_name, "web-pdb");
+        kube_result_clear(&s.result);
+        assert_int_equal(kfake_count(fx->fake), 2);
+        struct kube_client_stats st;
+        kube_client_stats(fx->client, &st);
+        assert_int_equal(st.throttled, 0);
+        assert_true(st.rate == 50);
+        assert_false(st.paused);
+}
+
 /* ---- events and leases ---- */
 
 static void test_event_create_and_repeat(void **state)
@@ -1400,6 +1709,12 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_401_twice_fails, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_403_names_verb_and_resource, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_rate_limiter_queues, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_queue_by_deadline, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_apf_slows_and_recovers, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_apf_pause_lets_urgent_through, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_apf_urgent_retry_waits, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_in_flight_cap, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_pdb_429_does_not_slow, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),

@@ -964,6 +964,40 @@ static void test_lost_pods_return(void **state)
         assert_int_equal(drain_plan_make(&f.in, &(struct drain_plan *){ NULL }), -EINVAL);
 }
 
+/* ---- the API budget ---- */
+
+/* 10 pods on spot-a (115 s to act) need at least 10 evictions and the node's 3 requests: 13. At 0.1 a second
+ * and a burst of 1 the client lets 12 through in time; at 0.2, 24. A drain due later does not count against
+ * spot-a, one due earlier does; an unlimited client is never short. */
+static void test_api_budget(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        size_t a = add_node(&f, "spot-a", 120, 5);
+        add_pods(&f, 10, a, DRAIN_OWNER_REPLICASET, "shop/ReplicaSet/web-1", 1, 5, -1);
+        struct drain_api_budget b = { 0 };
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(drain_api_budget_short(&f.in, p, a, 0.1, 1, &b), 1);
+                assert_int_equal(b.needed, 10 + DRAIN_API_PER_NODE);
+                assert_int_equal(b.allowed, 12);
+                assert_true(b.qps == 0.1);
+                assert_int_equal(drain_api_budget_short(&f.in, p, a, 0.2, 1, &b), 0);
+                assert_int_equal(drain_api_budget_short(&f.in, p, a, -1, 1, &b), 0);
+        }
+        size_t later = add_node(&f, "spot-b", 600, 5);
+        add_pods(&f, 20, later, DRAIN_OWNER_REPLICASET, "shop/ReplicaSet/web-1", 1, 5, -1);
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *p = plan_of(&f);
+                assert_int_equal(drain_api_budget_short(&f.in, p, a, 0.2, 1, &b), 0);
+                /* spot-b's own drain must get spot-a's requests out too: 36 needed, 30 allowed in 595 s at
+                 * 0.05 a second. */
+                assert_int_equal(drain_api_budget_short(&f.in, p, later, 0.05, 1, &b), 1);
+                assert_int_equal(b.needed, 30 + 2 * DRAIN_API_PER_NODE);
+                assert_int_equal(b.allowed, 30);
+        }
+}
+
 /* ---- the graded verdict ---- */
 
 /* Pods never seen stopping: their shutdown is a guess (shutdown_seen false, as drain_inputs leaves it). */
@@ -1101,6 +1135,7 @@ int main(void)
                 cmocka_unit_test(test_invalid_input),
                 cmocka_unit_test(test_empty_node),
                 cmocka_unit_test(test_invariants_on_random_clusters),
+                cmocka_unit_test(test_api_budget),
                 cmocka_unit_test(test_grade_long_grace_at_risk),
                 cmocka_unit_test(test_grade_infeasible_and_fits),
         };

@@ -44,6 +44,9 @@ static void test_bad_files(void **state)
         expect_error("event-node.yaml", "event-node.yaml:7: events[0].node: no node named \"b\"");
         expect_error("unknown-key.yaml", "unknown-key.yaml:4: nodes[0].cpus: unknown key");
         expect_error("syntax.yaml", "syntax.yaml:");
+        expect_error("apf-no-qps.yaml", "apf-no-qps.yaml:4: api_priority_fairness.qps: required");
+        expect_error("apf-retry-range.yaml",
+                     "apf-retry-range.yaml:6: api_priority_fairness.retry_after_seconds:");
 }
 
 static void test_missing_file(void **state)
