@@ -84,7 +84,9 @@ jq -e --slurpfile res "$TEST_TMP/sim.json" '
 	"$TEST_TMP/sim-drawn.json" >/dev/null || fail "the page does not draw what the result counts: $(cat "$TEST_TMP/sim-drawn.json")"
 # seed-504 drains in time: every bar ends before the deadline line, and starts after the notice.
 jq -e '.nodes[0] as $n | [$n.bars[] | select(.x + .w > $n.deadline[0].x + 0.5 or .x < $n.notice[0].x)] | length == 0' \
-	"$TEST_TMP/sim-drawn.json" >/dev/null || fail "a pod bar crosses the deadline or starts before the notice"
+	"$TEST_TMP/sim-drawn.json" >/dev/null || fail "a pod bar crosses the deadline or starts before the notice: $(jq -c \
+		'.nodes[0] as $n | {notice: $n.notice[0].x, deadline: $n.deadline[0].x, bars: [$n.bars[] |
+		select(.x + .w > $n.deadline[0].x + 0.5 or .x < $n.notice[0].x)]}' "$TEST_TMP/sim-drawn.json")"
 # Every pod with its last safe moment as the drain planned it; a forced pod was deleted at it (within 1 s: the
 # margin, 5 s, gives the scale).
 jq -e '.nodes[0] as $n | (($n.deadline[0].x - $n.last_safe[0].x) / 5) as $px_per_s |
