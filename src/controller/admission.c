@@ -512,3 +512,8 @@ uint16_t admission_server_port(const struct admission_server *s)
 {
         return s ? s->port : 0;
 }
+
+bool admission_server_synced(const struct admission_server *s)
+{
+        return s && (!s->pods || kube_informer_synced(s->pods));
+}
