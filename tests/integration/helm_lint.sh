@@ -162,12 +162,15 @@ def check_events_role(by, docs):
     assert rules_of(role) == events_rules, rules_of(role)
     rb = by[("RoleBinding", "spotdrain-events")]
     assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spotdrain-events"}
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+    subjects = [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+    if ("Deployment", "spotdrain-admission") in by:
+        subjects.append({"kind": "ServiceAccount", "name": "spotdrain-admission", "namespace": "kube-system"})
+    assert rb["subjects"] == subjects, rb["subjects"]
 
 for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     by, docs = load(name)
-    assert rules_of(one(docs, "ClusterRole")) == expected_rules, rules_of(one(docs, "ClusterRole"))
-    cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
+    assert rules_of(by[("ClusterRole", "spotdrain")]) == expected_rules, rules_of(by[("ClusterRole", "spotdrain")])
+    cfg = yaml.safe_load(by[("ConfigMap", "spotdrain")]["data"]["spotdrain.yaml"])
     # The host-network agent never listens on every address: its flag names the node's, else loopback.
     assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
     check_events_role(by, docs)
@@ -187,7 +190,36 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
         assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
-        assert not [d for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")]
+        # The eviction webhook of an agent-only install: `spotdrain admission`, off the spot nodes, with
+        # a token that may only read pods (its answers: eviction_webhook.sh).
+        adm = by[("Deployment", "spotdrain-admission")]
+        aspec = adm["spec"]["template"]["spec"]
+        ac, _ = check_pod(aspec, "admission")
+        assert adm["spec"]["replicas"] == 2 and aspec["serviceAccountName"] == "spotdrain-admission"
+        assert not aspec.get("hostNetwork") and "tolerations" not in aspec
+        (aterm,) = aspec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        notin = {(e["key"], e["operator"], tuple(e["values"])) for e in aterm["matchExpressions"]}
+        assert notin == {(k, "NotIn", v) for k, v in keys}, notin
+        assert rules_of(by[("ClusterRole", "spotdrain-admission")]) == {("", "pods"): {"get", "list", "watch"}}
+        acrb = by[("ClusterRoleBinding", "spotdrain-admission")]
+        assert acrb["roleRef"]["name"] == "spotdrain-admission" and acrb["subjects"] == [
+            {"kind": "ServiceAccount", "name": "spotdrain-admission", "namespace": "kube-system"}], acrb
+        asel = adm["spec"]["selector"]["matchLabels"]
+        assert asel["app.kubernetes.io/component"] == "admission" and asel != ds["spec"]["selector"]["matchLabels"]
+        apdb = by[("PodDisruptionBudget", "spotdrain-admission")]
+        assert apdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": asel}}, apdb["spec"]
+        acfg = yaml.safe_load(by[("ConfigMap", "spotdrain-admission")]["data"]["spotdrain.yaml"])
+        assert acfg["controller"]["admission_agent_users"] == ["system:serviceaccount:kube-system:spotdrain"]
+        assert set(acfg["controller"]) == {"admission_listen", "admission_cert_file", "admission_key_file",
+                                           "admission_agent_users"}, acfg
+        (wh,) = by[("ValidatingWebhookConfiguration", "spotdrain-evictions")]["webhooks"]
+        assert wh["failurePolicy"] == "Fail" and wh["rules"][0]["resources"] == ["pods/eviction"], wh
+        assert by[("Service", "spotdrain-webhook")]["spec"]["selector"] == asel
+        assert [v["secret"]["secretName"] for v in aspec["volumes"] if v["name"] == "webhook-tls"] == [
+            "spotdrain-webhook-tls"]
+        # Only the webhook's Deployment and its budget: the agent itself is the DaemonSet.
+        assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")} == {
+            "spotdrain-admission"}
         assert set(roles_by_name(docs)) == {"spotdrain-events"}, roles_by_name(docs)
         # The admission policy that keeps the agent to its own node (its CEL: admission_policy.sh).
         vap = by[("ValidatingAdmissionPolicy", "spotdrain-own-node")]
@@ -243,7 +275,17 @@ import sys, yaml
 chart, tmp = sys.argv[1], sys.argv[2]
 
 def load(p):
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(p)) if d}
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(p)) if d}
+    # The chart's own CA and serving certificate are new at each rendering (genCA): the example leaves
+    # them empty.
+    for (kind, _), d in docs.items():
+        if kind == "Secret" and d.get("type") == "kubernetes.io/tls" and "tls.key" in d.get("data", {}):
+            d["data"] = {k: "" for k in d["data"]}
+        if kind == "ValidatingWebhookConfiguration":
+            for w in d["webhooks"]:
+                if "caBundle" in w["clientConfig"]:
+                    w["clientConfig"]["caBundle"] = ""
+    return docs
 
 def diff(x, y, path, out):
     if isinstance(x, dict) and isinstance(y, dict):
@@ -287,7 +329,11 @@ YAML
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 kinds = sorted(d["kind"] for d in docs)
-assert kinds == ["ConfigMap", "DaemonSet"], kinds
+# The eviction webhook's Deployment keeps a service account of its own; no RBAC without rbac.create.
+assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Deployment", "PodDisruptionBudget", "Secret",
+                 "Service", "ServiceAccount", "ValidatingWebhookConfiguration"], kinds
+(vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+assert "system:serviceaccount:default:existing" in vwc["webhooks"][0]["matchConditions"][0]["expression"], vwc
 ds = [d for d in docs if d["kind"] == "DaemonSet"][0]
 spec = ds["spec"]["template"]["spec"]
 assert "affinity" not in spec and spec["hostNetwork"] is False and spec["serviceAccountName"] == "existing", spec
@@ -302,10 +348,22 @@ PY
 	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v3.yaml" >"$TEST_TMP/v3.out" || fail "rendering v3 failed"
 	"$PY" - "$TEST_TMP/v3.out" <<'PY'
 import sys, yaml
-(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ClusterRole"]
+(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
 verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
 assert verbs == {"get", "list", "watch"}, verbs
 print("v3: ok")
+PY
+	log "agent.evictionWebhook.enabled false: no webhook, no admission Deployment"
+	printf 'agent:\n  evictionWebhook:\n    enabled: false\n' >"$TEST_TMP/v4.yaml"
+	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v4.yaml" >"$TEST_TMP/v4.out" || fail "rendering v4 failed"
+	"$PY" - "$TEST_TMP/v4.out" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+assert not [d for d in docs if d["kind"] in ("Deployment", "Secret", "ValidatingWebhookConfiguration")], docs
+assert not [d for d in docs if d["metadata"]["name"] == "spotdrain-admission"]
+(rb,) = [d for d in docs if d["kind"] == "RoleBinding"]
+assert [s["name"] for s in rb["subjects"]] == ["spotdrain"], rb["subjects"]
+print("v4: ok")
 PY
 	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
 	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then
