@@ -4,7 +4,8 @@
 # certificate against sim serve. AdmissionReview v1 requests as kube-apiserver sends them, over TLS to the
 # Service's name and verified against the rendered caBundle (webhook_lib.sh, shared with
 # eviction_webhook.sh):
-# - /readyz answers 200 only once the pod list is complete, and the own pod's eviction is then allowed;
+# - before its pod list is complete: /readyz 503, /healthz 200, the agent's own eviction denied;
+# - /readyz answers 200 once the pod list is complete, and the own pod's eviction is then allowed;
 # - the agent on spot-a evicting od-1's pod: denied (403, the node named), counted and alerted;
 # - a controller, a kubelet, another release's agent: allowed unjudged;
 # - SIGTERM: exit 0.
@@ -24,13 +25,36 @@ webhook_config "$TEST_TMP/release.yaml" "$PORT"
 
 webhook_sim
 
+# start_admission KUBECONFIG LOG: `spotdrain admission` with the rendered configuration, in the background
+# (ADM_PID); answers PATH: its ops endpoint answers PATH (healthz, readyz) with 200.
+start_admission() {
+	"$SPOTDRAIN" admission --config "$TEST_TMP/spotdrain.yaml" --kubeconfig "$1" \
+		--metrics-listen "127.0.0.1:$METRICS_PORT" >"$2" 2>&1 &
+	ADM_PID=$!
+	SIM_PIDS+=("$ADM_PID")
+}
+answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$METRICS_PORT/$1")" = 200 ]; }
+
+log "before its pod list is complete (an API server that does not answer): not ready, every agent's eviction denied"
+DEAD=$(free_port)
+sed "s|$SIM_URL|http://127.0.0.1:$DEAD|" "$SIM_KUBECONFIG" >"$TEST_TMP/dead.kubeconfig"
+grep -q "127.0.0.1:$DEAD" "$TEST_TMP/dead.kubeconfig" || fail "no server URL to replace in $SIM_KUBECONFIG"
+start_admission "$TEST_TMP/dead.kubeconfig" "$TEST_TMP/unsynced.log"
+wait_for 20 answers healthz || { cat "$TEST_TMP/unsynced.log" >&2; fail "/healthz never answered"; }
+code=$(curl -s -o "$TEST_TMP/readyz" -w '%{http_code}' "127.0.0.1:$METRICS_PORT/readyz")
+if [ "$code" != 503 ] || ! grep -q "pod list is not complete" "$TEST_TMP/readyz"; then
+	fail "ready without a pod list: $code $(cat "$TEST_TMP/readyz")"
+fi
+served() { verdict "$AGENT" spot-a "$POD_A" >"$TEST_TMP/v"; }
+wait_for 20 served || fail "the webhook did not answer"
+[[ $(cat "$TEST_TMP/v") == "denied 403 "*"has not listed the cluster's pods yet"* ]] ||
+	fail "an eviction judged without a pod list: $(cat "$TEST_TMP/v")"
+kill -TERM "$ADM_PID"
+wait "$ADM_PID" || fail "spotdrain admission exited $? after SIGTERM, unsynced"
+
 log "spotdrain admission with the rendered configuration and certificate"
-"$SPOTDRAIN" admission --config "$TEST_TMP/spotdrain.yaml" --kubeconfig "$SIM_KUBECONFIG" \
-	--metrics-listen "127.0.0.1:$METRICS_PORT" >"$TEST_TMP/admission.log" 2>&1 &
-ADM_PID=$!
-SIM_PIDS+=("$ADM_PID")
-ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$METRICS_PORT/readyz")" = 200 ]; }
-wait_for 20 ready || { cat "$TEST_TMP/admission.log" >&2; fail "/readyz never answered 200"; }
+start_admission "$SIM_KUBECONFIG" "$TEST_TMP/admission.log"
+wait_for 20 answers readyz || { cat "$TEST_TMP/admission.log" >&2; fail "/readyz never answered 200"; }
 grep -q "the pod list is complete" "$TEST_TMP/admission.log" || fail "ready before its pod list was complete"
 
 log "the agent on spot-a evicts its own pod $POD_A: allowed"
