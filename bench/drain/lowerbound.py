@@ -11,6 +11,10 @@ The model, as the simulator defines the cluster (CONTRACTS §3 "Simulator semant
 - PDB slots shared by several draining nodes go to the earliest deadline first (issue 3, item 1): the pods
   of all draining nodes are queued in deadline order and each takes the first slot free at or after its
   node's notice.
+- a pod annotated karpenter.sh/do-not-disrupt: "true" or spotdrain.io/keep-until-last-moment keeps running
+  until its last safe moment (issue 16): deadline - the safety margin (5 s, drain.safety_margin_seconds) - its
+  grace period (half of it when the whole does not fit, drain.expected_shutdown_fraction), and is gone its
+  shutdown later;
 Replacements are assumed to be scheduled at once. When the other nodes lack the room for every replacement
 (aggregate CPU, memory, pod count) the bound is left unknown: slots might never come back.
 A node's lower bound is the time from its notice until its last evictable pod is gone."""
@@ -19,6 +23,15 @@ import math
 import re
 
 INTERRUPTIONS = ("spot-interruption", "scheduled-change", "asg-lifecycle-terminate")
+MARGIN = 5.0  # drain.safety_margin_seconds
+EXPECTED_SHUTDOWN_FRACTION = 0.5  # drain.expected_shutdown_fraction
+
+
+def kept_until_last_moment(w):
+    """The workload's pods are not evicted before their last safe moment."""
+    ann = w.get("annotations") or {}
+    return str(ann.get("karpenter.sh/do-not-disrupt", "")) == "true" or \
+        "spotdrain.io/keep-until-last-moment" in ann
 
 
 def parse_cpu(v):
@@ -128,6 +141,14 @@ def bounds(sc):
             if n and float(w.get("shutdown_seconds", 0)) > grace:
                 b.shutdown_fits_grace = False
         pdb = w.get("pdb")
+        if kept_until_last_moment(w) and (not pdb or kind == "Pod"):
+            for b in order:
+                if placement.get(b.node):
+                    left = b.deadline_at - MARGIN - b.notice_at
+                    stop = grace if grace <= left else min(EXPECTED_SHUTDOWN_FRACTION * grace, left)
+                    b.take(max(b.notice_at, b.deadline_at - MARGIN - stop) + shutdown,
+                           "%s: do-not-disrupt, kept until its last safe moment" % w["name"])
+            continue
         if not pdb or kind == "Pod":
             for b in order:
                 if placement.get(b.node):

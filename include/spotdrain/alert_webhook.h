@@ -46,6 +46,9 @@ struct alerts_settings {
         int64_t webhook_max_attempts;
         uint64_t webhook_flush_usec; /* on exit, the wait for alerts still being delivered */
         char *webhook_proxy;         /* the webhook's own proxy; NULL = the environment's */
+        char *event_annotations;     /* "key=value,..." on every Event (alert_bus_set_event_annotations) */
+        int64_t log_tail_lines;      /* post-mortem: the last lines of each container; 0 = none */
+        char *postmortem_dir;        /* post-mortem files, one per pod; NULL = none */
 };
 struct config_section;
 extern const struct config_section alerts_config_section;

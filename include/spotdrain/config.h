@@ -45,6 +45,8 @@ struct config_item {
         uint64_t unit_usec;                          /* CONFIG_DURATION: the unit of a bare number */
         double min, max; /* CONFIG_INT / DOUBLE / DURATION (in units); min > max = none */
         bool secret;     /* config_dump hides the value */
+        /* CONFIG_STRING: NULL when text is a good value, else why not ("KEY: " is put before it). */
+        const char *(*check)(const char *text);
 };
 
 /* The unit of a CONFIG_DURATION written as a bare number, and "no range", for the tables. */

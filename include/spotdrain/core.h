@@ -180,6 +180,7 @@ enum log_format {
         LOG_FORMAT_JOURNAL,
 };
 void log_setup(enum log_format format, int max_level); /* default: text, LOG_INFO */
+enum log_format log_get_format(void);                  /* as set up, auto resolved */
 /* Where text/JSON lines go (NULL = stderr); for tests. */
 void log_set_output(FILE *f);
 int log_parse_level(const char *s);  /* "debug", "info", "warning", "error"; -EINVAL otherwise */
@@ -209,3 +210,15 @@ const char *error_reason(int error, const char *reason);
 #define log_error_reason(e, why, ...)   log_full_reason(LOG_ERR, (e), (why), NULL, __VA_ARGS__)
 #define log_warning_reason(e, why, ...) log_full_reason(LOG_WARNING, (e), (why), NULL, __VA_ARGS__)
 #define log_debug_reason(e, why, ...)   log_full_reason(LOG_DEBUG, (e), (why), NULL, __VA_ARGS__)
+
+/* ---- shadow mode (--dry-run) ----
+ * Process-wide: once enabled, the Kubernetes client and the AWS request layer send no write (each checks it
+ * where its requests leave the process) and answer it themselves as accepted, after logging "would ..." and
+ * counting it through the hook (the service layer's spotdrain_dry_run_actions_total{action}). Reads go out
+ * as ever, so everything is heard and planned. */
+typedef void (*dry_run_count_fn)(const char *action, void *userdata);
+void dry_run_enable(dry_run_count_fn count, void *userdata);
+void dry_run_disable(void);
+bool dry_run_enabled(void);
+/* Logs "would " + the formatted text at notice level (field dry_run=ACTION) and counts ACTION. */
+void dry_run_would(const char *action, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -50,6 +50,10 @@ struct drain_node_in {
         const char *name;
         uint64_t deadline_usec; /* the instance is gone at this instant */
         uint64_t margin_usec;   /* safety margin kept before the deadline */
+        /* drain.lb_deregistration_seconds: pods behind a Service (drain_pod_in.behind_service) are not
+         * evicted before this instant (the exclude label's answer plus the target group's deregistration
+         * delay), so that the load balancers stop sending them connections first; 0 = none. */
+        uint64_t lb_hold_usec;
 };
 
 struct drain_pod_in {
@@ -63,12 +67,14 @@ struct drain_pod_in {
         const char *priority_class; /* spec.priorityClassName, may be NULL */
         uint64_t grace_usec;        /* terminationGracePeriodSeconds */
         uint64_t shutdown_usec; /* observed SIGTERM → exit; 0 = unknown (the grace period is assumed) */
-        bool do_not_disrupt;    /* karpenter.sh/do-not-disrupt: drained anyway (the node is going), warned */
-        bool mirror;            /* static pod mirror: never evicted */
-        bool emptydir;          /* its emptyDir data is lost: warned */
-        bool ready;             /* the Ready condition is true */
-        bool pending;           /* phase Pending: the eviction API lets it go without consulting PDBs */
-        bool deleting;          /* has a deletionTimestamp */
+        /* karpenter.sh/do-not-disrupt: "true" or spotdrain.io/keep-until-last-moment (keys.h): not evicted
+         * before its last safe moment, so that it can finish its work; stopped then (the node is going) */
+        bool do_not_disrupt;
+        bool mirror;   /* static pod mirror: never evicted */
+        bool emptydir; /* its emptyDir data is lost: warned */
+        bool ready;    /* the Ready condition is true */
+        bool pending;  /* phase Pending: the eviction API lets it go without consulting PDBs */
+        bool deleting; /* has a deletionTimestamp */
         /* When the delete of a deleting pod was requested (deletionTimestamp - deletionGracePeriodSeconds);
          * 0 = unknown, in which case its replacement is assumed to be counted in the PDB status already. */
         uint64_t deleted_at_usec;
@@ -86,6 +92,8 @@ struct drain_pod_in {
         /* shutdown_usec comes from stops of its owner's pods that were seen; false: it is a guess (or 0),
          * which the graded verdict (drain_grade_node) does not take as a fact. */
         bool shutdown_seen;
+        /* A Service selects it: held until its node's lb_hold_usec. */
+        bool behind_service;
 };
 
 struct drain_pdb_in {
@@ -215,6 +223,10 @@ struct drain_plan_node {
         enum drain_verdict verdict;
         int limiting_pdb; /* -1 for none */
         size_t n_to_go, n_forced, n_killed, n_left;
+        /* The time reserved for the load balancers: pods behind a Service to go (n_lb_held) keep running
+         * until lb_hold_usec; n_lb_held 0 when none is held. */
+        uint64_t lb_hold_usec;
+        size_t n_lb_held;
         char *reason; /* one line for humans */
 };
 

@@ -2,9 +2,11 @@
  * (struct drain_input, drain.h) from Kubernetes objects.
  *
  * What the executor does to a node, in order:
- *  - cordons it (spec.unschedulable) and adds the NoSchedule taint SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the
- * key is configurable: drain.taint_key) whose value is the notice kind ("spot-interruption", ...), so that
- *    nothing new lands there and other tools can see why;
+ *  - cordons it (spec.unschedulable) and adds the NoSchedule (drain.taint_effect) taint
+ * SPOTDRAIN_TAINT_INTERRUPTION (keys.h; the key is configurable: drain.taint_key) whose value is the notice
+ * kind ("spot-interruption", ...), so that nothing new lands there and other tools can see why;
+ *  - labels it SPOTDRAIN_LABEL_EXCLUDE_LB (drain.exclude_from_load_balancers) where it has no such label, so
+ *    that load balancers deregister it; no eviction goes out before that label and the cordon are answered;
  *  - records SPOTDRAIN_ANNOTATION_DRAIN on the node: {"kind":KIND,"deadline":RFC3339,"started":RFC3339};
  *  - watches the node's pods and every PDB, measures startup times of the pods' siblings, plans (drain.h),
  *    and raises drain-infeasible at once when the plan says the deadline cannot be met;
@@ -16,7 +18,10 @@
  *  - finishes when every pod to go is gone (a pod with the same name but a new UID counts as gone):
  *    drain-completed, or at the deadline with pods left: deadline-missed.
  * DaemonSet pods and mirror pods are left (configurable); bare pods and pods with emptyDir volumes are
- * evicted with a warning; the agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
+ * evicted with a warning; pods annotated karpenter.sh/do-not-disrupt: "true" or
+ * spotdrain.io/keep-until-last-moment keep running until their last safe moment and are evicted then with
+ * grace min(their grace, time left - margin), forced as any other pod when that eviction is refused; the
+ * agent's own pod (POD_NAMESPACE/POD_NAME) is never touched. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -42,6 +47,17 @@ struct drain_settings {
         char **critical_priority_classes;
         int surge;                 /* enum drain_surge_mode (drain.h) */
         char *estimates_configmap; /* "" = stop and startup estimates are not kept */
+        bool exclude_from_load_balancers;
+        int taint_effect; /* enum drain_taint_effect */
+        bool cordon_only;
+        char **skip_namespaces;
+        char *skip_pod_selector; /* "" or NULL: none */
+        bool out_of_service_taint;
+        uint64_t lb_deregistration_usec;
+};
+enum drain_taint_effect {
+        DRAIN_TAINT_NO_SCHEDULE,
+        DRAIN_TAINT_NO_EXECUTE,
 };
 struct config_section;
 extern const struct config_section drain_config_section;
@@ -159,6 +175,10 @@ int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec
 int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
 /* Pod i can surge (drain_pod_in.can_surge), and since when its replacement was asked for (0: not yet). */
 int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, uint64_t surged_usec);
+/* drain.lb_deregistration_seconds: the pods added from first_pod on that a Service of services (an array
+ * of Service objects) selects are behind_service; node's are held until until_usec (0: none). */
+void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const cJSON *services);
+int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
 /* Copies the measurements (owner keys included). */
@@ -373,6 +393,23 @@ struct drain_exec_options {
         uint64_t margin_usec;   /* safety margin kept before the deadline */
         enum drain_policy policy;
         const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
+        bool taint_no_execute; /* the taint's effect is NoExecute, not NoSchedule */
+        /* SPOTDRAIN_LABEL_EXCLUDE_LB is set on the node (where absent) and answered before any eviction. */
+        bool exclude_from_load_balancers;
+        /* With that label: pods behind a Service (one selects them) keep running this long after the label
+         * was answered, the load balancers' deregistration delay, before they are evicted (unless their
+         * last safe moment comes first); 0 = none. */
+        uint64_t lb_deregistration_usec;
+        /* Cordon, taint and label only: nothing is evicted or deleted; the drain ends when the pods are
+         * gone (another drainer's work) or at the deadline. */
+        bool cordon_only;
+        /* Pods left alone entirely: in these namespaces (NULL-terminated; NULL: none), or matching this
+         * label selector (kubectl's syntax; NULL or "": none). */
+        const char *const *skip_namespaces;
+        const char *skip_pod_selector;
+        /* When the drain ends with the node empty (nothing left on it but DaemonSet and mirror pods), or
+         * at the deadline (the instance is gone), the node is tainted SPOTDRAIN_TAINT_OUT_OF_SERVICE. */
+        bool out_of_service_taint;
         bool evict_daemonsets;
         /* Pods with emptyDir volumes are left on the node (kubectl drain without --delete-emptydir-data);
          * by default they are evicted with a warning, their data dying with the node anyway. */
@@ -397,6 +434,11 @@ struct drain_exec_options {
         /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
          * not reported. */
         struct metrics *metrics;
+        /* The post-mortem of a pod deleted at its last safe moment, or of a Job's or bare pod evicted:
+         * the last lines of each container kept with its alert (alerts.log_tail_lines; 0 none), and the
+         * directory of its file (alerts.postmortem_dir; NULL none). */
+        unsigned log_tail_lines;
+        const char *postmortem_dir;
 };
 /* Fills everything but node, kind, notice and deadline from the configuration (borrows its strings). */
 void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct drain_exec_options *o);
@@ -422,6 +464,10 @@ struct drain_exec_result {
         bool at_risk;              /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
+        /* drain.lb_deregistration_seconds: pods behind a Service the first plan held for the load
+         * balancers, and until when (engine clock; 0: none held). */
+        unsigned lb_held;
+        uint64_t lb_held_until_usec;
 };
 
 struct drain_exec;

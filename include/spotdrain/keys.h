@@ -8,6 +8,17 @@
  *  SPOTDRAIN_ANNOTATION_SURGE    a Deployment surged for a drain, recorded on it before its replicas change:
  *                                {"node":NODE,"replicas":ORIGINAL,"to":RAISED,"mode":"scale"|"rollout",
  *                                "started":RFC3339} (surge.h); removed when they are put back
+ *  SPOTDRAIN_LABEL_EXCLUDE_LB    the label that takes a node out of external load balancers (the service
+ *                                controller and the AWS Load Balancer Controller deregister it), set at a
+ *                                drain's start before any eviction (drain.exclude_from_load_balancers) ...
+ *  SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE  ... to this value, which says spotdrain set it: only such a label is
+ *                                removed where a drain is undone
+ *  SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT  Karpenter's pod annotation ("true"): not evicted early; it keeps
+ *                                running until its last safe moment, then is stopped with a grace that fits
+ *  SPOTDRAIN_ANNOTATION_KEEP     the same asked of spotdrain alone (any value)
+ *  SPOTDRAIN_TAINT_OUT_OF_SERVICE  the taint of a node that is empty or gone (drain.out_of_service_taint),
+ *                                value SPOTDRAIN_OUT_OF_SERVICE_VALUE, effect NoExecute: the pods left on it
+ *                                are deleted and their volumes detached at once (non-graceful node shutdown)
  *  SPOTDRAIN_TAG_REPLACES        EC2 tag of a replacement instance: the instance it replaces
  *  SPOTDRAIN_TAG_REPLACED_PREFIX Auto Scaling group tag SPOTDRAIN_TAG_REPLACED_PREFIX INSTANCE: the
  *                                group's capacity was raised for that instance already
@@ -15,9 +26,15 @@
  * The simulator (src/sim) spells them out itself on purpose: it checks what the product writes. */
 #pragma once
 
-#define SPOTDRAIN_TAINT_INTERRUPTION  "spotdrain.io/interruption"
-#define SPOTDRAIN_TAINT_REBALANCE     "spotdrain.io/rebalance"
-#define SPOTDRAIN_ANNOTATION_DRAIN    "spotdrain.io/drain"
-#define SPOTDRAIN_ANNOTATION_SURGE    "spotdrain.io/surge"
-#define SPOTDRAIN_TAG_REPLACES        "spotdrain.io/replaces"
-#define SPOTDRAIN_TAG_REPLACED_PREFIX "spotdrain.io/replaced-"
+#define SPOTDRAIN_TAINT_INTERRUPTION        "spotdrain.io/interruption"
+#define SPOTDRAIN_TAINT_REBALANCE           "spotdrain.io/rebalance"
+#define SPOTDRAIN_ANNOTATION_DRAIN          "spotdrain.io/drain"
+#define SPOTDRAIN_ANNOTATION_SURGE          "spotdrain.io/surge"
+#define SPOTDRAIN_LABEL_EXCLUDE_LB          "node.kubernetes.io/exclude-from-external-load-balancers"
+#define SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE    "spotdrain"
+#define SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT "karpenter.sh/do-not-disrupt"
+#define SPOTDRAIN_ANNOTATION_KEEP           "spotdrain.io/keep-until-last-moment"
+#define SPOTDRAIN_TAINT_OUT_OF_SERVICE      "node.kubernetes.io/out-of-service"
+#define SPOTDRAIN_OUT_OF_SERVICE_VALUE      "nodeshutdown"
+#define SPOTDRAIN_TAG_REPLACES              "spotdrain.io/replaces"
+#define SPOTDRAIN_TAG_REPLACED_PREFIX       "spotdrain.io/replaced-"

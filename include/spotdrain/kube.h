@@ -307,6 +307,11 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
  * whose key and effect exist replaces its value; removing matches key and effect (effect NULL: any). */
 int kube_node_taint(struct kube_client *c, const char *node, const struct kube_taint *t, bool add,
                     kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* Read-modify-write of one label that the caller owns by its value: add sets key=value only when the node
+ * has no such key (someone else's is left as it is); remove deletes it only while its value is value. The
+ * result is the node as patched, or as read when there was nothing to change. Retried on 409 Conflict. */
+int kube_node_label_owned(struct kube_client *c, const char *node, const char *key, const char *value,
+                          bool add, kube_done_fn done, void *userdata, struct kube_call **ret_call);
 /* Merge patch of metadata.labels (annotations=false) or metadata.annotations: values[i] NULL removes
  * keys[i]. */
 int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations, const char *const *keys,
@@ -314,6 +319,7 @@ int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations
                        struct kube_call **ret_call);
 
 /* ---- events ---- */
+struct kube_kv;
 struct kube_event_spec {
         const char *involved_kind; /* "Node", "Pod" */
         const char *involved_api_version;
@@ -323,7 +329,9 @@ struct kube_event_spec {
         const char *namespace; /* where the Event lives; NULL = involved_namespace or "default" */
         const char *reason;
         const char *message;
-        bool warning; /* type Warning, else Normal */
+        bool warning;                      /* type Warning, else Normal */
+        const struct kube_kv *annotations; /* metadata.annotations of the Event; may be NULL */
+        size_t n_annotations;
 };
 /* Creates a core/v1 Event (reportingComponent spotdrain); a repeat of the same object/reason/message from
  * this client patches the earlier Event's count and lastTimestamp instead. */
@@ -359,6 +367,8 @@ struct kube_kv {
 };
 /* The value for key, or NULL. */
 const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key);
+/* Frees the n pairs and the array; NULL-safe. */
+void kube_kv_free_array(struct kube_kv *kv, size_t n);
 
 struct kube_pod {
         char *namespace, *name, *uid, *node_name;
@@ -426,6 +436,10 @@ struct kube_selector {
 };
 int kube_selector_parse(const cJSON *sel, struct kube_selector *ret);
 void kube_selector_clear(struct kube_selector *s);
+/* A selector in its text form, as kubectl's --selector and a list's labelSelector have it: comma-separated
+ * !key, key, key=value (or ==), key!=value, key in (a,b), key notin (a,b). "" matches everything.
+ * -EINVAL when it cannot be read, -ENOMEM. */
+int kube_selector_parse_text(const char *text, struct kube_selector *ret);
 bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels);
 
 struct kube_pdb {

@@ -40,6 +40,10 @@ enum sim_kind {
         SIM_LEASE,
         SIM_HPA, /* autoscaling/v2 HorizontalPodAutoscaler, one per Deployment whose scenario has hpa */
         SIM_CONFIGMAP, /* stored as given, like leases (spotdrain keeps its estimates in one) */
+        /* storage.k8s.io/v1, one per volume of a pod of a workload with volume_detach_seconds, from the
+         * pod's binding until that long after the pod is gone (the CSI driver's detach) */
+        SIM_VOLUMEATTACHMENT,
+        SIM_SERVICE, /* core/v1, one per workload whose scenario has service: true (type LoadBalancer) */
         _SIM_KIND_MAX,
 };
 
@@ -184,8 +188,15 @@ int sim_launch_instance(struct sim *s, const char *instance_type, const char *zo
 /* ---- accounting and result (docs/contracts.md §4) ---- */
 void sim_count_request(struct sim *s); /* every API request served */
 cJSON *sim_result(struct sim *s);      /* the simulation result object */
-/* Alerts the engine raised, recorded into the result (kind, node, at = sim_now()). */
-void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message);
+/* Alerts the engine raised, recorded into the result (kind, node, at = sim_now(), and the post-mortem list
+ * of an alert that carries one, copied; NULL none). */
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message,
+                      const cJSON *postmortem);
+/* A write a client asked of a surface (surface "kubernetes", "sqs", "ec2"; what "PATCH /api/v1/nodes/n" or
+ * the AWS action), whether it succeeded or not: GET /sim/v1/writes lists them, so that a client meant to
+ * write nothing (--dry-run) can be shown to have written nothing. */
+void sim_record_write(struct sim *s, const char *surface, const char *what);
+cJSON *sim_writes(struct sim *s); /* {"writes": [{"at", "surface", "what"}, ...]} */
 
 /* Scenario facts the other surfaces need. */
 const char *sim_scenario_name(const struct sim *s);

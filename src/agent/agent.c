@@ -727,6 +727,8 @@ static int kube_drain(void *userdata, const struct agent_drain_request *req)
         return kube_node_taint(c, req->node, &t, true, on_kube_done, (void *)"interruption taint", NULL);
 }
 
+static int kube_lb_include(struct kube_client *c, const char *node);
+
 static int kube_soft_taint(void *userdata, const char *node, bool add)
 {
         struct kube_taint t = {
@@ -734,9 +736,22 @@ static int kube_soft_taint(void *userdata, const char *node, bool add)
                 .value = (char *)"rebalance-recommendation",
                 .effect = (char *)"PreferNoSchedule",
         };
+        /* A rebalance drains nothing, so its revert finds the label only where an earlier drain of the node
+         * left it: that one is undone as well. */
+        int r = add ? 0 : kube_lb_include(userdata, node);
+        if (r < 0)
+                return r;
         return kube_node_taint(userdata, node, &t, add, on_kube_done,
                                add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint",
                                NULL);
+}
+
+/* The load balancers' label goes where the drain is undone, but only the one spotdrain set. */
+static int kube_lb_include(struct kube_client *c, const char *node)
+{
+        return kube_node_label_owned(c, node, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE,
+                                     false, on_kube_done, (void *)"removing the load balancers' label",
+                                     NULL);
 }
 
 static int uncordon_with_key(struct kube_client *c, const char *node, const char *taint_key)
@@ -749,6 +764,8 @@ static int uncordon_with_key(struct kube_client *c, const char *node, const char
         if (r >= 0)
                 r = kube_node_set_meta(c, node, true, keys, values, 1, on_kube_done,
                                        (void *)"removing the drain record", NULL);
+        if (r >= 0)
+                r = kube_lb_include(c, node);
         if (r < 0)
                 return r;
         return kube_node_cordon(c, node, false, on_kube_done, (void *)"uncordon", NULL);

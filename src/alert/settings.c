@@ -37,6 +37,18 @@ static const struct config_item alerts_items[] = {
           "proxy for the webhook alone (http://HOST:PORT, credentials allowed: check-config hides it), "
           "instead of HTTPS_PROXY/NO_PROXY",
           NULL, 0, CONFIG_NO_RANGE, true },
+        { "alerts.event_annotations", CONFIG_STRING, NULL, OFF(event_annotations),
+          "extra annotations on every Kubernetes Event, \"key=value,key=value\" (as NTH's "
+          "kubernetesEventsExtraAnnotations)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "alerts.log_tail_lines", CONFIG_INT, "20", OFF(log_tail_lines),
+          "post-mortem of a pod deleted at its last safe moment, or of a Job's or bare pod stopped: the "
+          "last "
+          "lines of each container's log kept with its alert (0: statuses only)",
+          NULL, 0, .min = 0, .max = 1000, false },
+        { "alerts.postmortem_dir", CONFIG_STRING, NULL, OFF(postmortem_dir),
+          "directory the post-mortems are written to, one file per pod (docs/operations.md); unset: none",
+          NULL, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section alerts_config_section = { "alerts", alerts_items, ARRAY_SIZE(alerts_items) };

@@ -223,6 +223,16 @@ int webhook_render(const struct alert *a, enum webhook_format format, const char
                         if (!cJSON_GetObjectItemCaseSensitive(fields, f[0]) &&
                             !cJSON_AddStringToObject(fields, f[0], f[1]))
                                 goto oom;
+                if (a->pod && (!cJSON_AddStringToObject(o, "pod", a->pod->name) ||
+                               !cJSON_AddStringToObject(o, "namespace", a->pod->namespace)))
+                        goto oom;
+                if (a->postmortem) {
+                        cJSON *pm = cJSON_Duplicate(a->postmortem, true);
+                        if (!pm || !cJSON_AddItemToObject(o, "postmortem", pm)) {
+                                cJSON_Delete(pm);
+                                goto oom;
+                        }
+                }
         }
         out = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
@@ -407,6 +417,10 @@ void webhook_sink_deliver(const struct alert *a, void *userdata)
         int r;
 
         if (!w || !a)
+                return;
+        /* A pod evicted as planned is its Event's news, not a page; one that leaves no trace (a post-mortem
+         * goes with it) is both. */
+        if (a->kind == ALERT_POD_EVICTED && !alert_field(a, "postmortem"))
                 return;
         if (w->pending >= w->max_pending) {
                 log_debug("alert webhook: %zu alerts pending, dropping %s", w->pending,

@@ -18,6 +18,9 @@ int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kub
         _cleanup_free_ char *error = NULL;
         int r;
 
+        r = alert_bus_set_event_annotations(b, cfg->alerts.event_annotations, &error);
+        if (r < 0)
+                return log_error_errno(r, "%s", error ? error : "alerts.event_annotations: out of memory");
         r = alert_bus_add_log_sink(b);
         if (r >= 0 && kube)
                 r = alert_bus_add_kube_event_sink(b, kube);

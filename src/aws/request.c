@@ -605,6 +605,27 @@ static void on_http_done(const struct http_response *resp, void *userdata)
         request_finish(q, &res, resp->error < 0 ? NULL : resp->body, resp->error < 0 ? 0 : resp->body_len);
 }
 
+/* Whether an action only reads (Receive*, Get*, Describe*, List*, and the STS exchanges of a token for
+ * credentials): everything else changes something in AWS, and shadow mode sends none of it. */
+static bool action_reads(const char *action)
+{
+        static const char *const reads[] = { "Receive", "Get", "Describe", "List", "AssumeRole" };
+        for (size_t i = 0; i < ARRAY_SIZE(reads); i++)
+                if (strncmp(action, reads[i], strlen(reads[i])) == 0)
+                        return true;
+        return false;
+}
+
+/* Shadow mode: the write was not sent; it is answered from the loop as accepted, with no body (what the
+ * caller reads from it is what an empty answer says: no instance launched, nothing deleted). */
+static void on_dry_run(void *userdata)
+{
+        struct aws_request *q = userdata;
+        struct aws_result res = { .status = 200, .attempts = 0 };
+        q->timer = NULL;
+        request_finish(q, &res, "", 0);
+}
+
 int aws_request_start(struct aws_client *c, const struct aws_call_params *p, aws_call_fn done,
                       void *userdata, struct aws_request **ret)
 {
@@ -639,7 +660,12 @@ int aws_request_start(struct aws_client *c, const struct aws_call_params *p, aws
         if (c->requests)
                 c->requests->prev = q;
         c->requests = q;
-        r = request_send(q);
+        if (dry_run_enabled() && !action_reads(q->action)) {
+                _cleanup_free_ char *action = strprintf("%s:%s", c->service, q->action);
+                dry_run_would(action ? action : q->action, "call %s %s", c->service, q->action);
+                r = timer_start_in(c->loop, 0, on_dry_run, q, &q->timer);
+        } else
+                r = request_send(q);
         if (r < 0) {
                 log_debug_errno(r, "aws %s: %s not sent", c->service, p->action);
                 request_free(q);

@@ -621,7 +621,8 @@ static int batch_fill(struct sqs_op *op, const cJSON *o, struct sqs_entry_result
                 }
         }
         for (size_t i = 0; i < op->n_batch_ids; i++)
-                if (!seen[i]) {
+                /* Shadow mode answered the batch itself, with nothing: every entry went as far as it can. */
+                if (!seen[i] && !(dry_run_enabled() && !ok && !failed)) {
                         entries[i].kind = SQS_ERR_PROTOCOL;
                         entries[i].error = -EBADMSG;
                         snprintf(entries[i].message, sizeof(entries[i].message),

@@ -50,7 +50,7 @@ int frontend_admission_start(struct frontend *f, bool required, struct admission
 
 static void admission_usage(FILE *f)
 {
-        fprintf(f, "usage: spotdrain admission [--kubeconfig FILE] [--config FILE]\n"
+        fprintf(f, "usage: spotdrain admission [--kubeconfig FILE] [--config FILE] [--dry-run]\n"
                    "         [--metrics-listen HOST:PORT] [--log-level LEVEL] [--log-format FORMAT]\n"
                    "\n"
                    "Serves the eviction webhook (controller.admission_*) alone: an agent may evict\n"

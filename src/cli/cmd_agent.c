@@ -32,7 +32,7 @@ static void agent_usage(FILE *f)
                "[--imds-v1-fallback]\n"
                "                       [--rebalance-revert SECONDS] [--maintenance-lead SECONDS] "
                "[--asg-deadline SECONDS]\n"
-               "                       [--log-level LEVEL] [--log-format FORMAT]\n"
+               "                       [--log-level LEVEL] [--log-format FORMAT] [--dry-run]\n"
                "\n"
                "Polls this instance's metadata service (IMDSv2) for spot interruptions, rebalance\n"
                "recommendations, scheduled maintenance and Auto Scaling termination, and drains this node.\n"

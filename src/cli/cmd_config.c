@@ -7,8 +7,10 @@
 
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/kube.h"
 
 int cmd_check_config(int argc, char **argv)
 {
@@ -58,6 +60,15 @@ int cmd_check_config(int argc, char **argv)
                 fprintf(stderr, "spotdrain check-config: %s\n", line);
                 return EXIT_ERROR;
         }
+        /* Values whose form the table cannot check, refused here as at start. */
+        struct kube_kv *kv = NULL;
+        size_t n = 0;
+        r = alert_event_annotations_parse(cfg->alerts.event_annotations, &kv, &n, &error);
+        if (r < 0) {
+                fprintf(stderr, "spotdrain check-config: %s\n", error ? error : strerror(-r));
+                return EXIT_ERROR;
+        }
+        kube_kv_free_array(kv, n);
         r = config_dump(cfg, &dump);
         if (r < 0) {
                 fprintf(stderr, "spotdrain check-config: %s\n", strerror(-r));

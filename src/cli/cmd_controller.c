@@ -26,7 +26,7 @@ static void controller_usage(FILE *f)
         fprintf(f, "usage: spotdrain controller --queue-url URL [--region R] [--kubeconfig FILE]\n"
                    "         [--config FILE] [--metrics-listen HOST:PORT] [--lease-namespace NS]\n"
                    "         [--identity ID] [--no-leader-election] [--sqs-endpoint URL]\n"
-                   "         [--asg-endpoint URL] [--log-level LEVEL] [--log-format FORMAT]\n"
+                   "         [--asg-endpoint URL] [--log-level LEVEL] [--log-format FORMAT] [--dry-run]\n"
                    "\n"
                    "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance\n"
                    "recommendations, state changes, AWS Health) and Auto Scaling lifecycle hooks deliver\n"

@@ -409,6 +409,7 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *safe, struct dra
 /* What one node's plan is made of, as listed from the API. */
 struct node_objects {
         cJSON *pods, *pdbs;
+        cJSON *services; /* drain.lb_deregistration_seconds: the pods behind them are held */
         struct drain_startup *startups;
         size_t n_startups;
 };
@@ -417,6 +418,7 @@ static void node_objects_done(struct node_objects *no)
 {
         cJSON_Delete(no->pods);
         cJSON_Delete(no->pdbs);
+        cJSON_Delete(no->services);
         drain_startups_free(no->startups, no->n_startups);
 }
 
@@ -445,6 +447,11 @@ static int node_input(struct drain_cli *d, const struct node_objects *no, enum d
                         continue;
                 if (r >= 0 && drain_inputs_add_pod(di, 0, obj, NULL) == -ENOMEM)
                         r = -ENOMEM;
+        }
+        /* The label goes out at the notice: the load balancers' time is reserved from now. */
+        if (r >= 0 && no->services) {
+                drain_inputs_mark_services(di, 0, kube_list_items(no->services));
+                r = drain_inputs_set_node_lb_hold(di, 0, clk_now() + d->cfg->drain.lb_deregistration_usec);
         }
         if (r < 0)
                 return r;
@@ -514,6 +521,9 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
         r = list_sync(d, "/api/v1/pods", NULL, field, &no.pods);
         if (r >= 0)
                 r = list_sync(d, "/apis/policy/v1/poddisruptionbudgets", NULL, NULL, &no.pdbs);
+        if (r >= 0 && d->cfg->drain.exclude_from_load_balancers && d->cfg->drain.lb_deregistration_usec &&
+            list_sync(d, "/api/v1/services", NULL, NULL, &no.services) < 0)
+                log_warning("cannot list Services: no pod is held for the load balancers in the plan");
         if (r >= 0)
                 r = node_startups(d, kube_list_items(no.pods), &no.startups, &no.n_startups);
         if (r >= 0)

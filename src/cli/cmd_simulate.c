@@ -189,15 +189,20 @@ static void alert_to_result(const struct alert *a, void *userdata)
         struct sim_drain *d = a->node ? find_drain(sm, a->node) : NULL;
 
         sim_lock(sm->sim);
-        sim_record_alert(sm->sim, alert_kind_to_string(a->kind), a->node, a->message);
+        sim_record_alert(sm->sim, alert_kind_to_string(a->kind), a->node, a->message, a->postmortem);
         sim_unlock(sm->sim);
         if (sm->controller && a->node)
                 follow_controller_drain(sm, a);
+        /* A pod evicted as planned is in the drain's progress line; a post-mortem's lines stay in the
+         * result. */
+        if (a->kind == ALERT_POD_EVICTED && !a->postmortem)
+                return;
         /* What the drain did before the alert (cordon, plan) goes first on the timeline. */
         if (d && d->x)
                 show_progress(sm, d);
-        timeline(sm, scenario_seconds(sm, a->at_usec), a->node, "[%s] %s", alert_kind_to_string(a->kind),
-                 a->message ? a->message : "");
+        const char *m = a->message ? a->message : "";
+        timeline(sm, scenario_seconds(sm, a->at_usec), a->node, "[%s] %.*s%s", alert_kind_to_string(a->kind),
+                 (int)strcspn(m, "\n"), m, m[strcspn(m, "\n")] ? " (post-mortem in the result)" : "");
 }
 
 /* ---- drains ---- */

@@ -3,11 +3,16 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "spotdrain/metrics.h"
 
 bool frontend_option(struct frontend *f, int c, const char *arg)
 {
         if (c == 'm') {
                 f->metrics_listen = arg;
+                return true;
+        }
+        if (c == 'D') {
+                f->common.dry_run = true;
                 return true;
         }
         return cli_common_option(&f->common, c, arg);
@@ -74,15 +79,32 @@ int frontend_load_config(struct frontend *f)
         return EXIT_OK;
 }
 
+static void count_dry_run(const char *action, void *userdata)
+{
+        struct frontend *f = userdata;
+        if (f->svc)
+                (void)metrics_counter_inc(service_metrics(f->svc), METRIC_DRY_RUN_ACTIONS, action, NULL);
+}
+
 int frontend_start(struct frontend *f, struct service_options *o)
 {
         o->kubeconfig = f->common.kubeconfig;
         o->listen = f->metrics_listen;
+        /* Before the services exist: nothing they start may slip out. */
+        if (f->common.dry_run) {
+                dry_run_enable(count_dry_run, f);
+                log_notice(
+                    "spotdrain %s: shadow mode (--dry-run): nothing is written to the cluster or AWS; "
+                    "what would be is logged (\"would ...\") and counted in %s",
+                    f->name, METRIC_DRY_RUN_ACTIONS);
+        }
         return service_new(f->cfg, o, &f->svc) < 0 ? EXIT_ERROR : EXIT_OK;
 }
 
 void frontend_done(struct frontend *f)
 {
+        if (f->common.dry_run)
+                dry_run_disable();
         f->svc = service_free(f->svc);
         f->cfg = config_free(f->cfg);
 }

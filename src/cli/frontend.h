@@ -17,7 +17,8 @@
         { "config", required_argument, NULL, 'c' },               \
         { "metrics-listen", required_argument, NULL, 'm' },       \
         { "log-level", required_argument, NULL, 'L' },            \
-        { "log-format", required_argument, NULL, 'F' }
+        { "log-format", required_argument, NULL, 'F' },           \
+        { "dry-run", no_argument, NULL, 'D' }
 /* clang-format on */
 
 struct frontend {

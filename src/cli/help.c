@@ -48,6 +48,14 @@
         }
 /* What drain, plan and audit take besides their own. */
 #define F_ONESHOT F_JSON, F_KUBECONFIG, F_CONFIG, F_LOG_LEVEL, F_LOG_FORMAT
+/* agent and controller: shadow mode (docs/operations.md) */
+#define F_SHADOW                                                                                     \
+        {                                                                                            \
+                "dry-run", NULL, NULL, "off",                                                        \
+                    "shadow mode: hear, plan, alert and count, write nothing to the cluster or AWS " \
+                    "(\"would ...\" "                                                                \
+                    "in the log, spotdrain_dry_run_actions_total)"                                   \
+        }
 #define F_END                                \
         {                                    \
                 NULL, NULL, NULL, NULL, NULL \
@@ -70,6 +78,7 @@ static const struct cli_flag agent_flags[] = {
           "drain this long before a scheduled maintenance starts" },
         { "asg-deadline", "S", "agent.asg_deadline_seconds", NULL,
           "deadline of an Auto Scaling termination after its notice" },
+        F_SHADOW,
         F_LOG_LEVEL,
         F_LOG_FORMAT,
         F_END,
@@ -90,13 +99,21 @@ static const struct cli_flag controller_flags[] = {
           "the SQS endpoint" },
         { "asg-endpoint", "URL", NULL, "$AWS_ENDPOINT_URL_AUTO_SCALING, $AWS_ENDPOINT_URL, else AWS's",
           "the Auto Scaling endpoint (lifecycle actions)" },
+        F_SHADOW,
         F_LOG_LEVEL,
         F_LOG_FORMAT,
         F_END,
 };
 
 static const struct cli_flag admission_flags[] = {
-        F_KUBECONFIG, F_CONFIG, F_METRICS, F_LOG_LEVEL, F_LOG_FORMAT, F_END,
+        F_KUBECONFIG,
+        F_CONFIG,
+        F_METRICS,
+        { "dry-run", NULL, NULL, "off",
+          "write no alert Events (\"would ...\" in the log); the webhook's answers still allow and deny" },
+        F_LOG_LEVEL,
+        F_LOG_FORMAT,
+        F_END,
 };
 
 static const struct cli_flag drain_flags[] = {

@@ -12,6 +12,7 @@
 #include "controller/managed.h"
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
+#include "controller/volumes.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
@@ -134,6 +135,9 @@ struct controller {
         struct sns_gate *sns;         /* controller.verify_sns_signature */
         struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
         struct managed_gate *managed; /* controller.managed_tag */
+        /* Lifecycle actions waiting for their node's VolumeAttachments to be gone before completing. */
+        struct lc_wait **lc_waits;
+        size_t n_lc_waits;
 
         struct controller_stats stats;
 };
@@ -929,6 +933,14 @@ static void on_kube_done(struct kube_client *k, struct kube_result *r, void *use
                 log_warning_reason(r->error, r->message, "%s failed", (const char *)userdata);
 }
 
+/* The load balancers' label (drain.exclude_from_load_balancers) goes, but only the one spotdrain set. */
+static int lb_include(struct controller *c, const char *node)
+{
+        return kube_node_label_owned(c->kube, node, SPOTDRAIN_LABEL_EXCLUDE_LB,
+                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, false, on_kube_done,
+                                     (void *)"removing the load balancers' label", NULL);
+}
+
 static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
@@ -938,6 +950,11 @@ static int op_soft_taint(void *userdata, const char *node, bool add)
         if (add)
                 log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
                            SPOTDRAIN_TAINT_REBALANCE);
+        /* A rebalance drains nothing; its revert undoes the load balancers' label an earlier drain of the
+         * node may have left, when spotdrain set it. */
+        int r = add ? 0 : lb_include(c, node);
+        if (r < 0)
+                return r;
         return kube_node_taint(c->kube, node, &t, add, on_kube_done,
                                add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
                                NULL);
@@ -957,6 +974,8 @@ static int op_uncordon(void *userdata, const char *node)
         if (r >= 0)
                 r = kube_node_set_meta(c->kube, node, true, keys, values, 1, on_kube_done,
                                        (void *)"removing the drain record", NULL);
+        if (r >= 0)
+                r = lb_include(c, node);
         if (r < 0)
                 return r;
         return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
@@ -1080,9 +1099,70 @@ static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
         return op_lifecycle(userdata, n, false);
 }
 
+struct lc_wait {
+        struct controller *c;
+        struct notice n;
+        char *node;
+        struct volume_wait *w;
+};
+
+static void lc_wait_remove(struct controller *c, struct lc_wait *lw)
+{
+        for (size_t i = 0; i < c->n_lc_waits; i++)
+                if (c->lc_waits[i] == lw) {
+                        c->lc_waits[i] = c->lc_waits[--c->n_lc_waits];
+                        break;
+                }
+        volume_wait_free(lw->w);
+        free(lw->node);
+        free(lw);
+}
+
+static void lc_volumes_done(struct volume_wait *w, unsigned left, bool timed_out, void *userdata)
+{
+        struct lc_wait *lw = userdata;
+        struct controller *c = lw->c;
+        if (timed_out)
+                log_warning("%u VolumeAttachment%s of %s still there at the lifecycle action's time; "
+                            "completing it anyway",
+                            left, left == 1 ? "" : "s", lw->node);
+        else
+                log_info("the VolumeAttachments of %s are gone", lw->node);
+        if (op_lifecycle(c, &lw->n, true) < 0)
+                log_debug("cannot complete the lifecycle action of %s", lw->n.instance_id);
+        lc_wait_remove(c, lw);
+}
+
+/* The instance terminates as soon as the action is completed: first its node's volumes are to be
+ * detached (within the action's time, the notice's deadline), so that the pods' replacements elsewhere
+ * can attach them at once. */
 static int op_lifecycle_complete(void *userdata, const struct notice *n)
 {
-        return op_lifecycle(userdata, n, true);
+        struct controller *c = userdata;
+        const char *node = c->dispatch ? dispatch_node_for_instance(c->dispatch, n->instance_id) : NULL;
+        struct lc_wait *lw, **a;
+
+        if (!node || !c->kube)
+                return op_lifecycle(c, n, true);
+        if (!(a = realloc(c->lc_waits, (c->n_lc_waits + 1) * sizeof(*a))))
+                return -ENOMEM;
+        c->lc_waits = a;
+        if (!(lw = calloc(1, sizeof(*lw))) || !(lw->node = strdup(node))) {
+                free(lw);
+                return op_lifecycle(c, n, true);
+        }
+        lw->c = c;
+        lw->n = *n;
+        uint64_t now = clk_now();
+        int r = volume_wait_start(c->kube, node, n->deadline > now ? n->deadline : now, lc_volumes_done, lw,
+                                  &lw->w);
+        if (r < 0) {
+                free(lw->node);
+                free(lw);
+                return op_lifecycle(c, n, true);
+        }
+        c->lc_waits[c->n_lc_waits++] = lw;
+        return 0;
 }
 
 static void op_ticket_done(void *userdata, uint64_t ticket, int error)
@@ -1505,6 +1585,9 @@ struct controller *controller_free(struct controller *c)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
         sns_gate_free(c->sns);
+        while (c->n_lc_waits > 0)
+                lc_wait_remove(c, c->lc_waits[c->n_lc_waits - 1]);
+        free(c->lc_waits);
         managed_gate_free(c->managed);
         ec2_client_free(c->ec2);
         while (c->n_drains > 0)

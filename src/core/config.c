@@ -226,12 +226,18 @@ static int value_parse(const struct config_item *it, const char *text, union con
         char *end = NULL;
         bool ok = false;
         switch (it->type) {
-        case CONFIG_STRING:
+        case CONFIG_STRING: {
+                const char *why = it->check ? it->check(text) : NULL;
+                if (why) {
+                        *ret_why = strprintf("%s: %s", it->key, why);
+                        return -EINVAL;
+                }
                 v.s = strdup(text);
                 if (!v.s)
                         return -ENOMEM;
                 ok = true;
                 break;
+        }
         case CONFIG_STRV:
                 if (split_list(text, &v.v) < 0)
                         return -ENOMEM;

@@ -44,6 +44,11 @@ void log_setup(enum log_format format, int max_level)
         log_max_level = max_level;
 }
 
+enum log_format log_get_format(void)
+{
+        return log_fmt;
+}
+
 void log_set_output(FILE *f)
 {
         log_out = f;

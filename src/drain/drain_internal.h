@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "spotdrain/alert.h"
 #include "spotdrain/engine.h"
 
 /* The order of drains between nodes: the earlier deadline, then the node name first in byte order. */
@@ -37,3 +38,20 @@ struct drain_peers *drain_peers_free(struct drain_peers *ps);
  * was written, with the pods of every peer among them (or the wait for them is over). Once true, stays
  * true. NULL-safe: true. */
 bool drain_peers_settled(const struct drain_peers *ps);
+
+/* The post-mortem of one pod the drain stops (postmortem.c): its final container statuses and the last
+ * tail_lines of each container's log, read through the API as soon as it starts, go with the pod's alert
+ * (kind) once drain_postmortem_accepted() says the API took the eviction or delete, and into a file of dir
+ * (NULL: none). */
+struct drain_postmortem_spec {
+        enum alert_kind kind;
+        unsigned tail_lines;
+        const char *dir, *node, *namespace, *name, *uid;
+        const char *summary; /* the alert's first line */
+};
+struct drain_postmortem;
+int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
+                           const struct drain_postmortem_spec *s, struct drain_postmortem **ret);
+void drain_postmortem_accepted(struct drain_postmortem *pm);
+/* Cancels what is under way; no alert after this. NULL-safe; returns NULL. */
+struct drain_postmortem *drain_postmortem_free(struct drain_postmortem *pm);

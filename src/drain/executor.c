@@ -48,7 +48,9 @@ struct xpod {
         uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
         char *grant_pdb;   /* the PDB whose ledger slot the eviction under way holds, NULL none */
         bool warned;
-        bool leave; /* not part of the drain (emptyDir data kept by configuration) */
+        /* not part of the drain (emptyDir data kept, or a namespace or selector skipped, by configuration)
+         */
+        bool leave;
         /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
          * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
         cJSON *ghost;
@@ -57,6 +59,8 @@ struct xpod {
          * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */
         uint64_t stop_at;
         int64_t forced_grace;
+        struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
+        bool pm_forced;              /* pm is its forced delete's */
 };
 
 struct drain_exec {
@@ -73,7 +77,11 @@ struct drain_exec {
         uint64_t deadline, margin, default_startup, floor;
         double expected_shutdown_fraction;
         enum drain_policy policy;
-        bool evict_daemonsets, leave_emptydir;
+        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
+        char **skip_namespaces;
+        struct kube_selector skip_selector; /* present: pods it matches are left */
+        unsigned log_tail_lines;
+        char *postmortem_dir;
         struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
         int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
 
@@ -90,6 +98,16 @@ struct drain_exec {
          * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
          * yet (the cordon and the first evictions go out on separate connections). */
         bool cordon_answered;
+        /* The exclude-from-external-load-balancers label (exclude_lb): evictions wait for its answer as
+         * for the cordon's, so that no pod goes while the node still gets new connections. */
+        bool exclude_lb, lb_answered;
+        /* drain.lb_deregistration_seconds: pods behind a Service (services, the cluster's) are held until
+         * lb_hold, the label's answer plus lb_dereg. */
+        uint64_t lb_dereg, lb_hold;
+        cJSON *services;
+        struct kube_call *lb_call, *services_call;
+        struct timer *lb_retry;
+        struct backoff lb_backoff;
 
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
@@ -180,6 +198,7 @@ static struct xpod *xpod_free(struct xpod *p)
         if (!p)
                 return NULL;
         kube_call_cancel(p->call);
+        drain_postmortem_free(p->pm);
         cJSON_Delete(p->ghost);
         free(p->grant_pdb);
         free(p->key);
@@ -218,6 +237,19 @@ static bool has_emptydir(const cJSON *pod)
         return false;
 }
 
+/* Pods the configuration leaves alone: in a skipped namespace, or matching the skip selector. */
+static bool skipped(const struct drain_exec *x, const cJSON *obj, const char *ns)
+{
+        for (char **n = x->skip_namespaces; n && *n; n++)
+                if (streq_ptr(*n, ns))
+                        return true;
+        if (!x->skip_selector.present)
+                return false;
+        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+        return kube_pod_parse(obj, &kp) >= 0 &&
+               kube_selector_matches(&x->skip_selector, kp.labels, kp.n_labels);
+}
+
 static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, const char *name,
                     const char *uid)
 {
@@ -228,7 +260,8 @@ static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, cons
         struct xpod *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (struct xpod){ .x = x, .leave = x->leave_emptydir && has_emptydir(obj) };
+        *p = (struct xpod){ .x = x,
+                            .leave = (x->leave_emptydir && has_emptydir(obj)) || skipped(x, obj, ns) };
         if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
             !(p->key = strprintf("%s/%s", p->namespace, name)) || (uid && !(p->uid = strdup(uid)))) {
                 xpod_free(p);
@@ -361,7 +394,12 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
                 r = drain_inputs_set_node_start(di, node, x->result.notice_usec);
         if (r < 0)
                 return r;
+        size_t first = drain_inputs_n_pods(di);
         r = add_pods(x, di, node, drain_inputs_now(di), map, &n);
+        if (r >= 0 && x->lb_hold) {
+                drain_inputs_mark_services(di, first, x->services);
+                r = drain_inputs_set_node_lb_hold(di, node, x->lb_hold);
+        }
         if (r < 0)
                 return r;
         if (slice) {
@@ -523,7 +561,8 @@ static void warn_pod(struct drain_exec *x, size_t i)
                          p->namespace, p->name);
         if (pp->warnings & DRAIN_WARN_DO_NOT_DISRUPT)
                 log_full(LOG_WARNING, 0, fields,
-                         "pod %s/%s is marked do-not-disrupt; drained anyway, the node is going away",
+                         "pod %s/%s is marked do-not-disrupt: kept running until its last safe moment, "
+                         "then stopped, the node is going away",
                          p->namespace, p->name);
 }
 
@@ -556,6 +595,41 @@ char *drain_exec_left_names(const struct drain_exec *x)
                         return NULL;
         }
         return TAKE_PTR(b.data);
+}
+
+/* Without userdata: a call still under way when the client goes is freed without its callback. */
+static void oos_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        if (r->error < 0 && r->error != -ENOENT)
+                log_warning_errno(r->error, "cannot add the %s taint: %s", SPOTDRAIN_TAINT_OUT_OF_SERVICE,
+                                  r->message ? r->message : "no answer");
+}
+
+/* Whether the node holds nothing but what is never drained (DaemonSet and mirror pods, the agent's own):
+ * a pod the configuration keeps there (a skip, emptyDir data) is still running, and the out-of-service
+ * taint would have it deleted under it. */
+static bool node_empty(const struct drain_exec *x)
+{
+        for (size_t i = 0; i < x->n_pods; i++)
+                if (x->pods[i]->leave && x->pods[i]->state != XPOD_GONE)
+                        return false;
+        return true;
+}
+
+/* drain.out_of_service_taint: a node that is empty or gone (its deadline came) is tainted
+ * node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, so that what is left there is deleted and its
+ * volumes detach at once rather than after the attach/detach controller's 6 minutes. Sent on its own: it
+ * outlives the executor. */
+static void taint_out_of_service(struct drain_exec *x, enum drain_exec_outcome outcome)
+{
+        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_OUT_OF_SERVICE,
+                                .value = (char *)SPOTDRAIN_OUT_OF_SERVICE_VALUE,
+                                .effect = (char *)"NoExecute" };
+        if (!x->out_of_service || outcome == DRAIN_EXEC_ERROR ||
+            (outcome == DRAIN_EXEC_DRAINED && !node_empty(x)))
+                return;
+        if (kube_node_taint(x->c, x->node, &t, true, oos_done, NULL, NULL) < 0)
+                log_warning("cannot taint %s %s", x->node, SPOTDRAIN_TAINT_OUT_OF_SERVICE);
 }
 
 static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why);
@@ -596,6 +670,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 drain_ledger_leave(x->ledger, x);
         x->joined = false;
 
+        taint_out_of_service(x, outcome);
         x->result.outcome = outcome;
         x->result.error = error;
         x->result.finished_usec = now;
@@ -623,6 +698,16 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                     x->result.planned_usec
                         ? (double)(x->result.planned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0);
+                if (x->message && x->result.lb_held) {
+                        char *m =
+                            strprintf("%s; %u pod%s behind a Service held %.1f s for the load balancers",
+                                      x->message, x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
+                                      (double)(x->lb_dereg) / (double)USEC_PER_SEC);
+                        if (m) {
+                                free(x->message);
+                                x->message = m;
+                        }
+                }
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
@@ -646,6 +731,60 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         metrics_remove(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, x->node, NULL);
         if (x->done)
                 x->done(x, &x->result, x->userdata);
+}
+
+/* ---- the pods' own alerts (their Events, where their teams look) and post-mortems ---- */
+
+static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
+                         int64_t grace)
+{
+        char notice[64], deadline[64];
+        if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
+                snprintf(notice, sizeof(notice), "?");
+        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+                snprintf(deadline, sizeof(deadline), "?");
+        if (kind == ALERT_POD_DELETED)
+                return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
+                                 " s): %s notice at %s, deadline %s",
+                                 p->namespace, p->name, x->node, grace, x->kind, notice, deadline);
+        return strprintf("pod %s/%s evicted from node %s: %s notice at %s, deadline %s", p->namespace,
+                         p->name, x->node, x->kind, notice, deadline);
+}
+
+/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
+ * gets a post-mortem, taken as its delete or eviction goes out. */
+static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
+                             enum alert_kind kind, int64_t grace)
+{
+        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
+                return;
+        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
+        struct drain_postmortem_spec s = {
+                .kind = kind,
+                .tail_lines = x->log_tail_lines,
+                .dir = x->postmortem_dir,
+                .node = x->node,
+                .namespace = p->namespace,
+                .name = p->name,
+                .uid = p->uid,
+                .summary = summary,
+        };
+        int r = summary ? drain_postmortem_start(x->c, x->bus, &s, &p->pm) : -ENOMEM;
+        if (r < 0)
+                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
+}
+
+/* Its eviction or delete was accepted: its alert, with the post-mortem once that is in. */
+static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind)
+{
+        if (p->pm) {
+                drain_postmortem_accepted(p->pm);
+                return;
+        }
+        _cleanup_free_ char *summary = pod_summary(x, p, kind, p->forced_grace);
+        const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
+        alert_emit_pod(x->bus, kind, x->node, &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL,
+                       fields, "%s", summary ? summary : p->name);
 }
 
 /* ---- evictions and deletes ---- */
@@ -678,6 +817,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 p->state = XPOD_EVICTED;
                 p->stop_at = now;
                 x->result.evicted++;
+                pod_stopped(x, p, ALERT_POD_EVICTED);
                 break;
         case KUBE_EVICT_BLOCKED:
                 /* With a slot from the ledger, the status it went by was stale: the ledger distrusts it
@@ -726,10 +866,11 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         kick(x);
 }
 
-/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL. */
-static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb)
+/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
+ * grace < 0: the pod's own. */
+static int evict(struct drain_exec *x, struct xpod *p, char **grant_pdb, int64_t grace)
 {
-        int r = kube_evict(x->c, p->namespace, p->name, p->uid, -1, evict_done, p, &p->call);
+        int r = kube_evict(x->c, p->namespace, p->name, p->uid, grace, evict_done, p, &p->call);
         if (r < 0) {
                 if (grant_pdb && *grant_pdb) {
                         drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
@@ -756,6 +897,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
                 p->state = XPOD_FORCED;
                 p->stop_at = clk_now();
                 x->result.forced++;
+                pod_stopped(x, p, ALERT_POD_DELETED);
         } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
                 xpod_gone(p); /* gone, or the name now belongs to a successor */
         else {
@@ -844,6 +986,21 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         continue;
 
                 bool due = x->policy == DRAIN_POLICY_FORCE && now >= pp->last_safe_usec;
+                /* A do-not-disrupt pod keeps running until its last safe moment, then goes with a grace
+                 * that still fits before the deadline. */
+                if (pin->do_not_disrupt && now < pp->last_safe_usec) {
+                        next = MIN(next, pp->last_safe_usec);
+                        continue;
+                }
+                /* Behind a Service: the load balancers deregister the node first (until their last safe
+                 * moment at most). */
+                uint64_t hold = in->nodes[pin->node].lb_hold_usec;
+                if (pin->behind_service && hold > now && now < pp->last_safe_usec) {
+                        next = MIN(next, MIN(hold, pp->last_safe_usec));
+                        continue;
+                }
+                const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
+                int64_t grace = pin->do_not_disrupt ? force_grace(x, kp, now) : -1;
                 /* Critical pods go once the normal ones are on their way, or when their own time runs out.
                  */
                 bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
@@ -853,18 +1010,21 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                  * once; one that was refused before is forced. A pod under a PDB is evicted only with a
                  * slot from the ledger (shared by every drain of the process, earliest deadline first):
                  * without one it waits, and the ledger wakes us when a slot may be ours. */
-                if (!gated && x->cordon_answered && p->state != XPOD_MULTI &&
-                    (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
+                if (!gated && x->cordon_answered && (!x->exclude_lb || x->lb_answered) &&
+                    p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
-                        if (!takes_slot)
-                                issued = evict(x, p, NULL) >= 0;
-                        else {
+                        if (!takes_slot) {
+                                postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
+                                issued = evict(x, p, NULL, grace) >= 0;
+                        } else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
-                                if (g > 0)
-                                        issued = evict(x, p, &grant) >= 0;
+                                if (g > 0) {
+                                        postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
+                                        issued = evict(x, p, &grant, grace) >= 0;
+                                }
                         }
                         if (issued)
                                 continue;
@@ -872,9 +1032,13 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
                 /* Force phase: the last moment a graceful stop still ends before the deadline. */
                 if (due && now >= p->force_at) {
-                        const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
-                        int64_t grace = force_grace(x, kp, now);
+                        grace = force_grace(x, kp, now);
                         p->call = kube_call_cancel(p->call);
+                        /* A capture taken for its eviction tells another story than its delete's. */
+                        if (!p->pm_forced)
+                                p->pm = drain_postmortem_free(p->pm);
+                        postmortem_begin(x, p, kp, ALERT_POD_DELETED, grace);
+                        p->pm_forced = true;
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
                                             &p->call) < 0) {
                                 p->force_at = now + 4 * retry_delay(x);
@@ -1026,7 +1190,8 @@ static void act(struct drain_exec *x)
         /* The first plan acted on waits for the measurements (they answer in one round trip) so that the
          * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
          * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
-        if (!x->result.planned_usec && (x->startups_pending > 0 || drain_surge_learning(x->surge)) &&
+        if (!x->result.planned_usec &&
+            (x->startups_pending > 0 || x->services_call || drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
@@ -1056,6 +1221,8 @@ static void act(struct drain_exec *x)
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = own_node(x)->finish_usec;
                 x->result.killed_predicted = (unsigned)own_node(x)->n_killed;
+                x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
+                x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
@@ -1072,6 +1239,11 @@ static void act(struct drain_exec *x)
         }
         if (now >= x->deadline) {
                 finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
+                return;
+        }
+        /* Beside another drainer: its evictions, not ours; this drain watches the node empty out. */
+        if (x->cordon_only) {
+                arm_wake(x, x->deadline);
                 return;
         }
         drain_surge_round(x->surge, x->inputs, x->plan, x->slice.first_pod, x->n_own);
@@ -1210,14 +1382,73 @@ static void annotate_done(struct kube_client *c, struct kube_result *r, void *us
                 log_debug_errno(r->error, "cannot record the drain on node %s", x->node);
 }
 
+static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
+static int lb_label(struct drain_exec *x)
+{
+        return kube_node_label_owned(x->c, x->node, SPOTDRAIN_LABEL_EXCLUDE_LB,
+                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, true, lb_done, x, &x->lb_call);
+}
+
+static void lb_again(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->lb_retry = NULL;
+        if (!x->finished && !x->lb_call && lb_label(x) < 0)
+                x->lb_call = NULL;
+}
+
+static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->lb_call = NULL;
+        if (r->error < 0 && r->error != -ENOENT) {
+                const char *fields[] = { "node", x->node, NULL };
+                uint64_t delay = backoff_next(&x->lb_backoff);
+                log_full(LOG_WARNING, r->error, fields,
+                         "cannot label %s %s (%s), draining anyway and trying again in %.1f s", x->node,
+                         SPOTDRAIN_LABEL_EXCLUDE_LB, r->message ? r->message : "no answer",
+                         (double)delay / 1e6);
+                if (timer_start_in(x->loop, delay, lb_again, x, &x->lb_retry) < 0)
+                        x->lb_retry = NULL;
+        }
+        /* A missing node is reported by the cordon. The deregistration delay counts from here. */
+        if (!x->lb_answered && x->lb_dereg)
+                x->lb_hold = clk_now() + x->lb_dereg;
+        x->lb_answered = true;
+        pods_changed(x);
+}
+
+static void services_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->services_call = NULL;
+        if (r->error >= 0)
+                x->services = cJSON_Duplicate(kube_list_items(r->object), true);
+        else
+                log_warning_errno(r->error,
+                                  "cannot list Services (%s): no pod is held for the load balancers on %s",
+                                  r->message ? r->message : "no answer", x->node);
+        pods_changed(x);
+}
+
 static int start_node_changes(struct drain_exec *x)
 {
-        struct kube_taint t = { .key = x->taint_key, .value = x->kind, .effect = (char *)"NoSchedule" };
+        struct kube_taint t = { .key = x->taint_key,
+                                .value = x->kind,
+                                .effect = (char *)(x->no_execute ? "NoExecute" : "NoSchedule") };
         int r;
 
         x->cordon_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
+        x->lb_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
         r = kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
         if (r < 0)
+                return r;
+        if (x->exclude_lb && (r = lb_label(x)) < 0)
+                return r;
+        if (x->lb_dereg &&
+            (r = kube_list(x->c, "/api/v1/services", &(struct kube_list_options){ .priority = true },
+                           services_done, x, &x->services_call)) < 0)
                 return r;
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
@@ -1239,12 +1470,18 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         timer_cancel(x->kick);
         timer_cancel(x->wake);
         timer_cancel(x->cordon_retry);
+        timer_cancel(x->lb_retry);
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
+        kube_call_cancel(x->lb_call);
+        kube_call_cancel(x->services_call);
+        cJSON_Delete(x->services);
+        kube_selector_clear(&x->skip_selector);
+        strv_free(x->skip_namespaces);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
                 kube_call_cancel(x->startup_calls[i].call);
                 free(x->startup_calls[i].owner_key);
@@ -1260,6 +1497,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         free(x->kind);
         free(x->instance_id);
         free(x->event_id);
+        free(x->postmortem_dir);
         free(x->taint_key);
         free(x->self_namespace);
         free(x->self_name);
@@ -1280,6 +1518,23 @@ static int dup_opt(const char *s, char **ret)
                 return 0;
         *ret = strdup(s);
         return *ret ? 0 : -ENOMEM;
+}
+
+/* A copy of a NULL-terminated list (NULL: none), NULL-terminated; elements copied so far stay on failure. */
+static int dup_strv(const char *const *src, char ***ret, size_t *ret_n)
+{
+        *ret_n = 0;
+        for (const char *const *s = src; s && *s; s++) {
+                char **a = realloc(*ret, (*ret_n + 2) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                *ret = a;
+                a[*ret_n + 1] = NULL;
+                if (!(a[*ret_n] = strdup(*s)))
+                        return -ENOMEM;
+                (*ret_n)++;
+        }
+        return 0;
 }
 
 int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct drain_exec_options *o,
@@ -1306,6 +1561,24 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->policy = o->policy;
         x->evict_daemonsets = o->evict_daemonsets;
         x->leave_emptydir = o->leave_emptydir;
+        x->cordon_only = o->cordon_only;
+        x->no_execute = o->taint_no_execute;
+        x->out_of_service = o->out_of_service_taint;
+        x->exclude_lb = o->exclude_from_load_balancers;
+        x->lb_dereg = x->exclude_lb ? o->lb_deregistration_usec : 0;
+        /* Until the label is answered, counted from now; moved to the answer then. */
+        x->lb_hold = x->lb_dereg ? now + x->lb_dereg : 0;
+        if (!isempty(o->skip_pod_selector) &&
+            (r = kube_selector_parse_text(o->skip_pod_selector, &x->skip_selector)) < 0) {
+                if (r == -EINVAL)
+                        log_error("drain.skip_pod_selector: cannot read the label selector '%s'",
+                                  o->skip_pod_selector);
+                return r;
+        }
+        size_t n_skip;
+        if (dup_strv(o->skip_namespaces, &x->skip_namespaces, &n_skip) < 0)
+                return -ENOMEM;
+        x->log_tail_lines = o->log_tail_lines;
         x->default_startup = o->default_startup_usec ? o->default_startup_usec : DEFAULT_STARTUP_USEC;
         x->expected_shutdown_fraction =
             o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_EXPECTED_SHUTDOWN;
@@ -1318,17 +1591,11 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 0 ||
             dup_opt(o->self_name ? o->self_name : getenv("POD_NAME"), &x->self_name) < 0 ||
             dup_opt(isempty(o->instance_id) ? NULL : o->instance_id, &x->instance_id) < 0 ||
-            dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0)
+            dup_opt(isempty(o->event_id) ? NULL : o->event_id, &x->event_id) < 0 ||
+            dup_opt(isempty(o->postmortem_dir) ? NULL : o->postmortem_dir, &x->postmortem_dir) < 0)
                 return -ENOMEM;
-        for (const char *const *s = o->critical_classes; s && *s; s++) {
-                char **a = realloc(x->critical, (x->n_critical + 1) * sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                x->critical = a;
-                if (!(x->critical[x->n_critical] = strdup(*s)))
-                        return -ENOMEM;
-                x->n_critical++;
-        }
+        if (dup_strv(o->critical_classes, &x->critical, &x->n_critical) < 0)
+                return -ENOMEM;
 
         r = start_node_changes(x);
         if (r < 0)

@@ -7,6 +7,7 @@
 #include "drain/drain_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -259,7 +260,8 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
             grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
                 return -ENOMEM;
 
-        const char *dnd = kube_pod_annotation(&p, "karpenter.sh/do-not-disrupt");
+        const char *dnd = kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
+        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_KEEP);
         di->kpods[di->n_pods] = p;
         p = (struct kube_pod){ 0 };
         const struct kube_pod *kp = &di->kpods[di->n_pods];
@@ -273,7 +275,7 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 .priority = kp->has_priority ? kp->priority : 0,
                 .priority_class = kp->priority_class,
                 .grace_usec = kp->grace_seconds > 0 ? (uint64_t)kp->grace_seconds * 1000000 : 0,
-                .do_not_disrupt = streq_ptr(dnd, "true"),
+                .do_not_disrupt = keep,
                 .mirror = kp->mirror,
                 .emptydir = kp->has_emptydir,
                 .ready = kp->ready,
@@ -289,6 +291,44 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 *ret_index = di->n_pods;
         di->n_pods++;
         di->estimated = false;
+        return 0;
+}
+
+/* A Service selects a pod when it is in the Service's namespace and its labels hold every pair of the
+ * Service's spec.selector; a Service without a selector (endpoints managed by hand) selects none. */
+static bool service_selects(const cJSON *svc, const struct kube_pod *kp)
+{
+        const cJSON *sel =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(svc, "spec"), "selector");
+        const cJSON *kv;
+        if (!streq_ptr(kube_object_str(svc, "metadata.namespace"), kp->namespace) || !cJSON_IsObject(sel) ||
+            !sel->child)
+                return false;
+        cJSON_ArrayForEach (kv, sel)
+                if (!cJSON_IsString(kv) ||
+                    !streq_ptr(kube_kv_get(kp->labels, kp->n_labels, kv->string), kv->valuestring))
+                        return false;
+        return true;
+}
+
+void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const cJSON *services)
+{
+        for (size_t i = first_pod; i < di->n_pods; i++) {
+                const cJSON *svc;
+                bool behind = false;
+                cJSON_ArrayForEach (svc, services)
+                        if ((behind = service_selects(svc, &di->kpods[i])))
+                                break;
+                di->pods[i].behind_service = behind;
+        }
+        di->estimated = false;
+}
+
+int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec)
+{
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        di->nodes[node].lb_hold_usec = until_usec;
         return 0;
 }
 

@@ -92,6 +92,12 @@ static int format_nodes(struct buf *b, const struct drain_plan *p)
                                rel_secs(p, n->deadline_usec - n->margin_usec).s,
                                rel_secs(p, n->finish_usec).s, n->n_to_go, n->n_forced, n->n_killed,
                                drain_verdict_to_string(n->verdict), n->reason ? n->reason : "");
+                if (r >= 0 && n->n_lb_held > 0)
+                        r = buf_printf(
+                            b,
+                            "  load balancers: %zu pod%s behind a Service keep running until %s "
+                            "(drain.lb_deregistration_seconds reserved after the exclude label)\n",
+                            n->n_lb_held, n->n_lb_held == 1 ? "" : "s", rel_secs(p, n->lb_hold_usec).s);
         }
         return r;
 }
@@ -225,6 +231,9 @@ static bool json_node(cJSON *nodes, const struct drain_plan *p, const struct dra
                cJSON_AddNumberToObject(o, "pods_forced", (double)n->n_forced) &&
                cJSON_AddNumberToObject(o, "pods_killed", (double)n->n_killed) &&
                cJSON_AddNumberToObject(o, "pods_left", (double)n->n_left) &&
+               cJSON_AddNumberToObject(o, "pods_behind_service_held", (double)n->n_lb_held) &&
+               (n->n_lb_held ? add_time(o, "lb_held_until", p, n->lb_hold_usec)
+                             : cJSON_AddNullToObject(o, "lb_held_until") != NULL) &&
                cJSON_AddStringToObject(o, "reason", n->reason ? n->reason : "");
 }
 

@@ -13,7 +13,8 @@
 /* Every input instant and duration is clamped to this, so that sums of a few of them cannot overflow. */
 #define T_MAX (INT64_MAX / 8)
 /* "Never" inside the planner. */
-#define T_NEVER INT64_MAX
+#define T_NEVER        INT64_MAX
+#define T_NEVER_BEFORE INT64_MIN
 /* Priorities from here up are the system-critical range (scheduling.SystemCriticalPriority). */
 #define SYSTEM_CRITICAL_PRIORITY 2000000000
 
@@ -33,6 +34,7 @@ struct pod_info {
         int64_t last_safe; /* end - shutdown */
         int64_t end;       /* node deadline - margin */
         int64_t deadline;
+        int64_t not_before; /* not evicted earlier: a do-not-disrupt pod's last safe moment */
         int tier;
         bool left;
 };
@@ -257,6 +259,11 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 p->deadline = clamp_t(node->deadline_usec);
                 p->end = p->deadline - clamp_t(node->margin_usec);
                 p->last_safe = p->end - p->shutdown;
+                p->not_before = pod->do_not_disrupt ? p->last_safe : T_NEVER_BEFORE;
+                /* Held for the load balancers, but never past its last safe moment: it goes then. */
+                if (pod->behind_service && node->lb_hold_usec)
+                        p->not_before =
+                            max_t(p->not_before, min_t(clamp_t(node->lb_hold_usec), p->last_safe));
                 p->tier = drain_pod_is_critical(in, pod) ? 1 : 0;
                 p->left = pod_left(in, pod);
                 pl->max_returns += pod->n_pdbs * (pod->can_surge || pod->surged_usec ? 2 : 1);
@@ -588,7 +595,7 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                                         continue;
                                 size_t b = in->pods[i].n_pdbs == 1 ? in->pods[i].pdbs[0] : SIZE_MAX;
                                 bool frozen_p = b != SIZE_MAX && b != override_pdb && pl->frozen[b];
-                                if (try_evict(pl, s, i, t, frozen_p))
+                                if (t >= pl->pi[i].not_before && try_evict(pl, s, i, t, frozen_p))
                                         progress = true;
                                 else if (force && t >= pl->pi[i].last_safe) {
                                         do_force(pl, s, i, t);
@@ -607,6 +614,8 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
                                 continue;
                         if (pl->pi[i].last_safe > t)
                                 next = min_t(next, pl->pi[i].last_safe);
+                        if (pl->pi[i].not_before > t)
+                                next = min_t(next, pl->pi[i].not_before);
                         int64_t open = s->node_t0_gone[in->pods[i].node];
                         if (pl->pi[i].tier != 0 && open > t)
                                 next = min_t(next, open);
@@ -996,6 +1005,7 @@ static int fill_nodes(const struct planner *pl, struct drain_plan *plan)
                         return -ENOMEM;
                 o->deadline_usec = to_u(clamp_t(in->nodes[n].deadline_usec));
                 o->margin_usec = to_u(clamp_t(in->nodes[n].margin_usec));
+                o->lb_hold_usec = in->nodes[n].lb_hold_usec;
                 int64_t finish = pl->now;
                 for (size_t i = 0; i < plan->n_pods; i++) {
                         const struct drain_plan_pod *p = &plan->pods[i];
@@ -1006,6 +1016,9 @@ static int fill_nodes(const struct planner *pl, struct drain_plan *plan)
                                 continue;
                         }
                         o->n_to_go++;
+                        if (in->pods[i].behind_service && in->nodes[n].lb_hold_usec > in->now_usec &&
+                            !in->pods[i].deleting)
+                                o->n_lb_held++;
                         o->n_forced += p->forced;
                         o->n_killed += p->killed;
                         finish = max_t(finish, clamp_t(p->gone_usec));

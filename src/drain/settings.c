@@ -5,6 +5,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
+#include "spotdrain/kube.h"
 
 static const struct config_enum_value drain_surges[] = {
         { "off", DRAIN_SURGE_OFF },
@@ -13,11 +14,27 @@ static const struct config_enum_value drain_surges[] = {
         { NULL, 0 },
 };
 
+static const struct config_enum_value drain_taint_effects[] = {
+        { "NoSchedule", DRAIN_TAINT_NO_SCHEDULE },
+        { "NoExecute", DRAIN_TAINT_NO_EXECUTE },
+        { NULL, 0 },
+};
+
 static const struct config_enum_value drain_policies[] = {
         { "force", DRAIN_POLICY_FORCE },
         { "respect", DRAIN_POLICY_RESPECT },
         { NULL, 0 },
 };
+
+/* drain.skip_pod_selector is read when the configuration is, so that a typo stops the start (or
+ * check-config) rather than every drain at its notice. */
+static const char *check_selector(const char *text)
+{
+        struct kube_selector s = { 0 };
+        int r = kube_selector_parse_text(text, &s);
+        kube_selector_clear(&s);
+        return r == -EINVAL ? "not a label selector (a=b,c!=d,e in (f,g),!h)" : NULL;
+}
 
 #define OFF(f) offsetof(struct drain_settings, f)
 
@@ -37,6 +54,31 @@ static const struct config_item drain_items[] = {
           drain_policies, 0, CONFIG_NO_RANGE, false },
         { "drain.taint_key", CONFIG_STRING, "" SPOTDRAIN_TAINT_INTERRUPTION, OFF(taint_key),
           "NoSchedule taint put on a node being drained", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.taint_effect", CONFIG_ENUM, "NoSchedule", OFF(taint_effect),
+          "effect of that taint: NoSchedule, or NoExecute (the kubelet then evicts every pod that does not "
+          "tolerate it, PDBs unheeded)",
+          drain_taint_effects, 0, CONFIG_NO_RANGE, false },
+        { "drain.exclude_from_load_balancers", CONFIG_BOOL, "true", OFF(exclude_from_load_balancers),
+          "label a node being drained " SPOTDRAIN_LABEL_EXCLUDE_LB " before its first eviction, so that "
+          "load balancers stop sending it traffic; removed where the drain is undone, when spotdrain set it",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.lb_deregistration_seconds", CONFIG_DURATION, "0", OFF(lb_deregistration_usec),
+          "with the exclude label: how long pods behind a Service keep running after it, for the load "
+          "balancers to deregister the node (the target group's deregistration delay); the plan reserves it",
+          NULL, CONFIG_SECONDS, .min = 0, .max = 3600, false },
+        { "drain.cordon_only", CONFIG_BOOL, "false", OFF(cordon_only),
+          "cordon, taint and label the node but evict and delete nothing (beside another drainer)", NULL, 0,
+          CONFIG_NO_RANGE, false },
+        { "drain.skip_namespaces", CONFIG_STRV, NULL, OFF(skip_namespaces),
+          "namespaces whose pods a drain leaves alone", NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.skip_pod_selector", CONFIG_STRING, "", OFF(skip_pod_selector),
+          "label selector (as kubectl's --selector: a=b,c!=d,e in (f,g),!h) of pods a drain leaves alone",
+          NULL, 0, CONFIG_NO_RANGE, false, check_selector },
+        { "drain.out_of_service_taint", CONFIG_BOOL, "false", OFF(out_of_service_taint),
+          "taint a node that is empty or gone " SPOTDRAIN_TAINT_OUT_OF_SERVICE
+          "=" SPOTDRAIN_OUT_OF_SERVICE_VALUE
+          ":NoExecute, so that its pods' volumes are detached at once (non-graceful node shutdown)",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.ignore_daemonsets", CONFIG_BOOL, "true", OFF(ignore_daemonsets),
           "leave DaemonSet pods on the node", NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.delete_emptydir_data", CONFIG_BOOL, "true", OFF(delete_emptydir_data),
@@ -77,6 +119,15 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->retry_floor_usec = cfg->drain.eviction_retry_floor_usec;
         o->critical_classes = (const char *const *)cfg->drain.critical_priority_classes;
         o->surge = (enum drain_surge_mode)cfg->drain.surge;
+        o->taint_no_execute = cfg->drain.taint_effect == DRAIN_TAINT_NO_EXECUTE;
+        o->exclude_from_load_balancers = cfg->drain.exclude_from_load_balancers;
+        o->lb_deregistration_usec = cfg->drain.lb_deregistration_usec;
+        o->cordon_only = cfg->drain.cordon_only;
+        o->skip_namespaces = (const char *const *)cfg->drain.skip_namespaces;
+        o->skip_pod_selector = cfg->drain.skip_pod_selector;
+        o->out_of_service_taint = cfg->drain.out_of_service_taint;
+        o->log_tail_lines = (unsigned)cfg->alerts.log_tail_lines;
+        o->postmortem_dir = cfg->alerts.postmortem_dir;
 }
 
 const struct config_section drain_config_section = { "drain", drain_items, ARRAY_SIZE(drain_items) };

@@ -456,9 +456,61 @@ static void call_token_ready(int error, const char *token, const char *error_mes
         call_send(call, token);
 }
 
+/* The name a path ends with (after the resource, before any subresource), for "would evict shop/web-1". */
+static void path_name(const char *path, const char *resource, char *name, size_t len)
+{
+        _cleanup_free_ char *copy = strndup(path, strcspn(path, "?"));
+        const char *res = NULL, *seg;
+        size_t rl = strcspn(resource, "/");
+        name[0] = 0;
+        if (!copy)
+                return;
+        for (char *save = NULL, *t = strtok_r(copy, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+                seg = t;
+                if (res) {
+                        snprintf(name, len, "%s", seg);
+                        return;
+                }
+                if (strlen(seg) == rl && strncmp(seg, resource, rl) == 0)
+                        res = seg;
+        }
+}
+
+/* Shadow mode: a write is not sent. It is logged ("would evict pod shop/web-1"), counted, and answered as
+ * the API server would accept it: 201 or 200 with the body sent as the object, so that the caller goes on
+ * as after a write that went through (the object itself does not change: the informers never see it). */
+static void dry_run_answer(struct kube_call *call)
+{
+        char verb[32], resource[256], ns[128], name[256];
+        const char *what = NULL;
+        describe_request(call->method, call->path, verb, sizeof(verb), resource, sizeof(resource), ns,
+                         sizeof(ns));
+        path_name(call->path, resource, name, sizeof(name));
+        const char *body = strnull(call->body);
+        if (streq(resource, "pods/eviction"))
+                what = "evict pod";
+        else if (streq(resource, "pods") && streq(verb, "delete"))
+                what = "delete pod";
+        else if (streq(resource, "nodes") && strstr(body, "\"unschedulable\":true"))
+                what = "cordon node";
+        else if (streq(resource, "nodes") && strstr(body, "\"unschedulable\":false"))
+                what = "uncordon node";
+        _cleanup_free_ char *action = what ? strdup(what) : strprintf("%s %s", verb, resource);
+        _cleanup_free_ char *object = name[0] ? strprintf("%s%s%s", ns, ns[0] ? "/" : "", name)
+                                              : strprintf("in %s", ns[0] ? ns : "the cluster");
+        dry_run_would(action ? action : verb, "%s %s (%s %s)", action ? action : verb, strnull(object),
+                      call->method, call->path);
+
+        struct kube_result r = { .http_status = streq(call->method, "POST") ? 201 : 200 };
+        r.object = call->body ? cJSON_Parse(call->body) : NULL;
+        call->step(call, &r);
+}
+
 static void call_start(struct kube_call *call)
 {
         struct kube_client *c = call->client;
+        if (dry_run_enabled() && !streq(call->method, "GET"))
+                return dry_run_answer(call);
         const char *token = NULL;
         _cleanup_free_ char *err = NULL;
         int r = kube_config_token_async(c->cfg, c->loop, &token, call_token_ready, call, &call->token_wait,

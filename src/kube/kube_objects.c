@@ -53,7 +53,7 @@ const char *kube_kv_get(const struct kube_kv *kv, size_t n, const char *key)
         return NULL;
 }
 
-static void kv_free(struct kube_kv *kv, size_t n)
+void kube_kv_free_array(struct kube_kv *kv, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
                 free(kv[i].key);
@@ -82,7 +82,7 @@ static int kv_parse(const cJSON *o, struct kube_kv **ret, size_t *ret_n)
                 kv[k].value = strdup(e->valuestring);
                 k++;
                 if (!kv[k - 1].key || !kv[k - 1].value) {
-                        kv_free(kv, k);
+                        kube_kv_free_array(kv, k);
                         return -ENOMEM;
                 }
         }
@@ -105,8 +105,8 @@ void kube_pod_clear(struct kube_pod *p)
         free(p->owner_kind);
         free(p->owner_name);
         free(p->priority_class);
-        kv_free(p->labels, p->n_labels);
-        kv_free(p->annotations, p->n_annotations);
+        kube_kv_free_array(p->labels, p->n_labels);
+        kube_kv_free_array(p->annotations, p->n_annotations);
         *p = (struct kube_pod){ 0 };
 }
 
@@ -196,8 +196,8 @@ void kube_node_clear(struct kube_node *n)
                 free(n->taints[i].effect);
         }
         free(n->taints);
-        kv_free(n->labels, n->n_labels);
-        kv_free(n->annotations, n->n_annotations);
+        kube_kv_free_array(n->labels, n->n_labels);
+        kube_kv_free_array(n->annotations, n->n_annotations);
         *n = (struct kube_node){ 0 };
 }
 
@@ -258,7 +258,7 @@ void kube_selector_clear(struct kube_selector *s)
 {
         if (!s)
                 return;
-        kv_free(s->match_labels, s->n_match_labels);
+        kube_kv_free_array(s->match_labels, s->n_match_labels);
         for (size_t i = 0; i < s->n_exprs; i++) {
                 free(s->exprs[i].key);
                 for (size_t j = 0; j < s->exprs[i].n_values; j++)
@@ -345,6 +345,139 @@ static bool requirement_matches(const struct kube_requirement *q, const struct k
                 return v == NULL;
         }
         return false;
+}
+
+/* ---- label selectors in their text form (kubectl --selector) ---- */
+
+static const char *sel_space(const char *p)
+{
+        while (*p == ' ' || *p == '\t')
+                p++;
+        return p;
+}
+
+static bool sel_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+               c == '_' || c == '.' || c == '/';
+}
+
+/* A key or value; "" when none is there. */
+static const char *sel_token(const char *p, char **ret)
+{
+        const char *b = p = sel_space(p);
+        while (sel_char(*p))
+                p++;
+        *ret = strndup(b, (size_t)(p - b));
+        return p;
+}
+
+static int sel_add_value(struct kube_requirement *q, char *v)
+{
+        char **a = realloc(q->values, (q->n_values + 1) * sizeof(*a));
+        if (!a) {
+                free(v);
+                return -ENOMEM;
+        }
+        q->values = a;
+        q->values[q->n_values++] = v;
+        return 0;
+}
+
+/* "(a,b,c)" after in / notin. */
+static const char *sel_set(const char *p, struct kube_requirement *q, int *r)
+{
+        p = sel_space(p);
+        if (*p++ != '(') {
+                *r = -EINVAL;
+                return p;
+        }
+        for (;;) {
+                char *v;
+                p = sel_token(p, &v);
+                if (!v || (*r = sel_add_value(q, v)) < 0) {
+                        *r = *r < 0 ? *r : -ENOMEM;
+                        return p;
+                }
+                p = sel_space(p);
+                if (*p == ')')
+                        return p + 1;
+                if (*p++ != ',') {
+                        *r = -EINVAL;
+                        return p;
+                }
+        }
+}
+
+/* One requirement: !key, key, key=v, key==v, key!=v, key in (...), key notin (...). */
+static const char *sel_requirement(const char *p, struct kube_requirement *q, int *r)
+{
+        p = sel_space(p);
+        bool negated = *p == '!';
+        if (negated)
+                p++;
+        p = sel_token(p, &q->key);
+        if (!q->key) {
+                *r = -ENOMEM;
+                return p;
+        }
+        if (!*q->key) {
+                *r = -EINVAL;
+                return p;
+        }
+        p = sel_space(p);
+        if (negated || *p == ',' || !*p) {
+                q->op = negated ? KUBE_SEL_DOES_NOT_EXIST : KUBE_SEL_EXISTS;
+                return p;
+        }
+        char *v = NULL;
+        if (p[0] == '!' && p[1] == '=') {
+                q->op = KUBE_SEL_NOT_IN;
+                p = sel_token(p + 2, &v);
+        } else if (p[0] == '=') {
+                q->op = KUBE_SEL_IN;
+                p = sel_token(p + (p[1] == '=' ? 2 : 1), &v);
+        } else if (!strncmp(p, "in", 2) && !sel_char(p[2])) {
+                q->op = KUBE_SEL_IN;
+                return sel_set(p + 2, q, r);
+        } else if (!strncmp(p, "notin", 5) && !sel_char(p[5])) {
+                q->op = KUBE_SEL_NOT_IN;
+                return sel_set(p + 5, q, r);
+        } else {
+                *r = -EINVAL;
+                return p;
+        }
+        if (!v)
+                *r = -ENOMEM;
+        else
+                *r = sel_add_value(q, v);
+        return p;
+}
+
+int kube_selector_parse_text(const char *text, struct kube_selector *ret)
+{
+        _cleanup_(kube_selector_clear) struct kube_selector s = { .present = true };
+        const char *p = text ? sel_space(text) : "";
+        int r = 0;
+
+        while (*p) {
+                struct kube_requirement *a = realloc(s.exprs, (s.n_exprs + 1) * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                s.exprs = a;
+                s.exprs[s.n_exprs] = (struct kube_requirement){ 0 };
+                p = sel_requirement(p, &s.exprs[s.n_exprs++], &r);
+                if (r < 0)
+                        return r;
+                p = sel_space(p);
+                if (*p && *p++ != ',')
+                        return -EINVAL;
+                if (p[-1] == ',' && !*sel_space(p))
+                        return -EINVAL; /* a trailing comma */
+        }
+        *ret = s;
+        s = (struct kube_selector){ 0 };
+        return 0;
 }
 
 bool kube_selector_matches(const struct kube_selector *s, const struct kube_kv *labels, size_t n_labels)

@@ -371,15 +371,50 @@ static bool taint_same(const cJSON *t, const struct kube_taint *want)
                (!want->effect || streq(kube_object_str(t, "effect"), want->effect));
 }
 
-static void taint_patched_step(struct kube_call *call, struct kube_result *r)
+/* The answer to a read-modify-write's patch: on 409 someone changed the node between our read and our
+ * patch, so it is read again (reread: the step that computes the patch). */
+static void node_patched(struct kube_call *call, struct kube_result *r, step_fn reread)
 {
         if (r->http_status == 409 && call->conflicts < call->client->opts.conflict_retries) {
-                /* Someone changed the node between our read and our patch: read it again. */
                 call->conflicts++;
                 kube_result_clear(r);
-                return kcall_reissue(call, "GET", call->s_base, NULL, NULL, taint_got_step);
+                return kcall_reissue(call, "GET", call->s_base, NULL, NULL, reread);
         }
         kcall_finish(call, r);
+}
+
+static void taint_patched_step(struct kube_call *call, struct kube_result *r)
+{
+        node_patched(call, r, taint_got_step);
+}
+
+/* Starts a read-modify-write of node: GET it, then step computes the patch from key, value and effect
+ * (kept in call->taint) and add. */
+static int node_rmw(struct kube_client *c, const char *node, const char *key, const char *value,
+                    const char *effect, bool add, unsigned flags, step_fn step, kube_done_fn done,
+                    void *userdata, struct kube_call **ret_call)
+{
+        _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", node, NULL);
+        if (!path)
+                return -ENOMEM;
+        struct kube_call *call;
+        int r = kcall_new(c, "GET", path, NULL, NULL, flags | KUBE_REQ_IDEMPOTENT, done, userdata, &call);
+        if (r < 0)
+                return r;
+        call->s_base = TAKE_PTR(path);
+        call->taint.key = strdup(key);
+        call->taint.value = value ? strdup(value) : NULL;
+        call->taint.effect = effect ? strdup(effect) : NULL;
+        call->add = add;
+        if (!call->taint.key || (value && !call->taint.value) || (effect && !call->taint.effect)) {
+                kcall_free(call);
+                return -ENOMEM;
+        }
+        call->step = step;
+        kcall_enqueue(call);
+        if (ret_call)
+                *ret_call = call;
+        return 0;
 }
 
 static void taint_got_step(struct kube_call *call, struct kube_result *r)
@@ -435,28 +470,53 @@ int kube_node_taint(struct kube_client *c, const char *node, const struct kube_t
 {
         if (!node || !t || !t->key || (add && !t->effect))
                 return -EINVAL;
-        _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", node, NULL);
-        if (!path)
-                return -ENOMEM;
-        struct kube_call *call;
-        int r = kcall_new(c, "GET", path, NULL, NULL, KUBE_REQ_PRIORITY | KUBE_REQ_IDEMPOTENT, done,
-                          userdata, &call);
-        if (r < 0)
-                return r;
-        call->s_base = TAKE_PTR(path);
-        call->taint.key = strdup(t->key);
-        call->taint.value = t->value ? strdup(t->value) : NULL;
-        call->taint.effect = t->effect ? strdup(t->effect) : NULL;
-        call->add = add;
-        if (!call->taint.key || (t->value && !call->taint.value) || (t->effect && !call->taint.effect)) {
-                kcall_free(call);
-                return -ENOMEM;
-        }
-        call->step = taint_got_step;
-        kcall_enqueue(call);
-        if (ret_call)
-                *ret_call = call;
-        return 0;
+        return node_rmw(c, node, t->key, t->value, t->effect, add, KUBE_REQ_PRIORITY, taint_got_step, done,
+                        userdata, ret_call);
+}
+
+static void label_got_step(struct kube_call *call, struct kube_result *r);
+
+static void label_patched_step(struct kube_call *call, struct kube_result *r)
+{
+        node_patched(call, r, label_got_step);
+}
+
+/* The label is set only where the key is absent, and removed only while it has our value: a label someone
+ * else put there is theirs to keep. */
+static void label_got_step(struct kube_call *call, struct kube_result *r)
+{
+        if (r->error < 0)
+                return kcall_finish(call, r);
+        const cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(r->object, "metadata"), "labels");
+        const cJSON *have = cJSON_GetObjectItemCaseSensitive(labels, call->taint.key);
+        bool ours = cJSON_IsString(have) && streq(have->valuestring, call->taint.value);
+        if (call->add ? have != NULL : !ours)
+                return kcall_finish(call, r); /* nothing of ours to change: the node as read */
+        const char *rv = kube_object_rv(r->object);
+        cJSON *patch = cJSON_CreateObject();
+        cJSON *meta = patch ? cJSON_AddObjectToObject(patch, "metadata") : NULL;
+        cJSON *m = meta ? cJSON_AddObjectToObject(meta, "labels") : NULL;
+        bool ok = m && (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv)) &&
+                  (call->add ? cJSON_AddStringToObject(m, call->taint.key, call->taint.value) != NULL
+                             : cJSON_AddNullToObject(m, call->taint.key) != NULL);
+        _cleanup_free_ char *body = ok ? print_json(patch) : NULL;
+        cJSON_Delete(patch);
+        kube_result_clear(r);
+        if (!body)
+                return kcall_fail(call, -ENOMEM, NULL);
+        /* With the resourceVersion it was read at: a change in between answers 409, and a retry is safe. */
+        kcall_reissue(call, "PATCH", call->s_base, "application/merge-patch+json", body, label_patched_step);
+}
+
+int kube_node_label_owned(struct kube_client *c, const char *node, const char *key, const char *value,
+                          bool add, kube_done_fn done, void *userdata, struct kube_call **ret_call)
+{
+        if (!node || !key || !value)
+                return -EINVAL;
+        /* Urgent as the cordon: the first eviction waits for it. */
+        return node_rmw(c, node, key, value, NULL, add, KUBE_REQ_URGENT, label_got_step, done, userdata,
+                        ret_call);
 }
 
 int kube_node_set_meta(struct kube_client *c, const char *node, bool annotations, const char *const *keys,
@@ -594,6 +654,11 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
             cJSON_AddStringToObject(ev, "reportingComponent", "spotdrain") &&
             cJSON_AddStringToObject(ev, "firstTimestamp", now) &&
             cJSON_AddStringToObject(ev, "lastTimestamp", now) && cJSON_AddNumberToObject(ev, "count", 1);
+        cJSON *ann = ok && e->n_annotations > 0 ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+        if (e->n_annotations > 0 && !ann)
+                ok = false;
+        for (size_t i = 0; ok && i < e->n_annotations; i++)
+                ok = cJSON_AddStringToObject(ann, e->annotations[i].key, strnull(e->annotations[i].value));
         _cleanup_free_ char *body = ok ? print_json(ev) : NULL;
         cJSON_Delete(ev);
         if (!body)

@@ -57,6 +57,13 @@ static const struct metric_family_def builtin_families[] = {
           { NULL },
           NULL,
           0 },
+        { METRIC_DRY_RUN_ACTIONS,
+          METRIC_COUNTER,
+          "Writes to Kubernetes or AWS that --dry-run kept back (would evict, would cordon, ...), by "
+          "action.",
+          { "action", NULL },
+          NULL,
+          0 },
         { METRIC_DEADLINES_MISSED,
           METRIC_COUNTER,
           "Drains whose deadline came with pods still on the node.",

@@ -16,6 +16,7 @@ static const struct resource resources[] = {
         { "", "v1", "pods", "pod", "Pod", true, SIM_POD, "po", true },
         { "", "v1", "events", "event", "Event", true, SIM_EVENT, "ev", false },
         { "", "v1", "configmaps", "configmap", "ConfigMap", true, SIM_CONFIGMAP, "cm", false },
+        { "", "v1", "services", "service", "Service", true, SIM_SERVICE, "svc", true },
         { "apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, SIM_DAEMONSET, "ds", true },
         { "apps", "v1", "deployments", "deployment", "Deployment", true, SIM_DEPLOYMENT, "deploy", true },
         { "apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, SIM_REPLICASET, "rs", true },
@@ -26,6 +27,8 @@ static const struct resource resources[] = {
         { "autoscaling", "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
           "HorizontalPodAutoscaler", true, SIM_HPA, "hpa", true },
         { "events.k8s.io", "v1", "events", "event", "Event", true, SIM_EVENT, "ev", false },
+        { "storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", false,
+          SIM_VOLUMEATTACHMENT, NULL, false },
 };
 
 /* Subresources listed in discovery: drain looks for pods/eviction to decide between evicting and deleting.
@@ -48,8 +51,8 @@ static const struct subresource subresources[] = {
         { "policy", "poddisruptionbudgets/status", "PodDisruptionBudget", true, NULL, NULL, false },
 };
 
-static const char *const groups[] = { "apps", "policy", "coordination.k8s.io", "events.k8s.io",
-                                      "autoscaling" };
+static const char *const groups[] = { "apps",          "policy",      "coordination.k8s.io",
+                                      "events.k8s.io", "autoscaling", "storage.k8s.io" };
 
 const struct resource *sim_resource_find(const char *group, const char *version, const char *name)
 {

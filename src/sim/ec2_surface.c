@@ -1169,6 +1169,8 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                 sim_lock(e->sim);
                 (void)sim_advance(e->sim);
                 sim_count_request(e->sim);
+                if (strncmp(action, "Describe", strlen("Describe")) != 0)
+                        sim_record_write(e->sim, asg ? "autoscaling" : "ec2", action);
                 if (streq(action, "CreateFleet"))
                         act_create_fleet(e, p, &a);
                 else if (streq(action, "DescribeInstances"))

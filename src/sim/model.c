@@ -38,6 +38,8 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_LEASE] = "leases",
         [SIM_HPA] = "horizontalpodautoscalers",
         [SIM_CONFIGMAP] = "configmaps",
+        [SIM_VOLUMEATTACHMENT] = "volumeattachments",
+        [SIM_SERVICE] = "services",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
@@ -468,6 +470,7 @@ static size_t pod_index(const struct sim *s, const struct sim_pod *p)
 static void pod_remove(struct sim *s, struct sim_pod *p)
 {
         (void)sim_emit(s, SIM_POD, "DELETED", p);
+        sim_va_detach(s, p);
         size_t i = pod_index(s, p);
         if (i < s->n_pods && s->pods[i] == p) {
                 memmove(&s->pods[i], &s->pods[i + 1], (s->n_pods - i - 1) * sizeof(*s->pods));
@@ -513,6 +516,8 @@ static void pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit)
         n->used_cpu += p->wl->sc->cpu_millis;
         n->used_mem += p->wl->sc->memory_bytes;
         n->used_pods++;
+        if (sim_va_attach(s, p) < 0)
+                log_debug("sim: out of memory attaching the volume of %s", p->name);
         pod_changed(s, p);
         pod_tally(s, p);
         if (emit)
@@ -972,6 +977,7 @@ static double next_due(const struct sim *s)
         double m = -1;
         if (s->next_event < s->sc->n_events)
                 due_min(&m, s->sc->events[s->next_event].at);
+        due_min(&m, sim_va_next(s));
         for (const struct sim_pod *p = s->timed.head; p; p = p->links[SIM_LINK_TIMED].next) {
                 if (p->deleting)
                         due_min(&m, p->exit_at);
@@ -1083,6 +1089,7 @@ static void run_due(struct sim *s, double t)
                 if (n->interrupted && !n->removed && n->deadline_at <= t)
                         node_terminate(s, i);
         }
+        sim_va_run(s, t);
         for (size_t i = 0; i < s->n_launches; i++) {
                 struct sim_launch *l = &s->launches[i];
                 if (l->joined || l->ready_at > t)
@@ -1238,7 +1245,8 @@ static int world_build(struct sim *s)
                     !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)) ||
                     !(w->annotations = cJSON_CreateObject()) ||
                     !(w->tmpl_annotations = cJSON_Duplicate(w->sc->annotations, true)) ||
-                    (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))))
+                    (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))) ||
+                    (w->sc->has_service && !(w->svc_uid = sim_new_uid(s))))
                         return -ENOMEM;
                 s->n_wls++;
                 /* The labels every pod of it carries (pod_labels of a stand-in pod). */
@@ -1424,6 +1432,7 @@ struct sim *sim_free(struct sim *s)
                 free(s->objs[i]);
         }
         free(s->objs);
+        sim_va_free_all(s);
         if (s->log)
                 for (size_t i = 0; i < s->log_len; i++) {
                         struct sim_logentry *e = &s->log[(s->log_start + i) % SIM_LOG_MAX];
@@ -1435,8 +1444,14 @@ struct sim *sim_free(struct sim *s)
                 free(s->alerts[i].kind);
                 free(s->alerts[i].node);
                 free(s->alerts[i].message);
+                cJSON_Delete(s->alerts[i].postmortem);
         }
         free(s->alerts);
+        for (size_t i = 0; i < s->n_writes; i++) {
+                free(s->writes[i].surface);
+                free(s->writes[i].what);
+        }
+        free(s->writes);
         for (size_t i = 0; i < s->n_launches; i++) {
                 free(s->launches[i].instance_id);
                 free(s->launches[i].zone);

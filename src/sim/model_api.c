@@ -206,6 +206,15 @@ int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const s
                         if (s->wls[i].sc->has_hpa && (!ns || streq(ns, s->wls[i].sc->ns)))
                                 r = push_rendered(arr, sim_render_hpa(s, &s->wls[i]));
                 break;
+        case SIM_SERVICE:
+                for (size_t i = 0; i < s->n_wls && r >= 0; i++)
+                        if (s->wls[i].sc->has_service && (!ns || streq(ns, s->wls[i].sc->ns)))
+                                r = push_rendered(arr, sim_render_service(s, &s->wls[i]));
+                break;
+        case SIM_VOLUMEATTACHMENT:
+                for (size_t i = 0; i < s->n_vas && r >= 0; i++)
+                        r = push_rendered(arr, sim_render_va(s, s->vas[i]));
+                break;
         case SIM_EVENT:
         case SIM_LEASE:
         case SIM_CONFIGMAP:
@@ -283,6 +292,18 @@ int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name,
                 struct sim_workload *w = sim_find_deployment(s, ns, name);
                 if (w && w->sc->has_hpa)
                         o = sim_render_hpa(s, w);
+                break;
+        }
+        case SIM_SERVICE:
+                for (size_t i = 0; i < s->n_wls && !o; i++)
+                        if (s->wls[i].sc->has_service && streq(ns, s->wls[i].sc->ns) &&
+                            streq(name, s->wls[i].sc->name))
+                                o = sim_render_service(s, &s->wls[i]);
+                break;
+        case SIM_VOLUMEATTACHMENT: {
+                struct sim_va *va = sim_va_find(s, name);
+                if (va)
+                        o = sim_render_va(s, va);
                 break;
         }
         case SIM_EVENT:

@@ -51,6 +51,17 @@ struct sim_sc_workload {
         /* Deployments: a HorizontalPodAutoscaler targets it (autoscaling/v2, served, never acting) */
         bool has_hpa;
         int hpa_min, hpa_max;
+        /* its pods mount a volume (a VolumeAttachment on their node), detached this long after they are
+         * gone; < 0: no volume */
+        double volume_detach;
+        bool has_service; /* a LoadBalancer Service selects its pods */
+};
+
+/* A VolumeAttachment (volumes.c): attached from its pod's binding, deleted detach_at after the pod left. */
+struct sim_va {
+        char *name, *uid, *node, *pv;
+        double created, detach_at; /* detach_at < 0: attached */
+        uint64_t rv;
 };
 
 struct sim_sc_event {
@@ -148,6 +159,7 @@ struct sim_workload {
         cJSON *annotations, *tmpl_annotations;
         int64_t generation;
         char *hpa_uid; /* its HorizontalPodAutoscaler's (sc->has_hpa) */
+        char *svc_uid; /* its Service's (sc->has_service) */
         struct sim_old_rs *old_rs;
         size_t n_old_rs;
         int next_ordinal_or_index;
@@ -238,6 +250,12 @@ struct sim_launch {
 struct sim_alert {
         char *kind, *node, *message;
         double at;
+        cJSON *postmortem; /* NULL: none */
+};
+
+struct sim_write {
+        char *surface, *what;
+        double at;
 };
 
 #define SIM_LOG_MAX 20000
@@ -286,8 +304,12 @@ struct sim {
         uint64_t api_requests;
         struct sim_alert *alerts;
         size_t n_alerts;
+        struct sim_write *writes;
+        size_t n_writes;
         struct sim_launch *launches;
         size_t n_launches;
+        struct sim_va **vas;
+        size_t n_vas;
 };
 
 static inline void cJSON_Deletep(cJSON **p)
@@ -295,7 +317,18 @@ static inline void cJSON_Deletep(cJSON **p)
         cJSON_Delete(*p);
 }
 
+/* volumes.c: a pod of a workload with a volume bound to its node gets its VolumeAttachment; one gone
+ * starts its detach; due detaches are deleted (sim_va_run), the earliest due in sim_va_next (-1: none). */
+int sim_va_attach(struct sim *s, const struct sim_pod *p);
+void sim_va_detach(struct sim *s, const struct sim_pod *p);
+void sim_va_run(struct sim *s, double t);
+double sim_va_next(const struct sim *s);
+struct sim_va *sim_va_find(struct sim *s, const char *name);
+void sim_va_free_all(struct sim *s);
+
 /* render.c */
+cJSON *sim_render_va(struct sim *s, const struct sim_va *va);
+cJSON *sim_render_service(struct sim *s, const struct sim_workload *w);
 cJSON *sim_render_node(struct sim *s, const struct sim_node *n);
 cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p);
 cJSON *sim_render_pdb(struct sim *s, const struct sim_pdb *d);

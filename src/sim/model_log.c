@@ -62,6 +62,9 @@ static cJSON *render_any(struct sim *s, enum sim_kind kind, void *o, const char 
                 *ret_ns = g->ns;
                 return cJSON_Duplicate(g->obj, true);
         }
+        case SIM_VOLUMEATTACHMENT:
+                *ret_ns = NULL;
+                return sim_render_va(s, o);
         default:
                 return NULL;
         }
@@ -93,6 +96,9 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
         case SIM_STATEFULSET:
         case SIM_DAEMONSET:
                 ((struct sim_workload *)o)->rv = rv;
+                break;
+        case SIM_VOLUMEATTACHMENT:
+                ((struct sim_va *)o)->rv = rv;
                 break;
         case SIM_EVENT:
         case SIM_LEASE:

@@ -99,7 +99,8 @@ void sim_count_request(struct sim *s)
         s->api_requests++;
 }
 
-void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message)
+void sim_record_alert(struct sim *s, const char *kind, const char *node, const char *message,
+                      const cJSON *postmortem)
 {
         struct sim_alert *a = realloc(s->alerts, (s->n_alerts + 1) * sizeof(*a));
         if (!a)
@@ -109,14 +110,54 @@ void sim_record_alert(struct sim *s, const char *kind, const char *node, const c
         *e = (struct sim_alert){ .kind = strdup(kind ?: ""),
                                  .node = node ? strdup(node) : NULL,
                                  .message = strdup(message ?: ""),
-                                 .at = sim_now(s) };
-        if (!e->kind || !e->message || (node && !e->node)) {
+                                 .at = sim_now(s),
+                                 .postmortem = postmortem ? cJSON_Duplicate(postmortem, true) : NULL };
+        if (!e->kind || !e->message || (node && !e->node) || (postmortem && !e->postmortem)) {
                 free(e->kind);
                 free(e->node);
                 free(e->message);
+                cJSON_Delete(e->postmortem);
                 return;
         }
         s->n_alerts++;
+}
+
+void sim_record_write(struct sim *s, const char *surface, const char *what)
+{
+        struct sim_write *a = realloc(s->writes, (s->n_writes + 1) * sizeof(*a));
+        if (!a)
+                return;
+        s->writes = a;
+        struct sim_write *e = &s->writes[s->n_writes];
+        *e = (struct sim_write){ .surface = strdup(surface), .what = strdup(what), .at = sim_now(s) };
+        if (!e->surface || !e->what) {
+                free(e->surface);
+                free(e->what);
+                return;
+        }
+        s->n_writes++;
+}
+
+cJSON *sim_writes(struct sim *s)
+{
+        cJSON *o = cJSON_CreateObject();
+        cJSON *list = o ? cJSON_AddArrayToObject(o, "writes") : NULL;
+        for (size_t i = 0; list && i < s->n_writes; i++) {
+                cJSON *w = cJSON_CreateObject();
+                if (!w || !cJSON_AddItemToArray(list, w)) {
+                        cJSON_Delete(w);
+                        break;
+                }
+                if (!cJSON_AddNumberToObject(w, "at", round(s->writes[i].at * 1000.0) / 1000.0) ||
+                    !cJSON_AddStringToObject(w, "surface", s->writes[i].surface) ||
+                    !cJSON_AddStringToObject(w, "what", s->writes[i].what))
+                        break;
+        }
+        if (o && !list) {
+                cJSON_Delete(o);
+                return NULL;
+        }
+        return o;
 }
 
 static cJSON *time_or_null(double t)
@@ -222,7 +263,8 @@ cJSON *sim_result(struct sim *s)
                 if (!cJSON_AddStringToObject(e, "kind", a->kind) ||
                     !add_item(e, "node", a->node ? cJSON_CreateString(a->node) : cJSON_CreateNull()) ||
                     !add_item(e, "at", time_or_null(a->at)) ||
-                    !cJSON_AddStringToObject(e, "message", a->message))
+                    !cJSON_AddStringToObject(e, "message", a->message) ||
+                    (a->postmortem && !add_item(e, "postmortem", cJSON_Duplicate(a->postmortem, true))))
                         return NULL;
         }
         cJSON *repl = cJSON_AddArrayToObject(o, "replacements");

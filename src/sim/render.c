@@ -584,6 +584,37 @@ cJSON *sim_render_scale(struct sim *s, const struct sim_workload *w)
         return jdone(&b, o);
 }
 
+/* A LoadBalancer Service in front of the workload's pods (selector app: NAME): what the service
+ * controller and the AWS Load Balancer Controller put into target groups. */
+cJSON *sim_render_service(struct sim *s, const struct sim_workload *w)
+{
+        struct jb b = { true };
+        cJSON *o = jhead(&b, "v1", "Service");
+        jmeta(&b, s, o, w->sc->name, w->sc->ns, w->svc_uid, w->rv, WORLD_BORN);
+        cJSON *spec = jobj(&b, o, "spec");
+        jstr(&b, spec, "type", "LoadBalancer");
+        jstr(&b, jobj(&b, spec, "selector"), "app", w->sc->name);
+        cJSON *port = jobj(&b, jarr(&b, spec, "ports"), NULL);
+        jstr(&b, port, "protocol", "TCP");
+        jnum(&b, port, "port", 80);
+        jnum(&b, port, "targetPort", 8080);
+        return jdone(&b, o);
+}
+
+/* storage.k8s.io/v1, as the attach/detach controller writes it for a CSI volume (the EBS driver's). */
+cJSON *sim_render_va(struct sim *s, const struct sim_va *va)
+{
+        struct jb b = { true };
+        cJSON *o = jhead(&b, "storage.k8s.io/v1", "VolumeAttachment");
+        jmeta(&b, s, o, va->name, NULL, va->uid, va->rv, va->created);
+        cJSON *spec = jobj(&b, o, "spec");
+        jstr(&b, spec, "attacher", "ebs.csi.aws.com");
+        jstr(&b, spec, "nodeName", va->node);
+        jstr(&b, jobj(&b, spec, "source"), "persistentVolumeName", va->pv);
+        jbool(&b, jobj(&b, o, "status"), "attached", true);
+        return jdone(&b, o);
+}
+
 /* autoscaling/v2, targeting the Deployment by CPU; it is served and never acts (the simulator has no
  * metrics), so its desired count follows the Deployment's. */
 cJSON *sim_render_hpa(struct sim *s, const struct sim_workload *w)

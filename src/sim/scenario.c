@@ -427,6 +427,8 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
                 "pdb",
                 "strategy",
                 "hpa",
+                "volume_detach_seconds",
+                "service",
                 NULL,
         };
         static const char *const rkeys[] = { "cpu", "memory", NULL };
@@ -462,6 +464,12 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
             (r = get_str(c, m, "priority_class", p, false, &w->priority_class)) < 0 ||
             (r = get_int(c, m, "priority", p, -2147483648LL, 1000000000, &prio)) < 0 ||
             (r = get_bool(c, m, "emptydir", p, &w->emptydir)) < 0)
+                return r;
+        if ((r = get_bool(c, m, "service", p, &w->has_service)) < 0)
+                return r;
+        w->volume_detach = -1;
+        if (ynode_get(m, "volume_detach_seconds") &&
+            (r = get_double(c, m, "volume_detach_seconds", p, 0, 3600, &w->volume_detach)) < 0)
                 return r;
         w->replicas = (int)replicas;
         w->grace = grace;

@@ -120,6 +120,8 @@ static enum MHD_Result serve_sim(struct sim_server *srv, struct MHD_Connection *
                 cJSON_AddBoolToObject(o, "finished", sim_finished(s));
                 return sim_reply_json(c, MHD_HTTP_OK, o);
         }
+        if (streq(what, "writes"))
+                return sim_reply_json(c, MHD_HTTP_OK, sim_writes(s));
         if (streq(what, "faults")) {
                 /* What the scenario's faults did to the Kubernetes API so far: tests check a fault fired. */
                 o = cJSON_CreateObject();
@@ -189,6 +191,11 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         sim_advance(s);
         if (n >= 1 && (streq(segs[0], "api") || streq(segs[0], "apis") || streq(segs[0], "version")))
                 sim_count_request(s);
+        if (resource && !streq(method, "GET") && !streq(method, "HEAD")) {
+                _cleanup_free_ char *what = strprintf("%s %s", method, url);
+                if (what)
+                        sim_record_write(s, "kubernetes", what);
+        }
         if (resource)
                 sim_fault_begin(srv, method, url, sim_arg_true(c, "watch"));
         if (resource && sim_fault_draw(srv, srv->error_rate, FAULT_ERROR) && ++srv->n_errors)

@@ -1211,6 +1211,12 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                 }
                 free(why);
         }
+        if (!o.err && !streq(action, "ReceiveMessage") && !streq(action, "GetQueueUrl") &&
+            !streq(action, "GetQueueAttributes")) {
+                sim_lock(q->sim);
+                sim_record_write(q->sim, "sqs", action);
+                sim_unlock(q->sim);
+        }
         if (!o.err) {
                 pthread_mutex_lock(&q->lock);
                 act(q, action, p, rq->url, &o);

@@ -80,7 +80,9 @@ wait_for 10 ready || { cat "$TEST_TMP/agent.log" >&2; fail "agent not ready"; }
 wait "$NOTIFY_PID" || fail "no READY=1 and two WATCHDOG=1 by sd_notify: $(cat "$TEST_TMP/notify.txt" 2>/dev/null)"
 grep -q 'READY=1' "$TEST_TMP/notify.txt" || fail "sd_notify sent: $(cat "$TEST_TMP/notify.txt")"
 grep -q 'node spot-a' "$TEST_TMP/agent.log" || fail "node name not learned from IMDS"
-curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_imds_polls_total [1-9]' || fail "metrics"
+# The body is read whole first: grep -q leaving early would fail curl's write (and, with pipefail, the test).
+metrics=$(curl -sSf "127.0.0.1:$METRICS_PORT/metrics") || fail "no /metrics"
+grep -q '^spotdrain_imds_polls_total [1-9]' <<<"$metrics" || fail "metrics"
 curl -sSf "127.0.0.1:$METRICS_PORT/healthz" >/dev/null || fail "healthz"
 
 log "rebalance recommendation → PreferNoSchedule soft taint"

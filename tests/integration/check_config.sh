@@ -39,4 +39,13 @@ secret=https://hooks.example.com/services/T0000/B0000/very-secret-token
 out=$(SPOTDRAIN_ALERTS_WEBHOOK_URL=$secret "$SPOTDRAIN" check-config 2>&1) || fail "webhook config refused"
 grep -q 'webhook_url: "<hidden>"' <<<"$out" || fail "the webhook URL is not shown as hidden"
 ! grep -q very-secret-token <<<"$out" || fail "the webhook secret appears in check-config output"
+
+# alerts.event_annotations: its form is checked here as at start, naming the bad item.
+out=$("$SPOTDRAIN" check-config --set 'alerts.event_annotations=team=sre,example.com/runbook=spot') ||
+	fail "good event annotations refused"
+grep -q 'event_annotations: "team=sre,example.com/runbook=spot"' <<<"$out" || fail "annotations not shown: $out"
+if out=$("$SPOTDRAIN" check-config --set 'alerts.event_annotations=team=sre,bad key=1' 2>&1); then
+	fail "a bad annotation key was accepted"
+fi
+grep -q '"bad key=1" is not KEY=VALUE' <<<"$out" || fail "no clear error for a bad annotation: $out"
 echo ok

@@ -71,7 +71,8 @@ wait_for 15 all_deleted || {
 	curl -sS "127.0.0.1:$METRICS_PORT/metrics" >&2
 	fail "messages not deleted"
 }
-curl -sSf "127.0.0.1:$METRICS_PORT/metrics" | grep -q '^spotdrain_sqs_messages_malformed_total 0' || fail "malformed count"
+metrics=$(curl -sSf "127.0.0.1:$METRICS_PORT/metrics") || fail "no /metrics"
+grep -q '^spotdrain_sqs_messages_malformed_total 0' <<<"$metrics" || fail "malformed count"
 
 log "SIGTERM → hands over (lease released) and exits 0"
 kill -TERM "$CTL_PID"

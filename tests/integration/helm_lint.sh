@@ -114,6 +114,7 @@ expected_rules = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
     ("", "pods"): {"get", "list", "watch", "delete"},
     ("", "pods/eviction"): {"create"},
+    ("", "pods/log"): {"get"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
     ("apps", "replicasets"): {"get", "list"},
     ("apps", "statefulsets"): {"get", "list"},
@@ -121,6 +122,9 @@ expected_rules = {
     ("apps", "deployments"): {"get", "list", "patch"},
     ("autoscaling", "horizontalpodautoscalers"): {"list"},
 }
+# The controller completes ASG lifecycle actions, once the node's VolumeAttachments are gone.
+controller_rules = dict(expected_rules)
+controller_rules[("storage.k8s.io", "volumeattachments")] = {"list"}
 
 def rules_of(role):
     got = {}
@@ -167,14 +171,25 @@ def check_events_role(by, docs):
         subjects.append({"kind": "ServiceAccount", "name": "spotdrain-admission", "namespace": "kube-system"})
     assert rb["subjects"] == subjects, rb["subjects"]
 
+# Events about pods, in the pods' namespaces: create and patch of Events alone, by a ClusterRole of its own.
+def check_pod_events(by):
+    role = by[("ClusterRole", "spotdrain-pod-events")]
+    assert rules_of(role) == events_rules, rules_of(role)
+    crb = by[("ClusterRoleBinding", "spotdrain-pod-events")]
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spotdrain-pod-events"}
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+
 for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     by, docs = load(name)
-    assert rules_of(by[("ClusterRole", "spotdrain")]) == expected_rules, rules_of(by[("ClusterRole", "spotdrain")])
+    want = expected_rules if mode == "agent" else controller_rules
+    assert rules_of(by[("ClusterRole", "spotdrain")]) == want, rules_of(by[("ClusterRole", "spotdrain")])
+    check_pod_events(by)
     cfg = yaml.safe_load(by[("ConfigMap", "spotdrain")]["data"]["spotdrain.yaml"])
     # The host-network agent never listens on every address: its flag names the node's, else loopback.
     assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
     check_events_role(by, docs)
-    assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)]
+    assert not [d for d in docs if d["kind"] == "ClusterRole" and ("", "events") in rules_of(d)
+                and d["metadata"]["name"] != "spotdrain-pod-events"]
     svc = by[("Service", "spotdrain")]
     if mode == "agent":
         ds = one(docs, "DaemonSet")
@@ -348,22 +363,44 @@ PY
 	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v3.yaml" >"$TEST_TMP/v3.out" || fail "rendering v3 failed"
 	"$PY" - "$TEST_TMP/v3.out" <<'PY'
 import sys, yaml
-(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
+(role,) = [d for d in yaml.safe_load_all(open(sys.argv[1]))
+           if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
 verbs = {v for r in role["rules"] if "pods" in r["resources"] for v in r["verbs"]}
 assert verbs == {"get", "list", "watch"}, verbs
 print("v3: ok")
 PY
+	log "rbac.podEventNamespaces binds the pods' Events in those namespaces alone; podEvents false not at all; dryRun"
+	printf 'rbac:\n  podEventNamespaces: [shop, jobs]\ndryRun: true\n' >"$TEST_TMP/v4.yaml"
+	printf 'rbac:\n  podEvents: false\nconfig:\n  alerts:\n    log_tail_lines: 0\n' >"$TEST_TMP/v5.yaml"
+	for v in v4 v5; do
+		"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/$v.yaml" >"$TEST_TMP/$v.out" || fail "rendering $v failed"
+	done
+	"$PY" - "$TEST_TMP/v4.out" "$TEST_TMP/v5.out" <<'PY'
+import sys, yaml
+v4 = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+rbs = {d["metadata"]["namespace"] for d in v4 if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "spotdrain-pod-events"}
+assert rbs == {"shop", "jobs"}, rbs
+assert all(d["roleRef"]["kind"] == "ClusterRole" for d in v4 if d["metadata"]["name"] == "spotdrain-pod-events" and d["kind"] == "RoleBinding")
+assert not [d for d in v4 if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "spotdrain-pod-events"]
+(ds,) = [d for d in v4 if d["kind"] == "DaemonSet"]
+assert "--dry-run" in ds["spec"]["template"]["spec"]["containers"][0]["args"], "dryRun: no --dry-run"
+v5 = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+assert not [d for d in v5 if d["metadata"]["name"] == "spotdrain-pod-events"], "podEvents false still grants them"
+(role,) = [d for d in v5 if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
+assert not [r for r in role["rules"] if "pods/log" in r["resources"]], "log_tail_lines 0 still reads logs"
+print("v4, v5: ok")
+PY
 	log "agent.evictionWebhook.enabled false: no webhook, no admission Deployment"
-	printf 'agent:\n  evictionWebhook:\n    enabled: false\n' >"$TEST_TMP/v4.yaml"
-	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v4.yaml" >"$TEST_TMP/v4.out" || fail "rendering v4 failed"
-	"$PY" - "$TEST_TMP/v4.out" <<'PY'
+	printf 'agent:\n  evictionWebhook:\n    enabled: false\n' >"$TEST_TMP/v6.yaml"
+	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v6.yaml" >"$TEST_TMP/v6.out" || fail "rendering v6 failed"
+	"$PY" - "$TEST_TMP/v6.out" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 assert not [d for d in docs if d["kind"] in ("Deployment", "Secret", "ValidatingWebhookConfiguration")], docs
 assert not [d for d in docs if d["metadata"]["name"] == "spotdrain-admission"]
-(rb,) = [d for d in docs if d["kind"] == "RoleBinding"]
+(rb,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "spotdrain-events"]
 assert [s["name"] for s in rb["subjects"]] == ["spotdrain"], rb["subjects"]
-print("v4: ok")
+print("v6: ok")
 PY
 	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
 	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then

@@ -20,6 +20,7 @@
 
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
+#include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
@@ -810,6 +811,23 @@ static bool node_unschedulable(void)
         return u;
 }
 
+/* The value of the node's exclude-from-external-load-balancers label, NULL when it has none. */
+static bool lb_label_is(const char *value)
+{
+        cJSON *n = NULL;
+        node_spec(&n);
+        const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(n, "metadata"), "labels");
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(labels, SPOTDRAIN_LABEL_EXCLUDE_LB));
+        bool is = value ? streq_ptr(v, value) : !v;
+        cJSON_Delete(n);
+        return is;
+}
+
+static bool lb_label_gone(struct fixture *f)
+{
+        return lb_label_is(NULL);
+}
+
 static bool soft_tainted(struct fixture *f)
 {
         return node_taint("PreferNoSchedule");
@@ -889,8 +907,20 @@ static void test_end_to_end(void **state)
         /* The Kubernetes-side undo pieces: soft taint removed, node uncordoned and its interruption taint
          * gone. */
         stop_agent(f);
+        /* A rebalance's revert also takes off the load balancers' label an earlier drain left. */
+        cJSON *patch = cJSON_Parse("{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB
+                                   "\":\"" SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE "\"}}}");
+        struct sim_answer a = { 0 };
+        sim_lock(e2e.sim);
+        assert_int_equal(
+            sim_patch(e2e.sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
+        sim_unlock(e2e.sim);
+        cJSON_Delete(a.body);
+        cJSON_Delete(patch);
+        assert_true(lb_label_is(SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE));
         assert_int_equal(agent_kube_actions.soft_taint(e2e.kube, "spot-a", false), 0);
         run_until(f, soft_untainted);
+        run_until(f, lb_label_gone);
         assert_int_equal(agent_kube_actions.uncordon(e2e.kube, "spot-a"), 0);
         run_until(f, schedulable);
 
@@ -1006,6 +1036,7 @@ static void test_engine_end_to_end(void **state)
 {
         struct fixture *f = *state;
         _cleanup_(alert_bus_freep) struct alert_bus *bus = NULL;
+        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
         const struct drain_exec_result *res;
         cJSON *pods = NULL, *p;
         unsigned left = 0;
@@ -1013,7 +1044,9 @@ static void test_engine_end_to_end(void **state)
         /* Real time: the pods take their scenario seconds to stop and start. */
         e2e_start(f, engine_yaml, false);
         assert_int_equal(alert_bus_new(&bus), 0);
-        assert_int_equal(agent_engine_new(e2e.kube, bus, NULL, NULL, &engine), 0);
+        /* The defaults: drain.exclude_from_load_balancers on. */
+        assert_int_equal(config_new(&cfg), 0);
+        assert_int_equal(agent_engine_new(e2e.kube, bus, cfg, NULL, &engine), 0);
         assert_int_equal(imds_client_new(f->loop,
                                          &(struct imds_options){ .endpoint = sim_imds_url(e2e.imds, 0) },
                                          &f->imds),
@@ -1043,11 +1076,14 @@ static void test_engine_end_to_end(void **state)
         cJSON_Delete(pods);
         assert_int_equal(left, 0);
         assert_true(cordoned(f));
+        assert_true(lb_label_is(SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE));
 
-        /* A canceled maintenance's undo through the engine: the engine's taint and the cordon go. */
+        /* A canceled maintenance's undo through the engine: the engine's taint, the cordon and the load
+         * balancers' label go. */
         stop_agent(f);
         assert_int_equal(agent_engine_actions.uncordon(engine, "spot-a"), 0);
         run_until(f, schedulable);
+        run_until(f, lb_label_gone);
 
         engine = agent_engine_free(engine);
         e2e_stop(f);

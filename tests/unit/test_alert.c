@@ -100,6 +100,39 @@ static void test_log_sink(void **state)
         free(text);
 }
 
+/* A post-mortem's lines: counted in a text log (a terminal's, one line a record), whole in a JSON one. */
+static void test_log_sink_postmortem(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        const struct alert_pod pod = { "jobs", "batch-1", NULL };
+        cJSON *pm = cJSON_Parse("[{\"name\":\"batch-1\"}]");
+        char *text = NULL, *json = NULL;
+        size_t len = 0;
+
+        assert_non_null(pm);
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_add_log_sink(b), 0);
+        for (int format = 0; format < 2; format++) {
+                FILE *f = open_memstream(format ? &json : &text, &len);
+                assert_non_null(f);
+                log_setup(format ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT, LOG_INFO);
+                log_set_output(f);
+                assert_int_equal(alert_emit_pod(b, ALERT_POD_EVICTED, "spot-a", &pod, pm, NULL, "%s",
+                                                "pod jobs/batch-1 evicted\n  | served 3\n  | bye"),
+                                 0);
+                log_set_output(NULL);
+                fclose(f);
+        }
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        assert_non_null(strstr(text, "pod jobs/batch-1 evicted (post-mortem: 2 more lines"));
+        assert_null(strstr(text, "served 3"));
+        assert_int_equal(strchr(text, '\n') - text + 1, (ptrdiff_t)strlen(text)); /* one line */
+        assert_non_null(strstr(json, "pod jobs/batch-1 evicted\\n  | served 3\\n  | bye"));
+        free(text);
+        free(json);
+        cJSON_Delete(pm);
+}
+
 static const char scenario[] = "name: alerts\n"
                                "nodes:\n"
                                "  - {name: spot-a}\n"
@@ -147,8 +180,18 @@ static void test_kube_event_sink(void **state)
 
         assert_int_equal(alert_bus_new(&b), 0);
         assert_int_equal(alert_bus_add_kube_event_sink(b, c), 0);
+        assert_int_equal(alert_bus_set_event_annotations(b, "team=sre, example.com/ticket=OPS-42", NULL), 0);
         assert_int_equal(alert_emit(b, ALERT_DRAIN_INFEASIBLE, "spot-a", NULL, "PDB shop/api is too tight"),
                          0);
+        /* About a pod: its Event is on the pod, in its namespace; a message longer than an Event's note is
+         * cut at a line's end. */
+        _cleanup_(buf_free) struct buf long_message = { 0 };
+        assert_int_equal(buf_printf(&long_message, "pod shop/web-1 deleted at its last safe moment"), 0);
+        for (int i = 0; long_message.len <= ALERT_EVENT_MESSAGE_MAX; i++)
+                assert_int_equal(buf_printf(&long_message, "\n  | served %d requests", i), 0);
+        const struct alert_pod pod = { "shop", "web-1", "uid-web-1" };
+        assert_int_equal(
+            alert_emit_pod(b, ALERT_POD_DELETED, "spot-a", &pod, NULL, NULL, "%s", long_message.data), 0);
         assert_int_equal(alert_emit(b, ALERT_DRAIN_COMPLETED, "spot-a", NULL, "drained"), 0);
         /* No node: nothing to hang an Event on. */
         assert_int_equal(alert_emit(b, ALERT_QUEUE_UNREADABLE, NULL, NULL, "AccessDenied"), 0);
@@ -156,7 +199,7 @@ static void test_kube_event_sink(void **state)
         /* Wait (bounded) until both Events are stored. */
         bool never = false;
         int found = 0;
-        for (int i = 0; i < 200 && found < 2; i++) {
+        for (int i = 0; i < 200 && found < 3; i++) {
                 loop_run_until(l, &never, 10 * 1000);
                 cJSON_Delete(events);
                 events = NULL;
@@ -165,11 +208,32 @@ static void test_kube_event_sink(void **state)
                 sim_unlock(s);
                 found = cJSON_GetArraySize(events);
         }
-        assert_int_equal(found, 2);
-        bool infeasible = false, completed = false;
+        assert_int_equal(found, 3);
+        bool infeasible = false, completed = false, deleted = false;
         const cJSON *e;
         cJSON_ArrayForEach (e, events) {
                 const char *reason = kube_object_str(e, "reason");
+                const cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "metadata"), "annotations");
+                assert_string_equal(kube_object_str(ann, "team"), "sre");
+                assert_string_equal(cJSON_GetObjectItem(ann, "example.com/ticket")->valuestring, "OPS-42");
+                if (streq_ptr(reason, "DeletedAtLastSafeMoment")) {
+                        const char *m = kube_object_str(e, "message");
+                        deleted = true;
+                        assert_string_equal(kube_object_str(e, "metadata.namespace"), "shop");
+                        assert_string_equal(kube_object_str(e, "involvedObject.kind"), "Pod");
+                        assert_string_equal(kube_object_str(e, "involvedObject.namespace"), "shop");
+                        assert_string_equal(kube_object_str(e, "involvedObject.name"), "web-1");
+                        assert_string_equal(kube_object_str(e, "involvedObject.uid"), "uid-web-1");
+                        assert_string_equal(kube_object_str(e, "type"), "Warning");
+                        assert_true(strlen(m) <= ALERT_EVENT_MESSAGE_MAX);
+                        assert_true(strlen(m) > ALERT_EVENT_MESSAGE_MAX - 40);
+                        /* whole lines kept, the first of them the pod's */
+                        assert_int_equal(strncmp(m, long_message.data, strlen(m) - 4), 0);
+                        assert_string_equal(m + strlen(m) - 4, " ...");
+                        assert_int_equal(long_message.data[strlen(m) - 4], '\n');
+                        continue;
+                }
+                assert_string_equal(kube_object_str(e, "metadata.namespace"), "default");
                 assert_string_equal(kube_object_str(e, "involvedObject.kind"), "Node");
                 assert_string_equal(kube_object_str(e, "involvedObject.name"), "spot-a");
                 if (streq_ptr(reason, "DrainInfeasible")) {
@@ -183,6 +247,7 @@ static void test_kube_event_sink(void **state)
         }
         assert_true(infeasible);
         assert_true(completed);
+        assert_true(deleted);
 
         cJSON_Delete(events);
         kube_client_free(c);
@@ -191,13 +256,30 @@ static void test_kube_event_sink(void **state)
         unlink(kc_path);
 }
 
+static void test_event_annotations(void **state)
+{
+        _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
+        static const char *const bad[] = {
+                "team", "=sre", "team=sre,,x=1", "-team=sre", "a/b/c=1", "has space=1", "/name=1",
+        };
+        assert_int_equal(alert_bus_new(&b), 0);
+        assert_int_equal(alert_bus_set_event_annotations(b, NULL, NULL), 0);
+        assert_int_equal(alert_bus_set_event_annotations(b, "", NULL), 0);
+        assert_int_equal(alert_bus_set_event_annotations(b, "a=1,example.com/b=x=y,c=", NULL), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                _cleanup_free_ char *error = NULL;
+                assert_int_equal(alert_bus_set_event_annotations(b, bad[i], &error), -EINVAL);
+                assert_non_null(error);
+                assert_non_null(strstr(error, "alerts.event_annotations"));
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kinds),
-                cmocka_unit_test(test_fan_out),
-                cmocka_unit_test(test_log_sink),
-                cmocka_unit_test(test_kube_event_sink),
+                cmocka_unit_test(test_kinds),           cmocka_unit_test(test_fan_out),
+                cmocka_unit_test(test_log_sink),        cmocka_unit_test(test_log_sink_postmortem),
+                cmocka_unit_test(test_kube_event_sink), cmocka_unit_test(test_event_annotations),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -341,6 +341,45 @@ static void test_retries(void **state)
         assert_int_equal(kfake_count(f->fake), 7);
 }
 
+static void count_dry(const char *action, void *userdata)
+{
+        snprintf(userdata, 64, "%s", action);
+}
+
+/* Shadow mode: a write (CompleteLifecycleAction) is not sent, yet answered as accepted from the loop, and
+ * counted under service:action; a read (Describe*) goes out as ever. */
+static void test_dry_run_keeps_writes(void **state)
+{
+        struct fx *f = *state;
+        struct got w = {}, rd = {};
+        char counted[64] = "";
+        static const struct aws_call_params complete = {
+                .action = "CompleteLifecycleAction",
+                .body = "Action=CompleteLifecycleAction&Version=2011-01-01&LifecycleActionResult=CONTINUE"
+        };
+
+        assert_int_equal(kfake_add(f->fake,
+                                   &(struct kfake_script){
+                                       .method = "POST", .path = "/", .status = 200, .body = "<ok/>" }),
+                         0);
+        dry_run_enable(count_dry, counted);
+        assert_int_equal(aws_request_start(f->c, &complete, on_done, &w, &w.self), 0);
+        /* Not answered inside the start: the caller stores its handle first. */
+        assert_false(w.done);
+        run(f, &w);
+        assert_int_equal(w.res.error, 0);
+        assert_int_equal(w.res.status, 200);
+        assert_string_equal(counted, "autoscaling:CompleteLifecycleAction");
+        assert_int_equal(kfake_count(f->fake), 0);
+
+        assert_int_equal(aws_request_start(f->c, &form, on_done, &rd, &rd.self), 0);
+        run(f, &rd);
+        dry_run_disable();
+        assert_string_equal(rd.body, "<ok/>");
+        assert_int_equal(kfake_count(f->fake), 1);
+        assert_string_equal(kfake_request(f->fake, 0)->body, form.body);
+}
+
 static void test_refresh_once(void **state)
 {
         struct fx *f = *state;
@@ -477,6 +516,7 @@ int main(void)
                 cmocka_unit_test(test_answers),
                 cmocka_unit_test(test_endpoints),
                 cmocka_unit_test_setup_teardown(test_retries, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dry_run_keeps_writes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refresh_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel_in_flight, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_credentials, setup, teardown),

@@ -41,6 +41,10 @@ static void test_defaults(void **state)
         assert_string_equal(c->drain.critical_priority_classes[0], "system-cluster-critical");
         assert_string_equal(c->drain.critical_priority_classes[1], "system-node-critical");
         assert_null(c->drain.critical_priority_classes[2]);
+        assert_true(c->drain.exclude_from_load_balancers);
+        assert_false(c->drain.cordon_only);
+        assert_int_equal(c->drain.taint_effect, DRAIN_TAINT_NO_SCHEDULE);
+        assert_null(c->drain.skip_namespaces[0]);
         assert_null(c->aws.region);
         assert_null(c->aws.queue_url);
         assert_null(c->imds.endpoint);
@@ -210,6 +214,19 @@ static void test_set_errors(void **state)
         assert_int_equal(c->drain.budget_usec, 120 * SEC);
         assert_int_equal(config_set(c, "drain.eviction_retry_floor_ms=250", NULL), 0);
         assert_int_equal(c->drain.eviction_retry_floor_usec, 250000);
+
+        /* A selector that cannot be read is refused with the configuration, and the old value stays. */
+        _cleanup_free_ char *e4 = NULL;
+        assert_int_equal(config_set(c, "drain.skip_pod_selector=app in (a,b),!c", NULL), 0);
+        assert_string_equal(c->drain.skip_pod_selector, "app in (a,b),!c");
+        assert_int_equal(config_set(c, "drain.skip_pod_selector=app in (a", &e4), -EINVAL);
+        assert_string_equal(e4,
+                            "--set drain.skip_pod_selector: not a label selector (a=b,c!=d,e in (f,g),!h)");
+        assert_string_equal(c->drain.skip_pod_selector, "app in (a,b),!c");
+        assert_int_equal(config_set(c, "drain.taint_effect=NoExecute", NULL), 0);
+        assert_int_equal(c->drain.taint_effect, DRAIN_TAINT_NO_EXECUTE);
+        assert_int_equal(config_set(c, "drain.skip_namespaces=ci, kept", NULL), 0);
+        assert_string_equal(c->drain.skip_namespaces[1], "kept");
 }
 
 static void test_dump_round_trip(void **state)
@@ -345,7 +362,7 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 74);
+        assert_int_equal(n, 84);
         assert_null(config_find("drain"));
         /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
         const struct config_item *surge = config_find("drain.surge");

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "controller/volumes.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -246,6 +247,405 @@ static void test_feasible_drain(void **state)
         assert_non_null(rec);
         assert_non_null(strstr(rec, "\"kind\":\"spot-interruption\""));
         cJSON_Delete(node);
+        fx_free(f);
+}
+
+/* The change log (resourceVersion order): the first node change that carries label key = value, and the
+ * first pod change that carries a deletionTimestamp (an eviction or delete answered). */
+struct first_changes {
+        const char *key, *value;
+        uint64_t label_rv, delete_rv;
+};
+
+static void find_label(const struct sim_change *c, void *userdata)
+{
+        struct first_changes *fc = userdata;
+        const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(c->object, "metadata"), "labels");
+        if (!fc->label_rv &&
+            streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItem(labels, fc->key)), fc->value))
+                fc->label_rv = c->rv;
+}
+
+static void find_delete(const struct sim_change *c, void *userdata)
+{
+        struct first_changes *fc = userdata;
+        if (!fc->delete_rv && kube_object_str(c->object, "metadata.deletionTimestamp"))
+                fc->delete_rv = c->rv;
+}
+
+static struct first_changes first_changes(struct fx *f, const char *key, const char *value)
+{
+        struct first_changes fc = { .key = key, .value = value };
+        sim_lock(f->sim);
+        assert_int_equal(sim_changes_since(f->sim, SIM_NODE, NULL, 0, find_label, &fc), 0);
+        assert_int_equal(sim_changes_since(f->sim, SIM_POD, NULL, 0, find_delete, &fc), 0);
+        sim_unlock(f->sim);
+        return fc;
+}
+
+static const char *node_label(struct fx *f, const char *key, char *buf, size_t len)
+{
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "metadata"), "labels");
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(labels, key));
+        snprintf(buf, len, "%s", v ? v : "");
+        cJSON_Delete(node);
+        return v ? buf : NULL;
+}
+
+#define ONE_POD_NO_PDB                                                                              \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"             \
+        "events: []\n"
+
+/* drain.exclude_from_load_balancers: the label is written, and answered, before the first eviction; a
+ * label someone else put there is left as it is (and so never taken for spotdrain's). */
+static void test_exclude_label_before_eviction(void **state)
+{
+        char buf[64];
+        struct fx *f = fx_new("name: exclude-lb\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        struct first_changes fc =
+            first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_true(fc.delete_rv > fc.label_rv);
+        fx_free(f);
+
+        f = fx_new("name: exclude-lb-theirs\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        cJSON *patch =
+            cJSON_Parse("{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB "\":\"ops\"}}}");
+        struct sim_answer a = { 0 };
+        sim_lock(f->sim);
+        assert_int_equal(
+            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
+        sim_unlock(f->sim);
+        assert_int_equal(a.status, 200);
+        cJSON_Delete(a.body);
+        cJSON_Delete(patch);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_string_equal(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)), "ops");
+        fx_free(f);
+
+        /* Off: no label. */
+        f = fx_new("name: exclude-lb-off\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_null(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)));
+        fx_free(f);
+}
+
+/* The grace the Job pod of namespace ci was deleted with; -1 while it is not deleting. */
+static int64_t job_deleting(struct fx *f)
+{
+        cJSON *items = NULL;
+        const cJSON *p;
+        int64_t grace = -1;
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "ci", &items), 0);
+        sim_unlock(f->sim);
+        cJSON_ArrayForEach (p, items)
+                if (kube_object_str(p, "metadata.deletionTimestamp"))
+                        grace = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(
+                            cJSON_GetObjectItem(p, "metadata"), "deletionGracePeriodSeconds"));
+        cJSON_Delete(items);
+        return grace;
+}
+
+/* A do-not-disrupt Job pod keeps running while the others go, and is stopped at its last safe moment
+ * (30 s - 2 s margin - its 10 s grace = 18 s) with the grace left, gracefully: not forced, not killed. */
+static void test_do_not_disrupt_kept(void **state)
+{
+        struct fx *f = fx_new(
+            "name: dnd\n" NODES "workloads:\n"
+            "  - {name: api, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: batch, namespace: ci, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 10, shutdown_seconds: 1,\n"
+            "     annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\n"
+            "events: []\n",
+            10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        bool never = false;
+        fx_start(f, &o);
+        int64_t grace = -1;
+        for (int i = 0; i < 4000 && (grace = job_deleting(f)) < 0 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t stopped = clk_now() - f->started;
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 0); /* the others went long before */
+        assert_true(stopped >= 17 * SEC);
+        assert_true(stopped < 28 * SEC);
+        /* What is left before deadline - margin, which is more than its 1 s stop. */
+        assert_true(grace >= 8 && grace <= 10);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 3);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(sim_pods_on(f, "spot-a", "ci"), 0);
+        fx_free(f);
+}
+
+#define SKIPPED_PODS                                                                                   \
+        "  - {name: infra, namespace: kept, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"  \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"                \
+        "  - {name: pinned, namespace: shop, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+
+/* drain.skip_namespaces and drain.skip_pod_selector leave their pods alone; drain.taint_effect NoExecute. */
+static void test_skip_and_taint_effect(void **state)
+{
+        struct fx *f = fx_new("name: skip\n" NODES "workloads:\n" SKIPPED_PODS ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        const char *const skip_ns[] = { "other", "kept", NULL };
+        o.skip_namespaces = skip_ns;
+        o.skip_pod_selector = "app in (pinned, nothing)";
+        o.taint_no_execute = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        assert_int_equal(sim_pods_on(f, "spot-a", "kept"), 1);
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 1); /* pinned */
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        const cJSON *t =
+            cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"), 0);
+        assert_string_equal(kube_object_str(t, "key"), SPOTDRAIN_TAINT_INTERRUPTION);
+        assert_string_equal(kube_object_str(t, "effect"), "NoExecute");
+        cJSON_Delete(node);
+        fx_free(f);
+
+        /* A selector that cannot be read stops the drain at its start. */
+        f = fx_new("name: skip-bad\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.skip_pod_selector = "app in (x";
+        assert_int_equal(drain_exec_start(f->client, f->bus, &o, on_done, f, &f->x), -EINVAL);
+        fx_free(f);
+}
+
+/* drain.cordon_only: cordoned, tainted and labelled, and no eviction or delete is ever written: the pods
+ * are another drainer's; the deadline ends the drain with them left. */
+static void test_cordon_only(void **state)
+{
+        struct fx *f = fx_new("name: cordon-only\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(8 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.cordon_only = true;
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_int_equal(f->result.evicted, 0);
+        assert_int_equal(f->result.forced, 0);
+        assert_int_equal(f->result.left, 2);
+        struct first_changes fc =
+            first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_int_equal(fc.delete_rv, 0);
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable")));
+        cJSON_Delete(node);
+        fx_free(f);
+}
+
+#define DS_POD                                                        \
+        "  - {name: agent, namespace: monitoring, kind: DaemonSet,\n" \
+        "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+
+static bool node_has_taint(struct fx *f, const char *key, const char *value, const char *effect)
+{
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        const cJSON *t;
+        bool found = false;
+        cJSON_ArrayForEach (t, cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "taints"))
+                found |= streq_ptr(kube_object_str(t, "key"), key) &&
+                         streq_ptr(kube_object_str(t, "value"), value) &&
+                         streq_ptr(kube_object_str(t, "effect"), effect);
+        cJSON_Delete(node);
+        return found;
+}
+
+static bool oos_tainted(struct fx *f)
+{
+        return node_has_taint(f, SPOTDRAIN_TAINT_OUT_OF_SERVICE, SPOTDRAIN_OUT_OF_SERVICE_VALUE,
+                              "NoExecute");
+}
+
+/* Runs the loop until the node has the out-of-service taint (bounded); whether it came. */
+static bool fx_wait_oos(struct fx *f)
+{
+        bool never = false;
+        for (int i = 0; i < 300 && !oos_tainted(f); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        return oos_tainted(f);
+}
+
+/* drain.out_of_service_taint: the node empty (only the DaemonSet's pod left) is tainted
+ * out-of-service=nodeshutdown:NoExecute; one where a skipped pod still runs is not, as it is not empty;
+ * at the deadline (the instance gone) it is, whatever is left. Off: never. */
+static void test_out_of_service_taint(void **state)
+{
+        struct fx *f = fx_new("name: oos\n" NODES "workloads:\n" DS_POD ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.out_of_service_taint = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_true(fx_wait_oos(f));
+        assert_int_equal(sim_pods_on(f, "spot-a", "monitoring"), 1);
+        fx_free(f);
+
+        f = fx_new("name: oos-skipped\n" NODES "workloads:\n" SKIPPED_PODS ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        const char *const skip_ns[] = { "kept", NULL };
+        o.out_of_service_taint = true;
+        o.skip_namespaces = skip_ns;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_false(fx_wait_oos(f));
+        fx_free(f);
+
+        f = fx_new("name: oos-deadline\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(6 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.out_of_service_taint = true;
+        o.cordon_only = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_true(fx_wait_oos(f));
+        fx_free(f);
+
+        f = fx_new("name: oos-off\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_false(fx_wait_oos(f));
+        fx_free(f);
+}
+
+/* drain.lb_deregistration_seconds (8 s): the pods behind a Service go no earlier than 8 s after the exclude
+ * label was answered; the pod behind none goes at once; the result says what was held. */
+static void test_lb_deregistration(void **state)
+{
+        struct fx *f = fx_new(
+            "name: lb-dereg\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"
+            "     service: true, termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: worker, namespace: batch, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        o.lb_deregistration_usec = 8 * SEC;
+        bool never = false;
+        fx_start(f, &o);
+        for (int i = 0; i < 2000 && sim_pods_on(f, "spot-a", "batch") > 0 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t worker_gone = clk_now() - f->started;
+        assert_int_equal(sim_pods_on(f, "spot-a", "shop"), 2); /* still serving */
+        for (int i = 0; i < 4000 && sim_pods_on(f, "spot-a", "shop") == 2 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        uint64_t web_going = clk_now() - f->started;
+        assert_true(worker_gone < 5 * SEC);
+        assert_true(web_going >= 8 * SEC);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 3);
+        assert_int_equal(f->result.lb_held, 2);
+        assert_true(f->result.lb_held_until_usec >= f->started + 8 * SEC);
+        assert_non_null(
+            strstr(f->result.message, "2 pods behind a Service held 8.0 s for the load balancers"));
+        fx_free(f);
+}
+
+/* ---- the wait for a node's VolumeAttachments (controller/volumes.c), against the same simulator ---- */
+
+struct vwait {
+        bool done, timed_out;
+        unsigned left;
+        uint64_t at;
+};
+
+static void vwait_done(struct volume_wait *w, unsigned left, bool timed_out, void *userdata)
+{
+        struct vwait *v = userdata;
+        *v = (struct vwait){ .done = true, .timed_out = timed_out, .left = left, .at = clk_now() };
+}
+
+/* Two StatefulSet pods with volumes on spot-a (cordoned, so that their successors go elsewhere), deleted
+ * at once: they exit after 1 s, their volumes detach 4 s later; the wait ends then, not before. With a
+ * deadline nearer than that, it ends at the deadline and says how many were left. */
+static void test_volume_wait(void **state)
+{
+        struct fx *f = fx_new(
+            "name: volumes\n" NODES "workloads:\n"
+            "  - {name: db, namespace: shop, kind: StatefulSet, replicas: 2, placement: {spot-a: 2},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1,\n"
+            "     volume_detach_seconds: 4}\n"
+            "events: []\n",
+            10);
+        struct volume_wait *w = NULL;
+        struct vwait v = { 0 };
+        cJSON *items = NULL;
+
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_VOLUMEATTACHMENT, NULL, &items), 0);
+        sim_unlock(f->sim);
+        assert_int_equal(volume_attachments_on(items, "spot-a"), 2);
+        assert_int_equal(volume_attachments_on(items, "od-1"), 0);
+        cJSON_Delete(items);
+
+        /* Not deleted: the deadline (2 s) ends the wait with both still attached. */
+        uint64_t t0 = clk_now();
+        assert_int_equal(volume_wait_start(f->client, "spot-a", t0 + 2 * SEC, vwait_done, &v, &w), 0);
+        assert_false(v.done);
+        assert_int_equal(loop_run_until(f->loop, &v.done, REAL_BOUND), 0);
+        assert_true(v.timed_out);
+        assert_int_equal(v.left, 2);
+        assert_true(v.at >= t0 + 2 * SEC);
+        w = volume_wait_free(w);
+
+        cJSON *cordon = cJSON_Parse("{\"spec\":{\"unschedulable\":true}}");
+        struct sim_answer a = { 0 };
+        sim_lock(f->sim);
+        assert_int_equal(
+            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", cordon, &a), 0);
+        cJSON_Delete(a.body);
+        assert_int_equal(sim_list(f->sim, SIM_POD, "shop", &items), 0);
+        const cJSON *p;
+        cJSON_ArrayForEach (p, items) {
+                a = (struct sim_answer){ 0 };
+                assert_int_equal(sim_delete_pod(f->sim, "shop", kube_object_str(p, "metadata.name"), -1,
+                                                NULL, "test", &a),
+                                 0);
+                cJSON_Delete(a.body);
+        }
+        sim_unlock(f->sim);
+        cJSON_Delete(items);
+        cJSON_Delete(cordon);
+
+        v = (struct vwait){ 0 };
+        t0 = clk_now();
+        assert_int_equal(volume_wait_start(f->client, "spot-a", t0 + 30 * SEC, vwait_done, &v, &w), 0);
+        assert_int_equal(loop_run_until(f->loop, &v.done, REAL_BOUND), 0);
+        assert_false(v.timed_out);
+        assert_int_equal(v.left, 0);
+        /* exit at 1 s + detach 4 s, seen by the next look (every second) */
+        assert_true(v.at >= t0 + 4 * SEC + SEC / 2);
+        assert_true(v.at < t0 + 8 * SEC);
+        volume_wait_free(w);
         fx_free(f);
 }
 
@@ -651,12 +1051,230 @@ static void test_inputs_from_objects(void **state)
         cJSON_Delete(elsewhere);
 }
 
+/* ---- the pods' own alerts and post-mortems ---- */
+
+struct pod_alert {
+        enum alert_kind kind;
+        char *pod, *ns, *file;
+        cJSON *postmortem;
+};
+
+struct pod_alerts {
+        struct pod_alert a[8];
+        size_t n;
+};
+
+static void record_pod_alert(const struct alert *a, void *userdata)
+{
+        struct pod_alerts *pa = userdata;
+        if (!a->pod || pa->n >= ARRAY_SIZE(pa->a))
+                return;
+        const char *file = NULL;
+        for (const char *const *fl = a->fields; fl && fl[0] && fl[1]; fl += 2)
+                if (streq(fl[0], "postmortem_file"))
+                        file = fl[1];
+        pa->a[pa->n++] = (struct pod_alert){
+                .kind = a->kind,
+                .pod = strdup(a->pod->name),
+                .ns = strdup(a->pod->namespace),
+                .file = file ? strdup(file) : NULL,
+                .postmortem = a->postmortem ? cJSON_Duplicate(a->postmortem, true) : NULL,
+        };
+}
+
+static const struct pod_alert *pod_alert_of(const struct pod_alerts *pa, const char *ns, const char *prefix)
+{
+        for (size_t i = 0; i < pa->n; i++)
+                if (streq(pa->a[i].ns, ns) && strncmp(pa->a[i].pod, prefix, strlen(prefix)) == 0)
+                        return &pa->a[i];
+        return NULL;
+}
+
+struct log_read {
+        struct buf b;
+        bool done;
+        int error;
+};
+
+static int log_into(const char *data, size_t len, void *userdata)
+{
+        struct log_read *lr = userdata;
+        return buf_append(&lr->b, data, len);
+}
+
+static void log_read_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct log_read *lr = userdata;
+        lr->error = r->error;
+        lr->done = true;
+}
+
+/* The last line the log API serves of a pod's container now (what `kubectl logs --tail=1` shows). */
+static char *last_log_line(struct fx *f, const char *ns, const char *pod)
+{
+        struct log_read lr = { 0 };
+        _cleanup_free_ char *path =
+            strprintf("/api/v1/namespaces/%s/pods/%s/log?container=app&tailLines=1", ns, pod);
+        assert_non_null(path);
+        assert_int_equal(kube_request_stream(f->client, path, log_into, log_read_done, &lr, NULL), 0);
+        assert_int_equal(loop_run_until(f->loop, &lr.done, REAL_BOUND), 0);
+        assert_int_equal(lr.error, 0);
+        assert_true(lr.b.len > 1 && lr.b.data[lr.b.len - 1] == '\n');
+        char *line = strndup(lr.b.data, lr.b.len - 1);
+        buf_free(&lr.b);
+        return line;
+}
+
+static bool has_line(const cJSON *pm, const char *line)
+{
+        const cJSON *l;
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(pm, 0), "containers"), 0);
+        cJSON_ArrayForEach (l, cJSON_GetObjectItem(c, "last_lines"))
+                if (streq(l->valuestring, line))
+                        return true;
+        return false;
+}
+
+static char *first_pod(struct fx *f, const char *ns)
+{
+        cJSON *items = NULL;
+        sim_lock(f->sim);
+        assert_int_equal(sim_list(f->sim, SIM_POD, ns, &items), 0);
+        sim_unlock(f->sim);
+        char *name = strdup(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"));
+        cJSON_Delete(items);
+        return name;
+}
+
+/* Each pod evicted or deleted gets an alert of its own (its Event); a Job's pod and a pod deleted around its
+ * PDB also carry their post-mortem: the final status and the last lines of the container, which include
+ * what the log API served just before, and a file of it in the post-mortem directory. A Deployment's pod
+ * evicted as planned carries none. */
+static void test_pod_alerts_and_postmortem(void **state)
+{
+        struct fx *f = fx_new(
+            "name: postmortem\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1,\n"
+            "     pdb: {min_available: \"100%\"}}\n"
+            "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events: []\n",
+            5);
+        struct pod_alerts pa = { 0 };
+        char dir[] = "/tmp/test-executor-postmortem-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        _cleanup_free_ char *batch = first_pod(f, "jobs");
+        _cleanup_free_ char *seen_batch = last_log_line(f, "jobs", batch);
+
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.log_tail_lines = 5;
+        o.postmortem_dir = dir;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 1);
+        assert_int_equal(pa.n, 3);
+
+        const struct pod_alert *web = pod_alert_of(&pa, "shop", "web-");
+        assert_non_null(web);
+        assert_int_equal(web->kind, ALERT_POD_EVICTED);
+        assert_null(web->postmortem);
+        assert_null(web->file);
+
+        const struct pod_alert *job = pod_alert_of(&pa, "jobs", "batch-");
+        assert_non_null(job);
+        assert_int_equal(job->kind, ALERT_POD_EVICTED);
+        assert_non_null(job->postmortem);
+        assert_int_equal(cJSON_GetArraySize(job->postmortem), 1);
+        const cJSON *pm = cJSON_GetArrayItem(job->postmortem, 0);
+        assert_string_equal(kube_object_str(pm, "name"), batch);
+        assert_string_equal(kube_object_str(pm, "node"), "spot-a");
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(pm, "containers"), 0);
+        assert_string_equal(kube_object_str(c, "name"), "app");
+        assert_non_null(strstr(kube_object_str(c, "status"), "running"));
+        int n_lines = cJSON_GetArraySize(cJSON_GetObjectItem(c, "last_lines"));
+        assert_true(n_lines >= 1 && n_lines <= 5);
+        assert_true(has_line(job->postmortem, seen_batch));
+
+        const struct pod_alert *db = pod_alert_of(&pa, "shop", "db-");
+        assert_non_null(db);
+        assert_int_equal(db->kind, ALERT_POD_DELETED);
+        assert_non_null(db->postmortem);
+        assert_non_null(strstr(kube_object_str(cJSON_GetArrayItem(db->postmortem, 0), "summary"),
+                               "deleted at its last safe moment on node spot-a (grace 4 s)"));
+
+        /* The files: one per pod, the same object. */
+        for (size_t i = 0; i < pa.n; i++) {
+                _cleanup_free_ char *text = NULL;
+                size_t len = 0;
+                if (!pa.a[i].postmortem)
+                        continue;
+                assert_non_null(pa.a[i].file);
+                assert_int_equal(strncmp(pa.a[i].file, dir, strlen(dir)), 0);
+                assert_int_equal(read_file_full(pa.a[i].file, 1 << 20, &text, &len), 0);
+                cJSON *saved = cJSON_Parse(text);
+                assert_non_null(saved);
+                assert_true(cJSON_Compare(saved, cJSON_GetArrayItem(pa.a[i].postmortem, 0), true));
+                cJSON_Delete(saved);
+                unlink(pa.a[i].file);
+        }
+        assert_int_equal(rmdir(dir), 0);
+        for (size_t i = 0; i < pa.n; i++) {
+                free(pa.a[i].pod);
+                free(pa.a[i].ns);
+                free(pa.a[i].file);
+                cJSON_Delete(pa.a[i].postmortem);
+        }
+        fx_free(f);
+}
+
+/* alerts.log_tail_lines 0: the post-mortem keeps the statuses and reads no log. */
+static void test_postmortem_statuses_only(void **state)
+{
+        struct fx *f =
+            fx_new("name: statuses\n" NODES "workloads:\n"
+                   "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+                   "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n"
+                   "events: []\n",
+                   5);
+        struct pod_alerts pa = { 0 };
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(pa.n, 1);
+        assert_non_null(pa.a[0].postmortem);
+        assert_null(pa.a[0].file);
+        const cJSON *c = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(pa.a[0].postmortem, 0), "containers"), 0);
+        assert_string_equal(kube_object_str(c, "name"), "app");
+        assert_non_null(kube_object_str(c, "status"));
+        assert_null(cJSON_GetObjectItem(c, "last_lines"));
+        assert_null(cJSON_GetObjectItem(c, "log_error"));
+        free(pa.a[0].pod);
+        free(pa.a[0].ns);
+        cJSON_Delete(pa.a[0].postmortem);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_startup_median),
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
+                cmocka_unit_test(test_exclude_label_before_eviction),
+                cmocka_unit_test(test_do_not_disrupt_kept),
+                cmocka_unit_test(test_skip_and_taint_effect),
+                cmocka_unit_test(test_cordon_only),
+                cmocka_unit_test(test_lb_deregistration),
+                cmocka_unit_test(test_volume_wait),
+                cmocka_unit_test(test_out_of_service_taint),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
@@ -665,6 +1283,8 @@ int main(void)
                 cmocka_unit_test(test_infeasible_alert_at_once),
                 cmocka_unit_test(test_critical_last),
                 cmocka_unit_test(test_never_self),
+                cmocka_unit_test(test_pod_alerts_and_postmortem),
+                cmocka_unit_test(test_postmortem_statuses_only),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

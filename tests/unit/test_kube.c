@@ -736,6 +736,50 @@ static void test_taint_remove_and_labels(void **state)
             "{\"metadata\":{\"labels\":{\"spotdrain.io/state\":\"draining\",\"old\":null}}}");
 }
 
+/* The exclude label is set only where absent and removed only while it has our value. */
+static void test_label_owned(void **state)
+{
+        struct fx *fx = *state;
+        static const char *const key = "node.kubernetes.io/exclude-from-external-load-balancers";
+        /* 1: absent → set, with the resourceVersion read; 2: someone else's → left; 3: ours → removed;
+         * 4: someone else's → not removed. */
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\"}}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"ops\"}}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"9\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"spotdrain\"}}}");
+        kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 200, "{\"metadata\":{\"name\":\"n1\"}}");
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                     "\"node.kubernetes.io/exclude-from-external-load-balancers\":\"ops\"}}}");
+        static const bool adds[] = { true, true, false, false };
+        for (size_t i = 0; i < 4; i++) {
+                struct kube_sync s = { 0 };
+                struct kube_call *call = NULL;
+                int r = kube_node_label_owned(fx->client, "n1", key, "spotdrain", adds[i], kube_sync_done,
+                                              &s, &call);
+                assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+                kube_result_clear(&s.result);
+        }
+        assert_int_equal(kfake_count(fx->fake), 6);
+        assert_string_equal(req(fx, 1)->method, "PATCH");
+        assert_string_equal(req(fx, 1)->content_type, "application/merge-patch+json");
+        assert_string_equal(
+            req(fx, 1)->body,
+            "{\"metadata\":{\"labels\":{\"node.kubernetes.io/"
+            "exclude-from-external-load-balancers\":\"spotdrain\"},\"resourceVersion\":\"7\"}}");
+        assert_string_equal(req(fx, 2)->method, "GET");
+        assert_string_equal(req(fx, 3)->method, "GET");
+        assert_string_equal(req(fx, 4)->body, "{\"metadata\":{\"labels\":{\"node.kubernetes.io/"
+                                              "exclude-from-external-load-balancers\":null},"
+                                              "\"resourceVersion\":\"9\"}}");
+        assert_string_equal(req(fx, 5)->method, "GET");
+}
+
 /* ---- eviction and delete ---- */
 
 #define DISCOVERY_V1                                                                               \
@@ -1244,11 +1288,95 @@ static void test_exec_plugin_failure_fails_calls(void **state)
         plugin_dir_remove(&d);
 }
 
+/* ---- shadow mode ---- */
+
+struct dry_counts {
+        char seen[512];
+};
+
+static void count_action(const char *action, void *userdata)
+{
+        struct dry_counts *d = userdata;
+        size_t used = strlen(d->seen);
+        snprintf(d->seen + used, sizeof(d->seen) - used, "%s;", action);
+}
+
+/* --dry-run: every write is kept back where requests leave the client, said ("would ...") and counted,
+ * and answered as accepted; reads go out (the taint's read-modify-write reads the node). */
+static void test_dry_run_sends_no_write(void **state)
+{
+        struct fx *fx = *state;
+        struct dry_counts counts = { { 0 } };
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r;
+
+        assert_non_null(out);
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/n1", 200,
+                     "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"1\"},\"spec\":{}}");
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
+        log_set_output(out);
+        dry_run_enable(count_action, &counts);
+
+        s = evict(fx, "a", -1);
+        assert_int_equal(s.result.error, 0);
+        assert_int_equal(kube_evict_outcome(&s.result), KUBE_EVICT_EVICTED);
+        kube_result_clear(&s.result);
+
+        s = (struct kube_sync){ 0 };
+        r = kube_node_cordon(fx->client, "n1", true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        s = (struct kube_sync){ 0 };
+        r = kube_pod_delete(fx->client, "shop", "b", "uid-b", 5, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        struct kube_taint t = { .key = (char *)"k", .value = (char *)"v", .effect = (char *)"NoSchedule" };
+        s = (struct kube_sync){ 0 };
+        r = kube_node_taint(fx->client, "n1", &t, true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        struct kube_event_spec e = { .involved_kind = "Pod",
+                                     .involved_namespace = "shop",
+                                     .involved_name = "a",
+                                     .reason = "Evicted",
+                                     .message = "m" };
+        s = (struct kube_sync){ 0 };
+        r = kube_event_create(fx->client, &e, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), 0);
+        kube_result_clear(&s.result);
+
+        dry_run_disable();
+        log_set_output(NULL);
+        fclose(out);
+
+        /* Only the reads reached the server. */
+        assert_int_equal(kfake_count(fx->fake), 2);
+        for (size_t i = 0; i < kfake_count(fx->fake); i++)
+                assert_string_equal(req(fx, i)->method, "GET");
+        assert_string_equal(counts.seen, "evict pod;cordon node;delete pod;patch nodes;create events;");
+        assert_non_null(
+            strstr(text, "would evict pod shop/a (POST /api/v1/namespaces/shop/pods/a/eviction)"));
+        assert_non_null(strstr(text, "would cordon node n1"));
+        assert_non_null(strstr(text, "would delete pod shop/b"));
+        assert_non_null(strstr(text, "would create events in shop"));
+        free(text);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_list_pages_and_selectors, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_retries_5xx, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_dry_run_sends_no_write, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_chunks_and_bookmark, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_crlf_and_last_line, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
@@ -1263,6 +1391,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_informer_many, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_cordon, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_taint_conflict_retry, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_label_owned, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_taint_remove_and_labels, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_evict_outcomes, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_evict_v1beta1_fallback, fx_setup, fx_teardown),

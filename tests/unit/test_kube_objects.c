@@ -246,6 +246,45 @@ static void test_not_in_and_exists(void **state)
         kube_selector_clear(&s);
 }
 
+/* kubectl's --selector syntax, as drain.skip_pod_selector takes it. */
+static void test_selector_text(void **state)
+{
+        struct kube_kv web[] = { { (char *)"app", (char *)"web" }, { (char *)"tier", (char *)"front" } };
+        struct kube_kv db[] = { { (char *)"app", (char *)"db" }, { (char *)"keep", (char *)"" } };
+        struct kube_kv none[] = { { (char *)"other", (char *)"x" } };
+        static const struct {
+                const char *text;
+                bool web, db, none;
+        } cases[] = {
+                { "", true, true, true },
+                { "app=web", true, false, false },
+                { " app == web ", true, false, false },
+                { "app!=web", false, true, true },
+                { "app in (web, db),tier notin (back)", true, true, false },
+                { "app notin (web)", false, true, true },
+                { "keep", false, true, false },
+                { "!keep", true, false, true },
+                { "app,!tier", false, true, false },
+                { "example.com/team=a-b_c.d", false, false, false },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct kube_selector s;
+                assert_int_equal(kube_selector_parse_text(cases[i].text, &s), 0);
+                assert_int_equal(kube_selector_matches(&s, web, 2), cases[i].web);
+                assert_int_equal(kube_selector_matches(&s, db, 2), cases[i].db);
+                assert_int_equal(kube_selector_matches(&s, none, 1), cases[i].none);
+                kube_selector_clear(&s);
+        }
+        /* (web,) is allowed, as Kubernetes allows it: the set holds "" too. */
+        static const char *const bad[] = { "=web",      "app=web,",     "app in web", "app in (web",
+                                           "app ~ web", "app=web tier", "," };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct kube_selector s = { 0 };
+                assert_int_equal(kube_selector_parse_text(bad[i], &s), -EINVAL);
+                assert_false(s.present);
+        }
+}
+
 static void test_paths_and_escaping(void **state)
 {
         char *p = kube_path(NULL, "v1", "shop", "pods", "web-1", "eviction");
@@ -354,6 +393,7 @@ int main(void)
                 cmocka_unit_test(test_node),
                 cmocka_unit_test(test_pdb_and_selector),
                 cmocka_unit_test(test_not_in_and_exists),
+                cmocka_unit_test(test_selector_text),
                 cmocka_unit_test(test_paths_and_escaping),
                 cmocka_unit_test(test_evict_outcome_mapping),
                 cmocka_unit_test(test_prune),

@@ -226,6 +226,62 @@ static void test_kubernetes_rounding(void **state)
         assert_int_equal(k_of("100%", NULL, 30, 30), 0);
 }
 
+/* A do-not-disrupt pod is planned to go at its last safe moment, not with the others; it still fits, and
+ * under a PDB its slot is taken then, not at the notice. */
+static void test_do_not_disrupt_at_last_safe_moment(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        add_node(&f, "spot-a", 120, 5);
+        int b = (int)add_pdb(&f, "api", NULL, "1", 4, 4);
+        add_pods(&f, 2, 0, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        size_t job = add_pods(&f, 1, 0, DRAIN_OWNER_JOB, "shop/job", 10, 20, -1);
+        size_t held = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/api", 5, 30, b);
+        f.pods[job].do_not_disrupt = true;
+        f.pods[held].do_not_disrupt = true;
+        struct drain_plan *p = plan_of(&f);
+        /* last safe = 120 - 5 - shutdown */
+        assert_int_equal(p->pods[job].last_safe_usec, AT(105));
+        assert_int_equal(p->pods[job].evict_usec, AT(105));
+        assert_int_equal(p->pods[job].gone_usec, AT(115));
+        assert_false(p->pods[job].forced);
+        assert_false(p->pods[job].killed);
+        assert_true(p->pods[job].warnings & DRAIN_WARN_DO_NOT_DISRUPT);
+        assert_int_equal(p->pods[held].evict_usec, AT(110));
+        assert_int_equal(p->pods[0].evict_usec, NOW);
+        assert_int_equal(p->nodes[0].verdict, DRAIN_FEASIBLE);
+        assert_int_equal(p->nodes[0].finish_usec, AT(115));
+        drain_plan_free(p);
+}
+
+/* drain.lb_deregistration_seconds: pods behind a Service are planned to go once the node's lb hold is
+ * over, the others at once; the plan says how many it holds and until when. A pod whose last safe moment
+ * comes before the hold goes then. */
+static void test_lb_hold(void **state)
+{
+        struct fx f;
+        fx_init(&f);
+        add_node(&f, "spot-a", 60, 5);
+        f.nodes[0].lb_hold_usec = AT(30);
+        size_t web = add_pods(&f, 2, 0, DRAIN_OWNER_REPLICASET, "shop/web", 5, 10, -1);
+        size_t worker = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/worker", 5, 10, -1);
+        size_t slow = add_pods(&f, 1, 0, DRAIN_OWNER_REPLICASET, "shop/slow", 30, 30, -1);
+        f.pods[web].behind_service = f.pods[web + 1].behind_service = true;
+        f.pods[slow].behind_service = true;
+        struct drain_plan *p = plan_of(&f);
+        assert_int_equal(p->pods[web].evict_usec, AT(30));
+        assert_int_equal(p->pods[web + 1].evict_usec, AT(30));
+        assert_int_equal(p->pods[worker].evict_usec, NOW);
+        /* last safe = 60 - 5 - 30 = 25 < 30 */
+        assert_int_equal(p->pods[slow].evict_usec, AT(25));
+        assert_false(p->pods[slow].killed);
+        assert_int_equal(p->nodes[0].n_lb_held, 3);
+        assert_int_equal(p->nodes[0].lb_hold_usec, AT(30));
+        assert_int_equal(p->nodes[0].finish_usec, AT(55));
+        assert_int_equal(p->nodes[0].verdict, DRAIN_FEASIBLE);
+        drain_plan_free(p);
+}
+
 static void test_zero_allowed(void **state)
 {
         struct fx f;
@@ -1021,6 +1077,8 @@ int main(void)
                 cmocka_unit_test(test_seed504_tuned_feasible),
                 cmocka_unit_test(test_kubernetes_rounding),
                 cmocka_unit_test(test_zero_allowed),
+                cmocka_unit_test(test_do_not_disrupt_at_last_safe_moment),
+                cmocka_unit_test(test_lb_hold),
                 cmocka_unit_test(test_unhealthy_pdb_blocks),
                 cmocka_unit_test(test_unhealthy_pods_evicted_for_free),
                 cmocka_unit_test(test_pod_under_two_pdbs),

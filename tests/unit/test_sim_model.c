@@ -931,7 +931,9 @@ static void test_cordon_accounting(void **state)
                 answer_done(&a);
         }
         set_time(s, 20);
-        sim_record_alert(s, "drain-completed", "a", "done");
+        sim_record_alert(s, "drain-completed", "a", "done", NULL);
+        _cleanup_(cjson_freep) cJSON *pm = cJSON_Parse("[{\"name\":\"solo\",\"containers\":[]}]");
+        sim_record_alert(s, "pod-deleted", "a", "solo deleted", pm);
         _cleanup_(cjson_freep) cJSON *res2 = sim_result(s);
         n = result_node(res2, "a");
         /* solo took its 30 s grace (shutdown 40): gone at 31.5, not yet. */
@@ -945,6 +947,11 @@ static void test_cordon_accounting(void **state)
         const cJSON *al = cJSON_GetArrayItem(cJSON_GetObjectItem(res3, "alerts"), 0);
         assert_string_equal(str_at(al, "kind"), "drain-completed");
         assert_true(cJSON_GetObjectItem(al, "at")->valuedouble == 20);
+        assert_null(cJSON_GetObjectItem(al, "postmortem"));
+        /* An alert with a post-mortem carries its list (docs/contracts.md §4). */
+        al = cJSON_GetArrayItem(cJSON_GetObjectItem(res3, "alerts"), 1);
+        assert_string_equal(str_at(al, "kind"), "pod-deleted");
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(al, "postmortem"), pm, true));
 }
 
 static void test_render_and_leases(void **state)

@@ -235,6 +235,41 @@ static void test_render_slack_escapes(void **state)
         cJSON_Delete(o);
 }
 
+/* An alert about a pod names it, and passes its post-mortem list on as it is. */
+static void test_render_pod_postmortem(void **state)
+{
+        struct alert a = sample_alert();
+        const struct alert_pod pod = { "jobs", "batch-1", "uid-1" };
+        _cleanup_free_ char *json = NULL, *plain = NULL;
+        cJSON *pm =
+            cJSON_Parse("[{\"namespace\":\"jobs\",\"name\":\"batch-1\",\"containers\":"
+                        "[{\"name\":\"app\",\"status\":\"running\",\"last_lines\":[\"a\",\"b\"]}]}]");
+        cJSON *o;
+
+        assert_non_null(pm);
+        a.kind = ALERT_POD_DELETED;
+        a.pod = &pod;
+        a.postmortem = pm;
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_JSON, NULL, &json), 0);
+        o = cJSON_Parse(json);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "kind")->valuestring, "pod-deleted");
+        assert_string_equal(cJSON_GetObjectItem(o, "reason")->valuestring, "DeletedAtLastSafeMoment");
+        assert_string_equal(cJSON_GetObjectItem(o, "pod")->valuestring, "batch-1");
+        assert_string_equal(cJSON_GetObjectItem(o, "namespace")->valuestring, "jobs");
+        assert_true(cJSON_Compare(cJSON_GetObjectItem(o, "postmortem"), pm, true));
+        cJSON_Delete(o);
+
+        /* Without one, no key. */
+        a.postmortem = NULL;
+        assert_int_equal(webhook_render(&a, WEBHOOK_FORMAT_JSON, NULL, &plain), 0);
+        o = cJSON_Parse(plain);
+        assert_non_null(o);
+        assert_null(cJSON_GetObjectItem(o, "postmortem"));
+        cJSON_Delete(o);
+        cJSON_Delete(pm);
+}
+
 static struct webhook_options fast_options(const char *url)
 {
         return (struct webhook_options){
@@ -244,6 +279,34 @@ static struct webhook_options fast_options(const char *url)
                 .backoff_base_usec = 10000,
                 .backoff_max_usec = 50000,
         };
+}
+
+/* A pod evicted as planned is its Event's news, not a page: the webhook takes pod-evicted only with a
+ * post-mortem (a Job's or a bare pod), and pod-deleted always. */
+static void test_pod_evicted_not_paged(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(webhook_sink_freep) struct webhook_sink *w = NULL;
+        struct webhook_options o = fast_options("http://127.0.0.1:9/hook");
+        const struct alert_pod pod = { "shop", "web-1", NULL };
+        static const char *const plain[] = { "pod", "web-1", NULL };
+        static const char *const with_pm[] = { "pod", "web-1", "postmortem", "true", NULL };
+        struct alert a = sample_alert();
+
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(webhook_sink_new(l, &o, &w), 0);
+        a.pod = &pod;
+        a.kind = ALERT_POD_EVICTED;
+        a.fields = plain;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 0);
+        a.fields = with_pm;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 1);
+        a.kind = ALERT_POD_DELETED;
+        a.fields = plain;
+        webhook_sink_deliver(&a, w);
+        assert_int_equal(webhook_sink_pending(w), 2);
 }
 
 /* ---- tests ---- */
@@ -732,6 +795,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_render),
                 cmocka_unit_test(test_render_slack_escapes),
+                cmocka_unit_test(test_render_pod_postmortem),
+                cmocka_unit_test(test_pod_evicted_not_paged),
                 cmocka_unit_test(test_options),
                 cmocka_unit_test(test_example_config),
                 cmocka_unit_test(test_delivery),

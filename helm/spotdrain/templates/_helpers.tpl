@@ -245,6 +245,10 @@ spec:
         - {{ .Values.mode }}
         - --config
         - /etc/spotdrain/spotdrain.yaml
+        {{- if .Values.dryRun }}
+        # shadow mode: heard, planned, alerted and counted, nothing written (docs/operations.md)
+        - --dry-run
+        {{- end }}
         {{- if eq .Values.mode "agent" }}
         # The node's own address, never every address of a host-network pod; brackets serve IPv4 and IPv6.
         - --metrics-listen

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Shadow mode (issue 16, item 4): `agent --dry-run` and `controller --dry-run` hear, plan, alert and count a
+# whole scenario (a rebalance recommendation, an interruption, a pod to force at its last safe moment) and
+# write nothing: the simulator's record of client writes (GET /sim/v1/writes: every non-GET request to the
+# Kubernetes API, every SQS, EC2 and Auto Scaling action but reads) stays empty until the instance is gone,
+# while the log says what would have been done and spotdrain_dry_run_actions_total counts it.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+command -v jq >/dev/null 2>&1 || skip "jq not installed"
+command -v curl >/dev/null 2>&1 || skip "curl not installed"
+
+scenario() { # MODE
+	cat <<YAML
+name: dry-run-$1
+mode: $1
+budget_seconds: 30
+nodes:
+  - {name: spot-a, zone: us-east-1a, capacity_type: spot, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+  - {name: od-1, zone: us-east-1b, capacity_type: on-demand, instance_type: m5.xlarge,
+     allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
+workloads:
+  - {name: web, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 2},
+     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1, pdb: {max_unavailable: 1}}
+  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},
+     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1, pdb: {min_available: "100%"}}
+  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},
+     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}
+events:
+  - {at: 1, type: rebalance-recommendation, node: spot-a}
+  - {at: 3, type: spot-interruption, node: spot-a}
+YAML
+}
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The instance is gone: the scenario's deadline for spot-a has passed.
+past_deadline() {
+	sim_result "$SIM_URL" | jq -e --argjson now "$(curl -sSf "$SIM_URL/sim/v1/clock" | jq .now)" \
+		'.nodes[0].deadline_at != null and $now > .nodes[0].deadline_at + 1' >/dev/null
+}
+dry_count() { # PORT ACTION
+	curl -sSf "127.0.0.1:$1/metrics" | sed -n "s/^spotdrain_dry_run_actions_total{action=\"$2\"} //p"
+}
+
+check() { # MODE LOG PORT
+	local writes
+	writes=$(curl -sSf "$SIM_URL/sim/v1/writes")
+	jq -e '.writes == []' <<<"$writes" >/dev/null || { cat "$2" >&2; fail "$1 --dry-run wrote: $writes"; }
+	for line in "would cordon node spot-a" "would evict pod shop/web-" "would evict pod jobs/batch-" \
+		"would create events in shop" "would patch nodes spot-a"; do
+		grep -qF "$line" "$2" || { cat "$2" >&2; fail "$1: no \"$line\" in the log"; }
+	done
+	# Alerts go out as ever, marked: the planning and the post-mortem happened.
+	grep -q '\[dry-run\] drain of spot-a cannot finish in time' "$2" || fail "$1: no marked verdict alert"
+	grep -q '\[dry-run\] pod jobs/batch-.* evicted from node spot-a.*(post-mortem: [0-9]* more lines' "$2" ||
+		fail "$1: no marked post-mortem"
+	# One eviction of the Deployment's two (its PDB's slot never comes back) and the Job's.
+	curl -sSf "127.0.0.1:$3/metrics" | grep '^spotdrain_dry_run_actions_total' >"$TEST_TMP/$1.counts" || true
+	[ "$(dry_count "$3" "evict pod")" -ge 2 ] || fail "$1: would-be evictions: $(cat "$TEST_TMP/$1.counts")"
+	[ "$(dry_count "$3" "cordon node")" -ge 1 ] || fail "$1: would-be cordon: $(cat "$TEST_TMP/$1.counts")"
+}
+
+# unchanged MODE LOG WHAT: once WHAT is in the log, before the instance goes, the node is as the scenario
+# made it: not cordoned, no taint of spotdrain's.
+unchanged() {
+	wait_for 40 grep -qF "$3" "$2" || { cat "$2" >&2; fail "$1: no \"$3\""; }
+	curl -sSf "$SIM_URL/api/v1/nodes/spot-a" | jq -e '(.spec.unschedulable // false) == false and
+		((.spec.taints // []) | map(select(.key | startswith("spotdrain.io/"))) | length == 0)' >/dev/null ||
+		fail "$1: the node was changed"
+}
+
+# shadow MODE WHAT COMMAND...: runs COMMAND (the front end, with --dry-run) against the simulator in the
+# background, checks the node once WHAT is logged, then everything once the instance is gone.
+shadow() {
+	local mode=$1 what=$2
+	shift 2
+	"$@" --kubeconfig "$SIM_KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" >"$TEST_TMP/$mode.log" 2>&1 &
+	SIM_PIDS+=("$!")
+	unchanged "$mode" "$TEST_TMP/$mode.log" "$what"
+	wait_for 60 past_deadline || { cat "$TEST_TMP/$mode.log" >&2; fail "the scenario did not reach its deadline"; }
+	check "$mode" "$TEST_TMP/$mode.log" "$PORT"
+	grep -q "shadow mode (--dry-run)" "$TEST_TMP/$mode.log" || fail "$mode: shadow mode not announced"
+}
+
+log "agent --dry-run"
+scenario agent >"$TEST_TMP/agent.yaml"
+start_sim agent "$TEST_TMP/agent.yaml"
+IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
+PORT=$(free_port)
+# The agent's IMDS deadline is the scenario's: the forced delete at db's last safe moment comes before it.
+NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test shadow agent "would delete pod shop/db-" \
+	"$SPOTDRAIN_AGENT" agent --dry-run --imds-endpoint "$IMDS"
+
+log "controller --dry-run"
+scenario controller >"$TEST_TMP/controller.yaml"
+start_sim controller "$TEST_TMP/controller.yaml"
+QUEUE_URL=$(jq -r '.queue_url' "$TEST_TMP/controller/endpoints.json")
+PORT=$(free_port)
+# EventBridge's deadline is two minutes: the scenario's instance goes before any last safe moment.
+AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \
+	POD_NAMESPACE=default POD_NAME=spotdrain-controller-test shadow controller "would evict pod jobs/batch-" \
+	"$SPOTDRAIN" controller --dry-run --queue-url "$QUEUE_URL"
+# The queue's messages stay for the drainer that acts (NTH beside it); the Lease is not taken.
+grep -q "would call sqs DeleteMessage" "$TEST_TMP/controller.log" || fail "controller: no would-be DeleteMessage"
+[ "$(dry_count "$PORT" "sqs:DeleteMessageBatch")" -ge 1 ] || fail "controller: would-be DeleteMessageBatch not counted"
+[ "$(dry_count "$PORT" "create leases")" -ge 1 ] || fail "controller: would-be Lease not counted"
+! grep -q "cannot delete message" "$TEST_TMP/controller.log" || fail "controller: a would-be delete reported as failed"
+log "ok"
