@@ -42,6 +42,9 @@ struct controller_settings {
         char *managed_tag;              /* "KEY" or "KEY=VALUE": only instances carrying it are drained */
         uint64_t delete_unknown_after_usec; /* a notice for no node here is deleted after this; 0 = never */
         bool verify_sns_signature;          /* SNS-wrapped messages must carry SNS's valid signature */
+        uint64_t
+            heartbeat_interval_usec;   /* lifecycle heartbeat period; 0 = half the hook's HeartbeatTimeout */
+        uint64_t heartbeat_until_usec; /* heartbeats stop this long after the lifecycle notice */
         /* The eviction webhook (admission.h): off while admission_listen is unset. */
         char *admission_listen;
         char *admission_cert_file, *admission_key_file;
@@ -144,6 +147,21 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct asg_owners *, asg_owners_free);
  * inside this call); another negative errno when no lookup could start (done is not called). */
 int asg_owners_check(struct asg_owners *o, const char *group, asg_owned_fn done, void *userdata);
 void asg_owners_stats(const struct asg_owners *o, struct asg_owners_stats *ret);
+
+/* The lifecycle hooks' own timeouts, read with DescribeLifecycleHooks once per group and hook (retried with
+ * backoff while retryable) and kept for the controller's life: a hook's HeartbeatTimeout bounds the first
+ * heartbeat. asg_hook_timeouts() reads one hook's from an answer: 0, -ENOENT (not listed), -EBADMSG. */
+int asg_hook_timeouts(const char *body, size_t len, const char *hook, uint64_t *ret_heartbeat_usec,
+                      uint64_t *ret_global_usec);
+struct asg_hooks;
+typedef void (*asg_hooks_fn)(void *userdata); /* an answer (or a failure) arrived */
+int asg_hooks_new(struct loop *l, struct asg_client *c, asg_hooks_fn changed, void *userdata,
+                  struct asg_hooks **ret);
+struct asg_hooks *asg_hooks_free(struct asg_hooks *h);
+/* 0 and the timeouts when known; else -EINPROGRESS (asked now, or still asking: changed() follows); a
+ * lookup that failed is asked again. */
+int asg_hooks_get(struct asg_hooks *h, const char *group, const char *hook, uint64_t *ret_heartbeat_usec,
+                  uint64_t *ret_global_usec);
 
 /* ==== the controller ==== */
 

@@ -107,6 +107,12 @@ struct dispatch_ops {
         /* Auto Scaling lifecycle hook: heartbeat while the drain runs, CONTINUE once it ended. */
         int (*lifecycle_heartbeat)(void *userdata, const struct notice *n);
         int (*lifecycle_complete)(void *userdata, const struct notice *n);
+        /* The heartbeat period of a lifecycle action (e.g. bounded by its hook's HeartbeatTimeout); 0 or
+         * absent: heartbeat_usec. Asked at every arming; dispatch_lifecycle_rearm() when it changed. */
+        uint64_t (*lifecycle_interval)(void *userdata, const struct notice *n);
+        /* The deadline a lifecycle action's hook grants (engine clock); 0 or absent: the notice's own.
+         * A drain the action drives is planned again at dispatch_lifecycle_rearm() when it changed. */
+        uint64_t (*lifecycle_deadline)(void *userdata, const struct notice *n);
         /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
          * never turned up as a node (reported; not this cluster's: its lifecycle action, if any, is left
          * alone, and so should the message be, for the cluster it belongs to); another error: nothing
@@ -117,6 +123,7 @@ struct dispatch_ops {
 struct dispatch_options {
         uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
         uint64_t heartbeat_usec;        /* lifecycle heartbeat period; 0 = 300 s */
+        uint64_t heartbeat_until_usec;  /* no heartbeats this long after the first action; 0 = 48 h */
         uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 600 s */
         /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
          * with at least this much time (its own deadline has passed already); 0 = 30 s. */
@@ -204,6 +211,10 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node);
  * scheduled changes waiting and soft-taint reverts dropped, dedupe table kept): leadership was lost or the
  * controller stops. The providerID index is kept. */
 void dispatch_reset(struct dispatch *d);
+/* Re-arms every draining node's lifecycle heartbeat with the period ops.lifecycle_interval now gives,
+ * counted from its last heartbeat (or its action's arrival), and plans a drain its action drives again
+ * against ops.lifecycle_deadline. */
+void dispatch_lifecycle_rearm(struct dispatch *d);
 bool dispatch_node_draining(const struct dispatch *d, const char *node);
 /* The deadline of the drain under way on node, 0 when none. */
 uint64_t dispatch_node_deadline(const struct dispatch *d, const char *node);

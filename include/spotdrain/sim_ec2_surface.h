@@ -82,5 +82,6 @@ struct sim_ec2_stats {
         uint64_t auth_failures;
         uint64_t desired_changes; /* SetDesiredCapacity calls that changed the desired capacity */
         uint64_t lifecycle_completes, lifecycle_heartbeats; /* of the group's lifecycle actions */
+        uint64_t hook_describes;                            /* DescribeLifecycleHooks answered */
 };
 void sim_ec2_stats(struct sim_ec2 *e, struct sim_ec2_stats *ret);

@@ -202,6 +202,8 @@ cJSON *sim_writes(struct sim *s); /* {"writes": [{"at", "surface", "what"}, ...]
 const char *sim_scenario_name(const struct sim *s);
 const char *sim_mode(const struct sim *s);
 double sim_budget_seconds(const struct sim *s);
+/* The group's termination hook's HeartbeatTimeout (autoscaling.heartbeat_timeout_seconds, default 3600). */
+int sim_hook_heartbeat_timeout(const struct sim *s);
 size_t sim_node_count(const struct sim *s);
 const char *sim_node_name(const struct sim *s, size_t i);
 const char *sim_node_instance_id(const struct sim *s, size_t i);

@@ -418,3 +418,222 @@ void asg_owners_stats(const struct asg_owners *o, struct asg_owners_stats *ret)
 {
         *ret = o ? o->stats : (struct asg_owners_stats){};
 }
+
+/* ---- the hooks' own timeouts: DescribeLifecycleHooks, one per group and hook ---- */
+
+int asg_hook_timeouts(const char *body, size_t len, const char *hook, uint64_t *ret_heartbeat_usec,
+                      uint64_t *ret_global_usec)
+{
+        _cleanup_(awsxml_freep) struct awsxml *x = NULL;
+        const struct awsxml_node *hooks;
+
+        if (isempty(hook))
+                return -EINVAL;
+        if (awsxml_parse(body ? body : "", body ? len : 0, &x, NULL) < 0)
+                return -EBADMSG;
+        hooks = awsxml_find(awsxml_root(x), "DescribeLifecycleHooksResult/LifecycleHooks");
+        if (!hooks)
+                return -EBADMSG;
+        AWSXML_FOREACH(h, hooks, "member")
+        {
+                const char *hb, *global;
+                char *end = NULL;
+                unsigned long long s, g = 0;
+
+                if (!streq(awsxml_find_text(h, "LifecycleHookName"), hook))
+                        continue;
+                hb = awsxml_find_text(h, "HeartbeatTimeout");
+                global = awsxml_find_text(h, "GlobalTimeout");
+                if (isempty(hb))
+                        return -EBADMSG;
+                errno = 0;
+                s = strtoull(hb, &end, 10);
+                if (errno || *end || s == 0 || s > 7200)
+                        return -EBADMSG;
+                if (!isempty(global)) {
+                        g = strtoull(global, &end, 10);
+                        if (errno || *end)
+                                return -EBADMSG;
+                }
+                *ret_heartbeat_usec = s * 1000000ULL;
+                /* Absent: Auto Scaling's rule, min(100 x HeartbeatTimeout, 48 h). */
+                *ret_global_usec = (g ? g : (s * 100 < 172800 ? s * 100 : 172800)) * 1000000ULL;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+struct hook_entry {
+        struct asg_hooks *hooks; /* NULL once the cache is freed: the answer is then dropped */
+        char *group, *hook;
+        uint64_t heartbeat_usec, global_usec; /* 0 while unknown */
+        struct backoff backoff;
+        struct timer *retry;
+        bool in_flight, failed;
+};
+
+struct asg_hooks {
+        struct loop *loop;
+        struct asg_client *asg;
+        asg_hooks_fn changed;
+        void *userdata;
+        struct hook_entry **entries;
+        size_t n_entries;
+};
+
+int asg_hooks_new(struct loop *l, struct asg_client *c, asg_hooks_fn changed, void *userdata,
+                  struct asg_hooks **ret)
+{
+        struct asg_hooks *h;
+
+        if (!l || !c || !ret)
+                return -EINVAL;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        *h = (struct asg_hooks){ .loop = l, .asg = c, .changed = changed, .userdata = userdata };
+        *ret = h;
+        return 0;
+}
+
+static void hook_entry_free(struct hook_entry *e)
+{
+        timer_cancel(e->retry);
+        free(e->group);
+        free(e->hook);
+        free(e);
+}
+
+struct asg_hooks *asg_hooks_free(struct asg_hooks *h)
+{
+        if (!h)
+                return NULL;
+        for (size_t i = 0; i < h->n_entries; i++) {
+                struct hook_entry *e = h->entries[i];
+                if (e->in_flight) {
+                        e->hooks = NULL; /* its answer (or cancellation) frees it */
+                        e->retry = timer_cancel(e->retry);
+                } else
+                        hook_entry_free(e);
+        }
+        free(h->entries);
+        free(h);
+        return NULL;
+}
+
+static int hook_send(struct hook_entry *e);
+
+static void hook_retry(void *userdata)
+{
+        struct hook_entry *e = userdata;
+
+        e->retry = NULL;
+        if (hook_send(e) < 0) {
+                e->failed = true;
+                if (e->hooks->changed)
+                        e->hooks->changed(e->hooks->userdata);
+        }
+}
+
+static void hook_answer(const struct aws_result *res, const char *body, size_t len, void *userdata)
+{
+        struct hook_entry *e = userdata;
+        struct asg_hooks *h = e->hooks;
+        int r;
+
+        e->in_flight = false;
+        if (!h) {
+                hook_entry_free(e);
+                return;
+        }
+        if (res->error < 0 && aws_error_class_retryable(res->cls) &&
+            e->backoff.attempt < ASG_OWNERS_ATTEMPTS &&
+            timer_start_in(h->loop, backoff_next(&e->backoff), hook_retry, e, &e->retry) >= 0)
+                return;
+        r = res->error < 0 ? res->error
+                           : asg_hook_timeouts(body, len, e->hook, &e->heartbeat_usec, &e->global_usec);
+        if (r < 0) {
+                e->failed = true;
+                log_warning_errno(
+                    r, "cannot read the HeartbeatTimeout of lifecycle hook %s of group %s: %s%s%s", e->hook,
+                    e->group, res->code, res->code[0] ? ": " : "", res->message);
+        } else
+                log_info("lifecycle hook %s of group %s: HeartbeatTimeout %llu s, GlobalTimeout %llu s",
+                         e->hook, e->group, (unsigned long long)(e->heartbeat_usec / 1000000ULL),
+                         (unsigned long long)(e->global_usec / 1000000ULL));
+        if (h->changed)
+                h->changed(h->userdata);
+}
+
+static int hook_send(struct hook_entry *e)
+{
+        struct buf b = {};
+        int r;
+
+        r = aws_form_add(&b, "Action", "DescribeLifecycleHooks");
+        r = r ?: aws_form_add(&b, "Version", ASG_API_VERSION);
+        r = r ?: aws_form_add(&b, "AutoScalingGroupName", e->group);
+        r = r ?: aws_form_add(&b, "LifecycleHookNames.member.1", e->hook);
+        r = r ?: buf_append(&b, "", 1);
+        if (r >= 0) {
+                r = asg_call(e->hooks->asg, b.data, hook_answer, e);
+                if (r >= 0)
+                        e->in_flight = true;
+        }
+        buf_free(&b);
+        return r;
+}
+
+int asg_hooks_get(struct asg_hooks *h, const char *group, const char *hook, uint64_t *ret_heartbeat_usec,
+                  uint64_t *ret_global_usec)
+{
+        struct hook_entry **v, *e = NULL;
+        int r;
+
+        if (!h || isempty(group) || isempty(hook))
+                return -EINVAL;
+        for (size_t i = 0; i < h->n_entries && !e; i++)
+                if (streq(h->entries[i]->group, group) && streq(h->entries[i]->hook, hook))
+                        e = h->entries[i];
+        if (e) {
+                if (e->heartbeat_usec) {
+                        *ret_heartbeat_usec = e->heartbeat_usec;
+                        if (ret_global_usec)
+                                *ret_global_usec = e->global_usec;
+                        return 0;
+                }
+                if (!e->failed || e->in_flight || e->retry)
+                        return -EINPROGRESS;
+                /* Failed before: asked again (a permission may have been granted since). */
+                e->failed = false;
+                backoff_reset(&e->backoff);
+                r = hook_send(e);
+                if (r < 0) {
+                        e->failed = true;
+                        return r;
+                }
+                return -EINPROGRESS;
+        }
+        v = realloc(h->entries, (h->n_entries + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        h->entries = v;
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        *e = (struct hook_entry){ .hooks = h,
+                                  .group = strdup(group),
+                                  .hook = strdup(hook),
+                                  .backoff = BACKOFF_INIT(ASG_OWNERS_BACKOFF_USEC, 20 * 1000000ULL) };
+        if (!e->group || !e->hook) {
+                hook_entry_free(e);
+                return -ENOMEM;
+        }
+        h->entries[h->n_entries++] = e;
+        r = hook_send(e);
+        if (r < 0) {
+                e->failed = true;
+                return r;
+        }
+        return -EINPROGRESS;
+}

@@ -89,6 +89,7 @@ struct controller {
         struct sqs_client *sqs;
         struct asg_client *asg;
         struct asg_owners *owners; /* controller.cluster_name's tag check; NULL when off */
+        struct asg_hooks *hooks;   /* the hooks' HeartbeatTimeouts; NULL without an Auto Scaling client */
         struct dispatch *dispatch;
         struct leader *leader;
         struct kube_informer *nodes;
@@ -1099,6 +1100,50 @@ static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
         return op_lifecycle(userdata, n, false);
 }
 
+/* controller.heartbeat_interval_seconds, kept below the hook's HeartbeatTimeout: half of it when the
+ * period is 0 or not shorter. While the timeout is being read the dispatcher's period holds, and the
+ * answer re-arms it. */
+static uint64_t op_lifecycle_interval(void *userdata, const struct notice *n)
+{
+        struct controller *c = userdata;
+        uint64_t want = c->cfg ? c->cfg->controller.heartbeat_interval_usec : 0, timeout = 0;
+        int r;
+
+        if (!c->hooks)
+                return want;
+        r = asg_hooks_get(c->hooks, n->asg_name, n->lifecycle_hook_name, &timeout, NULL);
+        if (r < 0) {
+                if (r != -EINPROGRESS)
+                        log_debug_errno(r,
+                                        "controller: HeartbeatTimeout of hook %s unknown; heartbeat period "
+                                        "stays",
+                                        n->lifecycle_hook_name);
+                return want;
+        }
+        return want && want < timeout ? want : timeout / 2;
+}
+
+/* What the hook grants with heartbeats: controller.heartbeat_until_seconds from the notice, within the
+ * hook's GlobalTimeout; 0 while the hook is not known. */
+static uint64_t op_lifecycle_deadline(void *userdata, const struct notice *n)
+{
+        struct controller *c = userdata;
+        uint64_t timeout = 0, global = 0, until = c->cfg ? c->cfg->controller.heartbeat_until_usec : 0;
+
+        if (!c->hooks || !n->notice_time ||
+            asg_hooks_get(c->hooks, n->asg_name, n->lifecycle_hook_name, &timeout, &global) < 0)
+                return 0;
+        return n->notice_time + (until && until < global ? until : global);
+}
+
+static void on_hooks_changed(void *userdata)
+{
+        struct controller *c = userdata;
+
+        if (c->dispatch)
+                dispatch_lifecycle_rearm(c->dispatch);
+}
+
 struct lc_wait {
         struct controller *c;
         struct notice n;
@@ -1193,6 +1238,8 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .notice_seen = op_notice_seen,
         .lifecycle_heartbeat = op_lifecycle_heartbeat,
         .lifecycle_complete = op_lifecycle_complete,
+        .lifecycle_interval = op_lifecycle_interval,
+        .lifecycle_deadline = op_lifecycle_deadline,
         .ticket_done = op_ticket_done,
 };
 
@@ -1524,6 +1571,8 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
             strv_isempty(o->cfg->controller.asg_names) &&
             (r = asg_owners_new(l, c->asg, o->cfg->controller.cluster_name, &c->owners)) < 0)
                 return r;
+        if (c->asg && (r = asg_hooks_new(l, c->asg, on_hooks_changed, c, &c->hooks)) < 0)
+                return r;
         if (o->cfg) {
                 _cleanup_free_ char *error = NULL;
                 struct prov_frontend_options po = { .region = c->region,
@@ -1544,6 +1593,10 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
         if (o->cfg && !dopt.min_budget_usec)
                 dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
+        if (o->cfg && !dopt.heartbeat_usec)
+                dopt.heartbeat_usec = o->cfg->controller.heartbeat_interval_usec;
+        if (o->cfg && !dopt.heartbeat_until_usec)
+                dopt.heartbeat_until_usec = o->cfg->controller.heartbeat_until_usec;
         if (o->cfg)
                 dispatch_actions_from_settings(&o->cfg->notices, &dopt);
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
@@ -1604,6 +1657,7 @@ struct controller *controller_free(struct controller *c)
         free(c->deleting);
         prov_frontend_free(c->prov);
         asg_owners_free(c->owners);
+        asg_hooks_free(c->hooks);
         asg_client_free(c->asg);
         sqs_client_free(c->sqs);
         free(c->queue_url);

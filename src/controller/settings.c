@@ -36,6 +36,17 @@ static const struct config_item controller_items[] = {
           "of the region's SNS endpoint (fetched over HTTPS, kept a day); turn on when SNS sits between "
           "EventBridge and the queue",
           NULL, 0, CONFIG_NO_RANGE, false },
+        { "controller.heartbeat_interval_seconds", CONFIG_DURATION, "0", OFF(heartbeat_interval_usec),
+          "period of RecordLifecycleActionHeartbeat while a lifecycle action's drain runs (NTH's "
+          "heartbeatInterval); 0: half the hook's HeartbeatTimeout (DescribeLifecycleHooks); a period not "
+          "shorter than the HeartbeatTimeout is cut to half of it, so that the first heartbeat comes in "
+          "time",
+          NULL, CONFIG_SECONDS, .min = 0, .max = 3600, false },
+        { "controller.heartbeat_until_seconds", CONFIG_DURATION, "172800", OFF(heartbeat_until_usec),
+          "how long after its lifecycle notice an action is kept alive by heartbeats (NTH's "
+          "heartbeatUntil); "
+          "the drain's deadline is then this, within the hook's GlobalTimeout",
+          NULL, CONFIG_SECONDS, .min = 60, .max = 172800, false },
         { "controller.delete_unknown_after_seconds", CONFIG_DURATION, "0", OFF(delete_unknown_after_usec),
           "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
           "belongs to; set this to delete such messages once they are this old (0: never)",

@@ -19,6 +19,7 @@
 #define SEC                      UINT64_C(1000000)
 #define DEFAULT_UNKNOWN_RETRY    (60 * SEC)
 #define DEFAULT_HEARTBEAT        (300 * SEC)
+#define DEFAULT_HEARTBEAT_UNTIL  (172800 * SEC)
 #define DEFAULT_MAINTENANCE_LEAD (600 * SEC)
 #define DEFAULT_EMERGENCY        (30 * SEC)
 #define DEFAULT_DEDUPE_MAX       4096
@@ -55,10 +56,12 @@ struct dnode {
         struct notice *asg; /* lifecycle actions to heartbeat and complete */
         size_t n_asg;
         struct timer *heartbeat;
-        struct timer *revert; /* rebalanced: the soft taint's removal */
+        uint64_t asg_since, last_beat; /* first lifecycle action taken, last heartbeat (engine clock) */
+        struct timer *revert;          /* rebalanced: the soft taint's removal */
         bool soft_tainted;
         bool cordoned; /* by a notice whose action is cordon */
         bool firm;     /* a notice other than a scheduled change drives or joined the drain */
+        bool resumed;  /* the drain was resumed from its record (an earlier controller's) */
 };
 
 /* An active scheduled change not due yet. */
@@ -228,11 +231,33 @@ static int dnode_add_ticket(struct dnode *n, uint64_t ticket)
 
 static void on_heartbeat(void *userdata);
 
+static uint64_t heartbeat_period(struct dnode *n)
+{
+        struct dispatch *d = n->d;
+        uint64_t p = d->o.heartbeat_usec;
+
+        for (size_t i = 0; i < n->n_asg && d->ops.lifecycle_interval; i++) {
+                uint64_t q = d->ops.lifecycle_interval(d->userdata, &n->asg[i]);
+                if (q && q < p)
+                        p = q;
+        }
+        return p;
+}
+
 static void heartbeat_arm(struct dnode *n)
 {
-        if (n->heartbeat || n->n_asg == 0)
+        uint64_t now = clk_now(), due;
+
+        if (n->heartbeat || n->n_asg == 0 || n->state != DNODE_DRAINING)
                 return;
-        if (timer_start_in(n->d->loop, n->d->o.heartbeat_usec, on_heartbeat, n, &n->heartbeat) < 0)
+        due = n->last_beat + heartbeat_period(n);
+        if (due > n->asg_since + n->d->o.heartbeat_until_usec) {
+                log_info("dispatch: lifecycle heartbeats of %s stop: %llu s after its action "
+                         "(controller.heartbeat_until_seconds)",
+                         n->name, (unsigned long long)(n->d->o.heartbeat_until_usec / SEC));
+                return;
+        }
+        if (timer_start_in(n->d->loop, due > now ? due - now : 0, on_heartbeat, n, &n->heartbeat) < 0)
                 log_debug("dispatch: cannot arm the lifecycle heartbeat of %s", n->name);
 }
 
@@ -244,10 +269,48 @@ static void on_heartbeat(void *userdata)
         n->heartbeat = NULL;
         if (n->state != DNODE_DRAINING)
                 return;
+        n->last_beat = clk_now();
         for (size_t i = 0; i < n->n_asg; i++)
                 if (d->ops.lifecycle_heartbeat && d->ops.lifecycle_heartbeat(d->userdata, &n->asg[i]) < 0)
                         d->stats.action_errors++;
         heartbeat_arm(n);
+}
+
+static uint64_t drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
+                               uint64_t now);
+
+/* A drain driven by its lifecycle action: planned again when the time its hook grants is known now. */
+static void lifecycle_replan(struct dnode *n)
+{
+        struct dispatch *d = n->d;
+        uint64_t deadline;
+
+        if (n->state != DNODE_DRAINING || n->n_asg == 0 ||
+            n->notice.kind != NOTICE_ASG_LIFECYCLE_TERMINATE || !d->ops.lifecycle_deadline ||
+            !d->ops.lifecycle_deadline(d->userdata, &n->asg[0]))
+                return;
+        deadline = drain_deadline(d, n->name, &n->asg[0], clk_now());
+        if (deadline == n->deadline)
+                return;
+        log_info("dispatch: the drain of %s is planned against the time its lifecycle hook grants: %" PRIu64
+                 " s from now",
+                 n->name, deadline > clk_now() ? (deadline - clk_now()) / SEC : 0);
+        if (d->ops.drain(d->userdata, n->name, &n->asg[0], deadline) < 0) {
+                d->stats.action_errors++;
+                return;
+        }
+        n->deadline = deadline;
+        d->stats.drains++;
+}
+
+void dispatch_lifecycle_rearm(struct dispatch *d)
+{
+        for (size_t i = 0; d && i < d->n_nodes; i++) {
+                struct dnode *n = d->nodes[i];
+                lifecycle_replan(n);
+                n->heartbeat = timer_cancel(n->heartbeat);
+                heartbeat_arm(n);
+        }
 }
 
 static int dnode_add_asg(struct dnode *n, const struct notice *notice)
@@ -263,7 +326,19 @@ static int dnode_add_asg(struct dnode *n, const struct notice *notice)
         if (!v)
                 return -ENOMEM;
         n->asg = v;
+        if (n->n_asg == 0) {
+                uint64_t now = clk_now();
+                n->last_beat = now;
+                /* heartbeat_until counts from the notice (a restarted controller's too), not from now. */
+                n->asg_since = notice->notice_time && notice->notice_time < now ? notice->notice_time : now;
+                /* A resumed drain's action comes back with its message, up to a visibility timeout after
+                 * the earlier controller's last heartbeat: one goes out at once. */
+                if (n->resumed)
+                        n->last_beat = 0;
+        }
         n->asg[n->n_asg++] = *notice;
+        /* A shorter period may come with this action: counted from the last heartbeat. */
+        n->heartbeat = timer_cancel(n->heartbeat);
         heartbeat_arm(n);
         return 0;
 }
@@ -384,6 +459,7 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
         /* The soft taint stays: the node is going, nothing should land there. */
         dn->revert = timer_cancel(dn->revert);
         dn->firm = n->kind != NOTICE_SCHEDULED_CHANGE;
+        dn->resumed = false;
         dn->state = DNODE_DRAINING;
         dn->since = clk_now();
         dn->notice = *n;
@@ -808,6 +884,14 @@ static uint64_t drain_deadline(const struct dispatch *d, const char *node, const
 {
         uint64_t deadline = n->deadline ? n->deadline : now + d->o.emergency_usec;
 
+        /* A lifecycle action holds the instance as long as its hook grants (with heartbeats), not the
+         * notice's provisional hour, once the front end knows the hook. */
+        if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && !isempty(n->lifecycle_action_token) &&
+            d->ops.lifecycle_deadline) {
+                uint64_t granted = d->ops.lifecycle_deadline(d->userdata, n);
+                if (granted)
+                        deadline = granted;
+        }
         if (n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_CAPACITY_RESERVATION_INTERRUPTION) {
                 uint64_t from = n->notice_time && n->notice_time < now ? n->notice_time : now;
                 if (deadline > from + NOTICE_SPOT_WARNING_USEC) {
@@ -1159,6 +1243,7 @@ int dispatch_resume(struct dispatch *d, const char *node, const char *kind, uint
         dn->since = clk_now();
         dn->notice = n;
         dn->deadline = deadline_usec;
+        dn->resumed = true;
         d->stats.drains++;
         d->stats.resumed++;
         return 0;
@@ -1296,6 +1381,8 @@ int dispatch_new(struct loop *l, const struct dispatch_options *o, const struct 
                 d->o.unknown_retry_usec = DEFAULT_UNKNOWN_RETRY;
         if (!d->o.heartbeat_usec)
                 d->o.heartbeat_usec = DEFAULT_HEARTBEAT;
+        if (!d->o.heartbeat_until_usec)
+                d->o.heartbeat_until_usec = DEFAULT_HEARTBEAT_UNTIL;
         if (!d->o.maintenance_lead_usec)
                 d->o.maintenance_lead_usec = DEFAULT_MAINTENANCE_LEAD;
         if (!d->o.emergency_usec)

@@ -18,6 +18,7 @@
 #include "spotdrain/sim_ec2_surface.h"
 #include "spotdrain/sim_model.h"
 #include "spotdrain/sim_server.h"
+#include "spotdrain/sim_sqs_surface.h"
 #include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
@@ -1097,6 +1098,52 @@ static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, c
         asg_ok(e, a, action);
 }
 
+/* DescribeLifecycleHooks: the group has one hook, the termination hook the SQS surface's lifecycle messages
+ * name (SIM_SQS_LIFECYCLE_HOOK), its HeartbeatTimeout from the scenario; GlobalTimeout is Auto Scaling's
+ * min(100 x HeartbeatTimeout, 48 h). LifecycleHookNames.member.N filters it as Auto Scaling does. */
+static void act_describe_hooks(struct sim_ec2 *e, const cJSON *p, struct answer *a)
+{
+        const char *group = param(p, "AutoScalingGroupName");
+        bool listed = !param(p, "LifecycleHookNames.member.1");
+        char rid[37];
+        int timeout;
+
+        if (!group) {
+                asg_error(e, a, 400, "ValidationError", "AutoScalingGroupName is required");
+                return;
+        }
+        if (!streq(group, e->group)) {
+                asg_error(e, a, 400, "ValidationError", "Group %s not found", group);
+                return;
+        }
+        for (unsigned k = 1; k <= MAX_INDEX && !listed; k++) {
+                const char *name = param(p, "LifecycleHookNames.member.%u", k);
+                if (!name)
+                        break;
+                listed = streq(name, SIM_SQS_LIFECYCLE_HOOK);
+        }
+        timeout = sim_hook_heartbeat_timeout(e->sim); /* the sim's lock is held */
+        e->stats.hook_describes++;
+        request_id(e, rid);
+        ans_printf(
+            a, "<DescribeLifecycleHooksResponse xmlns=\"%s\"><DescribeLifecycleHooksResult><LifecycleHooks>",
+            ASG_XMLNS);
+        if (listed) {
+                ans_printf(a, "<member>");
+                ans_elem(a, "LifecycleHookName", SIM_SQS_LIFECYCLE_HOOK);
+                ans_elem(a, "AutoScalingGroupName", e->group);
+                ans_printf(a,
+                           "<LifecycleTransition>autoscaling:EC2_INSTANCE_TERMINATING</LifecycleTransition>"
+                           "<HeartbeatTimeout>%d</HeartbeatTimeout><GlobalTimeout>%d</GlobalTimeout>"
+                           "<DefaultResult>CONTINUE</DefaultResult></member>",
+                           timeout, timeout * 100 < 172800 ? timeout * 100 : 172800);
+        }
+        ans_printf(a,
+                   "</LifecycleHooks></DescribeLifecycleHooksResult><ResponseMetadata><RequestId>%s"
+                   "</RequestId></ResponseMetadata></DescribeLifecycleHooksResponse>",
+                   rid);
+}
+
 /* ---- authentication ---- */
 
 static const char *default_lookup(const char *akid, void *userdata)
@@ -1110,7 +1157,7 @@ static bool asg_action(const char *action)
 {
         return streq(action, "DescribeAutoScalingGroups") || streq(action, "SetDesiredCapacity") ||
                streq(action, "CreateOrUpdateTags") || streq(action, "CompleteLifecycleAction") ||
-               streq(action, "RecordLifecycleActionHeartbeat");
+               streq(action, "RecordLifecycleActionHeartbeat") || streq(action, "DescribeLifecycleHooks");
 }
 
 static int on_request(void *userdata, const struct sim_http_request *rq)
@@ -1190,6 +1237,8 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                 else if (streq(action, "CompleteLifecycleAction") ||
                          streq(action, "RecordLifecycleActionHeartbeat"))
                         act_lifecycle(e, p, &a, action);
+                else if (streq(action, "DescribeLifecycleHooks"))
+                        act_describe_hooks(e, p, &a);
                 else
                         ec2_error(e, &a, 400, "InvalidAction",
                                   "The action %s is not valid for this web service.", action);

@@ -25,6 +25,11 @@ double sim_budget_seconds(const struct sim *s)
         return s->sc->budget;
 }
 
+int sim_hook_heartbeat_timeout(const struct sim *s)
+{
+        return s->sc->hook_heartbeat_timeout;
+}
+
 size_t sim_node_count(const struct sim *s)
 {
         return s->n_nodes;

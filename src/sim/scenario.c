@@ -755,6 +755,25 @@ static int parse_provisioning(struct sctx *c, const struct ynode *root, struct s
         return 0;
 }
 
+/* autoscaling: the group's termination hook as DescribeLifecycleHooks shows it. */
+static int parse_autoscaling(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
+{
+        static const char *const keys[] = { "heartbeat_timeout_seconds", NULL };
+        const struct ynode *m = ynode_get(root, "autoscaling");
+        int64_t timeout = 3600; /* Auto Scaling's default */
+        int r;
+
+        sc->hook_heartbeat_timeout = 3600;
+        if (!m || ynode_is_null(m))
+                return 0;
+        r = check_map(c, m, "autoscaling", keys);
+        /* Auto Scaling's own bounds: 30 s to 7200 s. */
+        if (r < 0 || (r = get_int(c, m, "heartbeat_timeout_seconds", "autoscaling", 30, 7200, &timeout)) < 0)
+                return r;
+        sc->hook_heartbeat_timeout = (int)timeout;
+        return 0;
+}
+
 static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
         /* Shares of requests (0..1) that the simulator's surfaces answer with a fault; server.c and
@@ -837,7 +856,8 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
                        char **ret_error)
 {
         static const char *const keys[] = { "name",      "mode",   "budget_seconds", "seed",   "nodes",
-                                            "workloads", "events", "provisioning",   "faults", NULL };
+                                            "workloads", "events", "provisioning",   "faults", "autoscaling",
+                                            NULL };
         struct sctx c = { .file = file ?: "scenario", .error = ret_error };
         _cleanup_(sim_scenario_freep) struct sim_scenario *sc = calloc(1, sizeof(*sc));
         if (!sc)
@@ -860,7 +880,7 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
         sc->seed = (uint64_t)seed;
         if ((r = parse_nodes(&c, root, sc)) < 0 || (r = parse_workloads(&c, root, sc)) < 0 ||
             (r = parse_events(&c, root, sc)) < 0 || (r = parse_provisioning(&c, root, sc)) < 0 ||
-            (r = parse_faults(&c, root, sc)) < 0)
+            (r = parse_faults(&c, root, sc)) < 0 || (r = parse_autoscaling(&c, root, sc)) < 0)
                 return r;
         *ret = TAKE_PTR(sc);
         return 0;

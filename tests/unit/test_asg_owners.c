@@ -199,12 +199,96 @@ static void test_lookup_retried(void **state)
         fixture_stop(&f);
 }
 
+/* ---- the hooks' HeartbeatTimeout (DescribeLifecycleHooks) ---- */
+
+static char *hooks_answer(const char *hook, const char *timeout, const char *global)
+{
+        char *s = strprintf(
+            "<DescribeLifecycleHooksResponse xmlns=\"http://autoscaling.amazonaws.com/doc/2011-01-01/\">"
+            "<DescribeLifecycleHooksResult><LifecycleHooks><member><LifecycleHookName>%s</LifecycleHookName>"
+            "<AutoScalingGroupName>ng-1</AutoScalingGroupName><HeartbeatTimeout>%s</HeartbeatTimeout>%s%s%s"
+            "<DefaultResult>ABANDON</DefaultResult></member></LifecycleHooks></DescribeLifecycleHooksResult>"
+            "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></DescribeLifecycleHooksResponse>",
+            hook, timeout, global ? "<GlobalTimeout>" : "", global ? global : "",
+            global ? "</GlobalTimeout>" : "");
+        assert_non_null(s);
+        return s;
+}
+
+static int timeouts(const char *hook, const char *timeout, const char *global, const char *asked,
+                    uint64_t *hb, uint64_t *gl)
+{
+        _cleanup_free_ char *a = hooks_answer(hook, timeout, global);
+        return asg_hook_timeouts(a, strlen(a), asked, hb, gl);
+}
+
+static void test_hook_timeouts(void **state)
+{
+        uint64_t hb = 0, gl = 0;
+
+        assert_int_equal(timeouts("drain", "120", "12000", "drain", &hb, &gl), 0);
+        assert_int_equal(hb, 120 * 1000000ULL);
+        assert_int_equal(gl, 12000 * 1000000ULL);
+        /* No GlobalTimeout: Auto Scaling's min(100 x HeartbeatTimeout, 48 h). */
+        assert_int_equal(timeouts("drain", "3600", NULL, "drain", &hb, &gl), 0);
+        assert_int_equal(gl, 172800 * 1000000ULL);
+        assert_int_equal(timeouts("other", "120", NULL, "drain", &hb, &gl), -ENOENT);
+        assert_int_equal(timeouts("drain", "", NULL, "drain", &hb, &gl), -EBADMSG);
+        assert_int_equal(timeouts("drain", "0", NULL, "drain", &hb, &gl), -EBADMSG);
+        assert_int_equal(timeouts("drain", "12x", NULL, "drain", &hb, &gl), -EBADMSG);
+        assert_int_equal(asg_hook_timeouts("<a/>", 4, "drain", &hb, &gl), -EBADMSG);
+}
+
+static void on_hooks(void *userdata)
+{
+        (*(unsigned *)userdata)++;
+}
+
+static void test_hooks_kept(void **state)
+{
+        _cleanup_free_ char *ours = hooks_answer("drain", "120", "12000");
+        static const char throttled[] = "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code>"
+                                        "<Message>Rate exceeded</Message></Error><RequestId>r</RequestId>"
+                                        "</ErrorResponse>";
+        struct fixture f = {};
+        struct asg_hooks *h = NULL;
+        unsigned changed = 0;
+        uint64_t hb = 0, gl = 0;
+        bool never = false;
+
+        fixture_start(&f);
+        assert_int_equal(asg_hooks_new(f.loop, f.asg, on_hooks, &changed, &h), 0);
+        assert_int_equal(kfake_answer(f.fake, "POST", "/", 400, throttled), 0);
+        assert_int_equal(kfake_answer(f.fake, "POST", "/", 200, ours), 0);
+        assert_int_equal(asg_hooks_get(h, "ng-1", "drain", &hb, &gl), -EINPROGRESS);
+        assert_int_equal(asg_hooks_get(h, "ng-1", "drain", &hb, &gl), -EINPROGRESS);
+        for (int i = 0; i < 5000 && changed == 0; i++)
+                loop_run_until(f.loop, &never, 2 * 1000);
+        assert_int_equal(changed, 1);
+        /* The throttled call was retried; the answer is kept: nothing more is sent. */
+        assert_int_equal(kfake_count(f.fake), 2);
+        const struct kfake_request *rq = kfake_request(f.fake, 1);
+        assert_non_null(strstr(rq->body, "Action=DescribeLifecycleHooks&Version=2011-01-01"));
+        assert_non_null(strstr(rq->body, "AutoScalingGroupName=ng-1"));
+        assert_non_null(strstr(rq->body, "LifecycleHookNames.member.1=drain"));
+        assert_int_equal(asg_hooks_get(h, "ng-1", "drain", &hb, &gl), 0);
+        assert_int_equal(hb, 120 * 1000000ULL);
+        assert_int_equal(gl, 12000 * 1000000ULL);
+        assert_int_equal(kfake_count(f.fake), 2);
+        /* A lookup in flight when the cache goes is dropped, its callback not called. */
+        assert_int_equal(kfake_answer(f.fake, "POST", "/", 200, ours), 0);
+        assert_int_equal(asg_hooks_get(h, "ng-2", "drain", &hb, &gl), -EINPROGRESS);
+        asg_hooks_free(h);
+        assert_int_equal(changed, 1);
+        fixture_stop(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_tagged),
-                cmocka_unit_test(test_lookup_kept),
-                cmocka_unit_test(test_lookup_retried),
+                cmocka_unit_test(test_tagged),         cmocka_unit_test(test_lookup_kept),
+                cmocka_unit_test(test_lookup_retried), cmocka_unit_test(test_hook_timeouts),
+                cmocka_unit_test(test_hooks_kept),
         };
         log_setup(LOG_FORMAT_TEXT, LOG_ERR);
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,8 @@ struct fx {
         size_t n_log;
         uint64_t last_deadline;
         bool ticket_seen;
+        uint64_t interval; /* what op_interval answers */
+        uint64_t granted;  /* what op_granted answers */
 };
 
 static void record(struct fx *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -598,6 +600,60 @@ static struct notice mk_asg(const char *instance, const char *event_id, const ch
         return n;
 }
 
+static uint64_t op_interval(void *ud, const struct notice *n)
+{
+        return ((struct fx *)ud)->interval;
+}
+
+static uint64_t op_granted(void *ud, const struct notice *n)
+{
+        return ((struct fx *)ud)->granted;
+}
+
+/* The heartbeat period the controller gives (the hook's HeartbeatTimeout, once read) replaces the default
+ * when dispatch_lifecycle_rearm() says so, counted from the action's arrival; heartbeat_until_usec after
+ * the action, heartbeats stop though the drain runs on. */
+static void test_heartbeat_interval_until(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_ops o = ops;
+        struct notice asg = mk_asg("i-0a00000000000000a", "ev-hb", "tok-hb");
+
+        o.lifecycle_interval = op_interval;
+        o.lifecycle_deadline = op_granted;
+        f->d = dispatch_free(f->d);
+        assert_int_equal(dispatch_new(f->loop,
+                                      &(struct dispatch_options){ .heartbeat_usec = 3600 * SEC,
+                                                                  .heartbeat_until_usec = 150 * 1000 },
+                                      &o, f, &f->d),
+                         0);
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+        assert_int_equal(submit(f, &asg, 1), DISPATCH_PENDING);
+        run_for(f, 60 * 1000);
+        assert_int_equal(count(f, "heartbeat"), 0); /* an hour's period: none yet */
+        assert_int_equal(f->last_deadline, asg.deadline);
+        /* The hook is known now: the drain is planned again against what it grants. */
+        f->interval = 20 * 1000;
+        f->granted = asg.notice_time + 3 * 3600 * SEC;
+        dispatch_lifecycle_rearm(f->d);
+        assert_int_equal(count(f, "drain spot-a"), 2);
+        assert_int_equal(f->last_deadline, f->granted);
+        assert_int_equal(dispatch_node_deadline(f->d, "spot-a"), f->granted);
+        dispatch_lifecycle_rearm(f->d); /* unchanged: not again */
+        assert_int_equal(count(f, "drain spot-a"), 2);
+        /* Overdue by the new period: one at once, then every 20 ms until 150 ms after the action. */
+        bool never = false;
+        for (int i = 0; i < 200 && count(f, "heartbeat tok-hb") < 2; i++)
+                loop_run_until(f->loop, &never, 5 * 1000);
+        assert_true(count(f, "heartbeat tok-hb") >= 2);
+        run_for(f, 300 * 1000);
+        size_t beats = count(f, "heartbeat");
+        assert_true(beats <= 6); /* 150 ms / 20 ms, and the one at once */
+        run_for(f, 100 * 1000);
+        assert_int_equal(count(f, "heartbeat"), beats);
+        assert_true(dispatch_node_draining(f->d, "spot-a"));
+}
+
 static void test_action_ignore(void **state)
 {
         struct fx *f = *state;
@@ -1032,6 +1088,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_reboot_during_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_heartbeat_interval_until, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
