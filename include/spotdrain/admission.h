@@ -103,5 +103,8 @@ int admission_server_start(struct loop *l, const struct admission_options *o, st
 struct admission_server *admission_server_free(struct admission_server *s); /* NULL-safe */
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct admission_server *, admission_server_free);
 uint16_t admission_server_port(const struct admission_server *s);
+/* True once the pod informer has its first complete list (always with o->pod_node): before, every agent's
+ * eviction is denied not-synced, so a webhook-only process is not ready until then. */
+bool admission_server_synced(const struct admission_server *s);
 /* The metric family, for a front end's registry. */
 extern const struct metric_family_def admission_metric_family;

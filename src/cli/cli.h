@@ -35,6 +35,7 @@ int cmd_catalog(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_controller(int argc, char **argv);
+int cmd_admission(int argc, char **argv);
 int cmd_event(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

@@ -343,26 +343,10 @@ int cmd_controller(int argc, char **argv)
 
         /* Every replica answers the eviction webhook, the leader and the standbys alike (the Service
          * spreads the API server's reviews over them). */
-        if (!isempty(cfg->controller.admission_listen)) {
-                r = admission_server_start(
-                    l,
-                    &(struct admission_options){ .listen = cfg->controller.admission_listen,
-                                                 .cert_file = cfg->controller.admission_cert_file,
-                                                 .key_file = cfg->controller.admission_key_file,
-                                                 .agent_users = cfg->controller.admission_agent_users,
-                                                 .kube = service_kube(svc),
-                                                 .metrics = service_metrics(svc),
-                                                 .bus = service_alerts(svc) },
-                    &webhook);
-                if (r < 0) {
-                        log_error_errno(r, "cannot start the eviction webhook on %s%s",
-                                        cfg->controller.admission_listen,
-                                        r == -EINVAL ? " (it needs controller.admission_agent_users, "
-                                                       "admission_cert_file and admission_key_file)"
-                                                     : "");
-                        aws_creds_provider_free(creds.provider);
-                        return r == -EINVAL ? EXIT_USAGE : EXIT_ERROR;
-                }
+        r = frontend_admission_start(&fe, false, &webhook);
+        if (r != EXIT_OK) {
+                aws_creds_provider_free(creds.provider);
+                return r;
         }
 
         o = (struct ops){ .ctl = ctl, .svc = svc, .loop = l, .httpd = service_httpd(svc) };

@@ -41,3 +41,10 @@ int frontend_load_config(struct frontend *f);
 int frontend_start(struct frontend *f, struct service_options *o);
 /* Frees everything; the struct may be reused. */
 void frontend_done(struct frontend *f);
+
+struct admission_server;
+/* The eviction webhook from controller.admission_* (admission.h), on the front end's loop, pod informer
+ * client, metrics and alerts: what `spotdrain controller` serves beside its queue and `spotdrain admission`
+ * serves alone. Returns EXIT_OK (*ret NULL when admission_listen is empty and !required), else the exit
+ * code, having logged why. */
+int frontend_admission_start(struct frontend *f, bool required, struct admission_server **ret);

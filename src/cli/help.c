@@ -105,6 +105,17 @@ static const struct cli_flag controller_flags[] = {
         F_END,
 };
 
+static const struct cli_flag admission_flags[] = {
+        F_KUBECONFIG,
+        F_CONFIG,
+        F_METRICS,
+        { "dry-run", NULL, NULL, "off",
+          "write no alert Events (\"would ...\" in the log); the webhook's answers still allow and deny" },
+        F_LOG_LEVEL,
+        F_LOG_FORMAT,
+        F_END,
+};
+
 static const struct cli_flag drain_flags[] = {
         F_BUDGET,
         { "deadline", "RFC3339", NULL, "none (--budget applies)",
@@ -232,6 +243,14 @@ const struct cli_help cli_helps[] = {
           controller_flags,
           EXAMPLES("spotdrain controller --queue-url https://sqs.us-east-1.amazonaws.com/123456789012/spot "
                    "--region us-east-1"),
+          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
+        { "admission", "admission [OPTIONS]",
+          "the eviction webhook alone: an agent may evict only its own node's pods",
+          "Serves the validating admission webhook of controller.admission_listen (TLS, POST "
+          "/validate-eviction) from a pod informer, without a queue, a Lease or drains: where only agents "
+          "run, an agent's pods/eviction is allowed only for pods bound to the node its token names. "
+          "/readyz fails until the pod list is complete. Runs until SIGTERM.",
+          admission_flags, EXAMPLES("spotdrain admission --config /etc/spotdrain/spotdrain.yaml"),
           "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
         { "drain", "drain NODE [--budget S | --deadline RFC3339] [OPTIONS]",
           "deadline-aware drain of a node",

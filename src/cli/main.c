@@ -27,6 +27,8 @@ static const struct command commands[] = {
 #ifndef SPOTDRAIN_AGENT_ONLY
         { "controller", cmd_controller,
           "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node" },
+        { "admission", cmd_admission,
+          "the eviction webhook alone: an agent may evict only its own node's pods" },
         { "drain", cmd_drain, "drain NODE [--budget S | --deadline T]: deadline-aware drain of a node" },
         { "plan", cmd_plan, "plan NODE [--budget S]: predict the drain of a node, change nothing" },
         { "audit", cmd_audit, "audit [--budget S]: PDBs whose pods on one node could not drain in time" },

@@ -129,17 +129,18 @@ void admission_decide(const cJSON *request, char *const *agent_users, admission_
         r = pod_node(userdata, ns, name, &bound);
         if (r < 0) {
                 decided(ret, ADMISSION_DENIED, ADMISSION_DENY_NOT_SYNCED,
-                        "the controller has not listed the cluster's pods yet: the eviction of pod %s/%s by "
+                        "the eviction webhook has not listed the cluster's pods yet: the eviction of pod "
+                        "%s/%s by "
                         "the agent on node %s is refused until it has (retry)",
                         ns, name, node);
                 return;
         }
         if (r == 0) {
-                decided(
-                    ret, ADMISSION_DENIED, ADMISSION_DENY_UNKNOWN_POD,
-                    "the controller knows no pod %s/%s: the agent on node %s may evict only pods bound to "
-                    "its node",
-                    ns, name, node);
+                decided(ret, ADMISSION_DENIED, ADMISSION_DENY_UNKNOWN_POD,
+                        "the eviction webhook knows no pod %s/%s: the agent on node %s may evict only pods "
+                        "bound to "
+                        "its node",
+                        ns, name, node);
                 return;
         }
         snprintf(ret->pod_node, sizeof(ret->pod_node), "%s", bound ? bound : "");
@@ -511,4 +512,9 @@ struct admission_server *admission_server_free(struct admission_server *s)
 uint16_t admission_server_port(const struct admission_server *s)
 {
         return s ? s->port : 0;
+}
+
+bool admission_server_synced(const struct admission_server *s)
+{
+        return s && (!s->pods || kube_informer_synced(s->pods));
 }

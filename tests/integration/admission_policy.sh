@@ -8,7 +8,8 @@
 # not matched at all. Then the same requests against a policy with its node check taken out, which must
 # let the other node's write through: the test can tell a policy that guards from one that does not.
 # Last, the controller release's eviction webhook (examples/controller.yaml): its matchConditions send it
-# the named agent's pods/eviction CREATEs and no one else's request, and a copy without them is caught.
+# the named agent's pods/eviction CREATEs and no one else's request, and a copy without them is caught; the
+# same for the agent release's own webhook (agent.evictionWebhook, in examples/agent.yaml).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 command -v node >/dev/null 2>&1 || skip "node not installed (the CEL evaluator is an npm package)"
@@ -178,15 +179,41 @@ hooks = [
     case("the kubelet of spot-b evicts (NodeRestriction's)", "not-sent", eviction(user("system:node:spot-b"), web_b)),
     case("a cluster admin evicts", "not-sent", eviction(user("admin"), web_b)),
 ]
-json.dump({"objects": ctl_docs, "webhookCases": hooks}, open(f"{tmp}/webhook.json", "w"))
-# The control: without its match conditions the webhook would be sent everyone's evictions.
-weak_ctl = copy.deepcopy(ctl_docs)
-for d in weak_ctl:
-    for w in d.get("webhooks") or []:
-        assert w.pop("matchConditions"), "no match conditions to take out"
-json.dump({"objects": weak_ctl, "webhookCases": [h for h in hooks if h["name"] == "a cluster admin evicts"]},
-          open(f"{tmp}/webhook-control.json", "w"))
+
+def webhook_cases(objects, cases, name):
+    """NAME.json: the cases; NAME-control.json, the control: without its match conditions the webhook
+    would be sent everyone's evictions, a cluster admin's among them."""
+    json.dump({"objects": objects, "webhookCases": cases}, open(f"{tmp}/{name}.json", "w"))
+    weak = copy.deepcopy(objects)
+    for d in weak:
+        for w in d.get("webhooks") or []:
+            assert w.pop("matchConditions"), "no match conditions to take out"
+    json.dump({"objects": weak, "webhookCases": [h for h in cases if h["name"] == "a cluster admin evicts"]},
+              open(f"{tmp}/{name}-control.json", "w"))
+
+webhook_cases(ctl_docs, hooks, "webhook")
 print(f"{len(hooks)} requests for the eviction webhook")
+
+# The agent release's own eviction webhook (agent.evictionWebhook, served by `spotdrain admission`): the
+# same match conditions, naming this release's agent.
+agent_a = user(AGENT, "spot-a")
+own_hooks = [
+    case("the agent evicts (any pod: the webhook judges the node)", "sent", eviction(agent_a, web_b)),
+    case("the agent without the node claim evicts", "sent", eviction(user(AGENT), web_a)),
+    case("the agent patches a node (the policy's, not the webhook's)", "not-sent", node_update(agent_a, "spot-b")),
+    case("the agent deletes a pod (the policy's)", "not-sent", pod_delete(agent_a, web_b)),
+    case("the admission Deployment's own identity evicts", "not-sent",
+         eviction(user("system:serviceaccount:%s:%s-admission" % (ns, sa)), web_b)),
+    case("a controller evicts", "not-sent",
+         eviction(user("system:serviceaccount:%s:%s-controller" % (ns, sa)), web_b)),
+    case("an agent of another release evicts", "not-sent",
+         eviction(user("system:serviceaccount:other:%s" % sa, "spot-a"), web_b)),
+    case("the kubelet of spot-b evicts (NodeRestriction's)", "not-sent", eviction(user("system:node:spot-b"), web_b)),
+    case("a cluster admin evicts", "not-sent", eviction(user("admin"), web_b)),
+]
+assert [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"], "the agent release has no webhook"
+webhook_cases(docs, own_hooks, "agent-webhook")
+print(f"{len(own_hooks)} requests for the agent release's eviction webhook")
 PY
 
 log "the policy decides each request"
@@ -201,4 +228,10 @@ node "$CEL_DIR/vap.mjs" "$TEST_TMP/webhook.json" || fail "the webhook would be s
 rc=0
 node "$CEL_DIR/vap.mjs" "$TEST_TMP/webhook-control.json" || rc=$?
 [ "$rc" -eq 1 ] || fail "the webhook without match conditions was not caught (exit $rc)"
+log "the agent release's own eviction webhook: its agent's evictions and nobody else's"
+node "$CEL_DIR/vap.mjs" "$TEST_TMP/agent-webhook.json" ||
+	fail "the agent release's webhook would be sent other requests than its agent's evictions"
+rc=0
+node "$CEL_DIR/vap.mjs" "$TEST_TMP/agent-webhook-control.json" || rc=$?
+[ "$rc" -eq 1 ] || fail "the agent release's webhook without match conditions was not caught (exit $rc)"
 echo "ok"

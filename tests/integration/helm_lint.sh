@@ -166,7 +166,10 @@ def check_events_role(by, docs):
     assert rules_of(role) == events_rules, rules_of(role)
     rb = by[("RoleBinding", "spotdrain-events")]
     assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spotdrain-events"}
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+    subjects = [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
+    if ("Deployment", "spotdrain-admission") in by:
+        subjects.append({"kind": "ServiceAccount", "name": "spotdrain-admission", "namespace": "kube-system"})
+    assert rb["subjects"] == subjects, rb["subjects"]
 
 # Events about pods, in the pods' namespaces: create and patch of Events alone, by a ClusterRole of its own.
 def check_pod_events(by):
@@ -181,7 +184,7 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
     want = expected_rules if mode == "agent" else controller_rules
     assert rules_of(by[("ClusterRole", "spotdrain")]) == want, rules_of(by[("ClusterRole", "spotdrain")])
     check_pod_events(by)
-    cfg = yaml.safe_load(one(docs, "ConfigMap")["data"]["spotdrain.yaml"])
+    cfg = yaml.safe_load(by[("ConfigMap", "spotdrain")]["data"]["spotdrain.yaml"])
     # The host-network agent never listens on every address: its flag names the node's, else loopback.
     assert cfg["metrics_listen"] == ("127.0.0.1:9464" if mode == "agent" else "0.0.0.0:9464"), cfg
     check_events_role(by, docs)
@@ -202,7 +205,36 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         keys = {(t["matchExpressions"][0]["key"], tuple(t["matchExpressions"][0]["values"])) for t in terms}
         assert keys == {("karpenter.sh/capacity-type", ("spot",)), ("eks.amazonaws.com/capacityType", ("SPOT",))}
-        assert not [d for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")]
+        # The eviction webhook of an agent-only install: `spotdrain admission`, off the spot nodes, with
+        # a token that may only read pods (its answers: eviction_webhook.sh).
+        adm = by[("Deployment", "spotdrain-admission")]
+        aspec = adm["spec"]["template"]["spec"]
+        ac, _ = check_pod(aspec, "admission")
+        assert adm["spec"]["replicas"] == 2 and aspec["serviceAccountName"] == "spotdrain-admission"
+        assert not aspec.get("hostNetwork") and "tolerations" not in aspec
+        (aterm,) = aspec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        notin = {(e["key"], e["operator"], tuple(e["values"])) for e in aterm["matchExpressions"]}
+        assert notin == {(k, "NotIn", v) for k, v in keys}, notin
+        assert rules_of(by[("ClusterRole", "spotdrain-admission")]) == {("", "pods"): {"get", "list", "watch"}}
+        acrb = by[("ClusterRoleBinding", "spotdrain-admission")]
+        assert acrb["roleRef"]["name"] == "spotdrain-admission" and acrb["subjects"] == [
+            {"kind": "ServiceAccount", "name": "spotdrain-admission", "namespace": "kube-system"}], acrb
+        asel = adm["spec"]["selector"]["matchLabels"]
+        assert asel["app.kubernetes.io/component"] == "admission" and asel != ds["spec"]["selector"]["matchLabels"]
+        apdb = by[("PodDisruptionBudget", "spotdrain-admission")]
+        assert apdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": asel}}, apdb["spec"]
+        acfg = yaml.safe_load(by[("ConfigMap", "spotdrain-admission")]["data"]["spotdrain.yaml"])
+        assert acfg["controller"]["admission_agent_users"] == ["system:serviceaccount:kube-system:spotdrain"]
+        assert set(acfg["controller"]) == {"admission_listen", "admission_cert_file", "admission_key_file",
+                                           "admission_agent_users"}, acfg
+        (wh,) = by[("ValidatingWebhookConfiguration", "spotdrain-evictions")]["webhooks"]
+        assert wh["failurePolicy"] == "Fail" and wh["rules"][0]["resources"] == ["pods/eviction"], wh
+        assert by[("Service", "spotdrain-webhook")]["spec"]["selector"] == asel
+        assert [v["secret"]["secretName"] for v in aspec["volumes"] if v["name"] == "webhook-tls"] == [
+            "spotdrain-webhook-tls"]
+        # Only the webhook's Deployment and its budget: the agent itself is the DaemonSet.
+        assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")} == {
+            "spotdrain-admission"}
         assert set(roles_by_name(docs)) == {"spotdrain-events"}, roles_by_name(docs)
         # The admission policy that keeps the agent to its own node (its CEL: admission_policy.sh).
         vap = by[("ValidatingAdmissionPolicy", "spotdrain-own-node")]
@@ -258,7 +290,17 @@ import sys, yaml
 chart, tmp = sys.argv[1], sys.argv[2]
 
 def load(p):
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(p)) if d}
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(p)) if d}
+    # The chart's own CA and serving certificate are new at each rendering (genCA): the example leaves
+    # them empty.
+    for (kind, _), d in docs.items():
+        if kind == "Secret" and d.get("type") == "kubernetes.io/tls" and "tls.key" in d.get("data", {}):
+            d["data"] = {k: "" for k in d["data"]}
+        if kind == "ValidatingWebhookConfiguration":
+            for w in d["webhooks"]:
+                if "caBundle" in w["clientConfig"]:
+                    w["clientConfig"]["caBundle"] = ""
+    return docs
 
 def diff(x, y, path, out):
     if isinstance(x, dict) and isinstance(y, dict):
@@ -302,7 +344,11 @@ YAML
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 kinds = sorted(d["kind"] for d in docs)
-assert kinds == ["ConfigMap", "DaemonSet"], kinds
+# The eviction webhook's Deployment keeps a service account of its own; no RBAC without rbac.create.
+assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Deployment", "PodDisruptionBudget", "Secret",
+                 "Service", "ServiceAccount", "ValidatingWebhookConfiguration"], kinds
+(vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+assert "system:serviceaccount:default:existing" in vwc["webhooks"][0]["matchConditions"][0]["expression"], vwc
 ds = [d for d in docs if d["kind"] == "DaemonSet"][0]
 spec = ds["spec"]["template"]["spec"]
 assert "affinity" not in spec and spec["hostNetwork"] is False and spec["serviceAccountName"] == "existing", spec
@@ -340,9 +386,21 @@ assert not [d for d in v4 if d["kind"] == "ClusterRoleBinding" and d["metadata"]
 assert "--dry-run" in ds["spec"]["template"]["spec"]["containers"][0]["args"], "dryRun: no --dry-run"
 v5 = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
 assert not [d for d in v5 if d["metadata"]["name"] == "spotdrain-pod-events"], "podEvents false still grants them"
-(role,) = [d for d in v5 if d["kind"] == "ClusterRole"]
+(role,) = [d for d in v5 if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "spotdrain"]
 assert not [r for r in role["rules"] if "pods/log" in r["resources"]], "log_tail_lines 0 still reads logs"
 print("v4, v5: ok")
+PY
+	log "agent.evictionWebhook.enabled false: no webhook, no admission Deployment"
+	printf 'agent:\n  evictionWebhook:\n    enabled: false\n' >"$TEST_TMP/v6.yaml"
+	"$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v6.yaml" >"$TEST_TMP/v6.out" || fail "rendering v6 failed"
+	"$PY" - "$TEST_TMP/v6.out" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+assert not [d for d in docs if d["kind"] in ("Deployment", "Secret", "ValidatingWebhookConfiguration")], docs
+assert not [d for d in docs if d["metadata"]["name"] == "spotdrain-admission"]
+(rb,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "spotdrain-events"]
+assert [s["name"] for s in rb["subjects"]] == ["spotdrain"], rb["subjects"]
+print("v6: ok")
 PY
 	printf 'mode: controller\n' >"$TEST_TMP/v2.yaml"
 	if "$RENDER" "$CHART" spotdrain kube-system "$TEST_TMP/v2.yaml" >"$TEST_TMP/v2.out" 2>&1; then

@@ -13,7 +13,7 @@ command -v man >/dev/null 2>&1 || skip "man not installed"
 source_options() {
 	local files
 	case $1 in
-	agent | controller) files="$ROOT/src/cli/cmd_$1.c $ROOT/src/cli/frontend.h" ;;
+	agent | controller | admission) files="$ROOT/src/cli/cmd_$1.c $ROOT/src/cli/frontend.h" ;;
 	drain | plan | audit) files=$ROOT/src/cli/cmd_drain.c ;;
 	event) files=$ROOT/src/cli/cmd_event.c ;;
 	sim) files=$ROOT/src/cli/cmd_sim.c ;;

@@ -44,19 +44,83 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq (default "force" (get $drain "policy")) "force" }}true{{ end }}
 {{- end }}
 
-{{/* "true" when this release serves the eviction webhook (controller mode only), else empty. */}}
+{{/* "true" when the controller's pods serve the eviction webhook (controller mode), else empty. */}}
 {{- define "spotdrain.evictionWebhook" -}}
 {{- if and (eq .Values.mode "controller") .Values.controller.evictionWebhook.enabled }}true{{ end }}
 {{- end }}
 
-{{/* The agents' usernames, one per agent release's service account: "system:serviceaccount:NS:NAME",
-     comma-separated (no service account name or namespace holds a comma). */}}
+{{/* "true" when an agent release runs the webhook in a Deployment of its own (`spotdrain admission`). */}}
+{{- define "spotdrain.admission" -}}
+{{- if and (eq .Values.mode "agent") .Values.agent.evictionWebhook.enabled }}true{{ end }}
+{{- end }}
+
+{{/* "true" when this release renders the webhook's Service, certificate and configuration, either way. */}}
+{{- define "spotdrain.webhook" -}}
+{{- if or (include "spotdrain.evictionWebhook" .) (include "spotdrain.admission" .) }}true{{ end }}
+{{- end }}
+
+{{/* The admission Deployment's name, and its pods' labels (the Service selects these in agent mode). */}}
+{{- define "spotdrain.admissionName" -}}
+{{- printf "%s-admission" (include "spotdrain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "spotdrain.admissionSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "spotdrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: admission
+{{- end }}
+
+{{/* The agents' usernames: "system:serviceaccount:NS:NAME", comma-separated (no service account name or
+     namespace holds a comma). An agent release's webhook judges its own agents; a controller's, those of
+     each agent release it names. */}}
 {{- define "spotdrain.agentUsers" -}}
+{{- if eq .Values.mode "agent" }}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "spotdrain.serviceAccountName" .) }}
+{{- else }}
 {{- $users := list }}
 {{- range (required "controller.evictionWebhook.agentServiceAccounts must name the agents' service accounts" .Values.controller.evictionWebhook.agentServiceAccounts) }}
 {{- $users = append $users (printf "system:serviceaccount:%s:%s" .namespace .name) }}
 {{- end }}
 {{- join "," $users }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook's settings: agent.evictionWebhook in agent mode, controller.evictionWebhook otherwise. */}}
+{{- define "spotdrain.webhookValues" -}}
+{{- if eq .Values.mode "agent" }}
+{{- toYaml .Values.agent.evictionWebhook }}
+{{- else }}
+{{- toYaml .Values.controller.evictionWebhook }}
+{{- end }}
+{{- end }}
+
+{{/* The controller.admission_* keys: where the webhook listens, its certificate as mounted, whom it
+     judges (the same for the controller's pods and the admission Deployment's). */}}
+{{- define "spotdrain.admissionKeys" -}}
+{{- $wh := include "spotdrain.webhookValues" . | fromYaml }}
+admission_listen: {{ printf "0.0.0.0:%d" (int $wh.port) | quote }}
+admission_cert_file: /etc/spotdrain/webhook-tls/tls.crt
+admission_key_file: /etc/spotdrain/webhook-tls/tls.key
+admission_agent_users:
+  {{- toYaml (include "spotdrain.agentUsers" . | splitList ",") | nindent 2 }}
+{{- end }}
+
+{{/* The admission Deployment's spotdrain.yaml: the user's log and alerts, the webhook's keys. */}}
+{{- define "spotdrain.admissionConfig" -}}
+{{- $user := default (dict) .Values.config }}
+{{- $cfg := dict "metrics_listen" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
+{{- with get $user "log" }}
+{{- $_ := set $cfg "log" (deepCopy .) }}
+{{- end }}
+{{- $alerts := deepCopy (default (dict) (get $user "alerts")) }}
+{{- if .Values.alerts.webhook.existingSecret }}
+{{- $_ := set $alerts "webhook_url" "file:/etc/spotdrain/webhook/url" }}
+{{- end }}
+{{- if $alerts }}
+{{- $_ := set $cfg "alerts" $alerts }}
+{{- end }}
+{{- $_ := set $cfg "controller" (include "spotdrain.admissionKeys" . | fromYaml) }}
+{{- toYaml $cfg }}
 {{- end }}
 
 {{- define "spotdrain.image" -}}
@@ -81,10 +145,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $_ := set $cfg "aws" $aws }}
 {{- if include "spotdrain.evictionWebhook" . }}
 {{- $ctl := deepCopy (default (dict) (get $cfg "controller")) }}
-{{- $_ := set $ctl "admission_listen" (printf "0.0.0.0:%d" (int .Values.controller.evictionWebhook.port)) }}
-{{- $_ := set $ctl "admission_cert_file" "/etc/spotdrain/webhook-tls/tls.crt" }}
-{{- $_ := set $ctl "admission_key_file" "/etc/spotdrain/webhook-tls/tls.key" }}
-{{- $_ := set $ctl "admission_agent_users" (include "spotdrain.agentUsers" . | splitList ",") }}
+{{- $ctl = merge (include "spotdrain.admissionKeys" . | fromYaml) $ctl }}
 {{- $_ := set $cfg "controller" $ctl }}
 {{- end }}
 {{- else if .Values.agent.imdsEndpoint }}

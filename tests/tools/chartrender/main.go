@@ -1,5 +1,5 @@
 // Renders a Helm chart's templates the way `helm template` does, for a machine without helm: text/template
-// with sprig and Helm's own include, required, tpl and toYaml; values.yaml merged with -f files.
+// with sprig and Helm's own include, required, tpl, toYaml and fromYaml; values.yaml merged with -f files.
 package main
 
 import (
@@ -70,6 +70,14 @@ func main() {
 			return ""
 		}
 		return strings.TrimSuffix(string(data), "\n")
+	}
+	// Helm's fromYaml: a map, or {"Error": why} for what is not a YAML mapping.
+	funcs["fromYaml"] = func(text string) map[string]interface{} {
+		out := map[string]interface{}{}
+		if err := yaml.Unmarshal([]byte(text), &out); err != nil {
+			out["Error"] = err.Error()
+		}
+		return out
 	}
 	funcs["include"] = func(name string, data interface{}) (string, error) {
 		var buf bytes.Buffer
