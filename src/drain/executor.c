@@ -26,6 +26,9 @@
 #define MIN(a, b)                 ((a) < (b) ? (a) : (b))
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
+/* How long the first verdict may wait for surge's reads of the node's Deployments (the first plan waits
+ * STARTUP_WAIT_USEC for them, which a loaded API server can outlast). */
+#define SURGE_VERDICT_WAIT_USEC (5 * UINT64_C(1000000))
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -94,6 +97,7 @@ struct drain_exec {
         size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
         uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
+        bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
          * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
@@ -551,6 +555,16 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
                           x->node, g.plan->pdbs[lb].namespace, g.plan->pdbs[lb].name);
                 return;
         }
+        /* A pod whose Deployment is still being read may yet surge (drain.surge), which is what lets a
+         * PDB that allows nothing go: the first judgement waits for the reads, within a bound, rather than
+         * cry wolf on a slow answer. */
+        if (first && g.grade == DRAIN_GRADE_INFEASIBLE && drain_surge_learning(x->surge) &&
+            now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
+                log_debug("drain of %s: judged once its Deployments are read (surge)", x->node);
+                x->judge_on_surge = true; /* surge's answer kicks the drain, and with it the judgement */
+                return;
+        }
+        x->judge_on_surge = false;
         if (g.grade == DRAIN_GRADE_AT_RISK)
                 x->result.at_risk = true;
         else
@@ -1245,6 +1259,10 @@ static void act(struct drain_exec *x)
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
+        } else if (x->judge_on_surge) {
+                if (!drain_surge_learning(x->surge) ||
+                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC)
+                        judge(x, now, true);
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
