@@ -103,6 +103,10 @@ events:
 YAML
 log "a shutdown longer than the notice: killed, deadline-missed, exit 3"
 expect_exit 3 "$SPOTDRAIN" simulate "$TEST_TMP/slow.yaml" --time-scale 5 --json --config "$TEST_TMP/short.yaml"
-jq -e '.nodes[0].pods_killed == 1 and ([.alerts[].kind] | index("deadline-missed") != null)' "$TEST_TMP/out" \
+# Its last safe moment is at the notice: whether the first plan still evicts it (then deadline-missed with it
+# left) or already deletes it with the grace that is left (pods-forced, killed at the end of that grace) is a
+# matter of milliseconds (the exclude label's answer comes first). Killed it is, either way, and said so.
+jq -e '.nodes[0].pods_killed == 1 and ([.alerts[].kind] | (index("deadline-missed") != null) or
+	(index("pods-forced") != null and index("pod-deleted") != null))' "$TEST_TMP/out" \
 	>/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
 log "ok"
