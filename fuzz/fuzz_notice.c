@@ -42,7 +42,11 @@ static void one(const uint8_t *data, size_t size, const struct notice_parse_opts
         if ((n == 0) != (v == NULL))
                 abort();
         for (size_t i = 0; i < n; i++) {
-                if (v[i].kind != NOTICE_ASG_TEST_NOTIFICATION && !notice_instance_id_valid(v[i].instance_id))
+                /* A notice names a valid instance; only an IMDS document parsed without the caller's
+                 * instance ID (event parse without --instance-id) leaves it out. */
+                if (v[i].kind != NOTICE_ASG_TEST_NOTIFICATION &&
+                    (v[i].instance_id[0] ? !notice_instance_id_valid(v[i].instance_id)
+                                      : opts->instance_id || !streq(v[i].source, "imds")))
                         abort();
                 /* The JSON line must be JSON, and name the kind. */
                 char *s = NULL;
