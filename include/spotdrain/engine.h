@@ -69,11 +69,14 @@ struct metrics;
 struct spotdrain_config;
 
 /* ==== the drain record (record.c): SPOTDRAIN_ANNOTATION_DRAIN on the node being drained ====
- * {"kind":KIND,"deadline":RFC3339,"started":RFC3339,"instance":ID,"event_id":ID}, times to the millisecond
- * (engine clock); instance and event_id (the notice's) are left out when NULL or "". A resume checks the
- * instance against the node's providerID (dispatch_resume_recorded()). */
+ * {"kind":KIND,"deadline":RFC3339,"started":RFC3339,"instance":ID,"event_id":ID,"cordoned_before":true},
+ * times to the millisecond (engine clock); instance and event_id (the notice's) are left out when NULL or
+ * "", cordoned_before when false (the node was schedulable when the drain began: the cordon is spotdrain's).
+ * A resume checks the instance against the node's providerID (dispatch_resume_recorded()). */
 char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t started_usec,
-                          const char *instance_id, const char *event_id);
+                          const char *instance_id, const char *event_id, bool cordoned_before);
+/* Whether the node's record says it was cordoned before spotdrain's drain began (someone else's cordon). */
+bool drain_record_cordoned_before(const cJSON *node);
 /* The record on a Node object: its kind (a copy; ret_kind may be NULL), deadline and instance (a copy, NULL
  * when the record names none; ret_instance may be NULL); -ENOENT when the node has none, -EBADMSG when it
  * cannot be read, -ENOMEM. */

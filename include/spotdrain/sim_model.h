@@ -219,6 +219,11 @@ int sim_node_notice(const struct sim *s, size_t i, const char **ret_kind, double
 double sim_node_rebalance_at(const struct sim *s, size_t i);
 /* The node was terminated (its object is gone). */
 bool sim_node_gone(const struct sim *s, size_t i);
+/* The node's scheduled maintenance: its IMDS Code, and whether it completed (a reboot that is back);
+ * -ENOENT when it has none. */
+int sim_node_maintenance(const struct sim *s, size_t i, const char **ret_code, bool *ret_completed);
+/* A maintenance Code after which the instance comes back (system-reboot, instance-reboot). */
+bool sim_maintenance_is_reboot(const char *code);
 
 /* The scenario's faults (docs/contracts.md §3): share of API calls to answer 500, and added latency. */
 double sim_api_error_rate(const struct sim *s);

@@ -865,7 +865,7 @@ static bool seen_instance(const struct ctx *c, size_t first, const char *iid)
 static int eb_health(struct ctx *c, const struct envelope *e, const cJSON *root)
 {
         static const char where[] = "AWS Health event";
-        const char *service, *category, *code, *status, *region;
+        const char *service, *category, *code, *status, *region, *arn;
         uint64_t start, end;
         int r = get_str(c, e->detail, "service", where, "detail.service", true, &service);
         if (r >= 0)
@@ -886,8 +886,16 @@ static int eb_health(struct ctx *c, const struct envelope *e, const cJSON *root)
                 r = get_time(c, e->detail, "startTime", where, "detail.startTime", true, &start);
         if (r >= 0)
                 r = get_time(c, e->detail, "endTime", where, "detail.endTime", false, &end);
+        if (r >= 0)
+                r = get_str(c, e->detail, "eventArn", where, "detail.eventArn", false, &arn);
         if (r < 0)
                 return r;
+        /* One Health event sends a message at each change of its status (upcoming, then closed or
+         * canceled), each with an EventBridge id of its own: the event is the last part of its eventArn,
+         * so that its end finds the drain its start began. */
+        const char *event = arn ? strrchr(arn, '/') : NULL;
+        if (event && (!event[1] || strlen(event + 1) >= NOTICE_ID_SIZE))
+                event = NULL;
 
         /* Instances are the affected entities; `resources` holds the same ids and stands in when the
          * entities name none. Entities that are not instances (the account, a volume) are skipped. */
@@ -913,6 +921,8 @@ static int eb_health(struct ctx *c, const struct envelope *e, const cJSON *root)
                                 r = SET(c, n->state, status, where, "detail.statusCode");
                         if (r >= 0 && region)
                                 r = SET(c, n->region, region, where, "detail.eventRegion");
+                        if (r >= 0 && event)
+                                r = SET(c, n->event_id, event + 1, where, "detail.eventArn");
                         if (r < 0)
                                 return r;
                         memcpy(n->instance_id, v->valuestring, strlen(v->valuestring) + 1);

@@ -773,6 +773,8 @@ static void reboot_check(struct dispatch *d, const char *name, const cJSON *node
         else if (!drain_record_is_for(node, notice_kind_to_string(NOTICE_SCHEDULED_CHANGE),
                                       b->notice.event_id))
                 why = "its cordon is not spotdrain's for this maintenance (no drain record of it)";
+        else if (drain_record_cordoned_before(node))
+                why = "it was cordoned before spotdrain drained it for this maintenance";
         else if (dn && dn->state == DNODE_DRAINING &&
                  (dn->firm || !streq(dn->notice.event_id, b->notice.event_id)))
                 why = "another notice drains it";

@@ -99,6 +99,11 @@ struct drain_exec {
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
+        /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
+         * already, by someone else, goes into the drain record, so that a reboot's return undoes only
+         * spotdrain's own cordon. */
+        struct kube_call *node_call;
+        bool cordoned_before;
         /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
          * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
          * yet (the cordon and the first evictions go out on separate connections). */
@@ -1499,12 +1504,47 @@ static int start_node_changes(struct drain_exec *x)
         r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *value =
-            drain_record_format(x->kind, x->deadline, x->result.started_usec, x->instance_id, x->event_id);
+        _cleanup_free_ char *value = drain_record_format(x->kind, x->deadline, x->result.started_usec,
+                                                         x->instance_id, x->event_id, x->cordoned_before);
         if (!value)
                 return -ENOMEM;
         const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { value };
         return kube_node_set_meta(x->c, x->node, true, keys, values, 1, annotate_done, x, &x->annotate_call);
+}
+
+static void node_read_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        int e;
+
+        x->node_call = NULL;
+        if (r->error == -ENOENT) {
+                finish(x, DRAIN_EXEC_ERROR, r->error, "no such node");
+                return;
+        }
+        if (r->error < 0) {
+                /* Unknown: taken as someone else's, so that no operator's cordon is ever undone. */
+                const char *fields[] = { "node", x->node, NULL };
+                log_full_reason(LOG_WARNING, r->error, r->message, fields,
+                                "cannot read %s before its cordon; it stays cordoned after the maintenance",
+                                x->node);
+                x->cordoned_before = true;
+        } else if (drain_record_is_for(r->object, x->kind, x->event_id))
+                /* A resumed drain: the cordon there may be its own, the record knows. */
+                x->cordoned_before = drain_record_cordoned_before(r->object);
+        else
+                x->cordoned_before = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(r->object, "spec"), "unschedulable"));
+        if ((e = start_node_changes(x)) < 0)
+                finish(x, DRAIN_EXEC_ERROR, e, "cannot cordon the node");
+}
+
+static int read_node_then_change(struct drain_exec *x)
+{
+        _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", x->node, NULL);
+        if (!path)
+                return -ENOMEM;
+        return kube_get(x->c, path, node_read_done, x, &x->node_call);
 }
 
 /* ---- life cycle ---- */
@@ -1520,6 +1560,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
+        kube_call_cancel(x->node_call);
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
         kube_call_cancel(x->annotate_call);
@@ -1643,7 +1684,9 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         if (dup_strv(o->critical_classes, &x->critical, &x->n_critical) < 0)
                 return -ENOMEM;
 
-        r = start_node_changes(x);
+        /* A scheduled change comes hours ahead: a read before the cordon costs it nothing. An interruption
+         * is cordoned at once. */
+        r = streq(x->kind, "scheduled-change") ? read_node_then_change(x) : start_node_changes(x);
         if (r < 0)
                 return r;
         _cleanup_free_ char *field = strprintf("spec.nodeName=%s", x->node);

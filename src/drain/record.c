@@ -8,7 +8,7 @@
 #include "spotdrain/keys.h"
 
 char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t started_usec,
-                          const char *instance_id, const char *event_id)
+                          const char *instance_id, const char *event_id, bool cordoned_before)
 {
         char deadline[64], started[64];
         char *value = NULL;
@@ -21,7 +21,8 @@ char *drain_record_format(const char *kind, uint64_t deadline_usec, uint64_t sta
             cJSON_AddStringToObject(o, "deadline", deadline) &&
             cJSON_AddStringToObject(o, "started", started) &&
             (isempty(instance_id) || cJSON_AddStringToObject(o, "instance", instance_id)) &&
-            (isempty(event_id) || cJSON_AddStringToObject(o, "event_id", event_id)))
+            (isempty(event_id) || cJSON_AddStringToObject(o, "event_id", event_id)) &&
+            (!cordoned_before || cJSON_AddTrueToObject(o, "cordoned_before")))
                 value = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return value;
@@ -45,6 +46,16 @@ bool drain_record_is_for(const cJSON *node, const char *kind, const char *event_
 
         cJSON_Delete(rec);
         return is;
+}
+
+bool drain_record_cordoned_before(const cJSON *node)
+{
+        const char *value = record_value(node);
+        cJSON *rec = value ? cJSON_Parse(value) : NULL;
+        bool before = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "cordoned_before"));
+
+        cJSON_Delete(rec);
+        return before;
 }
 
 int drain_record_read(const cJSON *node, char **ret_kind, uint64_t *ret_deadline, char **ret_instance)

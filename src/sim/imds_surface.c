@@ -239,16 +239,21 @@ static int doc_rebalance(struct sim *s, size_t i, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
-static int doc_scheduled(struct sim *s, struct imds_node *n, char **ret)
+/* events/maintenance/scheduled (history false) or .../history: the node's scheduled maintenance, active
+ * until it completed (a reboot that is back), then only in the history, as State completed. */
+static int doc_maintenance(struct sim *s, struct imds_node *n, bool history, char **ret)
 {
         double deadline;
         char before[48], after[48], id[40];
         uint64_t start, h = 1469598103934665603ULL;
+        const char *code;
+        bool completed;
         cJSON *a = cJSON_CreateArray(), *e;
 
         if (!a)
                 return -ENOMEM;
-        if (notice_of(s, n->index, "scheduled-change", NULL, &deadline)) {
+        if (notice_of(s, n->index, "scheduled-change", NULL, &deadline) &&
+            sim_node_maintenance(s, n->index, &code, &completed) >= 0 && completed == history) {
                 start = sim_wall_usec(s, deadline);
                 /* A stable event id per instance (FNV-1a of the instance ID). */
                 for (const char *p = n->instance_id; *p; p++)
@@ -259,14 +264,16 @@ static int doc_scheduled(struct sim *s, struct imds_node *n, char **ret)
                         cJSON_Delete(a);
                         return -EINVAL;
                 }
+                bool reboot = sim_maintenance_is_reboot(code);
                 e = cJSON_CreateObject();
                 if (!e || !cJSON_AddItemToArray(a, e) || !cJSON_AddStringToObject(e, "NotBefore", before) ||
-                    !cJSON_AddStringToObject(e, "Code", "instance-retirement") ||
+                    !cJSON_AddStringToObject(e, "Code", code) ||
                     !cJSON_AddStringToObject(e, "Description",
-                                             "The instance is running on degraded hardware") ||
+                                             reboot ? "scheduled reboot"
+                                                    : "The instance is running on degraded hardware") ||
                     !cJSON_AddStringToObject(e, "EventId", id) ||
                     !cJSON_AddStringToObject(e, "NotAfter", after) ||
-                    !cJSON_AddStringToObject(e, "State", "active")) {
+                    !cJSON_AddStringToObject(e, "State", history ? "completed" : "active")) {
                         cJSON_Delete(a);
                         return -ENOMEM;
                 }
@@ -383,8 +390,6 @@ static int document(struct imds_node *n, const char *path, struct answer *a)
                         fixed = "ami-0c2b8ca1dad447f8a";
                 else if (streq(p, "iam/security-credentials"))
                         fixed = SIM_IMDS_ROLE;
-                else if (streq(p, "events/maintenance/history"))
-                        fixed = "[]";
                 else {
                         sim_lock(s);
                         (void)sim_advance(s);
@@ -394,8 +399,9 @@ static int document(struct imds_node *n, const char *path, struct answer *a)
                                 r = doc_termination_time(s, n->index, &text);
                         else if (streq(p, "events/recommendations/rebalance"))
                                 r = doc_rebalance(s, n->index, &text);
-                        else if (streq(p, "events/maintenance/scheduled"))
-                                r = doc_scheduled(s, n, &text);
+                        else if (streq(p, "events/maintenance/scheduled") ||
+                                 streq(p, "events/maintenance/history"))
+                                r = doc_maintenance(s, n, streq(p, "events/maintenance/history"), &text);
                         else if (streq(p, "autoscaling/target-lifecycle-state"))
                                 fixed = notice_of(s, n->index, "asg-lifecycle-terminate", NULL, NULL)
                                             ? "Terminated"

@@ -597,6 +597,7 @@ static int node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node
         n->instance_type = sc->instance_type;
         n->capacity_type = sc->capacity_type;
         n->rebalance_at = n->notice_at = n->deadline_at = n->cordoned_at = n->drained_at = -1;
+        n->rebooted_at = n->back_at = n->uncordoned_at = -1;
         size_t idx = s->n_nodes;
         _cleanup_free_ char *region = strdup(sc->zone);
         if (region && *region && region[strlen(region) - 1] >= 'a' && region[strlen(region) - 1] <= 'z')
@@ -642,17 +643,59 @@ void sim_node_cordon_changed(struct sim *s, struct sim_node *n)
                 n->cordoned_at = s->t;
 }
 
-static void node_terminate(struct sim *s, size_t ni)
+/* What still runs on the node dies without its graceful stop (an evictable pod still running counts as
+ * killed). */
+static void node_kill_pods(struct sim *s, struct sim_node *n)
 {
-        struct sim_node *n = s->nodes[ni];
         while (n->pods.head) {
                 struct sim_pod *p = n->pods.head;
                 if (sim_pod_evictable(p) && p->phase == SIM_RUNNING)
                         n->pods_killed++;
                 pod_remove(s, p);
         }
+}
+
+static void node_terminate(struct sim *s, size_t ni)
+{
+        struct sim_node *n = s->nodes[ni];
+        node_kill_pods(s, n);
         n->removed = true;
         (void)sim_emit(s, SIM_NODE, "DELETED", n);
+}
+
+/* A reboot at its deadline: what runs there dies as at a termination (their controllers replace them), and
+ * the node's kubelet stops posting status until it is back. The node, its cordon and its labels stay. */
+static void node_reboot(struct sim *s, struct sim_node *n)
+{
+        node_kill_pods(s, n);
+        n->down = true;
+        n->rebooted_at = s->t;
+        n->back_at = s->t + n->reboot_seconds;
+        (void)sim_emit(s, SIM_NODE, "MODIFIED", n);
+}
+
+/* Back from its reboot: Ready again; its DaemonSets' pods follow in the settle. */
+static void node_back(struct sim *s, struct sim_node *n)
+{
+        n->down = false;
+        s->nodes_changed = true;
+        (void)sim_emit(s, SIM_NODE, "MODIFIED", n);
+}
+
+void sim_node_uncordoned(struct sim *s, struct sim_node *n)
+{
+        if (n->reboot && n->back_at >= 0 && !n->down && n->uncordoned_at < 0)
+                n->uncordoned_at = s->t;
+}
+
+/* The time the node's notice still has something to happen at: its end, a reboot's return; < 0: none. */
+static double node_due(const struct sim_node *n)
+{
+        if (!n->interrupted || n->removed)
+                return -1;
+        if (!n->reboot || n->rebooted_at < 0)
+                return n->deadline_at;
+        return n->down ? n->back_at : -1;
 }
 
 static void node_notice(struct sim *s, struct sim_node *n)
@@ -686,6 +729,9 @@ static void apply_event(struct sim *s, const struct sim_sc_event *e)
                 return;
         n->interrupted = true;
         n->notice_kind = e->type;
+        n->maint_code = e->code;
+        n->reboot = e->code && sim_maintenance_is_reboot(e->code);
+        n->reboot_seconds = e->reboot_seconds;
         n->notice_at = s->t;
         n->deadline_at = s->t + s->sc->budget;
         if (n->unschedulable)
@@ -985,8 +1031,7 @@ static double next_due(const struct sim *s)
                         due_min(&m, p->ready_at);
         }
         for (size_t i = 0; i < s->n_nodes; i++)
-                if (s->nodes[i]->interrupted && !s->nodes[i]->removed)
-                        due_min(&m, s->nodes[i]->deadline_at);
+                due_min(&m, node_due(s->nodes[i]));
         for (size_t i = 0; i < s->n_pdbs; i++)
                 for (size_t j = 0; j < s->pdbs[i]->n_disrupted; j++)
                         due_min(&m, s->pdbs[i]->disrupted[j].at + DISRUPTED_POD_TTL);
@@ -1086,8 +1131,15 @@ static void run_due(struct sim *s, double t)
         }
         for (size_t i = 0; i < s->n_nodes; i++) {
                 struct sim_node *n = s->nodes[i];
-                if (n->interrupted && !n->removed && n->deadline_at <= t)
+                double due = node_due(n);
+                if (due < 0 || due > t)
+                        continue;
+                if (!n->reboot)
                         node_terminate(s, i);
+                else if (n->rebooted_at < 0)
+                        node_reboot(s, n);
+                else
+                        node_back(s, n);
         }
         sim_va_run(s, t);
         for (size_t i = 0; i < s->n_launches; i++) {
@@ -1127,7 +1179,7 @@ bool sim_finished(const struct sim *s)
         if (s->next_event < s->sc->n_events)
                 return false;
         for (size_t i = 0; i < s->n_nodes; i++)
-                if (s->nodes[i]->interrupted && !s->nodes[i]->removed)
+                if (node_due(s->nodes[i]) >= 0)
                         return false;
         return true;
 }

@@ -778,6 +778,7 @@ static int node_edit_commit(struct sim *s, struct sim_node *n, struct node_edit 
                        (e->taints && !cJSON_Compare(e->taints, n->taints, true));
         if (changed) {
                 bool cordon = e->unschedulable && !n->unschedulable;
+                bool uncordon = !e->unschedulable && n->unschedulable;
                 cJSON_Delete(n->labels);
                 cJSON_Delete(n->annotations);
                 cJSON_Delete(n->taints);
@@ -787,6 +788,8 @@ static int node_edit_commit(struct sim *s, struct sim_node *n, struct node_edit 
                 n->unschedulable = e->unschedulable;
                 if (cordon)
                         sim_node_cordon_changed(s, n);
+                if (uncordon)
+                        sim_node_uncordoned(s, n);
                 (void)sim_emit(s, SIM_NODE, "MODIFIED", n);
                 sim_settle(s);
         }

@@ -70,6 +70,11 @@ struct sim_sc_event {
         size_t node;     /* node events */
         size_t workload; /* rollout, scale: index into workloads */
         int replicas;    /* scale */
+        /* scheduled-change: the maintenance's IMDS Code (instance-retirement unless given); a reboot's
+         * (system-reboot, instance-reboot) node goes down at the deadline and is Ready again after
+         * reboot_seconds, instead of going away. */
+        char *code;
+        double reboot_seconds;
 };
 
 struct sim_sc_itype {
@@ -138,6 +143,11 @@ struct sim_node {
         const char *notice_kind; /* the scenario event's type */
         double rebalance_at, notice_at, deadline_at, cordoned_at, drained_at;
         int pods_evictable, pods_graceful, pods_forced, pods_killed;
+        /* a scheduled maintenance's Code; a reboot: down from rebooted_at until back_at, then Ready again
+         * (uncordoned_at: the first uncordon after it is back); times < 0 mean never */
+        const char *maint_code;
+        bool reboot, down;
+        double reboot_seconds, rebooted_at, back_at, uncordoned_at;
 };
 
 /* A Deployment's ReplicaSet of an earlier template, kept while pods of it remain. */
@@ -374,6 +384,7 @@ bool sim_pdb_is_disrupted(const struct sim_pdb *d, const char *pod);
 char *sim_new_uid(struct sim *s);
 void sim_rand_suffix(struct sim *s, char out[static 6]);
 void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
+void sim_node_uncordoned(struct sim *s, struct sim_node *n);
 int sim_pdb_add(struct sim *s, struct sim_pdb *d);
 struct sim_pdb *sim_pdb_free(struct sim_pdb *d);
 /* model_api.c: the Status answers kube-apiserver gives (404 NotFound, 409 Conflict on a stale

@@ -84,6 +84,15 @@ double sim_node_rebalance_at(const struct sim *s, size_t i)
         return i < s->n_nodes ? s->nodes[i]->rebalance_at : -1;
 }
 
+int sim_node_maintenance(const struct sim *s, size_t i, const char **ret_code, bool *ret_completed)
+{
+        if (i >= s->n_nodes || !s->nodes[i]->interrupted || !s->nodes[i]->maint_code)
+                return -ENOENT;
+        *ret_code = s->nodes[i]->maint_code;
+        *ret_completed = s->nodes[i]->reboot && s->nodes[i]->back_at >= 0 && !s->nodes[i]->down;
+        return 0;
+}
+
 bool sim_node_gone(const struct sim *s, size_t i)
 {
         return i < s->n_nodes && s->nodes[i]->removed;
@@ -232,6 +241,12 @@ cJSON *sim_result(struct sim *s)
                     !cJSON_AddNumberToObject(e, "pods_forced", n->pods_forced) ||
                     !cJSON_AddNumberToObject(e, "pods_killed", n->pods_killed) ||
                     !add_item(e, "verdict", node_verdict(s, n->name)))
+                        return NULL;
+                /* A reboot: when it went down, was back, and first made schedulable after. */
+                if (n->reboot && (!cJSON_AddStringToObject(e, "maintenance_code", n->maint_code) ||
+                                  !add_item(e, "rebooted_at", time_or_null(n->rebooted_at)) ||
+                                  !add_item(e, "ready_again_at", time_or_null(n->down ? -1 : n->back_at)) ||
+                                  !add_item(e, "uncordoned_at", time_or_null(n->uncordoned_at))))
                         return NULL;
         }
         /* Deployments whose replicas a client changed and did not put back (absent when none). */

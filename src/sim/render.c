@@ -370,9 +370,19 @@ cJSON *sim_render_node(struct sim *s, const struct sim_node *n)
                 cJSON *c = jobj(&b, conds, NULL);
                 bool ready = i == ARRAY_SIZE(pressure);
                 jstr(&b, c, "type", ready ? "Ready" : pressure[i].type);
+                /* Rebooting, the kubelet posts nothing: the node lifecycle controller marks every
+                 * condition Unknown; back, Ready again since its return. */
+                if (n->down) {
+                        jstr(&b, c, "status", "Unknown");
+                        jtime(&b, s, c, "lastHeartbeatTime", n->rebooted_at);
+                        jtime(&b, s, c, "lastTransitionTime", n->rebooted_at);
+                        jstr(&b, c, "reason", "NodeStatusUnknown");
+                        jstr(&b, c, "message", "Kubelet stopped posting node status.");
+                        continue;
+                }
                 jstr(&b, c, "status", ready ? "True" : "False");
                 jtime(&b, s, c, "lastHeartbeatTime", s->t > 0 ? s->t : 0);
-                jtime(&b, s, c, "lastTransitionTime", WORLD_BORN);
+                jtime(&b, s, c, "lastTransitionTime", ready && n->back_at >= 0 ? n->back_at : WORLD_BORN);
                 jstr(&b, c, "reason", ready ? "KubeletReady" : pressure[i].reason);
                 jstr(&b, c, "message", ready ? "kubelet is posting ready status" : pressure[i].message);
         }

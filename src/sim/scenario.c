@@ -651,9 +651,49 @@ static int parse_workload_event(struct sctx *c, const struct ynode *m, const cha
         return 0;
 }
 
+/* The IMDS Codes of scheduled events (events/maintenance/scheduled); the reboots end with the node back. */
+static const char *const maintenance_codes[] = {
+        "instance-retirement", "instance-stop", "system-maintenance", "system-reboot", "instance-reboot",
+};
+
+bool sim_maintenance_is_reboot(const char *code)
+{
+        return streq(code, "system-reboot") || streq(code, "instance-reboot");
+}
+
+/* scheduled-change: `code` and, for a reboot, `reboot_seconds`; no other event takes them. */
+static int parse_maintenance(struct sctx *c, const struct ynode *m, const char *p, struct sim_sc_event *e)
+{
+        char pk[PATH_MAX_LEN];
+        int r;
+        bool scheduled = streq(e->type, "scheduled-change");
+
+        sub(pk, p, "code");
+        if (!scheduled && (ynode_get(m, "code") || ynode_get(m, "reboot_seconds")))
+                return sc_fail(c, ynode_get(m, ynode_get(m, "code") ? "code" : "reboot_seconds"), pk,
+                               "only a scheduled-change event takes a code or reboot_seconds");
+        if (!scheduled)
+                return 0;
+        if ((r = get_str(c, m, "code", p, false, &e->code)) < 0)
+                return r;
+        if (!e->code && !(e->code = strdup(maintenance_codes[0])))
+                return -ENOMEM;
+        bool known = false;
+        for (size_t k = 0; k < ARRAY_SIZE(maintenance_codes); k++)
+                known = known || streq(e->code, maintenance_codes[k]);
+        if (!known)
+                return sc_fail(c, ynode_get(m, "code"), pk, "unknown maintenance code \"%s\"", e->code);
+        e->reboot_seconds = 60;
+        sub(pk, p, "reboot_seconds");
+        if (ynode_get(m, "reboot_seconds") && !sim_maintenance_is_reboot(e->code))
+                return sc_fail(c, ynode_get(m, "reboot_seconds"), pk, "only a reboot takes reboot_seconds");
+        return get_double(c, m, "reboot_seconds", p, 0, 3600, &e->reboot_seconds);
+}
+
 static int parse_events(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
-        static const char *const keys[] = { "at", "type", "node", "workload", "replicas", NULL };
+        static const char *const keys[] = { "at",       "type", "node",           "workload",
+                                            "replicas", "code", "reboot_seconds", NULL };
         const struct ynode *seq;
         int r = get_seq(c, root, "events", &seq);
         if (r < 0 || !seq)
@@ -681,6 +721,8 @@ static int parse_events(struct sctx *c, const struct ynode *root, struct sim_sce
                 sub(pk, p, "type");
                 if (!known)
                         return sc_fail(c, ynode_get(m, "type"), pk, "unknown event type \"%s\"", e->type);
+                if ((r = parse_maintenance(c, m, p, e)) < 0)
+                        return r;
                 if (streq(e->type, "rollout") || streq(e->type, "scale")) {
                         r = parse_workload_event(c, m, p, sc, e);
                         if (r < 0)
@@ -854,8 +896,10 @@ struct sim_scenario *sim_scenario_free(struct sim_scenario *sc)
                 cJSON_Delete(w->annotations);
         }
         free(sc->workloads);
-        for (size_t i = 0; i < sc->n_events; i++)
+        for (size_t i = 0; i < sc->n_events; i++) {
                 free(sc->events[i].type);
+                free(sc->events[i].code);
+        }
         free(sc->events);
         for (size_t i = 0; i < sc->n_itypes; i++) {
                 free(sc->itypes[i].name);

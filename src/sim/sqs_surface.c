@@ -104,7 +104,7 @@ struct queued {
 
 struct node_state {
         /* What was last delivered, so that a later or different event of the node is delivered too. */
-        bool rebalance_sent, notice_sent;
+        bool rebalance_sent, notice_sent, closed_sent; /* closed: a reboot's Health event, once back */
         double rebalance_at, notice_at;
         char notice_kind[32];
 };
@@ -200,7 +200,27 @@ struct event_facts {
         const char *zone;
         double at; /* scenario seconds */
         uint64_t at_usec, deadline_usec;
+        const char *code; /* a scheduled change's IMDS Code */
+        double notice_at; /* the notice's scenario time (a closing message's at is its own) */
+        bool closed;      /* a scheduled change's Health event closing (a reboot that is back), at at_usec */
 };
+
+/* The AWS Health eventTypeCode of an IMDS maintenance Code. */
+static const char *health_code(const char *code)
+{
+        static const struct {
+                const char *imds, *health;
+        } map[] = {
+                { "instance-stop", "AWS_EC2_INSTANCE_STOP_SCHEDULED" },
+                { "system-maintenance", "AWS_EC2_SYSTEM_MAINTENANCE_EVENT" },
+                { "system-reboot", "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED" },
+                { "instance-reboot", "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED" },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+                if (streq(code, map[i].imds))
+                        return map[i].health;
+        return "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED";
+}
 
 static cJSON *envelope(struct sim_sqs *q, const char *id, const char *detail_type, const char *source,
                        uint64_t time_usec)
@@ -243,17 +263,17 @@ static char *body_ec2(struct sim_sqs *q, const struct event_facts *f, const char
         return text;
 }
 
-static char *body_health(struct sim_sqs *q, const struct event_facts *f, const char *id)
+/* id: this message's; event: the Health event's, the same in its closing message. */
+static char *body_health(struct sim_sqs *q, const struct event_facts *f, const char *id, const char *event)
 {
         char start[48], end[48], updated[48], comm[37];
         _cleanup_free_ char *arn = NULL, *desc = NULL;
+        const char *type = health_code(f->code);
         cJSON *o = envelope(q, id, "AWS Health Event", "aws.health", f->at_usec), *d = NULL, *a, *e;
         char *text = NULL;
 
-        uuid_from(id, "communication", comm);
-        arn = strprintf("arn:aws:health:%s::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/"
-                        "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_%s",
-                        q->region, id);
+        uuid_from(event, "communication", comm);
+        arn = strprintf("arn:aws:health:%s::event/EC2/%s/%s_%s", q->region, type, type, event);
         if (sim_http_date(f->deadline_usec, true, start, sizeof(start)) < 0 ||
             sim_http_date(f->deadline_usec + 3600ULL * 1000000ULL, true, end, sizeof(end)) < 0 ||
             sim_http_date(f->at_usec, true, updated, sizeof(updated)) < 0)
@@ -265,13 +285,13 @@ static char *body_health(struct sim_sqs *q, const struct event_facts *f, const c
         if (!o || !arn || !desc || !add_resources(o, f->instance_id) ||
             !(d = cJSON_AddObjectToObject(o, "detail")) || !cJSON_AddStringToObject(d, "eventArn", arn) ||
             !cJSON_AddStringToObject(d, "service", "EC2") ||
-            !cJSON_AddStringToObject(d, "eventTypeCode", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED") ||
+            !cJSON_AddStringToObject(d, "eventTypeCode", type) ||
             !cJSON_AddStringToObject(d, "eventTypeCategory", "scheduledChange") ||
             !cJSON_AddStringToObject(d, "eventScopeCode", "ACCOUNT_SPECIFIC") ||
             !cJSON_AddStringToObject(d, "communicationId", comm) ||
             !cJSON_AddStringToObject(d, "startTime", start) || !cJSON_AddStringToObject(d, "endTime", end) ||
             !cJSON_AddStringToObject(d, "lastUpdatedTime", updated) ||
-            !cJSON_AddStringToObject(d, "statusCode", "upcoming") ||
+            !cJSON_AddStringToObject(d, "statusCode", f->closed ? "closed" : "upcoming") ||
             !cJSON_AddStringToObject(d, "eventRegion", q->region) ||
             !(a = cJSON_AddArrayToObject(d, "eventDescription")) || !(e = cJSON_CreateObject()) ||
             !cJSON_AddItemToArray(a, e) || !cJSON_AddStringToObject(e, "language", "en_US") ||
@@ -347,8 +367,9 @@ static int enqueue(struct sim_sqs *q, const char *message_id, char *body, uint64
 /* Builds and queues the message of one event, twice when the duplicate fault picks it. */
 static int deliver(struct sim_sqs *q, const struct event_facts *f)
 {
-        _cleanup_free_ char *key = strprintf("%s|%s|%s|%.6f", q->scenario, f->instance_id, f->kind, f->at);
-        char event_id[37], message_id[37];
+        _cleanup_free_ char *key = strprintf("%s|%s|%s|%.6f%s", q->scenario, f->instance_id, f->kind, f->at,
+                                             f->closed ? "|closed" : "");
+        char event_id[37], message_id[37], health_event[37];
         char *body;
         int r;
 
@@ -356,12 +377,21 @@ static int deliver(struct sim_sqs *q, const struct event_facts *f)
                 return -ENOMEM;
         uuid_from(key, "event", event_id);
         uuid_from(key, "message", message_id);
+        /* The Health event's own id: that of the message announcing it, which its closing one shares. */
+        if (f->closed) {
+                _cleanup_free_ char *first =
+                    strprintf("%s|%s|%s|%.6f", q->scenario, f->instance_id, f->kind, f->notice_at);
+                if (!first)
+                        return -ENOMEM;
+                uuid_from(first, "event", health_event);
+        } else
+                memcpy(health_event, event_id, sizeof(health_event));
         if (streq(f->kind, "spot-interruption"))
                 body = body_ec2(q, f, event_id, true);
         else if (streq(f->kind, "rebalance-recommendation"))
                 body = body_ec2(q, f, event_id, false);
         else if (streq(f->kind, "scheduled-change"))
-                body = body_health(q, f, event_id);
+                body = body_health(q, f, event_id, health_event);
         else if (streq(f->kind, "asg-lifecycle-terminate"))
                 body = body_asg(q, f, event_id);
         else
@@ -421,11 +451,30 @@ static double sync_model(struct sim_sqs *q)
                     (!st->notice_sent || st->notice_at != f.at || !streq(st->notice_kind, f.kind))) {
                         f.at_usec = sim_wall_usec(s, f.at);
                         f.deadline_usec = sim_wall_usec(s, deadline);
+                        bool back;
+                        if (streq(f.kind, "scheduled-change"))
+                                (void)sim_node_maintenance(s, i, &f.code, &back);
+                        f.notice_at = f.at;
                         if (deliver(q, &f) >= 0) {
                                 st->notice_sent = true;
+                                st->closed_sent = false;
                                 st->notice_at = f.at;
                                 snprintf(st->notice_kind, sizeof(st->notice_kind), "%s", f.kind);
                         }
+                }
+                /* A reboot that is back: its Health event closes. */
+                bool completed = false;
+                if (st->notice_sent && !st->closed_sent && streq(st->notice_kind, "scheduled-change") &&
+                    sim_node_maintenance(s, i, &f.code, &completed) == 0 && completed) {
+                        f.kind = "scheduled-change";
+                        f.closed = true;
+                        f.notice_at = st->notice_at;
+                        f.at = sim_now(s);
+                        f.at_usec = sim_wall_usec(s, f.at);
+                        if (sim_node_notice(s, i, NULL, NULL, &deadline) == 0)
+                                f.deadline_usec = sim_wall_usec(s, deadline);
+                        if (deliver(q, &f) >= 0)
+                                st->closed_sent = true;
                 }
         }
         sim_unlock(s);

@@ -957,8 +957,8 @@ static void leave_drained(struct fixture *f, const char *event_id)
         struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_INTERRUPTION,
                                 .value = (char *)"scheduled-change",
                                 .effect = (char *)"NoSchedule" };
-        _cleanup_free_ char *rec =
-            drain_record_format("scheduled-change", clk_now(), clk_now(), "i-0a00000000000000a", event_id);
+        _cleanup_free_ char *rec = drain_record_format("scheduled-change", clk_now(), clk_now(),
+                                                       "i-0a00000000000000a", event_id, false);
         const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { rec };
         struct kube_sync s[3] = {};
         struct kube_call *call = NULL;

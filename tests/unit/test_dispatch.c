@@ -817,9 +817,9 @@ static void test_capacity_reservation(void **state)
 }
 
 /* A node as the informer gives it after a reboot: Ready or not, cordoned or not, with the drain record of
- * event_id (NULL: none). */
-static void update_node(struct fx *f, const char *name, const char *provider_id, bool ready, bool cordoned,
-                        const char *event_id)
+ * event_id (NULL: none), which says whether the node was cordoned before the drain. */
+static void update_node_rec(struct fx *f, const char *name, const char *provider_id, bool ready,
+                            bool cordoned, const char *event_id, bool cordoned_before)
 {
         cJSON *o = node_obj(name, provider_id);
         cJSON *conds = cJSON_AddArrayToObject(cJSON_AddObjectToObject(o, "status"), "conditions");
@@ -830,8 +830,9 @@ static void update_node(struct fx *f, const char *name, const char *provider_id,
         cJSON_AddItemToArray(conds, ready_cond);
         cJSON_AddBoolToObject(cJSON_GetObjectItem(o, "spec"), "unschedulable", cordoned);
         if (event_id) {
-                _cleanup_free_ char *rec = drain_record_format("scheduled-change", clk_now(), clk_now(),
-                                                               "i-0a00000000000000a", event_id);
+                _cleanup_free_ char *rec =
+                    drain_record_format("scheduled-change", clk_now(), clk_now(), "i-0a00000000000000a",
+                                        event_id, cordoned_before);
                 cJSON_AddStringToObject(
                     cJSON_AddObjectToObject(cJSON_GetObjectItem(o, "metadata"), "annotations"),
                     SPOTDRAIN_ANNOTATION_DRAIN, rec);
@@ -840,18 +841,47 @@ static void update_node(struct fx *f, const char *name, const char *provider_id,
         cJSON_Delete(o);
 }
 
-static void test_reboot_uncordon(void **state)
+static void update_node(struct fx *f, const char *name, const char *provider_id, bool ready, bool cordoned,
+                        const char *event_id)
 {
-        struct fx *f = *state;
-        struct notice active = mk_sched("ev-r1", clk_now() + SEC / 2, "active");
-        struct notice done = mk_sched("ev-r1", active.deadline, "completed");
-        struct dispatch_stats st;
+        update_node_rec(f, name, provider_id, ready, cordoned, event_id, false);
+}
 
-        /* Drained for a reboot; the reboot completes: the node is asked for, and waited on. */
+/* spot-a drained for the reboot event_id (tickets 1 and 2), which then completed. */
+static void drained_then_rebooted(struct fx *f, const char *event_id)
+{
+        struct notice active = mk_sched(event_id, clk_now() + SEC / 2, "active");
+        struct notice done = mk_sched(event_id, active.deadline, "completed");
+
         add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
         assert_int_equal(submit(f, &active, 1), DISPATCH_PENDING);
         dispatch_drain_finished(f->d, "spot-a", true);
         assert_int_equal(submit(f, &done, 2), DISPATCH_DONE);
+}
+
+/* The drain for the reboot found the node cordoned already (an operator's): its return leaves it so. */
+static void test_reboot_keeps_prior_cordon(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_stats st;
+
+        drained_then_rebooted(f, "ev-p1");
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboots, 1);
+        update_node_rec(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a", true, true, "ev-p1", true);
+        assert_int_equal(count(f, "uncordon"), 0);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.reboot_uncordoned, 0);
+        assert_int_equal(st.reboots, 0);
+}
+
+static void test_reboot_uncordon(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_stats st;
+
+        /* Drained for a reboot; the reboot completes: the node is asked for, and waited on. */
+        drained_then_rebooted(f, "ev-r1");
         for (int i = 0; i < 100 && count(f, "refresh spot-a") == 0; i++)
                 run_for(f, 5 * 1000);
         assert_int_equal(count(f, "refresh spot-a"), 1);
@@ -1045,7 +1075,7 @@ static void test_record_round_trip(void **state)
 {
         uint64_t t = 1796018400ULL * SEC + 456789;
         _cleanup_free_ char *value =
-            drain_record_format("spot-interruption", t + 120 * SEC, t, "i-0a00000000000000a", "ev-1");
+            drain_record_format("spot-interruption", t + 120 * SEC, t, "i-0a00000000000000a", "ev-1", false);
         _cleanup_free_ char *kind = NULL, *instance = NULL;
         uint64_t deadline = 0;
 
@@ -1084,6 +1114,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_action_taint_and_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_drain_rebalance, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_capacity_reservation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reboot_keeps_prior_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reboot_uncordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reboot_during_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fixed_node_and_imds_identity, setup, teardown),

@@ -192,7 +192,9 @@ static void test_health(void **state)
         assert_int_equal(v[0].end_time, t("2024-05-28T07:00:00Z"));
         assert_string_equal(v[0].state, "upcoming");
         assert_string_equal(v[0].region, "us-east-1");
-        assert_string_equal(v[0].event_id, "7fb65329-1628-4cf3-a740-95fb457a1402");
+        /* The event's own id (eventArn), the same in its closing message, not the message's. */
+        assert_string_equal(v[0].event_id,
+                            "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_8f0e4c3b-1a2d-4e5f-9a8b-7c6d5e4f3a21");
 
         /* Several instances, one repeated, one entity that is not an instance: one notice per instance. */
         static const char multi[] =

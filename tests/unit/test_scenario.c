@@ -92,6 +92,30 @@ static void test_values(void **state)
             load_string("name: x\nnodes: [{name: a}]\nworkloads:\n  - {name: w, replicas: -1}\n", &e5),
             -EINVAL);
         assert_non_null(strstr(e5, "workloads[0].replicas"));
+        /* A maintenance code is one IMDS has, only on a scheduled change; reboot_seconds only on a reboot.
+         */
+        _cleanup_free_ char *e6 = NULL, *e7 = NULL, *e8 = NULL;
+        assert_int_equal(load_string("name: x\nnodes: [{name: a}]\nevents:\n"
+                                     "  - {at: 1, type: scheduled-change, node: a, code: meteor}\n",
+                                     &e6),
+                         -EINVAL);
+        assert_non_null(strstr(e6, "events[0].code: unknown maintenance code \"meteor\""));
+        assert_int_equal(load_string("name: x\nnodes: [{name: a}]\nevents:\n"
+                                     "  - {at: 1, type: scheduled-change, node: a, code: instance-stop,"
+                                     " reboot_seconds: 5}\n",
+                                     &e7),
+                         -EINVAL);
+        assert_non_null(strstr(e7, "events[0].reboot_seconds: only a reboot takes reboot_seconds"));
+        assert_int_equal(load_string("name: x\nnodes: [{name: a}]\nevents:\n"
+                                     "  - {at: 1, type: spot-interruption, node: a, code: system-reboot}\n",
+                                     &e8),
+                         -EINVAL);
+        assert_non_null(strstr(e8, "events[0].code: only a scheduled-change event takes"));
+        assert_int_equal(load_string("name: x\nnodes: [{name: a}]\nevents:\n"
+                                     "  - {at: 1, type: scheduled-change, node: a, code: instance-reboot,"
+                                     " reboot_seconds: 0}\n",
+                                     NULL),
+                         0);
         /* Percent strings and ints are both fine. */
         assert_int_equal(load_string("name: x\nnodes: [{name: a}]\nworkloads:\n"
                                      "  - {name: w, pdb: {max_unavailable: \"25%\"}}\n"

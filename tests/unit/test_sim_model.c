@@ -954,6 +954,58 @@ static void test_cordon_accounting(void **state)
         assert_true(cJSON_Compare(cJSON_GetObjectItem(al, "postmortem"), pm, true));
 }
 
+/* The Ready condition of node name now. */
+static const char *node_ready(struct sim *s, const char *name)
+{
+        static char status[16];
+        _cleanup_(cjson_freep) cJSON *n = get(s, SIM_NODE, NULL, name);
+        const cJSON *c;
+
+        status[0] = '\0';
+        cJSON_ArrayForEach (c, at(n, "status.conditions"))
+                if (streq(str_at(c, "type"), "Ready"))
+                        snprintf(status, sizeof(status), "%s", str_at(c, "status"));
+        return status;
+}
+
+/* A scheduled reboot: the node goes down at its deadline (every pod still on it killed, the node kept, its
+ * conditions Unknown), is Ready again reboot_seconds later, and an uncordon after that is recorded. */
+static void test_reboot(void **state)
+{
+        _cleanup_(sim_freep) struct sim *s = mk("name: r\nbudget_seconds: 10\n"
+                                                "nodes: [{name: a}, {name: b}]\n"
+                                                "workloads:\n  - {name: w, replicas: 2, placement: {a: 2}}\n"
+                                                "events:\n  - {at: 1, type: scheduled-change, node: a,"
+                                                " code: system-reboot, reboot_seconds: 5}\n");
+        set_time(s, 1);
+        cordon(s, "a", true);
+        set_time(s, 10.5);
+        assert_string_equal(node_ready(s, "a"), "True");
+        set_time(s, 11);
+        assert_string_equal(node_ready(s, "a"), "Unknown");
+        assert_false(sim_finished(s));
+        /* An uncordon while it is down is not one after its return. */
+        cordon(s, "a", false);
+        cordon(s, "a", true);
+        set_time(s, 16);
+        assert_string_equal(node_ready(s, "a"), "True");
+        assert_true(sim_finished(s));
+        _cleanup_(cjson_freep) cJSON *mid = sim_result(s);
+        assert_true(cJSON_IsNull(cJSON_GetObjectItem(result_node(mid, "a"), "uncordoned_at")));
+        set_time(s, 17);
+        cordon(s, "a", false);
+        _cleanup_(cjson_freep) cJSON *res = sim_result(s);
+        const cJSON *n = result_node(res, "a");
+        assert_string_equal(str_at(n, "maintenance_code"), "system-reboot");
+        assert_true(cJSON_GetObjectItem(n, "rebooted_at")->valuedouble == 11);
+        assert_true(cJSON_GetObjectItem(n, "ready_again_at")->valuedouble == 16);
+        assert_true(cJSON_GetObjectItem(n, "uncordoned_at")->valuedouble == 17);
+        /* Nobody drained it: its two pods died with the reboot. */
+        assert_int_equal(int_at(n, "pods_killed"), 2);
+        _cleanup_(cjson_freep) cJSON *still = get(s, SIM_NODE, NULL, "a");
+        assert_non_null(still);
+}
+
 static void test_render_and_leases(void **state)
 {
         _cleanup_(sim_freep) struct sim *s = mk(SMALL);
@@ -1230,6 +1282,7 @@ int main(void)
                 cmocka_unit_test(test_large_world_log),
                 cmocka_unit_test(test_node_patch),
                 cmocka_unit_test(test_cordon_accounting),
+                cmocka_unit_test(test_reboot),
                 cmocka_unit_test(test_render_and_leases),
                 cmocka_unit_test(test_wait),
                 cmocka_unit_test(test_launch),
