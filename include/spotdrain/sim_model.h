@@ -193,7 +193,9 @@ size_t sim_launch_count(const struct sim *s);
 bool sim_has_launch_hook(const struct sim *s);
 int sim_launch_hook(const struct sim *s, size_t i, const char **ret_instance_id, double *ret_at);
 /* CompleteLifecycleAction of a hooked launch: its result and time recorded (GET /sim/v1/result,
- * "launches"); -ENOENT when the instance has no launch action pending (none, or completed already). */
+ * "launches"); result NULL: RecordLifecycleActionHeartbeat, the action kept another HeartbeatTimeout
+ * (autoscaling.heartbeat_timeout_seconds; without one in time it ends with the hook's default result,
+ * ABANDON). -ENOENT when the instance has no launch action pending (none, or completed already). */
 int sim_launch_hook_complete(struct sim *s, const char *instance_id, const char *result);
 /* An instance launched under the hook: its Auto Scaling lifecycle state ("Pending:Wait" until completed,
  * "InService" after CONTINUE, "Terminating" after ABANDON); NULL for any other instance. */

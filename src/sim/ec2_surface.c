@@ -1093,8 +1093,7 @@ static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, c
         }
         /* An instance launched under the launch hook: its one action, pending until completed. */
         const char *state = sim_launch_hook_state(e->sim, instance);
-        if (state && (complete ? sim_launch_hook_complete(e->sim, instance, result) < 0
-                               : !streq(state, "Pending:Wait"))) {
+        if (state && sim_launch_hook_complete(e->sim, instance, complete ? result : NULL) < 0) {
                 asg_error(e, a, 400, "ValidationError",
                           "No active Lifecycle Action found with instance ID %s", instance);
                 return;

@@ -1002,6 +1002,9 @@ static double next_due(const struct sim *s)
                         due_min(&m, s->launches[i].ready_at);
                 else if (s->launches[i].hooked && !s->launches[i].node_ready)
                         due_min(&m, s->launches[i].node_ready_at);
+        for (size_t i = 0; i < s->n_launches; i++)
+                if (s->launches[i].hooked && !s->launches[i].result[0])
+                        due_min(&m, s->launches[i].last_beat + s->sc->hook_heartbeat_timeout);
         return m;
 }
 
@@ -1095,7 +1098,8 @@ static int launch_hooked(struct sim *s, const struct sim_sc_event *e)
                                   .ready_at = s->t + e->join_after,
                                   .hooked = true,
                                   .node_ready_at = e->ready_after < 0 ? -1 : s->t + e->ready_after,
-                                  .completed_at = -1 };
+                                  .completed_at = -1,
+                                  .last_beat = s->t };
         if (!(l->instance_id = strdup(e->launch_instance)) || !(l->zone = strdup(like->zone)) ||
             !(l->capacity_type = strdup(like->capacity_type)) || !(l->name = strdup(e->launch_name))) {
                 free(l->instance_id);
@@ -1147,6 +1151,15 @@ static void run_due(struct sim *s, double t)
                 l->joined = true;
                 if (launch_join(s, l) < 0)
                         l->ready_at = -1; /* lost: never joins, and the result says so */
+        }
+        for (size_t i = 0; i < s->n_launches; i++) {
+                struct sim_launch *l = &s->launches[i];
+                /* Not completed within its HeartbeatTimeout: Auto Scaling applies the default result. */
+                if (l->hooked && !l->result[0] && l->last_beat + s->sc->hook_heartbeat_timeout <= t) {
+                        snprintf(l->result, sizeof(l->result), "ABANDON");
+                        l->completed_at = t;
+                        l->timed_out = true;
+                }
         }
         for (size_t i = 0; i < s->n_launches; i++) {
                 struct sim_launch *l = &s->launches[i];
@@ -1573,7 +1586,11 @@ int sim_launch_hook_complete(struct sim *s, const char *instance_id, const char 
         struct sim_launch *l = hooked_launch(s, instance_id);
         if (!l || l->result[0])
                 return -ENOENT;
-        snprintf(l->result, sizeof(l->result), "%s", result ? result : "");
+        if (!result) { /* a heartbeat: alive another HeartbeatTimeout */
+                l->last_beat = s->t;
+                return 0;
+        }
+        snprintf(l->result, sizeof(l->result), "%s", result);
         l->completed_at = s->t;
         return 0;
 }

@@ -257,8 +257,10 @@ struct sim_launch {
         /* asg-launch: launched under the group's launch hook (spotdrain-launch): its node's name, when it
          * turns Ready (< 0 never), and the lifecycle action's completion (result "" while pending) */
         bool hooked, node_ready;
+        bool timed_out; /* nobody completed it: the hook's HeartbeatTimeout ran out, its default result */
         char *name;
         double node_ready_at, completed_at;
+        double last_beat; /* the launch, or the last heartbeat: the action lives HeartbeatTimeout from it */
         char result[16];
 };
 

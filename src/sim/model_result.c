@@ -312,7 +312,10 @@ cJSON *sim_result(struct sim *s)
                     !add_item(e, "ready_at", time_or_null(l->node_ready ? l->node_ready_at : -1)) ||
                     !add_item(e, "completed_at", time_or_null(l->completed_at)) ||
                     !add_item(e, "result",
-                              l->result[0] ? cJSON_CreateString(l->result) : cJSON_CreateNull()))
+                              l->result[0] ? cJSON_CreateString(l->result) : cJSON_CreateNull()) ||
+                    !add_item(e, "completed_by",
+                              !l->result[0] ? cJSON_CreateNull()
+                                            : cJSON_CreateString(l->timed_out ? "timeout" : "client")))
                         return NULL;
         }
         if (!cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))

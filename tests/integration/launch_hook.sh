@@ -4,7 +4,7 @@
 # instances under its launch hook (HeartbeatTimeout 30 s, default result ABANDON); the simulator sends each
 # launch's EventBridge message to its queue:
 # - u-1, while the group is untagged: the controller (cluster "prod") leaves its action alone: no
-#   CompleteLifecycleAction for it, ever;
+#   CompleteLifecycleAction for it, ever; the simulated hook ends it with its default result at its timeout;
 # - the AWS CLI tags the group; new-a joins NotReady and turns Ready 8 s after its launch: CONTINUE, recorded
 #   by the simulator no earlier than the node's Ready time (the first completion the simulator takes is the
 #   one it keeps: a second one would be refused);
@@ -90,8 +90,9 @@ mv "$TEST_TMP/controller.log" "$TEST_TMP/controller-killed.log"
 controller
 completed new-b ABANDON $NEW_B
 b=$(launch_of new-b)
-jq -e '.ready_at == null and .completed_at - .launched_at >= 31' <<<"$b" >/dev/null ||
-	fail "new-b abandoned before the timeout: $b"
+# Completed by the controller, not by the hook's own 30 s HeartbeatTimeout (which the heartbeat pushed out).
+jq -e '.ready_at == null and .completed_at - .launched_at >= 31 and .completed_by == "client"' <<<"$b" >/dev/null ||
+	fail "new-b abandoned before the timeout, or by the hook's own timeout: $b"
 grep -q "launch lifecycle action of $NEW_B (group $GROUP) completed with ABANDON" "$TEST_TMP/controller.log" ||
 	fail "the restarted controller did not abandon new-b (no launch-abandoned alert in its log)"
 [ "$(beats $NEW_B)" -ge 1 ] || fail "no heartbeat kept new-b's action alive past its 30 s HeartbeatTimeout"
@@ -100,8 +101,11 @@ log "new-b: $b ($(beats $NEW_B) heartbeats)"
 
 states=$(aws_sim "$ASG_URL" autoscaling describe-auto-scaling-groups --auto-scaling-group-names "$GROUP" |
 	jq -c '[.AutoScalingGroups[0].Instances[] | {(.InstanceId): .LifecycleState}] | add')
-jq -e --arg a "$NEW_A" --arg b "$NEW_B" --arg u "$U1" '.[$a] == "InService" and .[$b] == "Terminating" and
-	.[$u] == "Pending:Wait"' <<<"$states" >/dev/null || fail "describe-auto-scaling-groups: $states"
+jq -e --arg a "$NEW_A" --arg b "$NEW_B" '.[$a] == "InService" and .[$b] == "Terminating"' <<<"$states" >/dev/null ||
+	fail "describe-auto-scaling-groups: $states"
+# u-1's action was left to its hook: its HeartbeatTimeout ran out (t = 31) to the default result.
+wait_for 10 sh -c "curl -sSf $SIM_URL/sim/v1/result | jq -e '.launches[] | select(.node == \"u-1\") | .completed_by == \"timeout\"' >/dev/null" ||
+	fail "u-1 was not left to its hook's timeout: $(launch_of u-1)"
 [ "$(completes $U1)" -eq 0 ] || fail "the untagged group's launch action was completed later"
 stop_controller
 log "ok: untagged left alone, CONTINUE after Ready, ABANDON after the timeout across a SIGKILL"

@@ -1120,7 +1120,7 @@ static void test_options_and_clock(void **state)
 static void test_asg_launch(void **state)
 {
         static const char doc[] =
-            "name: launch\nmode: controller\nnodes:\n"
+            "name: launch\nmode: controller\nautoscaling: {heartbeat_timeout_seconds: 30}\nnodes:\n"
             "  - {name: od-1, zone: us-east-1a, capacity_type: on-demand, allocatable: {cpu: \"1\", memory: "
             "4Gi}}\n"
             "workloads:\n"
@@ -1171,9 +1171,26 @@ static void test_asg_launch(void **state)
         assert_int_equal(int_at(l0, "joined_at"), 7);
         assert_int_equal(int_at(l0, "ready_at"), 15);
         assert_int_equal(int_at(l0, "completed_at"), 16);
+        assert_string_equal(str_at(l0, "completed_by"), "client");
         assert_true(cJSON_IsNull(at(l1, "ready_at")));
         assert_true(cJSON_IsNull(at(l1, "result")));
         assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "replacements")), 0);
+
+        /* new-b: a heartbeat keeps its action another HeartbeatTimeout (30 s), then the default result. */
+        const char *b = NULL;
+        assert_int_equal(sim_launch_hook(s, 1, &b, &launched), 0);
+        set_time(s, 20);
+        assert_int_equal(sim_launch_hook_complete(s, b, NULL), 0);
+        set_time(s, 49);
+        assert_string_equal(sim_launch_hook_state(s, b), "Pending:Wait");
+        set_time(s, 51);
+        assert_string_equal(sim_launch_hook_state(s, b), "Terminating");
+        assert_int_equal(sim_launch_hook_complete(s, b, NULL), -ENOENT);
+        _cleanup_(cjson_freep) cJSON *r2 = sim_result(s);
+        const cJSON *b1 = cJSON_GetArrayItem(cJSON_GetObjectItem(r2, "launches"), 1);
+        assert_string_equal(str_at(b1, "result"), "ABANDON");
+        assert_string_equal(str_at(b1, "completed_by"), "timeout");
+        assert_int_equal(int_at(b1, "completed_at"), 50);
 }
 
 static void test_launch(void **state)
