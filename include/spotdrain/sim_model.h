@@ -189,6 +189,8 @@ int sim_launch_instance(struct sim *s, const char *instance_type, const char *zo
  * indexed 0..sim_launch_count()-1 (CreateFleet's among them); sim_launch_hook() answers -ENOENT for one
  * not launched under the hook, else its instance and launch time (scenario seconds). */
 size_t sim_launch_count(const struct sim *s);
+/* Launch actions not completed yet (by a client or their hook's timeout). */
+size_t sim_launch_hooks_pending(const struct sim *s);
 /* The scenario has asg-launch events: its group has a launch hook. */
 bool sim_has_launch_hook(const struct sim *s);
 int sim_launch_hook(const struct sim *s, size_t i, const char **ret_instance_id, double *ret_at);

@@ -1817,7 +1817,7 @@ struct controller *controller_free(struct controller *c)
         if (c->dispatch)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
-        launch_free(c->launch);
+        c->launch = launch_free(c->launch);
         sns_gate_free(c->sns);
         while (c->n_lc_waits > 0)
                 lc_wait_remove(c, c->lc_waits[c->n_lc_waits - 1]);

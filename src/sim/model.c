@@ -1555,6 +1555,14 @@ size_t sim_launch_count(const struct sim *s)
         return s->n_launches;
 }
 
+size_t sim_launch_hooks_pending(const struct sim *s)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_launches; i++)
+                n += s->launches[i].hooked && !s->launches[i].result[0];
+        return n;
+}
+
 bool sim_has_launch_hook(const struct sim *s)
 {
         for (size_t i = 0; i < s->sc->n_events; i++)
