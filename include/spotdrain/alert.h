@@ -33,6 +33,9 @@ enum alert_kind {
          * at its last safe moment. The Kubernetes Event goes on the pod, where its team looks. */
         ALERT_POD_EVICTED,
         ALERT_POD_DELETED,
+        /* A launch lifecycle action completed with ABANDON: the instance's node was not Ready in time
+         * (controller.launch_ready_timeout_seconds), Auto Scaling terminates it. */
+        ALERT_LAUNCH_ABANDONED,
         _ALERT_KIND_MAX,
 };
 

@@ -45,6 +45,7 @@ struct controller_settings {
         uint64_t
             heartbeat_interval_usec;   /* lifecycle heartbeat period; 0 = half the hook's HeartbeatTimeout */
         uint64_t heartbeat_until_usec; /* heartbeats stop this long after the lifecycle notice */
+        uint64_t launch_ready_timeout_usec; /* a launch action not Ready this long after it: ABANDON */
         /* The eviction webhook (admission.h): off while admission_listen is unset. */
         char *admission_listen;
         char *admission_cert_file, *admission_key_file;
@@ -201,6 +202,11 @@ enum controller_reject {
  * label and the alert's reason. */
 const char *controller_reject_label(enum controller_reject why);
 
+/* How a launch lifecycle action's wait ended: "continue", "abandon", "foreign" (not this cluster's: left
+ * alone), "gone" (Auto Scaling had it no more), "failed" (its message comes back); NULL past the last. */
+#define CONTROLLER_LAUNCH_RESULTS 5
+const char *controller_launch_result_label(unsigned i);
+
 struct controller_stats {
         uint64_t receives, receive_failures, messages, deleted, delete_failures;
         uint64_t visibility_extends, visibility_failures;
@@ -209,7 +215,10 @@ struct controller_stats {
         uint64_t unreadable;                       /* times the queue turned unreadable */
         uint64_t unreadable_failures;              /* calls answered with an error that means unreadable */
         uint64_t notice_counts[_NOTICE_KIND_MAX];  /* notices received (duplicates excluded), by kind */
-        unsigned in_flight;                        /* messages held while their drains run */
+        /* Launch lifecycle actions ended, by how (controller_launch_result_label()), and those waiting. */
+        uint64_t launch_results[CONTROLLER_LAUNCH_RESULTS];
+        unsigned launch_waiting;
+        unsigned in_flight; /* messages held while their drains run */
         bool leader, receiving, queue_ok;
         struct dispatch_stats dispatch;
 };

@@ -36,7 +36,11 @@
  * the revert) or ignore (heard and told to ops->notice_seen, acted on by nothing: DISPATCH_DONE, its message
  * deleted as handled). A later notice whose action drains upgrades a cordoned or tainted node. A lifecycle
  * hook whose notice is cordoned or tainted is completed at once (nothing is left to wait for); one ignored
- * is left alone (to its heartbeat timeout and default result). */
+ * is left alone (to its heartbeat timeout and default result).
+ *   asg-lifecycle-launch    handed to ops->lifecycle_launch (the controller completes it once the instance's
+ *                           node is Ready); its action is ignore (left to its hook's default result) or
+ *                           anything else (completed). Never a drain, never deduplicated here: a message
+ *                           delivered again while the action waits must join it, not be deleted. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -113,6 +117,10 @@ struct dispatch_ops {
         /* The deadline a lifecycle action's hook grants (engine clock); 0 or absent: the notice's own.
          * A drain the action drives is planned again at dispatch_lifecycle_rearm() when it changed. */
         uint64_t (*lifecycle_deadline)(void *userdata, const struct notice *n);
+        /* An Auto Scaling launch lifecycle action (asg-lifecycle-launch; drains nothing): the verdict
+         * (DISPATCH_PENDING: ticket_done follows once the action is completed), or a negative errno.
+         * Absent: DISPATCH_DONE (nothing here can complete it). */
+        int (*lifecycle_launch)(void *userdata, const struct notice *n, uint64_t ticket);
         /* A DISPATCH_PENDING ticket is finished. error 0: acted on (its drain ended); -ENXIO: the instance
          * never turned up as a node (reported; not this cluster's: its lifecycle action, if any, is left
          * alone, and so should the message be, for the cluster it belongs to); another error: nothing
@@ -186,6 +194,8 @@ uint64_t dispatch_late_usec(const struct notice *n, uint64_t now);
 /* notice_format_human()'s line, and for a late notice what that means ("; arrived 240 s after its deadline:
  * drained with the minimum budget"): the notice-received alert's message in every front end. */
 int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret);
+/* The Node object's Ready condition is True. */
+bool dispatch_node_ready(const cJSON *node);
 /* The node of an instance, or NULL. */
 const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id);
 /* "aws:///us-east-1a/i-0abc..." → "i-0abc..." (borrowed from provider_id), NULL when not an EC2 ID. */

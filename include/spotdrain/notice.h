@@ -19,6 +19,7 @@
  * (default 3600 s) runs out. 120 s would be wrong for an on-demand scale-in; when the ASG is spot-backed and
  * the termination is a reclaim, a spot warning arrives too and the dispatcher keeps the earlier deadline.
  * Set it to the hook's HeartbeatTimeout when the controller sends no heartbeats. asg-test-notification none
+ *   asg-lifecycle-launch             none: the instance is launching, nothing is going away
  *
  * Dedupe: standard queues and EventBridge deliver duplicates; two deliveries of one message give notices
  * with the same event_id. event_id is the EventBridge `id` (also inside an SNS envelope: SNS-wrapped and
@@ -44,6 +45,10 @@ enum notice_kind {
         /* EC2 Capacity Reservation Instance Interruption Warning: an interruptible Capacity Reservation's
          * owner reclaims its capacity; the instance is terminated two minutes later, as a spot one. */
         NOTICE_CAPACITY_RESERVATION_INTERRUPTION,
+        /* An Auto Scaling launch lifecycle action (autoscaling:EC2_INSTANCE_LAUNCHING): drains nothing; the
+         * controller completes it with CONTINUE once the instance's node is Ready (ABANDON after
+         * controller.launch_ready_timeout_seconds). */
+        NOTICE_ASG_LIFECYCLE_LAUNCH,
         _NOTICE_KIND_MAX,
 };
 
@@ -86,7 +91,7 @@ struct notice {
         char account[NOTICE_ACCOUNT_SIZE];
         char event_id[NOTICE_ID_SIZE];
 
-        /* asg-lifecycle-terminate (group also for asg-test-notification) */
+        /* asg-lifecycle-terminate, asg-lifecycle-launch (group also for asg-test-notification) */
         char asg_name[NOTICE_NAME_SIZE];
         char lifecycle_hook_name[NOTICE_NAME_SIZE];
         char lifecycle_action_token[NOTICE_ID_SIZE];
@@ -113,7 +118,7 @@ struct notice_parse_opts {
 
 /* Parses one body (an SQS message Body, an EventBridge event, an SNS envelope or an IMDS document).
  * On success returns 0 with a malloc'ed array of *ret_n notices in *ret (free() it). A recognized body that
- * carries nothing to act on (an instance going to `running`, an ASG launch hook, an empty IMDS schedule, an
+ * carries nothing to act on (an instance going to `running`, an empty IMDS schedule, an
  * AWS Health event of another service or category, an SNS subscription confirmation) gives 0 notices,
  * *ret = NULL and the reason why in `reason`.
  * Errors, each with a one-line reason in `reason` (if reason_size > 0):

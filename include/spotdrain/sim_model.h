@@ -185,6 +185,24 @@ int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_
 int sim_launch_instance(struct sim *s, const char *instance_type, const char *zone,
                         const char *capacity_type, char **ret_instance_id);
 
+/* asg-launch events (docs/contracts.md §3): instances the group launched under its launch hook. Launches are
+ * indexed 0..sim_launch_count()-1 (CreateFleet's among them); sim_launch_hook() answers -ENOENT for one
+ * not launched under the hook, else its instance and launch time (scenario seconds). */
+size_t sim_launch_count(const struct sim *s);
+/* Launch actions not completed yet (by a client or their hook's timeout). */
+size_t sim_launch_hooks_pending(const struct sim *s);
+/* The scenario has asg-launch events: its group has a launch hook. */
+bool sim_has_launch_hook(const struct sim *s);
+int sim_launch_hook(const struct sim *s, size_t i, const char **ret_instance_id, double *ret_at);
+/* CompleteLifecycleAction of a hooked launch: its result and time recorded (GET /sim/v1/result,
+ * "launches"); result NULL: RecordLifecycleActionHeartbeat, the action kept another HeartbeatTimeout
+ * (autoscaling.heartbeat_timeout_seconds; without one in time it ends with the hook's default result,
+ * ABANDON). -ENOENT when the instance has no launch action pending (none, or completed already). */
+int sim_launch_hook_complete(struct sim *s, const char *instance_id, const char *result);
+/* An instance launched under the hook: its Auto Scaling lifecycle state ("Pending:Wait" until completed,
+ * "InService" after CONTINUE, "Terminating" after ABANDON); NULL for any other instance. */
+const char *sim_launch_hook_state(const struct sim *s, const char *instance_id);
+
 /* ---- accounting and result (docs/contracts.md §4) ---- */
 void sim_count_request(struct sim *s); /* every API request served */
 cJSON *sim_result(struct sim *s);      /* the simulation result object */

@@ -19,6 +19,8 @@
  *                              startTime = the deadline)
  *   asg-lifecycle-terminate  → EventBridge "EC2 Instance-terminate Lifecycle Action" (group
  *                              "spotdrain-SCENARIO", hook SIM_SQS_LIFECYCLE_HOOK)
+ *   asg-launch               → EventBridge "EC2 Instance-launch Lifecycle Action" (the same group, hook
+ *                              SIM_SQS_LAUNCH_HOOK), at the launch
  * Event and message ids are deterministic (a hash of scenario, instance, kind and time).
  *
  * Queue semantics, in scenario seconds: visibility timeout (default 30 s, or the request's), a new receipt
@@ -46,6 +48,7 @@ struct sim_sts;
 #define SIM_SQS_ACCESS_KEY_ID     "AKIDEXAMPLE"
 #define SIM_SQS_SECRET_ACCESS_KEY "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define SIM_SQS_LIFECYCLE_HOOK    "spotdrain-terminate"
+#define SIM_SQS_LAUNCH_HOOK       "spotdrain-launch"
 #define SIM_SQS_VISIBILITY        30
 
 /* Starts the listener on host (an address to bind, port chosen by the kernel; NULL = "127.0.0.1"). The

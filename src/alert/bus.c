@@ -28,6 +28,7 @@ static const struct {
         [ALERT_EVICTION_DENIED] = { "eviction-denied", "EvictionDenied", true },
         [ALERT_POD_EVICTED] = { "pod-evicted", "Evicted", false },
         [ALERT_POD_DELETED] = { "pod-deleted", "DeletedAtLastSafeMoment", true },
+        [ALERT_LAUNCH_ABANDONED] = { "launch-abandoned", "LaunchAbandoned", true },
 };
 
 struct alert_sink {

@@ -78,6 +78,7 @@ static void sink_metrics(const struct alert *a, void *userdata)
         case ALERT_POD_EVICTED: /* spotdrain_evictions_total counts them at the API */
         case ALERT_POD_DELETED: /* and spotdrain_pods_forced_total, through pods-forced */
         case ALERT_EVICTION_DENIED:
+        case ALERT_LAUNCH_ABANDONED: /* spotdrain_launch_hooks_completed_total{result="abandon"} */
         case _ALERT_KIND_MAX:
                 break;
         }

@@ -50,6 +50,7 @@ static const char *const kind_names[_NOTICE_KIND_MAX] = {
         [NOTICE_ASG_LIFECYCLE_TERMINATE] = "asg-lifecycle-terminate",
         [NOTICE_ASG_TEST_NOTIFICATION] = "asg-test-notification",
         [NOTICE_CAPACITY_RESERVATION_INTERRUPTION] = "capacity-reservation-interruption",
+        [NOTICE_ASG_LIFECYCLE_LAUNCH] = "asg-lifecycle-launch",
 };
 
 struct ctx {
@@ -717,9 +718,8 @@ static int asg_lifecycle(struct ctx *c, const cJSON *o, const char *where, const
                                     Q(event));
                 return fail(c, -EBADMSG, "%s without %s", where, P("LifecycleTransition"));
         }
-        if (streq(transition, ASG_LAUNCHING))
-                return ignore(c, "Auto Scaling launch lifecycle action: nothing to drain");
-        if (!streq(transition, ASG_TERMINATING))
+        bool launching = streq(transition, ASG_LAUNCHING);
+        if (!launching && !streq(transition, ASG_TERMINATING))
                 return fail(c, -EOPNOTSUPP, "%s: unknown lifecycle transition '%s'", where, Q(transition));
 
         const char *iid, *hook, *group, *token;
@@ -742,7 +742,7 @@ static int asg_lifecycle(struct ctx *c, const cJSON *o, const char *where, const
                 return r;
 
         struct notice *n;
-        r = push(c, NOTICE_ASG_LIFECYCLE_TERMINATE, &n);
+        r = push(c, launching ? NOTICE_ASG_LIFECYCLE_LAUNCH : NOTICE_ASG_LIFECYCLE_TERMINATE, &n);
         if (r >= 0)
                 r = SET(c, n->lifecycle_hook_name, hook, where, P("LifecycleHookName"));
         if (r >= 0)
@@ -756,7 +756,9 @@ static int asg_lifecycle(struct ctx *c, const cJSON *o, const char *where, const
 #undef P
         memcpy(n->instance_id, iid, strlen(iid) + 1);
         n->notice_time = t;
-        n->deadline = add_sat(t, c->opts->asg_deadline_usec ?: NOTICE_ASG_DEFAULT_DEADLINE_USEC);
+        /* A launching instance is not going anywhere: its hook's time is the controller's to manage. */
+        if (!launching)
+                n->deadline = add_sat(t, c->opts->asg_deadline_usec ?: NOTICE_ASG_DEFAULT_DEADLINE_USEC);
         return asg_account(c, o, where, pfx, n);
 }
 
@@ -978,7 +980,7 @@ static int eventbridge(struct ctx *c, const cJSON *root)
                 r = asg_lifecycle(c, e.detail, where, "detail.", e.id, e.time);
         else if (streq(e.source, "aws.autoscaling") &&
                  streq(e.detail_type, "EC2 Instance-launch Lifecycle Action"))
-                return ignore(c, "Auto Scaling launch lifecycle action: nothing to drain");
+                r = asg_lifecycle(c, e.detail, where, "detail.", e.id, e.time);
         else
                 return fail(c, -EOPNOTSUPP, "unknown detail-type '%s' from source '%s'", Q(e.detail_type),
                             Q(e.source));

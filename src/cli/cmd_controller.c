@@ -96,6 +96,8 @@ static const struct aws_credentials *creds_current(void *userdata)
 #define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
 #define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
 #define M_DRAINING         "spotdrain_drains_in_progress"
+#define M_LAUNCH_HOOKS     "spotdrain_launch_hooks_total"
+#define M_LAUNCH_WAITING   "spotdrain_launch_hooks_waiting"
 
 static const struct metric_family_def controller_families[] = {
         { M_RECEIVES, METRIC_COUNTER, "SQS ReceiveMessage calls answered.", {}, NULL, 0 },
@@ -145,6 +147,20 @@ static const struct metric_family_def controller_families[] = {
           NULL,
           0 },
         { M_DRAINING, METRIC_GAUGE, "Drains under way.", {}, NULL, 0 },
+        { M_LAUNCH_HOOKS,
+          METRIC_COUNTER,
+          "Auto Scaling launch lifecycle actions ended, by result: continue (the node was Ready), abandon "
+          "(not Ready within controller.launch_ready_timeout_seconds), foreign (not this cluster's: left "
+          "alone), gone (Auto Scaling held it no more), failed (its message comes back).",
+          { "result" },
+          NULL,
+          0 },
+        { M_LAUNCH_WAITING,
+          METRIC_GAUGE,
+          "Launch lifecycle actions waiting for their node to be Ready.",
+          {},
+          NULL,
+          0 },
 };
 
 struct ops {
@@ -198,6 +214,10 @@ static void ops_tick(void *userdata)
                                                   notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
         (void)metrics_gauge_set(m, M_IN_FLIGHT, st.in_flight, NULL);
         (void)metrics_gauge_set(m, M_DRAINING, st.dispatch.draining, NULL);
+        for (unsigned k = 0; k < CONTROLLER_LAUNCH_RESULTS; k++)
+                add_delta(m, M_LAUNCH_HOOKS, st.launch_results[k], o->last.launch_results[k],
+                          controller_launch_result_label(k));
+        (void)metrics_gauge_set(m, M_LAUNCH_WAITING, st.launch_waiting, NULL);
         (void)metrics_gauge_set(m, M_UNREADABLE, ready ? 0 : 1, NULL);
         (void)metrics_gauge_set(m, METRIC_LEADER, st.leader ? 1 : 0, NULL);
         (void)httpd_set_ready(o->httpd, "queue", ready,

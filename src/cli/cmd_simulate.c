@@ -446,16 +446,18 @@ static void follow_controller_drain(struct simulate *sm, const struct alert *a)
 {
         struct sim_drain *d = find_drain(sm, a->node), **v;
 
-        if (a->kind == ALERT_REPLACEMENT_LAUNCHED || a->kind == ALERT_REPLACEMENT_FAILED)
+        if (a->kind == ALERT_REPLACEMENT_LAUNCHED || a->kind == ALERT_REPLACEMENT_FAILED ||
+            a->kind == ALERT_LAUNCH_ABANDONED)
                 return;
-        /* A notice starts a drain, unless it is a recommendation. */
+        /* A notice starts a drain, unless it is a recommendation or a launch. */
         if (a->kind == ALERT_NOTICE_RECEIVED) {
                 const char *kind = NULL;
                 for (const char *const *f = a->fields; f && f[0] && f[1]; f += 2)
                         if (streq(f[0], "kind"))
                                 kind = f[1];
                 if (!kind || streq(kind, notice_kind_to_string(NOTICE_REBALANCE_RECOMMENDATION)) ||
-                    streq(kind, notice_kind_to_string(NOTICE_ASG_TEST_NOTIFICATION)))
+                    streq(kind, notice_kind_to_string(NOTICE_ASG_TEST_NOTIFICATION)) ||
+                    streq(kind, notice_kind_to_string(NOTICE_ASG_LIFECYCLE_LAUNCH)))
                         return;
         }
         if (!d) {
@@ -500,9 +502,17 @@ static int start_controller(struct simulate *sm)
         r = sim_sqs_start(sm->sim, "127.0.0.1", &sm->sqs);
         if (r < 0)
                 return log_error_errno(r, "cannot start the simulator's SQS surface");
+        /* Launch hooks (asg-launch) are completed against the simulated Auto Scaling, which takes the
+         * queue's key too. */
+        sim_lock(sm->sim);
+        bool launches = sim_has_launch_hook(sm->sim);
+        sim_unlock(sm->sim);
+        if (launches && !sm->ec2 && (r = sim_ec2_start(sm->sim, "127.0.0.1", &sm->ec2)) < 0)
+                return log_error_errno(r, "cannot start the simulator's Auto Scaling surface");
         struct controller_options co = { .queue_url = sim_sqs_queue_url(sm->sqs),
                                          .region = region,
                                          .sqs_endpoint = sim_sqs_url(sm->sqs),
+                                         .asg_endpoint = launches ? sim_ec2_url(sm->ec2) : NULL,
                                          .credentials = sqs_credentials,
                                          .credentials_userdata = sm,
                                          .cfg = sm->cfg,
@@ -794,6 +804,10 @@ static bool nothing_left(struct simulate *sm)
 
         for (size_t i = 0; i < sm->n_drains; i++)
                 drains_done = drains_done && sm->drains[i]->done;
+        /* The controller completes launch hooks (at the latest at controller.launch_ready_timeout_seconds):
+         * their results belong in the result too. */
+        if (streq(sm->delivery, "sqs") && sim_launch_hooks_pending(sm->sim) > 0)
+                return false;
         if (sim_finished(sm->sim))
                 return drains_done ||
                        sim_now(sm->sim) > fmax(sm->last_event_at, 0) + sim_budget_seconds(sm->sim) + 2;

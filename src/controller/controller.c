@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/launch.h"
 #include "controller/managed.h"
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
@@ -147,6 +148,8 @@ struct controller {
         /* Lifecycle actions waiting for their node's VolumeAttachments to be gone before completing. */
         struct lc_wait **lc_waits;
         size_t n_lc_waits;
+        /* Launch lifecycle actions waiting for their node to be Ready (controller/launch.h). */
+        struct launch *launch;
 
         struct controller_stats stats;
 };
@@ -1179,6 +1182,7 @@ static void on_hooks_changed(void *userdata)
 
         if (c->dispatch)
                 dispatch_lifecycle_rearm(c->dispatch);
+        launch_hooks_changed(c->launch);
 }
 
 struct lc_wait {
@@ -1247,6 +1251,155 @@ static int op_lifecycle_complete(void *userdata, const struct notice *n)
         return 0;
 }
 
+/* ---- launch lifecycle actions (controller/launch.h) ---- */
+
+const char *controller_launch_result_label(unsigned i)
+{
+        _Static_assert(CONTROLLER_LAUNCH_RESULTS == _LAUNCH_RESULT_MAX, "one label per launch result");
+        return launch_result_label((enum launch_result)i);
+}
+
+struct launch_owner {
+        struct controller *c;
+        uint64_t id;
+        struct notice n;
+};
+
+static void on_launch_owned(int owned, void *userdata)
+{
+        struct launch_owner *o = userdata;
+
+        if (owned != -ECANCELED) {
+                if (owned != 1)
+                        lifecycle_foreign(&o->n, o->c->cfg->controller.cluster_name, owned);
+                launch_owned_answer(o->c->launch, o->id, owned);
+        }
+        free(o);
+}
+
+/* The same trust as a terminate hook's: controller.asg_names, else the group's cluster tag. */
+static int launch_op_owned(void *userdata, const struct notice *n, uint64_t id)
+{
+        struct controller *c = userdata;
+        struct launch_owner *o;
+        int r;
+
+        if (c->cfg && !strv_isempty(c->cfg->controller.asg_names)) {
+                if (strv_contains(c->cfg->controller.asg_names, n->asg_name))
+                        return 1;
+                log_warning("the launch lifecycle action of %s is left alone: group %s is not one of "
+                            "controller.asg_names",
+                            n->instance_id, n->asg_name);
+                return 0;
+        }
+        if (!c->owners)
+                return -ENODATA;
+        if (!(o = calloc(1, sizeof(*o))))
+                return -ENOMEM;
+        *o = (struct launch_owner){ .c = c, .id = id, .n = *n };
+        r = asg_owners_check(c->owners, n->asg_name, on_launch_owned, o);
+        if (r == -EINPROGRESS)
+                return r;
+        free(o);
+        if (r != 1)
+                lifecycle_foreign(n, c->cfg->controller.cluster_name, r);
+        return r;
+}
+
+struct launch_call {
+        struct controller *c;
+        uint64_t id;
+};
+
+static void on_launch_call(const struct aws_result *res, const char *body, size_t len, void *userdata)
+{
+        struct launch_call *call = userdata;
+        _cleanup_free_ char *message = NULL;
+
+        if (res->cls != AWS_ERR_CANCELLED) {
+                /* Auto Scaling's answer for an action it holds no more (completed, or timed out). */
+                bool gone = res->error < 0 && streq(res->code, "ValidationError") &&
+                            strstr(res->message, "No active Lifecycle Action");
+                if (res->error < 0)
+                        message = res->code[0] ? strprintf("%s: %s", res->code, res->message)
+                                               : strdup(res->message);
+                launch_call_answer(call->c->launch, call->id, res->error,
+                                   aws_error_class_retryable(res->cls), gone, message);
+        }
+        free(call);
+}
+
+static int launch_op_call(void *userdata, const struct notice *n, const char *result, uint64_t id)
+{
+        struct controller *c = userdata;
+        _cleanup_free_ char *body = NULL;
+        struct launch_call *call;
+        int r;
+
+        r = asg_lifecycle_body(n, result ? "CompleteLifecycleAction" : "RecordLifecycleActionHeartbeat",
+                               result, &body);
+        if (r < 0)
+                return r;
+        if (!(call = calloc(1, sizeof(*call))))
+                return -ENOMEM;
+        *call = (struct launch_call){ .c = c, .id = id };
+        r = asg_call(c->asg, body, on_launch_call, call);
+        if (r < 0)
+                free(call);
+        return r;
+}
+
+static int launch_op_hook(void *userdata, const struct notice *n, uint64_t *ret_heartbeat_usec,
+                          uint64_t *ret_global_usec)
+{
+        struct controller *c = userdata;
+        return c->hooks ? asg_hooks_get(c->hooks, n->asg_name, n->lifecycle_hook_name, ret_heartbeat_usec,
+                                        ret_global_usec)
+                        : -EOPNOTSUPP;
+}
+
+static const cJSON *launch_op_node_of(void *userdata, const char *instance_id)
+{
+        struct controller *c = userdata;
+        const char *node = c->dispatch ? dispatch_node_for_instance(c->dispatch, instance_id) : NULL;
+        return node && c->nodes ? kube_informer_get(c->nodes, NULL, node) : NULL;
+}
+
+static void launch_op_finished(void *userdata, const struct notice *n, const char *node,
+                               enum launch_result r, const char *why)
+{
+        struct controller *c = userdata;
+
+        c->stats.launch_results[r]++;
+        if (r == LAUNCH_CONTINUED)
+                log_notice("launch lifecycle action of %s completed with CONTINUE: %s", n->instance_id, why);
+        if (r != LAUNCH_ABANDONED || !c->bus)
+                return;
+        (void)alert_emit(
+            c->bus, ALERT_LAUNCH_ABANDONED, node,
+            (const char *[]){ "instance_id", n->instance_id, "group", n->asg_name, "hook",
+                              n->lifecycle_hook_name, NULL },
+            "launch lifecycle action of %s (group %s) completed with ABANDON: %s%s%s; Auto Scaling "
+            "terminates the instance",
+            n->instance_id, n->asg_name, why, node ? ", node " : "", node ? node : "");
+}
+
+static int op_lifecycle_launch(void *userdata, const struct notice *n, uint64_t ticket)
+{
+        struct controller *c = userdata;
+        int r;
+
+        if (!c->launch) {
+                if (!c->asg_warned)
+                        log_warning(
+                            "no Auto Scaling client (no region): lifecycle hooks are left to time out");
+                c->asg_warned = true;
+                return DISPATCH_DONE;
+        }
+        r = launch_submit(c->launch, n, ticket);
+        return r < 0 ? r : DISPATCH_PENDING;
+}
+
 static void op_ticket_done(void *userdata, uint64_t ticket, int error)
 {
         struct controller *c = userdata;
@@ -1277,6 +1430,7 @@ static const struct dispatch_ops controller_dispatch_ops = {
         .lifecycle_complete = op_lifecycle_complete,
         .lifecycle_interval = op_lifecycle_interval,
         .lifecycle_deadline = op_lifecycle_deadline,
+        .lifecycle_launch = op_lifecycle_launch,
         .ticket_done = op_ticket_done,
 };
 
@@ -1312,6 +1466,7 @@ static void node_added(void *userdata, const cJSON *obj)
         struct controller *c = userdata;
         if (dispatch_node_update(c->dispatch, obj) < 0)
                 log_debug("controller: cannot index node %s", kube_object_str(obj, "metadata.name"));
+        launch_node_update(c->launch, obj);
 }
 
 static void node_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
@@ -1328,6 +1483,7 @@ static void node_deleted(void *userdata, const cJSON *obj)
 static void nodes_synced(void *userdata)
 {
         struct controller *c = userdata;
+        launch_nodes_synced(c->launch);
         if (c->active && c->resume_pending)
                 resume_drains(c);
 }
@@ -1358,6 +1514,7 @@ static void deactivate(struct controller *c)
         c->stats.leader = false;
         polls_cancel(c);
         dispatch_reset(c->dispatch);
+        launch_reset(c->launch); /* their messages come back to the next leader */
         c->surge_sweep = drain_surge_sweep_free(c->surge_sweep); /* the next leader sweeps again */
         while (c->n_msgs > 0) {
                 struct cmsg *m = c->msgs[c->n_msgs - 1];
@@ -1392,8 +1549,10 @@ int controller_start(struct controller *c)
                 return -EALREADY;
         c->started = true;
         /* What the controller reads of a Node (providerID for the notices' instances, the drain record
-         * annotation): not its status, most of a Node's size (images, conditions, capacity). */
-        static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec", NULL };
+         * annotation, its conditions for a launch action's Ready): not the rest of its status, most of a
+         * Node's size (images, capacity). */
+        static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec",
+                                                   "status.conditions", NULL };
         r = kube_informer_start(
             c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes", .keep_fields = node_fields },
             &ops, c, &c->nodes);
@@ -1475,6 +1634,12 @@ void controller_stats(const struct controller *c, struct controller_stats *ret)
                 ret->receiving = ret->receiving || c->polls[i].op;
         ret->queue_ok = controller_ready(c);
         ret->in_flight = (unsigned)c->n_msgs;
+        ret->launch_waiting = 0;
+        if (c->launch) {
+                struct launch_stats ls;
+                launch_stats(c->launch, &ls);
+                ret->launch_waiting = ls.waiting;
+        }
 }
 
 struct dispatch *controller_dispatch(struct controller *c)
@@ -1639,6 +1804,21 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;
+        if (c->asg) {
+                static const struct launch_ops lops = { .owned = launch_op_owned,
+                                                        .call = launch_op_call,
+                                                        .hook = launch_op_hook,
+                                                        .node_of = launch_op_node_of,
+                                                        .finished = launch_op_finished,
+                                                        .ticket_done = op_ticket_done };
+                struct launch_options lo = {
+                        .ready_timeout_usec = o->cfg ? o->cfg->controller.launch_ready_timeout_usec : 0,
+                        .heartbeat_usec = o->cfg ? o->cfg->controller.heartbeat_interval_usec : 0,
+                };
+                r = launch_new(l, &lo, &lops, c, &c->launch);
+                if (r < 0)
+                        return r;
+        }
         if (!o->no_leader_election) {
                 struct leader_options lo = o->leader;
                 lo.namespace = c->lease_namespace;
@@ -1680,6 +1860,7 @@ struct controller *controller_free(struct controller *c)
         if (c->dispatch)
                 dispatch_reset(c->dispatch);
         dispatch_free(c->dispatch);
+        c->launch = launch_free(c->launch);
         sns_gate_free(c->sns);
         while (c->n_lc_waits > 0)
                 lc_wait_remove(c, c->lc_waits[c->n_lc_waits - 1]);

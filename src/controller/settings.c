@@ -47,6 +47,11 @@ static const struct config_item controller_items[] = {
           "heartbeatUntil); "
           "the drain's deadline is then this, within the hook's GlobalTimeout",
           NULL, CONFIG_SECONDS, .min = 60, .max = 172800, false },
+        { "controller.launch_ready_timeout_seconds", CONFIG_DURATION, "600", OFF(launch_ready_timeout_usec),
+          "an Auto Scaling launch lifecycle action is completed with CONTINUE once the instance's node is "
+          "Ready, with ABANDON when it is not within this long of the launch (within the hook's "
+          "GlobalTimeout; heartbeats keep the action alive meanwhile when its HeartbeatTimeout is shorter)",
+          NULL, CONFIG_SECONDS, .min = 10, .max = 172800, false },
         { "controller.delete_unknown_after_seconds", CONFIG_DURATION, "0", OFF(delete_unknown_after_usec),
           "a notice for an instance that is no node of this cluster is left in the queue for the cluster it "
           "belongs to; set this to delete such messages once they are this old (0: never)",

@@ -743,7 +743,7 @@ static int reboot_add(struct dispatch *d, const char *node, const struct notice 
         return timer_start_in(d->loop, 0, on_reboot_refresh, b, &b->refresh);
 }
 
-static bool node_ready(const cJSON *node)
+bool dispatch_node_ready(const cJSON *node)
 {
         const cJSON *conds =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "status"), "conditions");
@@ -765,7 +765,7 @@ static void reboot_check(struct dispatch *d, const char *name, const cJSON *node
         const char *why = NULL;
         int r;
 
-        if (!b || !node_ready(node))
+        if (!b || !dispatch_node_ready(node))
                 return;
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "spec"),
                                                            "unschedulable")))
@@ -1146,6 +1146,12 @@ int dispatch_submit(struct dispatch *d, const struct notice *n, uint64_t ticket,
                 if (!isempty(n->event_id))
                         dedupe_add(d, key);
                 return DISPATCH_DONE;
+        }
+        if (n->kind == NOTICE_ASG_LIFECYCLE_LAUNCH) {
+                if (d->ops.notice_seen)
+                        d->ops.notice_seen(d->userdata, dispatch_node_for_instance(d, n->instance_id), n);
+                return d->ops.lifecycle_launch ? d->ops.lifecycle_launch(d->userdata, n, ticket)
+                                               : DISPATCH_DONE;
         }
         /* A scheduled change waiting to be due is remembered by its entry, not the dedupe table (a message
          * brought back when it is due must be acted on). */

@@ -14,6 +14,13 @@ static const struct config_enum_value notice_actions[] = {
         { NULL, 0 },
 };
 
+/* A launch lifecycle action drains nothing: it is completed (once its node is Ready) or left alone. */
+static const struct config_enum_value launch_actions[] = {
+        { "complete", DISPATCH_ACTION_DRAIN },
+        { "ignore", DISPATCH_ACTION_IGNORE },
+        { NULL, 0 },
+};
+
 #define OFF(kind) offsetof(struct notices_settings, action[kind])
 
 static const struct config_item notices_items[] = {
@@ -42,6 +49,12 @@ static const struct config_item notices_items[] = {
           "an Auto Scaling terminate lifecycle action: drain | cordon | taint (hook completed at once) | "
           "ignore (hook left to its timeout)",
           notice_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.asg_launch.action", CONFIG_ENUM, "complete", OFF(NOTICE_ASG_LIFECYCLE_LAUNCH),
+          "an Auto Scaling launch lifecycle action (controller): complete (CONTINUE once the instance's "
+          "node "
+          "is Ready, ABANDON after controller.launch_ready_timeout_seconds) | ignore (hook left to its "
+          "timeout and default result)",
+          launch_actions, 0, CONFIG_NO_RANGE, false },
 };
 
 const struct config_section notices_config_section = { "notices", notices_items, ARRAY_SIZE(notices_items) };

@@ -954,8 +954,10 @@ static void act_describe_groups(struct sim_ec2 *e, const cJSON *p, struct answer
                 ans_elem(a, "InstanceId", v.id);
                 ans_elem(a, "InstanceType", v.type);
                 ans_elem(a, "AvailabilityZone", v.zone);
+                const char *hooked = sim_launch_hook_state(e->sim, v.id);
                 ans_elem(a, "LifecycleState",
-                         v.code == 0    ? "Pending"
+                         hooked         ? hooked
+                         : v.code == 0  ? "Pending"
                          : v.code == 16 ? "InService"
                                         : "Terminating");
                 ans_printf(a, "<HealthStatus>Healthy</HealthStatus><ProtectedFromScaleIn>false"
@@ -1089,6 +1091,13 @@ static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, c
                           instance ? instance : token);
                 return;
         }
+        /* An instance launched under the launch hook: its one action, pending until completed. */
+        const char *state = sim_launch_hook_state(e->sim, instance);
+        if (state && sim_launch_hook_complete(e->sim, instance, complete ? result : NULL) < 0) {
+                asg_error(e, a, 400, "ValidationError",
+                          "No active Lifecycle Action found with instance ID %s", instance);
+                return;
+        }
         if (complete)
                 e->stats.lifecycle_completes++;
         else
@@ -1098,13 +1107,38 @@ static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, c
         asg_ok(e, a, action);
 }
 
-/* DescribeLifecycleHooks: the group has one hook, the termination hook the SQS surface's lifecycle messages
- * name (SIM_SQS_LIFECYCLE_HOOK), its HeartbeatTimeout from the scenario; GlobalTimeout is Auto Scaling's
- * min(100 x HeartbeatTimeout, 48 h). LifecycleHookNames.member.N filters it as Auto Scaling does. */
+/* One hook of the group, when the request lists it (or names none). */
+static void hook_member(struct sim_ec2 *e, const cJSON *p, struct answer *a, const char *hook,
+                        const char *transition, const char *default_result, int timeout)
+{
+        bool listed = !param(p, "LifecycleHookNames.member.1");
+
+        for (unsigned k = 1; k <= MAX_INDEX && !listed; k++) {
+                const char *name = param(p, "LifecycleHookNames.member.%u", k);
+                if (!name)
+                        break;
+                listed = streq(name, hook);
+        }
+        if (!listed)
+                return;
+        ans_printf(a, "<member>");
+        ans_elem(a, "LifecycleHookName", hook);
+        ans_elem(a, "AutoScalingGroupName", e->group);
+        ans_elem(a, "LifecycleTransition", transition);
+        ans_printf(a,
+                   "<HeartbeatTimeout>%d</HeartbeatTimeout><GlobalTimeout>%d</GlobalTimeout>"
+                   "<DefaultResult>%s</DefaultResult></member>",
+                   timeout, timeout * 100 < 172800 ? timeout * 100 : 172800, default_result);
+}
+
+/* DescribeLifecycleHooks: the group's termination hook, the one the SQS surface's lifecycle messages name
+ * (SIM_SQS_LIFECYCLE_HOOK), and when the scenario has asg-launch events its launch hook
+ * (SIM_SQS_LAUNCH_HOOK, default result ABANDON); their HeartbeatTimeout from the scenario, GlobalTimeout
+ * Auto Scaling's min(100 x HeartbeatTimeout, 48 h). LifecycleHookNames.member.N filters them as Auto Scaling
+ * does. */
 static void act_describe_hooks(struct sim_ec2 *e, const cJSON *p, struct answer *a)
 {
         const char *group = param(p, "AutoScalingGroupName");
-        bool listed = !param(p, "LifecycleHookNames.member.1");
         char rid[37];
         int timeout;
 
@@ -1116,28 +1150,19 @@ static void act_describe_hooks(struct sim_ec2 *e, const cJSON *p, struct answer 
                 asg_error(e, a, 400, "ValidationError", "Group %s not found", group);
                 return;
         }
-        for (unsigned k = 1; k <= MAX_INDEX && !listed; k++) {
-                const char *name = param(p, "LifecycleHookNames.member.%u", k);
-                if (!name)
-                        break;
-                listed = streq(name, SIM_SQS_LIFECYCLE_HOOK);
-        }
         timeout = sim_hook_heartbeat_timeout(e->sim); /* the sim's lock is held */
         e->stats.hook_describes++;
         request_id(e, rid);
         ans_printf(
             a, "<DescribeLifecycleHooksResponse xmlns=\"%s\"><DescribeLifecycleHooksResult><LifecycleHooks>",
             ASG_XMLNS);
-        if (listed) {
-                ans_printf(a, "<member>");
-                ans_elem(a, "LifecycleHookName", SIM_SQS_LIFECYCLE_HOOK);
-                ans_elem(a, "AutoScalingGroupName", e->group);
-                ans_printf(a,
-                           "<LifecycleTransition>autoscaling:EC2_INSTANCE_TERMINATING</LifecycleTransition>"
-                           "<HeartbeatTimeout>%d</HeartbeatTimeout><GlobalTimeout>%d</GlobalTimeout>"
-                           "<DefaultResult>CONTINUE</DefaultResult></member>",
-                           timeout, timeout * 100 < 172800 ? timeout * 100 : 172800);
-        }
+        /* The launch hook, when the scenario launches under it: ABANDON by default, as many groups set it.
+         */
+        if (sim_has_launch_hook(e->sim))
+                hook_member(e, p, a, SIM_SQS_LAUNCH_HOOK, "autoscaling:EC2_INSTANCE_LAUNCHING", "ABANDON",
+                            timeout);
+        hook_member(e, p, a, SIM_SQS_LIFECYCLE_HOOK, "autoscaling:EC2_INSTANCE_TERMINATING", "CONTINUE",
+                    timeout);
         ans_printf(a,
                    "</LifecycleHooks></DescribeLifecycleHooksResult><ResponseMetadata><RequestId>%s"
                    "</RequestId></ResponseMetadata></DescribeLifecycleHooksResponse>",

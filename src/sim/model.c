@@ -707,11 +707,18 @@ static void node_notice(struct sim *s, struct sim_node *n)
                 pod_tally(s, p);
 }
 
+static int launch_hooked(struct sim *s, const struct sim_sc_event *e);
+
 static void apply_event(struct sim *s, const struct sim_sc_event *e)
 {
         s->dirty = true;
         if (streq(e->type, "rollout") || streq(e->type, "scale")) {
                 sim_ordinary_event(s, e);
+                return;
+        }
+        if (streq(e->type, "asg-launch")) {
+                if (launch_hooked(s, e) < 0)
+                        log_warning("sim: the asg-launch of %s could not be modelled", e->launch_name);
                 return;
         }
         struct sim_node *n = s->nodes[e->node];
@@ -811,7 +818,7 @@ static void reconcile_controllers(struct sim *s)
 static bool node_fits(const struct sim_node *n, const struct sim_pod *p)
 {
         const struct sim_sc_node *c = n->sc;
-        if (n->removed || n->unschedulable || taints_block(n, p))
+        if (n->removed || n->unschedulable || n->not_ready || n->down || taints_block(n, p))
                 return false;
         return n->used_cpu + p->wl->sc->cpu_millis <= c->cpu_millis &&
                n->used_mem + p->wl->sc->memory_bytes <= c->memory_bytes && n->used_pods + 1 <= c->pods;
@@ -1038,6 +1045,11 @@ static double next_due(const struct sim *s)
         for (size_t i = 0; i < s->n_launches; i++)
                 if (!s->launches[i].joined)
                         due_min(&m, s->launches[i].ready_at);
+                else if (s->launches[i].hooked && !s->launches[i].node_ready)
+                        due_min(&m, s->launches[i].node_ready_at);
+        for (size_t i = 0; i < s->n_launches; i++)
+                if (s->launches[i].hooked && !s->launches[i].result[0])
+                        due_min(&m, s->launches[i].last_beat + s->sc->hook_heartbeat_timeout);
         return m;
 }
 
@@ -1052,14 +1064,19 @@ static int launch_join(struct sim *s, const struct sim_launch *l)
         struct sim_sc_node *sc = calloc(1, sizeof(*sc));
         if (!sc)
                 return -ENOMEM;
-        sc->cpu_millis = l->itype->cpu_millis;
-        sc->memory_bytes = l->itype->memory_bytes;
-        sc->pods = 110;
-        if (!(sc->name = strprintf("ip-10-0-%zu-%zu.ec2.internal", (idx / 250) % 256, idx % 250 + 10)) ||
+        /* An asg-launch is of the group's kind: the first scenario node's size. */
+        const struct sim_sc_node *like = &s->sc->nodes[0];
+        sc->cpu_millis = l->itype ? l->itype->cpu_millis : like->cpu_millis;
+        sc->memory_bytes = l->itype ? l->itype->memory_bytes : like->memory_bytes;
+        sc->pods = l->itype ? 110 : like->pods;
+        if (!(sc->name =
+                  l->name ? strdup(l->name)
+                          : strprintf("ip-10-0-%zu-%zu.ec2.internal", (idx / 250) % 256, idx % 250 + 10)) ||
             !(sc->instance_id = strdup(l->instance_id)) || !(sc->zone = strdup(l->zone)) ||
             !(sc->capacity_type = strdup(l->capacity_type)) ||
-            !(sc->instance_type = strdup(l->itype->name)) || !(sc->cpu = strdup(l->itype->cpu)) ||
-            !(sc->memory = strdup(l->itype->memory))) {
+            !(sc->instance_type = strdup(l->itype ? l->itype->name : like->instance_type)) ||
+            !(sc->cpu = strdup(l->itype ? l->itype->cpu : like->cpu)) ||
+            !(sc->memory = strdup(l->itype ? l->itype->memory : like->memory))) {
                 sim_sc_node_clear(sc);
                 free(sc);
                 return -ENOMEM;
@@ -1072,6 +1089,8 @@ static int launch_join(struct sim *s, const struct sim_launch *l)
                 return r;
         }
         n->owned_sc = sc;
+        n->not_ready = l->hooked && !(l->node_ready_at >= 0 && l->node_ready_at <= s->t);
+        n->ready_since = s->t;
         s->nodes[s->n_nodes++] = n;
         s->nodes_changed = true;
         return sim_emit(s, SIM_NODE, "ADDED", n);
@@ -1108,6 +1127,41 @@ int sim_launch_instance(struct sim *s, const char *instance_type, const char *zo
         if (ret_instance_id)
                 *ret_instance_id = TAKE_PTR(id);
         return 0;
+}
+
+/* asg-launch: the group launches an instance under its launch hook; its lifecycle message goes to the SQS
+ * surface (sim_launch_hook()), its node joins join_seconds later NotReady, Ready ready_seconds later. */
+static int launch_hooked(struct sim *s, const struct sim_sc_event *e)
+{
+        const struct sim_sc_node *like = &s->sc->nodes[0];
+        struct sim_launch *a = realloc(s->launches, (s->n_launches + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->launches = a;
+        struct sim_launch *l = &s->launches[s->n_launches];
+        *l = (struct sim_launch){ .requested_at = s->t,
+                                  .ready_at = s->t + e->join_after,
+                                  .hooked = true,
+                                  .node_ready_at = e->ready_after < 0 ? -1 : s->t + e->ready_after,
+                                  .completed_at = -1,
+                                  .last_beat = s->t };
+        if (!(l->instance_id = strdup(e->launch_instance)) || !(l->zone = strdup(like->zone)) ||
+            !(l->capacity_type = strdup(like->capacity_type)) || !(l->name = strdup(e->launch_name))) {
+                free(l->instance_id);
+                free(l->zone);
+                free(l->capacity_type);
+                return -ENOMEM;
+        }
+        s->n_launches++;
+        return 0;
+}
+
+static struct sim_node *node_by_instance(struct sim *s, const char *instance_id)
+{
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if (!s->nodes[i]->removed && streq(s->nodes[i]->instance_id, instance_id))
+                        return s->nodes[i];
+        return NULL;
 }
 
 static void run_due(struct sim *s, double t)
@@ -1149,6 +1203,29 @@ static void run_due(struct sim *s, double t)
                 l->joined = true;
                 if (launch_join(s, l) < 0)
                         l->ready_at = -1; /* lost: never joins, and the result says so */
+        }
+        for (size_t i = 0; i < s->n_launches; i++) {
+                struct sim_launch *l = &s->launches[i];
+                /* Not completed within its HeartbeatTimeout: Auto Scaling applies the default result. */
+                if (l->hooked && !l->result[0] && l->last_beat + s->sc->hook_heartbeat_timeout <= t) {
+                        snprintf(l->result, sizeof(l->result), "ABANDON");
+                        l->completed_at = t;
+                        l->timed_out = true;
+                }
+        }
+        for (size_t i = 0; i < s->n_launches; i++) {
+                struct sim_launch *l = &s->launches[i];
+                struct sim_node *n;
+                if (!l->hooked || !l->joined || l->node_ready || l->node_ready_at < 0 ||
+                    l->node_ready_at > t)
+                        continue;
+                l->node_ready = true;
+                if ((n = node_by_instance(s, l->instance_id)) && n->not_ready) {
+                        n->not_ready = false;
+                        n->ready_since = t;
+                        s->nodes_changed = true;
+                        (void)sim_emit(s, SIM_NODE, "MODIFIED", n);
+                }
         }
 }
 
@@ -1508,6 +1585,7 @@ struct sim *sim_free(struct sim *s)
                 free(s->launches[i].instance_id);
                 free(s->launches[i].zone);
                 free(s->launches[i].capacity_type);
+                free(s->launches[i].name);
         }
         free(s->launches);
         free(s->mode);
@@ -1522,4 +1600,67 @@ struct sim *sim_free(struct sim *s)
 uint64_t sim_random(struct sim *s)
 {
         return splitmix64(&s->fault_rng);
+}
+
+size_t sim_launch_count(const struct sim *s)
+{
+        return s->n_launches;
+}
+
+size_t sim_launch_hooks_pending(const struct sim *s)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_launches; i++)
+                n += s->launches[i].hooked && !s->launches[i].result[0];
+        return n;
+}
+
+bool sim_has_launch_hook(const struct sim *s)
+{
+        for (size_t i = 0; i < s->sc->n_events; i++)
+                if (streq(s->sc->events[i].type, "asg-launch"))
+                        return true;
+        return false;
+}
+
+int sim_launch_hook(const struct sim *s, size_t i, const char **ret_instance_id, double *ret_at)
+{
+        if (i >= s->n_launches || !s->launches[i].hooked)
+                return -ENOENT;
+        *ret_instance_id = s->launches[i].instance_id;
+        *ret_at = s->launches[i].requested_at;
+        return 0;
+}
+
+static struct sim_launch *hooked_launch(const struct sim *s, const char *instance_id)
+{
+        for (size_t i = 0; instance_id && i < s->n_launches; i++)
+                if (s->launches[i].hooked && streq(s->launches[i].instance_id, instance_id))
+                        return &s->launches[i];
+        return NULL;
+}
+
+int sim_launch_hook_complete(struct sim *s, const char *instance_id, const char *result)
+{
+        sim_begin(s);
+        struct sim_launch *l = hooked_launch(s, instance_id);
+        if (!l || l->result[0])
+                return -ENOENT;
+        if (!result) { /* a heartbeat: alive another HeartbeatTimeout */
+                l->last_beat = s->t;
+                return 0;
+        }
+        snprintf(l->result, sizeof(l->result), "%s", result);
+        l->completed_at = s->t;
+        return 0;
+}
+
+const char *sim_launch_hook_state(const struct sim *s, const char *instance_id)
+{
+        const struct sim_launch *l = hooked_launch(s, instance_id);
+        if (!l)
+                return NULL;
+        if (!l->result[0])
+                return "Pending:Wait";
+        return streq(l->result, "CONTINUE") ? "InService" : "Terminating";
 }

@@ -75,6 +75,10 @@ struct sim_sc_event {
          * reboot_seconds, instead of going away. */
         char *code;
         double reboot_seconds;
+        /* asg-launch: the new node's name and instance, when it joins and when it turns Ready (seconds
+         * after the event; ready_after < 0: never) */
+        char *launch_name, *launch_instance;
+        double join_after, ready_after;
 };
 
 struct sim_sc_itype {
@@ -136,6 +140,9 @@ struct sim_node {
         struct sim_sc_node *owned_sc;         /* a launched node's own description (sc points to it) */
         cJSON *labels, *annotations, *taints; /* taints: array, NULL when none */
         bool unschedulable, removed;
+        bool not_ready; /* a launched node that has not turned Ready yet (asg-launch) */
+        double
+            ready_since; /* when it turned Ready (the Ready condition's lastTransitionTime); 0: at birth */
         uint64_t rv;
         /* interruption accounting; times < 0 mean never */
         bool noticed; /* any notice (rebalance or interruption): evictable pods are tallied from here on */
@@ -253,9 +260,18 @@ struct sim_logentry {
 /* An instance asked of the simulated EC2: it joins the cluster as a Ready node node_launch_seconds later. */
 struct sim_launch {
         char *instance_id, *zone, *capacity_type;
-        const struct sim_sc_itype *itype;
-        double requested_at, ready_at;
+        const struct sim_sc_itype *itype; /* NULL for an asg-launch: the first scenario node's size */
+        double requested_at,
+            ready_at; /* ready_at: when it joins (a hooked one NotReady until node_ready_at) */
         bool joined;
+        /* asg-launch: launched under the group's launch hook (spotdrain-launch): its node's name, when it
+         * turns Ready (< 0 never), and the lifecycle action's completion (result "" while pending) */
+        bool hooked, node_ready;
+        bool timed_out; /* nobody completed it: the hook's HeartbeatTimeout ran out, its default result */
+        char *name;
+        double node_ready_at, completed_at;
+        double last_beat; /* the launch, or the last heartbeat: the action lives HeartbeatTimeout from it */
+        char result[16];
 };
 
 struct sim_alert {

@@ -292,6 +292,8 @@ cJSON *sim_result(struct sim *s)
                 return NULL;
         for (size_t i = 0; i < s->n_launches; i++) {
                 const struct sim_launch *l = &s->launches[i];
+                if (l->hooked)
+                        continue; /* the group's own launch, in "launches" */
                 cJSON *e = cJSON_CreateObject();
                 if (!e || !cJSON_AddItemToArray(repl, e)) {
                         cJSON_Delete(e);
@@ -301,6 +303,34 @@ cJSON *sim_result(struct sim *s)
                     !add_item(e, "ready_at", time_or_null(l->joined ? l->ready_at : -1)) ||
                     !cJSON_AddStringToObject(e, "instance_type", l->itype->name) ||
                     !cJSON_AddStringToObject(e, "zone", l->zone))
+                        return NULL;
+        }
+        /* asg-launch: when each joined, turned Ready, and how its launch lifecycle action was completed. */
+        cJSON *launches = NULL;
+        for (size_t i = 0; i < s->n_launches; i++) {
+                const struct sim_launch *l = &s->launches[i];
+                if (!l->hooked)
+                        continue;
+                cJSON *e = cJSON_CreateObject();
+                if (!launches && !(launches = cJSON_AddArrayToObject(o, "launches"))) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!e || !cJSON_AddItemToArray(launches, e)) {
+                        cJSON_Delete(e);
+                        return NULL;
+                }
+                if (!cJSON_AddStringToObject(e, "node", l->name) ||
+                    !cJSON_AddStringToObject(e, "instance_id", l->instance_id) ||
+                    !add_item(e, "launched_at", time_or_null(l->requested_at)) ||
+                    !add_item(e, "joined_at", time_or_null(l->joined ? l->ready_at : -1)) ||
+                    !add_item(e, "ready_at", time_or_null(l->node_ready ? l->node_ready_at : -1)) ||
+                    !add_item(e, "completed_at", time_or_null(l->completed_at)) ||
+                    !add_item(e, "result",
+                              l->result[0] ? cJSON_CreateString(l->result) : cJSON_CreateNull()) ||
+                    !add_item(e, "completed_by",
+                              !l->result[0] ? cJSON_CreateNull()
+                                            : cJSON_CreateString(l->timed_out ? "timeout" : "client")))
                         return NULL;
         }
         if (!cJSON_AddNumberToObject(o, "api_requests", (double)s->api_requests))

@@ -369,6 +369,7 @@ cJSON *sim_render_node(struct sim *s, const struct sim_node *n)
         for (size_t i = 0; i <= ARRAY_SIZE(pressure); i++) {
                 cJSON *c = jobj(&b, conds, NULL);
                 bool ready = i == ARRAY_SIZE(pressure);
+                bool up = ready && !n->not_ready; /* a launched node turns Ready some time after it joins */
                 jstr(&b, c, "type", ready ? "Ready" : pressure[i].type);
                 /* Rebooting, the kubelet posts nothing: the node lifecycle controller marks every
                  * condition Unknown; back, Ready again since its return. */
@@ -380,11 +381,17 @@ cJSON *sim_render_node(struct sim *s, const struct sim_node *n)
                         jstr(&b, c, "message", "Kubelet stopped posting node status.");
                         continue;
                 }
-                jstr(&b, c, "status", ready ? "True" : "False");
+                jstr(&b, c, "status", up ? "True" : "False");
                 jtime(&b, s, c, "lastHeartbeatTime", s->t > 0 ? s->t : 0);
-                jtime(&b, s, c, "lastTransitionTime", ready && n->back_at >= 0 ? n->back_at : WORLD_BORN);
-                jstr(&b, c, "reason", ready ? "KubeletReady" : pressure[i].reason);
-                jstr(&b, c, "message", ready ? "kubelet is posting ready status" : pressure[i].message);
+                jtime(&b, s, c, "lastTransitionTime",
+                      ready && n->back_at >= 0      ? n->back_at
+                      : ready && n->ready_since > 0 ? n->ready_since
+                                                    : WORLD_BORN);
+                jstr(&b, c, "reason", up ? "KubeletReady" : ready ? "KubeletNotReady" : pressure[i].reason);
+                jstr(&b, c, "message",
+                     up      ? "kubelet is posting ready status"
+                     : ready ? "container runtime network not ready: NetworkReady=false"
+                             : pressure[i].message);
         }
         cJSON *addrs = jarr(&b, st, "addresses");
         _cleanup_free_ char *host = strprintf("ip-%s.ec2.internal", n->ip);

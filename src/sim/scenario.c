@@ -587,7 +587,47 @@ static const char *const event_types[] = {
         "asg-lifecycle-terminate",
         "rollout", /* {at, type, workload}: a rolling restart, one pod at a time */
         "scale",   /* {at, type, workload, replicas} */
+        /* {at, type, node: NEW, instance_id, join_seconds, ready_seconds}: an instance launched into the
+         * group under its launch hook, joining as NEW (NotReady) and turning Ready later, or never */
+        "asg-launch",
 };
+
+/* asg-launch: a node that is not in nodes: yet (it joins later), joining join_seconds after the event and
+ * turning Ready ready_seconds after it ("never": stays NotReady; default: as it joins). */
+static int parse_launch_event(struct sctx *c, const struct ynode *m, const char *p,
+                              const struct sim_scenario *sc, struct sim_sc_event *e)
+{
+        char pk[PATH_MAX_LEN];
+        const struct ynode *ready = ynode_get(m, "ready_seconds");
+        int r;
+
+        sub(pk, p, "workload");
+        if (ynode_get(m, "workload") || ynode_get(m, "replicas"))
+                return sc_fail(c, ynode_get(m, ynode_get(m, "workload") ? "workload" : "replicas"), pk,
+                               "only rollout and scale events name a workload");
+        if ((r = get_str(c, m, "node", p, true, &e->launch_name)) < 0 ||
+            (r = get_str(c, m, "instance_id", p, false, &e->launch_instance)) < 0)
+                return r;
+        sub(pk, p, "node");
+        if (find_node(sc, e->launch_name) >= 0)
+                return sc_fail(c, ynode_get(m, "node"), pk,
+                               "an asg-launch event names a new node; \"%s\" is one of nodes",
+                               e->launch_name);
+        sub(pk, p, "instance_id");
+        if (e->launch_instance && !valid_instance_id(e->launch_instance))
+                return sc_fail(c, ynode_get(m, "instance_id"), pk, "not an EC2 instance id");
+        if (!e->launch_instance && !(e->launch_instance = derive_instance_id(e->launch_name)))
+                return -ENOMEM;
+        e->join_after = 5;
+        if ((r = get_double(c, m, "join_seconds", p, 0, 86400, &e->join_after)) < 0)
+                return r;
+        e->ready_after = e->join_after;
+        if (ready && ready->type == YNODE_SCALAR && streq(ready->value, "never"))
+                e->ready_after = -1;
+        else if ((r = get_double(c, m, "ready_seconds", p, e->join_after, 86400, &e->ready_after)) < 0)
+                return r;
+        return 0;
+}
 
 static int event_cmp(const void *a, const void *b)
 {
@@ -692,8 +732,10 @@ static int parse_maintenance(struct sctx *c, const struct ynode *m, const char *
 
 static int parse_events(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
-        static const char *const keys[] = { "at",       "type", "node",           "workload",
-                                            "replicas", "code", "reboot_seconds", NULL };
+        static const char *const keys[] = {
+                "at",           "type",          "node", "workload",       "replicas", "instance_id",
+                "join_seconds", "ready_seconds", "code", "reboot_seconds", NULL
+        };
         const struct ynode *seq;
         int r = get_seq(c, root, "events", &seq);
         if (r < 0 || !seq)
@@ -729,6 +771,15 @@ static int parse_events(struct sctx *c, const struct ynode *root, struct sim_sce
                                 return r;
                         continue;
                 }
+                if (streq(e->type, "asg-launch")) {
+                        if ((r = parse_launch_event(c, m, p, sc, e)) < 0)
+                                return r;
+                        continue;
+                }
+                sub(pk, p, "join_seconds");
+                if (ynode_get(m, "instance_id") || ynode_get(m, "join_seconds") ||
+                    ynode_get(m, "ready_seconds"))
+                        return sc_fail(c, m, pk, "only an asg-launch event launches a node");
                 sub(pk, p, "workload");
                 if (ynode_get(m, "workload") || ynode_get(m, "replicas"))
                         return sc_fail(c, ynode_get(m, ynode_get(m, "workload") ? "workload" : "replicas"),
@@ -899,6 +950,8 @@ struct sim_scenario *sim_scenario_free(struct sim_scenario *sc)
         for (size_t i = 0; i < sc->n_events; i++) {
                 free(sc->events[i].type);
                 free(sc->events[i].code);
+                free(sc->events[i].launch_name);
+                free(sc->events[i].launch_instance);
         }
         free(sc->events);
         for (size_t i = 0; i < sc->n_itypes; i++) {

@@ -111,6 +111,8 @@ struct node_state {
 
 struct sim_sqs {
         struct sim *sim;
+        bool *launch_sent; /* per launch (sim_launch_hook()): its lifecycle message was queued */
+        size_t n_launch_sent;
         struct sim_http *http;
         char *name, *path, *queue_url, *arn, *region, *scenario;
         uint64_t created_s;
@@ -306,11 +308,15 @@ out:
         return text;
 }
 
-static char *body_asg(struct sim_sqs *q, const struct event_facts *f, const char *id)
+/* The terminate hook's message, or (launch) the launch hook's. */
+static char *body_asg(struct sim_sqs *q, const struct event_facts *f, const char *id, bool launch)
 {
         char token[37], group_id[37];
         _cleanup_free_ char *arn = NULL;
-        cJSON *o = envelope(q, id, "EC2 Instance-terminate Lifecycle Action", "aws.autoscaling", f->at_usec);
+        cJSON *o = envelope(q, id,
+                            launch ? "EC2 Instance-launch Lifecycle Action"
+                                   : "EC2 Instance-terminate Lifecycle Action",
+                            "aws.autoscaling", f->at_usec);
         cJSON *d = NULL;
         char *text = NULL;
 
@@ -321,11 +327,14 @@ static char *body_asg(struct sim_sqs *q, const struct event_facts *f, const char
         if (o && arn && add_resources(o, arn) && (d = cJSON_AddObjectToObject(o, "detail")) &&
             cJSON_AddStringToObject(d, "LifecycleActionToken", token) &&
             cJSON_AddStringToObject(d, "AutoScalingGroupName", q->name) &&
-            cJSON_AddStringToObject(d, "LifecycleHookName", SIM_SQS_LIFECYCLE_HOOK) &&
+            cJSON_AddStringToObject(d, "LifecycleHookName",
+                                    launch ? SIM_SQS_LAUNCH_HOOK : SIM_SQS_LIFECYCLE_HOOK) &&
             cJSON_AddStringToObject(d, "EC2InstanceId", f->instance_id) &&
-            cJSON_AddStringToObject(d, "LifecycleTransition", "autoscaling:EC2_INSTANCE_TERMINATING") &&
-            cJSON_AddStringToObject(d, "Origin", "AutoScalingGroup") &&
-            cJSON_AddStringToObject(d, "Destination", "EC2"))
+            cJSON_AddStringToObject(d, "LifecycleTransition",
+                                    launch ? "autoscaling:EC2_INSTANCE_LAUNCHING"
+                                           : "autoscaling:EC2_INSTANCE_TERMINATING") &&
+            cJSON_AddStringToObject(d, "Origin", launch ? "EC2" : "AutoScalingGroup") &&
+            cJSON_AddStringToObject(d, "Destination", launch ? "AutoScalingGroup" : "EC2"))
                 text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return text;
@@ -393,7 +402,9 @@ static int deliver(struct sim_sqs *q, const struct event_facts *f)
         else if (streq(f->kind, "scheduled-change"))
                 body = body_health(q, f, event_id, health_event);
         else if (streq(f->kind, "asg-lifecycle-terminate"))
-                body = body_asg(q, f, event_id);
+                body = body_asg(q, f, event_id, false);
+        else if (streq(f->kind, "asg-launch"))
+                body = body_asg(q, f, event_id, true);
         else
                 return 0;
         if (!body)
@@ -476,6 +487,24 @@ static double sync_model(struct sim_sqs *q)
                         if (deliver(q, &f) >= 0)
                                 st->closed_sent = true;
                 }
+        }
+        /* Launches under the group's launch hook: one message each, at the launch. */
+        size_t nl = sim_launch_count(s);
+        if (nl > q->n_launch_sent) {
+                bool *v = realloc(q->launch_sent, nl * sizeof(*v));
+                if (v) {
+                        memset(v + q->n_launch_sent, 0, (nl - q->n_launch_sent) * sizeof(*v));
+                        q->launch_sent = v;
+                        q->n_launch_sent = nl;
+                }
+        }
+        for (size_t i = 0; i < q->n_launch_sent; i++) {
+                struct event_facts f = { .kind = "asg-launch" };
+                if (q->launch_sent[i] || sim_launch_hook(s, i, &f.instance_id, &f.at) < 0)
+                        continue;
+                f.at_usec = sim_wall_usec(s, f.at);
+                if (deliver(q, &f) >= 0)
+                        q->launch_sent[i] = true;
         }
         sim_unlock(s);
         return next;
@@ -1355,6 +1384,7 @@ struct sim_sqs *sim_sqs_stop(struct sim_sqs *q)
         }
         free(q->msgs);
         free(q->nodes);
+        free(q->launch_sent);
         free(q->name);
         free(q->path);
         free(q->queue_url);

@@ -52,7 +52,7 @@ v = [json.loads(l) for l in lines]
 assert len(v) == int(sys.argv[2]), "%d notices, want %s" % (len(v), sys.argv[2])
 for n in v:
     assert n["kind"] in ("spot-interruption", "rebalance-recommendation", "scheduled-change", "state-change",
-                         "asg-lifecycle-terminate", "asg-test-notification"), n["kind"]
+                         "asg-lifecycle-terminate", "asg-test-notification", "asg-lifecycle-launch"), n["kind"]
     assert "deadline" in n and "notice_time" in n and "source" in n
     for k in ("notice_time", "deadline", "start_time", "end_time"):
         if n.get(k) is not None:
@@ -69,6 +69,7 @@ check_err() {
 
 eb=$fixtures/eventbridge
 imds=$fixtures/imds
+own=$(dirname "${BASH_SOURCE[0]}")/../unit/data/eventbridge
 for bin in $bins; do
 	echo "== $bin"
 
@@ -94,6 +95,11 @@ for bin in $bins; do
 		check_json 1 'v[0]["kind"] == "asg-lifecycle-terminate" and v[0]["deadline"] == "2024-05-14T11:22:05Z" and v[0]["lifecycle_action_token"] == "0befcbdb-6ecd-498a-9ff7-ae9b54447cd6" and v[0]["asg_name"] == "eks-spot-ng-1"'
 	run "$bin" 0 "$eb/asg-lifecycle-direct-sqs.json" --json --asg-deadline 600 --region us-west-2 &&
 		check_json 1 'v[0]["event_id"] == "3775fac9-93c3-7ead-8713-159816566000" and v[0]["deadline"] == "2024-05-14T10:32:05Z" and v[0]["region"] == "us-west-2" and v[0]["lifecycle_hook_name"] == "spotguard-terminate"'
+	# A launch lifecycle action (the repository's own fixtures): its kind, no deadline, one token both ways.
+	run "$bin" 0 "$own/asg-lifecycle-launch.json" --json &&
+		check_json 1 'v[0]["kind"] == "asg-lifecycle-launch" and v[0]["deadline"] is None and v[0]["lifecycle_hook_name"] == "spotdrain-launch" and v[0]["lifecycle_action_token"] == "c3a1e2f4-7b6d-4e5a-9c8b-0f1e2d3c4b5a"'
+	run "$bin" 0 "$own/asg-lifecycle-launch-direct-sqs.json" --json &&
+		check_json 1 'v[0]["kind"] == "asg-lifecycle-launch" and v[0]["event_id"] == "9e4f1a2b-3c5d-6e7f-8a9b-0c1d2e3f4a5b" and v[0]["lifecycle_action_token"] == "c3a1e2f4-7b6d-4e5a-9c8b-0f1e2d3c4b5a"'
 	run "$bin" 0 "$eb/asg-test-notification.json" --json &&
 		check_json 1 'v[0]["kind"] == "asg-test-notification" and "instance_id" not in v[0] and v[0]["event_id"] == "f20fbb34-77f8-11e5-9842-63a2c2b9270f"'
 	run "$bin" 65 "$eb/event-patterns.json" --json && check_err "unrecognized JSON object"

@@ -654,6 +654,48 @@ static void test_heartbeat_interval_until(void **state)
         assert_true(dispatch_node_draining(f->d, "spot-a"));
 }
 
+static int op_launch(void *ud, const struct notice *n, uint64_t ticket)
+{
+        record(ud, "launch %s %" PRIu64, n->lifecycle_action_token, ticket);
+        return DISPATCH_PENDING;
+}
+
+/* A launch lifecycle action drains nothing: it goes to ops->lifecycle_launch (the controller's wait for the
+ * node), every delivery of it (a message received again must join the wait, not be deleted as a
+ * duplicate); notices.asg_launch.action ignore leaves it alone; without the op (agent) it is done. */
+static void test_action_launch(void **state)
+{
+        struct fx *f = *state;
+        struct dispatch_ops lops = ops;
+        struct notice n = mk_asg("i-0c00000000000000c", "ev-l", "tok-l");
+        struct dispatch_options o = { .unknown_retry_usec = 50 * 1000 };
+        const char *const ignore[_NOTICE_KIND_MAX] = { [NOTICE_ASG_LIFECYCLE_LAUNCH] = "ignore" };
+
+        n.kind = NOTICE_ASG_LIFECYCLE_LAUNCH;
+        n.deadline = 0;
+        lops.lifecycle_launch = op_launch;
+        f->d = dispatch_free(f->d);
+        assert_int_equal(dispatch_new(f->loop, &o, &lops, f, &f->d), 0);
+        assert_int_equal(submit(f, &n, 1), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &n, 2), DISPATCH_PENDING);
+        assert_int_equal(count(f, "launch tok-l 1"), 1);
+        assert_int_equal(count(f, "launch tok-l 2"), 1);
+        assert_int_equal(count(f, "seen - asg-lifecycle-launch"), 2);
+        run_for(f, 100 * 1000); /* not waited for as an unknown instance either */
+        assert_int_equal(count(f, "ticket"), 0);
+        assert_int_equal(count(f, "drain"), 0);
+        assert_int_equal(count(f, "complete"), 0);
+
+        with_actions(f, ignore); /* the fixture's ops: no lifecycle_launch (the agent's) */
+        assert_int_equal(submit(f, &n, 3), DISPATCH_DONE);
+        n.lifecycle_action_token[0] = 'T';
+        snprintf(n.event_id, sizeof(n.event_id), "ev-l2");
+        const char *const none[_NOTICE_KIND_MAX] = { NULL };
+        with_actions(f, none);
+        assert_int_equal(submit(f, &n, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "launch"), 2);
+}
+
 static void test_action_ignore(void **state)
 {
         struct fx *f = *state;
@@ -1121,6 +1163,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_resume_recorded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_heartbeat_interval_until, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_record_clamped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_action_launch, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

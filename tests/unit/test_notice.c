@@ -292,16 +292,16 @@ static void test_asg(void **state)
         assert_null(strstr(json, "instance_id"));
         assert_non_null(strstr(json, "\"kind\":\"asg-test-notification\""));
 
-        /* A launch hook is recognized and ignored; an unknown transition is not a notice. */
+        /* A launch hook without its group or token is malformed (it could not be completed); an unknown
+         * transition is not a notice. */
         struct notice *w = NULL;
         size_t n = 5;
         char reason[256];
         assert_int_equal(parse_str("{\"LifecycleTransition\":\"autoscaling:EC2_INSTANCE_LAUNCHING\","
                                    "\"EC2InstanceId\":\"" IID "\"}",
                                    NULL, &w, &n, reason, sizeof(reason)),
-                         0);
-        assert_int_equal(n, 0);
-        assert_non_null(strstr(reason, "launch"));
+                         -EBADMSG);
+        assert_non_null(strstr(reason, "LifecycleHookName"));
         assert_int_equal(parse_str("{\"LifecycleTransition\":\"autoscaling:EC2_INSTANCE_EXPLODING\"}", NULL,
                                    &w, &n, reason, sizeof(reason)),
                          -EOPNOTSUPP);
@@ -698,13 +698,13 @@ static void test_fields_and_told_paths(void **state)
                 assert_non_null(strstr(reason, "LifecycleHookName is not valid UTF-8"));
         }
 
-        /* EventBridge launch hook: recognized, nothing to do. */
+        /* EventBridge launch hook without its detail: malformed (nothing to complete it with). */
         assert_int_equal(
             parse_str("{\"id\":\"l\",\"detail-type\":\"EC2 Instance-launch Lifecycle Action\","
                       "\"source\":\"aws.autoscaling\",\"time\":\"2024-05-14T10:22:05Z\",\"detail\":{}}",
                       NULL, &v, &n, reason, sizeof(reason)),
-            0);
-        assert_int_equal(n, 0);
+            -EBADMSG);
+        assert_non_null(strstr(reason, "detail.LifecycleTransition"));
 
         /* Told an IMDS path, the body must be that document. */
         struct notice_parse_opts o = imds_opts;
@@ -825,6 +825,45 @@ static void test_capacity_reservation(void **state)
 #undef CR_HEAD
 }
 
+/* Launch lifecycle actions (issue #17 item 2; tests/unit/data/eventbridge, SOURCES.txt): their own kind,
+ * through EventBridge and straight from Auto Scaling alike, the same action (token) both ways, no deadline
+ * (nothing is going away), everything CompleteLifecycleAction needs. */
+static void test_asg_launch(void **state)
+{
+        static const char *const files[] = {
+                "tests/unit/data/eventbridge/asg-lifecycle-launch.json",
+                "tests/unit/data/eventbridge/asg-lifecycle-launch-direct-sqs.json"
+        };
+        struct notice got[2];
+
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_free_ char *data = NULL, *json = NULL;
+                _cleanup_free_ struct notice *v = NULL;
+                size_t len = 0, n = 99;
+                char reason[256];
+
+                assert_int_equal(read_file_full(files[i], 1 << 20, &data, &len), 0);
+                assert_int_equal(notice_parse(data, len, NULL, &v, &n, reason, sizeof(reason)), 0);
+                assert_int_equal(n, 1);
+                assert_int_equal(v[0].kind, NOTICE_ASG_LIFECYCLE_LAUNCH);
+                assert_string_equal(v[0].instance_id, "i-0fedc4321ba098765");
+                assert_string_equal(v[0].asg_name, "eks-spot-ng-1");
+                assert_string_equal(v[0].lifecycle_hook_name, "spotdrain-launch");
+                assert_string_equal(v[0].lifecycle_action_token, "c3a1e2f4-7b6d-4e5a-9c8b-0f1e2d3c4b5a");
+                assert_string_equal(v[0].account, "123456789012");
+                assert_int_equal(v[0].deadline, 0);
+                assert_int_equal(notice_format_json(&v[0], &json), 0);
+                assert_non_null(strstr(json, "\"kind\":\"asg-lifecycle-launch\""));
+                assert_non_null(strstr(json, "\"deadline\":null"));
+                got[i] = v[0];
+        }
+        assert_string_equal(got[0].event_id, "5b2c7e41-8a1d-4f3e-b6c0-2d9e8f7a6b51");
+        assert_string_equal(got[1].event_id, "9e4f1a2b-3c5d-6e7f-8a9b-0c1d2e3f4a5b");
+        assert_int_equal(got[0].notice_time, t("2024-05-14T10:25:12Z"));
+        assert_string_equal(got[0].region, "us-east-1");
+        assert_int_equal(notice_kind_from_string("asg-lifecycle-launch"), NOTICE_ASG_LIFECYCLE_LAUNCH);
+}
+
 static void test_kinds(void **state)
 {
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
@@ -855,6 +894,7 @@ int main(void)
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_fields_and_told_paths),
                 cmocka_unit_test(test_capacity_reservation),
+                cmocka_unit_test(test_asg_launch),
                 cmocka_unit_test(test_kinds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

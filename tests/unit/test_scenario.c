@@ -42,6 +42,11 @@ static void test_bad_files(void **state)
         expect_error("bad-event-type.yaml",
                      "bad-event-type.yaml:6: events[1].type: unknown event type \"meteor-strike\"");
         expect_error("event-node.yaml", "event-node.yaml:7: events[0].node: no node named \"b\"");
+        expect_error("launch-existing.yaml",
+                     "launch-existing.yaml:8: events[1].node: an asg-launch event names a new node");
+        expect_error(
+            "launch-ready-early.yaml",
+            "launch-ready-early.yaml:5: events[0].join_seconds: only an asg-launch event launches a node");
         expect_error("unknown-key.yaml", "unknown-key.yaml:4: nodes[0].cpus: unknown key");
         expect_error("syntax.yaml", "syntax.yaml:");
         expect_error("apf-no-qps.yaml", "apf-no-qps.yaml:4: api_priority_fairness.qps: required");

@@ -1166,6 +1166,85 @@ static void test_options_and_clock(void **state)
 
 /* rebalance-early: no spare room. An instance launched at the recommendation joins 45 s later and takes the
  * pods the full cluster could not place. */
+/* asg-launch (issue #17 item 2): the instance is launched under the group's launch hook at the event, its
+ * node joins NotReady join_seconds later (no pod scheduled there), turns Ready at ready_seconds (or never);
+ * the hook's action takes one completion, recorded with its result and time in the result's launches. */
+static void test_asg_launch(void **state)
+{
+        static const char doc[] =
+            "name: launch\nmode: controller\nautoscaling: {heartbeat_timeout_seconds: 30}\nnodes:\n"
+            "  - {name: od-1, zone: us-east-1a, capacity_type: on-demand, allocatable: {cpu: \"1\", memory: "
+            "4Gi}}\n"
+            "workloads:\n"
+            "  - {name: web, namespace: shop, replicas: 2, placement: {od-1: 1}, requests: {cpu: 600m}}\n"
+            "events:\n"
+            "  - {at: 5, type: asg-launch, node: new-a, instance_id: i-0a0000000000000aa, join_seconds: 2,\n"
+            "     ready_seconds: 10}\n"
+            "  - {at: 5, type: asg-launch, node: new-b, join_seconds: 2, ready_seconds: never}\n";
+        _cleanup_(sim_freep) struct sim *s = mk(doc);
+        const char *iid = NULL;
+        double launched = -1;
+
+        assert_true(sim_has_launch_hook(s));
+        set_time(s, 6);
+        assert_int_equal(sim_launch_count(s), 2);
+        assert_int_equal(sim_launch_hook(s, 0, &iid, &launched), 0);
+        assert_string_equal(iid, "i-0a0000000000000aa");
+        assert_true(launched == 5);
+        assert_string_equal(sim_launch_hook_state(s, iid), "Pending:Wait");
+        assert_null(sim_launch_hook_state(s, "i-0ffffffffffffffff"));
+
+        set_time(s, 8); /* joined, NotReady: the Pending pod of web is not scheduled there */
+        _cleanup_(cjson_freep) cJSON *a = NULL;
+        assert_int_equal(sim_get(s, SIM_NODE, NULL, "new-a", &a), 0);
+        const cJSON *c;
+        cJSON_ArrayForEach (c, at(a, "status.conditions"))
+                if (streq(str_at(c, "type"), "Ready"))
+                        assert_string_equal(str_at(c, "status"), "False");
+        char names[4][64];
+        assert_int_equal(find_pods(s, "shop", "web", "", false, names, 4), 1);
+
+        set_time(s, 15); /* Ready: the pod goes there */
+        _cleanup_(cjson_freep) cJSON *a2 = NULL;
+        assert_int_equal(sim_get(s, SIM_NODE, NULL, "new-a", &a2), 0);
+        cJSON_ArrayForEach (c, at(a2, "status.conditions"))
+                if (streq(str_at(c, "type"), "Ready"))
+                        assert_string_equal(str_at(c, "status"), "True");
+        assert_int_equal(find_pods(s, "shop", "web", "new-a", false, names, 4), 1);
+
+        set_time(s, 16);
+        assert_int_equal(sim_launch_hook_complete(s, iid, "CONTINUE"), 0);
+        assert_int_equal(sim_launch_hook_complete(s, iid, "ABANDON"), -ENOENT); /* one action, taken */
+        assert_string_equal(sim_launch_hook_state(s, iid), "InService");
+        _cleanup_(cjson_freep) cJSON *r = sim_result(s);
+        const cJSON *l0 = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "launches"), 0);
+        const cJSON *l1 = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "launches"), 1);
+        assert_string_equal(str_at(l0, "result"), "CONTINUE");
+        assert_int_equal(int_at(l0, "joined_at"), 7);
+        assert_int_equal(int_at(l0, "ready_at"), 15);
+        assert_int_equal(int_at(l0, "completed_at"), 16);
+        assert_string_equal(str_at(l0, "completed_by"), "client");
+        assert_true(cJSON_IsNull(at(l1, "ready_at")));
+        assert_true(cJSON_IsNull(at(l1, "result")));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "replacements")), 0);
+
+        /* new-b: a heartbeat keeps its action another HeartbeatTimeout (30 s), then the default result. */
+        const char *b = NULL;
+        assert_int_equal(sim_launch_hook(s, 1, &b, &launched), 0);
+        set_time(s, 20);
+        assert_int_equal(sim_launch_hook_complete(s, b, NULL), 0);
+        set_time(s, 49);
+        assert_string_equal(sim_launch_hook_state(s, b), "Pending:Wait");
+        set_time(s, 51);
+        assert_string_equal(sim_launch_hook_state(s, b), "Terminating");
+        assert_int_equal(sim_launch_hook_complete(s, b, NULL), -ENOENT);
+        _cleanup_(cjson_freep) cJSON *r2 = sim_result(s);
+        const cJSON *b1 = cJSON_GetArrayItem(cJSON_GetObjectItem(r2, "launches"), 1);
+        assert_string_equal(str_at(b1, "result"), "ABANDON");
+        assert_string_equal(str_at(b1, "completed_by"), "timeout");
+        assert_int_equal(int_at(b1, "completed_at"), 50);
+}
+
 static void test_launch(void **state)
 {
         static const char doc[] =
@@ -1286,6 +1365,7 @@ int main(void)
                 cmocka_unit_test(test_render_and_leases),
                 cmocka_unit_test(test_wait),
                 cmocka_unit_test(test_launch),
+                cmocka_unit_test(test_asg_launch),
                 cmocka_unit_test(test_options_and_clock),
                 cmocka_unit_test(test_seed504_kubectl_drain),
         };
