@@ -930,6 +930,7 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
                                             "faults",
                                             "autoscaling",
                                             "api_priority_fairness",
+                                            "pod_removal_seconds",
                                             NULL };
         struct sctx c = { .file = file ?: "scenario", .error = ret_error };
         _cleanup_(sim_scenario_freep) struct sim_scenario *sc = calloc(1, sizeof(*sc));
@@ -948,7 +949,8 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
         sc->budget = 120;
         int64_t seed = 1;
         if ((r = get_double(&c, root, "budget_seconds", "", 1, 86400 * 30, &sc->budget)) < 0 ||
-            (r = get_int(&c, root, "seed", "", 0, INT64_MAX, &seed)) < 0)
+            (r = get_int(&c, root, "seed", "", 0, INT64_MAX, &seed)) < 0 ||
+            (r = get_double(&c, root, "pod_removal_seconds", "", 0, 600, &sc->pod_removal)) < 0)
                 return r;
         sc->seed = (uint64_t)seed;
         if ((r = parse_nodes(&c, root, sc)) < 0 || (r = parse_workloads(&c, root, sc)) < 0 ||
