@@ -1354,6 +1354,55 @@ static void test_killed_postmortem(void **state)
         fx_free(f);
 }
 
+/* With the simulator keeping a stopped pod readable (pod_removal_seconds, as a kubelet until its final
+ * delete), a Job's pod evicted is captured again after its stop (postmortem, capture after-stop): exit code
+ * 0 and its last line, the exit, which the capture at its eviction could not have; the file beside the
+ * first. A Deployment's pod evicted as planned gets no second capture. */
+static void test_postmortem_after_stop(void **state)
+{
+        struct fx *f = fx_new(
+            "name: after-stop\npod_removal_seconds: 2\n" NODES "workloads:\n"
+            "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n" ONE_POD_NO_PDB,
+            10);
+        struct pod_alerts pa = { 0 };
+        char dir[] = "/tmp/test-executor-after-stop-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.log_tail_lines = 5;
+        o.postmortem_dir = dir;
+        fx_start(f, &o);
+        wait_pod_alerts(f, &pa, ALERT_POSTMORTEM, 1);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(count_kind(&pa, ALERT_POSTMORTEM), 1);
+        const struct pod_alert *first = NULL, *again = NULL;
+        for (size_t i = 0; i < pa.n; i++)
+                if (streq(pa.a[i].ns, "jobs") && pa.a[i].kind == ALERT_POD_EVICTED)
+                        first = &pa.a[i];
+                else if (pa.a[i].kind == ALERT_POSTMORTEM)
+                        again = &pa.a[i];
+        assert_non_null(first);
+        assert_non_null(again);
+        assert_string_equal(again->ns, "jobs");
+        assert_string_equal(again->pod, first->pod);
+        const cJSON *pm0 = cJSON_GetArrayItem(first->postmortem, 0),
+                    *pm = cJSON_GetArrayItem(again->postmortem, 0);
+        assert_string_equal(kube_object_str(pm0, "capture"), "at-stop");
+        assert_string_equal(kube_object_str(pm, "capture"), "after-stop");
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(pm, "containers"), 0);
+        assert_non_null(strstr(kube_object_str(c, "status"), "terminated: exit 0 (Completed)"));
+        assert_true(has_line(again->postmortem, "drained, exiting with status 0"));
+        assert_false(has_line(first->postmortem, "drained, exiting with status 0"));
+        assert_non_null(again->file);
+        assert_non_null(strstr(again->file, ".after-stop.json"));
+        assert_true(first->file && !strstr(first->file, ".after-stop"));
+        pod_alerts_clear(&pa);
+        assert_int_equal(rmdir(dir), 0);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1378,6 +1427,7 @@ int main(void)
                 cmocka_unit_test(test_pod_alerts_and_postmortem),
                 cmocka_unit_test(test_postmortem_statuses_only),
                 cmocka_unit_test(test_killed_postmortem),
+                cmocka_unit_test(test_postmortem_after_stop),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
