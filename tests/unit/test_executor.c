@@ -91,7 +91,9 @@ static struct fx *fx_new(const char *scenario, double scale)
         sim_start(f->sim);
         sim_unlock(f->sim);
         clk_set_scale(scale);
-        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
+        struct sim_server_options so = { 0 };
+        sim_server_options_from_scenario(f->tree, &so); /* its faults */
+        assert_int_equal(sim_server_start_with(f->sim, &so, &f->srv), 0);
         kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
         assert_non_null(kc);
         write_file(f->kc_path, kc);
@@ -334,6 +336,22 @@ static void test_exclude_label_before_eviction(void **state)
         fx_run(f);
         assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
         assert_string_equal(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)), "ops");
+        fx_free(f);
+
+        /* The label's answer held up (a slow admission webhook on node labels): the evictions, which would
+         * otherwise go out at once, wait for it. */
+        f = fx_new("name: exclude-lb-slow\n" NODES "workloads:\n" ONE_POD_NO_PDB
+                   "faults: {node_label_latency_ms: 1500}\n",
+                   10);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        fc = first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_true(fc.delete_rv > fc.label_rv);
         fx_free(f);
 
         /* Off: no label. */
