@@ -863,7 +863,7 @@ static const char *still_there_why(const struct drain_exec *x, const struct xpod
 {
         if (p->leave)
                 return "left alone by drain.skip_namespaces, drain.skip_pod_selector or "
-                       "drain.leave_emptydir";
+                       "drain.delete_emptydir_data: false";
         if (x->cordon_only)
                 return "drain.cordon_only: another drainer's to move";
         if (p->stop_at)
