@@ -943,9 +943,11 @@ static bool containers_stopped(const cJSON *obj)
 static void capture_after_stop(struct drain_exec *x, const cJSON *obj)
 {
         const char *ns = kube_object_str(obj, "metadata.namespace");
+        if (!containers_stopped(obj))
+                return;
         struct xpod *p = xpod_find(x, ns ? ns : "", kube_object_str(obj, "metadata.name"),
                                    kube_object_str(obj, "metadata.uid"));
-        if (!p || !p->pm || !p->stop_at || p->pm_after || !containers_stopped(obj))
+        if (!p || !p->pm || !p->stop_at || p->pm_after)
                 return;
         _cleanup_free_ char *summary =
             strprintf("pod %s/%s stopped on node %s (%s notice): its containers' last state", p->namespace,
