@@ -36,6 +36,13 @@ enum alert_kind {
         /* A launch lifecycle action completed with ABANDON: the instance's node was not Ready in time
          * (controller.launch_ready_timeout_seconds), Auto Scaling terminates it. */
         ALERT_LAUNCH_ABANDONED,
+        /* One pod still on the node shortly before its end (a skipped pod, a cordon-only drain's, one whose
+         * stop could not be made to end in time): killed with the node unless it stops first. It carries
+         * the pod's post-mortem, taken then. */
+        ALERT_POD_KILLED,
+        /* The post-mortem of a pod the drain stopped, taken again once its containers stopped while the
+         * API still served it (their exit codes and last lines). */
+        ALERT_POSTMORTEM,
         _ALERT_KIND_MAX,
 };
 

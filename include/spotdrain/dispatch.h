@@ -146,6 +146,11 @@ struct dispatch_options {
 };
 /* The options' actions as the configuration's notices.* keys give them. */
 void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
+/* drain.cordon_only decides what a drain does (cordon, taint, label, no eviction); notices.KIND.action
+ * whether a notice drains at all (cordon: the cordon alone). The warning when cordon_only is set but no kind
+ * drains, so that it can never apply; NULL when the two agree. */
+struct spotdrain_config;
+const char *dispatch_cordon_only_unused(const struct spotdrain_config *cfg);
 
 struct dispatch_stats {
         uint64_t notices;           /* submitted */

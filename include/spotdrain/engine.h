@@ -486,6 +486,10 @@ typedef void (*drain_exec_done_fn)(struct drain_exec *x, const struct drain_exec
  * not free x; free it after). The client and bus (may be NULL) are borrowed and must outlive x. */
 int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct drain_exec_options *o,
                      drain_exec_done_fn done, void *userdata, struct drain_exec **ret);
+/* A drain that ended before its deadline still captures the pods left on the node shortly before it
+ * (pod-killed): until then (engine clock) it is to be kept; 0 when it has nothing more to do (or has not
+ * ended). NULL-safe. */
+uint64_t drain_exec_lingers_until(const struct drain_exec *x);
 /* Stops whatever is under way (no callback). NULL-safe; returns NULL. */
 struct drain_exec *drain_exec_free(struct drain_exec *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);

@@ -51,8 +51,11 @@ struct sim_server_options {
         const char *listen;    /* "HOST:PORT", port 0 picks one; NULL = "127.0.0.1:0" */
         double api_error_rate; /* share of resource requests answered 500 (scenario faults.api_error_rate) */
         unsigned api_latency_ms; /* added before every resource request (faults.api_latency_ms) */
-        double watch_drop_rate;  /* share of watch streams ended early, after 1-3 events or 0.2-2 s */
-        double watch_gone_rate;  /* share of watches and lists from a resourceVersion answered 410 Expired */
+        /* added before a PATCH of a Node that sets labels, and before it is applied (a slow admission
+         * webhook on labels): faults.node_label_latency_ms */
+        unsigned node_label_latency_ms;
+        double watch_drop_rate; /* share of watch streams ended early, after 1-3 events or 0.2-2 s */
+        double watch_gone_rate; /* share of watches and lists from a resourceVersion answered 410 Expired */
         double api_throttle_rate; /* share of non-eviction resource requests answered 429, Retry-After: 1 */
         /* The AWS surfaces' faults (sim_surfaces_start): shares of requests answered with an error. */
         double sqs_error_rate;     /* InternalError (500) */

@@ -29,6 +29,8 @@ static const struct {
         [ALERT_POD_EVICTED] = { "pod-evicted", "Evicted", false },
         [ALERT_POD_DELETED] = { "pod-deleted", "DeletedAtLastSafeMoment", true },
         [ALERT_LAUNCH_ABANDONED] = { "launch-abandoned", "LaunchAbandoned", true },
+        [ALERT_POD_KILLED] = { "pod-killed", "KilledWithNode", true },
+        [ALERT_POSTMORTEM] = { "postmortem", "PostMortem", false },
 };
 
 struct alert_sink {

@@ -77,6 +77,8 @@ static void sink_metrics(const struct alert *a, void *userdata)
         case ALERT_SURGE_NO_ROOM:
         case ALERT_POD_EVICTED: /* spotdrain_evictions_total counts them at the API */
         case ALERT_POD_DELETED: /* and spotdrain_pods_forced_total, through pods-forced */
+        case ALERT_POD_KILLED:
+        case ALERT_POSTMORTEM:
         case ALERT_EVICTION_DENIED:
         case ALERT_LAUNCH_ABANDONED: /* spotdrain_launch_hooks_completed_total{result="abandon"} */
         case _ALERT_KIND_MAX:

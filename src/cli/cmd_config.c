@@ -10,6 +10,7 @@
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/kube.h"
 
 int cmd_check_config(int argc, char **argv)
@@ -69,6 +70,10 @@ int cmd_check_config(int argc, char **argv)
                 return EXIT_ERROR;
         }
         kube_kv_free_array(kv, n);
+        /* Keys that agree in form but not in meaning: told, not refused. */
+        const char *note = dispatch_cordon_only_unused(cfg);
+        if (note)
+                fprintf(stderr, "spotdrain check-config: warning: %s\n", note);
         r = config_dump(cfg, &dump);
         if (r < 0) {
                 fprintf(stderr, "spotdrain check-config: %s\n", strerror(-r));

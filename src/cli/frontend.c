@@ -3,6 +3,7 @@
 
 #include "cli/cli.h"
 #include "cli/frontend.h"
+#include "spotdrain/dispatch.h"
 #include "spotdrain/metrics.h"
 
 bool frontend_option(struct frontend *f, int c, const char *arg)
@@ -76,6 +77,9 @@ int frontend_load_config(struct frontend *f)
                 return EXIT_USAGE;
         }
         log_setup((enum log_format)format, level);
+        const char *note = dispatch_cordon_only_unused(f->cfg);
+        if (note)
+                log_warning("%s", note);
         return EXIT_OK;
 }
 

@@ -846,12 +846,21 @@ static void cdrain_remove(struct controller *c, struct cdrain *d)
 static void on_reap(void *userdata)
 {
         struct controller *c = userdata;
+        uint64_t now = clk_now(), next = 0;
         c->reap_timer = NULL;
-        for (size_t i = 0; i < c->n_drains;)
-                if (c->drains[i]->finished)
+        for (size_t i = 0; i < c->n_drains;) {
+                /* One that ended early keeps its capture of the pods left, shortly before its deadline. */
+                uint64_t until = c->drains[i]->finished ? drain_exec_lingers_until(c->drains[i]->x) : 0;
+                if (c->drains[i]->finished && until <= now)
                         cdrain_remove(c, c->drains[i]);
-                else
+                else {
+                        if (until > now && (!next || until < next))
+                                next = until;
                         i++;
+                }
+        }
+        if (next && timer_start(c->loop, next, on_reap, c, &c->reap_timer) < 0)
+                c->reap_timer = NULL;
 }
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)

@@ -59,6 +59,22 @@ static const struct config_item notices_items[] = {
 
 const struct config_section notices_config_section = { "notices", notices_items, ARRAY_SIZE(notices_items) };
 
+const char *dispatch_cordon_only_unused(const struct spotdrain_config *cfg)
+{
+        if (!cfg || !cfg->drain.cordon_only)
+                return NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(notices_items); i++) {
+                size_t k = (notices_items[i].offset - OFF(0)) / sizeof(int);
+                int a = cfg->notices.action[k];
+                if (a == DISPATCH_ACTION_DRAIN ||
+                    (a == DISPATCH_ACTION_DEFAULT && k != NOTICE_REBALANCE_RECOMMENDATION))
+                        return NULL;
+        }
+        return "drain.cordon_only is true but no notices.KIND.action is drain: it shapes drains only, so it "
+               "changes nothing (a kind whose action is cordon is cordoned alone, without the taint, the "
+               "exclude label or the post-mortems)";
+}
+
 void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o)
 {
         for (size_t k = 0; k < _NOTICE_KIND_MAX; k++)

@@ -48,10 +48,19 @@ struct drain_postmortem_spec {
         unsigned tail_lines;
         const char *dir, *node, *namespace, *name, *uid;
         const char *summary; /* the alert's first line */
+        /* Which capture of the pod this is, its object's "capture": NULL "at-stop" (as its delete or
+         * eviction goes out, file NAMESPACE_NAME_UID.json), or a later one ("before-node-end",
+         * "after-stop"), whose file is NAMESPACE_NAME_UID.STAGE.json beside the first. */
+        const char *stage;
 };
 struct drain_postmortem;
 int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
                            const struct drain_postmortem_spec *s, struct drain_postmortem **ret);
 void drain_postmortem_accepted(struct drain_postmortem *pm);
+/* Whether its alert went out. NULL-safe: false. */
+bool drain_postmortem_emitted(const struct drain_postmortem *pm);
+/* Out of time (the node is going): what is still unanswered is given up (marked "no answer in time") and
+ * the alert goes out now with what came, if it was accepted. */
+void drain_postmortem_flush(struct drain_postmortem *pm);
 /* Cancels what is under way; no alert after this. NULL-safe; returns NULL. */
 struct drain_postmortem *drain_postmortem_free(struct drain_postmortem *pm);

@@ -29,6 +29,10 @@
 /* How long the first verdict may wait for surge's reads of the node's Deployments (the first plan waits
  * STARTUP_WAIT_USEC for them, which a loaded API server can outlast). */
 #define SURGE_VERDICT_WAIT_USEC (5 * UINT64_C(1000000))
+/* How long before the deadline the pods still on the node are captured (pod-killed): late enough that a
+ * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few
+ * reads (the instance's shutdown starts at the deadline; the reads take a round trip each). */
+#define KILL_CAPTURE_LEAD_USEC (5 * UINT64_C(1000000))
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -64,6 +68,9 @@ struct xpod {
         int64_t forced_grace;
         struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
         bool pm_forced;              /* pm is its forced delete's */
+        /* Taken again: shortly before the node's end, still on it (pod-killed); once its containers
+         * stopped, while the API still serves it (postmortem). */
+        struct drain_postmortem *pm_killed, *pm_after;
 };
 
 struct drain_exec {
@@ -137,6 +144,7 @@ struct drain_exec {
         struct xpod **next_map; /* plan_pods of the plan being made */
 
         struct timer *kick, *wake, *cordon_retry;
+        struct timer *kill_timer; /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
         struct backoff cordon_backoff;
         uint64_t wake_at;
         bool finished;
@@ -209,6 +217,8 @@ static struct xpod *xpod_free(struct xpod *p)
                 return NULL;
         kube_call_cancel(p->call);
         drain_postmortem_free(p->pm);
+        drain_postmortem_free(p->pm_killed);
+        drain_postmortem_free(p->pm_after);
         cJSON_Delete(p->ghost);
         free(p->grant_pdb);
         free(p->key);
@@ -704,6 +714,12 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->joined = false;
 
         taint_out_of_service(x, outcome);
+        /* The node is going: what the API has not answered of the pods still on it is given up. */
+        if (now >= x->deadline)
+                for (size_t i = 0; i < x->n_pods; i++)
+                        drain_postmortem_flush(x->pods[i]->pm_killed);
+        if (outcome == DRAIN_EXEC_ERROR)
+                x->kill_timer = timer_cancel(x->kill_timer);
         x->result.outcome = outcome;
         x->result.error = error;
         x->result.finished_usec = now;
@@ -784,29 +800,6 @@ static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum 
                          p->name, x->node, x->kind, notice, deadline);
 }
 
-/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
- * gets a post-mortem, taken as its delete or eviction goes out. */
-static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
-                             enum alert_kind kind, int64_t grace)
-{
-        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
-                return;
-        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
-        struct drain_postmortem_spec s = {
-                .kind = kind,
-                .tail_lines = x->log_tail_lines,
-                .dir = x->postmortem_dir,
-                .node = x->node,
-                .namespace = p->namespace,
-                .name = p->name,
-                .uid = p->uid,
-                .summary = summary,
-        };
-        int r = summary ? drain_postmortem_start(x->c, x->bus, &s, &p->pm) : -ENOMEM;
-        if (r < 0)
-                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
-}
-
 /* Its eviction or delete was accepted: its alert, with the post-mortem once that is in. */
 static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind)
 {
@@ -818,6 +811,148 @@ static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind ki
         const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
         alert_emit_pod(x->bus, kind, x->node, &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL,
                        fields, "%s", summary ? summary : p->name);
+}
+
+/* A capture of p (stage: NULL the first, at its delete or eviction), its alert kind once it is in and
+ * accepted; NULL when it cannot be taken. */
+static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
+                                        const char *stage, const char *summary)
+{
+        struct drain_postmortem *pm = NULL;
+        struct drain_postmortem_spec s = {
+                .kind = kind,
+                .tail_lines = x->log_tail_lines,
+                .dir = x->postmortem_dir,
+                .node = x->node,
+                .namespace = p->namespace,
+                .name = p->name,
+                .uid = p->uid,
+                .summary = summary,
+                .stage = stage,
+        };
+        int r = summary ? drain_postmortem_start(x->c, x->bus, &s, &pm) : -ENOMEM;
+        if (r < 0) {
+                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
+                return NULL;
+        }
+        return pm;
+}
+
+/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
+ * gets a post-mortem, taken as its delete or eviction goes out. */
+static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
+                             enum alert_kind kind, int64_t grace)
+{
+        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
+                return;
+        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
+        p->pm = capture(x, p, kind, NULL, summary);
+}
+
+/* A later capture of p, alerted as soon as it is in. */
+static struct drain_postmortem *capture_again(struct drain_exec *x, const struct xpod *p,
+                                              enum alert_kind kind, const char *stage, const char *summary)
+{
+        struct drain_postmortem *pm = capture(x, p, kind, stage, summary);
+        drain_postmortem_accepted(pm); /* nothing to wait for but the capture */
+        return pm;
+}
+
+/* Why a pod is still on the node shortly before its end. */
+static const char *still_there_why(const struct drain_exec *x, const struct xpod *p)
+{
+        if (p->leave)
+                return "left alone by drain.skip_namespaces, drain.skip_pod_selector or "
+                       "drain.delete_emptydir_data: false";
+        if (x->cordon_only)
+                return "drain.cordon_only: another drainer's to move";
+        if (p->stop_at)
+                return "its stop has not ended";
+        return "the drain could not stop it in time";
+}
+
+/* KILL_CAPTURE_LEAD_USEC before the deadline: every pod still on the node (but DaemonSet and mirror pods,
+ * which the drain leaves by design and which come back with any node, and pods whose deletion's grace ends
+ * before the deadline) goes with the node unless it stops first; its post-mortem is taken now, while the
+ * API still serves it (pod-killed). */
+static void capture_doomed(struct drain_exec *x)
+{
+        char deadline[64];
+        unsigned n = 0;
+        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+                snprintf(deadline, sizeof(deadline), "?");
+        for (size_t i = 0; i < x->n_pods; i++) {
+                struct xpod *p = x->pods[i];
+                _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+                const cJSON *o = p->state == XPOD_GONE || p->pm_killed
+                                     ? NULL
+                                     : kube_informer_get(x->pods_inf, p->namespace, p->name);
+                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid) ||
+                    kube_pod_parse(o, &kp) < 0 || kp.mirror ||
+                    (streq_ptr(kp.owner_kind, "DaemonSet") && !x->evict_daemonsets))
+                        continue;
+                /* Deleting with a grace that ends before the deadline: its kubelet ends it first, and its
+                 * delete's capture (and the one after its stop) tell its story. */
+                if (kp.deletion_usec && kp.deletion_usec <= x->deadline)
+                        continue;
+                _cleanup_free_ char *summary = strprintf(
+                    "pod %s/%s still on node %s %.0f s before its end (%s): killed with the node unless it "
+                    "stops first; %s notice, deadline %s",
+                    p->namespace, p->name, x->node, (double)KILL_CAPTURE_LEAD_USEC / (double)USEC_PER_SEC,
+                    still_there_why(x, p), x->kind, deadline);
+                p->pm_killed = capture_again(x, p, ALERT_POD_KILLED, "before-node-end", summary);
+                n += p->pm_killed != NULL;
+        }
+        if (n > 0)
+                log_debug("drain of %s: %u pod%s still on the node captured before its end", x->node, n,
+                          n == 1 ? "" : "s");
+}
+
+static void kill_capture_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        uint64_t now = clk_now();
+        x->kill_timer = NULL; /* released by the loop as it fired */
+        if (kube_informer_synced(x->pods_inf)) {
+                (void)sync_pods(x);
+                capture_doomed(x);
+        } else if (now < x->deadline && timer_start(x->loop, MIN(now + x->floor, x->deadline),
+                                                    kill_capture_fire, x, &x->kill_timer) < 0)
+                x->kill_timer = NULL;
+}
+
+/* Whether every container of a pod has stopped (or it finished). */
+static bool containers_stopped(const cJSON *obj)
+{
+        const char *phase = kube_object_str(obj, "status.phase");
+        if (streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed"))
+                return true;
+        const cJSON *cs, *statuses = cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
+        if (cJSON_GetArraySize(statuses) == 0)
+                return false;
+        cJSON_ArrayForEach (cs, statuses)
+                if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
+                                                      "terminated"))
+                        return false;
+        return true;
+}
+
+/* A pod the drain stopped with a post-mortem, seen with its containers stopped while it is still served
+ * (Terminating until the kubelet confirms): its final statuses (exit codes) and last lines, again. */
+static void capture_after_stop(struct drain_exec *x, const cJSON *obj)
+{
+        const char *ns = kube_object_str(obj, "metadata.namespace");
+        if (!containers_stopped(obj))
+                return;
+        struct xpod *p = xpod_find(x, ns ? ns : "", kube_object_str(obj, "metadata.name"),
+                                   kube_object_str(obj, "metadata.uid"));
+        if (!p || !p->pm || !p->stop_at || p->pm_after)
+                return;
+        _cleanup_free_ char *summary =
+            strprintf("pod %s/%s stopped on node %s (%s notice): its containers' last state", p->namespace,
+                      p->name, x->node, x->kind);
+        p->pm_after = capture_again(x, p, ALERT_POSTMORTEM, "after-stop", summary);
 }
 
 /* ---- evictions and deletes ---- */
@@ -1326,6 +1461,7 @@ static void pods_added(void *userdata, const cJSON *obj)
 
 static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 {
+        capture_after_stop(userdata, obj);
         pods_changed(userdata);
 }
 
@@ -1557,6 +1693,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         timer_cancel(x->wake);
         timer_cancel(x->cordon_retry);
         timer_cancel(x->lb_retry);
+        timer_cancel(x->kill_timer);
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
@@ -1730,6 +1867,12 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->joined = true;
         /* The deadline is always due: it ends the drain even when nothing else happens. */
         arm_wake(x, x->deadline);
+        /* The pods still there shortly before it are captured, also after a drain that ended early. */
+        r = timer_start(x->loop,
+                        x->deadline > KILL_CAPTURE_LEAD_USEC ? x->deadline - KILL_CAPTURE_LEAD_USEC : 0,
+                        kill_capture_fire, x, &x->kill_timer);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(x);
         return 0;
 }
@@ -1742,6 +1885,16 @@ const struct drain_plan *drain_exec_plan(const struct drain_exec *x)
 const struct drain_plan_node *drain_exec_plan_node(const struct drain_exec *x)
 {
         return x && x->plan ? own_node(x) : NULL;
+}
+
+uint64_t drain_exec_lingers_until(const struct drain_exec *x)
+{
+        if (!x || !x->finished)
+                return 0;
+        bool pending = x->kill_timer != NULL;
+        for (size_t i = 0; !pending && i < x->n_pods; i++)
+                pending = x->pods[i]->pm_killed && !drain_postmortem_emitted(x->pods[i]->pm_killed);
+        return pending ? x->deadline : 0;
 }
 
 unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb)

@@ -27,6 +27,8 @@ const char *const drain_pod_fields[] = {
         "spec.volumes",
         "status.phase",
         "status.conditions[type=Ready]",
+        /* a stopped pod's terminated containers: its post-mortem after the stop (executor.c) */
+        "status.containerStatuses",
         NULL,
 };
 

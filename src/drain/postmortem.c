@@ -32,7 +32,7 @@ struct drain_postmortem {
         struct alert_bus *bus;
         enum alert_kind kind;
         unsigned tail_lines;
-        char *dir, *node, *namespace, *name, *uid, *summary;
+        char *dir, *node, *namespace, *name, *uid, *summary, *stage;
         char *phase;
         struct kube_call *pod_call;
         int pod_error;
@@ -60,6 +60,7 @@ struct drain_postmortem *drain_postmortem_free(struct drain_postmortem *pm)
         free(pm->name);
         free(pm->uid);
         free(pm->summary);
+        free(pm->stage);
         free(pm->phase);
         free(pm);
         return NULL;
@@ -108,6 +109,7 @@ static cJSON *build(const struct drain_postmortem *pm)
             (pm->node ? cJSON_AddStringToObject(o, "node", pm->node) : cJSON_AddNullToObject(o, "node")) &&
             cJSON_AddStringToObject(o, "summary", pm->summary) &&
             cJSON_AddStringToObject(o, "captured_at", at) &&
+            cJSON_AddStringToObject(o, "capture", pm->stage ? pm->stage : "at-stop") &&
             (pm->phase ? cJSON_AddStringToObject(o, "phase", pm->phase) : cJSON_AddNullToObject(o, "phase"));
         if (ok && pm->pod_error < 0)
                 ok = cJSON_AddStringToObject(o, "pod_error", strerror(-pm->pod_error));
@@ -155,11 +157,13 @@ static int render(const cJSON *o, struct buf *b)
         return r;
 }
 
-/* One file per pod: DIR/NAMESPACE_NAME_UID.json, the post-mortem object. */
+/* One file per pod and capture: DIR/NAMESPACE_NAME_UID.json for the first, the post-mortem object, and
+ * DIR/NAMESPACE_NAME_UID.STAGE.json for a later one. */
 static int write_file(const struct drain_postmortem *pm, const cJSON *o, char **ret_path)
 {
         _cleanup_free_ char *path =
-            strprintf("%s/%s_%s_%s.json", pm->dir, pm->namespace, pm->name, pm->uid ? pm->uid : "no-uid");
+            strprintf("%s/%s_%s_%s%s%s.json", pm->dir, pm->namespace, pm->name, pm->uid ? pm->uid : "no-uid",
+                      pm->stage ? "." : "", pm->stage ? pm->stage : "");
         _cleanup_free_ char *text = cJSON_Print(o);
         if (!path || !text)
                 return -ENOMEM;
@@ -344,7 +348,8 @@ int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
         *pm = (struct drain_postmortem){ .c = c, .bus = bus, .kind = s->kind, .tail_lines = s->tail_lines };
         if ((s->dir && !(pm->dir = strdup(s->dir))) || (s->node && !(pm->node = strdup(s->node))) ||
             !(pm->namespace = strdup(s->namespace)) || !(pm->name = strdup(s->name)) ||
-            (s->uid && !(pm->uid = strdup(s->uid))) || !(pm->summary = strdup(s->summary))) {
+            (s->uid && !(pm->uid = strdup(s->uid))) || !(pm->summary = strdup(s->summary)) ||
+            (s->stage && !(pm->stage = strdup(s->stage)))) {
                 drain_postmortem_free(pm);
                 return -ENOMEM;
         }
@@ -364,5 +369,28 @@ void drain_postmortem_accepted(struct drain_postmortem *pm)
         if (!pm)
                 return;
         pm->accepted = true;
+        maybe_emit(pm);
+}
+
+bool drain_postmortem_emitted(const struct drain_postmortem *pm)
+{
+        return pm && pm->emitted;
+}
+
+void drain_postmortem_flush(struct drain_postmortem *pm)
+{
+        if (!pm || pm->captured)
+                return;
+        if (pm->pod_call) {
+                pm->pod_call = kube_call_cancel(pm->pod_call);
+                pm->pod_error = -ETIMEDOUT;
+        }
+        for (size_t i = 0; i < pm->n_ctrs; i++)
+                if (pm->ctrs[i].call) {
+                        pm->ctrs[i].call = kube_call_cancel(pm->ctrs[i].call);
+                        pm->ctrs[i].error = -ETIMEDOUT;
+                }
+        pm->pending = 0;
+        pm->captured = true;
         maybe_emit(pm);
 }

@@ -527,13 +527,24 @@ static void pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit)
 /* A pod's containers stopped: at the end of their own shutdown (graceful) or killed at the end of grace. */
 static void pod_exit(struct sim *s, struct sim_pod *p)
 {
+        bool graceful = p->wl->sc->shutdown <= (double)p->grace;
         if (p->node >= 0 && p->phase == SIM_RUNNING && sim_pod_evictable(p)) {
                 struct sim_node *n = s->nodes[p->node];
-                if (p->wl->sc->shutdown <= (double)p->grace) {
+                if (graceful) {
                         if (p->tallied)
                                 n->pods_graceful++;
                 } else
                         n->pods_killed++;
+        }
+        /* As a kubelet: the stopped containers' statuses are reported, and the pod object stays (with its
+         * deletionTimestamp) until the kubelet's grace-0 delete confirms it, pod_removal_seconds later. */
+        if (s->sc->pod_removal > 0 && p->node >= 0 && p->phase == SIM_RUNNING) {
+                p->exited = true;
+                p->exit_code = graceful ? 0 : 137;
+                p->remove_at = s->t + s->sc->pod_removal;
+                pod_changed(s, p);
+                (void)sim_emit(s, SIM_POD, "MODIFIED", p);
+                return;
         }
         pod_remove(s, p);
 }
@@ -546,6 +557,14 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
         if (p->node < 0 || p->phase == SIM_SUCCEEDED || p->phase == SIM_FAILED)
                 grace = 0;
         double ts = s->t + (double)grace;
+        if (p->exited) {
+                /* Its containers stopped: a delete with grace 0 (the kubelet's) removes it now. */
+                if (grace == 0 && p->remove_at > s->t) {
+                        p->remove_at = s->t;
+                        s->dirty = true;
+                }
+                return 0;
+        }
         if (p->deleting) {
                 if (ts >= p->deletion_ts)
                         return 0;
@@ -649,7 +668,7 @@ static void node_kill_pods(struct sim *s, struct sim_node *n)
 {
         while (n->pods.head) {
                 struct sim_pod *p = n->pods.head;
-                if (sim_pod_evictable(p) && p->phase == SIM_RUNNING)
+                if (sim_pod_evictable(p) && p->phase == SIM_RUNNING && !p->exited)
                         n->pods_killed++;
                 pod_remove(s, p);
         }
@@ -1032,7 +1051,9 @@ static double next_due(const struct sim *s)
                 due_min(&m, s->sc->events[s->next_event].at);
         due_min(&m, sim_va_next(s));
         for (const struct sim_pod *p = s->timed.head; p; p = p->links[SIM_LINK_TIMED].next) {
-                if (p->deleting)
+                if (p->exited)
+                        due_min(&m, p->remove_at);
+                else if (p->deleting)
                         due_min(&m, p->exit_at);
                 else if (p->node >= 0 && !p->ready)
                         due_min(&m, p->ready_at);
@@ -1173,6 +1194,11 @@ static void run_due(struct sim *s, double t)
         /* The timed list is in creation order, as the scan over every pod was. */
         for (struct sim_pod *p = s->timed.head, *next; p; p = next) {
                 next = p->links[SIM_LINK_TIMED].next;
+                if (p->exited) {
+                        if (p->remove_at <= t)
+                                pod_remove(s, p);
+                        continue;
+                }
                 if (p->deleting && p->exit_at <= t) {
                         pod_exit(s, p);
                         continue;

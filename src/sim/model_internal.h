@@ -103,6 +103,9 @@ struct sim_scenario {
         double api_error_rate;
         int64_t api_latency_ms;
         int hook_heartbeat_timeout; /* autoscaling.heartbeat_timeout_seconds */
+        /* pod_removal_seconds: how long a pod whose containers stopped stays readable (Terminating, with
+         * terminated container statuses and its logs) before its kubelet's final delete removes it. */
+        double pod_removal;
 };
 
 int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,
@@ -237,6 +240,11 @@ struct sim_pod {
         bool sigtermed; /* a delete reached its running container: SIGTERM at sigterm_at */
         double sigterm_at;
         int64_t grace;
+        /* Its containers stopped at exit_at (exit code 0, or 137 killed at the end of its grace): it stays
+         * readable until remove_at (scenario pod_removal_seconds). */
+        bool exited;
+        int exit_code;
+        double remove_at;
         bool tallied, forced;
         bool rollout; /* to be replaced by its workload's rollout under way (ordinary.c) */
         uint64_t rv;

@@ -313,7 +313,14 @@ cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p)
         cJSON *cs = jobj(&b, css, NULL);
         jstr(&b, cs, "name", "app");
         cJSON *state = jobj(&b, cs, "state");
-        jtime(&b, s, jobj(&b, state, "running"), "startedAt", p->scheduled_at);
+        if (p->exited) {
+                cJSON *t = jobj(&b, state, "terminated");
+                jnum(&b, t, "exitCode", p->exit_code);
+                jstr(&b, t, "reason", p->exit_code ? "Error" : "Completed");
+                jtime(&b, s, t, "startedAt", p->scheduled_at);
+                jtime(&b, s, t, "finishedAt", p->exit_at);
+        } else
+                jtime(&b, s, jobj(&b, state, "running"), "startedAt", p->scheduled_at);
         jobj(&b, cs, "lastState");
         jbool(&b, cs, "ready", ready);
         jnum(&b, cs, "restartCount", 0);
@@ -329,7 +336,7 @@ cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p)
         hex[k] = 0;
         _cleanup_free_ char *cid = strprintf("containerd://%s", hex);
         jstr(&b, cs, "containerID", cid);
-        jbool(&b, cs, "started", true);
+        jbool(&b, cs, "started", !p->exited);
         jstr(&b, st, "qosClass", qos_class(sc));
         return jdone(&b, o);
 }

@@ -876,16 +876,26 @@ static int parse_faults(struct sctx *c, const struct ynode *root, struct sim_sce
                                              "sqs_duplicate_rate", "imds_error_rate",
                                              "imds_timeout_rate",  "sts_error_rate",
                                              "sqs_throttle_rate",  NULL };
-        static const char *const keys[] = { "api_error_rate",     "api_latency_ms",    "watch_drop_rate",
-                                            "watch_gone_rate",    "api_throttle_rate", "sqs_error_rate",
-                                            "sqs_duplicate_rate", "sqs_throttle_rate", "imds_error_rate",
-                                            "imds_timeout_rate",  "sts_error_rate",    NULL };
+        static const char *const keys[] = { "api_error_rate",
+                                            "api_latency_ms",
+                                            "watch_drop_rate",
+                                            "watch_gone_rate",
+                                            "api_throttle_rate",
+                                            "sqs_error_rate",
+                                            "sqs_duplicate_rate",
+                                            "sqs_throttle_rate",
+                                            "imds_error_rate",
+                                            "imds_timeout_rate",
+                                            "sts_error_rate",
+                                            "node_label_latency_ms",
+                                            NULL };
         const struct ynode *m = ynode_get(root, "faults");
         if (!m || ynode_is_null(m))
                 return 0;
         int r = check_map(c, m, "faults", keys);
         if (r < 0 || (r = get_double(c, m, "api_error_rate", "faults", 0, 1, &sc->api_error_rate)) < 0 ||
-            (r = get_int(c, m, "api_latency_ms", "faults", 0, 600000, &sc->api_latency_ms)) < 0)
+            (r = get_int(c, m, "api_latency_ms", "faults", 0, 600000, &sc->api_latency_ms)) < 0 ||
+            (r = get_int(c, m, "node_label_latency_ms", "faults", 0, 600000, &(int64_t){ 0 })) < 0)
                 return r;
         for (size_t i = 0; rates[i]; i++) {
                 double rate = 0;
@@ -983,6 +993,7 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
                                             "faults",
                                             "autoscaling",
                                             "api_priority_fairness",
+                                            "pod_removal_seconds",
                                             NULL };
         struct sctx c = { .file = file ?: "scenario", .error = ret_error };
         _cleanup_(sim_scenario_freep) struct sim_scenario *sc = calloc(1, sizeof(*sc));
@@ -1001,7 +1012,8 @@ int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_sc
         sc->budget = 120;
         int64_t seed = 1;
         if ((r = get_double(&c, root, "budget_seconds", "", 1, 86400 * 30, &sc->budget)) < 0 ||
-            (r = get_int(&c, root, "seed", "", 0, INT64_MAX, &seed)) < 0)
+            (r = get_int(&c, root, "seed", "", 0, INT64_MAX, &seed)) < 0 ||
+            (r = get_double(&c, root, "pod_removal_seconds", "", 0, 600, &sc->pod_removal)) < 0)
                 return r;
         sc->seed = (uint64_t)seed;
         if ((r = parse_nodes(&c, root, sc)) < 0 || (r = parse_workloads(&c, root, sc)) < 0 ||

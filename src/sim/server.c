@@ -178,9 +178,13 @@ static int dispatch(void *userdata, const struct sim_http_request *rq)
         /* Discovery documents stay reliable: kubectl gives up on the first failed one, a real client retries
          * a failed resource request. */
         resource = n >= 1 && ((streq(segs[0], "api") && n >= 3) || (streq(segs[0], "apis") && n >= 4));
-        if (resource && srv->latency_ms > 0) {
-                struct timespec ts = { .tv_sec = srv->latency_ms / 1000,
-                                       .tv_nsec = (long)(srv->latency_ms % 1000) * 1000000L };
+        unsigned wait_ms = resource ? srv->latency_ms : 0;
+        if (srv->label_latency_ms && n == 4 && streq(segs[0], "api") && streq(segs[2], "nodes") &&
+            streq(method, "PATCH") && memmem(rq->body, rq->body_len, "labels", 6))
+                wait_ms += srv->label_latency_ms;
+        if (wait_ms > 0) {
+                struct timespec ts = { .tv_sec = wait_ms / 1000,
+                                       .tv_nsec = (long)(wait_ms % 1000) * 1000000L };
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                         ;
         }
@@ -265,6 +269,9 @@ void sim_server_options_from_scenario(const struct ynode *scenario, struct sim_s
         if (ynode_int(ynode_get(faults, "api_latency_ms"), &latency) >= 0 && latency >= 0 &&
             latency <= 600000)
                 opt->api_latency_ms = (unsigned)latency;
+        if (ynode_int(ynode_get(faults, "node_label_latency_ms"), &latency) >= 0 && latency >= 0 &&
+            latency <= 600000)
+                opt->node_label_latency_ms = (unsigned)latency;
         if (ynode_int(ynode_get(scenario, "seed"), &seed) >= 0)
                 opt->seed = (uint64_t)seed;
         const struct ynode *apf = ynode_get(scenario, "api_priority_fairness");
@@ -305,6 +312,7 @@ int sim_server_start_with(struct sim *s, const struct sim_server_options *opt, s
         srv->sim = s;
         srv->error_rate = opt->api_error_rate;
         srv->latency_ms = opt->api_latency_ms;
+        srv->label_latency_ms = opt->node_label_latency_ms;
         srv->watch_drop_rate = opt->watch_drop_rate;
         srv->watch_gone_rate = opt->watch_gone_rate;
         srv->throttle_rate = opt->api_throttle_rate;

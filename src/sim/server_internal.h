@@ -36,6 +36,7 @@ struct sim_server {
         atomic_bool stopping;
         double error_rate;
         unsigned latency_ms;
+        unsigned label_latency_ms; /* faults.node_label_latency_ms */
         double watch_drop_rate, watch_gone_rate, throttle_rate;
         uint64_t rng; /* the fault draws' seed */
         /* The request being dispatched, and how many requests of each key (folded) came before; under the

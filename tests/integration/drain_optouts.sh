@@ -4,6 +4,10 @@
 # Job pod keeps running past the evictions and is stopped at its last safe moment, gracefully, before the
 # deadline; pods in a skipped namespace or matching drain.skip_pod_selector are left alone; the taint takes
 # drain.taint_effect; drain.cordon_only cordons, taints and labels but writes no eviction or delete.
+# And the acceptance of #16 in a run that skips nothing ("honest"): the label before the first eviction, the
+# do-not-disrupt Job pod running well after the notice and stopped gracefully before the deadline, its own
+# Event, its post-mortem carrying the lines `kubectl logs` showed for it (and, the simulator keeping the
+# stopped pod readable for pod_removal_seconds, a second one with its exit), and no pod killed.
 # The order of writes is read from the simulator's change log (a watch from the resourceVersion before the
 # notice), not from timing.
 # shellcheck source=tests/integration/lib.sh
@@ -24,6 +28,7 @@ scenario() {
 name: $1
 mode: agent
 budget_seconds: $2
+${3:-}
 nodes:
   - {name: spot-a, zone: us-east-1a, capacity_type: spot, instance_type: m5.xlarge,
      allocatable: {cpu: "4", memory: 16Gi, pods: 29}}
@@ -71,6 +76,7 @@ noticed() { [ -n "$(notice_at "$1")" ]; }
 
 scenario optouts 40 >"$TEST_TMP/optouts.yaml"
 scenario cordon-only 15 >"$TEST_TMP/cordon-only.yaml"
+scenario honest 40 "pod_removal_seconds: 2" >"$TEST_TMP/honest.yaml"
 
 start_sim optouts "$TEST_TMP/optouts.yaml"
 A_URL=$SIM_URL
@@ -83,28 +89,77 @@ B_URL=$SIM_URL
 B_RV=$(list_rv "$B_URL")
 start_agent cordon-only SPOTDRAIN_DRAIN_CORDON_ONLY=true
 
-log "the Job pod is still running well after the notice, the web pods gone"
-web_gone() {
-	[ "$(curl -sSf "$A_URL/api/v1/namespaces/shop/pods?fieldSelector=spec.nodeName%3Dspot-a&labelSelector=app%3Dweb" |
-		jq '.items | length')" -eq 0 ]
-}
-wait_for 20 noticed "$A_URL" || fail "no notice in the simulator"
-t0=$(notice_at "$A_URL")
-wait_for 30 web_gone || { cat "$TEST_TMP/optouts.agent.log" >&2; fail "the web pods did not leave spot-a"; }
-wait_for 30 past "$A_URL" "$(awk -v t="$t0" 'BEGIN { print t + 15 }')" || fail "the simulator's clock stands still"
-job=$(pod_json "$A_URL" ci batch)
-jq -e '.spec.nodeName == "spot-a" and .metadata.deletionTimestamp == null and .status.phase == "Running"' \
-	<<<"$job" >/dev/null || fail "the do-not-disrupt Job pod did not keep running 15 s after the notice: $job"
+start_sim honest "$TEST_TMP/honest.yaml"
+C_URL=$SIM_URL
+C_KUBECONFIG=$SIM_KUBECONFIG
+C_RV=$(list_rv "$C_URL")
+C_JOB=$(pod_json "$C_URL" ci batch | jq -r .metadata.name)
+mkdir -p "$TEST_TMP/pm"
+# What `kubectl logs` shows of the Job pod before the notice (kubectl where installed, else the same API).
+if KUBECTL=$(kubectl_for 1.33); then
+	"$KUBECTL" --kubeconfig "$C_KUBECONFIG" logs -n ci "$C_JOB" -c app --tail=3 >"$TEST_TMP/honest.kubectl"
+else
+	log "kubectl not installed: the log API read with curl instead"
+	curl -sSf "$C_URL/api/v1/namespaces/ci/pods/$C_JOB/log?container=app&tailLines=3" >"$TEST_TMP/honest.kubectl"
+fi
+[ "$(wc -l <"$TEST_TMP/honest.kubectl")" -eq 3 ] || fail "kubectl logs of $C_JOB showed: $(cat "$TEST_TMP/honest.kubectl")"
+start_agent honest SPOTDRAIN_ALERTS_POSTMORTEM_DIR="$TEST_TMP/pm" SPOTDRAIN_ALERTS_LOG_TAIL_LINES=20
 
-log "... and it is stopped before the deadline, gracefully; the skipped pods stay"
-job_stopping() { pod_json "$A_URL" ci batch | jq -e '.metadata.deletionTimestamp != null' >/dev/null; }
-wait_for 30 job_stopping || { cat "$TEST_TMP/optouts.agent.log" >&2; fail "the Job pod was never stopped"; }
-log "the Job pod was stopped at scenario time $(clock "$A_URL") s (notice at $t0 s, deadline 40 s after it)"
-job=$(pod_json "$A_URL" ci batch)
-grace=$(jq -r .metadata.deletionGracePeriodSeconds <<<"$job")
-[ "$grace" -ge 2 ] || fail "the Job pod was given a grace of $grace s, shorter than its 2 s stop"
-drained() { grep -q 'drain ended: drained' "$TEST_TMP/optouts.agent.log"; }
-wait_for 40 drained || { cat "$TEST_TMP/optouts.agent.log" >&2; fail "the agent did not finish the drain"; }
+# job_running URL NAME: the do-not-disrupt Job pod still runs 15 s after the notice, the web pods gone.
+job_running() {
+	local url=$1 name=$2 t0 job
+	log "$name: the Job pod is still running well after the notice, the web pods gone"
+	web_gone() {
+		[ "$(curl -sSf "$url/api/v1/namespaces/shop/pods?fieldSelector=spec.nodeName%3Dspot-a&labelSelector=app%3Dweb" |
+			jq '.items | length')" -eq 0 ]
+	}
+	wait_for 20 noticed "$url" || fail "no notice in the simulator"
+	t0=$(notice_at "$url")
+	wait_for 30 web_gone || { cat "$TEST_TMP/$name.agent.log" >&2; fail "the web pods did not leave spot-a"; }
+	wait_for 30 past "$url" "$(awk -v t="$t0" 'BEGIN { print t + 15 }')" || fail "the simulator's clock stands still"
+	job=$(pod_json "$url" ci batch)
+	jq -e '.spec.nodeName == "spot-a" and .metadata.deletionTimestamp == null and .status.phase == "Running"' \
+		<<<"$job" >/dev/null || fail "the do-not-disrupt Job pod did not keep running 15 s after the notice: $job"
+}
+
+# job_stopped URL NAME: ... and it is then stopped before the deadline with a grace that fits its stop; the
+# drain ends.
+job_stopped() {
+	local url=$1 name=$2 job grace
+	log "$name: ... and it is stopped before the deadline, gracefully"
+	job_stopping() { pod_json "$url" ci batch | jq -e '.metadata.deletionTimestamp != null' >/dev/null; }
+	wait_for 30 job_stopping || { cat "$TEST_TMP/$name.agent.log" >&2; fail "the Job pod was never stopped"; }
+	log "the Job pod was stopped at scenario time $(clock "$url") s (notice at $(notice_at "$url") s, deadline 40 s after it)"
+	job=$(pod_json "$url" ci batch)
+	grace=$(jq -r .metadata.deletionGracePeriodSeconds <<<"$job")
+	[ "$grace" -ge 2 ] || fail "the Job pod was given a grace of $grace s, shorter than its 2 s stop"
+	drained() { grep -q 'drain ended: drained' "$TEST_TMP/$name.agent.log"; }
+	wait_for 40 drained || { cat "$TEST_TMP/$name.agent.log" >&2; fail "the agent did not finish the drain"; }
+}
+
+# label_first URL RV: the exclude label went out, and was answered, before the first eviction (the change log
+# from resourceVersion RV); the interruption taint's effect is printed.
+label_first() {
+	local label_rv evict_rv
+	changes "$1" nodes "$2" >"$TEST_TMP/lf.nodes"
+	changes "$1" pods "$2" >"$TEST_TMP/lf.pods"
+	label_rv=$(jq -rs --arg lb "$LB" '[.[] | select(.object.metadata.name == "spot-a" and
+		.object.metadata.labels[$lb] == "spotdrain") | .object.metadata.resourceVersion | tonumber] | min // empty' \
+		"$TEST_TMP/lf.nodes")
+	evict_rv=$(jq -rs '[.[] | select(.object.spec.nodeName == "spot-a" and .object.metadata.deletionTimestamp != null) |
+		.object.metadata.resourceVersion | tonumber] | min // empty' "$TEST_TMP/lf.pods")
+	[ -n "$label_rv" ] || fail "spot-a was never labelled $LB=spotdrain"
+	[ -n "$evict_rv" ] || fail "no pod of spot-a was evicted"
+	log "label at resourceVersion $label_rv, first eviction at $evict_rv"
+	[ "$label_rv" -lt "$evict_rv" ] || fail "an eviction ($evict_rv) went out before the label ($label_rv)"
+}
+
+# The runs go side by side: each is looked at 15 s after its notice.
+job_running "$A_URL" optouts
+job_running "$C_URL" honest
+job_stopped "$A_URL" optouts
+job_stopped "$C_URL" honest
+log "the skipped pods stay"
 for p in "kept infra" "shop pinned"; do
 	# shellcheck disable=SC2086
 	o=$(pod_json "$A_URL" $p)
@@ -119,20 +174,10 @@ jq -e '.nodes[] | select(.name == "spot-a") | .pods_graceful == 5 and .pods_forc
 	<<<"$result" >/dev/null || fail "not 5 graceful, 0 forced, 2 killed (the skipped pods): $result"
 
 log "the exclude label went out, and was answered, before the first eviction"
-changes "$A_URL" nodes "$A_RV" >"$TEST_TMP/a.nodes"
-changes "$A_URL" pods "$A_RV" >"$TEST_TMP/a.pods"
-label_rv=$(jq -rs --arg lb "$LB" '[.[] | select(.object.metadata.name == "spot-a" and
-	.object.metadata.labels[$lb] == "spotdrain") | .object.metadata.resourceVersion | tonumber] | min // empty' \
-	"$TEST_TMP/a.nodes")
-evict_rv=$(jq -rs '[.[] | select(.object.spec.nodeName == "spot-a" and .object.metadata.deletionTimestamp != null) |
-	.object.metadata.resourceVersion | tonumber] | min // empty' "$TEST_TMP/a.pods")
-[ -n "$label_rv" ] || fail "spot-a was never labelled $LB=spotdrain"
-[ -n "$evict_rv" ] || fail "no pod of spot-a was evicted"
-log "label at resourceVersion $label_rv, first eviction at $evict_rv"
-[ "$label_rv" -lt "$evict_rv" ] || fail "an eviction ($evict_rv) went out before the label ($label_rv)"
+label_first "$A_URL" "$A_RV"
 jq -se '[.[] | select(.object.metadata.name == "spot-a") | .object.spec.taints[]? |
 	select(.key == "spotdrain.io/interruption")] | length > 0 and all(.effect == "NoExecute")' \
-	"$TEST_TMP/a.nodes" >/dev/null || fail "the interruption taint's effect is not NoExecute"
+	"$TEST_TMP/lf.nodes" >/dev/null || fail "the interruption taint's effect is not NoExecute"
 
 log "cordon-only: cordoned, tainted, labelled; no eviction or delete written"
 b_gone() { sim_result "$B_URL" | jq -e '.nodes[] | select(.name == "spot-a") | .pods_killed > 0' >/dev/null; }
@@ -147,4 +192,28 @@ deleted=$(jq -s '[.[] | select(.object.metadata.deletionTimestamp != null)] | le
 [ "$deleted" -eq 0 ] || fail "cordon-only wrote $deleted pod deletes or evictions"
 jq -e '.nodes[] | select(.name == "spot-a") | .pods_graceful == 0' <<<"$(sim_result "$B_URL")" >/dev/null ||
 	fail "cordon-only: pods left gracefully, so something evicted them"
+
+log "honest: nothing skipped; the acceptance of #16"
+label_first "$C_URL" "$C_RV"
+ev=$(curl -sSf "$C_URL/api/v1/namespaces/ci/events" | jq -c --arg p "$C_JOB" \
+	'[.items[] | select(.involvedObject.kind == "Pod" and .involvedObject.name == $p and .reason == "Evicted")]')
+jq -e 'length == 1 and (.[0].message | test("from node spot-a"))' <<<"$ev" >/dev/null ||
+	fail "the Job pod $C_JOB has no Event of its own: $ev"
+first=$(find "$TEST_TMP/pm" -name "ci_${C_JOB}_*.json" ! -name '*.*.json' | head -1)
+[ -f "$first" ] || fail "no post-mortem of $C_JOB in $TEST_TMP/pm: $(ls "$TEST_TMP/pm")"
+while IFS= read -r line; do
+	jq -e --arg l "$line" '.containers[0].last_lines | index($l) != null' "$first" >/dev/null ||
+		fail "the post-mortem of $C_JOB lacks \"$line\" that kubectl logs showed: $(cat "$first")"
+done <"$TEST_TMP/honest.kubectl"
+after_stop() { [ -n "$(find "$TEST_TMP/pm" -name "ci_${C_JOB}_*.after-stop.json")" ]; }
+wait_for 20 after_stop || fail "no capture of $C_JOB after its stop: $(ls "$TEST_TMP/pm")"
+jq -e '.capture == "after-stop" and (.containers[0].status | test("terminated: exit 0")) and
+	(.containers[0].last_lines | index("drained, exiting with status 0") != null)' \
+	"$(find "$TEST_TMP/pm" -name "ci_${C_JOB}_*.after-stop.json")" >/dev/null || fail "the after-stop capture lacks the exit"
+c_gone() { ! curl -sf "$C_URL/api/v1/nodes/spot-a" >/dev/null; }
+wait_for 40 c_gone || fail "spot-a of the honest run was never terminated"
+result=$(sim_result "$C_URL")
+jq -e '.nodes[] | select(.name == "spot-a") | .pods_graceful == 7 and .pods_forced == 0 and .pods_killed == 0' \
+	<<<"$result" >/dev/null || fail "honest: not 7 graceful, 0 forced, 0 killed: $result"
+[ -z "$(find "$TEST_TMP/pm" -name '*.before-node-end.json')" ] || fail "honest: a pod was captured as killed"
 echo "ok"

@@ -313,6 +313,29 @@ static void test_provision_keys(void **state)
 
 /* notices.KIND.action (issue #17): today's behaviour by default, every kind its own switch, a bad action
  * refused with its line. */
+/* drain.cordon_only beside notices.KIND.action: a warning only when no kind drains (it could never apply).
+ */
+static void test_cordon_only_unused(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        assert_int_equal(config_new(&c), 0);
+        assert_null(dispatch_cordon_only_unused(c));
+        c->drain.cordon_only = true;
+        assert_null(dispatch_cordon_only_unused(c)); /* the defaults drain */
+        for (size_t k = 0; k < _NOTICE_KIND_MAX; k++)
+                c->notices.action[k] = DISPATCH_ACTION_CORDON;
+        c->notices.action[NOTICE_REBALANCE_RECOMMENDATION] = DISPATCH_ACTION_DEFAULT; /* its own: taint */
+        assert_non_null(strstr(dispatch_cordon_only_unused(c), "no notices.KIND.action is drain"));
+        c->notices.action[NOTICE_ASG_LIFECYCLE_TERMINATE] = DISPATCH_ACTION_DEFAULT; /* its own: drain */
+        assert_null(dispatch_cordon_only_unused(c));
+        c->notices.action[NOTICE_ASG_LIFECYCLE_TERMINATE] = DISPATCH_ACTION_IGNORE;
+        c->notices.action[NOTICE_REBALANCE_RECOMMENDATION] = DISPATCH_ACTION_DRAIN;
+        assert_null(dispatch_cordon_only_unused(c));
+        c->drain.cordon_only = false;
+        c->notices.action[NOTICE_REBALANCE_RECOMMENDATION] = DISPATCH_ACTION_IGNORE;
+        assert_null(dispatch_cordon_only_unused(c));
+}
+
 static void test_notices_keys(void **state)
 {
         _cleanup_(config_freep) struct spotdrain_config *c = NULL;
@@ -380,7 +403,7 @@ int main(void)
                 cmocka_unit_test(test_override_order),  cmocka_unit_test(test_set_errors),
                 cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
                 cmocka_unit_test(test_provision_keys),  cmocka_unit_test(test_every_error),
-                cmocka_unit_test(test_notices_keys),
+                cmocka_unit_test(test_notices_keys),    cmocka_unit_test(test_cordon_only_unused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

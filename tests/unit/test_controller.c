@@ -2,6 +2,7 @@
  * simulator, on a scaled clock (nothing sleeps; every wait is a condition with a real-time bound), and the
  * handling of malformed messages against a scripted SQS endpoint. */
 #include "controller_fixture.h"
+#include "spotdrain/config.h"
 
 #include "kube_fake.h"
 
@@ -42,6 +43,51 @@ static void test_lifecycle(void **state)
         assert_int_equal(f->alerts[ALERT_QUEUE_UNREADABLE], 0);
         assert_true(cfx_result_node(f, "spot-a", "drained_at") > 0);
         assert_int_equal(cfx_result_node(f, "spot-a", "pods_killed"), 0);
+        cfx_free(f);
+}
+
+static bool pod_killed(struct cfx *f, void *ud)
+{
+        return f->alerts[ALERT_POD_KILLED] >= 1;
+}
+
+static bool drain_done(struct cfx *f, void *ud)
+{
+        return f->alerts[ALERT_DRAIN_COMPLETED] >= 1;
+}
+
+/* A pod the drain leaves (drain.skip_namespaces) is captured 5 s before the node's end (pod-killed) though
+ * the drain completed long before: the controller keeps a finished drain until its deadline for it rather
+ * than reaping it at once. */
+static void test_finished_drain_captures_left_pods(void **state)
+{
+        struct cfx *f = cfx_new(
+            "name: ctl-left\nmode: controller\nbudget_seconds: 120\nnodes:\n"
+            "  - {name: spot-a, zone: us-east-1a, capacity_type: spot, allocatable: {cpu: \"4\", memory: "
+            "16Gi, "
+            "pods: 50}}\n"
+            "  - {name: od-a, zone: us-east-1a, allocatable: {cpu: \"4\", memory: 16Gi, pods: 50}}\n"
+            "workloads:\n"
+            "  - {name: web, kind: Deployment, replicas: 1, placement: {spot-a: 1}, shutdown_seconds: 1,\n"
+            "     startup_seconds: 1}\n"
+            "  - {name: infra, namespace: kept, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     shutdown_seconds: 1, startup_seconds: 1}\n"
+            "events:\n"
+            "  - {at: 2, type: spot-interruption, node: spot-a}\n",
+            20, NULL);
+        _cleanup_(config_freep) struct spotdrain_config *cfg = NULL;
+        assert_int_equal(config_new(&cfg), 0);
+        assert_int_equal(config_set(cfg, "drain.skip_namespaces=kept", NULL), 0);
+        struct controller_options o = cfx_options(f, "ctl-0", false);
+        o.cfg = cfg;
+        cfx_controller(f, 0, &o);
+        assert_true(cfx_run_until(f, drain_done, NULL, NULL));
+        uint64_t completed = clk_now();
+        assert_int_equal(f->alerts[ALERT_POD_KILLED], 0);
+        assert_true(cfx_run_until(f, pod_killed, NULL, NULL));
+        /* About 115 s after the notice, the drain having ended within seconds of it. */
+        assert_true(clk_now() - completed > 60 * SEC);
+        assert_int_equal(f->alerts[ALERT_POD_KILLED], 1);
         cfx_free(f);
 }
 
@@ -395,6 +441,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_lifecycle),
+                cmocka_unit_test(test_finished_drain_captures_left_pods),
                 cmocka_unit_test(test_access_denied),
                 cmocka_unit_test(test_nonexistent_queue),
                 cmocka_unit_test(test_repeated_failures),

@@ -91,7 +91,9 @@ static struct fx *fx_new(const char *scenario, double scale)
         sim_start(f->sim);
         sim_unlock(f->sim);
         clk_set_scale(scale);
-        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
+        struct sim_server_options so = { 0 };
+        sim_server_options_from_scenario(f->tree, &so); /* its faults */
+        assert_int_equal(sim_server_start_with(f->sim, &so, &f->srv), 0);
         kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
         assert_non_null(kc);
         write_file(f->kc_path, kc);
@@ -334,6 +336,22 @@ static void test_exclude_label_before_eviction(void **state)
         fx_run(f);
         assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
         assert_string_equal(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)), "ops");
+        fx_free(f);
+
+        /* The label's answer held up (a slow admission webhook on node labels): the evictions, which would
+         * otherwise go out at once, wait for it. */
+        f = fx_new("name: exclude-lb-slow\n" NODES "workloads:\n" ONE_POD_NO_PDB
+                   "faults: {node_label_latency_ms: 1500}\n",
+                   10);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.evicted, 2);
+        fc = first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.label_rv > 0);
+        assert_true(fc.delete_rv > fc.label_rv);
         fx_free(f);
 
         /* Off: no label. */
@@ -1262,6 +1280,147 @@ static void test_postmortem_statuses_only(void **state)
         fx_free(f);
 }
 
+static void pod_alerts_clear(struct pod_alerts *pa)
+{
+        for (size_t i = 0; i < pa->n; i++) {
+                free(pa->a[i].pod);
+                free(pa->a[i].ns);
+                if (pa->a[i].file)
+                        unlink(pa->a[i].file);
+                free(pa->a[i].file);
+                cJSON_Delete(pa->a[i].postmortem);
+        }
+        pa->n = 0;
+}
+
+static size_t count_kind(const struct pod_alerts *pa, enum alert_kind k)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < pa->n; i++)
+                n += pa->a[i].kind == k;
+        return n;
+}
+
+/* Runs the loop until n alerts of kind k about pods came (bounded, also past the drain's end). */
+static void wait_pod_alerts(struct fx *f, const struct pod_alerts *pa, enum alert_kind k, size_t n)
+{
+        bool never = false;
+        for (int i = 0; i < 2000 && count_kind(pa, k) < n; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+}
+
+/* Pods still on the node shortly before its end are captured then (pod-killed, capture before-node-end):
+ * a skipped pod after a drain that ended early (the executor lingers until its deadline for it), and every
+ * pod of a cordon-only drain; a pod evicted as planned is not. */
+static void test_killed_postmortem(void **state)
+{
+        struct fx *f = fx_new("name: killed\n" NODES "workloads:\n" SKIPPED_PODS ONE_POD_NO_PDB, 10);
+        struct pod_alerts pa = { 0 };
+        char dir[] = "/tmp/test-executor-killed-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(12 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        const char *const skip_ns[] = { "kept", NULL };
+        o.skip_namespaces = skip_ns;
+        o.log_tail_lines = 3;
+        o.postmortem_dir = dir;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        uint64_t ended = clk_now() - f->started;
+        assert_true(ended < 7 * SEC); /* well before the capture */
+        assert_int_equal(count_kind(&pa, ALERT_POD_KILLED), 0);
+        assert_true(drain_exec_lingers_until(f->x) == o.deadline_usec - o.deadline_usec % 1000);
+        wait_pod_alerts(f, &pa, ALERT_POD_KILLED, 1);
+        assert_true(clk_now() - f->started >= 7 * SEC);
+        assert_int_equal(count_kind(&pa, ALERT_POD_KILLED), 1);
+        const struct pod_alert *k = pod_alert_of(&pa, "kept", "infra-");
+        assert_non_null(k);
+        assert_int_equal(k->kind, ALERT_POD_KILLED);
+        const cJSON *pm = cJSON_GetArrayItem(k->postmortem, 0);
+        assert_string_equal(kube_object_str(pm, "capture"), "before-node-end");
+        assert_non_null(strstr(kube_object_str(pm, "summary"), "still on node spot-a 5 s before its end"));
+        assert_non_null(strstr(kube_object_str(pm, "summary"), "drain.skip_namespaces"));
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(pm, "containers"), 0);
+        assert_non_null(strstr(kube_object_str(c, "status"), "running"));
+        assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(c, "last_lines")) >= 1);
+        assert_non_null(k->file);
+        assert_non_null(strstr(k->file, ".before-node-end.json"));
+        assert_int_equal(access(k->file, R_OK), 0);
+        assert_int_equal(drain_exec_lingers_until(f->x), 0);
+        /* Not skipped here: evicted as planned, no capture. */
+        assert_int_equal(pod_alert_of(&pa, "shop", "pinned-")->kind, ALERT_POD_EVICTED);
+        pod_alerts_clear(&pa);
+        assert_int_equal(rmdir(dir), 0);
+        fx_free(f);
+
+        /* cordon_only: every pod of the drain is still there; each is captured once, before the deadline. */
+        f = fx_new("name: killed-cordon-only\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        o = options(8 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.cordon_only = true;
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DEADLINE_MISSED);
+        assert_int_equal(count_kind(&pa, ALERT_POD_KILLED), 2);
+        for (size_t i = 0; i < pa.n; i++) {
+                pm = cJSON_GetArrayItem(pa.a[i].postmortem, 0);
+                assert_non_null(strstr(kube_object_str(pm, "summary"), "drain.cordon_only"));
+                assert_null(pa.a[i].file);
+        }
+        pod_alerts_clear(&pa);
+        fx_free(f);
+}
+
+/* With the simulator keeping a stopped pod readable (pod_removal_seconds, as a kubelet until its final
+ * delete), a Job's pod evicted is captured again after its stop (postmortem, capture after-stop): exit code
+ * 0 and its last line, the exit, which the capture at its eviction could not have; the file beside the
+ * first. A Deployment's pod evicted as planned gets no second capture. */
+static void test_postmortem_after_stop(void **state)
+{
+        struct fx *f = fx_new(
+            "name: after-stop\npod_removal_seconds: 2\n" NODES "workloads:\n"
+            "  - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1}\n" ONE_POD_NO_PDB,
+            10);
+        struct pod_alerts pa = { 0 };
+        char dir[] = "/tmp/test-executor-after-stop-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(alert_bus_add_sink(f->bus, record_pod_alert, &pa), 0);
+        struct drain_exec_options o = options(30 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.log_tail_lines = 5;
+        o.postmortem_dir = dir;
+        fx_start(f, &o);
+        wait_pod_alerts(f, &pa, ALERT_POSTMORTEM, 1);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(count_kind(&pa, ALERT_POSTMORTEM), 1);
+        const struct pod_alert *first = NULL, *again = NULL;
+        for (size_t i = 0; i < pa.n; i++)
+                if (streq(pa.a[i].ns, "jobs") && pa.a[i].kind == ALERT_POD_EVICTED)
+                        first = &pa.a[i];
+                else if (pa.a[i].kind == ALERT_POSTMORTEM)
+                        again = &pa.a[i];
+        assert_non_null(first);
+        assert_non_null(again);
+        assert_string_equal(again->ns, "jobs");
+        assert_string_equal(again->pod, first->pod);
+        const cJSON *pm0 = cJSON_GetArrayItem(first->postmortem, 0),
+                    *pm = cJSON_GetArrayItem(again->postmortem, 0);
+        assert_string_equal(kube_object_str(pm0, "capture"), "at-stop");
+        assert_string_equal(kube_object_str(pm, "capture"), "after-stop");
+        const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(pm, "containers"), 0);
+        assert_non_null(strstr(kube_object_str(c, "status"), "terminated: exit 0 (Completed)"));
+        assert_true(has_line(again->postmortem, "drained, exiting with status 0"));
+        assert_false(has_line(first->postmortem, "drained, exiting with status 0"));
+        assert_non_null(again->file);
+        assert_non_null(strstr(again->file, ".after-stop.json"));
+        assert_true(first->file && !strstr(first->file, ".after-stop"));
+        pod_alerts_clear(&pa);
+        assert_int_equal(rmdir(dir), 0);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1285,6 +1444,8 @@ int main(void)
                 cmocka_unit_test(test_never_self),
                 cmocka_unit_test(test_pod_alerts_and_postmortem),
                 cmocka_unit_test(test_postmortem_statuses_only),
+                cmocka_unit_test(test_killed_postmortem),
+                cmocka_unit_test(test_postmortem_after_stop),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

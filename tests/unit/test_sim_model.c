@@ -578,6 +578,72 @@ static void test_exit_and_termination(void **state)
         assert_non_null(cJSON_GetObjectItem(res2, "replacements"));
 }
 
+/* pod_removal_seconds: a pod whose containers stopped stays readable (its deletionTimestamp, terminated
+ * container statuses with the exit code) until its kubelet's final delete, that long after; the killed one
+ * exits 137. It is not counted killed again when its node goes; a grace-0 delete removes it at once. */
+static void test_stopped_pod_readable(void **state)
+{
+        _cleanup_free_ char *doc = strprintf("%spod_removal_seconds: 3\n", SMALL);
+        _cleanup_(sim_freep) struct sim *s = mk(doc);
+        set_time(s, 1);
+        cordon(s, "a", true);
+        _cleanup_(answer_done) struct sim_answer d = { 0 }, d2 = { 0 }, d3 = { 0 };
+        assert_int_equal(sim_delete_pod(s, "default", "solo", -1, NULL, "test", &d), 0);
+        assert_int_equal(sim_delete_pod(s, "default", "cart-0", -1, NULL, "test", &d2), 0);
+        set_time(s, 11.5); /* solo killed at 11 (grace 10), cart-0 stopped at 6 */
+        _cleanup_(cjson_freep) cJSON *solo = get(s, SIM_POD, "default", "solo");
+        assert_non_null(solo);
+        assert_non_null(at(solo, "metadata.deletionTimestamp"));
+        const cJSON *cs = cJSON_GetArrayItem(at(solo, "status.containerStatuses"), 0);
+        assert_int_equal(int_at(cs, "state.terminated.exitCode"), 137);
+        assert_string_equal(str_at(cs, "state.terminated.reason"), "Error");
+        assert_false(cJSON_IsTrue(at(cs, "ready")));
+        /* cart-0 was removed at 6 + 3: the name is its successor's. */
+        _cleanup_(cjson_freep) cJSON *cart = get(s, SIM_POD, "default", "cart-0");
+        assert_null(at(cart, "metadata.deletionTimestamp"));
+        struct sim_pod_log_facts f;
+        assert_int_equal(sim_pod_log_facts(s, "default", "solo", &f), 0);
+        set_time(s, 13.9);
+        _cleanup_(cjson_freep) cJSON *still = get(s, SIM_POD, "default", "solo");
+        assert_non_null(still);
+        set_time(s, 14);
+        assert_null(get(s, SIM_POD, "default", "solo"));
+        _cleanup_(cjson_freep) cJSON *res = sim_result(s);
+        const cJSON *n = result_node(res, "a");
+        assert_int_equal(int_at(n, "pods_killed"), 1);
+        assert_int_equal(int_at(n, "pods_graceful"), 1);
+
+        /* A web pod stopped gracefully (exit 0), then the kubelet's grace-0 delete. */
+        char names[3][64];
+        assert_int_equal(find_pods(s, "default", "web", "a", false, names, 3), 3);
+        assert_int_equal(sim_delete_pod(s, "default", names[0], -1, NULL, "test", &d3), 0);
+        set_time(s, 16.5);
+        _cleanup_(cjson_freep) cJSON *web = get(s, SIM_POD, "default", names[0]);
+        assert_non_null(web);
+        cs = cJSON_GetArrayItem(at(web, "status.containerStatuses"), 0);
+        assert_int_equal(int_at(cs, "state.terminated.exitCode"), 0);
+        assert_string_equal(str_at(cs, "state.terminated.reason"), "Completed");
+        _cleanup_(answer_done) struct sim_answer d4 = { 0 };
+        assert_int_equal(sim_delete_pod(s, "default", names[0], 0, NULL, "test", &d4), 0);
+        set_time(s, 16.6);
+        assert_null(get(s, SIM_POD, "default", names[0]));
+
+        /* One stopped at 99 and still readable at the deadline (101) is not killed again. */
+        assert_int_equal(find_pods(s, "default", "web", "a", false, names, 3), 2);
+        set_time(s, 97);
+        _cleanup_(answer_done) struct sim_answer d5 = { 0 };
+        assert_int_equal(sim_delete_pod(s, "default", names[0], -1, NULL, "test", &d5), 0);
+        set_time(s, 100);
+        _cleanup_(cjson_freep) cJSON *stopped = get(s, SIM_POD, "default", names[0]);
+        assert_non_null(
+            at(cJSON_GetArrayItem(at(stopped, "status.containerStatuses"), 0), "state.terminated"));
+        set_time(s, 101);
+        _cleanup_(cjson_freep) cJSON *res2 = sim_result(s);
+        n = result_node(res2, "a");
+        /* solo, and what was still running at 101: one web pod and cart-1 (cart-0's successor is on b) */
+        assert_int_equal(int_at(n, "pods_killed"), 1 + 2);
+}
+
 static void test_delete_breach(void **state)
 {
         _cleanup_(sim_freep) struct sim *s = mk(SMALL);
@@ -1355,6 +1421,7 @@ int main(void)
                 cmocka_unit_test(test_replacement_timing),
                 cmocka_unit_test(test_scheduler),
                 cmocka_unit_test(test_exit_and_termination),
+                cmocka_unit_test(test_stopped_pod_readable),
                 cmocka_unit_test(test_delete_breach),
                 cmocka_unit_test(test_change_log),
                 cmocka_unit_test(test_list_filtered),

@@ -735,7 +735,8 @@ static void test_pod_logs(void **state)
 
 static void test_faults(void **state)
 {
-        static const char yaml[] = "name: f\nseed: 7\nfaults: {api_error_rate: 1, api_latency_ms: 1}\n";
+        static const char yaml[] =
+            "name: f\nseed: 7\nfaults: {api_error_rate: 1, api_latency_ms: 1, node_label_latency_ms: 3}\n";
         struct fixture *f = *state, faulty = *f;
         struct sim_server_options opt = { .listen = "127.0.0.1:0" };
         _cleanup_free_ char *error = NULL;
@@ -747,6 +748,7 @@ static void test_faults(void **state)
         ynode_free(tree);
         assert_true(opt.api_error_rate == 1);
         assert_int_equal(opt.api_latency_ms, 1);
+        assert_int_equal(opt.node_label_latency_ms, 3);
         assert_int_equal(opt.seed, 7);
 
         /* A second surface on the same model, failing every resource request but no discovery document. */
