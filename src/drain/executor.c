@@ -98,6 +98,7 @@ struct drain_exec {
         uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
+        struct timer *surge_verdict; /* ends that wait at its bound, should nothing else wake the drain */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
          * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
@@ -510,6 +511,13 @@ static int replan(struct drain_exec *x, uint64_t now)
  * stops of the pods never seen stopping would fit (or the stops seen say so), drain-at-risk naming the stop
  * time that would still fit, nothing when their whole grace periods fit. The plan acted on being feasible
  * with every unseen pod given its whole grace period, the drain fits and nothing more is planned. */
+static void surge_verdict_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->surge_verdict = NULL; /* released by the loop as it fired */
+        act(x);
+}
+
 static void judge(struct drain_exec *x, uint64_t now, bool first)
 {
         _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
@@ -561,10 +569,18 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         if (first && g.grade == DRAIN_GRADE_INFEASIBLE && drain_surge_learning(x->surge) &&
             now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
                 log_debug("drain of %s: judged once its Deployments are read (surge)", x->node);
-                x->judge_on_surge = true; /* surge's answer kicks the drain, and with it the judgement */
-                return;
+                /* Surge's answer kicks the drain, and with it the judgement; reads that never answer
+                 * leave it to the timer at the bound. */
+                x->judge_on_surge = true;
+                if (!x->surge_verdict &&
+                    timer_start(x->loop, x->result.started_usec + SURGE_VERDICT_WAIT_USEC,
+                                surge_verdict_fire, x, &x->surge_verdict) < 0)
+                        x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
+                else
+                        return;
         }
         x->judge_on_surge = false;
+        x->surge_verdict = timer_cancel(x->surge_verdict);
         if (g.grade == DRAIN_GRADE_AT_RISK)
                 x->result.at_risk = true;
         else
@@ -683,6 +699,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->finished = true;
         x->kick = timer_cancel(x->kick);
         x->wake = timer_cancel(x->wake);
+        x->surge_verdict = timer_cancel(x->surge_verdict);
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_cancel(x->pods[i]);
         /* Its pods wait for no slot any more, and the others no longer drain beside it; but the slots its
@@ -1515,6 +1532,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
                 return NULL;
         timer_cancel(x->kick);
         timer_cancel(x->wake);
+        timer_cancel(x->surge_verdict);
         timer_cancel(x->cordon_retry);
         timer_cancel(x->lb_retry);
         kube_informer_stop(x->pods_inf);
