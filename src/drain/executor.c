@@ -64,6 +64,9 @@ struct xpod {
         int64_t forced_grace;
         struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
         bool pm_forced;              /* pm is its forced delete's */
+        /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
+         * killed it. */
+        bool killed;
 };
 
 struct drain_exec {
@@ -623,6 +626,26 @@ static unsigned count_left(const struct drain_exec *x)
         return n;
 }
 
+/* "ns/name, ..." of the node's pods that were killed at the end of their grace, "" for none; their number
+ * in *ret_n. */
+static char *killed_names(const struct drain_exec *x, unsigned *ret_n)
+{
+        _cleanup_(buf_free) struct buf b = { 0 };
+        *ret_n = 0;
+        if (buf_append(&b, "", 1) < 0)
+                return NULL;
+        b.len = 0;
+        for (size_t i = 0; i < x->n_pods; i++) {
+                const struct xpod *p = x->pods[i];
+                if (!p->killed)
+                        continue;
+                if (buf_printf(&b, "%s%s/%s", b.len ? ", " : "", p->namespace, p->name) < 0)
+                        return NULL;
+                (*ret_n)++;
+        }
+        return TAKE_PTR(b.data);
+}
+
 char *drain_exec_left_names(const struct drain_exec *x)
 {
         _cleanup_(buf_free) struct buf b = { 0 };
@@ -681,6 +704,17 @@ static void surge_restored(void *userdata)
 {
         struct drain_exec *x = userdata;
         finish(x, (enum drain_exec_outcome)(x->wait_outcome - 1), x->wait_error, NULL);
+}
+
+/* Adds "; " and more (taken) to x->message, which is left as it is out of memory. */
+static void message_add(struct drain_exec *x, char *more)
+{
+        _cleanup_free_ char *m = more;
+        char *joined = x->message && m ? strprintf("%s; %s", x->message, m) : NULL;
+        if (joined) {
+                free(x->message);
+                x->message = joined;
+        }
 }
 
 static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why)
@@ -743,16 +777,17 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                     x->result.planned_usec
                         ? (double)(x->result.planned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0);
-                if (x->message && x->result.lb_held) {
-                        char *m =
-                            strprintf("%s; %u pod%s behind a Service held %.1f s for the load balancers",
-                                      x->message, x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
-                                      (double)(x->lb_dereg) / (double)USEC_PER_SEC);
-                        if (m) {
-                                free(x->message);
-                                x->message = m;
-                        }
-                }
+                if (x->result.lb_held)
+                        message_add(x,
+                                    strprintf("%u pod%s behind a Service held %.1f s for the load balancers",
+                                              x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
+                                              (double)(x->lb_dereg) / (double)USEC_PER_SEC));
+                unsigned n_killed;
+                _cleanup_free_ char *killed = killed_names(x, &n_killed);
+                if (n_killed > 0)
+                        message_add(x, strprintf("%u pod%s killed at the end of %s grace: %s", n_killed,
+                                                 n_killed == 1 ? "" : "s", n_killed == 1 ? "its" : "their",
+                                                 killed ? killed : ""));
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
@@ -1367,6 +1402,8 @@ static void pods_deleted(void *userdata, const cJSON *obj)
         _cleanup_free_ char *key = NULL;
         if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
                 struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+                if (p && p->stop_at && clk_now() >= kp.deletion_usec)
+                        p->killed = true;
                 observe_stop(x, p, &kp, key);
                 if (p && !p->ghost)
                         keep_ghost(x, p, obj, &kp, key);

@@ -696,12 +696,14 @@ static void test_retry_follows_pdb_status(void **state)
 
 /* One pod, a PDB allowing no disruption: no eviction is sent while the PDB has no slot (no 429), and at
  * deadline - margin - grace the pod is deleted around it with its whole grace period. */
-#define BLOCKED_POD                                                                                \
+/* A pod its PDB never lets go, that takes SHUTDOWN seconds to stop (of its grace of 4). */
+#define BLOCKED_POD_STOPPING(shutdown)                                                             \
         "workloads:\n"                                                                             \
         "  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},\n" \
-        "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1,\n"            \
+        "     termination_grace_seconds: 4, shutdown_seconds: " shutdown ", startup_seconds: 1,\n" \
         "     pdb: {min_available: \"100%\"}}\n"                                                   \
         "events: []\n"
+#define BLOCKED_POD BLOCKED_POD_STOPPING("1")
 
 static void test_force_at_last_safe_moment(void **state)
 {
@@ -721,6 +723,28 @@ static void test_force_at_last_safe_moment(void **state)
         assert_true(a->at + 1000 >= last_safe);
         assert_non_null(strstr(a->message, "(grace 4 s)"));
         assert_non_null(strstr(a->message, "shop/db-"));
+        /* It stopped within its grace (1 s of 4): nothing was killed. */
+        a = find_alert(f, ALERT_DRAIN_COMPLETED);
+        assert_non_null(a);
+        assert_null(strstr(a->message, "killed"));
+        fx_free(f);
+}
+
+/* A forced pod that needs longer than the grace its delete gives (6 s of 4) is killed at the grace's end:
+ * the drain-completed message names it. */
+static void test_killed_pod_named(void **state)
+{
+        struct fx *f = fx_new("name: killed\n" NODES BLOCKED_POD_STOPPING("6"), 5);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 1);
+        const struct seen_alert *a = find_alert(f, ALERT_DRAIN_COMPLETED);
+        assert_non_null(a);
+        const char *k = strstr(a->message, "1 pod killed at the end of its grace: shop/db-");
+        assert_non_null(k);
         fx_free(f);
 }
 
@@ -1336,6 +1360,7 @@ int main(void)
                 cmocka_unit_test(test_out_of_service_taint),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
+                cmocka_unit_test(test_killed_pod_named),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
                 cmocka_unit_test(test_multiple_pdbs_forced),
                 cmocka_unit_test(test_pods_vanish),
