@@ -33,7 +33,6 @@ events:
 YAML
 }
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Both modes run at once, each against its own simulator (both take the scenario's real time): URL[MODE],
 # PORT[MODE] (metrics) and the log TEST_TMP/MODE.log.
 declare -A URL PORT
