@@ -575,15 +575,12 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
                 /* Surge's answer kicks the drain, and with it the judgement; reads that never answer
                  * leave it to the timer at the bound. */
                 x->judge_on_surge = true;
-                if (!x->surge_verdict &&
+                if (x->surge_verdict ||
                     timer_start(x->loop, x->result.started_usec + SURGE_VERDICT_WAIT_USEC,
-                                surge_verdict_fire, x, &x->surge_verdict) < 0)
-                        x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
-                else
+                                surge_verdict_fire, x, &x->surge_verdict) >= 0)
                         return;
+                x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
         }
-        x->judge_on_surge = false;
-        x->surge_verdict = timer_cancel(x->surge_verdict);
         if (g.grade == DRAIN_GRADE_AT_RISK)
                 x->result.at_risk = true;
         else
@@ -1312,9 +1309,13 @@ static void act(struct drain_exec *x)
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
         } else if (x->judge_on_surge) {
+                /* Judged once more, whatever the grade: a fitting one ends the wait as an alert does. */
                 if (!drain_surge_learning(x->surge) ||
-                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC)
+                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
+                        x->judge_on_surge = false;
+                        x->surge_verdict = timer_cancel(x->surge_verdict);
                         judge(x, now, true);
+                }
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
