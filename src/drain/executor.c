@@ -71,6 +71,9 @@ struct xpod {
         /* Taken again: shortly before the node's end, still on it (pod-killed); once its containers
          * stopped, while the API still serves it (postmortem). */
         struct drain_postmortem *pm_killed, *pm_after;
+        /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
+         * killed it. */
+        bool killed;
 };
 
 struct drain_exec {
@@ -105,6 +108,7 @@ struct drain_exec {
         uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
+        struct timer *surge_verdict; /* ends that wait at its bound, should nothing else wake the drain */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
          * already, by someone else, goes into the drain record, so that a reboot's return undoes only
@@ -525,6 +529,13 @@ static int replan(struct drain_exec *x, uint64_t now)
  * stops of the pods never seen stopping would fit (or the stops seen say so), drain-at-risk naming the stop
  * time that would still fit, nothing when their whole grace periods fit. The plan acted on being feasible
  * with every unseen pod given its whole grace period, the drain fits and nothing more is planned. */
+static void surge_verdict_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->surge_verdict = NULL; /* released by the loop as it fired */
+        act(x);
+}
+
 static void judge(struct drain_exec *x, uint64_t now, bool first)
 {
         _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
@@ -576,10 +587,15 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         if (first && g.grade == DRAIN_GRADE_INFEASIBLE && drain_surge_learning(x->surge) &&
             now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
                 log_debug("drain of %s: judged once its Deployments are read (surge)", x->node);
-                x->judge_on_surge = true; /* surge's answer kicks the drain, and with it the judgement */
-                return;
+                /* Surge's answer kicks the drain, and with it the judgement; reads that never answer
+                 * leave it to the timer at the bound. */
+                x->judge_on_surge = true;
+                if (x->surge_verdict ||
+                    timer_start(x->loop, x->result.started_usec + SURGE_VERDICT_WAIT_USEC,
+                                surge_verdict_fire, x, &x->surge_verdict) >= 0)
+                        return;
+                x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
         }
-        x->judge_on_surge = false;
         if (g.grade == DRAIN_GRADE_AT_RISK)
                 x->result.at_risk = true;
         else
@@ -620,6 +636,26 @@ static unsigned count_left(const struct drain_exec *x)
                 if (own_plan_pod(x, i)->action != DRAIN_ACTION_LEAVE && x->plan_pods[i]->state != XPOD_GONE)
                         n++;
         return n;
+}
+
+/* "ns/name, ..." of the node's pods that were killed at the end of their grace, "" for none; their number
+ * in *ret_n. */
+static char *killed_names(const struct drain_exec *x, unsigned *ret_n)
+{
+        _cleanup_(buf_free) struct buf b = { 0 };
+        *ret_n = 0;
+        if (buf_append(&b, "", 1) < 0)
+                return NULL;
+        b.len = 0;
+        for (size_t i = 0; i < x->n_pods; i++) {
+                const struct xpod *p = x->pods[i];
+                if (!p->killed)
+                        continue;
+                if (buf_printf(&b, "%s%s/%s", b.len ? ", " : "", p->namespace, p->name) < 0)
+                        return NULL;
+                (*ret_n)++;
+        }
+        return TAKE_PTR(b.data);
 }
 
 char *drain_exec_left_names(const struct drain_exec *x)
@@ -682,6 +718,17 @@ static void surge_restored(void *userdata)
         finish(x, (enum drain_exec_outcome)(x->wait_outcome - 1), x->wait_error, NULL);
 }
 
+/* Adds "; " and more (taken) to x->message, which is left as it is out of memory. */
+static void message_add(struct drain_exec *x, char *more)
+{
+        _cleanup_free_ char *m = more;
+        char *joined = x->message && m ? strprintf("%s; %s", x->message, m) : NULL;
+        if (joined) {
+                free(x->message);
+                x->message = joined;
+        }
+}
+
 static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int error, const char *why)
 {
         uint64_t now = clk_now();
@@ -698,6 +745,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->finished = true;
         x->kick = timer_cancel(x->kick);
         x->wake = timer_cancel(x->wake);
+        x->surge_verdict = timer_cancel(x->surge_verdict);
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_cancel(x->pods[i]);
         /* Its pods wait for no slot any more, and the others no longer drain beside it; but the slots its
@@ -747,16 +795,17 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                     x->result.planned_usec
                         ? (double)(x->result.planned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0);
-                if (x->message && x->result.lb_held) {
-                        char *m =
-                            strprintf("%s; %u pod%s behind a Service held %.1f s for the load balancers",
-                                      x->message, x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
-                                      (double)(x->lb_dereg) / (double)USEC_PER_SEC);
-                        if (m) {
-                                free(x->message);
-                                x->message = m;
-                        }
-                }
+                if (x->result.lb_held)
+                        message_add(x,
+                                    strprintf("%u pod%s behind a Service held %.1f s for the load balancers",
+                                              x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
+                                              (double)(x->lb_dereg) / (double)USEC_PER_SEC));
+                unsigned n_killed;
+                _cleanup_free_ char *killed = killed_names(x, &n_killed);
+                if (n_killed > 0)
+                        message_add(x, strprintf("%u pod%s killed at the end of %s grace: %s", n_killed,
+                                                 n_killed == 1 ? "" : "s", n_killed == 1 ? "its" : "their",
+                                                 killed ? killed : ""));
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
@@ -1400,9 +1449,13 @@ static void act(struct drain_exec *x)
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
         } else if (x->judge_on_surge) {
+                /* Judged once more, whatever the grade: a fitting one ends the wait as an alert does. */
                 if (!drain_surge_learning(x->surge) ||
-                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC)
+                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
+                        x->judge_on_surge = false;
+                        x->surge_verdict = timer_cancel(x->surge_verdict);
                         judge(x, now, true);
+                }
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
@@ -1491,6 +1544,8 @@ static void pods_deleted(void *userdata, const cJSON *obj)
         _cleanup_free_ char *key = NULL;
         if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
                 struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+                if (p && p->stop_at && clk_now() >= kp.deletion_usec)
+                        p->killed = true;
                 observe_stop(x, p, &kp, key);
                 if (p && !p->ghost)
                         keep_ghost(x, p, obj, &kp, key);
@@ -1691,6 +1746,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
                 return NULL;
         timer_cancel(x->kick);
         timer_cancel(x->wake);
+        timer_cancel(x->surge_verdict);
         timer_cancel(x->cordon_retry);
         timer_cancel(x->lb_retry);
         timer_cancel(x->kill_timer);

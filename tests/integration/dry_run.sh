@@ -33,10 +33,12 @@ events:
 YAML
 }
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Both modes run at once, each against its own simulator (both take the scenario's real time): URL[MODE],
+# PORT[MODE] (metrics) and the log TEST_TMP/MODE.log.
+declare -A URL PORT
 # The instance is gone: the scenario's deadline for spot-a has passed.
-past_deadline() {
-	sim_result "$SIM_URL" | jq -e --argjson now "$(curl -sSf "$SIM_URL/sim/v1/clock" | jq .now)" \
+past_deadline() { # URL
+	sim_result "$1" | jq -e --argjson now "$(curl -sSf "$1/sim/v1/clock" | jq .now)" \
 		'.nodes[0].deadline_at != null and $now > .nodes[0].deadline_at + 1' >/dev/null
 }
 dry_count() { # PORT ACTION
@@ -45,7 +47,7 @@ dry_count() { # PORT ACTION
 
 check() { # MODE LOG PORT
 	local writes
-	writes=$(curl -sSf "$SIM_URL/sim/v1/writes")
+	writes=$(curl -sSf "${URL[$1]}/sim/v1/writes")
 	jq -e '.writes == []' <<<"$writes" >/dev/null || { cat "$2" >&2; fail "$1 --dry-run wrote: $writes"; }
 	for line in "would cordon node spot-a" "would evict pod shop/web-" "would evict pod jobs/batch-" \
 		"would create events in shop" "would patch nodes spot-a"; do
@@ -65,42 +67,56 @@ check() { # MODE LOG PORT
 # made it: not cordoned, no taint of spotdrain's.
 unchanged() {
 	wait_for 40 grep -qF "$3" "$2" || { cat "$2" >&2; fail "$1: no \"$3\""; }
-	curl -sSf "$SIM_URL/api/v1/nodes/spot-a" | jq -e '(.spec.unschedulable // false) == false and
+	! past_deadline "${URL[$1]}" || fail "$1: \"$3\" came only after the instance was gone"
+	curl -sSf "${URL[$1]}/api/v1/nodes/spot-a" | jq -e '(.spec.unschedulable // false) == false and
 		((.spec.taints // []) | map(select(.key | startswith("spotdrain.io/"))) | length == 0)' >/dev/null ||
 		fail "$1: the node was changed"
 }
 
-# shadow MODE WHAT COMMAND...: runs COMMAND (the front end, with --dry-run) against the simulator in the
-# background, checks the node once WHAT is logged, then everything once the instance is gone.
+# shadow MODE COMMAND...: starts COMMAND (the front end, with --dry-run) against MODE's simulator in the
+# background. settled MODE: checks everything once the instance is gone.
 shadow() {
-	local mode=$1 what=$2
-	shift 2
-	"$@" --kubeconfig "$SIM_KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" >"$TEST_TMP/$mode.log" 2>&1 &
+	local mode=$1
+	shift
+	"$@" --kubeconfig "$TEST_TMP/$mode/kubeconfig" --metrics-listen "127.0.0.1:${PORT[$mode]}" \
+		>"$TEST_TMP/$mode.log" 2>&1 &
 	SIM_PIDS+=("$!")
-	unchanged "$mode" "$TEST_TMP/$mode.log" "$what"
-	wait_for 60 past_deadline || { cat "$TEST_TMP/$mode.log" >&2; fail "the scenario did not reach its deadline"; }
-	check "$mode" "$TEST_TMP/$mode.log" "$PORT"
+}
+settled() {
+	local mode=$1
+	wait_for 60 past_deadline "${URL[$mode]}" ||
+		{ cat "$TEST_TMP/$mode.log" >&2; fail "the scenario did not reach its deadline"; }
+	check "$mode" "$TEST_TMP/$mode.log" "${PORT[$mode]}"
 	grep -q "shadow mode (--dry-run)" "$TEST_TMP/$mode.log" || fail "$mode: shadow mode not announced"
 }
 
+for mode in agent controller; do
+	scenario "$mode" >"$TEST_TMP/$mode.yaml"
+	start_sim "$mode" "$TEST_TMP/$mode.yaml"
+	URL[$mode]=$SIM_URL
+	PORT[$mode]=$(free_port)
+done
+
 log "agent --dry-run"
-scenario agent >"$TEST_TMP/agent.yaml"
-start_sim agent "$TEST_TMP/agent.yaml"
 IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
-PORT=$(free_port)
 # The agent's IMDS deadline is the scenario's: the forced delete at db's last safe moment comes before it.
-NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test shadow agent "would delete pod shop/db-" \
+NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test shadow agent \
 	"$SPOTDRAIN_AGENT" agent --dry-run --imds-endpoint "$IMDS"
 
 log "controller --dry-run"
-scenario controller >"$TEST_TMP/controller.yaml"
-start_sim controller "$TEST_TMP/controller.yaml"
 QUEUE_URL=$(jq -r '.queue_url' "$TEST_TMP/controller/endpoints.json")
-PORT=$(free_port)
 # EventBridge's deadline is two minutes: the scenario's instance goes before any last safe moment.
 AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \
-	POD_NAMESPACE=default POD_NAME=spotdrain-controller-test shadow controller "would evict pod jobs/batch-" \
+	POD_NAMESPACE=default POD_NAME=spotdrain-controller-test shadow controller \
 	"$SPOTDRAIN" controller --dry-run --queue-url "$QUEUE_URL"
+
+# The controller's would-be eviction comes at the notice, the agent's would-be delete at db's last safe
+# moment, later, both before their instances go.
+unchanged controller "$TEST_TMP/controller.log" "would evict pod jobs/batch-"
+unchanged agent "$TEST_TMP/agent.log" "would delete pod shop/db-"
+settled controller
+settled agent
+PORT=${PORT[controller]}
 # The queue's messages stay for the drainer that acts (NTH beside it); the Lease is not taken.
 grep -q "would call sqs DeleteMessage" "$TEST_TMP/controller.log" || fail "controller: no would-be DeleteMessage"
 [ "$(dry_count "$PORT" "sqs:DeleteMessageBatch")" -ge 1 ] || fail "controller: would-be DeleteMessageBatch not counted"

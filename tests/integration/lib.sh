@@ -43,6 +43,7 @@ cleanup() {
 		wait "$pid" 2>/dev/null || bad="$bad $pid"
 	done
 	rm -rf "$TEST_TMP"
+	release_ports
 	if [ -n "$bad" ] && [ "$rc" -eq 0 ]; then
 		echo "FAIL: sim serve (pid$bad) did not exit 0 on SIGTERM" >&2
 		exit 1
@@ -225,10 +226,16 @@ spot_warning() {
 
 # free_port: a TCP port on 127.0.0.1 that nothing listens on now, for a server the test starts. It is taken
 # below the ephemeral range (ip_local_port_range), where no client's outgoing connection and no server bound
-# to port 0 (sim serve, the tests run beside this one) can take it before the test's server binds it.
+# to port 0 (sim serve, the tests run beside this one) can take it before the test's server binds it. Tests
+# run side by side, and two could pick one port before either binds it: each port handed out is reserved,
+# by a file PORT_DIR/PORT (created exclusively, holding the test's PID) that no other test takes and that
+# the test's exit removes; reservations older than a day (a test killed before its cleanup) are dropped.
+PORT_DIR=${TMPDIR:-/tmp}/spotdrain-it-ports
 free_port() {
-	python3 - <<'PY'
-import random, socket
+	mkdir -p "$PORT_DIR"
+	python3 - "$PORT_DIR" "$$" <<'PY'
+import os, random, socket, sys, time
+pdir, owner = sys.argv[1], sys.argv[2]
 lo = 32768
 try:
     lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
@@ -236,10 +243,23 @@ except (OSError, ValueError, IndexError):
     pass
 for _ in range(500):
     port = random.randint(max(1024, lo - 12000), lo - 1)
+    path = os.path.join(pdir, str(port))
+    try:
+        if time.time() - os.stat(path).st_mtime > 86400:
+            os.unlink(path)
+    except OSError:
+        pass
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        continue  # another test's
+    os.write(fd, owner.encode())
+    os.close(fd)
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
     except OSError:
+        os.unlink(path)
         continue
     finally:
         s.close()
@@ -248,4 +268,14 @@ for _ in range(500):
 else:
     raise SystemExit("free_port: no free port below %d" % lo)
 PY
+}
+
+# Drops the reservations of free_port this test (its PID) holds.
+release_ports() {
+	local f
+	[ -d "$PORT_DIR" ] || return 0
+	for f in "$PORT_DIR"/*; do
+		[ -f "$f" ] && [ "$(cat "$f" 2>/dev/null)" = "$$" ] && rm -f "$f"
+	done
+	return 0
 }

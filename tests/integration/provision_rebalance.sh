@@ -74,19 +74,33 @@ check_stalled() {
 		>/dev/null || fail "$name: not slower than $early: $(figures "$name") / $(figures "$early")"
 }
 
+# Every run at once: each waits on its own scaled clock and takes little of a core, and none needs
+# another's result; the checks, which compare them, follow in order.
+pids=()
+run ctl-early "$SCALE" "$WITH" controller --config "$TEST_TMP/early.yaml" &
+pids+=($!)
+run ctl-none "$FAST" "$WITHOUT" controller &
+pids+=($!)
+run ctl-late "$FAST" "$WITH" controller --config "$TEST_TMP/late.yaml" &
+pids+=($!)
+run agent-early "$SCALE" "$WITH" agent --config "$TEST_TMP/early.yaml" &
+pids+=($!)
+run agent-none "$FAST" "$WITHOUT" agent &
+pids+=($!)
+for pid in "${pids[@]}"; do
+	wait "$pid" || fail "a simulate run failed (above)"
+done
+
 log "controller, provisioning from the rebalance recommendation"
-run ctl-early "$SCALE" "$WITH" controller --config "$TEST_TMP/early.yaml"
 figures ctl-early
 check_early ctl-early
 jq -e '.delivery == "sqs"' "$TEST_TMP/ctl-early.json" >/dev/null || fail "controller mode did not use SQS"
 
 log "controller, no provisioning: the drain stalls on Pending pods"
-run ctl-none "$FAST" "$WITHOUT" controller
 figures ctl-none
 check_stalled ctl-none ctl-early
 
 log "controller, provisioning only at the interruption: Ready after the notice, the drain ends later"
-run ctl-late "$FAST" "$WITH" controller --config "$TEST_TMP/late.yaml"
 figures ctl-late
 jq -e '.replacements | length == 1 and .[0].requested_at >= 60 and .[0].ready_at > 60' "$TEST_TMP/ctl-late.json" \
 	>/dev/null || fail "ctl-late: the replacement should start at the notice: $(figures ctl-late)"
@@ -96,13 +110,11 @@ jq -e --slurpfile e "$TEST_TMP/ctl-early.json" '.nodes[0].drained_at > .replacem
 	fail "ctl-late: the drain did not wait for the late replacement: $(figures ctl-late) / $(figures ctl-early)"
 
 log "agent, provisioning from the rebalance recommendation"
-run agent-early "$SCALE" "$WITH" agent --config "$TEST_TMP/early.yaml"
 figures agent-early
 check_early agent-early
 jq -e '.delivery == "imds"' "$TEST_TMP/agent-early.json" >/dev/null || fail "agent mode did not use IMDS"
 
 log "agent, no provisioning"
-run agent-none "$FAST" "$WITHOUT" agent
 figures agent-none
 check_stalled agent-none agent-early
 

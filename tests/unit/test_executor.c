@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "controller/volumes.h"
+#include "relay.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -49,6 +50,8 @@ struct fx {
         bool done;
         struct drain_exec_result result;
         uint64_t started;
+        struct relay relay; /* between the client and the simulator, with fx_new_held() */
+        bool relayed;
 };
 
 static void record_alert(const struct alert *a, void *userdata)
@@ -75,7 +78,9 @@ static void write_file(char *path_template, const char *text)
         close(fd);
 }
 
-static struct fx *fx_new(const char *scenario, double scale)
+/* hold: a request-line prefix; such requests of the client never reach the simulator, nor get an answer
+ * (relay.h). NULL: the client talks to the simulator directly. */
+static struct fx *fx_new_held(const char *scenario, double scale, const char *hold)
 {
         struct fx *f = calloc(1, sizeof(*f));
         _cleanup_free_ char *error = NULL, *kc = NULL;
@@ -94,7 +99,15 @@ static struct fx *fx_new(const char *scenario, double scale)
         struct sim_server_options so = { 0 };
         sim_server_options_from_scenario(f->tree, &so); /* its faults */
         assert_int_equal(sim_server_start_with(f->sim, &so, &f->srv), 0);
-        kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
+        if (hold) {
+                _cleanup_free_ char *url = NULL;
+                relay_start(&f->relay, sim_server_port(f->srv), hold);
+                f->relayed = true;
+                url = strprintf("http://127.0.0.1:%u", f->relay.port);
+                assert_non_null(url);
+                kc = sim_server_kubeconfig(url, "test-token");
+        } else
+                kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
         assert_non_null(kc);
         write_file(f->kc_path, kc);
         assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
@@ -106,6 +119,11 @@ static struct fx *fx_new(const char *scenario, double scale)
         return f;
 }
 
+static struct fx *fx_new(const char *scenario, double scale)
+{
+        return fx_new_held(scenario, scale, NULL);
+}
+
 static void fx_free(struct fx *f)
 {
         drain_exec_free(f->x);
@@ -113,6 +131,8 @@ static void fx_free(struct fx *f)
         loop_free(f->loop);
         kube_config_free(f->cfg);
         alert_bus_free(f->bus);
+        if (f->relayed)
+                relay_stop(&f->relay);
         sim_server_stop(f->srv);
         sim_free(f->sim);
         ynode_free(f->tree);
@@ -694,12 +714,14 @@ static void test_retry_follows_pdb_status(void **state)
 
 /* One pod, a PDB allowing no disruption: no eviction is sent while the PDB has no slot (no 429), and at
  * deadline - margin - grace the pod is deleted around it with its whole grace period. */
-#define BLOCKED_POD                                                                                \
+/* A pod its PDB never lets go, that takes SHUTDOWN seconds to stop (of its grace of 4). */
+#define BLOCKED_POD_STOPPING(shutdown)                                                             \
         "workloads:\n"                                                                             \
         "  - {name: db, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1},\n" \
-        "     termination_grace_seconds: 4, shutdown_seconds: 1, startup_seconds: 1,\n"            \
+        "     termination_grace_seconds: 4, shutdown_seconds: " shutdown ", startup_seconds: 1,\n" \
         "     pdb: {min_available: \"100%\"}}\n"                                                   \
         "events: []\n"
+#define BLOCKED_POD BLOCKED_POD_STOPPING("1")
 
 static void test_force_at_last_safe_moment(void **state)
 {
@@ -719,6 +741,28 @@ static void test_force_at_last_safe_moment(void **state)
         assert_true(a->at + 1000 >= last_safe);
         assert_non_null(strstr(a->message, "(grace 4 s)"));
         assert_non_null(strstr(a->message, "shop/db-"));
+        /* It stopped within its grace (1 s of 4): nothing was killed. */
+        a = find_alert(f, ALERT_DRAIN_COMPLETED);
+        assert_non_null(a);
+        assert_null(strstr(a->message, "killed"));
+        fx_free(f);
+}
+
+/* A forced pod that needs longer than the grace its delete gives (6 s of 4) is killed at the grace's end:
+ * the drain-completed message names it. */
+static void test_killed_pod_named(void **state)
+{
+        struct fx *f = fx_new("name: killed\n" NODES BLOCKED_POD_STOPPING("6"), 5);
+        struct drain_exec_options o = options(14 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+
+        fx_start(f, &o);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.forced, 1);
+        const struct seen_alert *a = find_alert(f, ALERT_DRAIN_COMPLETED);
+        assert_non_null(a);
+        const char *k = strstr(a->message, "1 pod killed at the end of its grace: shop/db-");
+        assert_non_null(k);
         fx_free(f);
 }
 
@@ -850,6 +894,45 @@ static void test_infeasible_alert_at_once(void **state)
         assert_true(drain_exec_result(f->x)->infeasible);
         assert_int_equal(alert_bus_count(f->bus, ALERT_DRAIN_INFEASIBLE), 1);
         fx_free(f);
+}
+
+/* drain.surge: a one-replica Deployment under minAvailable 1 can leave only once surge has read it (its
+ * PDB allows nothing). The first verdict waits for that read, but no longer than 5 s of the drain (engine
+ * clock): when the read is answered (the Deployment cannot surge: maxSurge 0), drain-infeasible comes at
+ * once; when it never is, at the bound, by the executor's own timer (nothing else wakes the drain before the
+ * pod's last safe moment, some 20 s later). */
+#define SURGE_VERDICT_WAIT (5 * SEC)
+static void test_surge_verdict_bound(void **state)
+{
+        static const char scenario[] =
+            "name: surge-verdict\n" NODES "workloads:\n"
+            "  - {name: checkout, namespace: shop, kind: Deployment, replicas: 1, placement: {spot-a: 1},\n"
+            "     termination_grace_seconds: 30, shutdown_seconds: 5, startup_seconds: 5,\n"
+            "     strategy: {max_surge: 0, max_unavailable: 1}, pdb: {min_available: 1}}\n"
+            "events: []\n";
+        for (int held = 0; held <= 1; held++) {
+                struct fx *f =
+                    held ? fx_new_held(scenario, 4, "GET /apis/apps/v1/namespaces/shop/deployments/")
+                         : fx_new(scenario, 4);
+                struct drain_exec_options o = options(60 * SEC, 5 * SEC, DRAIN_POLICY_FORCE);
+                o.surge = DRAIN_SURGE_BLOCKED;
+
+                fx_start(f, &o);
+                const struct seen_alert *a = fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE);
+                assert_non_null(a);
+                uint64_t after = a->at - f->started;
+                if (held) {
+                        assert_true(atomic_load(&f->relay.held) >= 1);
+                        assert_true(after >= SURGE_VERDICT_WAIT);
+                        /* The timer's own instant; the slack is the loop's latency on a loaded machine
+                         * (1.5 s of engine time is 0.4 s of real time at this scale). */
+                        assert_true(after <= SURGE_VERDICT_WAIT + 3 * SEC / 2);
+                } else {
+                        assert_true(after < 2 * SEC);
+                }
+                assert_int_equal(alert_bus_count(f->bus, ALERT_DRAIN_INFEASIBLE), 1);
+                fx_free(f);
+        }
 }
 
 struct deletions {
@@ -1436,10 +1519,12 @@ int main(void)
                 cmocka_unit_test(test_out_of_service_taint),
                 cmocka_unit_test(test_retry_follows_pdb_status),
                 cmocka_unit_test(test_force_at_last_safe_moment),
+                cmocka_unit_test(test_killed_pod_named),
                 cmocka_unit_test(test_respect_policy_leaves_pod),
                 cmocka_unit_test(test_multiple_pdbs_forced),
                 cmocka_unit_test(test_pods_vanish),
                 cmocka_unit_test(test_infeasible_alert_at_once),
+                cmocka_unit_test(test_surge_verdict_bound),
                 cmocka_unit_test(test_critical_last),
                 cmocka_unit_test(test_never_self),
                 cmocka_unit_test(test_pod_alerts_and_postmortem),

@@ -21,122 +21,11 @@
 #include <cmocka.h>
 
 #include "loopback.h"
+#include "relay.h"
 #include "spotdrain/core.h"
 #include "tls_certs.h"
 
 #define WAIT_BOUND_USEC (10ULL * 1000000ULL)
-#define MAX_PAIRS       16
-
-/* ---- the relay: 127.0.0.1:port → 127.0.0.1:target, connections frozen on command ---- */
-
-struct pair {
-        int a, b;    /* client side, server side */
-        bool frozen; /* accepted before a freeze: never read or written again */
-};
-
-struct relay {
-        int listen_fd;
-        uint16_t port, target;
-        int stop[2];
-        pthread_t thread;
-        atomic_bool freeze; /* freeze every connection open now */
-        atomic_uint accepted;
-        struct pair pairs[MAX_PAIRS];
-        size_t n;
-};
-
-static int connect_loopback(uint16_t port)
-{
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                close(fd);
-                fd = -1;
-        }
-        return fd;
-}
-
-/* Moves what is readable on from to to; false when from ended. */
-static bool pass(int from, int to)
-{
-        char buf[16384];
-        ssize_t n = recv(from, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN))
-                return false;
-        return n < 0 || send(to, buf, (size_t)n, MSG_NOSIGNAL) == n;
-}
-
-static void pair_close(struct pair *p)
-{
-        close(p->a);
-        close(p->b);
-        p->a = p->b = -1;
-}
-
-static void *relay_run(void *arg)
-{
-        struct relay *r = arg;
-        for (;;) {
-                struct pollfd pfd[2 + 2 * MAX_PAIRS];
-                size_t idx[2 + 2 * MAX_PAIRS], n = 0;
-                if (atomic_exchange(&r->freeze, false))
-                        for (size_t i = 0; i < r->n; i++)
-                                r->pairs[i].frozen = true;
-                pfd[n++] = (struct pollfd){ .fd = r->stop[0], .events = POLLIN };
-                pfd[n++] = (struct pollfd){ .fd = r->listen_fd, .events = POLLIN };
-                for (size_t i = 0; i < r->n; i++) {
-                        if (r->pairs[i].frozen || r->pairs[i].a < 0)
-                                continue;
-                        idx[n] = i;
-                        pfd[n++] = (struct pollfd){ .fd = r->pairs[i].a, .events = POLLIN };
-                        idx[n] = i;
-                        pfd[n++] = (struct pollfd){ .fd = r->pairs[i].b, .events = POLLIN };
-                }
-                /* Short turns, so that a freeze asked for is applied before more bytes pass. */
-                if (poll(pfd, n, 20) < 0 || (pfd[0].revents & POLLIN))
-                        break;
-                if ((pfd[1].revents & POLLIN) && r->n < MAX_PAIRS) {
-                        int a = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-                        int b = a >= 0 ? connect_loopback(r->target) : -1;
-                        if (a >= 0 && b >= 0) {
-                                r->pairs[r->n++] = (struct pair){ .a = a, .b = b };
-                                atomic_fetch_add(&r->accepted, 1);
-                        } else if (a >= 0)
-                                close(a);
-                }
-                for (size_t k = 2; k < n; k++) {
-                        struct pair *p = &r->pairs[idx[k]];
-                        if (p->a < 0 || !(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
-                                continue;
-                        bool ok = pfd[k].fd == p->a ? pass(p->a, p->b) : pass(p->b, p->a);
-                        if (!ok)
-                                pair_close(p);
-                }
-        }
-        for (size_t i = 0; i < r->n; i++)
-                if (r->pairs[i].a >= 0)
-                        pair_close(&r->pairs[i]);
-        return NULL;
-}
-
-static void relay_start(struct relay *r, uint16_t target)
-{
-        memset(r, 0, sizeof(*r));
-        r->target = target;
-        r->listen_fd = listen_loopback(&r->port);
-        assert_int_equal(pipe2(r->stop, O_CLOEXEC), 0);
-        assert_int_equal(pthread_create(&r->thread, NULL, relay_run, r), 0);
-}
-
-static void relay_stop(struct relay *r)
-{
-        assert_int_equal(write(r->stop[1], "x", 1), 1);
-        assert_int_equal(pthread_join(r->thread, NULL), 0);
-        close(r->stop[0]);
-        close(r->stop[1]);
-        close(r->listen_fd);
-}
 
 /* ---- nghttpd ---- */
 
@@ -228,7 +117,7 @@ static void test_h2_multiplex_and_freeze(void **state)
         struct http_response resp;
 
         h2_start(&s);
-        relay_start(&r, s.port);
+        relay_start(&r, s.port, NULL);
         _cleanup_free_ char *url = strprintf("https://127.0.0.1:%u/hello", r.port);
         assert_non_null(url);
         struct http_tls tls = { .ca_pem = s.cert };
