@@ -118,13 +118,21 @@ bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_
 int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_startup **ret, size_t *ret_n);
 /* Moves with every sample taken or loaded: what there is to keep. NULL-safe: 0. */
 unsigned drain_shutdowns_changes(const struct drain_shutdowns *s);
-/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "startups_ms": [...], "stops_seen": N,
- * "startups_seen": N, "updated": RFC3339}}}: the latest samples oldest first, how many were ever seen, when
- * the latest was (docs/contracts.md §6.4). */
+/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "stops_at": [...], "startups_ms": [...],
+ * "startups_at": [...], "stops_seen": N, "startups_seen": N, "updated": RFC3339}}}: the latest samples
+ * oldest first and when each was seen (unix seconds), how many were ever seen, when the latest was
+ * (docs/contracts.md §6.4). */
 int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret);
-/* Takes from such a document every owner not known here or known only from before its "updated"; a bad
- * entry is passed over. -EINVAL when the document is not of version 1. ret_taken (may be NULL): how many. */
+/* Merges such a document in: per owner the union of the samples held here and read (a sample is its value
+ * and time: one read again counts once; without "*_at", as an earlier version wrote, its time is the
+ * entry's "updated"), the latest kept; a bad entry is passed over. -EINVAL when the document is not of
+ * version 1. ret_taken (may be NULL): how many owners gained samples. */
 int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken);
+/* Drops the owners none of whose samples this process saw itself (only read: another process's, kept in
+ * the ConfigMap, which is where they are read again when needed). */
+void drain_shutdowns_forget_foreign(struct drain_shutdowns *s);
+/* How many owners have estimates. */
+size_t drain_shutdowns_owners(const struct drain_shutdowns *s);
 
 /* What a pod's shutdown is taken to be. Either way a pod of the owner that has been stopping longer than
  * that (it is still there) raises it to what it has already taken. */
