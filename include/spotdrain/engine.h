@@ -380,6 +380,12 @@ struct drain_estimates_options {
         const char *node;            /* learn from this node's pods only (the agent); NULL: every pod */
         bool keep;                   /* read and write the ConfigMap */
         uint64_t save_interval_usec; /* between writes of what changed; 0 = 10 s */
+        uint64_t save_jitter_usec;   /* on demand: up to this much more, at random (0: none) */
+        /* The ConfigMap is read only when a drain asks (drain_estimates_refresh) and before each write,
+         * which comes save_interval (+ jitter) after the first sample not written yet; once written, the
+         * owners only read are forgotten unless a drain holds the store (the agent: nothing read while
+         * idle but its own samples). Else: read at the start, written every save_interval it changed. */
+        bool read_on_demand;
         double expected_shutdown_fraction; /* an unseen owner's expected stop, for the generation; 0 = 0.5 */
 };
 struct drain_estimates;
@@ -389,8 +395,16 @@ struct drain_estimates *drain_estimates_free(struct drain_estimates *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_estimates *, drain_estimates_free);
 /* The store (owned by e). */
 struct drain_shutdowns *drain_estimates_store(const struct drain_estimates *e);
-/* The kept estimates were read (or found absent, or keep is off). */
+/* The kept estimates were read (or found absent, or keep is off); on demand: since the last refresh. */
 bool drain_estimates_loaded(const struct drain_estimates *e);
+/* fn runs each time the ConfigMap was read (or found absent), from the loop; one at a time. fn NULL:
+ * removes the one of userdata (another's stays). */
+void drain_estimates_on_read(struct drain_estimates *e, void (*fn)(void *userdata), void *userdata);
+/* A drain starts (read_on_demand): the ConfigMap is read now, and what was read is held until
+ * drain_estimates_release(). */
+int drain_estimates_refresh(struct drain_estimates *e);
+/* The drain ended: what changed is written now (then what was only read is forgotten). */
+void drain_estimates_release(struct drain_estimates *e);
 /* The ledger plans with s (borrowed; it must outlive the ledger) instead of a store of its own. */
 void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s);
 
@@ -445,6 +459,9 @@ struct drain_exec_options {
          * learns from their pods (drain_ledger_follow_peers()). For a drain that is one process per node,
          * the agent's. */
         bool follow_peers;
+        /* The estimates kept in the ConfigMap (borrowed; must outlive the executor; NULL: none): a private
+         * ledger plans with their store, and the first verdict waits (3 s at most) for their read. */
+        struct drain_estimates *estimates;
         /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
          * not reported. */
         struct metrics *metrics;
