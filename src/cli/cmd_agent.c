@@ -83,6 +83,7 @@ struct ops {
         struct imds_client *imds;
         struct httpd *httpd;
         struct error_budget *budget;
+        struct agent_engine *engine; /* learns from the node's pods once it is known; NULL: no engine */
         struct agent_stats last;
         struct imds_stats last_imds;
         uint64_t next_trim; /* clk usec of the next heap trim; 0 = not yet scheduled */
@@ -153,6 +154,14 @@ static void on_ready(struct agent *a, void *userdata)
 
         (void)httpd_set_ready(o->httpd, "imds", true, NULL);
         (void)ops_notify_ready(status ? status : "polling IMDS");
+        /* The node is known: its pods' ordinary life (rollouts, scale-downs, evictions by others) feeds
+         * the stop and startup estimates its drains are planned with. */
+        int r = o->engine ? agent_engine_learn(o->engine, agent_node_name(a), NULL) : 0;
+        if (r < 0)
+                log_warning_errno(r,
+                                  "agent: cannot learn stop and startup times from the pods of node %s, "
+                                  "ignoring",
+                                  agent_node_name(a));
 }
 
 static int parse_seconds(const char *s, uint64_t *ret)
@@ -361,9 +370,11 @@ int cmd_agent(int argc, char **argv)
                 if (r < 0)
                         return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
         }
-        ops = (struct ops){
-                .metrics = service_metrics(svc), .imds = imds, .httpd = service_httpd(svc), .budget = budget
-        };
+        ops = (struct ops){ .metrics = service_metrics(svc),
+                            .imds = imds,
+                            .httpd = service_httpd(svc),
+                            .budget = budget,
+                            .engine = service_engine(svc) };
 
         r = agent_new(
             l, imds, service_kube(svc),
