@@ -636,11 +636,13 @@ int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_
 #define SEEN_PODS 256
 
 /* One kind of sample of one owner: the latest SHUTDOWN_SAMPLES, a ring once full. A sample is known by its
- * value and when it was seen (whole seconds of the engine clock): what two processes merge is the union of
- * their samples, each counted once however often it goes back and forth through the ConfigMap. */
+ * value, when it was seen (whole seconds of the engine clock) and its pod (a hash of the UID; 0 unknown):
+ * what two processes merge is the union of their samples, each counted once however often it goes back
+ * and forth through the ConfigMap, and two pods that stopped alike in one second count twice. */
 struct kept_samples {
         uint64_t usec[SHUTDOWN_SAMPLES];
         uint32_t at[SHUTDOWN_SAMPLES];
+        uint32_t pod[SHUTDOWN_SAMPLES];
         size_t n, next; /* samples held; where the next one goes */
         unsigned seen;  /* ever, also beyond the samples held */
 };
@@ -704,29 +706,41 @@ static struct shutdown_owner *shutdown_owner_get(struct drain_shutdowns *s, cons
         return o;
 }
 
-static void ring_put(struct kept_samples *r, uint64_t usec, uint32_t at)
+static void ring_put(struct kept_samples *r, uint64_t usec, uint32_t at, uint32_t pod)
 {
         r->usec[r->next] = usec;
         r->at[r->next] = at;
+        r->pod[r->next] = pod;
         r->next = (r->next + 1) % SHUTDOWN_SAMPLES;
         if (r->n < SHUTDOWN_SAMPLES)
                 r->n++;
 }
 
+/* FNV-1a of the pod's UID, never 0 (0: no UID). */
+static uint32_t pod_hash(const char *uid)
+{
+        uint32_t h = 2166136261u;
+        if (!uid)
+                return 0;
+        for (const unsigned char *c = (const unsigned char *)uid; *c; c++)
+                h = (h ^ *c) * 16777619u;
+        return h ? h : 1;
+}
+
 /* One sample seen here into one of the owner's rings. */
 static void sample_push(struct drain_shutdowns *s, struct shutdown_owner *o, struct kept_samples *r,
-                        uint64_t usec)
+                        uint64_t usec, const char *uid)
 {
         s->changes++;
         o->updated_usec = clk_now();
         o->local = true;
         /* Milliseconds, as kept: a sample read back is the same sample. */
-        ring_put(r, usec / 1000 * 1000, (uint32_t)(o->updated_usec / USEC_PER_SEC));
+        ring_put(r, usec / 1000 * 1000, (uint32_t)(o->updated_usec / USEC_PER_SEC), pod_hash(uid));
         r->seen++;
 }
 
-int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
-                            uint64_t unseen_usec)
+static int observe_stop(struct drain_shutdowns *s, const char *owner_key, const char *uid, uint64_t usec,
+                        uint64_t unseen_usec)
 {
         uint64_t before = unseen_usec, after = 0;
         if (!s || !owner_key)
@@ -735,10 +749,16 @@ int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, ui
         struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
         if (!o)
                 return -ENOMEM;
-        sample_push(s, o, &o->stops, usec);
+        sample_push(s, o, &o->stops, usec, uid);
         if (drain_shutdowns_get(s, owner_key, &after, NULL) && after > before)
                 s->generation++;
         return 0;
+}
+
+int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
+                            uint64_t unseen_usec)
+{
+        return observe_stop(s, owner_key, NULL, usec, unseen_usec);
 }
 
 static int usec_cmp(const void *a, const void *b)
@@ -823,7 +843,7 @@ int drain_shutdowns_observe_pod(struct drain_shutdowns *s, const char *owner_key
                 return -EINVAL;
         if (seen_before(s, uid, "stop"))
                 return 0;
-        return drain_shutdowns_observe(s, owner_key, usec, unseen_usec);
+        return observe_stop(s, owner_key, uid, usec, unseen_usec);
 }
 
 int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner_key, const char *uid,
@@ -836,7 +856,7 @@ int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner
         struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
         if (!o)
                 return -ENOMEM;
-        sample_push(s, o, &o->startups, usec);
+        sample_push(s, o, &o->startups, usec, uid);
         return 0;
 }
 
@@ -900,15 +920,22 @@ static void json_freep(cJSON **j)
         cJSON_Delete(*j);
 }
 
-/* A ring's values (whole milliseconds) or times (whole seconds), oldest first, so that a reload keeps
- * the ring's order. */
-static cJSON *ring_array(const struct kept_samples *r, bool times)
+enum ring_field {
+        RING_MS,  /* the values, whole milliseconds */
+        RING_AT,  /* when each was seen, whole seconds */
+        RING_POD, /* the pod's hash */
+};
+
+/* One field of a ring's samples, oldest first, so that a reload keeps the ring's order. */
+static cJSON *ring_array(const struct kept_samples *r, enum ring_field f)
 {
         cJSON *a = cJSON_CreateArray();
         size_t first = r->n < SHUTDOWN_SAMPLES ? 0 : r->next;
         for (size_t k = 0; a && k < r->n; k++) {
                 size_t i = (first + k) % SHUTDOWN_SAMPLES;
-                cJSON *v = cJSON_CreateNumber(times ? (double)r->at[i] : (double)(r->usec[i] / 1000));
+                cJSON *v = cJSON_CreateNumber(f == RING_AT    ? (double)r->at[i]
+                                              : f == RING_POD ? (double)r->pod[i]
+                                                              : (double)(r->usec[i] / 1000));
                 if (!v || !cJSON_AddItemToArray(a, v)) {
                         cJSON_Delete(v);
                         cJSON_Delete(a);
@@ -928,10 +955,12 @@ int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret)
                 const struct shutdown_owner *o = &s->owners[i];
                 char updated[64] = "";
                 cJSON *e = cJSON_AddObjectToObject(owners, o->owner_key);
-                if (!e || !cJSON_AddItemToObject(e, "stops_ms", ring_array(&o->stops, false)) ||
-                    !cJSON_AddItemToObject(e, "stops_at", ring_array(&o->stops, true)) ||
-                    !cJSON_AddItemToObject(e, "startups_ms", ring_array(&o->startups, false)) ||
-                    !cJSON_AddItemToObject(e, "startups_at", ring_array(&o->startups, true)) ||
+                if (!e || !cJSON_AddItemToObject(e, "stops_ms", ring_array(&o->stops, RING_MS)) ||
+                    !cJSON_AddItemToObject(e, "stops_at", ring_array(&o->stops, RING_AT)) ||
+                    !cJSON_AddItemToObject(e, "stops_pod", ring_array(&o->stops, RING_POD)) ||
+                    !cJSON_AddItemToObject(e, "startups_ms", ring_array(&o->startups, RING_MS)) ||
+                    !cJSON_AddItemToObject(e, "startups_at", ring_array(&o->startups, RING_AT)) ||
+                    !cJSON_AddItemToObject(e, "startups_pod", ring_array(&o->startups, RING_POD)) ||
                     !cJSON_AddNumberToObject(e, "stops_seen", o->stops.seen) ||
                     !cJSON_AddNumberToObject(e, "startups_seen", o->startups.seen))
                         return -ENOMEM;
@@ -943,23 +972,43 @@ int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret)
         return 0;
 }
 
-/* Up to SHUTDOWN_SAMPLES whole non-negative milliseconds (values) and the seconds they were seen (times;
- * absent, as a document of an earlier spotdrain has them: the entry's updated time) into a ring, the
- * latest kept; -EINVAL for anything else. */
-static int load_ring(const cJSON *values, const cJSON *times, uint32_t updated, struct kept_samples *r)
+/* Item k of a parallel array of whole numbers in [0, 2^32): true with it (absent array: fallback). */
+static bool parallel_u32(const cJSON *a, size_t k, uint32_t fallback, uint32_t *ret)
 {
-        const cJSON *v;
+        const cJSON *t = a ? cJSON_GetArrayItem(a, (int)k) : NULL;
+        if (!a) {
+                *ret = fallback;
+                return true;
+        }
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 4294967295.0)
+                return false;
+        *ret = (uint32_t)t->valuedouble;
+        return true;
+}
+
+/* Up to SHUTDOWN_SAMPLES whole non-negative milliseconds (KIND_ms) with the seconds they were seen (KIND_at;
+ * absent, as a document of an earlier spotdrain has them: the entry's updated time) and their pods
+ * (KIND_pod; absent: 0) into a ring, the latest kept; -EINVAL for anything else. */
+static int load_ring(const cJSON *e, const char *kind, uint32_t updated, struct kept_samples *r)
+{
+        char key[32];
+        const cJSON *v, *times, *pods, *values;
         size_t k = 0;
-        if (!values)
+        snprintf(key, sizeof(key), "%s_ms", kind);
+        if (!(values = cJSON_GetObjectItemCaseSensitive(e, key)))
                 return 0;
-        if (!cJSON_IsArray(values) || (times && !cJSON_IsArray(times)))
+        snprintf(key, sizeof(key), "%s_at", kind);
+        times = cJSON_GetObjectItemCaseSensitive(e, key);
+        snprintf(key, sizeof(key), "%s_pod", kind);
+        pods = cJSON_GetObjectItemCaseSensitive(e, key);
+        if (!cJSON_IsArray(values) || (times && !cJSON_IsArray(times)) || (pods && !cJSON_IsArray(pods)))
                 return -EINVAL;
         cJSON_ArrayForEach (v, values) {
-                const cJSON *t = times ? cJSON_GetArrayItem(times, (int)k) : NULL;
+                uint32_t at, pod;
                 if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 ||
-                    (times && (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 4e9)))
+                    !parallel_u32(times, k, updated, &at) || !parallel_u32(pods, k, 0, &pod))
                         return -EINVAL;
-                ring_put(r, (uint64_t)v->valuedouble * 1000, times ? (uint32_t)t->valuedouble : updated);
+                ring_put(r, (uint64_t)v->valuedouble * 1000, at, pod);
                 k++;
         }
         return 0;
@@ -972,17 +1021,17 @@ static unsigned seen_count(const cJSON *o, const char *key, size_t at_least)
         return d > (double)at_least ? (unsigned)d : (unsigned)at_least;
 }
 
-static bool ring_has(const struct kept_samples *r, uint64_t usec, uint32_t at)
+static bool ring_has(const struct kept_samples *r, uint64_t usec, uint32_t at, uint32_t pod)
 {
         for (size_t k = 0; k < r->n; k++)
-                if (r->usec[k] == usec && r->at[k] == at)
+                if (r->usec[k] == usec && r->at[k] == at && r->pod[k] == pod)
                         return true;
         return false;
 }
 
 struct timed {
         uint64_t usec;
-        uint32_t at;
+        uint32_t at, pod;
 };
 
 static int timed_cmp(const void *a, const void *b)
@@ -999,12 +1048,12 @@ static size_t samples_union(struct kept_samples *have, const struct kept_samples
         struct timed all[2 * SHUTDOWN_SAMPLES];
         size_t n = 0, added = 0, only_here = 0;
         for (size_t k = 0; k < have->n; k++) {
-                all[n++] = (struct timed){ have->usec[k], have->at[k] };
-                only_here += !ring_has(in, have->usec[k], have->at[k]);
+                all[n++] = (struct timed){ have->usec[k], have->at[k], have->pod[k] };
+                only_here += !ring_has(in, have->usec[k], have->at[k], have->pod[k]);
         }
         for (size_t k = 0; k < in->n; k++)
-                if (!ring_has(have, in->usec[k], in->at[k])) {
-                        all[n++] = (struct timed){ in->usec[k], in->at[k] };
+                if (!ring_has(have, in->usec[k], in->at[k], in->pod[k])) {
+                        all[n++] = (struct timed){ in->usec[k], in->at[k], in->pod[k] };
                         added++;
                 }
         if (added == 0)
@@ -1015,7 +1064,7 @@ static size_t samples_union(struct kept_samples *have, const struct kept_samples
                 seen = have->seen;
         *have = (struct kept_samples){ .seen = seen };
         for (size_t k = n > SHUTDOWN_SAMPLES ? n - SHUTDOWN_SAMPLES : 0; k < n; k++)
-                ring_put(have, all[k].usec, all[k].at);
+                ring_put(have, all[k].usec, all[k].at, all[k].pod);
         return added;
 }
 
@@ -1033,10 +1082,7 @@ int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, siz
                 if (!e->string || !cJSON_IsObject(e) || (u && parse_rfc3339(u, &updated) < 0))
                         continue;
                 uint32_t at = (uint32_t)(updated / USEC_PER_SEC);
-                if (load_ring(cJSON_GetObjectItemCaseSensitive(e, "stops_ms"),
-                              cJSON_GetObjectItemCaseSensitive(e, "stops_at"), at, &stops) < 0 ||
-                    load_ring(cJSON_GetObjectItemCaseSensitive(e, "startups_ms"),
-                              cJSON_GetObjectItemCaseSensitive(e, "startups_at"), at, &startups) < 0)
+                if (load_ring(e, "stops", at, &stops) < 0 || load_ring(e, "startups", at, &startups) < 0)
                         continue; /* one bad entry spoils no other */
                 if (stops.n == 0 && startups.n == 0)
                         continue;

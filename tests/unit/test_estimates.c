@@ -328,19 +328,23 @@ static void test_two_writers_merge(void **state)
         assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-a2", S(3), S(30)), 0);
         assert_int_equal(drain_shutdowns_observe_pod(b, OWNER, "u-b1", S(8), S(30)), 0);
         assert_int_equal(drain_shutdowns_observe_pod(b, "x/StatefulSet/other", "u-b2", S(1), S(30)), 0);
+        /* Two pods of one owner that stopped alike in the same second, one on each node: two samples. */
+        assert_int_equal(drain_shutdowns_observe_pod(a, "x/Deployment/web", "u-w1", S(1), S(5)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(b, "x/Deployment/web", "u-w2", S(1), S(5)), 0);
 
         /* a writes first; b's write is refused (409), b reads a's, merges and writes the union. */
         assert_int_equal(drain_shutdowns_to_json(a, &doc_a), 0);
-        assert_int_equal(merged(b, doc_a), 1);
+        assert_int_equal(merged(b, doc_a), 2);
         assert_int_equal(drain_shutdowns_to_json(b, &doc_b), 0);
         assert_int_equal(stops_held(doc_b, OWNER), 3);
+        assert_int_equal(stops_held(doc_b, "x/Deployment/web"), 2);
         assert_int_equal(stops_seen(doc_b), 3);
         assert_true(drain_shutdowns_get(b, OWNER, &median, &longest));
         assert_int_equal(median, S(3));
         assert_int_equal(longest, S(8));
 
         /* a reads b's: its own two come back and count once; b's sample and b's other owner come in. */
-        assert_int_equal(merged(a, doc_b), 2);
+        assert_int_equal(merged(a, doc_b), 3);
         rewrite(a, &doc_a);
         assert_int_equal(stops_held(doc_a, OWNER), 3);
         assert_int_equal(stops_seen(doc_a), 3);
@@ -350,9 +354,9 @@ static void test_two_writers_merge(void **state)
         assert_int_equal(merged(b, doc_a), 0);
 
         /* What a saw only in the ConfigMap goes when it is written: read again when needed. */
-        assert_int_equal(drain_shutdowns_owners(a), 2);
+        assert_int_equal(drain_shutdowns_owners(a), 3);
         drain_shutdowns_forget_foreign(a);
-        assert_int_equal(drain_shutdowns_owners(a), 1);
+        assert_int_equal(drain_shutdowns_owners(a), 2);
         assert_false(drain_shutdowns_get(a, "x/StatefulSet/other", NULL, NULL));
         assert_true(drain_shutdowns_get(a, OWNER, NULL, NULL));
 
