@@ -122,6 +122,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent *, agent_free);
 const char *agent_node_name(const struct agent *a);   /* NULL until known */
 const char *agent_instance_id(const struct agent *a); /* NULL until known */
 bool agent_ready(const struct agent *a);
+/* Ready, and the start-up calls to the API server (the node, the surge sweep) have answered. */
+bool agent_settled(const struct agent *a);
 
 struct agent_stats {
         uint64_t ticks;         /* polls of the four paths */

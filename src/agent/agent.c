@@ -693,6 +693,12 @@ bool agent_ready(const struct agent *a)
         return a->ready;
 }
 
+bool agent_settled(const struct agent *a)
+{
+        return a->ready && a->identified && !a->node_call &&
+               (!a->surge_sweep || drain_surge_sweep_done(a->surge_sweep));
+}
+
 void agent_stats(const struct agent *a, struct agent_stats *ret)
 {
         struct dispatch_stats st;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -84,6 +85,7 @@ struct ops {
         struct httpd *httpd;
         struct error_budget *budget;
         struct agent_engine *engine; /* learns from the node's pods once it is known; NULL: no engine */
+        bool learning;
         struct agent_stats last;
         struct imds_stats last_imds;
         uint64_t next_trim; /* clk usec of the next heap trim; 0 = not yet scheduled */
@@ -144,6 +146,19 @@ static void on_tick(struct agent *a, void *userdata)
         o->last = st;
         o->last_imds = is;
         heap_trim_tick(o);
+        /* The node's pods' ordinary life (rollouts, scale-downs, evictions by others) feeds the stop and
+         * startup estimates its drains are planned with. Once the start-up calls have answered: their
+         * connection to the API server is free then, and the pod watch takes it rather than open another
+         * (an HTTP/1.1 server's connection carries one call at a time). */
+        if (o->engine && !o->learning && agent_settled(a)) {
+                int r = agent_engine_learn(o->engine, agent_node_name(a), NULL);
+                o->learning = true;
+                if (r < 0)
+                        log_warning_errno(r,
+                                          "agent: cannot learn stop and startup times from the pods of "
+                                          "node %s, ignoring",
+                                          agent_node_name(a));
+        }
 }
 
 static void on_ready(struct agent *a, void *userdata)
@@ -154,14 +169,6 @@ static void on_ready(struct agent *a, void *userdata)
 
         (void)httpd_set_ready(o->httpd, "imds", true, NULL);
         (void)ops_notify_ready(status ? status : "polling IMDS");
-        /* The node is known: its pods' ordinary life (rollouts, scale-downs, evictions by others) feeds
-         * the stop and startup estimates its drains are planned with. */
-        int r = o->engine ? agent_engine_learn(o->engine, agent_node_name(a), NULL) : 0;
-        if (r < 0)
-                log_warning_errno(r,
-                                  "agent: cannot learn stop and startup times from the pods of node %s, "
-                                  "ignoring",
-                                  agent_node_name(a));
 }
 
 static int parse_seconds(const char *s, uint64_t *ret)
@@ -228,6 +235,23 @@ static const struct agent_actions agent_prov_actions = {
         .cordon = prov_cordon,
         .notice_seen = prov_notice_seen,
 };
+
+#define NO_TCACHE "glibc.malloc.tcache_count=0"
+
+void agent_malloc_tunables(char **argv)
+{
+        const char *set = getenv("GLIBC_TUNABLES");
+        if (set) {
+                /* This process's own setting (below), not the operator's: its children go without it. */
+                if (streq(set, NO_TCACHE))
+                        (void)unsetenv("GLIBC_TUNABLES");
+                return;
+        }
+        if (setenv("GLIBC_TUNABLES", NO_TCACHE, 1) < 0)
+                return;
+        (void)execv("/proc/self/exe", argv);
+        (void)unsetenv("GLIBC_TUNABLES"); /* no exec: as it is */
+}
 
 /* SIGTERM or SIGINT: the alerts raised last still go out before the loop ends; a second signal ends it at
  * once. */
