@@ -153,7 +153,10 @@ static void on_tick(struct agent *a, void *userdata)
         if (o->engine && !o->learning && agent_settled(a)) {
                 int r = agent_engine_learn(o->engine, agent_node_name(a), NULL);
                 o->learning = true;
-                if (r < 0)
+                if (r >= 0)
+                        log_info("agent: learning stop and startup times from the pods of node %s",
+                                 agent_node_name(a));
+                else
                         log_warning_errno(r,
                                           "agent: cannot learn stop and startup times from the pods of "
                                           "node %s, ignoring",
