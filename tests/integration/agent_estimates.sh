@@ -31,10 +31,10 @@ workloads:
   - {name: web, namespace: shop, kind: Deployment, replicas: 2, placement: {spot-a: 1, spot-b: 1},
      termination_grace_seconds: 10, shutdown_seconds: 1, startup_seconds: 1}
 events:
-  - {at: 1, type: rollout, workload: db}
-  - {at: 1, type: rollout, workload: cache}
-  - {at: 1, type: scale, workload: web, replicas: 0}
-  - {at: 27, type: spot-interruption, node: spot-a}
+  - {at: 5, type: rollout, workload: db}
+  - {at: 5, type: rollout, workload: cache}
+  - {at: 5, type: scale, workload: web, replicas: 0}
+  - {at: 30, type: spot-interruption, node: spot-a}
 YAML
 
 # trial NAME KEEP(yes|no): writes DIR/verdict, DIR/result.json, DIR/events.json and DIR/estimates.json.
