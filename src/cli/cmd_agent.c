@@ -93,10 +93,11 @@ struct ops {
 
 /* The agent idles for hours between drains. After start-up (the first lists, TLS handshakes) and after a
  * drain, glibc keeps the freed pages inside the heap: they stay dirty (Private_Dirty in smaps) until
- * malloc_trim() hands whole free pages back. Once a minute costs microseconds on a heap of a few hundred KiB
- * and keeps the idle footprint at what the agent holds, not at what it last needed (docs/agent.md, Memory).
+ * malloc_trim() hands whole free pages back. Every 10 s costs microseconds on a heap of a few hundred KiB
+ * and keeps the idle footprint at what the agent holds, not at what it last needed (docs/agent.md, Memory):
+ * the IMDS polls and the pod watch's events between two trims leave pages dirty too.
  */
-#define HEAP_TRIM_INTERVAL_USEC (UINT64_C(60) * 1000000)
+#define HEAP_TRIM_INTERVAL_USEC (UINT64_C(10) * 1000000)
 #define HEAP_TRIM_FIRST_USEC    (UINT64_C(10) * 1000000)
 
 static void heap_trim_tick(struct ops *o)
