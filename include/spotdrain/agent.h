@@ -39,6 +39,7 @@ struct agent_settings {
         uint64_t rebalance_revert_usec;
         uint64_t maintenance_lead_usec;
         uint64_t asg_deadline_usec;
+        uint64_t estimates_write_usec; /* agent.estimates_write_interval_seconds */
 };
 struct config_section;
 extern const struct config_section agent_node_config_section;
@@ -121,6 +122,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent *, agent_free);
 const char *agent_node_name(const struct agent *a);   /* NULL until known */
 const char *agent_instance_id(const struct agent *a); /* NULL until known */
 bool agent_ready(const struct agent *a);
+/* Ready, and the start-up calls to the API server (the node, the surge sweep) have answered. */
+bool agent_settled(const struct agent *a);
 
 struct agent_stats {
         uint64_t ticks;         /* polls of the four paths */
@@ -162,3 +165,8 @@ struct drain_exec *agent_engine_drain(struct agent_engine *e);
 unsigned agent_engine_started(const struct agent_engine *e);
 unsigned agent_engine_finished(const struct agent_engine *e);
 extern const struct agent_actions agent_engine_actions;
+/* Learns stop and startup times from node's pods from now on (the idle agent too), kept and shared in the
+ * ConfigMap drain.estimates_configmap of namespace (NULL: POD_NAMESPACE): read at a notice, its drain
+ * planned and judged with them; written merged at most every agent.estimates_write_interval_seconds (and
+ * up to half that at random) when it learnt something, and at a drain's end. Once only; 0 or -errno. */
+int agent_engine_learn(struct agent_engine *e, const char *node, const char *namespace);

@@ -121,13 +121,21 @@ bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_
 int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_startup **ret, size_t *ret_n);
 /* Moves with every sample taken or loaded: what there is to keep. NULL-safe: 0. */
 unsigned drain_shutdowns_changes(const struct drain_shutdowns *s);
-/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "startups_ms": [...], "stops_seen": N,
- * "startups_seen": N, "updated": RFC3339}}}: the latest samples oldest first, how many were ever seen, when
- * the latest was (docs/contracts.md §6.4). */
+/* {"version": 1, "owners": {KEY: {"stops_ms": [...], "stops_at": [...], "startups_ms": [...],
+ * "startups_at": [...], "stops_seen": N, "startups_seen": N, "updated": RFC3339}}}: the latest samples
+ * oldest first and when each was seen (unix seconds), how many were ever seen, when the latest was
+ * (docs/contracts.md §6.4). */
 int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret);
-/* Takes from such a document every owner not known here or known only from before its "updated"; a bad
- * entry is passed over. -EINVAL when the document is not of version 1. ret_taken (may be NULL): how many. */
+/* Merges such a document in: per owner the union of the samples held here and read (a sample is its value
+ * and time: one read again counts once; without "*_at", as an earlier version wrote, its time is the
+ * entry's "updated"), the latest kept; a bad entry is passed over. -EINVAL when the document is not of
+ * version 1. ret_taken (may be NULL): how many owners gained samples. */
 int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken);
+/* Drops the owners none of whose samples this process saw itself (only read: another process's, kept in
+ * the ConfigMap, which is where they are read again when needed). */
+void drain_shutdowns_forget_foreign(struct drain_shutdowns *s);
+/* How many owners have estimates. */
+size_t drain_shutdowns_owners(const struct drain_shutdowns *s);
 
 /* What a pod's shutdown is taken to be. Either way a pod of the owner that has been stopping longer than
  * that (it is still there) raises it to what it has already taken. */
@@ -375,6 +383,12 @@ struct drain_estimates_options {
         const char *node;            /* learn from this node's pods only (the agent); NULL: every pod */
         bool keep;                   /* read and write the ConfigMap */
         uint64_t save_interval_usec; /* between writes of what changed; 0 = 10 s */
+        uint64_t save_jitter_usec;   /* on demand: up to this much more, at random (0: none) */
+        /* The ConfigMap is read only when a drain asks (drain_estimates_refresh) and before each write,
+         * which comes save_interval (+ jitter) after the first sample not written yet; once written, the
+         * owners only read are forgotten unless a drain holds the store (the agent: nothing read while
+         * idle but its own samples). Else: read at the start, written every save_interval it changed. */
+        bool read_on_demand;
         double expected_shutdown_fraction; /* an unseen owner's expected stop, for the generation; 0 = 0.5 */
 };
 struct drain_estimates;
@@ -384,8 +398,16 @@ struct drain_estimates *drain_estimates_free(struct drain_estimates *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_estimates *, drain_estimates_free);
 /* The store (owned by e). */
 struct drain_shutdowns *drain_estimates_store(const struct drain_estimates *e);
-/* The kept estimates were read (or found absent, or keep is off). */
+/* The kept estimates were read (or found absent, or keep is off); on demand: since the last refresh. */
 bool drain_estimates_loaded(const struct drain_estimates *e);
+/* fn runs each time the ConfigMap was read (or found absent), from the loop; one at a time. fn NULL:
+ * removes the one of userdata (another's stays). */
+void drain_estimates_on_read(struct drain_estimates *e, void (*fn)(void *userdata), void *userdata);
+/* A drain starts (read_on_demand): the ConfigMap is read now, and what was read is held until
+ * drain_estimates_release(). */
+int drain_estimates_refresh(struct drain_estimates *e);
+/* The drain ended: what changed is written now (then what was only read is forgotten). */
+void drain_estimates_release(struct drain_estimates *e);
 /* The ledger plans with s (borrowed; it must outlive the ledger) instead of a store of its own. */
 void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s);
 
@@ -440,6 +462,9 @@ struct drain_exec_options {
          * learns from their pods (drain_ledger_follow_peers()). For a drain that is one process per node,
          * the agent's. */
         bool follow_peers;
+        /* The estimates kept in the ConfigMap (borrowed; must outlive the executor; NULL: none): a private
+         * ledger plans with their store, and the first verdict waits (3 s at most) for their read. */
+        struct drain_estimates *estimates;
         /* spotdrain_drain_{budget,predicted}_seconds{node}; borrowed, must outlive the executor; NULL =
          * not reported. */
         struct metrics *metrics;

@@ -239,6 +239,8 @@ int kube_line_framer_next(struct kube_line_framer *f, const char **line, size_t 
  * stream's end); length 0 when nothing. Borrowed as for next; the bytes stay buffered until reset. */
 size_t kube_line_framer_rest(const struct kube_line_framer *f, const char **line);
 void kube_line_framer_reset(struct kube_line_framer *f); /* empties it, keeps the memory */
+/* Every line fed was taken: the memory goes (a watch may idle for hours between events). */
+void kube_line_framer_release(struct kube_line_framer *f);
 void kube_line_framer_free(struct kube_line_framer *f);
 
 /* What one watch line is. */

@@ -693,6 +693,12 @@ bool agent_ready(const struct agent *a)
         return a->ready;
 }
 
+bool agent_settled(const struct agent *a)
+{
+        return a->ready && a->identified && !a->node_call &&
+               (!a->surge_sweep || drain_surge_sweep_done(a->surge_sweep));
+}
+
 void agent_stats(const struct agent *a, struct agent_stats *ret)
 {
         struct dispatch_stats st;
@@ -804,7 +810,8 @@ struct agent_engine {
         const struct spotdrain_config *cfg;
         struct metrics *metrics;
         struct drain_exec *running;
-        struct drain_exec *last; /* finished; kept for its result */
+        struct drain_exec *last;           /* finished; kept for its result */
+        struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
         uint64_t deadline;
         unsigned started, finished;
 };
@@ -824,6 +831,8 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
         drain_exec_free(e->last);
         e->last = e->running;
         e->running = NULL;
+        /* The stops this drain saw go out now: the node may be gone soon. */
+        drain_estimates_release(e->estimates);
 }
 
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
@@ -846,6 +855,10 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
         o.self_namespace = req->self_namespace;
         o.self_name = req->self_name;
         o.metrics = e->metrics;
+        o.estimates = e->estimates;
+        /* Read now, not while idle: the first verdict waits for it (within a bound). */
+        if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
+                log_debug_errno(r, "agent: cannot read the kept estimates");
         /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
          * as a controller's one ledger would have them. */
         o.follow_peers = true;
@@ -888,6 +901,7 @@ static int engine_uncordon(void *userdata, const char *node)
 {
         struct agent_engine *e = userdata;
         e->running = drain_exec_free(e->running);
+        drain_estimates_release(e->estimates);
         /* The engine's taint, under the key the configuration may have changed. */
         return uncordon_with_key(e->kube, node,
                                  e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
@@ -932,8 +946,31 @@ struct agent_engine *agent_engine_free(struct agent_engine *e)
                 return NULL;
         drain_exec_free(e->running);
         drain_exec_free(e->last);
+        drain_estimates_free(e->estimates);
         free(e);
         return NULL;
+}
+
+int agent_engine_learn(struct agent_engine *e, const char *node, const char *namespace)
+{
+        if (!e || !node)
+                return -EINVAL;
+        if (e->estimates)
+                return -EALREADY;
+        uint64_t every = e->cfg && e->cfg->agent.estimates_write_usec ? e->cfg->agent.estimates_write_usec
+                                                                      : 600 * UINT64_C(1000000);
+        const char *name = e->cfg ? e->cfg->drain.estimates_configmap : NULL;
+        struct drain_estimates_options o = {
+                .namespace = namespace,
+                .name = isempty(name) ? NULL : name,
+                .node = node,
+                .keep = e->cfg && !isempty(name),
+                .read_on_demand = true,
+                .save_interval_usec = every,
+                .save_jitter_usec = every / 2,
+                .expected_shutdown_fraction = e->cfg ? e->cfg->drain.expected_shutdown_fraction : 0,
+        };
+        return drain_estimates_start(e->kube, &o, &e->estimates);
 }
 
 struct drain_exec *agent_engine_drain(struct agent_engine *e)

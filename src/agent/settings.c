@@ -25,6 +25,10 @@ static const struct config_item agent_items[] = {
         { "agent.asg_deadline_seconds", CONFIG_DURATION, "3600", OFF(asg_deadline_usec),
           "deadline of an Auto Scaling termination (the lifecycle hook's heartbeat timeout)", NULL,
           CONFIG_SECONDS, .min = 1, .max = 172800, false },
+        { "agent.estimates_write_interval_seconds", CONFIG_DURATION, "600", OFF(estimates_write_usec),
+          "write what the agent learnt of its pods' stop and startup times to the estimates ConfigMap at "
+          "most this often (plus up to half at random; and at a drain's end)",
+          NULL, CONFIG_SECONDS, .min = 1, .max = 86400, false },
 };
 
 const struct config_section agent_config_section = { "agent", agent_items, ARRAY_SIZE(agent_items) };

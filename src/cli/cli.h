@@ -34,6 +34,13 @@ int cmd_audit(int argc, char **argv);
 int cmd_catalog(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+/* The idle agent's heap without glibc's per-thread cache of freed chunks (up to seven of each small size,
+ * kept out of the free lists): after start-up they pin some 70 KiB of dirty pages that malloc_trim()
+ * cannot give back, where an agent that idles for hours at a few hundred KiB of heap gains nothing from
+ * them. Only a tunable read at a process's start turns it off: main() of `agent` execs the binary once
+ * more with GLIBC_TUNABLES set (not when GLIBC_TUNABLES is set already: the operator's choice stands), and
+ * unsets it in the process execed, for its children. argv: main's. */
+void agent_malloc_tunables(char **argv);
 int cmd_controller(int argc, char **argv);
 int cmd_admission(int argc, char **argv);
 int cmd_event(int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -83,6 +84,8 @@ struct ops {
         struct imds_client *imds;
         struct httpd *httpd;
         struct error_budget *budget;
+        struct agent_engine *engine; /* learns from the node's pods once it is known; NULL: no engine */
+        bool learning;
         struct agent_stats last;
         struct imds_stats last_imds;
         uint64_t next_trim; /* clk usec of the next heap trim; 0 = not yet scheduled */
@@ -90,10 +93,11 @@ struct ops {
 
 /* The agent idles for hours between drains. After start-up (the first lists, TLS handshakes) and after a
  * drain, glibc keeps the freed pages inside the heap: they stay dirty (Private_Dirty in smaps) until
- * malloc_trim() hands whole free pages back. Once a minute costs microseconds on a heap of a few hundred KiB
- * and keeps the idle footprint at what the agent holds, not at what it last needed (docs/agent.md, Memory).
+ * malloc_trim() hands whole free pages back. Every 10 s costs microseconds on a heap of a few hundred KiB
+ * and keeps the idle footprint at what the agent holds, not at what it last needed (docs/agent.md, Memory):
+ * the IMDS polls and the pod watch's events between two trims leave pages dirty too.
  */
-#define HEAP_TRIM_INTERVAL_USEC (UINT64_C(60) * 1000000)
+#define HEAP_TRIM_INTERVAL_USEC (UINT64_C(10) * 1000000)
 #define HEAP_TRIM_FIRST_USEC    (UINT64_C(10) * 1000000)
 
 static void heap_trim_tick(struct ops *o)
@@ -143,6 +147,22 @@ static void on_tick(struct agent *a, void *userdata)
         o->last = st;
         o->last_imds = is;
         heap_trim_tick(o);
+        /* The node's pods' ordinary life (rollouts, scale-downs, evictions by others) feeds the stop and
+         * startup estimates its drains are planned with. Once the start-up calls have answered: their
+         * connection to the API server is free then, and the pod watch takes it rather than open another
+         * (an HTTP/1.1 server's connection carries one call at a time). */
+        if (o->engine && !o->learning && agent_settled(a)) {
+                int r = agent_engine_learn(o->engine, agent_node_name(a), NULL);
+                o->learning = true;
+                if (r >= 0)
+                        log_info("agent: learning stop and startup times from the pods of node %s",
+                                 agent_node_name(a));
+                else
+                        log_warning_errno(r,
+                                          "agent: cannot learn stop and startup times from the pods of "
+                                          "node %s, ignoring",
+                                          agent_node_name(a));
+        }
 }
 
 static void on_ready(struct agent *a, void *userdata)
@@ -219,6 +239,23 @@ static const struct agent_actions agent_prov_actions = {
         .cordon = prov_cordon,
         .notice_seen = prov_notice_seen,
 };
+
+#define NO_TCACHE "glibc.malloc.tcache_count=0"
+
+void agent_malloc_tunables(char **argv)
+{
+        const char *set = getenv("GLIBC_TUNABLES");
+        if (set) {
+                /* This process's own setting (below), not the operator's: its children go without it. */
+                if (streq(set, NO_TCACHE))
+                        (void)unsetenv("GLIBC_TUNABLES");
+                return;
+        }
+        if (setenv("GLIBC_TUNABLES", NO_TCACHE, 1) < 0)
+                return;
+        (void)execv("/proc/self/exe", argv);
+        (void)unsetenv("GLIBC_TUNABLES"); /* no exec: as it is */
+}
 
 /* SIGTERM or SIGINT: the alerts raised last still go out before the loop ends; a second signal ends it at
  * once. */
@@ -361,9 +398,11 @@ int cmd_agent(int argc, char **argv)
                 if (r < 0)
                         return log_error_errno(r, "cannot set up /readyz and /healthz"), EXIT_ERROR;
         }
-        ops = (struct ops){
-                .metrics = service_metrics(svc), .imds = imds, .httpd = service_httpd(svc), .budget = budget
-        };
+        ops = (struct ops){ .metrics = service_metrics(svc),
+                            .imds = imds,
+                            .httpd = service_httpd(svc),
+                            .budget = budget,
+                            .engine = service_engine(svc) };
 
         r = agent_new(
             l, imds, service_kube(svc),

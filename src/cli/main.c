@@ -80,6 +80,8 @@ int main(int argc, char **argv)
         }
         if (streq(argv[1], "--version"))
                 return cmd_version(argc - 1, argv + 1);
+        if (streq(argv[1], "agent"))
+                agent_malloc_tunables(argv);
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
                 if (streq(argv[1], commands[i].name))
                         return commands[i].run(argc - 1, argv + 1);

@@ -913,6 +913,10 @@ static int setup_request(struct http_call *c, const struct http_request *req, co
         /* Request bodies here are small (a JSON patch, an SQS call): libcurl's least send buffer, not its
          * 64 KiB default, for each call in flight. */
         SETOPT(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
+        /* A stream (a watch) holds its receive buffer as long as it lasts, hours between events: 4 KiB
+         * rather than libcurl's 16 KiB (an event larger than that comes in several chunks). */
+        if (streaming)
+                SETOPT(easy, CURLOPT_BUFFERSIZE, 4096L);
         SETOPT(easy, CURLOPT_TCP_KEEPALIVE, 1L);
         SETOPT(easy, CURLOPT_TCP_KEEPIDLE, 15L);
         SETOPT(easy, CURLOPT_TCP_KEEPINTVL, 5L);

@@ -2,8 +2,9 @@
  * pod watch (one node's pods for the agent, every pod for the controller) counts every graceful stop it
  * sees end (delete → gone) and every pod it sees Ready (creation → Ready) for the pod's owner, into the
  * store the drains plan with (struct drain_shutdowns); the store is read at the start from one ConfigMap in
- * the release namespace and written back when it changed, merged with what other processes wrote there
- * (optimistic concurrency on its resourceVersion). */
+ * the release namespace (the agent: only at a notice and before its writes, read_on_demand) and written
+ * back when it changed, merged with what other processes wrote there (optimistic concurrency on its
+ * resourceVersion). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,21 +26,30 @@ struct drain_estimates {
         struct loop *loop;
         struct drain_shutdowns *store;
         char *namespace, *name, *path, *collection;
-        uint64_t save_interval;
+        uint64_t save_interval, save_jitter;
         double fraction;
+        /* The agent's way (read_on_demand): the ConfigMap is read only when a drain asks for it
+         * (drain_estimates_refresh) and before each write, and what was only read goes after the write
+         * unless a drain holds it: the idle agent keeps the samples it saw itself, no timer, no document. */
+        bool on_demand, held;
+        void (*on_read)(void *userdata);
+        void *on_read_userdata;
 
         struct kube_watch *pods;
         struct kube_call *call;
         struct timer *timer;
         struct backoff backoff;
-        char *rv;         /* the ConfigMap's resourceVersion as last read or written; NULL: none yet */
-        bool loaded;      /* read once (or found absent) */
+        char *rv; /* the ConfigMap's resourceVersion as last read or written; NULL: none yet */
+        bool keep;
+        bool loaded;      /* read once (or found absent); on demand: read since the last forgetting */
+        bool reading;     /* the call under way is a read */
         bool refresh;     /* a write was refused as stale: read and merge before the next */
         unsigned saved;   /* drain_shutdowns_changes() of the store as last written or read */
         unsigned writing; /* ... of the write under way */
 };
 
 static void arm(struct drain_estimates *e, uint64_t delay);
+static void changed(struct drain_estimates *e);
 
 static void json_freep(cJSON **j)
 {
@@ -58,6 +68,7 @@ static void learn_startup(struct drain_estimates *e, const cJSON *obj)
         if (drain_shutdowns_observe_startup(e->store, key, p.uid,
                                             p.ready_transition_usec - p.creation_usec) < 0)
                 log_debug("out of memory keeping a startup estimate");
+        changed(e);
 }
 
 /* A pod that was stopping is gone: delete → gone, unless its grace period cut it short (a kill says
@@ -77,6 +88,7 @@ static void learn_stop(struct drain_estimates *e, const cJSON *obj)
         uint64_t unseen = (uint64_t)((double)p.grace_seconds * 1e6 * e->fraction);
         if (drain_shutdowns_observe_pod(e->store, key, p.uid, took, unseen) < 0)
                 log_debug("out of memory keeping a shutdown estimate");
+        changed(e);
 }
 
 /* A watch, not an informer: nothing is kept of the pods (every pod of a large cluster would be), each event
@@ -99,9 +111,11 @@ static void pods_relisted(void *userdata, const cJSON *items, const char *rv)
 /* ---- keeping ---- */
 
 static void call_done(struct kube_client *c, struct kube_result *r, void *userdata);
+static uint64_t next_save(struct drain_estimates *e);
 
 static int start_read(struct drain_estimates *e)
 {
+        e->reading = true;
         return kube_request(e->c, "GET", e->path, NULL, NULL, KUBE_REQ_IDEMPOTENT, call_done, e, &e->call);
 }
 
@@ -135,6 +149,7 @@ static int start_write(struct drain_estimates *e)
         if (!body)
                 return -ENOMEM;
         e->writing = changes;
+        e->reading = false;
         /* With a resourceVersion the write is refused (409) when another process wrote in between. */
         return kube_request(e->c, e->rv ? "PUT" : "POST", e->rv ? e->path : e->collection,
                             "application/json", body, 0, call_done, e, &e->call);
@@ -151,8 +166,8 @@ static int take(struct drain_estimates *e, const cJSON *cm)
                 return -ENOMEM;
         free(e->rv);
         e->rv = copy;
-        if (!text)
-                return -EINVAL;
+        if (!text) /* made empty (the chart makes it, so that no one needs to create it): none yet */
+                return cJSON_GetObjectItemCaseSensitive(cm, "data") ? -EINVAL : 0;
         cJSON *doc = cJSON_Parse(text);
         size_t taken = 0;
         int r = doc ? drain_shutdowns_merge_json(e->store, doc, &taken) : -EINVAL;
@@ -166,8 +181,9 @@ static int take(struct drain_estimates *e, const cJSON *cm)
 static void call_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct drain_estimates *e = userdata;
-        bool was_read = !e->loaded || e->refresh;
+        bool was_read = e->reading;
         e->call = NULL;
+        e->reading = false;
         if (was_read) {
                 if (r->error >= 0 || r->http_status == 404) {
                         if (r->error >= 0 && take(e, r->object) < 0)
@@ -175,20 +191,48 @@ static void call_done(struct kube_client *c, struct kube_result *r, void *userda
                                     "ConfigMap %s/%s holds no estimates this version reads; they are "
                                     "written anew",
                                     e->namespace, e->name);
-                        if (!e->loaded)
+                        /* On demand, what was seen before the read is this process's own, still to be
+                         * written; at a start, what was read is kept already. */
+                        if (!e->loaded && !e->on_demand)
                                 e->saved = drain_shutdowns_changes(e->store);
                         e->loaded = true;
                         e->refresh = false;
                         backoff_reset(&e->backoff);
+                        if (e->on_read)
+                                e->on_read(e->on_read_userdata);
                         /* Stale: what was refused goes out again at once, merged. */
-                        arm(e, drain_shutdowns_changes(e->store) != e->saved ? 0 : e->save_interval);
+                        if (drain_shutdowns_changes(e->store) != e->saved)
+                                arm(e, 0);
+                        else if (!e->on_demand)
+                                arm(e, e->save_interval);
+                        else if (!e->held) { /* the drain that asked ended meanwhile */
+                                drain_shutdowns_forget_foreign(e->store);
+                                e->loaded = false;
+                        }
                         return;
                 }
         } else if (r->error >= 0) {
                 (void)take(e, r->object);
                 e->saved = e->writing;
                 backoff_reset(&e->backoff);
-                arm(e, e->save_interval);
+                if (!e->on_demand) {
+                        arm(e, e->save_interval);
+                        return;
+                }
+                /* Written: what this process only read is in the ConfigMap, read again when a drain
+                 * needs it, and so before the next write, which must not drop it. */
+                if (!e->held) {
+                        drain_shutdowns_forget_foreign(e->store);
+                        e->loaded = false;
+                } else if (!e->loaded) {
+                        /* A drain asked for a read while this write was under way: the ConfigMap as
+                         * written, merged, is what it would have read. */
+                        e->loaded = true;
+                        if (e->on_read)
+                                e->on_read(e->on_read_userdata);
+                }
+                if (drain_shutdowns_changes(e->store) != e->saved)
+                        arm(e, next_save(e));
                 return;
         } else if (r->http_status == 409) {
                 /* Another process wrote first (or created it): read, merge, write again. */
@@ -214,14 +258,32 @@ static void tick(void *userdata)
         else if (drain_shutdowns_changes(e->store) != e->saved)
                 r = start_write(e);
         else {
-                arm(e, e->save_interval);
+                if (!e->on_demand)
+                        arm(e, e->save_interval);
                 return;
         }
         if (r < 0) {
                 e->call = NULL;
+                e->reading = false;
                 arm(e, backoff_next(&e->backoff));
-        } else if (!e->call)
+        } else if (!e->call && !e->on_demand)
                 arm(e, e->save_interval); /* nothing went out (too large to keep) */
+}
+
+/* The next write of what changed: the interval, with jitter so that a thousand agents that saw one rollout
+ * do not write at once. */
+static uint64_t next_save(struct drain_estimates *e)
+{
+        struct backoff jitter = BACKOFF_INIT(e->save_jitter, e->save_jitter);
+        return e->save_interval + backoff_next(&jitter);
+}
+
+/* A sample was taken: on demand, a write is due within the interval (kept mode writes on its own timer). */
+static void changed(struct drain_estimates *e)
+{
+        if (e->on_demand && e->keep && !e->timer && !e->call &&
+            drain_shutdowns_changes(e->store) != e->saved)
+                arm(e, next_save(e));
 }
 
 static void arm(struct drain_estimates *e, uint64_t delay)
@@ -265,6 +327,9 @@ int drain_estimates_start(struct kube_client *c, const struct drain_estimates_op
         e->c = c;
         e->loop = kube_client_loop(c);
         e->save_interval = o->save_interval_usec ? o->save_interval_usec : DEFAULT_SAVE_USEC;
+        e->save_jitter = o->save_jitter_usec;
+        e->on_demand = o->read_on_demand;
+        e->keep = o->keep;
         e->fraction = o->expected_shutdown_fraction > 0 ? o->expected_shutdown_fraction : DEFAULT_FRACTION;
         e->backoff = BACKOFF_INIT(500 * 1000ULL, 60 * USEC_PER_SEC);
         r = drain_shutdowns_new(&e->store);
@@ -286,9 +351,9 @@ int drain_estimates_start(struct kube_client *c, const struct drain_estimates_op
         r = kube_watch_start(c, &w, &ops, e, &e->pods);
         if (r < 0)
                 return r;
-        if (o->keep)
+        if (o->keep && !o->read_on_demand)
                 arm(e, 0);
-        else
+        else if (!o->keep)
                 e->loaded = true;
         *ret = TAKE_PTR(e);
         return 0;
@@ -302,4 +367,43 @@ struct drain_shutdowns *drain_estimates_store(const struct drain_estimates *e)
 bool drain_estimates_loaded(const struct drain_estimates *e)
 {
         return e && e->loaded;
+}
+
+void drain_estimates_on_read(struct drain_estimates *e, void (*fn)(void *userdata), void *userdata)
+{
+        if (!e || (!fn && e->on_read_userdata != userdata))
+                return;
+        e->on_read = fn;
+        e->on_read_userdata = fn ? userdata : NULL;
+}
+
+int drain_estimates_refresh(struct drain_estimates *e)
+{
+        if (!e)
+                return -EINVAL;
+        e->held = true;
+        if (!e->keep || !e->on_demand)
+                return 0;
+        e->loaded = false;
+        /* A write under way answers with the ConfigMap as written: that is the read. */
+        if (!e->call)
+                arm(e, 0);
+        return 0;
+}
+
+void drain_estimates_release(struct drain_estimates *e)
+{
+        if (!e || !e->held)
+                return;
+        e->held = false;
+        if (!e->keep || !e->on_demand || e->call)
+                return;
+        /* The drain's own stops go out now, the node may be gone soon; else what was read goes. */
+        if (drain_shutdowns_changes(e->store) != e->saved)
+                arm(e, 0);
+        else {
+                e->timer = timer_cancel(e->timer);
+                drain_shutdowns_forget_foreign(e->store);
+                e->loaded = false;
+        }
 }

@@ -33,6 +33,9 @@
  * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few
  * reads (the instance's shutdown starts at the deadline; the reads take a round trip each). */
 #define KILL_CAPTURE_LEAD_USEC (5 * UINT64_C(1000000))
+/* How long the first verdict may wait for the kept estimates the agent reads at the notice: one GET, but a
+ * verdict without them would cry wolf for owners seen stopping fast before. */
+#define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
 
 enum xpod_state {
         XPOD_IDLE,     /* nothing asked yet */
@@ -109,6 +112,9 @@ struct drain_exec {
         unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
         bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
         struct timer *surge_verdict; /* ends that wait at its bound, should nothing else wake the drain */
+        bool judge_on_estimates;     /* ... for the kept estimates being read (o->estimates) */
+        struct drain_estimates *estimates;
+        struct timer *estimates_wait; /* the bound of that wait */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
          * already, by someone else, goes into the drain record, so that a reboot's return undoes only
@@ -190,6 +196,20 @@ static void kick_fire(void *userdata)
 }
 
 /* Something changed: act soon, once for a burst of changes. */
+static void kick(struct drain_exec *x);
+
+static void estimates_wait_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->estimates_wait = NULL; /* released by the loop as it fired */
+        kick(x);
+}
+
+static void estimates_read(void *userdata)
+{
+        kick(userdata);
+}
+
 static void kick(struct drain_exec *x)
 {
         if (x->finished || x->kick)
@@ -581,6 +601,18 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
                           x->node, g.plan->pdbs[lb].namespace, g.plan->pdbs[lb].name);
                 return;
         }
+        /* The kept estimates are being read: a grade that learnt stops may lift waits for them. */
+        if (first && x->estimates && !drain_estimates_loaded(x->estimates) &&
+            now < x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC) {
+                log_debug("drain of %s: judged once the kept estimates are read", x->node);
+                x->judge_on_estimates = true;
+                if (!x->estimates_wait &&
+                    timer_start(x->loop, x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC,
+                                estimates_wait_fire, x, &x->estimates_wait) < 0)
+                        x->estimates_wait = NULL;
+                return;
+        }
+        x->judge_on_estimates = false;
         /* A pod whose Deployment is still being read may yet surge (drain.surge), which is what lets a
          * PDB that allows nothing go: the first judgement waits for the reads, within a bound, rather than
          * cry wolf on a slow answer. */
@@ -1448,12 +1480,16 @@ static void act(struct drain_exec *x)
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
-        } else if (x->judge_on_surge) {
-                /* Judged once more, whatever the grade: a fitting one ends the wait as an alert does. */
-                if (!drain_surge_learning(x->surge) ||
-                    now >= x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
-                        x->judge_on_surge = false;
+        } else if (x->judge_on_surge || x->judge_on_estimates) {
+                bool surge_wait = x->judge_on_surge && drain_surge_learning(x->surge) &&
+                                  now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC;
+                bool estimates_wait = x->judge_on_estimates && !drain_estimates_loaded(x->estimates) &&
+                                      now < x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC;
+                /* Judged once more, whatever the grade: a fitting one ends the waits as an alert does. */
+                if (!surge_wait && !estimates_wait) {
+                        x->judge_on_surge = x->judge_on_estimates = false;
                         x->surge_verdict = timer_cancel(x->surge_verdict);
+                        x->estimates_wait = timer_cancel(x->estimates_wait);
                         judge(x, now, true);
                 }
         } else if (!x->result.infeasible &&
@@ -1787,6 +1823,9 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         free(x->message);
         drain_ledger_free(x->own_ledger);
         drain_surge_free(x->surge);
+        timer_cancel(x->estimates_wait);
+        if (x->estimates)
+                drain_estimates_on_read(x->estimates, NULL, x); /* if still this drain's */
         free(x);
         return NULL;
 }
@@ -1916,6 +1955,12 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                     (r = drain_ledger_follow_peers(x->ledger, x->node, x->deadline, x->margin,
                                                    x->default_startup, x->expected_shutdown_fraction)) < 0)
                         return r;
+                if (o->estimates)
+                        drain_ledger_use_shutdowns(x->ledger, drain_estimates_store(o->estimates));
+        }
+        if (o->estimates) {
+                x->estimates = o->estimates;
+                drain_estimates_on_read(x->estimates, estimates_read, x);
         }
         r = drain_ledger_join(x->ledger, &ledger_ops, x, x->node, x->deadline);
         if (r < 0)

@@ -637,14 +637,23 @@ int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_
  * twice by one) counts once. */
 #define SEEN_PODS 256
 
+/* One kind of sample of one owner: the latest SHUTDOWN_SAMPLES, a ring once full. A sample is known by its
+ * value, when it was seen (whole seconds of the engine clock) and its pod (a hash of the UID; 0 unknown):
+ * what two processes merge is the union of their samples, each counted once however often it goes back
+ * and forth through the ConfigMap, and two pods that stopped alike in one second count twice. */
+struct kept_samples {
+        uint64_t usec[SHUTDOWN_SAMPLES];
+        uint32_t at[SHUTDOWN_SAMPLES];
+        uint32_t pod[SHUTDOWN_SAMPLES];
+        size_t n, next; /* samples held; where the next one goes */
+        unsigned seen;  /* ever, also beyond the samples held */
+};
+
 struct shutdown_owner {
         char *owner_key;
-        uint64_t usec[SHUTDOWN_SAMPLES];
-        size_t n, next; /* samples held; where the next one goes (a ring once full) */
-        uint64_t startup[SHUTDOWN_SAMPLES];
-        size_t n_startup, next_startup;
-        unsigned stops_seen, startups_seen; /* ever, also beyond the samples held */
-        uint64_t updated_usec;              /* the latest sample's time (engine clock); 0 unknown */
+        struct kept_samples stops, startups;
+        uint64_t updated_usec; /* the latest sample's time (engine clock); 0 unknown */
+        bool local;            /* a sample was seen by this process, not only read */
 };
 
 struct drain_shutdowns {
@@ -699,20 +708,41 @@ static struct shutdown_owner *shutdown_owner_get(struct drain_shutdowns *s, cons
         return o;
 }
 
-/* One sample into one of the owner's rings (a ring once full: only the latest count). */
-static void sample_push(struct drain_shutdowns *s, struct shutdown_owner *o, uint64_t *ring, size_t *n,
-                        size_t *next, uint64_t usec)
+static void ring_put(struct kept_samples *r, uint64_t usec, uint32_t at, uint32_t pod)
+{
+        r->usec[r->next] = usec;
+        r->at[r->next] = at;
+        r->pod[r->next] = pod;
+        r->next = (r->next + 1) % SHUTDOWN_SAMPLES;
+        if (r->n < SHUTDOWN_SAMPLES)
+                r->n++;
+}
+
+/* FNV-1a of the pod's UID, never 0 (0: no UID). */
+static uint32_t pod_hash(const char *uid)
+{
+        uint32_t h = 2166136261u;
+        if (!uid)
+                return 0;
+        for (const unsigned char *c = (const unsigned char *)uid; *c; c++)
+                h = (h ^ *c) * 16777619u;
+        return h ? h : 1;
+}
+
+/* One sample seen here into one of the owner's rings. */
+static void sample_push(struct drain_shutdowns *s, struct shutdown_owner *o, struct kept_samples *r,
+                        uint64_t usec, const char *uid)
 {
         s->changes++;
         o->updated_usec = clk_now();
-        ring[*next] = usec;
-        *next = (*next + 1) % SHUTDOWN_SAMPLES;
-        if (*n < SHUTDOWN_SAMPLES)
-                (*n)++;
+        o->local = true;
+        /* Milliseconds, as kept: a sample read back is the same sample. */
+        ring_put(r, usec / 1000 * 1000, (uint32_t)(o->updated_usec / USEC_PER_SEC), pod_hash(uid));
+        r->seen++;
 }
 
-int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
-                            uint64_t unseen_usec)
+static int observe_stop(struct drain_shutdowns *s, const char *owner_key, const char *uid, uint64_t usec,
+                        uint64_t unseen_usec)
 {
         uint64_t before = unseen_usec, after = 0;
         if (!s || !owner_key)
@@ -721,11 +751,16 @@ int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, ui
         struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
         if (!o)
                 return -ENOMEM;
-        sample_push(s, o, o->usec, &o->n, &o->next, usec);
-        o->stops_seen++;
+        sample_push(s, o, &o->stops, usec, uid);
         if (drain_shutdowns_get(s, owner_key, &after, NULL) && after > before)
                 s->generation++;
         return 0;
+}
+
+int drain_shutdowns_observe(struct drain_shutdowns *s, const char *owner_key, uint64_t usec,
+                            uint64_t unseen_usec)
+{
+        return observe_stop(s, owner_key, NULL, usec, unseen_usec);
 }
 
 static int usec_cmp(const void *a, const void *b)
@@ -734,20 +769,29 @@ static int usec_cmp(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
+static uint64_t median_of(const struct kept_samples *r)
+{
+        uint64_t v[SHUTDOWN_SAMPLES];
+        memcpy(v, r->usec, r->n * sizeof(*v));
+        qsort(v, r->n, sizeof(*v), usec_cmp);
+        /* The lower middle for an even count: a value that was observed. */
+        return v[(r->n - 1) / 2];
+}
+
 bool drain_shutdowns_get(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median,
                          uint64_t *ret_max)
 {
         const struct shutdown_owner *o = shutdown_owner_find(s, owner_key);
-        if (!o || o->n == 0)
+        if (!o || o->stops.n == 0)
                 return false;
-        uint64_t v[SHUTDOWN_SAMPLES];
-        memcpy(v, o->usec, o->n * sizeof(*v));
-        qsort(v, o->n, sizeof(*v), usec_cmp);
-        /* The lower middle for an even count: a value that was observed. */
         if (ret_median)
-                *ret_median = v[(o->n - 1) / 2];
-        if (ret_max)
-                *ret_max = v[o->n - 1];
+                *ret_median = median_of(&o->stops);
+        if (ret_max) {
+                uint64_t m = 0;
+                for (size_t k = 0; k < o->stops.n; k++)
+                        m = o->stops.usec[k] > m ? o->stops.usec[k] : m;
+                *ret_max = m;
+        }
         return true;
 }
 
@@ -801,7 +845,7 @@ int drain_shutdowns_observe_pod(struct drain_shutdowns *s, const char *owner_key
                 return -EINVAL;
         if (seen_before(s, uid, "stop"))
                 return 0;
-        return drain_shutdowns_observe(s, owner_key, usec, unseen_usec);
+        return observe_stop(s, owner_key, uid, usec, unseen_usec);
 }
 
 int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner_key, const char *uid,
@@ -814,25 +858,16 @@ int drain_shutdowns_observe_startup(struct drain_shutdowns *s, const char *owner
         struct shutdown_owner *o = shutdown_owner_get(s, owner_key);
         if (!o)
                 return -ENOMEM;
-        sample_push(s, o, o->startup, &o->n_startup, &o->next_startup, usec);
-        o->startups_seen++;
+        sample_push(s, o, &o->startups, usec, uid);
         return 0;
-}
-
-static uint64_t median_of(const uint64_t *samples, size_t n)
-{
-        uint64_t v[SHUTDOWN_SAMPLES];
-        memcpy(v, samples, n * sizeof(*v));
-        qsort(v, n, sizeof(*v), usec_cmp);
-        return v[(n - 1) / 2];
 }
 
 bool drain_shutdowns_startup(const struct drain_shutdowns *s, const char *owner_key, uint64_t *ret_median)
 {
         const struct shutdown_owner *o = shutdown_owner_find(s, owner_key);
-        if (!o || o->n_startup == 0)
+        if (!o || o->startups.n == 0)
                 return false;
-        *ret_median = median_of(o->startup, o->n_startup);
+        *ret_median = median_of(&o->startups);
         return true;
 }
 
@@ -841,7 +876,7 @@ int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_start
         _cleanup_(startups_done) struct startups out = { 0 };
         for (size_t i = 0; s && i < s->n_owners; i++) {
                 const struct shutdown_owner *o = &s->owners[i];
-                if (o->n_startup == 0)
+                if (o->startups.n == 0)
                         continue;
                 char *key = strdup(o->owner_key);
                 if (!key || grow((void **)&out.s, out.n, sizeof(*out.s)) < 0) {
@@ -849,8 +884,7 @@ int drain_shutdowns_startups(const struct drain_shutdowns *s, struct drain_start
                         return -ENOMEM;
                 }
                 out.s[out.n++] =
-                    (struct drain_startup){ .owner_key = key,
-                                            .startup_usec = median_of(o->startup, o->n_startup) };
+                    (struct drain_startup){ .owner_key = key, .startup_usec = median_of(&o->startups) };
         }
         *ret = TAKE_PTR(out.s);
         *ret_n = out.n;
@@ -863,6 +897,24 @@ unsigned drain_shutdowns_changes(const struct drain_shutdowns *s)
         return s ? s->changes : 0;
 }
 
+void drain_shutdowns_forget_foreign(struct drain_shutdowns *s)
+{
+        size_t kept = 0;
+        for (size_t i = 0; s && i < s->n_owners; i++) {
+                if (s->owners[i].local)
+                        s->owners[kept++] = s->owners[i];
+                else
+                        free(s->owners[i].owner_key);
+        }
+        if (s)
+                s->n_owners = kept;
+}
+
+size_t drain_shutdowns_owners(const struct drain_shutdowns *s)
+{
+        return s ? s->n_owners : 0;
+}
+
 /* ---- the estimates as JSON (what is kept across restarts and shared) ---- */
 
 static void json_freep(cJSON **j)
@@ -870,13 +922,22 @@ static void json_freep(cJSON **j)
         cJSON_Delete(*j);
 }
 
-static cJSON *ms_array(const uint64_t *ring, size_t n, size_t next)
+enum ring_field {
+        RING_MS,  /* the values, whole milliseconds */
+        RING_AT,  /* when each was seen, whole seconds */
+        RING_POD, /* the pod's hash */
+};
+
+/* One field of a ring's samples, oldest first, so that a reload keeps the ring's order. */
+static cJSON *ring_array(const struct kept_samples *r, enum ring_field f)
 {
         cJSON *a = cJSON_CreateArray();
-        /* Oldest first, so that a reload keeps the ring's order. */
-        size_t first = n < SHUTDOWN_SAMPLES ? 0 : next;
-        for (size_t k = 0; a && k < n; k++) {
-                cJSON *v = cJSON_CreateNumber((double)(ring[(first + k) % SHUTDOWN_SAMPLES] / 1000));
+        size_t first = r->n < SHUTDOWN_SAMPLES ? 0 : r->next;
+        for (size_t k = 0; a && k < r->n; k++) {
+                size_t i = (first + k) % SHUTDOWN_SAMPLES;
+                cJSON *v = cJSON_CreateNumber(f == RING_AT    ? (double)r->at[i]
+                                              : f == RING_POD ? (double)r->pod[i]
+                                                              : (double)(r->usec[i] / 1000));
                 if (!v || !cJSON_AddItemToArray(a, v)) {
                         cJSON_Delete(v);
                         cJSON_Delete(a);
@@ -896,11 +957,14 @@ int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret)
                 const struct shutdown_owner *o = &s->owners[i];
                 char updated[64] = "";
                 cJSON *e = cJSON_AddObjectToObject(owners, o->owner_key);
-                if (!e || !cJSON_AddItemToObject(e, "stops_ms", ms_array(o->usec, o->n, o->next)) ||
-                    !cJSON_AddItemToObject(e, "startups_ms",
-                                           ms_array(o->startup, o->n_startup, o->next_startup)) ||
-                    !cJSON_AddNumberToObject(e, "stops_seen", o->stops_seen) ||
-                    !cJSON_AddNumberToObject(e, "startups_seen", o->startups_seen))
+                if (!e || !cJSON_AddItemToObject(e, "stops_ms", ring_array(&o->stops, RING_MS)) ||
+                    !cJSON_AddItemToObject(e, "stops_at", ring_array(&o->stops, RING_AT)) ||
+                    !cJSON_AddItemToObject(e, "stops_pod", ring_array(&o->stops, RING_POD)) ||
+                    !cJSON_AddItemToObject(e, "startups_ms", ring_array(&o->startups, RING_MS)) ||
+                    !cJSON_AddItemToObject(e, "startups_at", ring_array(&o->startups, RING_AT)) ||
+                    !cJSON_AddItemToObject(e, "startups_pod", ring_array(&o->startups, RING_POD)) ||
+                    !cJSON_AddNumberToObject(e, "stops_seen", o->stops.seen) ||
+                    !cJSON_AddNumberToObject(e, "startups_seen", o->startups.seen))
                         return -ENOMEM;
                 if (o->updated_usec && format_rfc3339(o->updated_usec, updated, sizeof(updated)) >= 0 &&
                     !cJSON_AddStringToObject(e, "updated", updated))
@@ -910,23 +974,45 @@ int drain_shutdowns_to_json(const struct drain_shutdowns *s, cJSON **ret)
         return 0;
 }
 
-/* Up to SHUTDOWN_SAMPLES whole non-negative milliseconds into a ring; -EINVAL for anything else. */
-static int load_ring(const cJSON *a, uint64_t *ring, size_t *ret_n, size_t *ret_next)
+/* Item k of a parallel array of whole numbers in [0, 2^32): true with it (absent array: fallback). */
+static bool parallel_u32(const cJSON *a, size_t k, uint32_t fallback, uint32_t *ret)
 {
-        const cJSON *v;
-        size_t n = 0;
-        if (!a)
-                return 0;
-        if (!cJSON_IsArray(a))
-                return -EINVAL;
-        cJSON_ArrayForEach (v, a) {
-                if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12)
-                        return -EINVAL;
-                ring[n % SHUTDOWN_SAMPLES] = (uint64_t)v->valuedouble * 1000;
-                n++;
+        const cJSON *t = a ? cJSON_GetArrayItem(a, (int)k) : NULL;
+        if (!a) {
+                *ret = fallback;
+                return true;
         }
-        *ret_n = n < SHUTDOWN_SAMPLES ? n : SHUTDOWN_SAMPLES;
-        *ret_next = n % SHUTDOWN_SAMPLES;
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 4294967295.0)
+                return false;
+        *ret = (uint32_t)t->valuedouble;
+        return true;
+}
+
+/* Up to SHUTDOWN_SAMPLES whole non-negative milliseconds (KIND_ms) with the seconds they were seen (KIND_at;
+ * absent, as a document of an earlier spotdrain has them: the entry's updated time) and their pods
+ * (KIND_pod; absent: 0) into a ring, the latest kept; -EINVAL for anything else. */
+static int load_ring(const cJSON *e, const char *kind, uint32_t updated, struct kept_samples *r)
+{
+        char key[32];
+        const cJSON *v, *times, *pods, *values;
+        size_t k = 0;
+        snprintf(key, sizeof(key), "%s_ms", kind);
+        if (!(values = cJSON_GetObjectItemCaseSensitive(e, key)))
+                return 0;
+        snprintf(key, sizeof(key), "%s_at", kind);
+        times = cJSON_GetObjectItemCaseSensitive(e, key);
+        snprintf(key, sizeof(key), "%s_pod", kind);
+        pods = cJSON_GetObjectItemCaseSensitive(e, key);
+        if (!cJSON_IsArray(values) || (times && !cJSON_IsArray(times)) || (pods && !cJSON_IsArray(pods)))
+                return -EINVAL;
+        cJSON_ArrayForEach (v, values) {
+                uint32_t at, pod;
+                if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e12 ||
+                    !parallel_u32(times, k, updated, &at) || !parallel_u32(pods, k, 0, &pod))
+                        return -EINVAL;
+                ring_put(r, (uint64_t)v->valuedouble * 1000, at, pod);
+                k++;
+        }
         return 0;
 }
 
@@ -937,6 +1023,53 @@ static unsigned seen_count(const cJSON *o, const char *key, size_t at_least)
         return d > (double)at_least ? (unsigned)d : (unsigned)at_least;
 }
 
+static bool ring_has(const struct kept_samples *r, uint64_t usec, uint32_t at, uint32_t pod)
+{
+        for (size_t k = 0; k < r->n; k++)
+                if (r->usec[k] == usec && r->at[k] == at && r->pod[k] == pod)
+                        return true;
+        return false;
+}
+
+struct timed {
+        uint64_t usec;
+        uint32_t at, pod;
+};
+
+static int timed_cmp(const void *a, const void *b)
+{
+        const struct timed *x = a, *y = b;
+        return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* The union of the samples held here and those read (in), the latest SHUTDOWN_SAMPLES of it, in the order
+ * they were seen. Seen counts: what was read, and the samples only this side had on top (never less than
+ * either side's). How many samples came in that were not held here. */
+static size_t samples_union(struct kept_samples *have, const struct kept_samples *in, unsigned in_seen)
+{
+        struct timed all[2 * SHUTDOWN_SAMPLES];
+        size_t n = 0, added = 0, only_here = 0;
+        for (size_t k = 0; k < have->n; k++) {
+                all[n++] = (struct timed){ have->usec[k], have->at[k], have->pod[k] };
+                only_here += !ring_has(in, have->usec[k], have->at[k], have->pod[k]);
+        }
+        for (size_t k = 0; k < in->n; k++)
+                if (!ring_has(have, in->usec[k], in->at[k], in->pod[k])) {
+                        all[n++] = (struct timed){ in->usec[k], in->at[k], in->pod[k] };
+                        added++;
+                }
+        if (added == 0)
+                return 0;
+        qsort(all, n, sizeof(*all), timed_cmp);
+        unsigned seen = in_seen + (unsigned)only_here;
+        if (seen < have->seen)
+                seen = have->seen;
+        *have = (struct kept_samples){ .seen = seen };
+        for (size_t k = n > SHUTDOWN_SAMPLES ? n - SHUTDOWN_SAMPLES : 0; k < n; k++)
+                ring_put(have, all[k].usec, all[k].at, all[k].pod);
+        return added;
+}
+
 int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, size_t *ret_taken)
 {
         const cJSON *owners = cJSON_GetObjectItemCaseSensitive(root, "owners"), *e;
@@ -945,41 +1078,26 @@ int drain_shutdowns_merge_json(struct drain_shutdowns *s, const cJSON *root, siz
         if (!s || !cJSON_IsObject(owners) || !cJSON_IsNumber(version) || version->valuedouble != 1)
                 return -EINVAL;
         cJSON_ArrayForEach (e, owners) {
-                struct shutdown_owner in = { 0 };
+                struct kept_samples stops = { 0 }, startups = { 0 };
                 uint64_t updated = 0;
                 const char *u = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "updated"));
-                if (!e->string || !cJSON_IsObject(e) || (u && parse_rfc3339(u, &updated) < 0) ||
-                    load_ring(cJSON_GetObjectItemCaseSensitive(e, "stops_ms"), in.usec, &in.n, &in.next) <
-                        0 ||
-                    load_ring(cJSON_GetObjectItemCaseSensitive(e, "startups_ms"), in.startup, &in.n_startup,
-                              &in.next_startup) < 0)
+                if (!e->string || !cJSON_IsObject(e) || (u && parse_rfc3339(u, &updated) < 0))
+                        continue;
+                uint32_t at = (uint32_t)(updated / USEC_PER_SEC);
+                if (load_ring(e, "stops", at, &stops) < 0 || load_ring(e, "startups", at, &startups) < 0)
                         continue; /* one bad entry spoils no other */
-                /* What is known here and newer stays: another agent's older view does not undo it. But
-                 * samples of a kind not seen here at all are taken whatever their age (this process may
-                 * have seen the owner's pods start before it read what was kept of their stops). */
-                const struct shutdown_owner *have = shutdown_owner_find(s, e->string);
-                bool newer = !have || have->updated_usec < updated;
-                bool stops = in.n > 0 && (newer || have->n == 0);
-                bool startups = in.n_startup > 0 && (newer || have->n_startup == 0);
-                if (!stops && !startups)
+                if (stops.n == 0 && startups.n == 0)
                         continue;
                 uint64_t before = 0, after = 0;
                 bool had = drain_shutdowns_get(s, e->string, &before, NULL);
                 struct shutdown_owner *o = shutdown_owner_get(s, e->string);
                 if (!o)
                         return -ENOMEM;
-                if (stops) {
-                        memcpy(o->usec, in.usec, sizeof(o->usec));
-                        o->n = in.n;
-                        o->next = in.next;
-                        o->stops_seen = seen_count(e, "stops_seen", in.n);
-                }
-                if (startups) {
-                        memcpy(o->startup, in.startup, sizeof(o->startup));
-                        o->n_startup = in.n_startup;
-                        o->next_startup = in.next_startup;
-                        o->startups_seen = seen_count(e, "startups_seen", in.n_startup);
-                }
+                size_t added =
+                    samples_union(&o->stops, &stops, seen_count(e, "stops_seen", stops.n)) +
+                    samples_union(&o->startups, &startups, seen_count(e, "startups_seen", startups.n));
+                if (added == 0)
+                        continue;
                 if (updated > o->updated_usec)
                         o->updated_usec = updated;
                 if (drain_shutdowns_get(s, e->string, &after, NULL) && (!had || after > before))

@@ -224,6 +224,7 @@ static int watch_on_data(const char *data, size_t len, void *userdata)
                 kube_line_framer_reset(&w->line);
                 return r;
         }
+        kube_line_framer_release(&w->line);
         return 0;
 }
 

@@ -57,6 +57,12 @@ void kube_line_framer_reset(struct kube_line_framer *f)
         f->buf.len = f->start = f->scanned = 0;
 }
 
+void kube_line_framer_release(struct kube_line_framer *f)
+{
+        if (f->start == f->buf.len)
+                kube_line_framer_free(f);
+}
+
 void kube_line_framer_free(struct kube_line_framer *f)
 {
         buf_free(&f->buf);

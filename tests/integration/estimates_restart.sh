@@ -101,14 +101,7 @@ trial() {
 }
 
 log "two trials: the estimates kept across the SIGKILL, and (the control) not kept"
-trial kept yes &
-trial control no &
-wait
-for t in kept control; do
-	v=$(cat "$TEST_TMP/$t/verdict" 2>/dev/null || echo "FAIL: no verdict")
-	echo "$t: $v"
-	[ "$v" = ok ] || { tail -n 30 "$TEST_TMP/$t/controller.log" >&2; fail "$t: $v"; }
-done
+kept_and_control controller.log
 
 graded() { # TRIAL NODE: the verdict alerts the node got (the reasons of its Events)
 	jq -c --arg n "$2" '[.items[] | select(.involvedObject.name == $n and (.reason == "DrainAtRisk" or

@@ -235,7 +235,14 @@ for name, mode in (("agent.yaml", "agent"), ("controller.yaml", "controller")):
         # Only the webhook's Deployment and its budget: the agent itself is the DaemonSet.
         assert {d["metadata"]["name"] for d in docs if d["kind"] in ("Deployment", "PodDisruptionBudget")} == {
             "spotdrain-admission"}
-        assert set(roles_by_name(docs)) == {"spotdrain-events"}, roles_by_name(docs)
+        assert set(roles_by_name(docs)) == {"spotdrain-events", "spotdrain-estimates"}, roles_by_name(docs)
+        # The estimates the agents share: one ConfigMap made by the chart, read and updated by name only.
+        est = by[("Role", "spotdrain-estimates")]
+        assert est["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                                 "resourceNames": ["spotdrain-estimates"], "verbs": ["get", "update"]}], est
+        assert "data" not in by[("ConfigMap", "spotdrain-estimates")]
+        erb = by[("RoleBinding", "spotdrain-estimates")]
+        assert erb["subjects"] == [{"kind": "ServiceAccount", "name": "spotdrain", "namespace": "kube-system"}]
         # The admission policy that keeps the agent to its own node (its CEL: admission_policy.sh).
         vap = by[("ValidatingAdmissionPolicy", "spotdrain-own-node")]
         assert vap["apiVersion"] == "admissionregistration.k8s.io/v1" and vap["spec"]["failurePolicy"] == "Fail"
@@ -344,8 +351,9 @@ YAML
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 kinds = sorted(d["kind"] for d in docs)
-# The eviction webhook's Deployment keeps a service account of its own; no RBAC without rbac.create.
-assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Deployment", "PodDisruptionBudget", "Secret",
+# The eviction webhook's Deployment keeps a service account of its own; no RBAC without rbac.create. The
+# estimates ConfigMap is made either way (RBAC made elsewhere needs it as well).
+assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "DaemonSet", "Deployment", "PodDisruptionBudget", "Secret",
                  "Service", "ServiceAccount", "ValidatingWebhookConfiguration"], kinds
 (vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
 assert "system:serviceaccount:default:existing" in vwc["webhooks"][0]["matchConditions"][0]["expression"], vwc

@@ -17,6 +17,8 @@ TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/spotdrain-it.XXXXXX")
 SIM_PIDS=()
 # Set by start_sim for the test scripts.
 export SIM_URL SIM_KUBECONFIG SIM_PID SIM_LOG SIM_ENDPOINTS
+# Set by serve_here for the trial that called it.
+export SERVE_PID SERVE_URL
 
 skip() {
 	echo "skipped: $*"
@@ -104,6 +106,33 @@ start_sim() {
 	SIM_KUBECONFIG=$dir/kubeconfig
 	SIM_ENDPOINTS=$dir/endpoints.json
 	log "sim $name ($scenario) at $SIM_URL"
+}
+
+# serve_here SCENARIO [sim serve flags...]: `spotdrain sim serve` in the current directory (kubeconfig,
+# endpoints.json, sim.log), for a trial in a subshell of its own, which stops it. Sets SERVE_PID, and
+# SERVE_URL (its Kubernetes URL) once it is up; returns 1 if it does not come up.
+serve_here() {
+	local scenario=$1
+	shift
+	"$SPOTDRAIN" sim serve "$scenario" --listen 127.0.0.1:0 --kubeconfig-out kubeconfig \
+		--endpoints-out endpoints.json "$@" >sim.log 2>&1 &
+	SERVE_PID=$!
+	wait_for 10 test -s endpoints.json || return 1
+	SERVE_URL=$(jq -r .kubernetes endpoints.json)
+}
+
+# kept_and_control LOG: runs the test's trial function twice at once, `trial kept yes` and `trial control no`,
+# each writing TEST_TMP/NAME/verdict; fails with the tail of TEST_TMP/NAME/LOG when a verdict is not ok.
+kept_and_control() {
+	local t v
+	trial kept yes &
+	trial control no &
+	wait
+	for t in kept control; do
+		v=$(cat "$TEST_TMP/$t/verdict" 2>/dev/null || echo "FAIL: no verdict")
+		echo "$t: $v"
+		[ "$v" = ok ] || { grep -v ' debug ' "$TEST_TMP/$t/$1" | tail -n 30 >&2; fail "$t: $v"; }
+	done
 }
 
 # start_controller QUEUE_URL METRICS_PORT [controller flags...]: `spotdrain controller` against the sim started by

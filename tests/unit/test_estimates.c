@@ -264,10 +264,10 @@ static void test_kept_and_shared(void **state)
         assert_true(drain_shutdowns_get(b, OWNER, &median, NULL));
         assert_int_equal(median, S(3));
         assert_int_not_equal(drain_shutdowns_generation(b), g);
-        /* Its own startup is newer than the kept one and stays. */
+        /* Its own startup stays beside the kept one: the union (the lower middle of 2 and 4 s). */
         assert_true(drain_shutdowns_startup(b, OWNER, &median));
-        assert_int_equal(median, S(4));
-        /* Read again: nothing newer. */
+        assert_int_equal(median, S(2));
+        /* Read again: nothing new. */
         assert_int_equal(drain_shutdowns_merge_json(b, doc, &taken), 0);
         assert_int_equal(taken, 0);
         cJSON_Delete(doc);
@@ -285,6 +285,125 @@ static void test_kept_and_shared(void **state)
         assert_false(drain_shutdowns_get(b, "x/StatefulSet/bad", NULL, NULL));
         assert_true(drain_shutdowns_get(b, "x/StatefulSet/good", &median, NULL));
         assert_int_equal(median, S(1.5));
+}
+
+static size_t stops_held(const cJSON *doc, const char *owner)
+{
+        const cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owners"), owner);
+        return (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(o, "stops_ms"));
+}
+
+/* What s takes of doc: how many owners gained samples. */
+static size_t merged(struct drain_shutdowns *s, const cJSON *doc)
+{
+        size_t taken = 0;
+        assert_int_equal(drain_shutdowns_merge_json(s, doc, &taken), 0);
+        return taken;
+}
+
+/* *doc becomes what s would write now. */
+static void rewrite(const struct drain_shutdowns *s, cJSON **doc)
+{
+        cJSON_Delete(*doc);
+        *doc = NULL;
+        assert_int_equal(drain_shutdowns_to_json(s, doc), 0);
+}
+
+static int stops_seen(const cJSON *doc)
+{
+        const cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owners"), OWNER);
+        return cJSON_GetObjectItem(o, "stops_seen")->valueint;
+}
+
+/* Two agents that saw pods of one owner stop, each on its node, share the ConfigMap: what each writes after
+ * reading the other's is the union, and a sample that goes back and forth counts once. */
+static void test_two_writers_merge(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *a = NULL, *b = NULL;
+        cJSON *doc_a = NULL, *doc_b = NULL, *doc = NULL;
+        uint64_t median = 0, longest = 0;
+        assert_int_equal(drain_shutdowns_new(&a), 0);
+        assert_int_equal(drain_shutdowns_new(&b), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-a1", S(2), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(a, OWNER, "u-a2", S(3), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(b, OWNER, "u-b1", S(8), S(30)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(b, "x/StatefulSet/other", "u-b2", S(1), S(30)), 0);
+        /* Two pods of one owner that stopped alike in the same second, one on each node: two samples. */
+        assert_int_equal(drain_shutdowns_observe_pod(a, "x/Deployment/web", "u-w1", S(1), S(5)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(b, "x/Deployment/web", "u-w2", S(1), S(5)), 0);
+
+        /* a writes first; b's write is refused (409), b reads a's, merges and writes the union. */
+        assert_int_equal(drain_shutdowns_to_json(a, &doc_a), 0);
+        assert_int_equal(merged(b, doc_a), 2);
+        assert_int_equal(drain_shutdowns_to_json(b, &doc_b), 0);
+        assert_int_equal(stops_held(doc_b, OWNER), 3);
+        assert_int_equal(stops_held(doc_b, "x/Deployment/web"), 2);
+        assert_int_equal(stops_seen(doc_b), 3);
+        assert_true(drain_shutdowns_get(b, OWNER, &median, &longest));
+        assert_int_equal(median, S(3));
+        assert_int_equal(longest, S(8));
+
+        /* a reads b's: its own two come back and count once; b's sample and b's other owner come in. */
+        assert_int_equal(merged(a, doc_b), 3);
+        rewrite(a, &doc_a);
+        assert_int_equal(stops_held(doc_a, OWNER), 3);
+        assert_int_equal(stops_seen(doc_a), 3);
+        assert_int_equal(stops_held(doc_a, "x/StatefulSet/other"), 1);
+        /* Again: nothing new either way. */
+        assert_int_equal(merged(a, doc_b), 0);
+        assert_int_equal(merged(b, doc_a), 0);
+
+        /* What a saw only in the ConfigMap goes when it is written: read again when needed. */
+        assert_int_equal(drain_shutdowns_owners(a), 3);
+        drain_shutdowns_forget_foreign(a);
+        assert_int_equal(drain_shutdowns_owners(a), 2);
+        assert_false(drain_shutdowns_get(a, "x/StatefulSet/other", NULL, NULL));
+        assert_true(drain_shutdowns_get(a, OWNER, NULL, NULL));
+
+        /* A document of an earlier version (no times): its samples are taken with the entry's time. */
+        doc = cJSON_Parse("{\"version\": 1, \"owners\": {\"" OWNER "\": {\"stops_ms\": [2000, 9000],"
+                          " \"stops_seen\": 7, \"updated\": \"2026-11-30T10:00:00Z\"}}}");
+        assert_non_null(doc);
+        assert_int_equal(merged(a, doc), 1);
+        assert_int_equal(merged(a, doc), 0);
+        rewrite(a, &doc_a);
+        assert_int_equal(stops_held(doc_a, OWNER), 5);
+        assert_int_equal(stops_seen(doc_a), 10);
+        cJSON_Delete(doc);
+        cJSON_Delete(doc_a);
+        cJSON_Delete(doc_b);
+}
+
+/* A ring keeps the latest: of 20 samples read, the 16 seen last. */
+static void test_merge_keeps_the_latest(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *a = NULL;
+        char text[2048];
+        int len =
+            snprintf(text, sizeof(text), "{\"version\": 1, \"owners\": {\"%s\": {\"stops_ms\": [", OWNER);
+        for (int k = 0; k < 20; k++)
+                len +=
+                    snprintf(text + len, sizeof(text) - (size_t)len, "%s%d", k ? ", " : "", 1000 * (k + 1));
+        len += snprintf(text + len, sizeof(text) - (size_t)len, "], \"stops_at\": [");
+        for (int k = 0; k < 20; k++)
+                len += snprintf(text + len, sizeof(text) - (size_t)len, "%s%d", k ? ", " : "", 100 + k);
+        snprintf(text + len, sizeof(text) - (size_t)len, "]}}}");
+        cJSON *doc = cJSON_Parse(text);
+        uint64_t median = 0, longest = 0;
+        assert_non_null(doc);
+        assert_int_equal(drain_shutdowns_new(&a), 0);
+        assert_int_equal(drain_shutdowns_merge_json(a, doc, NULL), 0);
+        cJSON_Delete(doc);
+        /* 5..20 s held: the lower middle of 16 is the 8th, 12 s. */
+        assert_true(drain_shutdowns_get(a, OWNER, &median, &longest));
+        assert_int_equal(median, S(12));
+        assert_int_equal(longest, S(20));
+        /* Times that do not match their values' count are refused, the entry passed over. */
+        doc = cJSON_Parse("{\"version\": 1, \"owners\": {\"y/StatefulSet/z\": {\"stops_ms\": [1000, 2000],"
+                          " \"stops_at\": [5]}}}");
+        assert_int_equal(drain_shutdowns_merge_json(a, doc, NULL), 0);
+        cJSON_Delete(doc);
+        assert_false(drain_shutdowns_get(a, "y/StatefulSet/z", NULL, NULL));
 }
 
 /* A Deployment's ReplicaSet changes with each rollout: the owner whose estimates last is the Deployment. */
@@ -309,6 +428,8 @@ int main(void)
                 cmocka_unit_test(test_expected_basis_changes_the_verdict),
                 cmocka_unit_test(test_safe_estimate_of_a_long_grace),
                 cmocka_unit_test(test_kept_and_shared),
+                cmocka_unit_test(test_two_writers_merge),
+                cmocka_unit_test(test_merge_keeps_the_latest),
                 cmocka_unit_test(test_owner_key_of_a_deployment),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

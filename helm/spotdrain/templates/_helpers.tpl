@@ -123,6 +123,13 @@ admission_agent_users:
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* The ConfigMap the stop and startup estimates are kept in (config.drain.estimates_configmap; empty:
+     none kept). */}}
+{{- define "spotdrain.estimatesConfigMap" -}}
+{{- $drain := default (dict) (get (default (dict) .Values.config) "drain") }}
+{{- if hasKey $drain "estimates_configmap" }}{{ $drain.estimates_configmap }}{{ else }}spotdrain-estimates{{ end }}
+{{- end }}
+
 {{- define "spotdrain.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
