@@ -93,7 +93,8 @@ struct sim_scenario {
         size_t n_itypes;
         double api_error_rate;
         int64_t api_latency_ms;
-        int hook_heartbeat_timeout; /* autoscaling.heartbeat_timeout_seconds */
+        int hook_heartbeat_timeout;     /* autoscaling.heartbeat_timeout_seconds */
+        bool no_instance_metadata_tags; /* autoscaling.instance_metadata_tags: false */
 };
 
 int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,
