@@ -557,12 +557,15 @@ static void identified(struct agent *a)
 
 static void id_retry(struct agent *a)
 {
-        int err =
-            a->id_slots[ID_INSTANCE].error ? a->id_slots[ID_INSTANCE].error : a->id_slots[ID_HOSTNAME].error;
+        int err = a->id_slots[ID_INSTANCE].error   ? a->id_slots[ID_INSTANCE].error
+                  : a->id_slots[ID_HOSTNAME].error ? a->id_slots[ID_HOSTNAME].error
+                                                   : a->id_slots[ID_GROUP].error;
         int r;
 
         log_warning_errno(err ? err : -EBADMSG, "agent: cannot learn %s from IMDS at %s yet, retrying",
-                          !a->instance_id ? "the instance ID" : "the node name",
+                          !a->instance_id ? "the instance ID"
+                          : !a->node      ? "the node name"
+                                          : "the Auto Scaling group",
                           imds_client_endpoint(a->imds));
         r = timer_start_in(a->loop, backoff_next(&a->id_backoff), on_id_retry, a, &a->id_timer);
         if (r < 0) {
