@@ -581,6 +581,16 @@ static char *first_word(const char *s, size_t len)
         return n > 0 && skip + n <= len ? strndup(s + skip, n) : NULL;
 }
 
+/* The whole value without the blanks around it: a group's name may hold spaces. */
+static char *trimmed(const char *s, size_t len)
+{
+        size_t skip = strspn(s, " \t\r\n");
+
+        while (len > skip && strchr(" \t\r\n", s[len - 1]))
+                len--;
+        return len > skip ? strndup(s + skip, len - skip) : NULL;
+}
+
 static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *userdata)
 {
         struct slot *s = userdata;
@@ -592,7 +602,8 @@ static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *
 
         s->get = NULL;
         if (r->error == 0) {
-                char *w = first_word(r->body, r->body_len);
+                char *w =
+                    s->index == ID_GROUP ? trimmed(r->body, r->body_len) : first_word(r->body, r->body_len);
                 if (w && (s->index != ID_INSTANCE || notice_instance_id_valid(w))) {
                         free(*dst);
                         *dst = w;

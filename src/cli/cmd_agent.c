@@ -403,6 +403,9 @@ int cmd_agent(int argc, char **argv)
         else
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
+        /* The engine outlives the agent (service_stop): no drain's end may reach it after this. */
+        if (ap.engine)
+                agent_engine_on_done(ap.engine, NULL, NULL);
         a = agent_free(a);
         service_stop(svc);
         log_info("spotdrain agent stopped");
