@@ -193,7 +193,7 @@ printf '  %-34s %-22s %s\n' "" "spotdrain agent" "aws-node-termination-handler (
 printf '  %-34s %-22s %s\n' "median" "$(printf %.3f "$median") s" "-"
 printf '  %-34s %-22s %s\n' "worst" "$(printf %.3f "$worst") s" "up to ~3 s (2 s poll + 1 s dispatch)"
 printf '  %-34s %-22s %s\n' "peak RSS, idle" "$(mib "$idle_hwm") (now $(mib "$idle_rss"))" "~24 MiB"
-printf '  %-34s %-22s %s\n' "Private_Dirty, idle" "$(mib "$idle_pd")" "-"
+printf '  %-34s %-22s %s\n' "Private_Dirty, idle" "$(mib "$idle_pd") ($idle_pd KiB)" "-"
 printf '  %-34s %-22s %s\n' "peak RSS, draining 110 pods" "$(mib "$drain_hwm")" "-"
 printf '  %-34s %-22s %s\n' "CPU per idle hour" "${cpu_per_hour} s" "-"
 echo

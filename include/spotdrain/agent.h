@@ -39,7 +39,10 @@ struct agent_settings {
         uint64_t rebalance_revert_usec;
         uint64_t maintenance_lead_usec;
         uint64_t asg_deadline_usec;
-        uint64_t estimates_write_usec; /* agent.estimates_write_interval_seconds */
+        uint64_t estimates_write_usec;    /* agent.estimates_write_interval_seconds */
+        char *lifecycle_hook_name;        /* set: the agent completes its termination lifecycle action */
+        char *asg_name;                   /* the group; NULL: IMDS tags/instance/aws:autoscaling:groupName */
+        uint64_t heartbeat_interval_usec; /* lifecycle heartbeats; 0 = half of asg_deadline_usec */
 };
 struct config_section;
 extern const struct config_section agent_node_config_section;
@@ -101,6 +104,13 @@ struct agent_options {
         /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
          * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */
         uint64_t asg_deadline_usec;
+        /* Set: the Auto Scaling termination (IMDS target-lifecycle-state Terminated) is the action of this
+         * hook, completed with CONTINUE once the node's drain ended and heartbeated while it runs
+         * (agent/hook.h), signed with the instance role's credentials from IMDS. NULL: left alone. */
+        const char *lifecycle_hook_name;
+        const char *asg_name;             /* its group; NULL: IMDS tags/instance/aws:autoscaling:groupName */
+        uint64_t heartbeat_interval_usec; /* 0 = half of asg_deadline_usec (the hook's HeartbeatTimeout) */
+        const char *asg_endpoint;         /* NULL: $AWS_ENDPOINT_URL_AUTO_SCALING, ... (asg.h) */
         /* After the first tick in which every path answered (200 or 404): the agent works. */
         void (*on_ready)(struct agent *a, void *userdata);
         /* After every tick (for metrics snapshots). */
@@ -118,6 +128,10 @@ int agent_start(struct agent *a);
 /* Stops polling and every timer; no action runs after this. NULL-safe; returns NULL. */
 struct agent *agent_free(struct agent *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent *, agent_free);
+
+/* The node's drain ended (drained: every pod left in time): its lifecycle action is completed now. The
+ * caller of the drain actions reports it (agent_engine_on_done). */
+void agent_drain_ended(struct agent *a, bool drained);
 
 const char *agent_node_name(const struct agent *a);   /* NULL until known */
 const char *agent_instance_id(const struct agent *a); /* NULL until known */
@@ -159,6 +173,9 @@ int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const stru
 /* Stops a drain under way (no result). NULL-safe; returns NULL. */
 struct agent_engine *agent_engine_free(struct agent_engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);
+/* done(userdata, drained) after each drain that ended (not one replaced or stopped). */
+void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained),
+                          void *userdata);
 /* The drain under way, else the last one finished (its final result), else NULL. */
 struct drain_exec *agent_engine_drain(struct agent_engine *e);
 /* Drains started, and drains that have ended. */

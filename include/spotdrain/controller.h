@@ -8,8 +8,9 @@
  *                           replica last saw the record change (no clock-skew assumptions), renewal every
  *                           renew period, leadership given up when no renewal succeeded for the renew
  *                           deadline, the lease released on a clean stop.
- *   asg       (asg.c)       the two Auto Scaling calls a lifecycle hook needs (query protocol, SigV4
- *                           "autoscaling"): RecordLifecycleActionHeartbeat and CompleteLifecycleAction.
+ *   asg       (asg.c)       which Auto Scaling groups are this cluster's and their hooks' timeouts, over
+ *                           the Auto Scaling client (asg.h, shared with the agent): its two lifecycle
+ *                           calls, RecordLifecycleActionHeartbeat and CompleteLifecycleAction.
  *   controller (controller.c) the SQS message lifecycle, readiness, and the glue: the node informer, the
  *                           drains (engine.h), resume of drains recorded on nodes
  * (SPOTDRAIN_ANNOTATION_DRAIN, keys.h).
@@ -28,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spotdrain/asg.h"
 #include "spotdrain/awsreq.h"
 #include "spotdrain/dispatch.h"
 #include "spotdrain/notice.h"
@@ -93,30 +95,6 @@ const char *leader_identity(const struct leader *le);
 /* The holder this replica last saw (NULL when none). */
 const char *leader_observed_holder(const struct leader *le);
 unsigned leader_transitions(const struct leader *le); /* times this replica became leader */
-
-/* ==== the Auto Scaling client (the controller's lifecycle calls, the provisioner's capacity calls) ==== */
-
-typedef const struct aws_credentials *(*asg_credentials_fn)(void *userdata);
-struct asg_client;
-/* endpoint NULL: $AWS_ENDPOINT_URL_AUTO_SCALING, $AWS_ENDPOINT_URL_AUTOSCALING, $AWS_ENDPOINT_URL, else
- * https://autoscaling.REGION.amazonaws.com (.com.cn for cn- regions; aws_endpoint_resolve()). region is
- * required. */
-int asg_client_new(struct loop *l, const char *endpoint, const char *region, asg_credentials_fn creds,
-                   void *creds_userdata, struct asg_client **ret);
-struct asg_client *asg_client_free(struct asg_client *c); /* cancels calls in flight; NULL-safe */
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct asg_client *, asg_client_free);
-/* done(error, "Code: Message" or NULL, userdata); error 0 or a negative errno. done may be NULL. */
-typedef void (*asg_done_fn)(int error, const char *message, void *userdata);
-int asg_complete_lifecycle(struct asg_client *c, const struct notice *n, const char *result,
-                           asg_done_fn done, void *userdata);
-int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done, void *userdata);
-/* The form body of an action (pure; tests). */
-int asg_lifecycle_body(const struct notice *n, const char *action, const char *result, char **ret);
-const char *asg_client_endpoint(const struct asg_client *c);
-/* Any other action: body is the whole form (Action=...&Version=2011-01-01&...). done runs exactly once, on
- * the loop: with the answer, or with AWS_ERR_CANCELLED (-ECANCELED) from asg_client_free(), where the
- * lifecycle calls end silently. */
-int asg_call(struct asg_client *c, const char *body, aws_call_fn done, void *userdata);
 
 /* ==== which Auto Scaling groups are this cluster's ====
  * A group is when it carries the tag kubernetes.io/cluster/NAME (any value: "owned" or "shared", as EKS

@@ -8,6 +8,8 @@
  *  SPOTDRAIN_ANNOTATION_SURGE    a Deployment surged for a drain, recorded on it before its replicas change:
  *                                {"node":NODE,"replicas":ORIGINAL,"to":RAISED,"mode":"scale"|"rollout",
  *                                "started":RFC3339} (surge.h); removed when they are put back
+ *  SPOTDRAIN_ANNOTATION_LIFECYCLE  a lifecycle action the agent completed from IMDS mode, recorded on its
+ *                                node: GROUP/HOOK/INSTANCE (never sent twice, an agent restart included)
  *  SPOTDRAIN_LABEL_EXCLUDE_LB    the label that takes a node out of external load balancers (the service
  *                                controller and the AWS Load Balancer Controller deregister it), set at a
  *                                drain's start before any eviction (drain.exclude_from_load_balancers) ...
@@ -30,6 +32,7 @@
 #define SPOTDRAIN_TAINT_REBALANCE           "spotdrain.io/rebalance"
 #define SPOTDRAIN_ANNOTATION_DRAIN          "spotdrain.io/drain"
 #define SPOTDRAIN_ANNOTATION_SURGE          "spotdrain.io/surge"
+#define SPOTDRAIN_ANNOTATION_LIFECYCLE      "spotdrain.io/lifecycle-completed"
 #define SPOTDRAIN_LABEL_EXCLUDE_LB          "node.kubernetes.io/exclude-from-external-load-balancers"
 #define SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE    "spotdrain"
 #define SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT "karpenter.sh/do-not-disrupt"

@@ -24,6 +24,11 @@ struct sim;
 struct sim_imds;
 
 #define SIM_IMDS_ROLE "spotdrain-sim-node-role"
+/* The instance role's credentials iam/security-credentials/ROLE hands out; every AWS surface of the
+ * simulator takes requests signed with them (with the session token), as AWS takes the role's. */
+#define SIM_IMDS_ACCESS_KEY_ID     "ASIASIMULATEDEXAMPLE"
+#define SIM_IMDS_SECRET_ACCESS_KEY "c2ltdWxhdGVkLXNlY3JldC1rZXktZm9yLXRlc3Rz"
+#define SIM_IMDS_SESSION_TOKEN     "c2ltdWxhdGVkLXNlc3Npb24tdG9rZW4tZm9yLXRlc3Rz"
 
 /* Starts one listener per node of s on host (an address to bind, port chosen by the kernel; NULL =
  * "127.0.0.1"). s must outlive the surface. Nodes that the scenario adds later get no listener. */

@@ -222,6 +222,10 @@ const char *sim_mode(const struct sim *s);
 double sim_budget_seconds(const struct sim *s);
 /* The group's termination hook's HeartbeatTimeout (autoscaling.heartbeat_timeout_seconds, default 3600). */
 int sim_hook_heartbeat_timeout(const struct sim *s);
+/* The scenario's Auto Scaling group, "spotdrain-SCENARIO" (malloc'd). */
+int sim_asg_group_name(const struct sim *s, char **ret);
+/* Whether IMDS serves tags/instance (autoscaling.instance_metadata_tags, default true). */
+bool sim_instance_metadata_tags(const struct sim *s);
 size_t sim_node_count(const struct sim *s);
 const char *sim_node_name(const struct sim *s, size_t i);
 const char *sim_node_instance_id(const struct sim *s, size_t i);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/hook.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -47,6 +48,7 @@ enum {
         ID_INSTANCE,
         ID_HOSTNAME,
         ID_REGION,
+        ID_GROUP, /* asked for only when a lifecycle hook is to be completed and agent.asg_name is unset */
         _ID_MAX,
 };
 
@@ -54,6 +56,7 @@ static const char *const id_paths[_ID_MAX] = {
         [ID_INSTANCE] = "meta-data/instance-id",
         [ID_HOSTNAME] = "meta-data/local-hostname",
         [ID_REGION] = "meta-data/placement/region",
+        [ID_GROUP] = "meta-data/tags/instance/aws:autoscaling:groupName",
 };
 
 struct slot {
@@ -74,6 +77,10 @@ struct agent {
 
         char *node, *instance_id, *region, *self_ns, *self_name;
         uint64_t interval, asg_deadline;
+        /* agent.lifecycle_hook_name: NULL (nothing of the hook is made), or the hook, its group (from
+         * agent.asg_name or IMDS at start) and the client of its calls, made at the first call. */
+        char *hook_name, *asg_name, *asg_endpoint;
+        struct agent_hook *hook;
         struct dispatch_options dispatch_options;
         struct dispatch *dispatch; /* made once the node and instance are known */
         void (*on_ready)(struct agent *a, void *userdata);
@@ -258,6 +265,61 @@ static void op_node_refresh(void *userdata, const char *node)
                 log_debug("agent: cannot read node %s", a->node);
 }
 
+/* ---- the lifecycle hook (agent.lifecycle_hook_name) ---- */
+
+static struct agent_hook *hook_get(struct agent *a)
+{
+        int r;
+
+        if (!a->hook &&
+            (r = agent_hook_new(a->loop,
+                                &(struct agent_hook_options){ .region = a->region,
+                                                              .imds_endpoint = imds_client_endpoint(a->imds),
+                                                              .asg_endpoint = a->asg_endpoint,
+                                                              .kube = a->kube,
+                                                              .node = a->node },
+                                &a->hook)) < 0)
+                log_error_errno(r, "agent: cannot set up the lifecycle hook's calls");
+        return a->hook;
+}
+
+static int lifecycle_call(struct agent *a, const struct notice *n, bool complete)
+{
+        struct agent_hook *h = hook_get(a);
+        int r = complete ? agent_hook_complete(h, n) : agent_hook_heartbeat(h, n);
+
+        if (r < 0)
+                action_failed(a, complete ? "completing the lifecycle action" : "lifecycle heartbeat", r);
+        return r;
+}
+
+static int op_lifecycle_heartbeat(void *userdata, const struct notice *n)
+{
+        return lifecycle_call(userdata, n, false);
+}
+
+static int op_lifecycle_complete(void *userdata, const struct notice *n)
+{
+        return lifecycle_call(userdata, n, true);
+}
+
+void agent_drain_ended(struct agent *a, bool drained)
+{
+        /* Only a hook to complete needs the dispatcher to know the drain is over; without one the node
+         * stays draining to it, as it always has (a canceled maintenance still undoes the drain). */
+        if (a && a->hook_name && a->identified)
+                dispatch_drain_finished(a->dispatch, a->node, drained);
+}
+
+/* The IMDS state names no hook: it is the configured one, of this instance's group. */
+static void lifecycle_name(const struct agent *a, struct notice *n)
+{
+        if (!a->hook_name || !a->asg_name || n->kind != NOTICE_ASG_LIFECYCLE_TERMINATE)
+                return;
+        snprintf(n->lifecycle_hook_name, sizeof(n->lifecycle_hook_name), "%s", a->hook_name);
+        snprintf(n->asg_name, sizeof(n->asg_name), "%s", a->asg_name);
+}
+
 /* No drain_stop: the actions' uncordon stops a drain under way itself. */
 static const struct dispatch_ops agent_dispatch_ops = {
         .drain = op_drain,
@@ -267,6 +329,8 @@ static const struct dispatch_ops agent_dispatch_ops = {
         .cordon = op_cordon,
         .node_refresh = op_node_refresh,
         .notice_seen = op_notice_seen,
+        .lifecycle_heartbeat = op_lifecycle_heartbeat,
+        .lifecycle_complete = op_lifecycle_complete,
 };
 
 static void deliver(struct agent *a, const struct notice *n)
@@ -321,8 +385,10 @@ static void process(struct agent *a, unsigned i)
         for (size_t k = 0; k < n; k++)
                 /* History holds every event of the last while: only a completed reboot still asks for
                  * something (its uncordon); the others would be told again at every start. */
-                if (i != PATH_HISTORY || dispatch_notice_reboot_done(&ns[k]))
+                if (i != PATH_HISTORY || dispatch_notice_reboot_done(&ns[k])) {
+                        lifecycle_name(a, &ns[k]);
                         deliver(a, &ns[k]);
+                }
 }
 
 /* ---- poll loop ---- */
@@ -491,12 +557,15 @@ static void identified(struct agent *a)
 
 static void id_retry(struct agent *a)
 {
-        int err =
-            a->id_slots[ID_INSTANCE].error ? a->id_slots[ID_INSTANCE].error : a->id_slots[ID_HOSTNAME].error;
+        int err = a->id_slots[ID_INSTANCE].error   ? a->id_slots[ID_INSTANCE].error
+                  : a->id_slots[ID_HOSTNAME].error ? a->id_slots[ID_HOSTNAME].error
+                                                   : a->id_slots[ID_GROUP].error;
         int r;
 
         log_warning_errno(err ? err : -EBADMSG, "agent: cannot learn %s from IMDS at %s yet, retrying",
-                          !a->instance_id ? "the instance ID" : "the node name",
+                          !a->instance_id ? "the instance ID"
+                          : !a->node      ? "the node name"
+                                          : "the Auto Scaling group",
                           imds_client_endpoint(a->imds));
         r = timer_start_in(a->loop, backoff_next(&a->id_backoff), on_id_retry, a, &a->id_timer);
         if (r < 0) {
@@ -512,17 +581,29 @@ static char *first_word(const char *s, size_t len)
         return n > 0 && skip + n <= len ? strndup(s + skip, n) : NULL;
 }
 
+/* The whole value without the blanks around it: a group's name may hold spaces. */
+static char *trimmed(const char *s, size_t len)
+{
+        size_t skip = strspn(s, " \t\r\n");
+
+        while (len > skip && strchr(" \t\r\n", s[len - 1]))
+                len--;
+        return len > skip ? strndup(s + skip, len - skip) : NULL;
+}
+
 static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *userdata)
 {
         struct slot *s = userdata;
         struct agent *a = s->agent;
         char **dst = s->index == ID_INSTANCE   ? &a->instance_id
                      : s->index == ID_HOSTNAME ? &a->node
+                     : s->index == ID_GROUP    ? &a->asg_name
                                                : &a->region;
 
         s->get = NULL;
         if (r->error == 0) {
-                char *w = first_word(r->body, r->body_len);
+                char *w =
+                    s->index == ID_GROUP ? trimmed(r->body, r->body_len) : first_word(r->body, r->body_len);
                 if (w && (s->index != ID_INSTANCE || notice_instance_id_valid(w))) {
                         free(*dst);
                         *dst = w;
@@ -532,12 +613,21 @@ static void on_id_done(struct imds_client *c, const struct imds_reply *r, void *
                 }
         } else if (s->index == ID_REGION && r->error == -ENOENT) {
                 /* No region in IMDS: notices go without one. */
+        } else if (s->index == ID_GROUP && r->error == -ENOENT) {
+                /* Said now, not at the notice: the hook could never be completed. */
+                log_error(
+                    "agent: agent.lifecycle_hook_name is %s, but this instance's Auto Scaling group is "
+                    "unknown: IMDS has no %s (instance metadata tags are off, or the instance is in no "
+                    "group); set agent.asg_name or turn on instance metadata tags",
+                    a->hook_name, id_paths[ID_GROUP]);
+                loop_exit(a->loop, 1);
+                return;
         } else
                 s->error = r->error;
         if (--a->id_pending > 0)
                 return;
 
-        if (a->instance_id && a->node)
+        if (a->instance_id && a->node && (!a->hook_name || a->asg_name))
                 identified(a);
         else
                 id_retry(a);
@@ -549,6 +639,7 @@ static void identify(struct agent *a)
                 [ID_INSTANCE] = !a->instance_id,
                 [ID_HOSTNAME] = !a->node,
                 [ID_REGION] = !a->region,
+                [ID_GROUP] = a->hook_name && !a->asg_name,
         };
         unsigned n = 0, failed = 0;
 
@@ -614,6 +705,11 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
         a->id_backoff = BACKOFF_INIT(ID_BACKOFF_BASE, o->backoff_max_usec ? o->backoff_max_usec
                                                                           : AGENT_DEFAULT_BACKOFF_MAX_USEC);
         a->asg_deadline = o->asg_deadline_usec;
+        if (!isempty(o->lifecycle_hook_name) &&
+            (!(a->hook_name = strdup(o->lifecycle_hook_name)) ||
+             (!isempty(o->asg_name) && !(a->asg_name = strdup(o->asg_name))) ||
+             (o->asg_endpoint && !(a->asg_endpoint = strdup(o->asg_endpoint)))))
+                return -ENOMEM;
         a->on_ready = o->on_ready;
         a->on_tick = o->on_tick;
         a->userdata = o->userdata;
@@ -637,6 +733,12 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
         };
         if (o->notices)
                 dispatch_actions_from_settings(o->notices, &dopt);
+        /* Before the hook's HeartbeatTimeout (agent.asg_deadline_seconds says what it is) runs out. */
+        if (a->hook_name)
+                dopt.heartbeat_usec =
+                    o->heartbeat_interval_usec
+                        ? o->heartbeat_interval_usec
+                        : (a->asg_deadline ? a->asg_deadline : NOTICE_ASG_DEFAULT_DEADLINE_USEC) / 2;
         r = dispatch_new(l, &dopt, &agent_dispatch_ops, a, &a->dispatch);
         if (r < 0)
                 return r;
@@ -669,6 +771,10 @@ struct agent *agent_free(struct agent *a)
         kube_call_cancel(a->refresh_call);
         drain_surge_sweep_free(a->surge_sweep);
         dispatch_free(a->dispatch);
+        agent_hook_free(a->hook);
+        free(a->hook_name);
+        free(a->asg_name);
+        free(a->asg_endpoint);
         free(a->node);
         free(a->instance_id);
         free(a->region);
@@ -814,6 +920,8 @@ struct agent_engine {
         struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
         uint64_t deadline;
         unsigned started, finished;
+        void (*done)(void *userdata, bool drained);
+        void *done_userdata;
 };
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -833,6 +941,8 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
         e->running = NULL;
         /* The stops this drain saw go out now: the node may be gone soon. */
         drain_estimates_release(e->estimates);
+        if (e->done)
+                e->done(e->done_userdata, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
@@ -971,6 +1081,12 @@ int agent_engine_learn(struct agent_engine *e, const char *node, const char *nam
                 .expected_shutdown_fraction = e->cfg ? e->cfg->drain.expected_shutdown_fraction : 0,
         };
         return drain_estimates_start(e->kube, &o, &e->estimates);
+}
+
+void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained), void *userdata)
+{
+        e->done = done;
+        e->done_userdata = userdata;
 }
 
 struct drain_exec *agent_engine_drain(struct agent_engine *e)

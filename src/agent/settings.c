@@ -29,6 +29,16 @@ static const struct config_item agent_items[] = {
           "write what the agent learnt of its pods' stop and startup times to the estimates ConfigMap at "
           "most this often (plus up to half at random; and at a drain's end)",
           NULL, CONFIG_SECONDS, .min = 1, .max = 86400, false },
+        { "agent.lifecycle_hook_name", CONFIG_STRING, NULL, OFF(lifecycle_hook_name),
+          "complete this termination lifecycle hook's action with CONTINUE after the drain (instance role "
+          "credentials; unset: left to the hook's timeout)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "agent.asg_name", CONFIG_STRING, NULL, OFF(asg_name),
+          "the instance's Auto Scaling group (unset: IMDS tag aws:autoscaling:groupName)", NULL, 0,
+          CONFIG_NO_RANGE, false },
+        { "agent.heartbeat_interval_seconds", CONFIG_DURATION, "0", OFF(heartbeat_interval_usec),
+          "lifecycle heartbeats while the drain runs (0: half of agent.asg_deadline_seconds)", NULL,
+          CONFIG_SECONDS, .min = 0, .max = 7200, false },
 };
 
 const struct config_section agent_config_section = { "agent", agent_items, ARRAY_SIZE(agent_items) };

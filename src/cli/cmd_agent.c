@@ -175,6 +175,11 @@ static void on_ready(struct agent *a, void *userdata)
         (void)ops_notify_ready(status ? status : "polling IMDS");
 }
 
+static void on_drain_ended(void *userdata, bool drained)
+{
+        agent_drain_ended(userdata, drained);
+}
+
 static int parse_seconds(const char *s, uint64_t *ret)
 {
         char *end;
@@ -416,12 +421,18 @@ int cmd_agent(int argc, char **argv)
                                      .min_budget_usec = cfg->drain.min_budget_usec,
                                      .notices = &cfg->notices,
                                      .asg_deadline_usec = asg,
+                                     .lifecycle_hook_name = cfg->agent.lifecycle_hook_name,
+                                     .asg_name = cfg->agent.asg_name,
+                                     .heartbeat_interval_usec = cfg->agent.heartbeat_interval_usec,
                                      .on_ready = on_ready,
                                      .on_tick = on_tick,
                                      .userdata = &ops },
             ap.prov ? &agent_prov_actions : &agent_engine_actions, ap.prov ? (void *)&ap : ap.engine, &a);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
+        /* The end of each drain completes the lifecycle action (agent.lifecycle_hook_name). */
+        if (!isempty(cfg->agent.lifecycle_hook_name) && ap.engine)
+                agent_engine_on_done(ap.engine, on_drain_ended, a);
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
         loop_set_stop_handler(l, on_stop_signal, svc);
@@ -431,6 +442,9 @@ int cmd_agent(int argc, char **argv)
         else
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
+        /* The engine outlives the agent (service_stop): no drain's end may reach it after this. */
+        if (ap.engine)
+                agent_engine_on_done(ap.engine, NULL, NULL);
         a = agent_free(a);
         service_stop(svc);
         log_info("spotdrain agent stopped");

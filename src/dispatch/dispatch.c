@@ -313,14 +313,31 @@ void dispatch_lifecycle_rearm(struct dispatch *d)
         }
 }
 
+/* A lifecycle action spotdrain can heartbeat and complete: named by its token (a queue's lifecycle message),
+ * or by its hook and instance (the agent's IMDS target-lifecycle-state with agent.lifecycle_hook_name set;
+ * the API takes InstanceId in place of the token). */
+static bool lifecycle_actionable(const struct notice *n)
+{
+        return !isempty(n->lifecycle_action_token) ||
+               (!isempty(n->lifecycle_hook_name) && !isempty(n->asg_name) && !isempty(n->instance_id));
+}
+
+static bool lifecycle_same(const struct notice *a, const struct notice *b)
+{
+        if (!isempty(a->lifecycle_action_token) || !isempty(b->lifecycle_action_token))
+                return streq(a->lifecycle_action_token, b->lifecycle_action_token);
+        return streq(a->lifecycle_hook_name, b->lifecycle_hook_name) && streq(a->asg_name, b->asg_name) &&
+               streq(a->instance_id, b->instance_id);
+}
+
 static int dnode_add_asg(struct dnode *n, const struct notice *notice)
 {
         struct notice *v;
 
-        if (isempty(notice->lifecycle_action_token))
-                return 0; /* nothing to heartbeat or complete (IMDS target-lifecycle-state) */
+        if (!lifecycle_actionable(notice))
+                return 0; /* nothing to heartbeat or complete (IMDS state without a hook name) */
         for (size_t i = 0; i < n->n_asg; i++)
-                if (streq(n->asg[i].lifecycle_action_token, notice->lifecycle_action_token))
+                if (lifecycle_same(&n->asg[i], notice))
                         return 0;
         v = realloc(n->asg, (n->n_asg + 1) * sizeof(*v));
         if (!v)
@@ -410,7 +427,7 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
         if (dn && dn->state == DNODE_FINISHED) {
                 /* The node is drained already: a late notice (or a lifecycle hook after the spot warning)
                  * needs nothing more than the hook's completion. */
-                if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE)
+                if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && lifecycle_actionable(n))
                         lifecycle_complete(d, n);
                 return DISPATCH_DONE;
         }
@@ -580,7 +597,7 @@ static int act(struct dispatch *d, const char *node, const struct notice *n, uin
                 /* A drain under way (or done) takes the hook in as it would a draining one's. */
                 return start_drain(d, node, n, deadline, ticket);
         r = a == DISPATCH_ACTION_CORDON ? on_cordon(d, node, n) : on_rebalance(d, node, n);
-        if (r >= 0 && n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && !isempty(n->lifecycle_action_token))
+        if (r >= 0 && n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && lifecycle_actionable(n))
                 lifecycle_complete(d, n);
         return r;
 }

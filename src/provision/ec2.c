@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spotdrain/asg.h"
 #include "spotdrain/awsreq.h"
 #include "spotdrain/awsxml.h"
-#include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/provision.h"
@@ -21,7 +21,7 @@
 
 struct ec2_client {
         struct aws_client *ec2;
-        struct asg_client *asg; /* the one Auto Scaling client (controller/asg.c) */
+        struct asg_client *asg; /* the one Auto Scaling client (aws/asg.c) */
         char *region;
 };
 

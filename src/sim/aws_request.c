@@ -7,6 +7,7 @@
 
 #include "sim/aws_request.h"
 #include "spotdrain/core.h"
+#include "spotdrain/sim_imds_surface.h"
 #include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
@@ -107,9 +108,37 @@ static const char *session_token(const struct sim_http_request *rq)
                                                    "X-Amz-Security-Token");
 }
 
+struct role_lookup {
+        sigv4_secret_lookup_fn lookup;
+        void *userdata;
+};
+
+/* The instance role's key first (any surface takes it), then the surface's own. */
+static const char *role_or_surface(const char *akid, void *userdata)
+{
+        const struct role_lookup *l = userdata;
+        return streq(akid, SIM_IMDS_ACCESS_KEY_ID) ? SIM_IMDS_SECRET_ACCESS_KEY
+                                                   : l->lookup(akid, l->userdata);
+}
+
+bool sim_aws_instance_role(const struct sim_http_request *rq)
+{
+        const char *auth = MHD_lookup_connection_value(rq->connection, MHD_HEADER_KIND, "Authorization");
+        const char *cred = auth ? strstr(auth, "Credential=") : NULL;
+        size_t n = strlen(SIM_IMDS_ACCESS_KEY_ID);
+
+        if (!cred)
+                cred =
+                    MHD_lookup_connection_value(rq->connection, MHD_GET_ARGUMENT_KIND, "X-Amz-Credential");
+        else
+                cred += strlen("Credential=");
+        return cred && strncmp(cred, SIM_IMDS_ACCESS_KEY_ID, n) == 0 && cred[n] == '/';
+}
+
 int sim_aws_verify(const struct sim_http_request *rq, const char *service, sigv4_secret_lookup_fn lookup,
                    void *userdata, struct sim_sts *sts)
 {
+        struct role_lookup rl = { lookup, userdata };
         struct header_list h = {};
         _cleanup_free_ char *akid = NULL, *why = NULL;
         int r;
@@ -131,9 +160,13 @@ int sim_aws_verify(const struct sim_http_request *rq, const char *service, sigv4
                 .service = service,
                 .now_usec = now_realtime_usec(),
         };
-        r = sim_sigv4_check(&sr, lookup, userdata, &akid, &why);
+        r = sim_sigv4_check(&sr, role_or_surface, &rl, &akid, &why);
         header_list_free(&h);
-        if (r == 0 && sts && !sim_sts_session_token_valid(sts, akid, session_token(rq)))
+        if (r == 0 && streq(akid, SIM_IMDS_ACCESS_KEY_ID)) {
+                /* The role's key goes with the session token IMDS handed out with it, nothing else. */
+                if (!streq(session_token(rq), SIM_IMDS_SESSION_TOKEN))
+                        r = -ENOKEY;
+        } else if (r == 0 && sts && !sim_sts_session_token_valid(sts, akid, session_token(rq)))
                 r = -ENOKEY;
         if (r < 0 && r != -ENOMEM)
                 log_debug("sim %s: refused signature: %s", service, why ? why : strerror(-r));

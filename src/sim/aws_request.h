@@ -2,6 +2,7 @@
  * reading a request: the form body and the SigV4 check. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "spotdrain/sim_server.h"
@@ -20,3 +21,6 @@ int sim_aws_form_parse(const char *body, size_t len, sim_aws_form_field_fn field
  * or session token; -ENOMEM. */
 int sim_aws_verify(const struct sim_http_request *rq, const char *service, sigv4_secret_lookup_fn lookup,
                    void *userdata, struct sim_sts *sts);
+/* After sim_aws_verify() took rq: whether it was signed with the instance role's key of the IMDS surface
+ * (SIM_IMDS_ACCESS_KEY_ID; the key ID only, never a secret). */
+bool sim_aws_instance_role(const struct sim_http_request *rq);

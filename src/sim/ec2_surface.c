@@ -1070,8 +1070,10 @@ static void act_tags(struct sim_ec2 *e, const cJSON *p, struct answer *a)
 }
 
 /* CompleteLifecycleAction, RecordLifecycleActionHeartbeat: taken for the group's own hooks; another
- * group's is refused as Auto Scaling refuses an action it has no record of. */
-static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, const char *action)
+ * group's is refused as Auto Scaling refuses an action it has no record of. The action is named by its
+ * LifecycleActionToken or, as the API allows, by its InstanceId alone. Each is logged with the scenario
+ * time it came at and whether the instance role's credentials (IMDS) signed it: the record tests read. */
+static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, const char *action, bool role)
 {
         const char *group = param(p, "AutoScalingGroupName"), *hook = param(p, "LifecycleHookName");
         const char *instance = param(p, "InstanceId"), *token = param(p, "LifecycleActionToken");
@@ -1102,8 +1104,9 @@ static void act_lifecycle(struct sim_ec2 *e, const cJSON *p, struct answer *a, c
                 e->stats.lifecycle_completes++;
         else
                 e->stats.lifecycle_heartbeats++;
-        log_info("sim autoscaling: %s for %s of group %s, hook %s%s%s", action, instance ? instance : token,
-                 group, hook, complete ? ", result " : "", complete ? result : "");
+        log_info("sim autoscaling: %s for %s of group %s, hook %s%s%s, at %.3f s, by %s", action,
+                 instance ? instance : token, group, hook, complete ? ", result " : "",
+                 complete ? result : "", sim_now(e->sim), role ? "the instance role" : "other credentials");
         asg_ok(e, a, action);
 }
 
@@ -1261,7 +1264,7 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                         act_tags(e, p, &a);
                 else if (streq(action, "CompleteLifecycleAction") ||
                          streq(action, "RecordLifecycleActionHeartbeat"))
-                        act_lifecycle(e, p, &a, action);
+                        act_lifecycle(e, p, &a, action, sim_aws_instance_role(rq));
                 else if (streq(action, "DescribeLifecycleHooks"))
                         act_describe_hooks(e, p, &a);
                 else
@@ -1299,7 +1302,7 @@ int sim_ec2_start(struct sim *s, const char *host, struct sim_ec2 **ret)
         e->group_tags = cJSON_CreateObject();
         e->node_tags = cJSON_CreateObject();
         sim_lock(s);
-        e->group = strprintf("spotdrain-%s", sim_scenario_name(s) ? sim_scenario_name(s) : "scenario");
+        (void)sim_asg_group_name(s, &e->group);
         zone = sim_node_count(s) > 0 && sim_node_zone(s, 0) ? sim_node_zone(s, 0) : "us-east-1a";
         zl = strlen(zone);
         /* The region is the zone without its letter. */

@@ -291,9 +291,9 @@ static int doc_credentials(struct sim *s, char **ret)
         if (!updated || !expires || !o || !cJSON_AddStringToObject(o, "Code", "Success") ||
             !cJSON_AddStringToObject(o, "LastUpdated", updated) ||
             !cJSON_AddStringToObject(o, "Type", "AWS-HMAC") ||
-            !cJSON_AddStringToObject(o, "AccessKeyId", "ASIASIMULATEDEXAMPLE") ||
-            !cJSON_AddStringToObject(o, "SecretAccessKey", "c2ltdWxhdGVkLXNlY3JldC1rZXktZm9yLXRlc3Rz") ||
-            !cJSON_AddStringToObject(o, "Token", "c2ltdWxhdGVkLXNlc3Npb24tdG9rZW4tZm9yLXRlc3Rz") ||
+            !cJSON_AddStringToObject(o, "AccessKeyId", SIM_IMDS_ACCESS_KEY_ID) ||
+            !cJSON_AddStringToObject(o, "SecretAccessKey", SIM_IMDS_SECRET_ACCESS_KEY) ||
+            !cJSON_AddStringToObject(o, "Token", SIM_IMDS_SESSION_TOKEN) ||
             !cJSON_AddStringToObject(o, "Expiration", expires)) {
                 cJSON_Delete(o);
                 return -ENOMEM;
@@ -345,7 +345,10 @@ static int doc_identity(struct sim *s, struct imds_node *n, char **ret)
 }
 
 static const char meta_listing[] = "ami-id\nautoscaling/\nevents/\niam/\ninstance-id\ninstance-life-cycle\n"
-                                   "instance-type\nlocal-hostname\nlocal-ipv4\nplacement/\nspot/";
+                                   "instance-type\nlocal-hostname\nlocal-ipv4\nplacement/\nspot/\ntags/";
+/* Instance metadata tags (the instance's metadata options InstanceMetadataTags=enabled): the one tag Auto
+ * Scaling puts on its instances. */
+#define GROUP_TAG "aws:autoscaling:groupName"
 
 /* The answer to GET path (below /latest/), from the model. */
 static int document(struct imds_node *n, const char *path, struct answer *a)
@@ -390,6 +393,10 @@ static int document(struct imds_node *n, const char *path, struct answer *a)
                         fixed = "ami-0c2b8ca1dad447f8a";
                 else if (streq(p, "iam/security-credentials"))
                         fixed = SIM_IMDS_ROLE;
+                else if ((streq(p, "tags/instance") || streq(p, "tags/instance/" GROUP_TAG)) &&
+                         sim_instance_metadata_tags(s))
+                        r = streq(p, "tags/instance") ? ((text = strdup(GROUP_TAG)) ? 0 : -ENOMEM)
+                                                      : sim_asg_group_name(s, &text);
                 else {
                         sim_lock(s);
                         (void)sim_advance(s);

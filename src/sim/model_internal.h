@@ -106,6 +106,7 @@ struct sim_scenario {
         /* pod_removal_seconds: how long a pod whose containers stopped stays readable (Terminating, with
          * terminated container statuses and its logs) before its kubelet's final delete removes it. */
         double pod_removal;
+        bool no_instance_metadata_tags; /* autoscaling.instance_metadata_tags: false */
 };
 
 int sim_scenario_parse(const struct ynode *root, const char *file, struct sim_scenario **ret,

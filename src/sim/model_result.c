@@ -30,6 +30,17 @@ int sim_hook_heartbeat_timeout(const struct sim *s)
         return s->sc->hook_heartbeat_timeout;
 }
 
+int sim_asg_group_name(const struct sim *s, char **ret)
+{
+        *ret = strprintf("spotdrain-%s", s->sc->name ? s->sc->name : "scenario");
+        return *ret ? 0 : -ENOMEM;
+}
+
+bool sim_instance_metadata_tags(const struct sim *s)
+{
+        return !s->sc->no_instance_metadata_tags;
+}
+
 size_t sim_node_count(const struct sim *s)
 {
         return s->n_nodes;

@@ -851,9 +851,10 @@ static int parse_provisioning(struct sctx *c, const struct ynode *root, struct s
 /* autoscaling: the group's termination hook as DescribeLifecycleHooks shows it. */
 static int parse_autoscaling(struct sctx *c, const struct ynode *root, struct sim_scenario *sc)
 {
-        static const char *const keys[] = { "heartbeat_timeout_seconds", NULL };
+        static const char *const keys[] = { "heartbeat_timeout_seconds", "instance_metadata_tags", NULL };
         const struct ynode *m = ynode_get(root, "autoscaling");
         int64_t timeout = 3600; /* Auto Scaling's default */
+        bool tags = true;
         int r;
 
         sc->hook_heartbeat_timeout = 3600;
@@ -864,6 +865,11 @@ static int parse_autoscaling(struct sctx *c, const struct ynode *root, struct si
         if (r < 0 || (r = get_int(c, m, "heartbeat_timeout_seconds", "autoscaling", 30, 7200, &timeout)) < 0)
                 return r;
         sc->hook_heartbeat_timeout = (int)timeout;
+        /* IMDS tags/instance (the group's name tag), as InstanceMetadataTags=enabled serves it. */
+        r = get_bool(c, m, "instance_metadata_tags", "autoscaling", &tags);
+        if (r < 0)
+                return r;
+        sc->no_instance_metadata_tags = !tags;
         return 0;
 }
 

@@ -97,15 +97,22 @@ static int op_replacement(void *ud, const char *node, const struct notice *n)
         return 0;
 }
 
+/* An action by its token, or (the agent's IMDS state) by its group, hook and instance. */
 static int op_heartbeat(void *ud, const struct notice *n)
 {
-        record(ud, "heartbeat %s", n->lifecycle_action_token);
+        if (n->lifecycle_action_token[0])
+                record(ud, "heartbeat %s", n->lifecycle_action_token);
+        else
+                record(ud, "heartbeat %s/%s/%s", n->asg_name, n->lifecycle_hook_name, n->instance_id);
         return 0;
 }
 
 static int op_complete(void *ud, const struct notice *n)
 {
-        record(ud, "complete %s", n->lifecycle_action_token);
+        if (n->lifecycle_action_token[0])
+                record(ud, "complete %s", n->lifecycle_action_token);
+        else
+                record(ud, "complete %s/%s/%s", n->asg_name, n->lifecycle_hook_name, n->instance_id);
         return 0;
 }
 
@@ -299,6 +306,46 @@ static void test_one_drain_per_node_earlier_deadline_restarts(void **state)
         for (int i = 0; i < 5; i++)
                 loop_run_until(f->loop, &never, 5 * 1000);
         assert_int_equal(count(f, "heartbeat"), beats);
+}
+
+/* The agent's IMDS target-lifecycle-state names no token: with the hook and group the agent was told, the
+ * action is heartbeated and completed by its instance; without them nothing is sent. */
+static void test_lifecycle_by_instance(void **state)
+{
+        struct fx *f = *state;
+        struct notice bare =
+            mk(NOTICE_ASG_LIFECYCLE_TERMINATE, "i-0a00000000000000a", "imds:lc:a", clk_now() + 3600 * SEC);
+        struct notice named = bare;
+        bool never = false;
+
+        snprintf(named.asg_name, sizeof(named.asg_name), "group");
+        snprintf(named.lifecycle_hook_name, sizeof(named.lifecycle_hook_name), "hook");
+        snprintf(named.event_id, sizeof(named.event_id), "imds:lc:b");
+        add_node(f, "spot-a", "aws:///us-east-1a/i-0a00000000000000a");
+
+        assert_int_equal(submit(f, &bare, 1), DISPATCH_PENDING);
+        for (int i = 0; i < 5; i++)
+                loop_run_until(f->loop, &never, 5 * 1000);
+        assert_int_equal(count(f, "heartbeat"), 0);
+
+        /* The same state seen again by an agent told the hook: it joins the drain. */
+        assert_int_equal(submit(f, &named, 2), DISPATCH_PENDING);
+        assert_int_equal(submit(f, &named, 3), DISPATCH_DONE); /* a duplicate */
+        for (int i = 0; i < 200 && count(f, "heartbeat group/hook/i-0a00000000000000a") < 2; i++)
+                loop_run_until(f->loop, &never, 5 * 1000);
+        assert_true(count(f, "heartbeat group/hook/i-0a00000000000000a") >= 2);
+        assert_int_equal(count(f, "complete"), 0);
+
+        dispatch_drain_finished(f->d, "spot-a", true);
+        assert_int_equal(count(f, "complete group/hook/i-0a00000000000000a"), 1);
+        assert_int_equal(count(f, "complete"), 1);
+        /* Late after the drain (an agent that polls again with a fresh dedupe key): completed at once. */
+        snprintf(named.event_id, sizeof(named.event_id), "imds:lc:c");
+        assert_int_equal(submit(f, &named, 4), DISPATCH_DONE);
+        assert_int_equal(count(f, "complete group/hook/i-0a00000000000000a"), 2);
+        snprintf(bare.event_id, sizeof(bare.event_id), "imds:lc:d");
+        assert_int_equal(submit(f, &bare, 5), DISPATCH_DONE);
+        assert_int_equal(count(f, "complete"), 2);
 }
 
 static void test_duplicates_absorbed(void **state)
@@ -1146,6 +1193,7 @@ int main(void)
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates_absorbed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_lifecycle_left_alone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lifecycle_by_instance, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_late_and_far_deadlines, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown_retried_then_dropped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_resume_and_reset, setup, teardown),
