@@ -23,6 +23,11 @@ struct drain_peers_options {
         double expected_shutdown_fraction;
 };
 
+/* Bisection of key among n keys in byte order (key_at(userdata, i) the i-th): where it is (*found) or
+ * would go. */
+size_t drain_bisect(size_t n, const char *key, const char *(*key_at)(const void *userdata, size_t i),
+                    const void *userdata, bool *found);
+
 /* The fields of a pod a drain keeps (kube_watch_options.keep_fields), NULL-terminated (inputs.c). */
 extern const char *const drain_pod_fields[];
 

@@ -648,6 +648,9 @@ struct shutdown_owner {
 struct drain_shutdowns {
         struct shutdown_owner *owners;
         size_t n_owners;
+        /* Indexes of owners in the order of their keys: every pod of every plan looks its owner up, and a
+         * cluster has hundreds of owners with long common prefixes. */
+        size_t *by_key;
         unsigned generation;
         unsigned changes;
         char *seen[SEEN_PODS];
@@ -670,29 +673,67 @@ struct drain_shutdowns *drain_shutdowns_free(struct drain_shutdowns *s)
         for (size_t i = 0; i < s->n_owners; i++)
                 free(s->owners[i].owner_key);
         free(s->owners);
+        free(s->by_key);
         for (size_t i = 0; i < SEEN_PODS; i++)
                 free(s->seen[i]);
         free(s);
         return NULL;
 }
 
+size_t drain_bisect(size_t n, const char *key, const char *(*key_at)(const void *userdata, size_t i),
+                    const void *userdata, bool *found)
+{
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(key_at(userdata, mid), key);
+                if (c == 0) {
+                        *found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
+static const char *owner_key_at(const void *userdata, size_t i)
+{
+        const struct drain_shutdowns *s = userdata;
+        return s->owners[s->by_key[i]].owner_key;
+}
+
+/* Where key is in by_key (*found), or would go. */
+static size_t shutdown_owner_position(const struct drain_shutdowns *s, const char *key, bool *found)
+{
+        return drain_bisect(s->n_owners, key, owner_key_at, s, found);
+}
+
 static const struct shutdown_owner *shutdown_owner_find(const struct drain_shutdowns *s, const char *key)
 {
-        for (size_t i = 0; s && key && i < s->n_owners; i++)
-                if (streq(s->owners[i].owner_key, key))
-                        return &s->owners[i];
-        return NULL;
+        bool found;
+        if (!s || !key)
+                return NULL;
+        size_t at = shutdown_owner_position(s, key, &found);
+        return found ? &s->owners[s->by_key[at]] : NULL;
 }
 
 static struct shutdown_owner *shutdown_owner_get(struct drain_shutdowns *s, const char *owner_key)
 {
-        struct shutdown_owner *o = (struct shutdown_owner *)shutdown_owner_find(s, owner_key);
-        if (o)
-                return o;
+        bool found;
+        size_t at = shutdown_owner_position(s, owner_key, &found);
+        if (found)
+                return &s->owners[s->by_key[at]];
         _cleanup_free_ char *key = strdup(owner_key);
-        if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0)
+        if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0 ||
+            grow((void **)&s->by_key, s->n_owners, sizeof(*s->by_key)) < 0)
                 return NULL;
-        o = &s->owners[s->n_owners++];
+        memmove(&s->by_key[at + 1], &s->by_key[at], (s->n_owners - at) * sizeof(*s->by_key));
+        s->by_key[at] = s->n_owners;
+        struct shutdown_owner *o = &s->owners[s->n_owners++];
         *o = (struct shutdown_owner){ .owner_key = TAKE_PTR(key) };
         return o;
 }

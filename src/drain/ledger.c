@@ -247,23 +247,15 @@ static int status_int(const cJSON *obj, const char *field)
 }
 
 /* The position of key in by_key: where it is (*found) or would go. Every eviction asks, for every pod. */
+static const char *lpdb_key_at(const void *userdata, size_t i)
+{
+        const struct drain_ledger *l = userdata;
+        return l->pdbs[l->by_key[i]].key;
+}
+
 static size_t lpdb_position(const struct drain_ledger *l, const char *key, bool *found)
 {
-        size_t lo = 0, hi = l->n_pdbs;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int c = strcmp(l->pdbs[l->by_key[mid]].key, key);
-                if (c == 0) {
-                        *found = true;
-                        return mid;
-                }
-                if (c < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *found = false;
-        return lo;
+        return drain_bisect(l->n_pdbs, key, lpdb_key_at, l, found);
 }
 
 static struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
