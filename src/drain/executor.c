@@ -64,6 +64,7 @@ struct xpod {
         int64_t forced_grace;
         struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
         bool pm_forced;              /* pm is its forced delete's */
+        struct drain_pod_memo *memo; /* as last parsed for the plans */
 };
 
 struct drain_exec {
@@ -204,6 +205,7 @@ static struct xpod *xpod_free(struct xpod *p)
                 return NULL;
         kube_call_cancel(p->call);
         drain_postmortem_free(p->pm);
+        drain_pod_memo_unref(p->memo);
         cJSON_Delete(p->ghost);
         free(p->grant_pdb);
         free(p->key);
@@ -362,7 +364,9 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                 } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
                         continue;
                 size_t idx;
-                int r = drain_inputs_add_pod(di, node, o, &idx);
+                int r = drain_pod_memo_update(&p->memo, o);
+                if (r >= 0)
+                        r = drain_inputs_add_pod_memo(di, node, p->memo, &idx);
                 if (r == -ENOMEM)
                         return r;
                 if (r >= 0 && o == p->ghost)

@@ -43,9 +43,8 @@ struct drain_inputs {
         size_t *pdb_n_lost;
         size_t n_pdbs;
 
-        struct kube_pod *kpods;
+        struct drain_pod_memo **memos; /* a reference each */
         struct drain_pod_in *pods;
-        char **owner_keys;
         size_t **pod_pdbs;
         size_t n_pods;
 
@@ -119,13 +118,11 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
         free(di->pdb_lost);
         free(di->pdb_n_lost);
         for (size_t i = 0; i < di->n_pods; i++) {
-                kube_pod_clear(&di->kpods[i]);
-                free(di->owner_keys[i]);
+                drain_pod_memo_unref(di->memos[i]);
                 free(di->pod_pdbs[i]);
         }
-        free(di->kpods);
+        free(di->memos);
         free(di->pods);
-        free(di->owner_keys);
         free(di->pod_pdbs);
         drain_startups_free(di->startups, di->n_startups);
         free(di);
@@ -231,47 +228,93 @@ char *drain_owner_key(const struct kube_pod *p)
         return strprintf("%s/%s/%s", p->namespace ? p->namespace : "", p->owner_kind, p->owner_name);
 }
 
-int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj, size_t *ret_index)
+/* A pod parsed once (kube_pod_parse, its owner key) for every plan made while it stays as it is: a joint
+ * plan of hundreds of drains used to parse each of their pods anew, most of the loop's time. */
+struct drain_pod_memo {
+        unsigned refs;
+        struct kube_pod pod;
+        char *owner_key; /* drain_owner_key(), NULL: none */
+        char *rv;        /* the resourceVersion parsed, NULL: none (never reused) */
+};
+
+struct drain_pod_memo *drain_pod_memo_unref(struct drain_pod_memo *m)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+        if (!m || --m->refs > 0)
+                return NULL;
+        kube_pod_clear(&m->pod);
+        free(m->owner_key);
+        free(m->rv);
+        free(m);
+        return NULL;
+}
+
+static int memo_parse(const cJSON *obj, struct drain_pod_memo **ret)
+{
+        struct drain_pod_memo *m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->refs = 1;
+        const char *rv = kube_object_rv(obj);
+        int r = kube_pod_parse(obj, &m->pod);
+        if (r >= 0 && ((m->pod.owner_kind && !(m->owner_key = drain_owner_key(&m->pod))) ||
+                       (rv && !(m->rv = strdup(rv)))))
+                r = -ENOMEM;
+        if (r < 0) {
+                drain_pod_memo_unref(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+int drain_pod_memo_update(struct drain_pod_memo **memo, const cJSON *obj)
+{
+        const char *rv = kube_object_rv(obj);
+        if (*memo && rv && streq_ptr((*memo)->rv, rv))
+                return 0;
+        struct drain_pod_memo *m;
+        int r = memo_parse(obj, &m);
+        if (r < 0)
+                return r;
+        drain_pod_memo_unref(*memo);
+        *memo = m;
+        return 0;
+}
+
+int drain_inputs_add_pod_memo(struct drain_inputs *di, size_t node, struct drain_pod_memo *m,
+                              size_t *ret_index)
+{
         _cleanup_free_ size_t *pdbs = NULL;
-        _cleanup_free_ char *owner_key = NULL;
         size_t n_pdbs = 0;
         int r;
 
-        if (node >= di->n_nodes)
+        if (node >= di->n_nodes || !m)
                 return -EINVAL;
-        r = kube_pod_parse(obj, &p);
-        if (r < 0)
-                return r;
-        if (p.owner_kind && !(owner_key = drain_owner_key(&p)))
-                return -ENOMEM;
+        const struct kube_pod *kp = &m->pod;
         for (size_t i = 0; i < di->n_pdbs; i++) {
-                if (!kube_pdb_matches_pod(&di->kpdbs[i], &p))
+                if (!kube_pdb_matches_pod(&di->kpdbs[i], kp))
                         continue;
                 r = grow((void **)&pdbs, n_pdbs, sizeof(*pdbs));
                 if (r < 0)
                         return r;
                 pdbs[n_pdbs++] = i;
         }
-        if (grow((void **)&di->kpods, di->n_pods, sizeof(*di->kpods)) < 0 ||
+        if (grow((void **)&di->memos, di->n_pods, sizeof(*di->memos)) < 0 ||
             grow((void **)&di->pods, di->n_pods, sizeof(*di->pods)) < 0 ||
-            grow((void **)&di->owner_keys, di->n_pods, sizeof(*di->owner_keys)) < 0 ||
             grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
                 return -ENOMEM;
 
-        const char *dnd = kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
-        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_KEEP);
-        di->kpods[di->n_pods] = p;
-        p = (struct kube_pod){ 0 };
-        const struct kube_pod *kp = &di->kpods[di->n_pods];
+        const char *dnd = kube_pod_annotation(kp, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
+        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(kp, SPOTDRAIN_ANNOTATION_KEEP);
+        m->refs++;
+        di->memos[di->n_pods] = m;
         di->pods[di->n_pods] = (struct drain_pod_in){
                 .uid = kp->uid,
                 .namespace = kp->namespace,
                 .name = kp->name,
                 .node = node,
                 .owner = owner_of(kp),
-                .owner_key = owner_key,
+                .owner_key = m->owner_key,
                 .priority = kp->has_priority ? kp->priority : 0,
                 .priority_class = kp->priority_class,
                 .grace_usec = kp->grace_seconds > 0 ? (uint64_t)kp->grace_seconds * 1000000 : 0,
@@ -285,13 +328,25 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 .pdbs = pdbs,
                 .n_pdbs = n_pdbs,
         };
-        di->owner_keys[di->n_pods] = TAKE_PTR(owner_key);
         di->pod_pdbs[di->n_pods] = TAKE_PTR(pdbs);
         if (ret_index)
                 *ret_index = di->n_pods;
         di->n_pods++;
         di->estimated = false;
         return 0;
+}
+
+int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj, size_t *ret_index)
+{
+        struct drain_pod_memo *m;
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        int r = memo_parse(obj, &m);
+        if (r < 0)
+                return r;
+        r = drain_inputs_add_pod_memo(di, node, m, ret_index);
+        drain_pod_memo_unref(m);
+        return r;
 }
 
 /* A Service selects a pod when it is in the Service's namespace and its labels hold every pair of the
@@ -317,7 +372,7 @@ void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const
                 const cJSON *svc;
                 bool behind = false;
                 cJSON_ArrayForEach (svc, services)
-                        if ((behind = service_selects(svc, &di->kpods[i])))
+                        if ((behind = service_selects(svc, &di->memos[i]->pod)))
                                 break;
                 di->pods[i].behind_service = behind;
         }
@@ -517,7 +572,7 @@ const struct drain_input *drain_inputs_get(struct drain_inputs *di)
 
 const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i)
 {
-        return i < di->n_pods ? &di->kpods[i] : NULL;
+        return i < di->n_pods ? &di->memos[i]->pod : NULL;
 }
 
 /* Labels that differ between siblings, so a selector on them would find only the pod itself. */

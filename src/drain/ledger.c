@@ -106,6 +106,7 @@ struct kept_ghost {
         char *node;
         uint64_t deadline, margin, gone_at, until;
         cJSON *pod;
+        struct drain_pod_memo *memo; /* pod as parsed for the plans */
 };
 
 struct drain_ledger {
@@ -620,6 +621,7 @@ static void kept_ghost_clear(struct kept_ghost *g)
 {
         free(g->node);
         cJSON_Delete(g->pod);
+        drain_pod_memo_unref(g->memo);
 }
 
 struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
@@ -781,14 +783,16 @@ static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
                 } else
                         i++;
         for (size_t i = 0; i < l->n_ghosts; i++) {
-                const struct kept_ghost *g = &l->ghosts[i];
+                struct kept_ghost *g = &l->ghosts[i];
                 size_t node = 0, idx;
                 int r = drain_inputs_find_node(di, g->node, &node)
                             ? 0
                             : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
                 if (r < 0)
                         return r;
-                r = drain_inputs_add_pod(di, node, g->pod, &idx);
+                r = drain_pod_memo_update(&g->memo, g->pod);
+                if (r >= 0)
+                        r = drain_inputs_add_pod_memo(di, node, g->memo, &idx);
                 if (r == -ENOMEM)
                         return r;
                 if (r >= 0)
