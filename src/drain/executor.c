@@ -519,6 +519,7 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
         const struct drain_input *in = NULL;
         struct drain_inputs_options io;
+        struct drain_grade_cache **grades = NULL;
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
@@ -538,11 +539,13 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
                 return;
         inputs_options(x, now, &io);
-        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node) < 0) {
+        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node, &grades) < 0) {
                 in = drain_inputs_get(x->inputs); /* what is known */
                 node = x->slice.node;
+                grades = NULL;
         }
-        int r = drain_grade_node(in, node, &g);
+        /* The drains judged on one joint plan share the plans of its input. */
+        int r = grades ? drain_grade_node_cached(in, node, grades, &g) : drain_grade_node(in, node, &g);
         if (r < 0) {
                 log_debug_errno(r, "cannot grade the drain of %s", x->node);
                 return;

@@ -915,6 +915,7 @@ struct drain_joint *drain_joint_unref(struct drain_joint *j)
         drain_plan_free(j->plan);
         drain_inputs_free(j->inputs);
         drain_inputs_free(j->expected_inputs);
+        drain_grade_cache_free(j->grades);
         free(j);
         return NULL;
 }
@@ -1038,7 +1039,8 @@ int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_i
 }
 
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_input **ret, size_t *ret_node)
+                          const struct drain_input **ret, size_t *ret_node,
+                          struct drain_grade_cache ***ret_grades)
 {
         struct drain_joint *j = l->joint;
         if (!j)
@@ -1055,6 +1057,8 @@ int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_opti
         if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
                 return -ENOENT;
         *ret = drain_inputs_get(j->expected_inputs);
+        if (ret_grades)
+                *ret_grades = &j->grades;
         return 0;
 }
 
