@@ -42,6 +42,10 @@ struct drain_inputs {
         uint64_t **pdb_lost;
         size_t *pdb_n_lost;
         size_t n_pdbs;
+        /* The PDBs by namespace, then index (made when pods come after PDBs were added): a pod is matched
+         * against its namespace's PDBs only, not every PDB of every drain's namespaces. */
+        struct pdb_ns *by_ns;
+        size_t n_by_ns;
 
         struct drain_pod_memo **memos; /* a reference each */
         struct drain_pod_in *pods;
@@ -117,6 +121,7 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
         free(di->pdbs);
         free(di->pdb_lost);
         free(di->pdb_n_lost);
+        free(di->by_ns);
         for (size_t i = 0; i < di->n_pods; i++) {
                 drain_pod_memo_unref(di->memos[i]);
                 free(di->pod_pdbs[i]);
@@ -176,6 +181,50 @@ int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *obj)
         p = (struct kube_pdb){ 0 };
         di->n_pdbs++;
         return 0;
+}
+
+struct pdb_ns {
+        const char *namespace;
+        size_t i;
+};
+
+static int pdb_ns_cmp(const void *a, const void *b)
+{
+        const struct pdb_ns *x = a, *y = b;
+        int c = strcmp(x->namespace, y->namespace);
+        return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int index_pdbs(struct drain_inputs *di)
+{
+        if (di->n_by_ns == di->n_pdbs && (di->by_ns || di->n_pdbs == 0))
+                return 0;
+        struct pdb_ns *a = realloc(di->by_ns, (di->n_pdbs ? di->n_pdbs : 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        di->by_ns = a;
+        for (size_t i = 0; i < di->n_pdbs; i++)
+                a[i] = (struct pdb_ns){ .namespace = di->kpdbs[i].namespace ? di->kpdbs[i].namespace : "",
+                                        .i = i };
+        qsort(a, di->n_pdbs, sizeof(*a), pdb_ns_cmp);
+        di->n_by_ns = di->n_pdbs;
+        return 0;
+}
+
+static const char *pdb_ns_at(const void *userdata, size_t i)
+{
+        const struct pdb_ns *a = userdata;
+        return a[i].namespace;
+}
+
+/* The first entry of by_ns in namespace ns, or where it would be. */
+static size_t pdbs_of_namespace(const struct drain_inputs *di, const char *ns)
+{
+        bool found;
+        size_t at = drain_bisect(di->n_by_ns, ns, pdb_ns_at, di->by_ns, &found);
+        while (found && at > 0 && streq(di->by_ns[at - 1].namespace, ns))
+                at--;
+        return at;
 }
 
 int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec, size_t n)
@@ -291,7 +340,14 @@ int drain_inputs_add_pod_memo(struct drain_inputs *di, size_t node, struct drain
         if (node >= di->n_nodes || !m)
                 return -EINVAL;
         const struct kube_pod *kp = &m->pod;
-        for (size_t i = 0; i < di->n_pdbs; i++) {
+        r = index_pdbs(di);
+        if (r < 0)
+                return r;
+        /* In index order within the namespace, as a walk over every PDB would find them. */
+        const char *ns = kp->namespace ? kp->namespace : "";
+        for (size_t k = pdbs_of_namespace(di, ns); k < di->n_by_ns && streq(di->by_ns[k].namespace, ns);
+             k++) {
+                size_t i = di->by_ns[k].i;
                 if (!kube_pdb_matches_pod(&di->kpdbs[i], kp))
                         continue;
                 r = grow((void **)&pdbs, n_pdbs, sizeof(*pdbs));
