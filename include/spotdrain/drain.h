@@ -284,14 +284,24 @@ struct drain_grade_result {
          * (0: under a second); the longest grace period of those that would have to be quicker. */
         uint64_t stop_within_usec, grace_usec;
         bool unseen; /* the node has pods to go whose stop time was never seen */
-        /* INFEASIBLE: the plan with instant unseen stops, in which the node is infeasible; else NULL. */
+        /* INFEASIBLE: the plan with instant unseen stops, in which the node is infeasible; else NULL.
+         * plan_borrowed: it belongs to the drain_grade_cache it came from. */
         struct drain_plan *plan;
+        bool plan_borrowed;
         char *reason; /* one line for humans; NULL for FITS */
 };
 /* Grades node (an index into in->nodes) of the drain in (every node of it planned together). -ENOMEM,
  * -EINVAL as drain_plan_make(). */
 int drain_grade_node(const struct drain_input *in, size_t node, struct drain_grade_result *ret);
 void drain_grade_result_clear(struct drain_grade_result *g);
+/* The plans of one input at the stop times tried, for the grades of its other nodes: they do not depend on
+ * the node graded, and a joint plan of hundreds of drains costs each of them several. */
+struct drain_grade_cache;
+struct drain_grade_cache *drain_grade_cache_free(struct drain_grade_cache *c); /* NULL-safe; NULL */
+/* drain_grade_node() with the plans of in kept in *cache (made on first use) for the next call on the very
+ * same in; the result's plan may be borrowed from it. */
+int drain_grade_node_cached(const struct drain_input *in, size_t node, struct drain_grade_cache **cache,
+                            struct drain_grade_result *ret);
 /* Whether some pod of in was given a stop shorter than its grace period without its owner's stops ever
  * being seen (DRAIN_SHUTDOWN_SAFE on a grace period too long for the drain): a plan of in that fits does
  * not show that the whole grace periods would. */

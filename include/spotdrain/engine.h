@@ -256,6 +256,8 @@ struct drain_joint {
         uint64_t made_usec; /* engine clock */
         /* The same drains with shutdowns on DRAIN_SHUTDOWN_EXPECTED, made on the first ask. */
         struct drain_inputs *expected_inputs;
+        /* The plans of expected_inputs that grading its nodes made (drain_grade_node_cached). */
+        struct drain_grade_cache *grades;
 };
 struct drain_joint *drain_joint_ref(struct drain_joint *j);
 struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
@@ -311,10 +313,12 @@ void drain_ledger_touch(struct drain_ledger *l);
  * plan it has and is woken once the new one is made. */
 int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o);
 /* The current joint plan's input on DRAIN_SHUTDOWN_EXPECTED (made once per joint plan), what the graded
- * verdict (drain_grade_node) goes by, and the index of node in it; borrowed from the joint plan. -ENOENT
+ * verdict (drain_grade_node) goes by, and the index of node in it; borrowed from the joint plan, as is
+ * *ret_grades (may be NULL), the cache of that input's grading plans (drain_grade_node_cached). -ENOENT
  * when there is no joint plan or node is not in it. */
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_input **ret, size_t *ret_node);
+                          const struct drain_input **ret, size_t *ret_node,
+                          struct drain_grade_cache ***ret_grades);
 
 /* Slots. pdb and pod are "namespace/name". A member states every pod it wants to evict now between
  * drain_ledger_begin() and drain_ledger_end(); pods it no longer states stop waiting at the end. */

@@ -23,6 +23,20 @@ struct drain_peers_options {
         double expected_shutdown_fraction;
 };
 
+/* Bisection of key among n keys in byte order (key_at(userdata, i) the i-th): where it is (*found) or
+ * would go. */
+size_t drain_bisect(size_t n, const char *key, const char *(*key_at)(const void *userdata, size_t i),
+                    const void *userdata, bool *found);
+
+/* A pod as parsed for the plans, shared (reference counted) by every plan made while it is unchanged. */
+struct drain_pod_memo;
+struct drain_pod_memo *drain_pod_memo_unref(struct drain_pod_memo *m);
+/* *memo as obj is: kept when it parsed the same resourceVersion, else parsed anew (the old one released). */
+int drain_pod_memo_update(struct drain_pod_memo **memo, const cJSON *obj);
+/* drain_inputs_add_pod() of a parsed pod (the inputs take a reference). */
+int drain_inputs_add_pod_memo(struct drain_inputs *di, size_t node, struct drain_pod_memo *m,
+                              size_t *ret_index);
+
 /* The fields of a pod a drain keeps (kube_watch_options.keep_fields), NULL-terminated (inputs.c). */
 extern const char *const drain_pod_fields[];
 

@@ -77,6 +77,7 @@ struct xpod {
         /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
          * killed it. */
         bool killed;
+        struct drain_pod_memo *memo; /* as last parsed for the plans */
 };
 
 struct drain_exec {
@@ -243,6 +244,7 @@ static struct xpod *xpod_free(struct xpod *p)
         drain_postmortem_free(p->pm);
         drain_postmortem_free(p->pm_killed);
         drain_postmortem_free(p->pm_after);
+        drain_pod_memo_unref(p->memo);
         cJSON_Delete(p->ghost);
         free(p->grant_pdb);
         free(p->key);
@@ -401,7 +403,9 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                 } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
                         continue;
                 size_t idx;
-                int r = drain_inputs_add_pod(di, node, o, &idx);
+                int r = drain_pod_memo_update(&p->memo, o);
+                if (r >= 0)
+                        r = drain_inputs_add_pod_memo(di, node, p->memo, &idx);
                 if (r == -ENOMEM)
                         return r;
                 if (r >= 0 && o == p->ghost)
@@ -561,6 +565,7 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
         const struct drain_input *in = NULL;
         struct drain_inputs_options io;
+        struct drain_grade_cache **grades = NULL;
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
@@ -580,11 +585,13 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
                 return;
         inputs_options(x, now, &io);
-        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node) < 0) {
+        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node, &grades) < 0) {
                 in = drain_inputs_get(x->inputs); /* what is known */
                 node = x->slice.node;
+                grades = NULL;
         }
-        int r = drain_grade_node(in, node, &g);
+        /* The drains judged on one joint plan share the plans of its input. */
+        int r = grades ? drain_grade_node_cached(in, node, grades, &g) : drain_grade_node(in, node, &g);
         if (r < 0) {
                 log_debug_errno(r, "cannot grade the drain of %s", x->node);
                 return;

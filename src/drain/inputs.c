@@ -44,10 +44,13 @@ struct drain_inputs {
         uint64_t **pdb_lost;
         size_t *pdb_n_lost;
         size_t n_pdbs;
+        /* The PDBs by namespace, then index (made when pods come after PDBs were added): a pod is matched
+         * against its namespace's PDBs only, not every PDB of every drain's namespaces. */
+        struct pdb_ns *by_ns;
+        size_t n_by_ns;
 
-        struct kube_pod *kpods;
+        struct drain_pod_memo **memos; /* a reference each */
         struct drain_pod_in *pods;
-        char **owner_keys;
         size_t **pod_pdbs;
         size_t n_pods;
 
@@ -120,14 +123,13 @@ struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
         free(di->pdbs);
         free(di->pdb_lost);
         free(di->pdb_n_lost);
+        free(di->by_ns);
         for (size_t i = 0; i < di->n_pods; i++) {
-                kube_pod_clear(&di->kpods[i]);
-                free(di->owner_keys[i]);
+                drain_pod_memo_unref(di->memos[i]);
                 free(di->pod_pdbs[i]);
         }
-        free(di->kpods);
+        free(di->memos);
         free(di->pods);
-        free(di->owner_keys);
         free(di->pod_pdbs);
         drain_startups_free(di->startups, di->n_startups);
         free(di);
@@ -183,6 +185,50 @@ int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *obj)
         return 0;
 }
 
+struct pdb_ns {
+        const char *namespace;
+        size_t i;
+};
+
+static int pdb_ns_cmp(const void *a, const void *b)
+{
+        const struct pdb_ns *x = a, *y = b;
+        int c = strcmp(x->namespace, y->namespace);
+        return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int index_pdbs(struct drain_inputs *di)
+{
+        if (di->n_by_ns == di->n_pdbs && (di->by_ns || di->n_pdbs == 0))
+                return 0;
+        struct pdb_ns *a = realloc(di->by_ns, (di->n_pdbs ? di->n_pdbs : 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        di->by_ns = a;
+        for (size_t i = 0; i < di->n_pdbs; i++)
+                a[i] = (struct pdb_ns){ .namespace = di->kpdbs[i].namespace ? di->kpdbs[i].namespace : "",
+                                        .i = i };
+        qsort(a, di->n_pdbs, sizeof(*a), pdb_ns_cmp);
+        di->n_by_ns = di->n_pdbs;
+        return 0;
+}
+
+static const char *pdb_ns_at(const void *userdata, size_t i)
+{
+        const struct pdb_ns *a = userdata;
+        return a[i].namespace;
+}
+
+/* The first entry of by_ns in namespace ns, or where it would be. */
+static size_t pdbs_of_namespace(const struct drain_inputs *di, const char *ns)
+{
+        bool found;
+        size_t at = drain_bisect(di->n_by_ns, ns, pdb_ns_at, di->by_ns, &found);
+        while (found && at > 0 && streq(di->by_ns[at - 1].namespace, ns))
+                at--;
+        return at;
+}
+
 int drain_inputs_set_pdb_lost(struct drain_inputs *di, const uint64_t *lost_usec, size_t n)
 {
         if (di->n_pdbs == 0 || (n && !lost_usec))
@@ -233,47 +279,100 @@ char *drain_owner_key(const struct kube_pod *p)
         return strprintf("%s/%s/%s", p->namespace ? p->namespace : "", p->owner_kind, p->owner_name);
 }
 
-int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj, size_t *ret_index)
+/* A pod parsed once (kube_pod_parse, its owner key) for every plan made while it stays as it is: a joint
+ * plan of hundreds of drains used to parse each of their pods anew, most of the loop's time. */
+struct drain_pod_memo {
+        unsigned refs;
+        struct kube_pod pod;
+        char *owner_key; /* drain_owner_key(), NULL: none */
+        char *rv;        /* the resourceVersion parsed, NULL: none (never reused) */
+};
+
+struct drain_pod_memo *drain_pod_memo_unref(struct drain_pod_memo *m)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+        if (!m || --m->refs > 0)
+                return NULL;
+        kube_pod_clear(&m->pod);
+        free(m->owner_key);
+        free(m->rv);
+        free(m);
+        return NULL;
+}
+
+static int memo_parse(const cJSON *obj, struct drain_pod_memo **ret)
+{
+        struct drain_pod_memo *m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->refs = 1;
+        const char *rv = kube_object_rv(obj);
+        int r = kube_pod_parse(obj, &m->pod);
+        if (r >= 0 && ((m->pod.owner_kind && !(m->owner_key = drain_owner_key(&m->pod))) ||
+                       (rv && !(m->rv = strdup(rv)))))
+                r = -ENOMEM;
+        if (r < 0) {
+                drain_pod_memo_unref(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+int drain_pod_memo_update(struct drain_pod_memo **memo, const cJSON *obj)
+{
+        const char *rv = kube_object_rv(obj);
+        if (*memo && rv && streq_ptr((*memo)->rv, rv))
+                return 0;
+        struct drain_pod_memo *m;
+        int r = memo_parse(obj, &m);
+        if (r < 0)
+                return r;
+        drain_pod_memo_unref(*memo);
+        *memo = m;
+        return 0;
+}
+
+int drain_inputs_add_pod_memo(struct drain_inputs *di, size_t node, struct drain_pod_memo *m,
+                              size_t *ret_index)
+{
         _cleanup_free_ size_t *pdbs = NULL;
-        _cleanup_free_ char *owner_key = NULL;
         size_t n_pdbs = 0;
         int r;
 
-        if (node >= di->n_nodes)
+        if (node >= di->n_nodes || !m)
                 return -EINVAL;
-        r = kube_pod_parse(obj, &p);
+        const struct kube_pod *kp = &m->pod;
+        r = index_pdbs(di);
         if (r < 0)
                 return r;
-        if (p.owner_kind && !(owner_key = drain_owner_key(&p)))
-                return -ENOMEM;
-        for (size_t i = 0; i < di->n_pdbs; i++) {
-                if (!kube_pdb_matches_pod(&di->kpdbs[i], &p))
+        /* In index order within the namespace, as a walk over every PDB would find them. */
+        const char *ns = kp->namespace ? kp->namespace : "";
+        for (size_t k = pdbs_of_namespace(di, ns); k < di->n_by_ns && streq(di->by_ns[k].namespace, ns);
+             k++) {
+                size_t i = di->by_ns[k].i;
+                if (!kube_pdb_matches_pod(&di->kpdbs[i], kp))
                         continue;
                 r = grow((void **)&pdbs, n_pdbs, sizeof(*pdbs));
                 if (r < 0)
                         return r;
                 pdbs[n_pdbs++] = i;
         }
-        if (grow((void **)&di->kpods, di->n_pods, sizeof(*di->kpods)) < 0 ||
+        if (grow((void **)&di->memos, di->n_pods, sizeof(*di->memos)) < 0 ||
             grow((void **)&di->pods, di->n_pods, sizeof(*di->pods)) < 0 ||
-            grow((void **)&di->owner_keys, di->n_pods, sizeof(*di->owner_keys)) < 0 ||
             grow((void **)&di->pod_pdbs, di->n_pods, sizeof(*di->pod_pdbs)) < 0)
                 return -ENOMEM;
 
-        const char *dnd = kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
-        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(&p, SPOTDRAIN_ANNOTATION_KEEP);
-        di->kpods[di->n_pods] = p;
-        p = (struct kube_pod){ 0 };
-        const struct kube_pod *kp = &di->kpods[di->n_pods];
+        const char *dnd = kube_pod_annotation(kp, SPOTDRAIN_ANNOTATION_DO_NOT_DISRUPT);
+        bool keep = streq_ptr(dnd, "true") || kube_pod_annotation(kp, SPOTDRAIN_ANNOTATION_KEEP);
+        m->refs++;
+        di->memos[di->n_pods] = m;
         di->pods[di->n_pods] = (struct drain_pod_in){
                 .uid = kp->uid,
                 .namespace = kp->namespace,
                 .name = kp->name,
                 .node = node,
                 .owner = owner_of(kp),
-                .owner_key = owner_key,
+                .owner_key = m->owner_key,
                 .priority = kp->has_priority ? kp->priority : 0,
                 .priority_class = kp->priority_class,
                 .grace_usec = kp->grace_seconds > 0 ? (uint64_t)kp->grace_seconds * 1000000 : 0,
@@ -287,13 +386,25 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
                 .pdbs = pdbs,
                 .n_pdbs = n_pdbs,
         };
-        di->owner_keys[di->n_pods] = TAKE_PTR(owner_key);
         di->pod_pdbs[di->n_pods] = TAKE_PTR(pdbs);
         if (ret_index)
                 *ret_index = di->n_pods;
         di->n_pods++;
         di->estimated = false;
         return 0;
+}
+
+int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj, size_t *ret_index)
+{
+        struct drain_pod_memo *m;
+        if (node >= di->n_nodes)
+                return -EINVAL;
+        int r = memo_parse(obj, &m);
+        if (r < 0)
+                return r;
+        r = drain_inputs_add_pod_memo(di, node, m, ret_index);
+        drain_pod_memo_unref(m);
+        return r;
 }
 
 /* A Service selects a pod when it is in the Service's namespace and its labels hold every pair of the
@@ -319,7 +430,7 @@ void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const
                 const cJSON *svc;
                 bool behind = false;
                 cJSON_ArrayForEach (svc, services)
-                        if ((behind = service_selects(svc, &di->kpods[i])))
+                        if ((behind = service_selects(svc, &di->memos[i]->pod)))
                                 break;
                 di->pods[i].behind_service = behind;
         }
@@ -519,7 +630,7 @@ const struct drain_input *drain_inputs_get(struct drain_inputs *di)
 
 const struct kube_pod *drain_inputs_pod(const struct drain_inputs *di, size_t i)
 {
-        return i < di->n_pods ? &di->kpods[i] : NULL;
+        return i < di->n_pods ? &di->memos[i]->pod : NULL;
 }
 
 /* Labels that differ between siblings, so a selector on them would find only the pod itself. */
@@ -659,6 +770,9 @@ struct shutdown_owner {
 struct drain_shutdowns {
         struct shutdown_owner *owners;
         size_t n_owners;
+        /* Indexes of owners in the order of their keys: every pod of every plan looks its owner up, and a
+         * cluster has hundreds of owners with long common prefixes. */
+        size_t *by_key;
         unsigned generation;
         unsigned changes;
         char *seen[SEEN_PODS];
@@ -681,29 +795,67 @@ struct drain_shutdowns *drain_shutdowns_free(struct drain_shutdowns *s)
         for (size_t i = 0; i < s->n_owners; i++)
                 free(s->owners[i].owner_key);
         free(s->owners);
+        free(s->by_key);
         for (size_t i = 0; i < SEEN_PODS; i++)
                 free(s->seen[i]);
         free(s);
         return NULL;
 }
 
+size_t drain_bisect(size_t n, const char *key, const char *(*key_at)(const void *userdata, size_t i),
+                    const void *userdata, bool *found)
+{
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(key_at(userdata, mid), key);
+                if (c == 0) {
+                        *found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *found = false;
+        return lo;
+}
+
+static const char *owner_key_at(const void *userdata, size_t i)
+{
+        const struct drain_shutdowns *s = userdata;
+        return s->owners[s->by_key[i]].owner_key;
+}
+
+/* Where key is in by_key (*found), or would go. */
+static size_t shutdown_owner_position(const struct drain_shutdowns *s, const char *key, bool *found)
+{
+        return drain_bisect(s->n_owners, key, owner_key_at, s, found);
+}
+
 static const struct shutdown_owner *shutdown_owner_find(const struct drain_shutdowns *s, const char *key)
 {
-        for (size_t i = 0; s && key && i < s->n_owners; i++)
-                if (streq(s->owners[i].owner_key, key))
-                        return &s->owners[i];
-        return NULL;
+        bool found;
+        if (!s || !key)
+                return NULL;
+        size_t at = shutdown_owner_position(s, key, &found);
+        return found ? &s->owners[s->by_key[at]] : NULL;
 }
 
 static struct shutdown_owner *shutdown_owner_get(struct drain_shutdowns *s, const char *owner_key)
 {
-        struct shutdown_owner *o = (struct shutdown_owner *)shutdown_owner_find(s, owner_key);
-        if (o)
-                return o;
+        bool found;
+        size_t at = shutdown_owner_position(s, owner_key, &found);
+        if (found)
+                return &s->owners[s->by_key[at]];
         _cleanup_free_ char *key = strdup(owner_key);
-        if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0)
+        if (!key || grow((void **)&s->owners, s->n_owners, sizeof(*s->owners)) < 0 ||
+            grow((void **)&s->by_key, s->n_owners, sizeof(*s->by_key)) < 0)
                 return NULL;
-        o = &s->owners[s->n_owners++];
+        memmove(&s->by_key[at + 1], &s->by_key[at], (s->n_owners - at) * sizeof(*s->by_key));
+        s->by_key[at] = s->n_owners;
+        struct shutdown_owner *o = &s->owners[s->n_owners++];
         *o = (struct shutdown_owner){ .owner_key = TAKE_PTR(key) };
         return o;
 }

@@ -106,6 +106,7 @@ struct kept_ghost {
         char *node;
         uint64_t deadline, margin, gone_at, until;
         cJSON *pod;
+        struct drain_pod_memo *memo; /* pod as parsed for the plans */
 };
 
 struct drain_ledger {
@@ -247,23 +248,15 @@ static int status_int(const cJSON *obj, const char *field)
 }
 
 /* The position of key in by_key: where it is (*found) or would go. Every eviction asks, for every pod. */
+static const char *lpdb_key_at(const void *userdata, size_t i)
+{
+        const struct drain_ledger *l = userdata;
+        return l->pdbs[l->by_key[i]].key;
+}
+
 static size_t lpdb_position(const struct drain_ledger *l, const char *key, bool *found)
 {
-        size_t lo = 0, hi = l->n_pdbs;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int c = strcmp(l->pdbs[l->by_key[mid]].key, key);
-                if (c == 0) {
-                        *found = true;
-                        return mid;
-                }
-                if (c < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *found = false;
-        return lo;
+        return drain_bisect(l->n_pdbs, key, lpdb_key_at, l, found);
 }
 
 static struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
@@ -628,6 +621,7 @@ static void kept_ghost_clear(struct kept_ghost *g)
 {
         free(g->node);
         cJSON_Delete(g->pod);
+        drain_pod_memo_unref(g->memo);
 }
 
 struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
@@ -789,14 +783,16 @@ static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
                 } else
                         i++;
         for (size_t i = 0; i < l->n_ghosts; i++) {
-                const struct kept_ghost *g = &l->ghosts[i];
+                struct kept_ghost *g = &l->ghosts[i];
                 size_t node = 0, idx;
                 int r = drain_inputs_find_node(di, g->node, &node)
                             ? 0
                             : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
                 if (r < 0)
                         return r;
-                r = drain_inputs_add_pod(di, node, g->pod, &idx);
+                r = drain_pod_memo_update(&g->memo, g->pod);
+                if (r >= 0)
+                        r = drain_inputs_add_pod_memo(di, node, g->memo, &idx);
                 if (r == -ENOMEM)
                         return r;
                 if (r >= 0)
@@ -919,6 +915,7 @@ struct drain_joint *drain_joint_unref(struct drain_joint *j)
         drain_plan_free(j->plan);
         drain_inputs_free(j->inputs);
         drain_inputs_free(j->expected_inputs);
+        drain_grade_cache_free(j->grades);
         free(j);
         return NULL;
 }
@@ -1042,7 +1039,8 @@ int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_i
 }
 
 int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_input **ret, size_t *ret_node)
+                          const struct drain_input **ret, size_t *ret_node,
+                          struct drain_grade_cache ***ret_grades)
 {
         struct drain_joint *j = l->joint;
         if (!j)
@@ -1059,6 +1057,8 @@ int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_opti
         if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
                 return -ENOENT;
         *ret = drain_inputs_get(j->expected_inputs);
+        if (ret_grades)
+                *ret_grades = &j->grades;
         return 0;
 }
 

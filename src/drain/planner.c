@@ -70,6 +70,12 @@ struct planner {
         int64_t *pdb_startup; /* per PDB: the longest startup of its pods here (a lost pod's return) */
         bool *surge;          /* per pod: a replacement is started for it first (surge.c decides) */
         size_t max_returns;
+        /* Pods by node and by PDB, each in input order: node_pods[node_first[n] .. node_first[n + 1]) are
+         * node n's, pdb_pods[pdb_first[b] .. pdb_first[b + 1]) PDB b's. The per-node and per-PDB figures
+         * walk these, not every pod of every drain (a joint plan of hundreds of nodes). */
+        size_t *node_first, *node_pods;
+        size_t *pdb_first, *pdb_pods;
+        int *pdb_count; /* scratch per PDB, zero between uses */
 };
 
 static int64_t clamp_t(uint64_t v)
@@ -209,6 +215,62 @@ static void planner_done(struct planner *pl)
         free(pl->frozen);
         free(pl->pdb_startup);
         free(pl->surge);
+        free(pl->node_first);
+        free(pl->node_pods);
+        free(pl->pdb_first);
+        free(pl->pdb_pods);
+        free(pl->pdb_count);
+}
+
+/* Whether pod->pdbs[j] is named there for the first time (an input may repeat a PDB). */
+static bool first_mention(const struct drain_pod_in *pod, size_t j)
+{
+        for (size_t k = 0; k < j; k++)
+                if (pod->pdbs[k] == pod->pdbs[j])
+                        return false;
+        return true;
+}
+
+/* Counting sort of the pods by node and by PDB (stable: input order within each). */
+static int index_pods(struct planner *pl)
+{
+        const struct drain_input *in = pl->in;
+        size_t members = 0;
+        for (size_t i = 0; i < in->n_pods; i++)
+                members += in->pods[i].n_pdbs;
+        pl->node_first = calloc(in->n_nodes + 1, sizeof(*pl->node_first));
+        pl->node_pods = calloc(in->n_pods ? in->n_pods : 1, sizeof(*pl->node_pods));
+        pl->pdb_first = calloc(in->n_pdbs + 1, sizeof(*pl->pdb_first));
+        pl->pdb_pods = calloc(members ? members : 1, sizeof(*pl->pdb_pods));
+        pl->pdb_count = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*pl->pdb_count));
+        if (!pl->node_first || !pl->node_pods || !pl->pdb_first || !pl->pdb_pods || !pl->pdb_count)
+                return -ENOMEM;
+        for (size_t i = 0; i < in->n_pods; i++) {
+                pl->node_first[in->pods[i].node + 1]++;
+                for (size_t j = 0; j < in->pods[i].n_pdbs; j++)
+                        if (first_mention(&in->pods[i], j))
+                                pl->pdb_first[in->pods[i].pdbs[j] + 1]++;
+        }
+        for (size_t n = 0; n < in->n_nodes; n++)
+                pl->node_first[n + 1] += pl->node_first[n];
+        for (size_t b = 0; b < in->n_pdbs; b++)
+                pl->pdb_first[b + 1] += pl->pdb_first[b];
+        /* pdb_count serves as the fill cursor of each PDB, node_pods' of each node is its next free slot
+         * counted back from the next node's first. */
+        _cleanup_free_ size_t *fill = calloc(in->n_nodes ? in->n_nodes : 1, sizeof(*fill));
+        if (!fill)
+                return -ENOMEM;
+        for (size_t i = 0; i < in->n_pods; i++) {
+                const struct drain_pod_in *pod = &in->pods[i];
+                pl->node_pods[pl->node_first[pod->node] + fill[pod->node]++] = i;
+                for (size_t j = 0; j < pod->n_pdbs; j++) {
+                        size_t b = pod->pdbs[j];
+                        if (first_mention(pod, j))
+                                pl->pdb_pods[pl->pdb_first[b] + (size_t)pl->pdb_count[b]++] = i;
+                }
+        }
+        memset(pl->pdb_count, 0, (in->n_pdbs ? in->n_pdbs : 1) * sizeof(*pl->pdb_count));
+        return 0;
 }
 
 /* Sort key of a pod to evict. */
@@ -245,7 +307,8 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         pl->frozen = calloc(nb, sizeof(*pl->frozen));
         pl->pdb_startup = calloc(nb, sizeof(*pl->pdb_startup));
         pl->surge = calloc(np, sizeof(*pl->surge));
-        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup || !pl->surge) {
+        if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup || !pl->surge ||
+            index_pods(pl) < 0) {
                 planner_done(pl);
                 return -ENOMEM;
         }
@@ -629,17 +692,11 @@ static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t 
 /* Whether every pod of PDB b got its graceful stop started by its last safe moment through the PDB alone. */
 static bool pdb_fits(const struct planner *pl, const struct sim *s, size_t b, int64_t *ret_finish)
 {
-        const struct drain_input *in = pl->in;
         bool ok = true;
         int64_t finish = pl->now;
-        for (size_t i = 0; i < in->n_pods; i++) {
-                const struct drain_pod_in *pod = &in->pods[i];
+        for (size_t m = pl->pdb_first[b]; m < pl->pdb_first[b + 1]; m++) {
+                size_t i = pl->pdb_pods[m];
                 if (s->state[i] == PS_OUT || s->state[i] == PS_DELETING)
-                        continue;
-                bool member = false;
-                for (size_t j = 0; j < pod->n_pdbs; j++)
-                        member = member || pod->pdbs[j] == b;
-                if (!member)
                         continue;
                 if (s->state[i] != PS_EVICTED) {
                         ok = false;
@@ -740,10 +797,11 @@ static int fill_pdbs(const struct planner *pl, const struct sim *nat, struct sim
                 o->k = pl->frozen[b] || pl->margin0[b] < 0 ? 0 : pl->margin0[b];
                 o->expected_pods = pdb->expected_pods > 0 ? pdb->expected_pods : pdb->covered_pods;
                 int64_t finish = pl->now, startup = 0, slot_return = 0;
-                for (size_t i = 0; i < in->n_pods; i++) {
+                for (size_t m = pl->pdb_first[b]; m < pl->pdb_first[b + 1]; m++) {
+                        size_t i = pl->pdb_pods[m];
                         const struct drain_pod_in *pod = &in->pods[i];
                         const struct drain_plan_pod *pp = &plan->pods[i];
-                        if (pl->pi[i].left || !pod_in_pdb(pod, b))
+                        if (pl->pi[i].left)
                                 continue;
                         finish = max_t(finish, clamp_t(pp->gone_usec));
                         if (pod->deleting)
@@ -848,25 +906,39 @@ static int fill_pods(const struct planner *pl, const struct sim *s, struct drain
         return 0;
 }
 
-static bool pdb_on_node(const struct drain_input *in, size_t b, size_t n, int *ret_count)
+/* Whether a pod of node n counts for its drain: not already going, not left on it. */
+static bool pod_to_go(const struct planner *pl, size_t i)
+{
+        return !pl->in->pods[i].deleting && !pod_left(pl->in, &pl->in->pods[i]);
+}
+
+/* How many pods of node n to go PDB b covers. */
+static int pdb_on_node(const struct planner *pl, size_t b, size_t n)
 {
         int count = 0;
-        for (size_t i = 0; i < in->n_pods; i++)
-                if (in->pods[i].node == n && !in->pods[i].deleting && !pod_left(in, &in->pods[i]) &&
-                    pod_in_pdb(&in->pods[i], b))
+        for (size_t k = pl->node_first[n]; k < pl->node_first[n + 1]; k++) {
+                size_t i = pl->node_pods[k];
+                if (pod_to_go(pl, i) && pod_in_pdb(&pl->in->pods[i], b))
                         count++;
-        *ret_count = count;
-        return count > 0;
+        }
+        return count;
 }
 
 /* The PDB that bounds the node's drain: the infeasible one that finishes last, else the slowest one. */
 static int limiting_pdb(const struct planner *pl, const struct drain_plan *plan, size_t n)
 {
         int best = -1;
+        /* The PDBs of the node's pods to go, marked in pdb_count, then taken in index order. */
+        for (size_t k = pl->node_first[n]; k < pl->node_first[n + 1]; k++) {
+                const struct drain_pod_in *pod = &pl->in->pods[pl->node_pods[k]];
+                if (pod_to_go(pl, pl->node_pods[k]))
+                        for (size_t j = 0; j < pod->n_pdbs; j++)
+                                pl->pdb_count[pod->pdbs[j]] = 1;
+        }
         for (size_t b = 0; b < plan->n_pdbs; b++) {
-                int count;
-                if (!pdb_on_node(pl->in, b, n, &count))
+                if (!pl->pdb_count[b])
                         continue;
+                pl->pdb_count[b] = 0;
                 if (best < 0) {
                         best = (int)b;
                         continue;
@@ -909,8 +981,7 @@ static int pdb_phrase(struct buf *b, const struct planner *pl, const struct drai
         const struct drain_plan_pdb *pdb = &plan->pdbs[lb];
         const struct drain_pdb_in *pin = &pl->in->pdbs[lb];
         const char *node = plan->nodes[n].name;
-        int here;
-        pdb_on_node(pl->in, (size_t)lb, n, &here);
+        int here = pdb_on_node(pl, (size_t)lb, n);
         int64_t left = (int64_t)plan->nodes[n].deadline_usec - (int64_t)plan->nodes[n].margin_usec - pl->now;
         int r;
         if (pdb->k <= 0)
@@ -950,10 +1021,8 @@ static int node_reason(const struct planner *pl, struct drain_plan *plan, size_t
         int64_t left = (int64_t)node->deadline_usec - (int64_t)node->margin_usec - pl->now;
         int r = 0;
         const struct drain_plan_pod *hopeless = NULL, *multi = NULL;
-        for (size_t i = 0; i < plan->n_pods; i++) {
-                const struct drain_plan_pod *p = &plan->pods[i];
-                if (p->node != n)
-                        continue;
+        for (size_t k = pl->node_first[n]; k < pl->node_first[n + 1]; k++) {
+                const struct drain_plan_pod *p = &plan->pods[pl->node_pods[k]];
                 if (!hopeless && (p->warnings & DRAIN_WARN_NO_TIME))
                         hopeless = p;
                 if (!multi && (p->warnings & DRAIN_WARN_MULTI_PDB) && p->action != DRAIN_ACTION_LEAVE)
@@ -1007,10 +1076,9 @@ static int fill_nodes(const struct planner *pl, struct drain_plan *plan)
                 o->margin_usec = to_u(clamp_t(in->nodes[n].margin_usec));
                 o->lb_hold_usec = in->nodes[n].lb_hold_usec;
                 int64_t finish = pl->now;
-                for (size_t i = 0; i < plan->n_pods; i++) {
+                for (size_t k = pl->node_first[n]; k < pl->node_first[n + 1]; k++) {
+                        size_t i = pl->node_pods[k];
                         const struct drain_plan_pod *p = &plan->pods[i];
-                        if (p->node != n)
-                                continue;
                         if (p->action == DRAIN_ACTION_LEAVE) {
                                 o->n_left++;
                                 continue;

@@ -35,9 +35,31 @@ void drain_grade_result_clear(struct drain_grade_result *g)
 {
         if (!g)
                 return;
-        drain_plan_free(g->plan);
+        if (!g->plan_borrowed)
+                drain_plan_free(g->plan);
         free(g->reason);
         *g = (struct drain_grade_result){ 0 };
+}
+
+struct grade_entry {
+        uint64_t within;
+        struct drain_plan *plan;
+};
+
+struct drain_grade_cache {
+        struct grade_entry *entries;
+        size_t n;
+};
+
+struct drain_grade_cache *drain_grade_cache_free(struct drain_grade_cache *c)
+{
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n; i++)
+                drain_plan_free(c->entries[i].plan);
+        free(c->entries);
+        free(c);
+        return NULL;
 }
 
 /* The plan of in with every unseen pod stopping within `within` (WITHIN_*, or a duration). pods is
@@ -61,6 +83,35 @@ static int plan_within(const struct drain_input *in, struct drain_pod_in *pods, 
         }
         v.pods = pods;
         return drain_plan_make(&v, ret);
+}
+
+/* plan_within() from the cache when there is one (*ret borrowed from it), else made into *own (the last
+ * one there freed). */
+static int plan_at(const struct drain_input *in, struct drain_pod_in *pods, uint64_t within,
+                   struct drain_grade_cache *cache, struct drain_plan **own, const struct drain_plan **ret)
+{
+        if (!cache) {
+                *own = drain_plan_free(*own);
+                int r = plan_within(in, pods, within, own);
+                *ret = *own;
+                return r;
+        }
+        for (size_t i = 0; i < cache->n; i++)
+                if (cache->entries[i].within == within) {
+                        *ret = cache->entries[i].plan;
+                        return 0;
+                }
+        struct grade_entry *a = realloc(cache->entries, (cache->n + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        cache->entries = a;
+        struct drain_plan *p = NULL;
+        int r = plan_within(in, pods, within, &p);
+        if (r < 0)
+                return r;
+        cache->entries[cache->n++] = (struct grade_entry){ .within = within, .plan = p };
+        *ret = p;
+        return 0;
 }
 
 static bool fits(const struct drain_plan *p, size_t node)
@@ -155,19 +206,19 @@ static int at_risk_reason(const struct drain_input *in, const struct drain_plan 
         return 0;
 }
 
-int drain_grade_node(const struct drain_input *in, size_t node, struct drain_grade_result *ret)
+static int grade(const struct drain_input *in, size_t node, struct drain_grade_cache *cache,
+                 struct drain_grade_result *ret)
 {
-        _cleanup_(drain_plan_freep) struct drain_plan *instant = NULL, *full = NULL;
+        _cleanup_(drain_plan_freep) struct drain_plan *instant_own = NULL, *full_own = NULL, *p_own = NULL;
+        const struct drain_plan *instant, *full;
         _cleanup_free_ struct drain_pod_in *pods = NULL;
         struct drain_grade_result g = { 0 };
         int r;
 
-        if (!in || !ret || node >= in->n_nodes)
-                return -EINVAL;
         pods = calloc(in->n_pods ? in->n_pods : 1, sizeof(*pods));
         if (!pods)
                 return -ENOMEM;
-        r = plan_within(in, pods, WITHIN_INSTANT, &instant);
+        r = plan_at(in, pods, WITHIN_INSTANT, cache, &instant_own, &instant);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < in->n_pods && !g.unseen; i++)
@@ -180,7 +231,8 @@ int drain_grade_node(const struct drain_input *in, size_t node, struct drain_gra
                     instant->nodes[node].reason ? instant->nodes[node].reason : "");
                 if (!g.reason)
                         return -ENOMEM;
-                g.plan = TAKE_PTR(instant);
+                g.plan_borrowed = cache != NULL;
+                g.plan = cache ? (struct drain_plan *)instant : TAKE_PTR(instant_own);
                 *ret = g;
                 return 0;
         }
@@ -188,7 +240,7 @@ int drain_grade_node(const struct drain_input *in, size_t node, struct drain_gra
                 *ret = g; /* every stop time here is known, and it fits */
                 return 0;
         }
-        r = plan_within(in, pods, WITHIN_GRACE, &full);
+        r = plan_at(in, pods, WITHIN_GRACE, cache, &full_own, &full);
         if (r < 0)
                 return r;
         if (fits(full, node)) {
@@ -201,11 +253,11 @@ int drain_grade_node(const struct drain_input *in, size_t node, struct drain_gra
                 if (!in->pods[i].shutdown_seen && in->pods[i].grace_usec > hi)
                         hi = in->pods[i].grace_usec;
         while (hi - lo > USEC_PER_SEC) {
-                _cleanup_(drain_plan_freep) struct drain_plan *p = NULL;
+                const struct drain_plan *p;
                 uint64_t mid = (lo + (hi - lo) / 2) / USEC_PER_SEC * USEC_PER_SEC;
                 if (mid <= lo)
                         mid = lo + USEC_PER_SEC;
-                r = plan_within(in, pods, mid, &p);
+                r = plan_at(in, pods, mid, cache, &p_own, &p);
                 if (r < 0)
                         return r;
                 if (fits(p, node))
@@ -222,6 +274,23 @@ int drain_grade_node(const struct drain_input *in, size_t node, struct drain_gra
         }
         *ret = g;
         return 0;
+}
+
+int drain_grade_node(const struct drain_input *in, size_t node, struct drain_grade_result *ret)
+{
+        if (!in || !ret || node >= in->n_nodes)
+                return -EINVAL;
+        return grade(in, node, NULL, ret);
+}
+
+int drain_grade_node_cached(const struct drain_input *in, size_t node, struct drain_grade_cache **cache,
+                            struct drain_grade_result *ret)
+{
+        if (!in || !ret || !cache || node >= in->n_nodes)
+                return -EINVAL;
+        if (!*cache && !(*cache = calloc(1, sizeof(**cache))))
+                return -ENOMEM;
+        return grade(in, node, *cache, ret);
 }
 
 bool drain_input_guesses(const struct drain_input *in)

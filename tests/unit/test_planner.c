@@ -1068,6 +1068,37 @@ static void test_grade_long_grace_at_risk(void **state)
         drain_grade_result_clear(&g);
 }
 
+/* Grades from a cache of the input's plans agree with grades made afresh, and a second node graded on the
+ * same input reuses them: the infeasible plan handed out is the cache's own, borrowed. */
+static void test_grade_cached_agrees(void **state)
+{
+        struct fx f;
+        one_pdb(&f, 3, 3, DRAIN_OWNER_STATEFULSET, "shop/StatefulSet/quorum", 5, 120, 60);
+        struct drain_grade_cache *cache = NULL;
+        struct drain_grade_result a = { 0 }, b = { 0 };
+        assert_int_equal(drain_grade_node(&f.in, 0, &a), 0);
+        assert_int_equal(drain_grade_node_cached(&f.in, 0, &cache, &b), 0);
+        assert_non_null(cache);
+        assert_int_equal(b.grade, a.grade);
+        assert_int_equal(b.stop_within_usec, a.stop_within_usec);
+        assert_string_equal(b.reason, a.reason);
+        drain_grade_result_clear(&a);
+        drain_grade_result_clear(&b);
+        drain_grade_cache_free(cache);
+
+        /* 10 pods at 15 s startups: infeasible at once; two grades share the instant plan. */
+        cache = NULL;
+        one_pdb(&f, 10, 30, DRAIN_OWNER_REPLICASET, "shop/ReplicaSet/api-7d4b9", 15, 300, 150);
+        assert_int_equal(drain_grade_node_cached(&f.in, 0, &cache, &a), 0);
+        assert_int_equal(drain_grade_node_cached(&f.in, 0, &cache, &b), 0);
+        assert_int_equal(a.grade, DRAIN_GRADE_INFEASIBLE);
+        assert_true(a.plan_borrowed);
+        assert_ptr_equal(a.plan, b.plan);
+        drain_grade_result_clear(&a);
+        drain_grade_result_clear(&b);
+        drain_grade_cache_free(cache);
+}
+
 /* seed-504's api: 10 pods one at a time at 15 s startups cannot go in 115 s even if they stopped at once,
  * whatever their grace: infeasible, with the PDB's phrase. Short grace periods that fit whole: fits. */
 static void test_grade_infeasible_and_fits(void **state)
@@ -1137,6 +1168,7 @@ int main(void)
                 cmocka_unit_test(test_invariants_on_random_clusters),
                 cmocka_unit_test(test_api_budget),
                 cmocka_unit_test(test_grade_long_grace_at_risk),
+                cmocka_unit_test(test_grade_cached_agrees),
                 cmocka_unit_test(test_grade_infeasible_and_fits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
