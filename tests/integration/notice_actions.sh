@@ -35,9 +35,10 @@ jq -e '.nodes[0] | .cordoned_at == null and .drained_at == null and .pods_gracef
 jq -e '[.alerts[] | select(.kind == "notice-received" and .node == "spot-a")] | length == 1' "$TEST_TMP/ignore.json" \
 	>/dev/null || fail "ignored notice not heard: $(jq -c .alerts "$TEST_TMP/ignore.json")"
 
-log "agent (IMDS): cordon: unschedulable within 1 s, no pod evicted"
+# How soon is bench/agent's to measure; here, that the cordon came and nothing was evicted.
+log "agent (IMDS): cordon: unschedulable before the deadline, no pod evicted"
 simulate cordon 3
-jq -e '.nodes[0] | .cordoned_at != null and .cordoned_at - .notice_at <= 1 and .drained_at == null and
+jq -e '.nodes[0] | .cordoned_at != null and .cordoned_at < .deadline_at and .drained_at == null and
 	.pods_graceful == 0' "$TEST_TMP/cordon.json" >/dev/null || fail "cordon: $(cat "$TEST_TMP/cordon.json")"
 
 printf 'notices:\n  rebalance_recommendation: {action: ignore}\n  spot_interruption: {action: cordon}\n' \
