@@ -101,7 +101,9 @@ jq -e '.ready_at == null and .completed_at - .launched_at >= 31 and .completed_b
 	fail "new-b abandoned before the timeout, or by the hook's own timeout: $b"
 grep -q "launch lifecycle action of $NEW_B (group $GROUP) completed with ABANDON" "$TEST_TMP/controller.log" ||
 	fail "the restarted controller did not abandon new-b (no launch-abandoned alert in its log)"
-[ "$(beats $NEW_B)" -ge 2 ] || fail "the restarted controller sent no heartbeat for new-b"
+# Whether the restarted controller heartbeats too depends on how much of the 30 s is left when its message
+# comes back (a loaded machine leaves it none): the action was kept alive and completed by a controller.
+[ "$(beats $NEW_B)" -ge 1 ] || fail "no heartbeat kept new-b's action alive"
 metric '^spotdrain_launch_hooks_total{result="abandon"} 1' || fail "spotdrain_launch_hooks_total{result=\"abandon\"} is not 1"
 log "new-b: $b ($(beats $NEW_B) heartbeats)"
 
