@@ -324,7 +324,11 @@ static void test_tie_by_node_name(void **state)
         "     pdb: {max_unavailable: 1}}\n"                                             \
         "events: []\n"
 
-/* Three nodes, deadlines c < a < b: the slots go in that order, with one ledger for the three drains
+/* run-tests: alone (scripts/run-tests): its agents' order below holds only when they keep up with the
+ * scaled clock; in the CI run of 10e6f92, beside three other binaries and the ASan build, spot-a got a slot
+ * before spot-c.
+ *
+ * Three nodes, deadlines c < a < b: the slots go in that order, with one ledger for the three drains
  * (a controller), and with a ledger each (agents: one process each in a cluster, only the API between
  * them), which follow each other's drain records and pods. Started at one instant, an agent cannot know
  * of a drain whose record is not written yet, so the first slot may go to whichever asks first; every
