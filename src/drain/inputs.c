@@ -1051,15 +1051,27 @@ unsigned drain_shutdowns_changes(const struct drain_shutdowns *s)
 
 void drain_shutdowns_forget_foreign(struct drain_shutdowns *s)
 {
-        size_t kept = 0;
-        for (size_t i = 0; s && i < s->n_owners; i++) {
-                if (s->owners[i].local)
+        if (!s || s->n_owners == 0)
+                return;
+        /* by_key indexes owners: it keeps its order, renumbered for the owners kept. Without memory for
+         * that, nothing is forgotten (the foreign owners only cost their room). */
+        _cleanup_free_ size_t *to = malloc(s->n_owners * sizeof(*to));
+        size_t kept = 0, n_index = 0;
+        if (!to)
+                return;
+        for (size_t i = 0; i < s->n_owners; i++) {
+                if (s->owners[i].local) {
+                        to[i] = kept;
                         s->owners[kept++] = s->owners[i];
-                else
+                } else {
+                        to[i] = SIZE_MAX;
                         free(s->owners[i].owner_key);
+                }
         }
-        if (s)
-                s->n_owners = kept;
+        for (size_t j = 0; j < s->n_owners; j++)
+                if (to[s->by_key[j]] != SIZE_MAX)
+                        s->by_key[n_index++] = to[s->by_key[j]];
+        s->n_owners = kept;
 }
 
 size_t drain_shutdowns_owners(const struct drain_shutdowns *s)

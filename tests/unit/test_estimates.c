@@ -359,6 +359,26 @@ static void test_two_writers_merge(void **state)
         assert_int_equal(drain_shutdowns_owners(a), 2);
         assert_false(drain_shutdowns_get(a, "x/StatefulSet/other", NULL, NULL));
         assert_true(drain_shutdowns_get(a, OWNER, NULL, NULL));
+        assert_true(drain_shutdowns_get(a, "x/Deployment/web", NULL, NULL));
+        /* The owners' index follows: owners learnt after it are found, before and after those kept. */
+        assert_int_equal(drain_shutdowns_observe_pod(a, "a/Deployment/first", "u-f1", S(1), S(2)), 0);
+        assert_int_equal(drain_shutdowns_observe_pod(a, "z/Deployment/last", "u-l1", S(1), S(2)), 0);
+        assert_int_equal(drain_shutdowns_owners(a), 4);
+        assert_true(drain_shutdowns_get(a, "a/Deployment/first", NULL, NULL));
+        assert_true(drain_shutdowns_get(a, "z/Deployment/last", NULL, NULL));
+        assert_true(drain_shutdowns_get(a, OWNER, NULL, NULL));
+        assert_true(drain_shutdowns_get(a, "x/Deployment/web", NULL, NULL));
+        assert_false(drain_shutdowns_get(a, "x/StatefulSet/other", NULL, NULL));
+        /* A foreign owner between local ones: forgetting it renumbers the index of those after it. */
+        assert_int_equal(merged(a, doc_b), 1);
+        assert_int_equal(drain_shutdowns_observe_pod(a, "b/Deployment/mid", "u-m1", S(1), S(2)), 0);
+        drain_shutdowns_forget_foreign(a);
+        assert_int_equal(drain_shutdowns_owners(a), 5);
+        static const char *const kept[] = { "a/Deployment/first", "b/Deployment/mid", OWNER,
+                                            "x/Deployment/web", "z/Deployment/last" };
+        for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
+                assert_true(drain_shutdowns_get(a, kept[i], NULL, NULL));
+        assert_false(drain_shutdowns_get(a, "x/StatefulSet/other", NULL, NULL));
 
         /* A document of an earlier version (no times): its samples are taken with the entry's time. */
         doc = cJSON_Parse("{\"version\": 1, \"owners\": {\"" OWNER "\": {\"stops_ms\": [2000, 9000],"
