@@ -18,6 +18,13 @@ ready_pods_are() { # WANT kubectl...
 	shift
 	[ "$(ready_pods "$@")" -eq "$want" ]
 }
+# The Deployment's READY column (status.readyReplicas) is WANT/WANT: its controller counts the pods after they
+# turn Ready, a moment later, as in a cluster.
+deploy_ready_is() { # WANT kubectl...
+	local want=$1
+	shift
+	"$@" get deploy -n shop checkout >"$TEST_TMP/deploy" && grep -q "$want/$want" "$TEST_TMP/deploy"
+}
 pods_are() { # WANT kubectl...: checkout pods, whatever their state
 	local want=$1
 	shift
@@ -33,8 +40,8 @@ for v in 1.27 1.33; do
 	grep -q 'scaled' "$TEST_TMP/scale" || fail "$v: kubectl scale did not say scaled"
 	[ "$(curl -sSf "$API/scale" | jq .spec.replicas)" -eq $((n + 2)) ] || fail "$v: Scale spec.replicas"
 	wait_for 20 ready_pods_are $((n + 2)) "${K[@]}" || fail "$v: want $((n + 2)) Ready pods"
-	"${K[@]}" get deploy -n shop checkout | tee "$TEST_TMP/deploy"
-	grep -q "$((n + 2))/$((n + 2))" "$TEST_TMP/deploy" || fail "$v: READY column"
+	wait_for 10 deploy_ready_is $((n + 2)) "${K[@]}" || fail "$v: READY column: $(cat "$TEST_TMP/deploy")"
+	cat "$TEST_TMP/deploy"
 
 	log "kubectl $v: --current-replicas precondition"
 	rc=0
