@@ -79,15 +79,7 @@ struct cdrain {
         bool finished;
 };
 
-/* A node read for the dispatcher (op_node_refresh), under way. */
-struct node_read {
-        struct controller *c;
-        struct kube_call *call;
-        struct node_read *next;
-};
-
 struct controller {
-        struct node_read *node_reads;
         struct loop *loop;
         struct kube_client *kube;
         struct alert_bus *bus;
@@ -1008,44 +1000,15 @@ static int op_cordon(void *userdata, const char *node)
         return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
 }
 
-static void on_node_refreshed(struct kube_client *k, struct kube_result *r, void *userdata)
-{
-        struct node_read *nr = userdata, **p;
-        struct controller *c = nr->c;
-
-        for (p = &c->node_reads; *p; p = &(*p)->next)
-                if (*p == nr) {
-                        *p = nr->next;
-                        break;
-                }
-        free(nr);
-        if (r->error < 0)
-                log_debug_errno(r->error, "controller: cannot read a node after its reboot: %s",
-                                r->message ? r->message : "no message");
-        else if (c->dispatch && dispatch_node_update(c->dispatch, r->object) < 0)
-                log_debug("controller: the dispatcher cannot take the node read after its reboot");
-}
-
-/* The node read whole: the informer keeps no status of the cluster's nodes (memory), and whether a rebooted
- * node is Ready again is in its status. The dispatcher asks every few seconds while one waits. */
+/* The node as the informer has it last (its status.conditions kept: whether a rebooted or launched node is
+ * Ready); its changes reach the dispatcher anyway, this covers a node Ready before the dispatcher asked. */
 static void op_node_refresh(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", node, NULL);
-        struct node_read *nr = calloc(1, sizeof(*nr));
+        const cJSON *obj = c->nodes ? kube_informer_get(c->nodes, NULL, node) : NULL;
 
-        if (!path || !nr) {
-                free(nr);
-                return;
-        }
-        nr->c = c;
-        if (kube_get(c->kube, path, on_node_refreshed, nr, &nr->call) < 0) {
-                log_debug("controller: cannot ask for node %s", node);
-                free(nr);
-                return;
-        }
-        nr->next = c->node_reads;
-        c->node_reads = nr;
+        if (obj && c->dispatch && dispatch_node_update(c->dispatch, obj) < 0)
+                log_debug("controller: cannot hand node %s to the dispatcher", node);
 }
 
 static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
@@ -1854,12 +1817,6 @@ struct controller *controller_free(struct controller *c)
         timer_cancel(c->delete_timer);
         timer_cancel(c->reap_timer);
         timer_cancel(c->stop_timer);
-        while (c->node_reads) {
-                struct node_read *nr = c->node_reads;
-                c->node_reads = nr->next;
-                kube_call_cancel(nr->call);
-                free(nr);
-        }
         kube_informer_stop(c->nodes);
         leader_free(c->leader);
         while (c->n_msgs > 0)
