@@ -519,6 +519,10 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
  * (pod-killed): until then (engine clock) it is to be kept; 0 when it has nothing more to do (or has not
  * ended). NULL-safe. */
 uint64_t drain_exec_lingers_until(const struct drain_exec *x);
+/* Lets an ended drain's plan go (drain_exec_plan() is NULL from then): a caller that keeps drains lingering
+ * by the hundred (the controller) would otherwise keep an old joint plan, as large as every drain under way
+ * when it was made, for each. NULL-safe; no effect on a drain that has not ended. */
+void drain_exec_release_plan(struct drain_exec *x);
 /* Stops whatever is under way (no callback). NULL-safe; returns NULL. */
 struct drain_exec *drain_exec_free(struct drain_exec *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);

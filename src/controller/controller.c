@@ -868,6 +868,8 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                  res->message ? ": " : "", res->message ? res->message : "");
         /* done must not free x: it goes on the next loop iteration. */
         d->finished = true;
+        /* It may linger until its deadline (drain_exec_lingers_until): without its plan. */
+        drain_exec_release_plan(x);
         if (!c->reap_timer && timer_start_in(c->loop, 0, on_reap, c, &c->reap_timer) < 0)
                 log_debug("controller: cannot arm the reaper");
         if (node)

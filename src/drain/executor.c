@@ -2005,6 +2005,19 @@ uint64_t drain_exec_lingers_until(const struct drain_exec *x)
         return pending ? x->deadline : 0;
 }
 
+void drain_exec_release_plan(struct drain_exec *x)
+{
+        if (!x || !x->finished)
+                return;
+        x->joint = drain_joint_unref(x->joint);
+        free(x->plan_pods);
+        free(x->next_map);
+        x->plan_pods = x->next_map = NULL;
+        x->plan = NULL;
+        x->inputs = NULL;
+        x->n_own = 0;
+}
+
 unsigned drain_exec_pods_left(const struct drain_exec *x, int pdb)
 {
         unsigned n = 0;

@@ -1414,6 +1414,11 @@ static void test_killed_postmortem(void **state)
         assert_true(ended < 7 * SEC); /* well before the capture */
         assert_int_equal(count_kind(&pa, ALERT_POD_KILLED), 0);
         assert_true(drain_exec_lingers_until(f->x) == o.deadline_usec - o.deadline_usec % 1000);
+        /* Lingering without its plan (as the controller keeps it) still captures. */
+        assert_non_null(drain_exec_plan(f->x));
+        drain_exec_release_plan(f->x);
+        assert_null(drain_exec_plan(f->x));
+        assert_null(drain_exec_plan_node(f->x));
         wait_pod_alerts(f, &pa, ALERT_POD_KILLED, 1);
         assert_true(clk_now() - f->started >= 7 * SEC);
         assert_int_equal(count_kind(&pa, ALERT_POD_KILLED), 1);
