@@ -1002,7 +1002,7 @@ static int op_cordon(void *userdata, const char *node)
         return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
 }
 
-/* The node as the informer has it last (its status.conditions kept: whether a rebooted or launched node is
+/* The node as the informer has it last (its Ready condition kept: whether a rebooted or launched node is
  * Ready); its changes reach the dispatcher anyway, this covers a node Ready before the dispatcher asked. */
 static void op_node_refresh(void *userdata, const char *node)
 {
@@ -1523,10 +1523,10 @@ int controller_start(struct controller *c)
                 return -EALREADY;
         c->started = true;
         /* What the controller reads of a Node (providerID for the notices' instances, the drain record
-         * annotation, its conditions for a launch action's Ready): not the rest of its status, most of a
-         * Node's size (images, capacity). */
+         * annotation, its Ready condition for a launch action and a reboot's end): not the rest of its
+         * status, most of a Node's size (images, capacity, the other conditions: half of what is left). */
         static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec",
-                                                   "status.conditions", NULL };
+                                                   "status.conditions[type=Ready]", NULL };
         r = kube_informer_start(
             c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes", .keep_fields = node_fields },
             &ops, c, &c->nodes);
