@@ -90,6 +90,9 @@ int alert_bus_add_log_sink(struct alert_bus *b);
  * alert_kind_reason(), type Warning for bad news), carrying the bus's extra annotations. The client is
  * borrowed and must outlive the bus or be removed with it. */
 int alert_bus_add_kube_event_sink(struct alert_bus *b, struct kube_client *c);
+/* The alerts whose Kubernetes Event was not recorded because KUBE_EVENTS_IN_FLIGHT Events already waited
+ * for the API server (a mass reclaim behind the rate limit); the other sinks had them. */
+unsigned long alert_bus_events_dropped(const struct alert_bus *b);
 /* alerts.event_annotations: "key=value,key=value" (NTH's kubernetesEventsExtraAnnotations), added to the
  * metadata of every Event; NULL or "" none. -EINVAL (with *ret_error, to free) when an item has no key or
  * no '=' or the key is not a qualified name; nothing changes then. */

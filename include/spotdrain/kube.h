@@ -356,7 +356,12 @@ struct kube_event_spec {
         size_t n_annotations;
 };
 /* Creates a core/v1 Event (reportingComponent spotdrain); a repeat of the same object/reason/message from
- * this client patches the earlier Event's count and lastTimestamp instead. */
+ * this client patches the earlier Event's count and lastTimestamp instead. -EBUSY (nothing sent) while
+ * KUBE_EVENTS_IN_FLIGHT Events of this client wait for their answer: in a mass reclaim every evicted pod has
+ * its Event, and behind the client's rate limit (the evictions go first) they would queue by the ten
+ * thousand, a kilobyte and more each. client-go's recorder likewise drops what its queue of 1,000
+ * (maxQueuedEvents) cannot take. */
+#define KUBE_EVENTS_IN_FLIGHT 1000
 int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, kube_done_fn done,
                       void *userdata, struct kube_call **ret_call);
 

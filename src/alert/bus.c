@@ -42,6 +42,7 @@ struct alert_sink {
 struct event_sink {
         struct kube_client *client;
         const struct alert_bus *bus;
+        unsigned long dropped, dropped_said; /* Events not recorded (kube_event_create -EBUSY) */
 };
 
 struct alert_bus {
@@ -185,7 +186,7 @@ static char *event_message_cut(const char *m)
 
 static void sink_kube_event(const struct alert *a, void *userdata)
 {
-        const struct event_sink *es = userdata;
+        struct event_sink *es = userdata;
 
         /* Events hang off the node or the pod; an alert about neither has nothing to attach to. */
         if (!a->node && !a->pod)
@@ -204,8 +205,21 @@ static void sink_kube_event(const struct alert *a, void *userdata)
                 .n_annotations = es->bus->n_event_annotations,
         };
         int r = kube_event_create(es->client, &e, event_done, NULL, NULL);
-        if (r < 0)
+        if (r == -EBUSY) {
+                /* Said at the first and then once per thousand, not per Event. */
+                if (es->dropped++ == es->dropped_said) {
+                        es->dropped_said += 1000;
+                        log_warning("%u Kubernetes Events wait for the API server already: the alert's "
+                                    "Event is not recorded (%lu so far; the other sinks have them)",
+                                    KUBE_EVENTS_IN_FLIGHT, es->dropped);
+                }
+        } else if (r < 0)
                 log_debug_errno(r, "cannot record alert as a Kubernetes Event");
+}
+
+unsigned long alert_bus_events_dropped(const struct alert_bus *b)
+{
+        return b && b->event_sink ? b->event_sink->dropped : 0;
 }
 
 int alert_bus_add_kube_event_sink(struct alert_bus *b, struct kube_client *c)

@@ -125,6 +125,8 @@ void kcall_free(struct kube_call *call)
         if (call->next)
                 call->next->prev = call->prev;
         c->n_calls--;
+        if (call->event)
+                c->events_in_flight--;
         free(call->method);
         free(call->path);
         free(call->content_type);

@@ -58,6 +58,7 @@ struct kube_client {
         struct event_memo events[EVENT_CACHE_MAX];
         size_t n_events, next_event;
         uint64_t event_seq;
+        unsigned events_in_flight; /* Event calls made and not freed (KUBE_EVENTS_IN_FLIGHT at most) */
 
         struct kube_client_stats stats;
 };
@@ -91,6 +92,7 @@ struct kube_call {
         unsigned retries;
         bool reauthed;
         bool finishing; /* its callback runs: cancelling it now is a no-op */
+        bool event;     /* counted in client->events_in_flight */
 
         step_fn step;
         kube_done_fn done;

@@ -622,6 +622,8 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
 {
         if (!e || !e->involved_kind || !e->involved_name || !e->reason)
                 return -EINVAL;
+        if (c->events_in_flight >= KUBE_EVENTS_IN_FLIGHT)
+                return -EBUSY;
         const char *ns = e->namespace            ? e->namespace
                          : e->involved_namespace ? e->involved_namespace
                                                  : "default";
@@ -677,6 +679,8 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
               : kcall_new(c, "POST", path, "application/json", body, 0, done, userdata, &call);
         if (r < 0)
                 return r;
+        call->event = true;
+        c->events_in_flight++;
         call->s_extra = TAKE_PTR(key);
         call->s_base = TAKE_PTR(body);
         call->s_ns = strdup(ns);

@@ -144,6 +144,38 @@ static void sim_freep(struct sim **s)
         sim_free(*s);
 }
 
+/* Runs the loop until the simulator stores n Events (bounded); returns how many it has, *events their list.
+ */
+static int wait_events(struct loop *l, struct sim *s, cJSON **events, int n)
+{
+        bool never = false;
+        int found = 0;
+        for (int i = 0; i < 2000 && found < n; i++) {
+                loop_run_until(l, &never, 10 * 1000);
+                cJSON_Delete(*events);
+                *events = NULL;
+                sim_lock(s);
+                assert_int_equal(sim_list(s, SIM_EVENT, NULL, events), 0);
+                sim_unlock(s);
+                found = cJSON_GetArraySize(*events);
+        }
+        return found;
+}
+
+/* Runs the loop until the client has no request waiting or under way (bounded). */
+static void wait_client_idle(struct loop *l, struct kube_client *c)
+{
+        struct kube_client_stats st;
+        bool never = false;
+        for (int i = 0; i < 2000; i++) {
+                kube_client_stats(c, &st);
+                if (st.in_flight == 0 && st.queued == 0)
+                        return;
+                loop_run_until(l, &never, 10 * 1000);
+        }
+        fail_msg("the client's requests never ended");
+}
+
 static void test_kube_event_sink(void **state)
 {
         char sc_path[] = "/tmp/test-alert-scenario-XXXXXX", kc_path[] = "/tmp/test-alert-kubeconfig-XXXXXX";
@@ -196,19 +228,8 @@ static void test_kube_event_sink(void **state)
         /* No node: nothing to hang an Event on. */
         assert_int_equal(alert_emit(b, ALERT_QUEUE_UNREADABLE, NULL, NULL, "AccessDenied"), 0);
 
-        /* Wait (bounded) until both Events are stored. */
-        bool never = false;
-        int found = 0;
-        for (int i = 0; i < 200 && found < 3; i++) {
-                loop_run_until(l, &never, 10 * 1000);
-                cJSON_Delete(events);
-                events = NULL;
-                sim_lock(s);
-                assert_int_equal(sim_list(s, SIM_EVENT, NULL, &events), 0);
-                sim_unlock(s);
-                found = cJSON_GetArraySize(events);
-        }
-        assert_int_equal(found, 3);
+        /* Wait (bounded) until the three Events are stored. */
+        assert_int_equal(wait_events(l, s, &events, 3), 3);
         bool infeasible = false, completed = false, deleted = false;
         const cJSON *e;
         cJSON_ArrayForEach (e, events) {
@@ -248,6 +269,26 @@ static void test_kube_event_sink(void **state)
         assert_true(infeasible);
         assert_true(completed);
         assert_true(deleted);
+
+        /* A burst of alerts (a mass reclaim's evictions): KUBE_EVENTS_IN_FLIGHT Events wait for the API
+         * server at most, the rest are dropped and counted; once answered, Events are recorded again. */
+        wait_client_idle(l, c);
+        const unsigned burst = KUBE_EVENTS_IN_FLIGHT + 44;
+        for (unsigned i = 0; i < burst; i++) {
+                char name[32], uid[32];
+                snprintf(name, sizeof(name), "burst-%u", i);
+                snprintf(uid, sizeof(uid), "uid-burst-%u", i);
+                const struct alert_pod bp = { "shop", name, uid };
+                assert_int_equal(alert_emit_pod(b, ALERT_POD_EVICTED, "spot-a", &bp, NULL, NULL, "evicted"),
+                                 0);
+        }
+        assert_int_equal(alert_bus_events_dropped(b), 44);
+        assert_int_equal(wait_events(l, s, &events, 3 + KUBE_EVENTS_IN_FLIGHT), 3 + KUBE_EVENTS_IN_FLIGHT);
+        wait_client_idle(l, c);
+        const struct alert_pod late = { "shop", "late-1", "uid-late-1" };
+        assert_int_equal(alert_emit_pod(b, ALERT_POD_EVICTED, "spot-a", &late, NULL, NULL, "evicted"), 0);
+        assert_int_equal(alert_bus_events_dropped(b), 44);
+        assert_int_equal(wait_events(l, s, &events, 4 + KUBE_EVENTS_IN_FLIGHT), 4 + KUBE_EVENTS_IN_FLIGHT);
 
         cJSON_Delete(events);
         kube_client_free(c);
