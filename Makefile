@@ -85,7 +85,8 @@ $(DEPS_STAMP): scripts/install-deps
 	   || ! command -v kubectl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 \
 	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1 \
 	   || ! command -v npm >/dev/null 2>&1 || ! command -v tmux >/dev/null 2>&1 \
-	   || ! command -v chromium >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1; then \
+	   || ! command -v chromium >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1 \
+	   || ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Masterminds/sprig ]; then \
 		echo "make: missing build or test dependencies; running scripts/install-deps"; \
 		./scripts/install-deps; \
 	fi
