@@ -183,7 +183,8 @@ cJSON *kube_list_items(const cJSON *list);
 const char *kube_object_rv(const cJSON *obj);
 const char *kube_object_str(const cJSON *obj, const char *dotted_path); /* "metadata.name" */
 /* A copy of obj with only the fields at the NULL-terminated dotted paths of keep ("spec.providerID",
- * "metadata.annotations"; a last segment "conditions[type=Ready]" keeps the array's matching elements), and
+ * "metadata.annotations"; a last segment "conditions[type=Ready]" keeps the array's matching elements,
+ * "containerStatuses[]{name,state}" every element with those of its fields only), and
  * always kind, apiVersion and metadata name, namespace, uid, resourceVersion,
  * generation and deletionTimestamp; NULL on ENOMEM. An informer of 2,000 Nodes keeps kilobytes of each
  * (status.images alone) that a controller never reads. */

@@ -690,8 +690,49 @@ static int prune_elements(cJSON *dst, const char *key, const cJSON *src, const c
         return 0;
 }
 
+/* Copies array src into dst[key] (made if missing) with only the fields of its elements named in the
+ * comma-separated list fields; an element that is no object is left out. */
+static int prune_subfields(cJSON *dst, const char *key, const cJSON *src, const char *fields)
+{
+        if (!cJSON_IsArray(src))
+                return 0;
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(dst, key);
+        if (a)
+                cJSON_DeleteItemFromObjectCaseSensitive(dst, key);
+        if (!(a = cJSON_AddArrayToObject(dst, key)))
+                return -ENOMEM;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, src) {
+                if (!cJSON_IsObject(e))
+                        continue;
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddItemToArray(a, o)) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                for (const char *f = fields; *f;) {
+                        size_t n = strcspn(f, ",");
+                        char name[64];
+                        if (n > 0 && n < sizeof(name)) {
+                                memcpy(name, f, n);
+                                name[n] = 0;
+                                const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, name);
+                                cJSON *copy = v ? cJSON_Duplicate(v, true) : NULL;
+                                if (v && (!copy || !cJSON_AddItemToObject(o, name, copy))) {
+                                        cJSON_Delete(copy);
+                                        return -ENOMEM;
+                                }
+                        }
+                        f += n;
+                        f += *f == ',';
+                }
+        }
+        return 0;
+}
+
 /* Copies the field at dotted path from src into dst, creating the objects on the way. A last segment
- * "NAME[KEY=VALUE]" keeps only the elements of array NAME whose KEY is VALUE. */
+ * "NAME[KEY=VALUE]" keeps only the elements of array NAME whose KEY is VALUE; "NAME[]{A,B}" keeps every
+ * element of array NAME with only its fields A and B. */
 static int prune_copy(cJSON *dst, const cJSON *src, const char *path)
 {
         const char *dot = strchr(path, '.');
@@ -702,6 +743,13 @@ static int prune_copy(cJSON *dst, const cJSON *src, const char *path)
         memcpy(key, path, l);
         key[l] = 0;
         char *bracket = dot ? NULL : strchr(key, '[');
+        if (bracket && bracket[1] == ']' && bracket[2] == '{') {
+                char *end = strchr(bracket, '}');
+                if (!end || end[1])
+                        return 0;
+                *bracket = *end = 0;
+                return prune_subfields(dst, key, cJSON_GetObjectItemCaseSensitive(src, key), bracket + 3);
+        }
         if (bracket) {
                 char *eq = strchr(bracket, '='), *end = strchr(bracket, ']');
                 if (!eq || !end || eq > end || end[1])

@@ -369,6 +369,28 @@ static void test_prune(void **state)
         assert_string_equal(kube_object_str(cJSON_GetArrayItem(conds, 0), "status"), "False");
         assert_null(
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "status"), "phase"));
+        /* An array's elements with some of their fields. */
+        cJSON *cs = parse("{\"status\":{\"containerStatuses\":[{\"name\":\"app\",\"state\":{\"terminated\":"
+                          "{\"exitCode\":0}},\"image\":\"big\",\"imageID\":\"sha\"},7,{\"image\":\"x\"}]}}");
+        static const char *const some[] = { "status.containerStatuses[]{name,state,ready}",
+                                            "status.other[]{a", NULL };
+        cJSON *pcs = kube_object_prune(cs, some);
+        const cJSON *kept = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pcs, "status"),
+                                                             "containerStatuses");
+        assert_int_equal(cJSON_GetArraySize(kept), 2); /* the number is no object */
+        const cJSON *app = cJSON_GetArrayItem(kept, 0);
+        assert_string_equal(kube_object_str(app, "name"), "app");
+        assert_non_null(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(app, "state"), "terminated"),
+            "exitCode"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(app, "image"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(app, "imageID"));
+        assert_null(cJSON_GetArrayItem(cJSON_GetArrayItem(kept, 1), 0)); /* {} */
+        cJSON *pcs2 = kube_object_prune(pcs, some);
+        assert_true(cJSON_Compare(pcs, pcs2, true));
+        cJSON_Delete(pcs2);
+        cJSON_Delete(pcs);
+        cJSON_Delete(cs);
         struct kube_pod kp = { 0 };
         assert_int_equal(kube_pod_parse(pp, &kp), 0);
         assert_false(kp.ready);
