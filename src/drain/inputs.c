@@ -17,7 +17,8 @@
 const char *const drain_pod_fields[] = {
         "metadata.labels",
         "metadata.annotations",
-        "metadata.ownerReferences",
+        /* who replaces it (kube_pod_parse): not the references' apiVersion and blockOwnerDeletion */
+        "metadata.ownerReferences[]{kind,name,uid,controller}",
         "metadata.creationTimestamp",
         "metadata.deletionGracePeriodSeconds",
         "spec.nodeName",
