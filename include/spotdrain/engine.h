@@ -348,6 +348,15 @@ void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats 
 /* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */
 bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec);
 int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n);
+/* The sibling list of an owner under way, asked by one drain for all: drain_ledger_startup_asking() as it
+ * goes out, drain_ledger_startup_answered() when it is answered, failed or cancelled (after
+ * drain_ledger_add_startups), which wakes the members that waited for it. drain_ledger_startup_wait()
+ * returns false when no list of the owner is under way (the member asks itself), else true, and the member
+ * is woken at its answer; drain_ledger_startup_awaited() tells whether a member still waits for one. */
+int drain_ledger_startup_asking(struct drain_ledger *l, const char *owner_key);
+bool drain_ledger_startup_wait(struct drain_ledger *l, void *member, const char *owner_key);
+bool drain_ledger_startup_awaited(const struct drain_ledger *l, const void *member);
+void drain_ledger_startup_answered(struct drain_ledger *l, const char *owner_key);
 /* Pods listed by a drain (its pods' siblings): each one starting (scheduled, not Ready, not deleting) is a
  * healthy pod lost at its creation to whatever PDBs select it, and expected back a startup later. This is
  * how a drain that starts after another process's eviction (another node's agent) sees that the PDB's

@@ -1387,6 +1387,7 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
                 drain_startups_free(s, n);
         } else
                 log_debug_errno(r->error, "cannot list sibling pods, using the default startup estimate");
+        drain_ledger_startup_answered(x->ledger, sc->owner_key);
         x->startups_pending--;
         kick(x);
 }
@@ -1422,6 +1423,9 @@ static void start_startups(struct drain_exec *x)
                 uint64_t known;
                 if (drain_ledger_startup(x->ledger, key, &known))
                         continue;
+                /* Another drain's list of them is under way: its answer serves both. */
+                if (drain_ledger_startup_wait(x->ledger, x, key))
+                        continue;
                 if (!(selector = drain_sibling_selector(&p)) ||
                     !(path = kube_path(NULL, "v1", p.namespace, "pods", NULL, NULL)))
                         continue;
@@ -1430,6 +1434,8 @@ static void start_startups(struct drain_exec *x)
                 sc->x = x;
                 if (kube_list(x->c, path, &lo, startup_done, sc, &sc->call) < 0)
                         continue;
+                if (drain_ledger_startup_asking(x->ledger, key) < 0)
+                        log_debug("out of memory sharing the sibling list of %s", key);
                 sc->owner_key = TAKE_PTR(key);
                 x->n_startup_calls++;
                 x->startups_pending++;
@@ -1454,7 +1460,8 @@ static void act(struct drain_exec *x)
          * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
          * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
         if (!x->result.planned_usec &&
-            (x->startups_pending > 0 || x->services_call || drain_surge_learning(x->surge)) &&
+            (x->startups_pending > 0 || drain_ledger_startup_awaited(x->ledger, x) || x->services_call ||
+             drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
@@ -1806,7 +1813,10 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_selector_clear(&x->skip_selector);
         strv_free(x->skip_namespaces);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
-                kube_call_cancel(x->startup_calls[i].call);
+                if (x->startup_calls[i].call) {
+                        kube_call_cancel(x->startup_calls[i].call);
+                        drain_ledger_startup_answered(x->ledger, x->startup_calls[i].owner_key);
+                }
                 free(x->startup_calls[i].owner_key);
         }
         free(x->startup_calls);

@@ -109,6 +109,12 @@ struct kept_ghost {
         struct drain_pod_memo *memo; /* pod as parsed for the plans */
 };
 
+struct startup_ask {
+        char *owner_key;
+        void **waiters; /* members (their userdata) */
+        size_t n_waiters;
+};
+
 struct drain_ledger {
         struct kube_client *c;
         struct loop *loop;
@@ -131,6 +137,11 @@ struct drain_ledger {
          * drain: with many nodes draining at once those lists would use up the client's rate limit). */
         struct drain_startup *startups;
         size_t n_startups;
+        /* The sibling lists under way, by owner, with the members waiting for another's answer: five
+         * hundred drains starting at once share a few hundred owners, and each list of a large workload's
+         * pods is a large answer (the client's rate and the process's memory both). */
+        struct startup_ask *asks;
+        size_t n_asks;
         struct drain_shutdowns *shutdowns,
             *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */
         struct kept_ghost *ghosts;
@@ -645,6 +656,11 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 free(l->members[i].node);
         free(l->members);
         drain_startups_free(l->startups, l->n_startups);
+        for (size_t i = 0; i < l->n_asks; i++) {
+                free(l->asks[i].owner_key);
+                free(l->asks[i].waiters);
+        }
+        free(l->asks);
         drain_shutdowns_free(l->own_shutdowns);
         for (size_t i = 0; i < l->n_ghosts; i++)
                 kept_ghost_clear(&l->ghosts[i]);
@@ -690,6 +706,14 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
                 }
         if (!found)
                 return;
+        for (size_t i = 0; i < l->n_asks; i++) {
+                struct startup_ask *a = &l->asks[i];
+                for (size_t j = 0; j < a->n_waiters;)
+                        if (a->waiters[j] == userdata)
+                                a->waiters[j] = a->waiters[--a->n_waiters];
+                        else
+                                j++;
+        }
         for (size_t i = 0; i < l->n_pdbs; i++) {
                 struct lpdb *p = &l->pdbs[i];
                 for (size_t j = 0; j < p->n_waiters;)
@@ -1236,6 +1260,69 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                 set_dirty(l);
         }
         return 0;
+}
+
+static struct startup_ask *ask_find(const struct drain_ledger *l, const char *owner_key)
+{
+        for (size_t i = 0; l && owner_key && i < l->n_asks; i++)
+                if (streq(l->asks[i].owner_key, owner_key))
+                        return &l->asks[i];
+        return NULL;
+}
+
+int drain_ledger_startup_asking(struct drain_ledger *l, const char *owner_key)
+{
+        if (!l || !owner_key)
+                return -EINVAL;
+        if (ask_find(l, owner_key))
+                return 0;
+        struct startup_ask *v = realloc(l->asks, (l->n_asks + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        l->asks = v;
+        char *key = strdup(owner_key);
+        if (!key)
+                return -ENOMEM;
+        l->asks[l->n_asks++] = (struct startup_ask){ .owner_key = key };
+        return 0;
+}
+
+bool drain_ledger_startup_wait(struct drain_ledger *l, void *member, const char *owner_key)
+{
+        struct startup_ask *a = ask_find(l, owner_key);
+        if (!a)
+                return false;
+        for (size_t i = 0; i < a->n_waiters; i++)
+                if (a->waiters[i] == member)
+                        return true;
+        void **v = realloc(a->waiters, (a->n_waiters + 1) * sizeof(*v));
+        if (!v)
+                return true; /* waits the first plan's bound, not woken early */
+        a->waiters = v;
+        a->waiters[a->n_waiters++] = member;
+        return true;
+}
+
+bool drain_ledger_startup_awaited(const struct drain_ledger *l, const void *member)
+{
+        for (size_t i = 0; l && i < l->n_asks; i++)
+                for (size_t j = 0; j < l->asks[i].n_waiters; j++)
+                        if (l->asks[i].waiters[j] == member)
+                                return true;
+        return false;
+}
+
+void drain_ledger_startup_answered(struct drain_ledger *l, const char *owner_key)
+{
+        struct startup_ask *a = ask_find(l, owner_key);
+        if (!a)
+                return;
+        struct startup_ask done = *a;
+        *a = l->asks[--l->n_asks];
+        for (size_t i = 0; i < done.n_waiters; i++)
+                wake_member(l, done.waiters[i]);
+        free(done.owner_key);
+        free(done.waiters);
 }
 
 void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)

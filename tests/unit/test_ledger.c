@@ -505,6 +505,46 @@ static void test_ledger_silent_member(void **state)
         fx_free(f);
 }
 
+/* One sibling list per owner under way for all the drains of a ledger: a second drain of the same owner
+ * waits for the first one's answer and is woken by it; one that left is not; after the answer the next asks.
+ */
+static void test_ledger_shared_startup_list(void **state)
+{
+        static const struct drain_ledger_member_ops ops = { .wake = silent_wake };
+        struct fx *f = fx_new(TWO_NODES, 5, true);
+        unsigned asker = 0, waiter = 0, gone = 0;
+        const char *key = "shop/Deployment/api";
+
+        assert_int_equal(drain_ledger_join(f->ledger, &ops, &asker, "spot-a", clk_now() + 60 * SEC), 0);
+        assert_int_equal(drain_ledger_join(f->ledger, &ops, &waiter, "spot-b", clk_now() + 60 * SEC), 0);
+        assert_int_equal(drain_ledger_join(f->ledger, &ops, &gone, "spot-c", clk_now() + 60 * SEC), 0);
+        /* Nobody asked yet: the first asks itself. */
+        assert_false(drain_ledger_startup_wait(f->ledger, &asker, key));
+        assert_false(drain_ledger_startup_awaited(f->ledger, &asker));
+        assert_int_equal(drain_ledger_startup_asking(f->ledger, key), 0);
+        assert_int_equal(drain_ledger_startup_asking(f->ledger, key), 0);
+        assert_true(drain_ledger_startup_wait(f->ledger, &waiter, key));
+        assert_true(drain_ledger_startup_wait(f->ledger, &waiter, key)); /* once */
+        assert_true(drain_ledger_startup_wait(f->ledger, &gone, key));
+        assert_false(drain_ledger_startup_wait(f->ledger, &waiter, "shop/Deployment/other"));
+        assert_true(drain_ledger_startup_awaited(f->ledger, &waiter));
+        assert_false(drain_ledger_startup_awaited(f->ledger, &asker));
+        drain_ledger_leave(f->ledger, &gone);
+        assert_false(drain_ledger_startup_awaited(f->ledger, &gone));
+        unsigned before_waiter = waiter, before_asker = asker;
+        drain_ledger_startup_answered(f->ledger, key);
+        assert_int_equal(waiter, before_waiter + 1);
+        assert_int_equal(asker, before_asker);
+        assert_int_equal(gone, 0);
+        assert_false(drain_ledger_startup_awaited(f->ledger, &waiter));
+        /* Answered: not under way any more; the next drain that needs it asks again. */
+        assert_false(drain_ledger_startup_wait(f->ledger, &waiter, key));
+        drain_ledger_startup_answered(f->ledger, key); /* no list under way: nothing */
+        drain_ledger_leave(f->ledger, &asker);
+        drain_ledger_leave(f->ledger, &waiter);
+        fx_free(f);
+}
+
 /* ---- losses: healthy pods a PDB lost to something outside the ledger ---- */
 
 struct node_pods {
@@ -665,6 +705,7 @@ int main(void)
                 cmocka_unit_test(test_ledger_grants),
                 cmocka_unit_test(test_ledger_moved_estimates),
                 cmocka_unit_test(test_ledger_silent_member),
+                cmocka_unit_test(test_ledger_shared_startup_list),
                 cmocka_unit_test(test_two_nodes_edf),
                 cmocka_unit_test(test_tie_by_node_name),
                 cmocka_unit_test(test_three_nodes_edf),
