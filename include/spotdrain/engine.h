@@ -357,6 +357,10 @@ int drain_ledger_startup_asking(struct drain_ledger *l, const char *owner_key);
 bool drain_ledger_startup_wait(struct drain_ledger *l, void *member, const char *owner_key);
 bool drain_ledger_startup_awaited(const struct drain_ledger *l, const void *member);
 void drain_ledger_startup_answered(struct drain_ledger *l, const char *owner_key);
+/* The surges' reads shared by the drains of the ledger (include/spotdrain/surge.h), made at the first call;
+ * NULL without memory (each drain then reads for itself). */
+struct drain_surge_reads;
+struct drain_surge_reads *drain_ledger_surge_reads(struct drain_ledger *l);
 /* Pods listed by a drain (its pods' siblings): each one starting (scheduled, not Ready, not deleting) is a
  * healthy pod lost at its creation to whatever PDBs select it, and expected back a startup later. This is
  * how a drain that starts after another process's eviction (another node's agent) sees that the PDB's

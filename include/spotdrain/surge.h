@@ -44,6 +44,19 @@ int drain_surge_new(struct kube_client *c, const char *node, enum drain_surge_mo
 struct drain_surge *drain_surge_free(struct drain_surge *sg);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_surge *, drain_surge_free);
 
+/* The reads of the drains of one process shared while under way: a drain learning a Deployment that
+ * another drain's read of it (or of its namespace's HPAs) is still waiting for joins it, and both learn from
+ * its answer. Hundreds of drains starting at once share a few hundred Deployments and a few namespaces:
+ * one read each instead of one per drain, in the client's rate and in memory. Only the first reads are
+ * shared; a restore reads for itself (its PATCH's precondition). drain_surge_share() must come before the
+ * drain's first drain_surge_learn(); the reads object may be freed before or after the surges using it. */
+struct drain_surge_reads;
+int drain_surge_reads_new(struct kube_client *c, struct drain_surge_reads **ret);
+struct drain_surge_reads *drain_surge_reads_free(struct drain_surge_reads *rd);
+void drain_surge_share(struct drain_surge *sg, struct drain_surge_reads *rd);
+/* Reads under way, and the Deployments waiting for them (for tests). */
+void drain_surge_reads_count(const struct drain_surge_reads *rd, size_t *ret_reads, size_t *ret_waiting);
+
 /* Starts reading the pod's Deployment, if it has one (the first plan waits for it). NULL-safe. */
 void drain_surge_learn(struct drain_surge *sg, const struct kube_pod *p);
 /* Pod i of di (added just now; NULL-safe): learns its Deployment (GET, and the namespace's HPAs) the first

@@ -1979,6 +1979,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 x->estimates = o->estimates;
                 drain_estimates_on_read(x->estimates, estimates_read, x);
         }
+        /* The drains of the ledger learn a Deployment from one read of it. */
+        drain_surge_share(x->surge, drain_ledger_surge_reads(x->ledger));
         r = drain_ledger_join(x->ledger, &ledger_ops, x, x->node, x->deadline);
         if (r < 0)
                 return r;

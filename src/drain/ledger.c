@@ -9,6 +9,7 @@
 #include "drain/drain_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/surge.h"
 
 #define DEFAULT_FLOOR_USEC (200 * UINT64_C(1000))
 /* How long a new member with an earlier deadline than others may take to state its first wants (its
@@ -142,6 +143,7 @@ struct drain_ledger {
          * pods is a large answer (the client's rate and the process's memory both). */
         struct startup_ask *asks;
         size_t n_asks;
+        struct drain_surge_reads *surge_reads; /* made when a drain first asks */
         struct drain_shutdowns *shutdowns,
             *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */
         struct kept_ghost *ghosts;
@@ -661,6 +663,7 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
                 free(l->asks[i].waiters);
         }
         free(l->asks);
+        drain_surge_reads_free(l->surge_reads);
         drain_shutdowns_free(l->own_shutdowns);
         for (size_t i = 0; i < l->n_ghosts; i++)
                 kept_ghost_clear(&l->ghosts[i]);
@@ -1260,6 +1263,13 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                 set_dirty(l);
         }
         return 0;
+}
+
+struct drain_surge_reads *drain_ledger_surge_reads(struct drain_ledger *l)
+{
+        if (l && !l->surge_reads && drain_surge_reads_new(l->c, &l->surge_reads) < 0)
+                log_debug("out of memory sharing the drains' Deployment reads");
+        return l ? l->surge_reads : NULL;
 }
 
 static struct startup_ask *ask_find(const struct drain_ledger *l, const char *owner_key)

@@ -52,7 +52,8 @@ struct dep {
         struct timer *room_timer; /* the next look at whether its new pods found room */
         struct backoff room_backoff;
         bool room_reported;
-        bool hpa_pending;
+        bool hpa_pending; /* its HPAs' list under way (its own, or a shared one) */
+        bool get_shared;  /* waits for a shared read of it (struct drain_surge_reads) */
         struct backoff backoff;
         struct timer *retry;
 };
@@ -72,6 +73,24 @@ struct drain_surge {
         void *finish_userdata;
         struct timer *finish_timer;
         struct timer *notify;
+        struct drain_surge_reads *reads; /* a reference; NULL: every read its own */
+};
+
+/* A read under way for every drain that learns what it answers (include/spotdrain/surge.h). */
+struct shared_read {
+        struct drain_surge_reads *rd;
+        char *path;
+        bool hpa; /* a namespace's HPAs; else one Deployment */
+        struct kube_call *call;
+        struct dep **waiters;
+        size_t n_waiters;
+};
+
+struct drain_surge_reads {
+        struct kube_client *c;
+        unsigned refs;
+        struct shared_read **reads;
+        size_t n_reads;
 };
 
 static void json_freep(cJSON **p)
@@ -79,10 +98,13 @@ static void json_freep(cJSON **p)
         cJSON_Delete(*p);
 }
 
+static void read_leave(struct dep *d);
+
 static void dep_free(struct dep *d)
 {
         if (!d)
                 return;
+        read_leave(d);
         kube_call_cancel(d->call);
         kube_call_cancel(d->hpa_call);
         kube_call_cancel(d->room_call);
@@ -104,6 +126,7 @@ struct drain_surge *drain_surge_free(struct drain_surge *sg)
         free(sg->deps);
         timer_cancel(sg->finish_timer);
         timer_cancel(sg->notify);
+        drain_surge_reads_free(sg->reads);
         free(sg->node);
         free(sg);
         return NULL;
@@ -331,7 +354,7 @@ static bool dep_learn(struct dep *d, const cJSON *obj)
 
 static void dep_known(struct dep *d)
 {
-        if (d->call || d->hpa_pending)
+        if (d->call || d->get_shared || d->hpa_pending)
                 return;
         if (d->state == DEP_ASKING)
                 d->state = DEP_KNOWN;
@@ -342,10 +365,8 @@ static void dep_known(struct dep *d)
 
 static void restore_done(struct kube_client *c, struct kube_result *r, void *userdata);
 
-static void get_done(struct kube_client *c, struct kube_result *r, void *userdata)
+static void get_answer(struct dep *d, struct kube_result *r)
 {
-        struct dep *d = userdata;
-        d->call = NULL;
         if (r->error == -ENOENT) {
                 d->can = false; /* gone, or not a Deployment after all */
                 d->state = d->state == DEP_RESTORING ? DEP_RESTORED : DEP_KNOWN;
@@ -374,11 +395,16 @@ static void get_done(struct kube_client *c, struct kube_result *r, void *userdat
         dep_known(d);
 }
 
-static void hpa_done(struct kube_client *c, struct kube_result *r, void *userdata)
+static void get_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct dep *d = userdata;
+        d->call = NULL;
+        get_answer(d, r);
+}
+
+static void hpa_answer(struct dep *d, struct kube_result *r)
+{
         const cJSON *h;
-        d->hpa_call = NULL;
         d->hpa_pending = false;
         /* Without HPAs to read (not served, not allowed) the replica count is taken to be the Deployment's.
          */
@@ -396,6 +422,160 @@ static void hpa_done(struct kube_client *c, struct kube_result *r, void *userdat
         dep_known(d);
 }
 
+static void hpa_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct dep *d = userdata;
+        d->hpa_call = NULL;
+        hpa_answer(d, r);
+}
+
+/* ---- reads shared by the drains of a process ---- */
+
+int drain_surge_reads_new(struct kube_client *c, struct drain_surge_reads **ret)
+{
+        struct drain_surge_reads *rd = calloc(1, sizeof(*rd));
+        if (!rd)
+                return -ENOMEM;
+        rd->c = c;
+        rd->refs = 1;
+        *ret = rd;
+        return 0;
+}
+
+static void shared_read_free(struct shared_read *s)
+{
+        kube_call_cancel(s->call);
+        free(s->waiters);
+        free(s->path);
+        free(s);
+}
+
+/* Takes the read out of the reads under way (its answer came, or nobody waits for it any more). */
+static void read_unlist(struct shared_read *s)
+{
+        struct drain_surge_reads *rd = s->rd;
+        for (size_t i = 0; i < rd->n_reads; i++)
+                if (rd->reads[i] == s) {
+                        rd->reads[i] = rd->reads[--rd->n_reads];
+                        return;
+                }
+}
+
+/* A reference goes; the last one frees it. By then no surge uses it, so nobody waits: nothing is under way.
+ */
+struct drain_surge_reads *drain_surge_reads_free(struct drain_surge_reads *rd)
+{
+        if (!rd || --rd->refs > 0)
+                return NULL;
+        for (size_t i = 0; i < rd->n_reads; i++)
+                shared_read_free(rd->reads[i]);
+        free(rd->reads);
+        free(rd);
+        return NULL;
+}
+
+void drain_surge_share(struct drain_surge *sg, struct drain_surge_reads *rd)
+{
+        if (!sg || !rd || sg->reads)
+                return;
+        rd->refs++;
+        sg->reads = rd;
+}
+
+void drain_surge_reads_count(const struct drain_surge_reads *rd, size_t *ret_reads, size_t *ret_waiting)
+{
+        size_t w = 0;
+        for (size_t i = 0; rd && i < rd->n_reads; i++)
+                w += rd->reads[i]->n_waiters;
+        *ret_reads = rd ? rd->n_reads : 0;
+        *ret_waiting = w;
+}
+
+/* Every waiter learns from the one answer. None of them frees another from inside (what they start or
+ * end goes through the loop), and the read is out of the list first: a waiter that asks again makes a new
+ * one. */
+static void shared_read_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct shared_read *s = userdata;
+        s->call = NULL;
+        read_unlist(s);
+        for (size_t i = 0; i < s->n_waiters; i++) {
+                struct dep *d = s->waiters[i];
+                if (s->hpa)
+                        hpa_answer(d, r);
+                else {
+                        d->get_shared = false;
+                        get_answer(d, r);
+                }
+        }
+        shared_read_free(s);
+}
+
+static int read_join(struct dep *d, const char *path, bool hpa)
+{
+        struct drain_surge_reads *rd = d->sg->reads;
+        struct shared_read *s = NULL;
+        int r;
+        for (size_t i = 0; i < rd->n_reads && !s; i++)
+                if (rd->reads[i]->hpa == hpa && streq(rd->reads[i]->path, path))
+                        s = rd->reads[i];
+        if (!s) {
+                struct shared_read **v = reallocarray(rd->reads, rd->n_reads + 1, sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                rd->reads = v;
+                if (!(s = calloc(1, sizeof(*s))) || !(s->path = strdup(path))) {
+                        free(s);
+                        return -ENOMEM;
+                }
+                s->rd = rd;
+                s->hpa = hpa;
+                struct kube_list_options lo = { 0 };
+                r = hpa ? kube_list(rd->c, path, &lo, shared_read_done, s, &s->call)
+                        : kube_get(rd->c, path, shared_read_done, s, &s->call);
+                if (r < 0) {
+                        shared_read_free(s);
+                        return r;
+                }
+                rd->reads[rd->n_reads++] = s;
+        }
+        struct dep **w = reallocarray(s->waiters, s->n_waiters + 1, sizeof(*w));
+        if (!w) {
+                if (s->n_waiters == 0) {
+                        read_unlist(s);
+                        shared_read_free(s);
+                }
+                return -ENOMEM;
+        }
+        s->waiters = w;
+        s->waiters[s->n_waiters++] = d;
+        if (!hpa)
+                d->get_shared = true;
+        return 0;
+}
+
+/* A Deployment that goes stops waiting; a read nobody waits for any more is cancelled. */
+static void read_leave(struct dep *d)
+{
+        struct drain_surge_reads *rd = d->sg->reads;
+        if (!rd || (!d->get_shared && !d->hpa_pending))
+                return;
+        for (size_t i = 0; i < rd->n_reads;) {
+                struct shared_read *s = rd->reads[i];
+                for (size_t j = 0; j < s->n_waiters;)
+                        if (s->waiters[j] == d)
+                                s->waiters[j] = s->waiters[--s->n_waiters];
+                        else
+                                j++;
+                if (s->n_waiters == 0) {
+                        rd->reads[i] = rd->reads[--rd->n_reads];
+                        shared_read_free(s);
+                } else
+                        i++;
+        }
+        d->get_shared = false;
+}
+
 static void dep_ask(struct dep *d)
 {
         _cleanup_free_ char *path = kube_path("apps", "v1", d->ns, "deployments", d->name, NULL);
@@ -404,13 +584,17 @@ static void dep_ask(struct dep *d)
         if (d->state == DEP_NEW)
                 d->state = DEP_ASKING;
         d->fresh = false;
-        if (!path || !hpas || kube_get(d->sg->c, path, get_done, d, &d->call) < 0) {
+        /* What it is when first learnt can come from another drain's read; a restore reads for itself. */
+        bool share = d->sg->reads && d->state == DEP_ASKING;
+        if (!path || !hpas ||
+            (share ? read_join(d, path, false) : kube_get(d->sg->c, path, get_done, d, &d->call)) < 0) {
                 dep_retry(d, -ENOMEM, "read");
                 return;
         }
         if (d->state == DEP_ASKING && !d->hpa_pending) {
                 struct kube_list_options lo = { 0 };
-                d->hpa_pending = kube_list(d->sg->c, hpas, &lo, hpa_done, d, &d->hpa_call) >= 0;
+                d->hpa_pending = (share ? read_join(d, hpas, true)
+                                        : kube_list(d->sg->c, hpas, &lo, hpa_done, d, &d->hpa_call)) >= 0;
         }
 }
 
@@ -633,7 +817,7 @@ static void dep_restore(struct dep *d)
 
 static void dep_act(struct dep *d)
 {
-        if (d->call || d->retry)
+        if (d->call || d->get_shared || d->retry)
                 return;
         switch (d->state) {
         case DEP_KNOWN:

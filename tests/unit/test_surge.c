@@ -356,6 +356,70 @@ static void test_adopted(void **state)
         assert_int_equal(s, 0); /* adopted, not surged by this drain */
 }
 
+/* The drains of one process learn checkout from one read of it and one list of shop's HPAs: each is
+ * scripted once, so a second read would be answered 404 (and its drain could not surge). A read nobody waits
+ * for any more is cancelled, and a restore reads for itself. */
+static struct drain_surge *shared_sg2;
+
+static bool both_learnt(struct fx *fx)
+{
+        return !drain_surge_learning(fx->sg) && !drain_surge_learning(shared_sg2);
+}
+
+static void test_shared_reads(void **state)
+{
+        struct fx *fx = *state;
+        struct drain_surge_reads *rd = NULL;
+        struct drain_surge *sg3 = NULL;
+        size_t reads, waiting;
+
+        assert_int_equal(drain_surge_reads_new(fx->client, &rd), 0);
+        answer_dep(fx, "5", 1, NULL);
+        assert_int_equal(kfake_answer(fx->fake, "GET", HPA_PATH, 200, NO_HPAS), 0);
+        make_inputs(fx);
+        drain_surge_share(fx->sg, rd);
+        assert_int_equal(
+            drain_surge_new(fx->client, "spot-b", DRAIN_SURGE_BLOCKED, NULL, NULL, NULL, &shared_sg2), 0);
+        drain_surge_share(shared_sg2, rd);
+        assert_int_equal(drain_surge_input(fx->sg, fx->di, 0), 0);
+        assert_int_equal(drain_surge_input(shared_sg2, fx->di, 0), 0);
+        drain_surge_reads_count(rd, &reads, &waiting);
+        assert_int_equal(reads, 2);   /* checkout, shop's HPAs */
+        assert_int_equal(waiting, 4); /* both drains in each */
+        run_until(fx, both_learnt);
+        assert_int_equal(count_of(fx, "GET", DEP_PATH), 1);
+        assert_int_equal(count_of(fx, "GET", HPA_PATH), 1);
+        drain_surge_reads_count(rd, &reads, &waiting);
+        assert_int_equal(reads, 0);
+        assert_int_equal(drain_surge_input(fx->sg, fx->di, 0), 0);
+        assert_true(drain_inputs_get(fx->di)->pods[0].can_surge);
+        assert_int_equal(drain_surge_input(shared_sg2, fx->di, 0), 0);
+        assert_true(drain_inputs_get(fx->di)->pods[0].can_surge);
+
+        /* A third drain asks anew (nothing under way), and is freed before the answer: the reads go. */
+        assert_int_equal(drain_surge_new(fx->client, "spot-c", DRAIN_SURGE_BLOCKED, NULL, NULL, NULL, &sg3),
+                         0);
+        drain_surge_share(sg3, rd);
+        assert_int_equal(drain_surge_input(sg3, fx->di, 0), 0);
+        drain_surge_reads_count(rd, &reads, &waiting);
+        assert_int_equal(reads, 2);
+        assert_int_equal(waiting, 2);
+        sg3 = drain_surge_free(sg3);
+        drain_surge_reads_count(rd, &reads, &waiting);
+        assert_int_equal(reads, 0);
+        /* The process lets its reads go before its drains: they hold it until they go. */
+        rd = drain_surge_reads_free(rd);
+
+        /* The raise and the restore of the first drain are its own. */
+        assert_int_equal(kfake_answer(fx->fake, "PATCH", DEP_PATH, 200, "{}"), 0);
+        round_with(fx, true);
+        run_until(fx, surged_once);
+        cJSON *p = restore_from(fx, "6", 2, 1);
+        assert_string_equal(kube_object_str(p, "metadata.resourceVersion"), "6");
+        cJSON_Delete(p);
+        shared_sg2 = drain_surge_free(shared_sg2);
+}
+
 static void test_other_nodes_record_not_surged(void **state)
 {
         struct fx *fx = *state;
@@ -542,6 +606,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_changed_replicas_left, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_adopted, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_other_nodes_record_not_surged, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_shared_reads, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_no_room, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_sweep, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_sweep_own_node, fx_setup, fx_teardown),
