@@ -39,7 +39,8 @@ struct kube_client_options {
         uint64_t backoff_max_usec;     /* 0 = 10 s */
         unsigned conflict_retries;     /* read-modify-write retries after 409; 0 = default 5 */
         uint64_t request_timeout_usec; /* 0 = core's default */
-        /* spotdrain_api_requests_total, spotdrain_evictions_total; borrowed, must outlive the client;
+        /* spotdrain_api_requests_total, spotdrain_evictions_total, spotdrain_kube_events_dropped_total;
+         * borrowed, must outlive the client;
          * NULL = not counted */
         struct metrics *metrics;
 };

@@ -41,6 +41,7 @@
 #define METRIC_LEADER                  "spotdrain_leader"                         /* gauge 0/1 */
 #define METRIC_BUILD_INFO              "spotdrain_build_info"                     /* {version} gauge, 1 */
 #define METRIC_WEBHOOK_DELIVERIES      "spotdrain_alert_webhook_deliveries_total" /* {result} */
+#define METRIC_EVENTS_DROPPED          "spotdrain_kube_events_dropped_total"      /* */
 #define METRIC_DRY_RUN_ACTIONS         "spotdrain_dry_run_actions_total"          /* {action} */
 
 enum metric_type {

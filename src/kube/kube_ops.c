@@ -10,6 +10,7 @@
 
 #include "kube/client_internal.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/metrics.h"
 
 static char *print_json(const cJSON *j)
 {
@@ -622,8 +623,10 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
 {
         if (!e || !e->involved_kind || !e->involved_name || !e->reason)
                 return -EINVAL;
-        if (c->events_in_flight >= KUBE_EVENTS_IN_FLIGHT)
+        if (c->events_in_flight >= KUBE_EVENTS_IN_FLIGHT) {
+                (void)metrics_counter_inc(c->opts.metrics, METRIC_EVENTS_DROPPED, NULL);
                 return -EBUSY;
+        }
         const char *ns = e->namespace            ? e->namespace
                          : e->involved_namespace ? e->involved_namespace
                                                  : "default";

@@ -57,6 +57,13 @@ static const struct metric_family_def builtin_families[] = {
           { NULL },
           NULL,
           0 },
+        { METRIC_EVENTS_DROPPED,
+          METRIC_COUNTER,
+          "Kubernetes Events not recorded because 1,000 were waiting for the API server already (the "
+          "alert still reached every other sink).",
+          { NULL },
+          NULL,
+          0 },
         { METRIC_DRY_RUN_ACTIONS,
           METRIC_COUNTER,
           "Writes to Kubernetes or AWS that --dry-run kept back (would evict, would cordon, ...), by "

@@ -15,6 +15,7 @@
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
+#include "spotdrain/metrics.h"
 #include "spotdrain/sim_model.h"
 #include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
@@ -187,7 +188,9 @@ static void test_kube_event_sink(void **state)
         _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
         struct kube_client *c = NULL;
         struct sim_server *srv = NULL;
+        struct metrics *metrics = NULL;
         cJSON *events = NULL;
+        double dropped = 0;
         int fd;
 
         fd = mkstemp(sc_path);
@@ -208,7 +211,9 @@ static void test_kube_event_sink(void **state)
         close(fd);
         assert_int_equal(kube_config_load_file(kc_path, NULL, &cfg, &error), 0);
         assert_int_equal(loop_new(&l), 0);
-        assert_int_equal(kube_client_new(l, cfg, NULL, &c), 0);
+        assert_int_equal(metrics_new(&metrics), 0);
+        assert_int_equal(kube_client_new(l, cfg, &(struct kube_client_options){ .metrics = metrics }, &c),
+                         0);
 
         assert_int_equal(alert_bus_new(&b), 0);
         assert_int_equal(alert_bus_add_kube_event_sink(b, c), 0);
@@ -283,6 +288,8 @@ static void test_kube_event_sink(void **state)
                                  0);
         }
         assert_int_equal(alert_bus_events_dropped(b), 44);
+        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, NULL), 0);
+        assert_int_equal((int)dropped, 44);
         assert_int_equal(wait_events(l, s, &events, 3 + KUBE_EVENTS_IN_FLIGHT), 3 + KUBE_EVENTS_IN_FLIGHT);
         wait_client_idle(l, c);
         const struct alert_pod late = { "shop", "late-1", "uid-late-1" };
@@ -290,8 +297,12 @@ static void test_kube_event_sink(void **state)
         assert_int_equal(alert_bus_events_dropped(b), 44);
         assert_int_equal(wait_events(l, s, &events, 4 + KUBE_EVENTS_IN_FLIGHT), 4 + KUBE_EVENTS_IN_FLIGHT);
 
+        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, NULL), 0);
+        assert_int_equal((int)dropped, 44);
+
         cJSON_Delete(events);
         kube_client_free(c);
+        metrics_free(metrics);
         sim_server_stop(srv);
         unlink(sc_path);
         unlink(kc_path);
