@@ -141,6 +141,10 @@ struct drain_input {
          * Pods with priority >= 2000000000 (the system-critical range) are critical too. */
         const char *const *critical_classes;
         size_t n_critical_classes;
+        /* The plans of this input point at its pods' uid, namespace and name instead of copying them (the
+         * input must then outlive its plans): the joint plans of hundreds of drains and their grading
+         * plans would otherwise copy every pod's names each time. */
+        bool plans_borrow_names;
 };
 
 enum drain_verdict {
@@ -239,6 +243,7 @@ struct drain_plan {
         size_t n_pdbs;
         struct drain_plan_pod *pods; /* in input order */
         size_t n_pods;
+        bool names_borrowed; /* the pods' uid, namespace and name are the input's (plans_borrow_names) */
 };
 
 /* Plans the drain of every node in the input at once; PDB slots shared by pods on several nodes go to the

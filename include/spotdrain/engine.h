@@ -169,6 +169,9 @@ struct drain_inputs_options {
 /* Owns a struct drain_input and everything it points to. */
 struct drain_inputs;
 int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs **ret);
+/* The plans of the input borrow its pods' names (drain_input.plans_borrow_names): they must be freed
+ * before it. */
+void drain_inputs_plans_borrow_names(struct drain_inputs *di);
 struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
 int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,

@@ -108,6 +108,11 @@ int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs *
         return 0;
 }
 
+void drain_inputs_plans_borrow_names(struct drain_inputs *di)
+{
+        di->in.plans_borrow_names = true;
+}
+
 struct drain_inputs *drain_inputs_free(struct drain_inputs *di)
 {
         if (!di)

@@ -894,6 +894,8 @@ static int make_input(struct drain_ledger *l, const struct drain_inputs_options 
         int r = drain_inputs_new(o, &di);
         if (r < 0)
                 return r;
+        /* The joint's plans (its own and its grading plans) go with it, before its inputs. */
+        drain_inputs_plans_borrow_names(di);
         r = add_pdbs(l, di);
         if (r < 0)
                 return r;

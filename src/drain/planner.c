@@ -841,13 +841,16 @@ static int fill_pods(const struct planner *pl, const struct sim *s, struct drain
                 const struct drain_pod_in *pod = &in->pods[i];
                 const struct pod_info *p = &pl->pi[i];
                 struct drain_plan_pod *o = &plan->pods[i];
-                o->namespace = strdup(pod->namespace);
-                o->name = strdup(pod->name);
-                if (!o->namespace || !o->name)
-                        return -ENOMEM;
-                if (pod->uid) {
-                        o->uid = strdup(pod->uid);
-                        if (!o->uid)
+                if (plan->names_borrowed) {
+                        o->namespace = (char *)pod->namespace;
+                        o->name = (char *)pod->name;
+                        o->uid = (char *)pod->uid;
+                } else {
+                        o->namespace = strdup(pod->namespace);
+                        o->name = strdup(pod->name);
+                        if (!o->namespace || !o->name)
+                                return -ENOMEM;
+                        if (pod->uid && !(o->uid = strdup(pod->uid)))
                                 return -ENOMEM;
                 }
                 o->node = pod->node;
@@ -1117,7 +1120,7 @@ struct drain_plan *drain_plan_free(struct drain_plan *p)
                 free(p->pdbs[i].namespace);
                 free(p->pdbs[i].name);
         }
-        for (size_t i = 0; i < p->n_pods; i++) {
+        for (size_t i = 0; i < p->n_pods && !p->names_borrowed; i++) {
                 free(p->pods[i].uid);
                 free(p->pods[i].namespace);
                 free(p->pods[i].name);
@@ -1195,6 +1198,7 @@ int drain_plan_make(const struct drain_input *in, struct drain_plan **ret)
                 return -ENOMEM;
         plan->now_usec = in->now_usec;
         plan->policy = in->policy;
+        plan->names_borrowed = in->plans_borrow_names;
         plan->nodes = calloc(in->n_nodes ? in->n_nodes : 1, sizeof(*plan->nodes));
         plan->pdbs = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*plan->pdbs));
         plan->pods = calloc(in->n_pods ? in->n_pods : 1, sizeof(*plan->pods));
