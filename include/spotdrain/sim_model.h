@@ -105,6 +105,15 @@ struct sim_list_filter {
 /* sim_list without the objects the filter rejects (same order); filter NULL = sim_list. */
 int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns,
                       const struct sim_list_filter *filter, cJSON **ret_items);
+/* Part of a list of pods (filter->node_name unset) in creation order, as they are now: at most max of those
+ * created after the pod of creation number `after` and up to `upto` (a number from sim_pods_last_created()),
+ * and *ret_last the number of the last one looked at (so the next part starts after it; `after` once none is
+ * left). A watch sends a large cluster's pods this way, a part at a time, each under the lock for a moment
+ * rather than all of them for seconds. */
+int sim_list_pods_part(struct sim *s, const char *ns, const struct sim_list_filter *filter, uint64_t after,
+                       uint64_t upto, size_t max, cJSON **ret_items, uint64_t *ret_last);
+/* The creation number of the newest pod (0: none yet). */
+uint64_t sim_pods_last_created(const struct sim *s);
 /* -ENOENT when absent. */
 int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name, cJSON **ret_obj);
 

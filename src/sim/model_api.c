@@ -161,6 +161,44 @@ int sim_list(struct sim *s, enum sim_kind kind, const char *ns, cJSON **ret_item
         return sim_list_filtered(s, kind, ns, NULL, ret_items);
 }
 
+int sim_list_pods_part(struct sim *s, const char *ns, const struct sim_list_filter *f, uint64_t after,
+                       uint64_t upto, size_t max, cJSON **ret_items, uint64_t *ret_last)
+{
+        sim_begin(s);
+        _cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
+        if (!arr)
+                return -ENOMEM;
+        /* sim.pods is sorted by creation number: the first one after `after`. */
+        size_t lo = 0, hi = s->n_pods, kept = 0;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (s->pods[mid]->seq <= after)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        uint64_t last = after;
+        int r = 0;
+        for (size_t i = lo; i < s->n_pods && s->pods[i]->seq <= upto && kept < max && r >= 0; i++) {
+                const struct sim_pod *p = s->pods[i];
+                last = p->seq;
+                if ((!ns || streq(ns, sim_pod_ns(p))) && labels_kept(f, p->labels)) {
+                        r = push_rendered(arr, sim_render_pod(s, p));
+                        kept++;
+                }
+        }
+        if (r < 0)
+                return r;
+        *ret_items = TAKE_PTR(arr);
+        *ret_last = last;
+        return 0;
+}
+
+uint64_t sim_pods_last_created(const struct sim *s)
+{
+        return s->n_pods ? s->pods[s->n_pods - 1]->seq : 0;
+}
+
 int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const struct sim_list_filter *f,
                       cJSON **ret_items)
 {

@@ -15,6 +15,8 @@
 #define WATCH_BOOKMARK_US      (60 * 1000 * 1000)
 #define WATCH_LAST_BOOKMARK_US (2 * 1000 * 1000)
 #define WATCH_DEFAULT_SEC      1800
+/* Pods of a starting list rendered at once: a larger list is rendered (and sent) a part at a time. */
+#define WATCH_PART_PODS 500
 
 /* ---- watch ---- */
 
@@ -31,9 +33,20 @@ struct watch {
         char *include; /* includeObject of those tables */
         struct buf out;
         size_t out_pos;
+        /* resourceVersion "0" or none: the objects of the list it starts with, each sent as ADDED as the
+         * client reads (from the first; sent ones are freed), so that a list of every pod of a large cluster
+         * neither waits to be printed whole before its first byte nor is held twice in memory */
+        cJSON *initial;
+        /* The rest of a large starting list of pods, rendered a part at a time (sim_list_pods_part): those
+         * created after part_after up to part_upto, through filter */
+        bool parts;
+        uint64_t part_after, part_upto;
+        struct sim_list_filter filter;
+        char node_buf[256];
         /* faults.watch_drop_rate: the stream ends after this many events or at this monotonic instant, as
          * when an apiserver restarts or a load balancer cuts an idle connection (0 = never) */
         unsigned drop_after_events;
+        unsigned drop_after_more; /* the events after the starting list that drop_after_events counts */
         uint64_t drop_at;
         unsigned events;
 };
@@ -47,6 +60,7 @@ static void watch_free(void *p)
         free(w->lsel);
         free(w->fsel);
         free(w->include);
+        cJSON_Delete(w->initial);
         buf_free(&w->out);
         free(w);
 }
@@ -111,6 +125,39 @@ static void watch_bookmark(struct watch *w, uint64_t rv)
                    w->res->kind, api_version ? api_version : "v1", rv);
 }
 
+/* The next ADDED events of the starting list, up to about max bytes (at least one); false once none is
+ * left. */
+static bool watch_emit_initial(struct watch *w, size_t max)
+{
+        cJSON *it;
+        for (;;) {
+                while (w->initial && (it = w->initial->child)) {
+                        cJSON_DetachItemViaPointer(w->initial, it);
+                        if (watch_matches(w, it))
+                                watch_emit(w, "ADDED", it);
+                        cJSON_Delete(it);
+                        if (w->out.len >= max)
+                                return true;
+                }
+                cJSON_Delete(w->initial);
+                w->initial = NULL;
+                if (!w->parts)
+                        return w->out.len > 0;
+                struct sim *s = w->srv->sim;
+                uint64_t last = w->part_after;
+                sim_lock(s);
+                int r = sim_list_pods_part(s, w->ns, &w->filter, w->part_after, w->part_upto,
+                                           WATCH_PART_PODS, &w->initial, &last);
+                sim_unlock(s);
+                /* Out of memory ends the stream; the client lists again. */
+                if (r < 0)
+                        w->ended = true;
+                if (r < 0 || last == w->part_after)
+                        w->parts = false;
+                w->part_after = last;
+        }
+}
+
 /* The client hung up: a watch with nothing to send would otherwise hold its thread until its timeout. */
 bool sim_peer_gone(int fd)
 {
@@ -147,6 +194,8 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 if (sim_peer_gone(w->fd))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (w->initial && watch_emit_initial(w, max))
+                        continue;
 
                 sim_lock(s);
                 /* Runs what fell due, so that a watcher never spins waiting for the ticker to do it. */
@@ -170,6 +219,8 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                 else if (w->rv < store_rv)
                         w->rv = store_rv;
                 now = now_monotonic_usec();
+                if (w->drop_after_more && !w->drop_after_events)
+                        w->drop_after_events = w->events + w->drop_after_more;
                 if ((w->drop_after_events && w->events >= w->drop_after_events) ||
                     (w->drop_at && now >= w->drop_at))
                         w->ended = true;
@@ -244,20 +295,28 @@ enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c
         }
 
         if (isempty(rv_s) || streq(rv_s, "0")) {
-                cJSON *items = NULL, *it;
-                struct sim_list_filter filter;
-                char node_buf[256];
-                sim_list_filter_for(w->lsel, w->fsel, node_buf, sizeof(node_buf), &filter);
-                int r = sim_list_filtered(s, ap->res->sim_kind, ap->ns, &filter, &items);
+                cJSON *items = NULL;
+                int r;
+                sim_list_filter_for(w->lsel, w->fsel, w->node_buf, sizeof(w->node_buf), &w->filter);
+                /* A cluster's pods (not one node's): in parts, from the pods there now, their later changes
+                 * following from this version; the parts show the pods as they are when each is rendered,
+                 * and the changes since may then repeat what a part showed already, as a relisting
+                 * informer sees it. */
+                if (ap->res->sim_kind == SIM_POD && !w->filter.node_name) {
+                        w->parts = true;
+                        w->part_upto = sim_pods_last_created(s);
+                        r = sim_list_pods_part(s, w->ns, &w->filter, 0, w->part_upto, WATCH_PART_PODS,
+                                               &items, &w->part_after);
+                        if (r >= 0 && w->part_after == 0)
+                                w->parts = false;
+                } else
+                        r = sim_list_filtered(s, ap->res->sim_kind, ap->ns, &w->filter, &items);
                 if (r < 0) {
                         watch_free(w);
                         return sim_reply_errno(c, r);
                 }
-                cJSON_ArrayForEach (it, items) {
-                        if (watch_matches(w, it))
-                                watch_emit(w, "ADDED", it);
-                }
-                cJSON_Delete(items);
+                /* Sent as the client reads (watch_emit_initial), not printed whole here. */
+                w->initial = items;
                 w->rv = sim_resource_version(s);
         } else {
                 int64_t rv;
@@ -283,7 +342,8 @@ enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c
         }
         if (!w->ended && sim_fault_draw(srv, srv->watch_drop_rate, FAULT_WATCH_DROP)) {
                 uint64_t u = (uint64_t)(sim_fault_uniform(srv, FAULT_WATCH_DROP_WHEN) * 1e6);
-                w->drop_after_events = w->events + 1 + (unsigned)(u % 3);
+                /* Counted from the end of the starting list, still to be sent (watch_read). */
+                w->drop_after_more = 1 + (unsigned)(u % 3);
                 w->drop_at = now_monotonic_usec() + 200000 + (u % 1800) * 1000;
                 srv->n_watch_dropped++;
         }

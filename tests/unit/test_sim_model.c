@@ -834,6 +834,81 @@ static void test_list_filtered(void **state)
         check_filtered(s, NULL, "", NULL, 1);
 }
 
+/* The names of the pods in items, in order, joined by spaces. */
+static void join_names(const cJSON *items, char *out, size_t len)
+{
+        const cJSON *it;
+        out[0] = '\0';
+        cJSON_ArrayForEach (it, items) {
+                size_t n = strlen(out);
+                snprintf(out + n, len - n, "%s%s", n ? " " : "", str_at(it, "metadata.name"));
+        }
+}
+
+/* A cluster's pods in parts (as a watch from resourceVersion 0 sends them): the parts join into the whole
+ * list, a pod gone between two parts is not in the later one, and one created after the first part is left
+ * to the change log. */
+static void test_list_pods_part(void **state)
+{
+        _cleanup_(sim_freep) struct sim *s = mk(SEED504);
+        _cleanup_(cjson_freep) cJSON *whole = NULL;
+        assert_int_equal(sim_list_filtered(s, SIM_POD, NULL, NULL, &whole), 0);
+        int n_whole = cJSON_GetArraySize(whole);
+        assert_true(n_whole > 10);
+        char want[16384], have[16384] = "";
+        join_names(whole, want, sizeof(want));
+
+        uint64_t upto = sim_pods_last_created(s), after = 0, last;
+        assert_true(upto > 0);
+        int parts = 0;
+        for (;;) {
+                _cleanup_(cjson_freep) cJSON *part = NULL;
+                assert_int_equal(sim_list_pods_part(s, NULL, NULL, after, upto, 7, &part, &last), 0);
+                assert_true(cJSON_GetArraySize(part) <= 7);
+                if (last == after) {
+                        assert_int_equal(cJSON_GetArraySize(part), 0);
+                        break;
+                }
+                assert_true(last > after);
+                char names[2048];
+                join_names(part, names, sizeof(names));
+                size_t n = strlen(have);
+                snprintf(have + n, sizeof(have) - n, "%s%s", n ? " " : "", names);
+                after = last;
+                parts++;
+        }
+        assert_string_equal(have, want);
+        assert_int_equal(parts, (n_whole + 6) / 7);
+
+        /* One namespace, through a label filter: the same pods as the filtered whole list. */
+        struct sim_list_filter web = { .labels = label_app_is, .userdata = (void *)"web" };
+        _cleanup_(cjson_freep) cJSON *shop = NULL, *shop_part = NULL;
+        assert_int_equal(sim_list_filtered(s, SIM_POD, "shop", &web, &shop), 0);
+        assert_int_equal(sim_list_pods_part(s, "shop", &web, 0, upto, 1000, &shop_part, &last), 0);
+        join_names(shop, want, sizeof(want));
+        join_names(shop_part, have, sizeof(have));
+        assert_true(cJSON_GetArraySize(shop) > 0);
+        assert_string_equal(have, want);
+
+        /* The first part, then a pod deleted (gone once its shutdown is over, its replacement created): the
+         * rest no longer has it, and the replacement, newer than upto, is not in any part. */
+        _cleanup_(cjson_freep) cJSON *first = NULL;
+        assert_int_equal(sim_list_pods_part(s, NULL, NULL, 0, upto, 1, &first, &after), 0);
+        char names[1][64];
+        assert_int_equal(find_pods(s, "shop", "web", "spot-a", false, names, 1), 6);
+        _cleanup_(answer_done) struct sim_answer d = { 0 };
+        assert_int_equal(sim_delete_pod(s, "shop", names[0], -1, NULL, "test", &d), 0);
+        assert_int_equal(d.status, 200);
+        set_time(s, 60);
+        assert_true(sim_pods_last_created(s) > upto);
+        _cleanup_(cjson_freep) cJSON *rest = NULL;
+        assert_int_equal(sim_list_pods_part(s, NULL, NULL, after, upto, 100000, &rest, &last), 0);
+        assert_int_equal(cJSON_GetArraySize(first) + cJSON_GetArraySize(rest), n_whole - 1);
+        const cJSON *it;
+        cJSON_ArrayForEach (it, rest)
+                assert_string_not_equal(str_at(it, "metadata.name"), names[0]);
+}
+
 /* A world larger than the change log: only its newest SIM_LOG_MAX (20000) changes are kept, and a watch from
  * before them is told its version is gone. */
 static void test_large_world_log(void **state)
@@ -1425,6 +1500,7 @@ int main(void)
                 cmocka_unit_test(test_delete_breach),
                 cmocka_unit_test(test_change_log),
                 cmocka_unit_test(test_list_filtered),
+                cmocka_unit_test(test_list_pods_part),
                 cmocka_unit_test(test_large_world_log),
                 cmocka_unit_test(test_node_patch),
                 cmocka_unit_test(test_cordon_accounting),

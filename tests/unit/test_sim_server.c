@@ -247,7 +247,8 @@ static struct reply get(struct fixture *f, const char *path)
         return request(f, "GET", path, NULL, NULL, 0, NULL);
 }
 
-static int setup_server(void **state)
+/* A server on a scenario of its own, manual clock. */
+static struct fixture *fixture_new(const char *yaml)
 {
         struct sim_options opt = { .time_scale = 1, .manual_clock = true };
         struct fixture *f = calloc(1, sizeof(*f));
@@ -258,7 +259,7 @@ static int setup_server(void **state)
         snprintf(f->path, sizeof(f->path), "/tmp/test-sim-server.XXXXXX");
         fd = mkstemp(f->path);
         assert_true(fd >= 0);
-        assert_int_equal(write(fd, scenario_yaml, strlen(scenario_yaml)), (ssize_t)strlen(scenario_yaml));
+        assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
         close(fd);
         assert_int_equal(sim_scenario_load(f->path, &f->tree, &error), 0);
         assert_int_equal(sim_new(f->tree, &opt, &f->sim, &error), 0);
@@ -267,19 +268,27 @@ static int setup_server(void **state)
         sim_unlock(f->sim);
         assert_int_equal(sim_server_start(f->sim, "127.0.0.1:0", &f->srv), 0);
         assert_true(sim_server_port(f->srv) > 0);
-        *state = f;
-        return 0;
+        return f;
 }
 
-static int teardown_server(void **state)
+static void fixture_free(struct fixture *f)
 {
-        struct fixture *f = *state;
-
         sim_server_stop(f->srv);
         sim_free(f->sim);
         ynode_free(f->tree);
         unlink(f->path);
         free(f);
+}
+
+static int setup_server(void **state)
+{
+        *state = fixture_new(scenario_yaml);
+        return 0;
+}
+
+static int teardown_server(void **state)
+{
+        fixture_free(*state);
         return 0;
 }
 
@@ -450,6 +459,20 @@ static void test_protobuf_delete(void **state)
         free_reply(&r);
 }
 
+/* A whole watch stream (it ends at its timeoutSeconds), NUL-terminated, into out. */
+static void watch_stream(const char *url, struct buf *out)
+{
+        CURL *c = curl_easy_init();
+        assert_non_null(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_cleanup(c);
+        assert_int_equal(buf_append(out, "", 1), 0);
+}
+
 static void test_cordon_and_watch(void **state)
 {
         struct fixture *f = *state;
@@ -458,7 +481,6 @@ static void test_cordon_and_watch(void **state)
         _cleanup_free_ char *watch = NULL;
         _cleanup_free_ char *rvs = rv ? strdup(rv) : NULL;
         struct buf out = {};
-        CURL *c;
 
         assert_non_null(rvs);
         free_reply(&r);
@@ -471,14 +493,7 @@ static void test_cordon_and_watch(void **state)
         /* A watch from before the cordon replays it, then ends at its timeout. */
         watch = strprintf("%s/api/v1/nodes?watch=1&resourceVersion=%s&timeoutSeconds=1",
                           sim_server_url(f->srv), rvs);
-        c = curl_easy_init();
-        curl_easy_setopt(c, CURLOPT_URL, watch);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-        assert_int_equal(curl_easy_perform(c), CURLE_OK);
-        curl_easy_cleanup(c);
-        assert_int_equal(buf_append(&out, "", 1), 0);
+        watch_stream(watch, &out);
         assert_non_null(strstr(out.data, "{\"type\":\"MODIFIED\",\"object\":{"));
         assert_non_null(strstr(out.data, "\"unschedulable\":true"));
         assert_null(strstr(out.data, "\"name\":\"n1\""));
@@ -492,6 +507,51 @@ static void test_cordon_and_watch(void **state)
         assert_int_equal(r.status, 200);
         assert_true(cJSON_GetObjectItem(r.json, "api_requests")->valuedouble > 0);
         free_reply(&r);
+}
+
+/* A watch of every pod from resourceVersion 0 on a cluster larger than one part (500 pods): each pod once,
+ * as ADDED, in the list's order. */
+static void test_watch_all_pods_in_parts(void **state)
+{
+        static const char big[] = "name: big\n"
+                                  "nodes:\n"
+                                  "  - {name: n1, allocatable: {cpu: \"400\", memory: 1600Gi, pods: 2000}}\n"
+                                  "workloads:\n"
+                                  "  - {name: web, namespace: shop, kind: Deployment, replicas: 1201,\n"
+                                  "     placement: {n1: 1201}, requests: {cpu: 10m, memory: 8Mi}}\n";
+        struct fixture *f = fixture_new(big);
+        struct reply r = get(f, "/api/v1/pods");
+        assert_int_equal(r.status, 200);
+        const cJSON *items = cJSON_GetObjectItem(r.json, "items"), *it;
+        assert_int_equal(cJSON_GetArraySize(items), 1201);
+
+        _cleanup_free_ char *url =
+            strprintf("%s/api/v1/pods?watch=1&resourceVersion=0&timeoutSeconds=1", sim_server_url(f->srv));
+        struct buf out = {};
+        watch_stream(url, &out);
+
+        char *line = out.data, *end;
+        int n = 0;
+        it = items ? items->child : NULL;
+        while ((end = strchr(line, '\n'))) {
+                *end = '\0';
+                cJSON *ev = cJSON_Parse(line);
+                assert_non_null(ev);
+                assert_string_equal(cJSON_GetObjectItem(ev, "type")->valuestring, "ADDED");
+                assert_non_null(it);
+                const cJSON *meta = cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "object"), "metadata");
+                assert_string_equal(
+                    cJSON_GetObjectItem(meta, "name")->valuestring,
+                    cJSON_GetObjectItem(cJSON_GetObjectItem(it, "metadata"), "name")->valuestring);
+                cJSON_Delete(ev);
+                it = it->next;
+                n++;
+                line = end + 1;
+        }
+        assert_int_equal(n, 1201);
+        buf_free(&out);
+        free_reply(&r);
+        fixture_free(f);
 }
 
 static void test_events_and_leases(void **state)
@@ -789,6 +849,7 @@ int main(void)
                 cmocka_unit_test(test_eviction_and_pdb),
                 cmocka_unit_test(test_protobuf_delete),
                 cmocka_unit_test(test_cordon_and_watch),
+                cmocka_unit_test(test_watch_all_pods_in_parts),
                 cmocka_unit_test(test_events_and_leases),
                 cmocka_unit_test(test_query_parameters),
                 cmocka_unit_test(test_content_types),
