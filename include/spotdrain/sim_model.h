@@ -67,6 +67,10 @@ void sim_unlock(struct sim *s);
 /* With the lock held: waits (releasing it meanwhile) until the resource version passes after_rv, the clock
  * reaches the next due action, or timeout_usec passes. */
 void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec);
+/* sim_wait for a change alone: returns on a new resourceVersion or at the timeout, whatever falls due
+ * before (the ticker of sim serve runs that, and its changes wake this). For the many watchers of a large
+ * run: it costs no look at what falls due, on every wake-up of each. */
+void sim_wait_change(struct sim *s, uint64_t after_rv, uint64_t timeout_usec);
 /* Wakes every sim_wait (a change happened). */
 void sim_broadcast(struct sim *s);
 

@@ -174,6 +174,15 @@ void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
         }
 }
 
+void sim_wait_change(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
+{
+        uint64_t end = now_monotonic_usec() + timeout_usec;
+        struct timespec ts = { .tv_sec = (time_t)(end / 1000000ULL),
+                               .tv_nsec = (long)(end % 1000000ULL) * 1000L };
+        while (s->rv <= after_rv && now_monotonic_usec() < end)
+                pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+}
+
 /* ---- lookups ---- */
 /* ---- pod indexes ---- */
 static size_t pod_key_hash(const char *ns, const char *name)

@@ -198,13 +198,10 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                         continue;
 
                 sim_lock(s);
-                /* Runs what fell due, so that a watcher never spins waiting for the ticker to do it. */
+                /* What falls due is the ticker's to run (it wakes the watchers when that changes anything):
+                 * with hundreds of watchers, each looking for it at every wake-up was most of the
+                 * simulator's time. */
                 store_rv = sim_resource_version(s);
-                sim_advance(s);
-                if (sim_resource_version(s) != store_rv) {
-                        sim_broadcast(s);
-                        store_rv = sim_resource_version(s);
-                }
                 r = sim_changes_since(s, w->res->sim_kind, w->ns, w->rv, watch_change, w);
                 if (r == -ESTALE) {
                         _cleanup_free_ char *msg = strprintf(
@@ -236,7 +233,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                                         wait = WATCH_POLL_USEC;
                                 if (w->drop_at && w->drop_at - now < wait)
                                         wait = w->drop_at - now;
-                                sim_wait(s, store_rv, wait);
+                                sim_wait_change(s, store_rv, wait);
                         }
                 }
                 sim_unlock(s);
