@@ -25,9 +25,14 @@ extern const struct config_section kube_config_section;
 
 struct metrics;
 
-/* No byte from the API server for this long ends a request or a watch's stream (the HTTP client's idle
- * limit); a request is retried, a watch resumes from its resourceVersion. */
+/* No byte from the API server for this long ends a request (the HTTP client's idle limit): it is retried; or
+ * a watch's stream, which resumes from its resourceVersion. */
 #define KUBE_IDLE_TIMEOUT_USEC (10ULL * 1000000ULL)
+/* The same for a patient watch (kube_watch_options.patient): longer than the minute between the bookmarks
+ * kube-apiserver sends a watch that asks for them (as every watch here does), so that a quiet resource costs
+ * no request every 10 s. A connection that stopped passing bytes meanwhile is found by TCP keepalive, or by
+ * a request that gets no answer within its own idle limit: the client then resumes every watch at once. */
+#define KUBE_WATCH_IDLE_TIMEOUT_USEC (65ULL * 1000000ULL)
 
 struct kube_client_options {
         /* client-side rate limit, the operator's cap; 0 = default KUBE_DEFAULT_QPS, <0 = unlimited. The
@@ -39,6 +44,7 @@ struct kube_client_options {
         uint64_t backoff_max_usec;     /* 0 = 10 s */
         unsigned conflict_retries;     /* read-modify-write retries after 409; 0 = default 5 */
         uint64_t request_timeout_usec; /* 0 = core's default */
+        uint64_t idle_timeout_usec;    /* a request's idle limit; 0 = KUBE_IDLE_TIMEOUT_USEC */
         /* spotdrain_api_requests_total, spotdrain_evictions_total, spotdrain_kube_events_dropped_total;
          * borrowed, must outlive the client;
          * NULL = not counted */
@@ -142,6 +148,9 @@ enum {
         /* ahead of priority requests too: what a notice needs first (the cordon), which a burst of
          * notices must not queue behind the lists and evictions of the drains already under way */
         KUBE_REQ_URGENT = 1 << 2,
+        /* a stream (kube_request_stream) that may be silent for KUBE_WATCH_IDLE_TIMEOUT_USEC rather than
+         * KUBE_IDLE_TIMEOUT_USEC */
+        KUBE_REQ_PATIENT = 1 << 3,
 };
 
 /* Any request. path is absolute ("/api/v1/nodes/n1?x=y"); body may be NULL. ret_call may be NULL. The verb
@@ -158,10 +167,15 @@ char *kube_path(const char *group, const char *version, const char *namespace, c
 char *kube_query_escape(const char *s);
 
 /* A streaming GET (watches): on_data gets the body as it arrives (return <0 to stop); done runs at the end
- * with the status (the body of a failure went through on_data). Priority, never retried here. */
-int kube_request_stream(struct kube_client *c, const char *path,
+ * with the status (the body of a failure went through on_data). Priority, never retried here. flags: 0 or
+ * KUBE_REQ_PATIENT. */
+int kube_request_stream(struct kube_client *c, const char *path, unsigned flags,
                         int (*on_data)(const char *data, size_t len, void *userdata), kube_done_fn done,
                         void *userdata, struct kube_call **ret_call);
+
+/* A stream under way (kube_request_stream) ends as if its idle limit had passed: done gets -ETIMEDOUT after
+ * the answer had begun, why its message. Nothing for another call, or one not sent yet. */
+void kube_stream_time_out(struct kube_call *call, const char *why);
 
 int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *userdata,
              struct kube_call **ret_call);
@@ -214,6 +228,10 @@ struct kube_watch_options {
         /* An informer keeps only these fields of each object (kube_object_prune()); NULL: all. Borrowed:
          * must outlive the informer. */
         const char *const *keep_fields;
+        /* Its stream may stay silent up to KUBE_WATCH_IDLE_TIMEOUT_USEC (a resource that may be quiet for
+         * long, where a minute's delay after a connection froze costs nothing); else KUBE_IDLE_TIMEOUT_USEC.
+         * kube_watch_set_patient() / kube_informer_set_patient() change it from the next stream on. */
+        bool patient;
 };
 /* The watch stream's own decoding, without a network (src/kube/watch_decode.c): a line framer and an event
  * decoder, which kube_watch feeds with the stream's chunks and which fuzz/fuzz_watch.c fuzzes. */
@@ -273,6 +291,12 @@ struct kube_watch;
 int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
                      const struct kube_watch_ops *ops, void *userdata, struct kube_watch **ret);
 struct kube_watch *kube_watch_stop(struct kube_watch *w); /* NULL-safe; no callback after this */
+void kube_watch_set_patient(struct kube_watch *w, bool patient);
+/* When its stream last delivered a byte (or began): clk_now() time, 0 while none is under way. */
+uint64_t kube_watch_heard_at(const struct kube_watch *w);
+/* Its stream, silent where its owner expected events (a patient watch on a connection that may have stopped
+ * passing bytes), resumes from its resourceVersion at once on a live connection. */
+void kube_watch_resume(struct kube_watch *w);
 const char *kube_watch_rv(const struct kube_watch *w);
 unsigned kube_watch_relists(const struct kube_watch *w);
 
@@ -287,6 +311,9 @@ struct kube_informer;
 int kube_informer_start(struct kube_client *c, const struct kube_watch_options *o,
                         const struct kube_informer_ops *ops, void *userdata, struct kube_informer **ret);
 struct kube_informer *kube_informer_stop(struct kube_informer *inf);
+void kube_informer_set_patient(struct kube_informer *inf, bool patient);
+uint64_t kube_informer_heard_at(const struct kube_informer *inf);
+void kube_informer_resume(struct kube_informer *inf);
 bool kube_informer_synced(const struct kube_informer *inf);
 /* Moves whenever an object is added, replaced or removed: equal values mean the same store. */
 unsigned long kube_informer_generation(const struct kube_informer *inf);

@@ -300,7 +300,8 @@ static void start_logs(struct drain_postmortem *pm)
                                                 ? strprintf("%s?container=%s&tailLines=%u&limitBytes=%d",
                                                             base, container, pm->tail_lines, LOG_LIMIT_BYTES)
                                                 : NULL;
-                int r = path ? kube_request_stream(pm->c, path, log_data, log_done, k, &k->call) : -ENOMEM;
+                int r =
+                    path ? kube_request_stream(pm->c, path, 0, log_data, log_done, k, &k->call) : -ENOMEM;
                 if (r < 0)
                         k->error = r;
                 else

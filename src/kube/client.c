@@ -505,6 +505,44 @@ static void count_request(struct metrics *m, const char *method, const char *pat
                 metrics_counter_inc(m, METRIC_EVICTIONS, code, NULL);
 }
 
+void kube_stream_time_out(struct kube_call *s, const char *why)
+{
+        if (!(s->flags & CALL_STREAM) || !s->http || s->finishing)
+                return;
+        s->http = http_cancel(s->http);
+        s->client->stats.in_flight--;
+        struct http_response resp = { .status = 200, .error = -ETIMEDOUT };
+        snprintf(resp.errbuf, sizeof(resp.errbuf), "%s", why);
+        struct kube_result r;
+        result_from_response(s, &resp, &r);
+        s->step(s, &r);
+}
+
+/* The watch streams sent before the stall end as if their own idle limit had passed: each watch resumes from
+ * its resourceVersion, on a live connection. One at a time, looked up again after each: an owner's callback
+ * may end or start calls. */
+static void resume_streams(void *userdata)
+{
+        struct kube_client *c = userdata;
+        c->resume_timer = NULL;
+        for (;;) {
+                struct kube_call *s = NULL;
+                for (struct kube_call *k = c->calls; k && !s; k = k->next)
+                        if ((k->flags & CALL_STREAM) && k->http && !k->finishing && k->sent_at < c->stall_at)
+                                s = k;
+                if (!s)
+                        return;
+                kube_stream_time_out(s, "another request got no answer within its idle limit");
+        }
+}
+
+static void stalled(struct kube_client *c)
+{
+        c->stall_at = clk_now();
+        if (!c->resume_timer && timer_start_in(c->loop, 0, resume_streams, c, &c->resume_timer) < 0)
+                log_debug("kube: cannot resume the watches after a stall");
+}
+
 static void call_http_done(const struct http_response *resp, void *userdata)
 {
         struct kube_call *call = userdata;
@@ -543,6 +581,11 @@ static void call_http_done(const struct http_response *resp, void *userdata)
                         return;
                 }
         }
+
+        /* No answer at all within the idle limit: the connection stopped passing bytes, perhaps for the
+         * watches on it too, which may be silent for a minute before they notice. */
+        if (!(call->flags & CALL_STREAM) && resp->status == 0 && resp->error == -ETIMEDOUT)
+                stalled(c);
 
         bool transport = resp->status == 0 || resp->error < 0;
         bool retry_status = (call->flags & KUBE_REQ_IDEMPOTENT) &&
@@ -694,8 +737,11 @@ static void call_send(struct kube_call *call, const char *token)
                 .timeout_usec = (call->flags & CALL_STREAM) ? 0 : c->opts.request_timeout_usec,
                 /* The API server answers at once: ten silent seconds is a connection that stopped passing
                  * bytes (the HTTP client then closes it), and the call is retried on another. A watch gets
-                 * the same limit (http.c's default for streams) and resumes from its resourceVersion. */
-                .idle_timeout_usec = KUBE_IDLE_TIMEOUT_USEC,
+                 * the same limit and resumes from its resourceVersion, unless it is patient: silent while
+                 * its resource is quiet, up to the bookmark that comes every minute. */
+                .idle_timeout_usec = (call->flags & KUBE_REQ_PATIENT) ? KUBE_WATCH_IDLE_TIMEOUT_USEC
+                                     : c->opts.idle_timeout_usec      ? c->opts.idle_timeout_usec
+                                                                      : KUBE_IDLE_TIMEOUT_USEC,
                 .on_data = (call->flags & CALL_STREAM) ? call_on_data : NULL,
         };
         r = http_send(c->loop, &req, call_http_done, call, &call->http);
@@ -703,6 +749,7 @@ static void call_send(struct kube_call *call, const char *token)
                 return kcall_fail(call, r, NULL);
         c->stats.sent++;
         uint64_t now = clk_now();
+        call->sent_at = now;
         if (now >= c->win_start + USEC_PER_SEC) {
                 c->win_rate = (double)c->win_sent * 1e6 / (double)(now - c->win_start);
                 c->win_start = now;
@@ -865,6 +912,7 @@ struct kube_client *kube_client_free(struct kube_client *c)
         while (c->calls)
                 kcall_free(c->calls);
         timer_cancel(c->pump_timer);
+        timer_cancel(c->resume_timer);
         for (int q = 0; q < 3; q++)
                 free(c->heap[q]);
         for (size_t i = 0; i < c->n_events; i++) {
@@ -948,15 +996,15 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
         return 0;
 }
 
-int kube_request_stream(struct kube_client *c, const char *path,
+int kube_request_stream(struct kube_client *c, const char *path, unsigned flags,
                         int (*on_data)(const char *data, size_t len, void *userdata), kube_done_fn done,
                         void *userdata, struct kube_call **ret_call)
 {
-        if (!on_data)
+        if (!on_data || (flags & ~(unsigned)KUBE_REQ_PATIENT))
                 return -EINVAL;
         struct kube_call *call;
-        int r =
-            kcall_new(c, "GET", path, NULL, NULL, KUBE_REQ_PRIORITY | CALL_STREAM, done, userdata, &call);
+        int r = kcall_new(c, "GET", path, NULL, NULL, KUBE_REQ_PRIORITY | CALL_STREAM | flags, done,
+                          userdata, &call);
         if (r < 0)
                 return r;
         call->on_data = on_data;

@@ -42,6 +42,10 @@ struct kube_client {
         double tokens;
         uint64_t last_refill;
         struct timer *pump_timer;
+        /* A request got no answer within its idle limit at stall_at: the watches' streams sent before then
+         * resume (resume_streams) */
+        struct timer *resume_timer;
+        uint64_t stall_at;
 
         /* Following the API server's priority and fairness: a throttling 429 pauses every request but the
          * urgent ones until paused_until and lowers the rate (apf_rate; 0 = not lowered, opts.qps
@@ -76,6 +80,7 @@ struct kube_call {
         uint64_t seq;       /* ties, and the order of the calls without a key: the order they were made */
         unsigned throttled; /* times the server throttled it (429 of priority and fairness) */
         bool active;        /* counted in client->n_active */
+        uint64_t sent_at;   /* when the request under way was sent */
 
         /* the request under way */
         char *method, *path, *content_type, *body;

@@ -18,6 +18,9 @@ struct kube_watch {
         char *path, *label_selector, *field_selector;
         const char *const *keep_fields;
         unsigned timeout_seconds;
+        bool patient;      /* its streams may be silent up to KUBE_WATCH_IDLE_TIMEOUT_USEC */
+        bool streaming;    /* call is a stream */
+        uint64_t heard_at; /* the last byte of a stream, or the start of the one under way */
         char *rv;
         struct kube_watch_ops ops;
         void *userdata;
@@ -209,6 +212,7 @@ static int watch_on_data(const char *data, size_t len, void *userdata)
         struct kube_watch *w = userdata;
         if (w->restart)
                 return -ECANCELED;
+        w->heard_at = clk_now();
         if (kube_line_framer_feed(&w->line, data, len) < 0)
                 return -ENOMEM;
         w->busy++;
@@ -232,6 +236,7 @@ static void watch_stream_done(struct kube_client *c, struct kube_result *r, void
 {
         struct kube_watch *w = userdata;
         w->call = NULL;
+        w->streaming = false;
         const char *rest;
         size_t n = kube_line_framer_rest(&w->line, &rest);
         if (n > 0 && !w->restart) {
@@ -261,8 +266,12 @@ static void watch_stream_done(struct kube_client *c, struct kube_result *r, void
                  * last resourceVersion are still to be had: resume, on a live connection. */
                 bool quiet = r->http_status == 200;
                 if (!quiet)
-                        log_info("kube: watch %s: no answer within %u s; resuming from resourceVersion %s",
-                                 w->path, (unsigned)(KUBE_IDLE_TIMEOUT_USEC / 1000000), w->rv ? w->rv : "");
+                        log_info(
+                            "kube: watch %s: no answer within %u s; resuming from resourceVersion %s",
+                            w->path,
+                            (unsigned)((w->patient ? KUBE_WATCH_IDLE_TIMEOUT_USEC : KUBE_IDLE_TIMEOUT_USEC) /
+                                       1000000),
+                            w->rv ? w->rv : "");
                 return watch_schedule(w, WATCH_NEXT_STREAM, quiet ? 0 : backoff_next(&w->backoff));
         }
         w->restart = false;
@@ -288,10 +297,15 @@ static void watch_stream(struct kube_watch *w)
         w->got_event = false;
         w->restart = w->gone = false;
         kube_line_framer_reset(&w->line);
-        int r = path ? kube_request_stream(w->client, path, watch_on_data, watch_stream_done, w, &w->call)
+        int r = path ? kube_request_stream(w->client, path, w->patient ? KUBE_REQ_PATIENT : 0, watch_on_data,
+                                           watch_stream_done, w, &w->call)
                      : -ENOMEM;
         if (r < 0)
                 watch_schedule(w, WATCH_NEXT_STREAM, backoff_next(&w->backoff));
+        else {
+                w->streaming = true;
+                w->heard_at = clk_now();
+        }
 }
 
 int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
@@ -306,6 +320,7 @@ int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
         w->ops = *ops;
         w->userdata = userdata;
         w->timeout_seconds = o->timeout_seconds ? o->timeout_seconds : 300;
+        w->patient = o->patient;
         w->backoff = BACKOFF_INIT(500 * 1000, 30 * 1000 * 1000);
         w->keep_fields = o->keep_fields;
         w->path = strdup(o->path);
@@ -600,6 +615,41 @@ int kube_informer_start(struct kube_client *c, const struct kube_watch_options *
 unsigned long kube_informer_generation(const struct kube_informer *inf)
 {
         return inf->generation;
+}
+
+uint64_t kube_watch_heard_at(const struct kube_watch *w)
+{
+        return w ? w->heard_at : 0;
+}
+
+void kube_watch_resume(struct kube_watch *w)
+{
+        /* Not from inside its own callbacks: the stream they run for must not end under them. */
+        if (w && w->streaming && w->call && !w->busy)
+                kube_stream_time_out(w->call, "resumed by its owner: silent while it expected events");
+}
+
+uint64_t kube_informer_heard_at(const struct kube_informer *inf)
+{
+        return inf ? kube_watch_heard_at(inf->watch) : 0;
+}
+
+void kube_informer_resume(struct kube_informer *inf)
+{
+        if (inf)
+                kube_watch_resume(inf->watch);
+}
+
+void kube_watch_set_patient(struct kube_watch *w, bool patient)
+{
+        if (w)
+                w->patient = patient;
+}
+
+void kube_informer_set_patient(struct kube_informer *inf, bool patient)
+{
+        if (inf)
+                kube_watch_set_patient(inf->watch, patient);
 }
 
 bool kube_informer_synced(const struct kube_informer *inf)

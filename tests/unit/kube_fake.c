@@ -6,6 +6,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ struct kfake_answer {
         char **chunks;
         size_t n_chunks;
         int status;
-        bool sticky, used;
+        bool sticky, used, hold_open;
         struct kfake_answer *next;
 };
 
@@ -31,6 +32,7 @@ struct kfake {
         size_t n_requests;
         void (*hook)(const struct kfake_request *req, void *userdata);
         void *hook_userdata;
+        atomic_bool stopping; /* held answers end */
 };
 
 /* Per-connection request state, created by the URI log callback with the raw URI. */
@@ -44,7 +46,19 @@ struct kfake_conn {
 struct kfake_stream {
         char **chunks;
         size_t n, i, off;
+        struct kfake *f;
+        bool hold_open;
 };
+
+/* Held: 10 ms at a time until the fake stops. */
+static bool kfake_hold(struct kfake *f)
+{
+        if (atomic_load(&f->stopping))
+                return false;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        return true;
+}
 
 static char *kfake_strdup(const char *s)
 {
@@ -101,7 +115,7 @@ static ssize_t kfake_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct kfake_stream *s = cls;
         if (s->i >= s->n)
-                return MHD_CONTENT_READER_END_OF_STREAM;
+                return s->hold_open && kfake_hold(s->f) ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
         if (s->off == 0 && s->i > 0) {
                 /* Pace the chunks so that the client receives them as separate reads. */
                 struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -181,6 +195,7 @@ static enum MHD_Result kfake_handler(void *cls, struct MHD_Connection *con, cons
         int status = 404;
         char *body = NULL, *retry_after = NULL;
         struct kfake_stream *stream = NULL;
+        bool hold = false;
         /* The hook runs without the lock: one that holds its request back (a slow answer) must not hold
          * back the others. */
         pthread_mutex_lock(&f->lock);
@@ -197,10 +212,14 @@ static enum MHD_Result kfake_handler(void *cls, struct MHD_Connection *con, cons
                 status = a->status;
                 body = kfake_strdup(a->body);
                 retry_after = kfake_strdup(a->retry_after);
+                hold = a->hold_open && a->n_chunks == 0;
                 if (a->n_chunks > 0) {
                         stream = calloc(1, sizeof(*stream));
-                        if (stream)
+                        if (stream) {
                                 stream->chunks = calloc(a->n_chunks, sizeof(char *));
+                                stream->f = f;
+                                stream->hold_open = a->hold_open;
+                        }
                         for (size_t i = 0; stream && stream->chunks && i < a->n_chunks; i++)
                                 stream->chunks[stream->n++] = kfake_strdup(a->chunks[i]);
                 }
@@ -212,6 +231,11 @@ static enum MHD_Result kfake_handler(void *cls, struct MHD_Connection *con, cons
                 kfake_request_free(req);
         pthread_mutex_unlock(&f->lock);
 
+        if (hold) {
+                while (kfake_hold(f))
+                        ;
+                status = 503; /* the fake stops */
+        }
         if (status == 404 && !body && !stream)
                 body = kfake_strdup("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                     "\"reason\":\"NotFound\",\"code\":404,\"message\":\"not scripted\"}");
@@ -245,6 +269,7 @@ int kfake_start(struct kfake **ret)
         if (!f)
                 return -ENOMEM;
         pthread_mutex_init(&f->lock, NULL);
+        atomic_init(&f->stopping, false);
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = 0 };
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         f->daemon = MHD_start_daemon(
@@ -266,6 +291,7 @@ void kfake_stop(struct kfake *f)
 {
         if (!f)
                 return;
+        atomic_store(&f->stopping, true);
         MHD_stop_daemon(f->daemon);
         for (size_t i = 0; i < f->n_requests; i++)
                 kfake_request_free(f->requests[i]);
@@ -295,6 +321,7 @@ int kfake_add(struct kfake *f, const struct kfake_script *s)
         a->retry_after = kfake_strdup(s->retry_after);
         a->status = s->status;
         a->sticky = s->sticky;
+        a->hold_open = s->hold_open;
         for (size_t i = 0; s->chunks && s->chunks[i]; i++)
                 a->n_chunks++;
         if (a->n_chunks > 0) {

@@ -25,6 +25,9 @@ struct kfake_script {
         const char *retry_after;
         const char *const *chunks; /* NULL-terminated: a streamed (chunked) answer, one chunk per write */
         bool sticky;               /* answers every matching request */
+        /* With chunks: the stream then stays open and silent. Without: no answer at all, not even its head.
+         * Either until kfake_stop. */
+        bool hold_open;
 };
 
 int kfake_start(struct kfake **ret);

@@ -1217,7 +1217,7 @@ static char *last_log_line(struct fx *f, const char *ns, const char *pod)
         _cleanup_free_ char *path =
             strprintf("/api/v1/namespaces/%s/pods/%s/log?container=app&tailLines=1", ns, pod);
         assert_non_null(path);
-        assert_int_equal(kube_request_stream(f->client, path, log_into, log_read_done, &lr, NULL), 0);
+        assert_int_equal(kube_request_stream(f->client, path, 0, log_into, log_read_done, &lr, NULL), 0);
         assert_int_equal(loop_run_until(f->loop, &lr.done, REAL_BOUND), 0);
         assert_int_equal(lr.error, 0);
         assert_true(lr.b.len > 1 && lr.b.data[lr.b.len - 1] == '\n');

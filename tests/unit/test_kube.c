@@ -351,6 +351,123 @@ static void test_watch_gone_relists(void **state)
         assert_non_null(strstr(req(fx, 2)->query, "watch=true"));
 }
 
+static void ignore_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        *(int *)userdata = r->error;
+}
+
+static int fx_setup_idle(void **state)
+{
+        /* A request's idle limit of 300 ms, so that a stall is seen at once. */
+        struct kube_client_options o = { .qps = -1,
+                                         .backoff_base_usec = 1000,
+                                         .backoff_max_usec = 5000,
+                                         .idle_timeout_usec = 300 * 1000 };
+        return fx_setup_opts(state, &o);
+}
+
+/* A patient watch's stream may be silent for the minute between bookmarks while its resource is quiet; a
+ * request that gets no answer at all within its idle limit says the connection may have stopped passing
+ * bytes: the watch resumes from its resourceVersion then, not a minute later. */
+static void test_watch_resumes_after_stall(void **state)
+{
+        struct fx *fx = *state;
+        const char *const quiet[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"11\"}}}"
+                "\n",
+                NULL,
+        };
+        const char *const after[] = {
+                "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"12\"}}"
+                "}\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=10",
+                                                    .status = 200,
+                                                    .chunks = quiet,
+                                                    .hold_open = true });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=11",
+                                                    .status = 200,
+                                                    .chunks = after,
+                                                    .hold_open = true });
+        kfake_add(fx->fake,
+                  &(struct kfake_script){
+                      .method = "GET", .path = "/api/v1/nodes/n1", .hold_open = true, .sticky = true });
+
+        struct watch_log wl = { .want_events = 1 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods", .resource_version = "10", .patient = true };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        expect_events(&wl, 1, 0, 0, "a");
+
+        /* The stream stays open and silent; a GET gets no answer. */
+        int got = 1;
+        wl.done = false;
+        wl.want_events = 2;
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n1", ignore_done, &got, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        expect_events(&wl, 1, 0, 1, "a");
+        assert_int_equal(wl.relisted, 0);
+        long second = kfake_find(fx->fake, "GET", "/api/v1/pods", 1);
+        assert_true(second > 0);
+        assert_non_null(strstr(req(fx, (size_t)second)->query, "resourceVersion=11"));
+        kube_watch_stop(w);
+}
+
+/* Its owner resumes a silent patient watch (kube_watch_resume): a new stream at once, from the last
+ * resourceVersion; the time of the last byte heard moves with it. */
+static void test_watch_resume_by_owner(void **state)
+{
+        struct fx *fx = *state;
+        const char *const quiet[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"21\"}}}"
+                "\n",
+                NULL,
+        };
+        const char *const after[] = {
+                "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"22\"}"
+                "}}\n",
+                NULL,
+        };
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=20",
+                                                    .status = 200,
+                                                    .chunks = quiet,
+                                                    .hold_open = true });
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/pods",
+                                                    .query_contains = "resourceVersion=21",
+                                                    .status = 200,
+                                                    .chunks = after,
+                                                    .hold_open = true });
+        struct watch_log wl = { .want_events = 1 };
+        struct kube_watch *w = NULL;
+        struct kube_watch_options o = { .path = "/api/v1/pods", .resource_version = "20", .patient = true };
+        assert_int_equal(kube_watch_start(fx->client, &o, &wl_ops, &wl, &w), 0);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        uint64_t heard = kube_watch_heard_at(w);
+        assert_true(heard > 0);
+
+        wl.done = false;
+        wl.want_events = 2;
+        kube_watch_resume(w);
+        assert_int_equal(loop_run_until(fx->loop, &wl.done, WAIT_USEC), 0);
+        expect_events(&wl, 1, 1, 0, "a");
+        assert_int_equal(wl.relisted, 0);
+        assert_int_equal(wl.errors, 0);
+        assert_true(kube_watch_heard_at(w) > heard);
+        long second = kfake_find(fx->fake, "GET", "/api/v1/pods", 1);
+        assert_true(second > 0);
+        assert_non_null(strstr(req(fx, (size_t)second)->query, "resourceVersion=21"));
+        kube_watch_stop(w);
+}
+
 struct inf_log {
         int added, modified, deleted;
         bool synced;
@@ -1689,6 +1806,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_watch_chunks_and_bookmark, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_crlf_and_last_line, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_resumes_after_stall, fx_setup_idle, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_watch_resume_by_owner, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_informer, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_429_retry_after, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_transport_errors_retried, fx_setup, fx_teardown),
