@@ -1527,9 +1527,10 @@ int controller_start(struct controller *c)
          * status, most of a Node's size (images, capacity, the other conditions: half of what is left). */
         static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec",
                                                    "status.conditions[type=Ready]", NULL };
-        r = kube_informer_start(
-            c->kube, &(struct kube_watch_options){ .path = "/api/v1/nodes", .keep_fields = node_fields },
-            &ops, c, &c->nodes);
+        r = kube_informer_start(c->kube,
+                                &(struct kube_watch_options){
+                                    .path = "/api/v1/nodes", .keep_fields = node_fields, .patient = true },
+                                &ops, c, &c->nodes);
         if (r < 0)
                 return r;
         /* Learnt from the whole cluster, leader or not: a follower that takes over knows them already. */

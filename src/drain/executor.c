@@ -155,7 +155,8 @@ struct drain_exec {
         struct xpod **next_map; /* plan_pods of the plan being made */
 
         struct timer *kick, *wake, *cordon_retry;
-        struct timer *kill_timer; /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
+        uint64_t watch_resumed_at; /* watch_check() resumed the pods' watch then */
+        struct timer *kill_timer;  /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
         struct backoff cordon_backoff;
         uint64_t wake_at;
         bool finished;
@@ -1210,6 +1211,32 @@ static int want_slot(struct drain_exec *x, const struct drain_pdb_in *pdb, const
         return r;
 }
 
+/* The pods' watch is patient: silent for the minute between bookmarks while the pods are quiet. While one of
+ * them is stopping, events are due (its deletion, its containers' end, its removal), and silence for a
+ * request's idle limit may be a connection that stopped passing bytes: the watch resumes then, on a live
+ * one. When to look again. */
+static uint64_t watch_check(struct drain_exec *x, uint64_t now)
+{
+        bool stopping = false;
+        for (size_t i = 0; i < x->n_pods && !stopping; i++) {
+                enum xpod_state st = x->pods[i]->state;
+                stopping =
+                    st == XPOD_EVICTING || st == XPOD_EVICTED || st == XPOD_DELETING || st == XPOD_FORCED;
+        }
+        if (!stopping)
+                return UINT64_MAX;
+        uint64_t heard = kube_informer_heard_at(x->pods_inf);
+        if (x->watch_resumed_at > heard)
+                heard = x->watch_resumed_at;
+        if (heard && now < heard + KUBE_IDLE_TIMEOUT_USEC)
+                return heard + KUBE_IDLE_TIMEOUT_USEC;
+        log_debug("%s: its pods' watch silent for %" PRIu64 " s while pods stop: resuming it", x->node,
+                  heard ? (now - heard) / USEC_PER_SEC : 0);
+        kube_informer_resume(x->pods_inf);
+        x->watch_resumed_at = now;
+        return now + KUBE_IDLE_TIMEOUT_USEC;
+}
+
 static int issue_pods(struct drain_exec *x, uint64_t now)
 {
         const struct drain_input *in = drain_inputs_get(x->inputs);
@@ -1326,6 +1353,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
         if (x->rejudge_at > now)
                 next = MIN(next, x->rejudge_at);
+        next = MIN(next, watch_check(x, now));
         if (n_forced > 0) {
                 char n[16];
                 snprintf(n, sizeof(n), "%u", n_forced);
@@ -1953,9 +1981,12 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 .namespaces = add_namespaces,
                 .planned = planned,
         };
+        /* Patient: its pods may be quiet for long while they wait for PDB slots (watch_check resumes it when
+         * it is silent while they stop). */
         struct kube_watch_options pw = { .path = "/api/v1/pods",
                                          .field_selector = field,
-                                         .keep_fields = drain_pod_fields };
+                                         .keep_fields = drain_pod_fields,
+                                         .patient = true };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;

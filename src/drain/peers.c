@@ -386,9 +386,13 @@ int drain_peers_new(struct drain_ledger *l, const struct drain_peers_options *o,
         ps->o = *o;
         ps->o.node = ps->node;
         /* A drain cordons its node first: the cordoned nodes are few, the nodes may be thousands. */
-        struct kube_watch_options w = { .path = "/api/v1/nodes",
-                                        .field_selector = "spec.unschedulable=true",
-                                        .keep_fields = node_fields };
+        struct kube_watch_options w = {
+                .path = "/api/v1/nodes",
+                .field_selector = "spec.unschedulable=true",
+                .keep_fields = node_fields,
+                /* quiet but when a node is cordoned: on every agent, in every cluster */
+                .patient = true
+        };
         r = kube_informer_start(ps->c, &w, &node_ops, ps, &ps->nodes);
         if (r >= 0)
                 r = timer_start_in(kube_client_loop(ps->c), SETTLE_USEC, settle_fire, ps, &ps->settle);
