@@ -73,7 +73,7 @@ python3 "$PROXY" --upstream "${SIM_URL#http://}" --port-file "$DIR/proxy.port" -
 	--log-requests --max-seconds "$(awk -v l="$LIMIT" -v e="$EXTRA" 'BEGIN { print int(l + e + 60) }')" \
 	2>"$DIR/proxy.log" &
 PROXY_PID=$!
-wait_for 10 test -s "$DIR/proxy.port" || fail "freeze_proxy did not come up: $(cat "$DIR/proxy.log")"
+wait_for 30 test -s "$DIR/proxy.port" || fail "freeze_proxy did not come up: $(cat "$DIR/proxy.log")"
 PROXY_URL=http://127.0.0.1:$(cat "$DIR/proxy.port")
 sed "s#server: $SIM_URL\$#server: $PROXY_URL#" "$SIM_KUBECONFIG" >"$DIR/kubeconfig.proxy"
 grep -q "server: $PROXY_URL\$" "$DIR/kubeconfig.proxy" || fail "could not point the kubeconfig at the proxy"
