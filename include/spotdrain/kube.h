@@ -229,8 +229,8 @@ struct kube_watch_options {
          * must outlive the informer. */
         const char *const *keep_fields;
         /* Its stream may stay silent up to KUBE_WATCH_IDLE_TIMEOUT_USEC (a resource that may be quiet for
-         * long, where a minute's delay after a connection froze costs nothing); else KUBE_IDLE_TIMEOUT_USEC.
-         * kube_watch_set_patient() / kube_informer_set_patient() change it from the next stream on. */
+         * long, where a minute's delay after a connection froze costs nothing, or whose owner resumes it
+         * with kube_watch_resume() when it expects events); else KUBE_IDLE_TIMEOUT_USEC. */
         bool patient;
 };
 /* The watch stream's own decoding, without a network (src/kube/watch_decode.c): a line framer and an event
@@ -291,8 +291,7 @@ struct kube_watch;
 int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
                      const struct kube_watch_ops *ops, void *userdata, struct kube_watch **ret);
 struct kube_watch *kube_watch_stop(struct kube_watch *w); /* NULL-safe; no callback after this */
-void kube_watch_set_patient(struct kube_watch *w, bool patient);
-/* When its stream last delivered a byte (or began): clk_now() time, 0 while none is under way. */
+/* When its stream last delivered a byte, or the last one began: clk_now() time, 0 before the first. */
 uint64_t kube_watch_heard_at(const struct kube_watch *w);
 /* Its stream, silent where its owner expected events (a patient watch on a connection that may have stopped
  * passing bytes), resumes from its resourceVersion at once on a live connection. */
@@ -311,7 +310,6 @@ struct kube_informer;
 int kube_informer_start(struct kube_client *c, const struct kube_watch_options *o,
                         const struct kube_informer_ops *ops, void *userdata, struct kube_informer **ret);
 struct kube_informer *kube_informer_stop(struct kube_informer *inf);
-void kube_informer_set_patient(struct kube_informer *inf, bool patient);
 uint64_t kube_informer_heard_at(const struct kube_informer *inf);
 void kube_informer_resume(struct kube_informer *inf);
 bool kube_informer_synced(const struct kube_informer *inf);

@@ -640,18 +640,6 @@ void kube_informer_resume(struct kube_informer *inf)
                 kube_watch_resume(inf->watch);
 }
 
-void kube_watch_set_patient(struct kube_watch *w, bool patient)
-{
-        if (w)
-                w->patient = patient;
-}
-
-void kube_informer_set_patient(struct kube_informer *inf, bool patient)
-{
-        if (inf)
-                kube_watch_set_patient(inf->watch, patient);
-}
-
 bool kube_informer_synced(const struct kube_informer *inf)
 {
         return inf->synced;
