@@ -195,6 +195,10 @@ void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const
 int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
+/* Pod i is being deleted since deleted_usec (engine clock), though its object does not say so yet: an
+ * eviction or a delete of it was accepted and its watch event is still on the way. No change to a pod
+ * whose object says it is deleting. */
+int drain_inputs_set_deleting(struct drain_inputs *di, size_t i, uint64_t deleted_usec);
 /* Copies the measurements (owner keys included). */
 int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n);
 /* The input's now, and a node added to it by name: cheap, unlike drain_inputs_get(), which estimates every

@@ -411,6 +411,12 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                         return r;
                 if (r >= 0 && o == p->ghost)
                         (void)drain_inputs_set_gone(di, idx, p->gone_at);
+                /* Accepted, though its watch event has yet to say so: at the scale of hundreds of drains
+                 * it comes seconds after the answer, and the PDB's status (another watch) may show the
+                 * slot spent before. Planned as waiting, the pod would spend a second slot in the plan
+                 * and its replacement's return would not be foreseen. */
+                else if (r >= 0 && p->stop_at && (p->state == XPOD_EVICTED || p->state == XPOD_FORCED))
+                        (void)drain_inputs_set_deleting(di, idx, p->stop_at);
                 if (r >= 0 && drain_surge_input(x->surge, di, idx) == -ENOMEM)
                         return -ENOMEM;
                 if (r >= 0) {

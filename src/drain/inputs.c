@@ -461,6 +461,18 @@ int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec)
         return 0;
 }
 
+int drain_inputs_set_deleting(struct drain_inputs *di, size_t i, uint64_t deleted_usec)
+{
+        if (i >= di->n_pods || !deleted_usec)
+                return -EINVAL;
+        if (di->pods[i].deleting)
+                return 0;
+        di->pods[i].deleting = true;
+        di->pods[i].deleted_at_usec = deleted_usec;
+        di->estimated = false;
+        return 0;
+}
+
 int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, uint64_t surged_usec)
 {
         if (i >= di->n_pods)

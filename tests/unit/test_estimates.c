@@ -188,6 +188,64 @@ static void test_expected_basis_changes_the_verdict(void **state)
         }
 }
 
+/* Pod "a" on spot-a was evicted 2 s ago: the PDB's status (maxUnavailable 1) shows its slot spent, but its
+ * own watch event is still on the way, so its object says nothing of it. Planned as it stands, spot-b's pod
+ * waits for a slot nothing gives back; known to be deleting since the eviction's answer, its replacement is
+ * foreseen a startup (10 s) after that, and spot-b's pod goes then. */
+static void test_accepted_eviction_seen_late(void **state)
+{
+        for (int told = 0; told <= 1; told++) {
+                struct drain_inputs_options o = { .now_usec = NOW,
+                                                  .default_startup_usec = S(10),
+                                                  .shutdown_basis = DRAIN_SHUTDOWN_EXPECTED,
+                                                  .expected_shutdown_fraction = 0.5 };
+                _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+                size_t a, b, ia, ib;
+                assert_int_equal(drain_inputs_new(&o, &di), 0);
+                assert_int_equal(drain_inputs_add_node(di, "spot-a", NOW + S(118), S(5), &a), 0);
+                assert_int_equal(drain_inputs_add_node(di, "spot-b", NOW + S(120), S(5), &b), 0);
+                cJSON *pdb = cJSON_Parse(
+                    "{\"metadata\": {\"name\": \"api\", \"namespace\": \"shop\"}, \"spec\": "
+                    "{\"maxUnavailable\": 1, \"selector\": {}}, \"status\": {\"currentHealthy\": 9,"
+                    " \"desiredHealthy\": 9, \"expectedPods\": 10, \"disruptionsAllowed\": 0}}");
+                assert_non_null(pdb);
+                assert_int_equal(drain_inputs_add_pdb(di, pdb), 0);
+                cJSON_Delete(pdb);
+                cJSON *pa = pod("a", 0), *pb = pod("b", 0);
+                assert_int_equal(drain_inputs_add_pod(di, a, pa, &ia), 0);
+                assert_int_equal(drain_inputs_add_pod(di, b, pb, &ib), 0);
+                cJSON_Delete(pa);
+                cJSON_Delete(pb);
+                if (told)
+                        assert_int_equal(drain_inputs_set_deleting(di, ia, NOW - S(2)), 0);
+                const struct drain_input *in = drain_inputs_get(di);
+                assert_int_equal(in->pods[ia].deleting, (bool)told);
+                assert_int_equal(drain_plan_make(in, &plan), 0);
+                if (told) {
+                        assert_int_equal(plan->nodes[b].verdict, DRAIN_FEASIBLE);
+                        assert_int_equal(plan->pods[ib].action, DRAIN_ACTION_EVICT);
+                        assert_int_equal(plan->pods[ib].evict_usec, NOW + S(8));
+                } else
+                        assert_int_not_equal(plan->nodes[b].verdict, DRAIN_FEASIBLE);
+        }
+
+        /* A pod whose object says it is deleting keeps the object's times; an index beyond the pods or no
+         * time is refused. */
+        struct drain_inputs_options o = { .now_usec = NOW, .default_startup_usec = S(10) };
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        size_t idx;
+        assert_int_equal(drain_inputs_new(&o, &di), 0);
+        assert_int_equal(drain_inputs_add_node(di, "spot-a", NOW + S(120), S(5), NULL), 0);
+        cJSON *p = pod("a", 20);
+        assert_int_equal(drain_inputs_add_pod(di, 0, p, &idx), 0);
+        cJSON_Delete(p);
+        assert_int_equal(drain_inputs_set_deleting(di, idx, NOW - S(2)), 0);
+        assert_int_equal(drain_inputs_get(di)->pods[idx].deleted_at_usec, NOW - S(20));
+        assert_int_equal(drain_inputs_set_deleting(di, idx + 1, NOW), -EINVAL);
+        assert_int_equal(drain_inputs_set_deleting(di, idx, 0), -EINVAL);
+}
+
 /* On the safe basis, a pod never seen stopping is given its whole grace period when that fits in its node's
  * drain (from its start); when it does not, the share of it expected, capped at the time left, so that a
  * grace longer than the budget does not force it (and all its PDB's pods) at the notice. */
@@ -447,6 +505,7 @@ int main(void)
                 cmocka_unit_test(test_estimates_safe_and_expected),
                 cmocka_unit_test(test_expected_basis_changes_the_verdict),
                 cmocka_unit_test(test_safe_estimate_of_a_long_grace),
+                cmocka_unit_test(test_accepted_eviction_seen_late),
                 cmocka_unit_test(test_kept_and_shared),
                 cmocka_unit_test(test_two_writers_merge),
                 cmocka_unit_test(test_merge_keeps_the_latest),
