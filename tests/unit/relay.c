@@ -102,6 +102,17 @@ static bool pass(struct relay *r, struct relay_pair *p, bool from_client)
                 return false;
         if (n < 0)
                 return true;
+        if (from_client && !p->lagged && r->lag_prefix) {
+                /* A request line at the start of what came (a client sends a request's head at once): the
+                 * connection lags from the first that matches on. */
+                const char *eol = memchr(buf, '\n', (size_t)n);
+                size_t line = eol ? (size_t)(eol - buf) : (size_t)n;
+                p->lagged = line >= strlen(r->lag_prefix) &&
+                            strncmp(buf, r->lag_prefix, strlen(r->lag_prefix)) == 0 &&
+                            memmem(buf, line, r->lag_contains, strlen(r->lag_contains)) != NULL;
+                if (p->lagged)
+                        atomic_fetch_add(&r->lagged, 1);
+        }
         if (from_client && r->hold)
                 return pass_requests(r, p, buf, (size_t)n);
         return send_all(to, buf, (size_t)n);
@@ -153,6 +164,8 @@ static void *relay_run(void *arg)
                                 continue;
                         idx[n] = i;
                         pfd[n++] = (struct pollfd){ .fd = r->pairs[i].a, .events = POLLIN };
+                        if (r->pairs[i].lagged && atomic_load(&r->lagging))
+                                continue; /* the server's bytes wait in its socket */
                         idx[n] = i;
                         pfd[n++] = (struct pollfd){ .fd = r->pairs[i].b, .events = POLLIN };
                 }
@@ -183,6 +196,12 @@ void relay_start(struct relay *r, uint16_t target, const char *hold)
         r->listen_fd = listen_loopback(&r->port);
         assert_int_equal(pipe2(r->stop, O_CLOEXEC), 0);
         assert_int_equal(pthread_create(&r->thread, NULL, relay_run, r), 0);
+}
+
+void relay_set_lag(struct relay *r, const char *prefix, const char *contains)
+{
+        r->lag_prefix = prefix;
+        r->lag_contains = contains ? contains : "";
 }
 
 void relay_stop(struct relay *r)

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "relay.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
@@ -35,6 +36,7 @@ struct drain {
         bool done;
         struct drain_exec_result result;
         unsigned infeasible_alerts;
+        unsigned evicted_alerts;
         unsigned across_alerts; /* of those, the ones for a PDB's pods across the draining nodes */
 };
 
@@ -49,6 +51,9 @@ struct fx {
         struct alert_bus *bus;
         struct drain_ledger *ledger;
         bool peers; /* without a shared ledger: each drain follows the others through the API (agents) */
+        struct relay relay; /* between the client and the simulator, with fx_new_lagging() */
+        bool relayed;
+        char lag_field[96];
         struct drain drains[MAX_DRAINS];
         size_t n_drains;
         bool all_done;
@@ -65,15 +70,20 @@ static void write_file(char *path_template, const char *text)
 static void record_alert(const struct alert *a, void *userdata)
 {
         struct fx *f = userdata;
-        for (size_t i = 0; i < f->n_drains; i++)
+        for (size_t i = 0; i < f->n_drains; i++) {
                 if (a->kind == ALERT_DRAIN_INFEASIBLE && streq_ptr(a->node, f->drains[i].node)) {
                         f->drains[i].infeasible_alerts++;
                         f->drains[i].across_alerts += strstr(a->message, "on the draining nodes") != NULL;
                 }
+                if (a->kind == ALERT_POD_EVICTED && streq_ptr(a->node, f->drains[i].node))
+                        f->drains[i].evicted_alerts++;
+        }
 }
 
-/* shared: one ledger for every drain; otherwise each drain has its own (as before the ledger). */
-static struct fx *fx_new(const char *scenario, double scale, bool shared)
+/* shared: one ledger for every drain; otherwise each drain has its own (as before the ledger). lag (or
+ * NULL): the client talks to the simulator through a relay (relay.h) whose answers to the watch of node
+ * lag's pods lag while f->relay.lagging is set. */
+static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared, const char *lag)
 {
         struct fx *f = calloc(1, sizeof(*f));
         _cleanup_free_ char *error = NULL, *kc = NULL;
@@ -90,7 +100,15 @@ static struct fx *fx_new(const char *scenario, double scale, bool shared)
         sim_unlock(f->sim);
         clk_set_scale(scale);
         assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
-        kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
+        _cleanup_free_ char *url = NULL;
+        if (lag) {
+                relay_start(&f->relay, sim_server_port(f->srv), NULL);
+                snprintf(f->lag_field, sizeof(f->lag_field), "fieldSelector=spec.nodeName%%3D%s", lag);
+                relay_set_lag(&f->relay, "GET /api/v1/pods?watch=true", f->lag_field);
+                f->relayed = true;
+                url = strprintf("http://127.0.0.1:%u", f->relay.port);
+        }
+        kc = sim_server_kubeconfig(url ? url : sim_server_url(f->srv), "test-token");
         assert_non_null(kc);
         write_file(f->kc_path, kc);
         assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
@@ -104,6 +122,11 @@ static struct fx *fx_new(const char *scenario, double scale, bool shared)
         return f;
 }
 
+static struct fx *fx_new(const char *scenario, double scale, bool shared)
+{
+        return fx_new_lagging(scenario, scale, shared, NULL);
+}
+
 static void fx_free(struct fx *f)
 {
         for (size_t i = 0; i < f->n_drains; i++)
@@ -113,6 +136,8 @@ static void fx_free(struct fx *f)
         loop_free(f->loop);
         kube_config_free(f->cfg);
         alert_bus_free(f->bus);
+        if (f->relayed)
+                relay_stop(&f->relay);
         sim_server_stop(f->srv);
         sim_free(f->sim);
         ynode_free(f->tree);
@@ -396,6 +421,74 @@ static void test_infeasible_across_nodes(void **state)
                         assert_int_equal(across, 0);
                 fx_free(f);
         }
+}
+
+/* One pod on each of two nodes with room for no other, two more on od-1, under maxUnavailable 1; 10 s to
+ * replace one (on od-1). */
+#define LAGGING                                                                                             \
+        "name: lagging\n"                                                                                   \
+        "nodes:\n"                                                                                          \
+        "  - {name: spot-a, allocatable: {cpu: \"16\", memory: 64Gi, pods: 1}}\n"                           \
+        "  - {name: spot-b, allocatable: {cpu: \"16\", memory: 64Gi, pods: 1}}\n"                           \
+        "  - {name: od-1, capacity_type: on-demand, allocatable: {cpu: \"16\", memory: 64Gi, pods: 110}}\n" \
+        "workloads:\n"                                                                                      \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 4,\n"                                 \
+        "     placement: {spot-a: 1, spot-b: 1, od-1: 2},\n"                                                \
+        "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 10,\n"                    \
+        "     pdb: {max_unavailable: 1}}\n"                                                                 \
+        "events: []\n"
+
+/* disruptionsAllowed of the PDB as the ledger's informer has it (-1: none yet). */
+static int pdb_allows(const struct fx *f)
+{
+        const struct kube_informer *inf = drain_ledger_pdbs(f->ledger);
+        if (kube_informer_size(inf) != 1)
+                return -1;
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(kube_informer_at(inf, 0), "status");
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "disruptionsAllowed");
+        return cJSON_IsNumber(a) ? a->valueint : -1;
+}
+
+/* spot-a's pod is evicted, and the watch of spot-a's pods falls behind (the relay holds what the server
+ * sends on it, as a loaded API server's watch lags) while the PDB's status, another watch, shows the slot
+ * spent. spot-b's drain starts then, due first. Its plan takes spot-a's accepted eviction as a pod deleting
+ * since the answer, whose replacement gives the slot back a startup later: spot-b fits, is not judged
+ * infeasible, and its pod goes then. (Taken as waiting, spot-a's pod would hold the one slot with no return
+ * in sight: "allows no disruption".) */
+static void test_accepted_eviction_before_its_watch_event(void **state)
+{
+        struct fx *f = fx_new_lagging(LAGGING, 5, true, "spot-a");
+        bool never = false;
+        atomic_store(&f->relay.lagging, true);
+        fx_drain(f, "spot-a", 60 * SEC);
+        for (int i = 0; i < 2000 && (f->drains[0].evicted_alerts == 0 || pdb_allows(f) != 0); i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_int_equal(f->drains[0].evicted_alerts, 1);
+        assert_int_equal(pdb_allows(f), 0);
+        assert_true(atomic_load(&f->relay.lagged) >= 1);
+        fx_drain(f, "spot-b", 40 * SEC);
+        /* The watch lags until spot-b's pod is deleted: spot-a's drain has not seen its own pod go by then.
+         */
+        struct deletions d;
+        for (int i = 0; i < 3000; i++) {
+                sim_deletions(f, &d);
+                if (d.n >= 2 || f->drains[1].infeasible_alerts > 0)
+                        break;
+                loop_run_until(f->loop, &never, 10 * 1000);
+        }
+        assert_int_equal(f->drains[1].infeasible_alerts, 0);
+        assert_int_equal(d.n, 2);
+        assert_false(f->drains[0].done);
+        atomic_store(&f->relay.lagging, false);
+        fx_run(f);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(f->drains[i].result.evicted, 1);
+                assert_int_equal(f->drains[i].result.outcome, DRAIN_EXEC_DRAINED);
+                assert_int_equal(f->drains[i].result.forced, 0);
+                assert_int_equal(f->drains[i].infeasible_alerts, 0);
+        }
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
 }
 
 /* The ledger on its own: grants follow the PDB status and the waiting pods' last safe moments. Members are
@@ -710,6 +803,7 @@ int main(void)
                 cmocka_unit_test(test_tie_by_node_name),
                 cmocka_unit_test(test_three_nodes_edf),
                 cmocka_unit_test(test_infeasible_across_nodes),
+                cmocka_unit_test(test_accepted_eviction_before_its_watch_event),
                 cmocka_unit_test(test_ledger_losses),
                 cmocka_unit_test(test_drain_after_another),
         };
