@@ -112,10 +112,10 @@ integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 # instrumented too ($CC); Go's cgo is off, so that helm_lint's renderer does not link with that $CC. The
 # examples' acceptance runs its scenarios at 2 scenario seconds per real second instead of 3, verdicts_sim
 # instead of 5 and surge_sim instead of 20 (TIME_SCALE): ASan's 2-3x slowdown would otherwise show up as
-# scenario time (a late look at the cluster is a late plan or a late verdict). Two tests at
-# a time, the examples' scenarios two at a time (ACCEPTANCE_JOBS, 4 in the plain suite): on a machine where
-# the plain suite needs 3 at a time (scripts/run-integration says why), 3 sanitized tests at a time gave
-# notice-time verdicts 1-5 s of scenario time late (examples_acceptance, verdicts_sim; each passes alone).
+# scenario time (a late look at the cluster is a late plan or a late verdict). Two tests at a time, the
+# examples' scenarios two at a time (ACCEPTANCE_JOBS, 4 in the plain suite): on a machine where the plain
+# suite needs 3 at a time (scripts/run-integration says why), 3 sanitized tests at a time gave notice-time
+# verdicts 1-5 s of scenario time late (examples_acceptance, verdicts_sim; each passes alone).
 # faults_sim alone runs 13 cases of two sanitized processes each, and beside five other sanitized tests a
 # controller of it once took 57 s to start and missed its 60 s bound.
 # Every sanitizer report goes to a file under $(BUILD)/it-asan/reports/TEST/ rather than to stderr, so that

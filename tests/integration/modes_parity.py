@@ -153,18 +153,13 @@ def main():
     # controller by a PDB slot on one node in about one full run of four (a pod forced on spot-12 or spot-14
     # with --delivery imds only), under ASan in every run; alone, they agreed.
     futures = {}
-    crowded = [s for s in scenarios if s[2] < scale]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for name, path, sc_scale in scenarios:
-            if sc_scale >= scale:
+    crowded = sorted((s for s in scenarios if s[2] < scale), key=lambda s: s[2])
+    batches = [[s for s in scenarios if s not in crowded]] + [[s] for s in crowded]
+    for batch in batches:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            for name, path, sc_scale in batch:
                 for d in DELIVERIES:
                     futures[(name, d)] = pool.submit(run, binary, sc_scale, path, d)
-        concurrent.futures.wait(list(futures.values()))
-    for name, path, sc_scale in sorted(crowded, key=lambda s: s[2]):
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(DELIVERIES)) as pool:
-            for d in DELIVERIES:
-                futures[(name, d)] = pool.submit(run, binary, sc_scale, path, d)
-            concurrent.futures.wait([futures[(name, d)] for d in DELIVERIES])
     diffs, errors, same = [], [], []
     for name, _, sc_scale in scenarios:
         try:

@@ -467,8 +467,7 @@ static void test_accepted_eviction_before_its_watch_event(void **state)
         assert_int_equal(pdb_allows(f), 0);
         assert_true(atomic_load(&f->relay.lagged) >= 1);
         fx_drain(f, "spot-b", 40 * SEC);
-        /* The watch lags until spot-b's pod is deleted: spot-a's drain has not seen its own pod go by then.
-         */
+        /* The watch lags until spot-b's pod is deleted: spot-a's drain has not seen its pod go by then. */
         struct deletions d;
         for (int i = 0; i < 3000; i++) {
                 sim_deletions(f, &d);
