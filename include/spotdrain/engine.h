@@ -350,6 +350,7 @@ struct drain_ledger_stats {
         unsigned
             rechecks;    /* times the ledger looked again with nothing heard (settle, a distrusted status) */
         unsigned losses; /* healthy pods lost to something outside the ledger, not yet back (drain_pdb_in) */
+        unsigned plans;  /* joint plans made */
 };
 void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats *ret);
 /* Startup measurements shared by the drains of the ledger: one sibling list per owner, not one per drain. */

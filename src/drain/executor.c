@@ -466,10 +466,19 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
         return 0;
 }
 
-/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. */
+/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. Asked before
+ * add_inputs, and the pods there are the informer's as they are now: so are these. (The ledger plans on its
+ * own timer too, which may come between the pod list's arrival and this drain's look at it: from the pods
+ * the drain last looked at, a plan had the new pods and none of their PDBs, and every one was evicted at
+ * once.) */
 static int add_namespaces(void *userdata, const char ***ns, size_t *n)
 {
         struct drain_exec *x = userdata;
+        if (!x->finished && kube_informer_synced(x->pods_inf)) {
+                int r = sync_pods(x);
+                if (r < 0)
+                        return r;
+        }
         for (size_t i = 0; i < x->n_pods; i++) {
                 const struct xpod *p = x->pods[i];
                 if (p->state == XPOD_GONE && !p->ghost)

@@ -970,6 +970,7 @@ static int make_joint(struct drain_ledger *l, const struct drain_inputs_options 
         l->dirty = false;
         l->plan_made = clk_now();
         l->plan_cost = l->plan_made > started ? l->plan_made - started : 0;
+        l->stats.plans++;
         for (size_t i = 0; i < l->n_members; i++) {
                 struct member *m = &l->members[i];
                 if (m->ops->planned)

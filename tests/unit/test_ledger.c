@@ -81,9 +81,10 @@ static void record_alert(const struct alert *a, void *userdata)
 }
 
 /* shared: one ledger for every drain; otherwise each drain has its own (as before the ledger). lag (or
- * NULL): the client talks to the simulator through a relay (relay.h) whose answers to the watch of node
- * lag's pods lag while f->relay.lagging is set. */
-static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared, const char *lag)
+ * NULL): the client talks to the simulator through a relay (relay.h) whose answers to the requests of node
+ * lag's pods whose request line starts with lag_request lag while f->relay.lagging is set. */
+static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared, const char *lag_request,
+                                 const char *lag)
 {
         struct fx *f = calloc(1, sizeof(*f));
         _cleanup_free_ char *error = NULL, *kc = NULL;
@@ -104,7 +105,7 @@ static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared
         if (lag) {
                 relay_start(&f->relay, sim_server_port(f->srv), NULL);
                 snprintf(f->lag_field, sizeof(f->lag_field), "fieldSelector=spec.nodeName%%3D%s", lag);
-                relay_set_lag(&f->relay, "GET /api/v1/pods?watch=true", f->lag_field);
+                relay_set_lag(&f->relay, lag_request, f->lag_field);
                 f->relayed = true;
                 url = strprintf("http://127.0.0.1:%u", f->relay.port);
         }
@@ -124,7 +125,7 @@ static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared
 
 static struct fx *fx_new(const char *scenario, double scale, bool shared)
 {
-        return fx_new_lagging(scenario, scale, shared, NULL);
+        return fx_new_lagging(scenario, scale, shared, NULL, NULL);
 }
 
 static void fx_free(struct fx *f)
@@ -457,7 +458,7 @@ static int pdb_allows(const struct fx *f)
  * in sight: "allows no disruption".) */
 static void test_accepted_eviction_before_its_watch_event(void **state)
 {
-        struct fx *f = fx_new_lagging(LAGGING, 5, true, "spot-a");
+        struct fx *f = fx_new_lagging(LAGGING, 5, true, "GET /api/v1/pods?watch=true", "spot-a");
         bool never = false;
         atomic_store(&f->relay.lagging, true);
         fx_drain(f, "spot-a", 60 * SEC);
@@ -757,6 +758,16 @@ static void cordoned(struct kube_client *c, struct kube_result *r, void *userdat
         *(int *)userdata = r->error;
 }
 
+static void fx_cordon(struct fx *f, const char *node)
+{
+        bool never = false;
+        int error = 1;
+        assert_int_equal(kube_node_cordon(f->client, node, true, cordoned, &error, NULL), 0);
+        for (int i = 0; i < 3000 && error > 0; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_int_equal(error, 0);
+}
+
 /* Each node's agent drains with its own view: spot-b's drain starts after spot-a's has evicted a pod, so the
  * PDB it first sees is short. The replacement starting elsewhere (its sibling list shows it) is on its way,
  * not a pod down for good: no infeasible verdict. */
@@ -766,11 +777,7 @@ static void test_drain_after_another(void **state)
         bool never = false;
 
         /* The replacements go to other nodes than spot-b, whose own drain would see them starting. */
-        int error = 1;
-        assert_int_equal(kube_node_cordon(f->client, "spot-b", true, cordoned, &error, NULL), 0);
-        for (int i = 0; i < 3000 && error > 0; i++)
-                loop_run_until(f->loop, &never, 10 * 1000);
-        assert_int_equal(error, 0);
+        fx_cordon(f, "spot-b");
         fx_drain(f, "spot-a", 60 * SEC);
         struct deletions d = { 0 };
         for (int i = 0; i < 3000 && d.n == 0; i++) {
@@ -791,6 +798,63 @@ static void test_drain_after_another(void **state)
         fx_free(f);
 }
 
+/* spot-a's pods in one namespace, spot-b's in another, under a PDB: spot-a's drain leaves nothing of
+ * spot-b's namespace in the ledger (no ghost of its pods there). */
+#define TWO_NAMESPACES                                                                                  \
+        "name: two-namespaces\n" NODES "workloads:\n"                                                   \
+        "  - {name: front, namespace: web, kind: Deployment, replicas: 2, placement: {spot-a: 2},\n"    \
+        "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2}\n"                 \
+        "  - {name: api, namespace: shop, kind: Deployment, replicas: 4, placement: {spot-b: 3, od-1: " \
+        "1},\n"                                                                                         \
+        "     termination_grace_seconds: 3, shutdown_seconds: 1, startup_seconds: 2,\n"                 \
+        "     pdb: {max_unavailable: 1}}\n"                                                             \
+        "events: []\n"
+
+/* One process, one ledger (the controller's): a drain that starts after another has ended joins a ledger
+ * that plans on its own (a timer, once anything changed), so the joint plan may be made between the new
+ * drain's pod list arriving and the drain's own look at it. Its pods must come with their PDBs in that plan:
+ * without them every pod looked free to go, all three evictions went at once and the PDB refused two. */
+static void test_drain_joins_a_planning_ledger(void **state)
+{
+        /* The list of spot-b's pods (and their watch) lag: the ledger plans without them, and on its own
+         * again as they come. */
+        struct fx *f = fx_new_lagging(TWO_NAMESPACES, 5, true, "GET /api/v1/pods?", "spot-b");
+        bool never = false;
+
+        /* spot-a's replacements go to other nodes than spot-b: its three pods to drain. */
+        fx_cordon(f, "spot-b");
+        fx_drain(f, "spot-a", 60 * SEC);
+        fx_run(f);
+        assert_int_equal(f->drains[0].result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(pdb_allows(f), 1);
+        f->all_done = false;
+        struct drain_ledger_stats st;
+        drain_ledger_stats(f->ledger, &st);
+        unsigned plans = st.plans;
+        atomic_store(&f->relay.lagging, true);
+        fx_drain(f, "spot-b", 60 * SEC);
+        /* spot-b's pod list held, the ledger plans on its own for spot-b's joining. */
+        for (int i = 0; i < 2000 && (atomic_load(&f->relay.lagged) == 0 || st.plans == plans); i++) {
+                loop_run_until(f->loop, &never, 10 * 1000);
+                drain_ledger_stats(f->ledger, &st);
+        }
+        assert_int_equal(atomic_load(&f->relay.lagged), 1);
+        assert_true(st.plans > plans);
+        /* Past the gap the ledger keeps after a plan (500 ms of engine time at most): the list's arrival
+         * makes it plan again at once, before the drain looks at the pods. */
+        uint64_t gap_end = clk_now() + SEC / 2;
+        while (clk_now() < gap_end)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        atomic_store(&f->relay.lagging, false);
+        fx_run(f);
+        assert_int_equal(f->drains[1].result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->drains[1].result.evicted, 3);
+        assert_int_equal(f->drains[1].result.forced, 0);
+        assert_int_equal(f->drains[1].result.blocked, 0);
+        assert_int_equal(sim_breaches(f), 0);
+        fx_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -805,6 +869,7 @@ int main(void)
                 cmocka_unit_test(test_accepted_eviction_before_its_watch_event),
                 cmocka_unit_test(test_ledger_losses),
                 cmocka_unit_test(test_drain_after_another),
+                cmocka_unit_test(test_drain_joins_a_planning_ledger),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
