@@ -428,6 +428,18 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
         return 0;
 }
 
+/* For the ledger's joint plan, asked for namespaces then inputs: its pods as its informer knows them now,
+ * though the drain has not acted on them yet (the ledger also plans on its own timer, which may come between
+ * a pod list's arrival and the drain's look at it). 1: in line; 0: nothing to plan (finished, or the list
+ * not in yet). */
+static int pods_for_plan(struct drain_exec *x)
+{
+        if (x->finished || !kube_informer_synced(x->pods_inf))
+                return 0;
+        int r = sync_pods(x);
+        return r < 0 ? r : 1;
+}
+
 /* The ledger's add_inputs: this drain's node and pods in the joint plan. */
 static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice)
 {
@@ -436,11 +448,8 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
         size_t node, n = 0;
         int r;
 
-        if (x->finished || !kube_informer_synced(x->pods_inf))
-                return 0;
-        /* Its pods as its informer knows them now, though it has not acted on them yet. */
-        r = sync_pods(x);
-        if (r < 0)
+        r = pods_for_plan(x);
+        if (r <= 0)
                 return r;
         if (slice && !(map = calloc(x->n_pods + 1, sizeof(*map))))
                 return -ENOMEM;
@@ -466,19 +475,14 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
         return 0;
 }
 
-/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. Asked before
- * add_inputs, and the pods there are the informer's as they are now: so are these. (The ledger plans on its
- * own timer too, which may come between the pod list's arrival and this drain's look at it: from the pods
- * the drain last looked at, a plan had the new pods and none of their PDBs, and every one was evicted at
- * once.) */
+/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. From the same pods
+ * as add_inputs: from those the drain last acted on, a plan had new pods and none of their PDBs. */
 static int add_namespaces(void *userdata, const char ***ns, size_t *n)
 {
         struct drain_exec *x = userdata;
-        if (!x->finished && kube_informer_synced(x->pods_inf)) {
-                int r = sync_pods(x);
-                if (r < 0)
-                        return r;
-        }
+        int r = pods_for_plan(x);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < x->n_pods; i++) {
                 const struct xpod *p = x->pods[i];
                 if (p->state == XPOD_GONE && !p->ghost)
