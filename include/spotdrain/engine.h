@@ -335,10 +335,6 @@ void drain_ledger_begin(struct drain_ledger *l, void *member);
 int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
                       uint64_t last_safe_usec);
 void drain_ledger_end(struct drain_ledger *l, void *member);
-/* Ends a statement that is not whole: the member's node is not cordoned yet, so none of its pods may go.
- * Until its first whole statement, and for at most a few seconds after it joined, the pods of members with
- * later deadlines get no slot, as before its first statement. */
-void drain_ledger_end_partial(struct drain_ledger *l, void *member);
 
 enum drain_ledger_answer {
         DRAIN_LEDGER_ACCEPTED, /* the eviction went through (or may have): spent until the status moves */

@@ -1391,12 +1391,7 @@ static int issue(struct drain_exec *x, uint64_t now)
 {
         drain_ledger_begin(x->ledger, x);
         int r = issue_pods(x, now);
-        /* Before its cordon (and the load balancers' exclusion) is answered no pod of the node asks for a
-         * slot: what the drain stated so far does not rank its pods ahead of later deadlines'. */
-        if (x->cordon_answered && (!x->exclude_lb || x->lb_answered))
-                drain_ledger_end(x->ledger, x);
-        else
-                drain_ledger_end_partial(x->ledger, x);
+        drain_ledger_end(x->ledger, x);
         return r;
 }
 

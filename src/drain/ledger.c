@@ -1105,13 +1105,11 @@ void drain_ledger_begin(struct drain_ledger *l, void *member)
                                 l->pdbs[i].waiters[j].seen = false;
 }
 
-/* whole: the member stated every pod it wants now; otherwise it held some back itself and has not settled
- * (unsettled_before()). */
-static void end_statement(struct drain_ledger *l, void *member, bool whole)
+void drain_ledger_end(struct drain_ledger *l, void *member)
 {
         bool dropped = false;
         l->stating = NULL;
-        for (size_t i = 0; whole && i < l->n_members; i++)
+        for (size_t i = 0; i < l->n_members; i++)
                 if (l->members[i].userdata == member && !l->members[i].stated) {
                         /* Its wants are known now: the slots may go out. */
                         l->members[i].stated = true;
@@ -1131,16 +1129,6 @@ static void end_statement(struct drain_ledger *l, void *member, bool whole)
         /* A pod that stopped waiting may have been ahead of others. */
         if (dropped)
                 schedule_dispatch(l);
-}
-
-void drain_ledger_end(struct drain_ledger *l, void *member)
-{
-        end_statement(l, member, true);
-}
-
-void drain_ledger_end_partial(struct drain_ledger *l, void *member)
-{
-        end_statement(l, member, false);
 }
 
 int drain_ledger_want(struct drain_ledger *l, void *member, const char *pdb, const char *pod,
