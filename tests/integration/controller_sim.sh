@@ -65,8 +65,17 @@ wait_for 60 drained || { cat "$TEST_TMP/controller.log" >&2; sim_result "$SIM_UR
 RESULT=$(sim_result "$SIM_URL")
 echo "$RESULT" | jq -c '.nodes[] | {name, notice_at, cordoned_at, drained_at, pods_killed}'
 echo "$RESULT" | jq -e '[.nodes[].pods_killed // 0] | add == 0' >/dev/null || fail "pods killed"
-echo "$RESULT" | jq -e '[.nodes[] | select(.name == "spot-a" or .name == "spot-b") | .cordoned_at - .notice_at] | max <= 2' >/dev/null ||
-	fail "cordon later than 2 s after the notice"
+# Each message is acted on as it arrives, not when the long poll it came in would have ended (20 s), nor
+# after the other node's drain: a bound far enough from both that a loaded machine does not reach it (a CI
+# run under load once cordoned both nodes 2.97 s after the first notice; the log and metrics tell whether
+# the message or the cordon was late).
+echo "$RESULT" | jq -e '[.nodes[] | select(.name == "spot-a" or .name == "spot-b") | .cordoned_at - .notice_at] | max <= 8' >/dev/null || {
+	cat "$TEST_TMP/controller.log" >&2
+	curl -sS "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^spotdrain_(sqs|queue)' >&2
+	fail "cordon later than 8 s after the notice"
+}
+echo "$RESULT" | jq -e '[.nodes[] | select(.name == "spot-a" or .name == "spot-b")] | (map(.cordoned_at) | max) < (map(.drained_at) | min)' >/dev/null ||
+	fail "the drains did not overlap: a node was cordoned only after the other was drained"
 wait_for 15 all_deleted || {
 	curl -sS "127.0.0.1:$METRICS_PORT/metrics" >&2
 	fail "messages not deleted"
