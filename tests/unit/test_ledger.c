@@ -305,8 +305,9 @@ static void test_two_nodes_edf(void **state)
                 struct fx *f = fx_new(TWO_NODES, 5, shared);
                 /* Both cordoned already: a replacement scheduled onto a node whose drain has just started
                  * and whose cordon is still on its way (the simulator takes the first node with room) is a
-                 * fourth pod to evict there, the likely cause of the one run in about 300 on a loaded
-                 * machine where a drain here evicted 4. The order of the slots is the point here. */
+                 * fourth pod to evict there, the likely cause (not traced) of the one run in 23 of this
+                 * binary on a loaded machine where a drain here evicted 4. The order of the slots is the
+                 * point here. */
                 fx_cordon(f, "spot-a");
                 fx_cordon(f, "spot-b");
                 /* spot-b's instance goes first. */
