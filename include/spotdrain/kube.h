@@ -448,6 +448,14 @@ struct kube_pod {
         struct kube_kv *annotations;
         size_t n_annotations;
 };
+/* The grace period the pod's graceful delete gave it: deletionGracePeriodSeconds while it is terminating.
+ * Once the kubelet confirmed the stop with its delete of grace 0, kube-apiserver keeps the first delete's
+ * time as deletionTimestamp and 0 as the grace, so the object that goes (a DELETED event's) no longer says
+ * it: then the spec's terminationGracePeriodSeconds, the grace an eviction or an ordinary delete gives. */
+int64_t kube_pod_stop_grace(const struct kube_pod *p);
+/* Whether a deleted pod's stop was forced rather than graceful as far as its object tells: deleted with a
+ * grace of 0 and gone within a second of that delete (kubectl delete --force, a pod GC's delete). */
+bool kube_pod_force_deleted(const struct kube_pod *p, uint64_t gone_usec);
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret);
 void kube_pod_clear(struct kube_pod *p);
 const char *kube_pod_annotation(const struct kube_pod *p, const char *key);

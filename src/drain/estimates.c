@@ -81,9 +81,10 @@ static void learn_stop(struct drain_estimates *e, const cJSON *obj)
         if (kube_pod_parse(obj, &p) < 0 || !p.deletion_usec || !p.deleted_usec || now <= p.deleted_usec ||
             !(key = drain_owner_key(&p)))
                 return;
-        int64_t grace = p.deletion_grace_seconds >= 0 ? p.deletion_grace_seconds : p.grace_seconds;
+        int64_t grace = kube_pod_stop_grace(&p);
         uint64_t took = now - p.deleted_usec;
-        if (grace <= 0 || took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
+        if (grace <= 0 || kube_pod_force_deleted(&p, now) ||
+            took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
                 return;
         uint64_t unseen = (uint64_t)((double)p.grace_seconds * 1e6 * e->fraction);
         if (drain_shutdowns_observe_pod(e->store, key, p.uid, took, unseen) < 0)

@@ -1634,6 +1634,16 @@ static void observe_stop(struct drain_exec *x, const struct xpod *p, const struc
                 log_debug("out of memory keeping shutdown observations");
 }
 
+/* When what still ran of a pod we stopped was killed: the end of the grace its delete gave it, counted from
+ * that delete (deleted_usec). A DELETED pod's deletionTimestamp does not say it once its kubelet confirmed
+ * the stop (kube_pod_stop_grace()); the grace is the one we forced, else the one its object tells. */
+static uint64_t kill_usec(const struct xpod *p, const struct kube_pod *kp)
+{
+        bool forced = p->state == XPOD_DELETING || p->state == XPOD_FORCED;
+        int64_t grace = forced ? p->forced_grace : kube_pod_stop_grace(kp);
+        return kp->deleted_usec + (grace > 0 ? (uint64_t)grace * USEC_PER_SEC : 0);
+}
+
 static void pods_deleted(void *userdata, const cJSON *obj)
 {
         struct drain_exec *x = userdata;
@@ -1641,7 +1651,7 @@ static void pods_deleted(void *userdata, const cJSON *obj)
         _cleanup_free_ char *key = NULL;
         if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
                 struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
-                if (p && p->stop_at && clk_now() >= kp.deletion_usec)
+                if (p && p->stop_at && clk_now() >= kill_usec(p, &kp))
                         p->killed = true;
                 observe_stop(x, p, &kp, key);
                 if (p && !p->ghost)

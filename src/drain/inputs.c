@@ -976,11 +976,12 @@ int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_po
                                  double expected_fraction)
 {
         uint64_t now = clk_now();
-        int64_t grace = kp->deletion_grace_seconds >= 0 ? kp->deletion_grace_seconds : kp->grace_seconds;
+        int64_t grace = kube_pod_stop_grace(kp);
         if (!start)
                 start = kp->deleted_usec; /* deleted by someone else */
-        /* Not a graceful stop's length: a pod gone with its instance, or cut short by a shortened grace. */
-        if (!start || now <= start || now + USEC_PER_SEC >= deadline_usec)
+        /* Not a graceful stop's length: a pod gone with its instance, forced out, or cut short by a
+         * shortened grace. */
+        if (!start || now <= start || now + USEC_PER_SEC >= deadline_usec || kube_pod_force_deleted(kp, now))
                 return 0;
         uint64_t took = now - start;
         if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)

@@ -110,6 +110,16 @@ void kube_pod_clear(struct kube_pod *p)
         *p = (struct kube_pod){ 0 };
 }
 
+int64_t kube_pod_stop_grace(const struct kube_pod *p)
+{
+        return p->deletion_grace_seconds > 0 ? p->deletion_grace_seconds : p->grace_seconds;
+}
+
+bool kube_pod_force_deleted(const struct kube_pod *p, uint64_t gone_usec)
+{
+        return p->deletion_grace_seconds == 0 && gone_usec < p->deleted_usec + 1000000;
+}
+
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
 {
         if (!cJSON_IsObject(obj))
