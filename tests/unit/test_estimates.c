@@ -485,6 +485,37 @@ static void test_merge_keeps_the_latest(void **state)
 }
 
 /* A Deployment's ReplicaSet changes with each rollout: the owner whose estimates last is the Deployment. */
+/* A pod gone after its kubelet confirmed the stop, as kube-apiserver hands it to a watch: deletionTimestamp
+ * moved back to the delete's time and deletionGracePeriodSeconds 0 (kube_pod_stop_grace()). The stop it took
+ * (12 s) is learnt; one deleted with grace 0 and gone at once (forced) is not. */
+static void test_stop_confirmed_by_the_kubelet(void **state)
+{
+        _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *s = NULL;
+        assert_int_equal(drain_shutdowns_new(&s), 0);
+        uint64_t now = clk_now();
+        char ts[64], text[512];
+        for (int forced = 0; forced < 2; forced++) {
+                assert_int_equal(format_rfc3339(now - (forced ? 0 : S(12)), ts, sizeof(ts)), 0);
+                snprintf(text, sizeof(text),
+                         "{\"metadata\": {\"name\": \"p%d\", \"namespace\": \"shop\", \"uid\": \"u%d\","
+                         " \"deletionTimestamp\": \"%s\", \"deletionGracePeriodSeconds\": 0,"
+                         " \"ownerReferences\": [{\"kind\": \"ReplicaSet\", \"name\": \"api-7d4b9\","
+                         " \"controller\": true}]}, \"spec\": {\"terminationGracePeriodSeconds\": 60}}",
+                         forced, forced, ts);
+                cJSON *o = cJSON_Parse(text);
+                assert_non_null(o);
+                _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
+                assert_int_equal(kube_pod_parse(o, &kp), 0);
+                cJSON_Delete(o);
+                assert_int_equal(drain_shutdowns_observe_stop(s, &kp, OWNER, 0, 0, now + S(600), 0.5), 0);
+        }
+        uint64_t median = 0, longest = 0;
+        assert_true(drain_shutdowns_get(s, OWNER, &median, &longest));
+        /* deletionTimestamp has whole seconds: 12 s, or up to a second more. */
+        assert_true(median >= S(12) && median < S(14));
+        assert_int_equal(longest, median);
+}
+
 static void test_owner_key_of_a_deployment(void **state)
 {
         cJSON *o =
@@ -509,6 +540,7 @@ int main(void)
                 cmocka_unit_test(test_kept_and_shared),
                 cmocka_unit_test(test_two_writers_merge),
                 cmocka_unit_test(test_merge_keeps_the_latest),
+                cmocka_unit_test(test_stop_confirmed_by_the_kubelet),
                 cmocka_unit_test(test_owner_key_of_a_deployment),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,6 +114,35 @@ static void test_pod_mirror_deleting_defaults(void **state)
         cJSON_Delete(j);
 }
 
+/* The object a DELETED event carries once the kubelet confirmed a graceful stop (kube-apiserver 1.36, seen
+ * on the real control plane tier): its final delete of grace 0 moved deletionTimestamp back to the first
+ * delete's time (06:00:00; that delete gave 30 s) and deletionGracePeriodSeconds to 0. The grace the stop
+ * had is the spec's; it is no forced delete when the pod went 12 s after the delete, one when it went at
+ * once. */
+static void test_pod_confirmed_stop(void **state)
+{
+        cJSON *j =
+            parse("{\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-11-30T06:00:00Z\","
+                  "\"deletionGracePeriodSeconds\":0},\"spec\":{\"terminationGracePeriodSeconds\":30}}");
+        struct kube_pod p;
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_int_equal(p.deletion_grace_seconds, 0);
+        assert_int_equal(p.deleted_usec, p.deletion_usec);
+        assert_int_equal(kube_pod_stop_grace(&p), 30);
+        assert_false(kube_pod_force_deleted(&p, p.deleted_usec + 12 * 1000000ULL));
+        assert_true(kube_pod_force_deleted(&p, p.deleted_usec + 300000));
+        kube_pod_clear(&p);
+        /* Still terminating: the grace its delete gave, 5 s, whatever the spec says. */
+        j = parse("{\"metadata\":{\"name\":\"b\",\"deletionTimestamp\":\"2026-11-30T06:00:05Z\","
+                  "\"deletionGracePeriodSeconds\":5},\"spec\":{\"terminationGracePeriodSeconds\":30}}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_int_equal(kube_pod_stop_grace(&p), 5);
+        assert_false(kube_pod_force_deleted(&p, p.deleted_usec + 300000));
+        kube_pod_clear(&p);
+}
+
 static void test_node(void **state)
 {
         cJSON *j = parse(
@@ -412,6 +441,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pod),
                 cmocka_unit_test(test_pod_mirror_deleting_defaults),
+                cmocka_unit_test(test_pod_confirmed_stop),
                 cmocka_unit_test(test_node),
                 cmocka_unit_test(test_pdb_and_selector),
                 cmocka_unit_test(test_not_in_and_exists),
