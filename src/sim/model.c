@@ -478,6 +478,13 @@ static size_t pod_index(const struct sim *s, const struct sim_pod *p)
 
 static void pod_remove(struct sim *s, struct sim_pod *p)
 {
+        /* As kube-apiserver applies the kubelet's (or the pod GC's) final delete of grace 0 to a terminating
+         * pod: a shortened graceful delete, so the object that goes carries the first delete's time as its
+         * deletionTimestamp and 0 as its grace. */
+        if (p->deleting && p->grace > 0) {
+                p->deletion_ts -= (double)p->grace;
+                p->grace = 0;
+        }
         (void)sim_emit(s, SIM_POD, "DELETED", p);
         sim_va_detach(s, p);
         size_t i = pod_index(s, p);
@@ -575,9 +582,12 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
                 return 0;
         }
         if (p->deleting) {
-                if (ts >= p->deletion_ts)
+                /* kube-apiserver shortens a graceful delete from when it was asked (the old deadline less
+                 * the old grace, plus the new) and never lengthens it; the kubelet kills what still runs
+                 * the new grace from now. */
+                if (grace >= p->grace)
                         return 0;
-                p->deletion_ts = ts;
+                p->deletion_ts = p->deletion_ts - (double)p->grace + (double)grace;
                 p->grace = grace;
                 if (p->exit_at > ts)
                         p->exit_at = ts;
