@@ -252,13 +252,17 @@ static const char *json_string(const cJSON *o, const char *a, const char *b)
         return !isempty(v) || !b ? v : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, b));
 }
 
-/* The code and message of an error answer, if its document has them. */
+/* The code and message of an error answer, if its document has them. A JSON 1.0 request answered with the
+ * query protocol's XML error document (moto with its signature check on does so for SignatureDoesNotMatch
+ * and InvalidClientTokenId; so may a front end before the service) is read as one: its code is what
+ * classifies the error (a rejected key, not a bare 403), as botocore reads it. */
 static void error_document(enum aws_protocol p, const char *body, size_t len, struct aws_result *r)
 {
         if (!body || len == 0)
                 return;
         if (p == AWS_PROTOCOL_JSON_10) {
                 cJSON *o = cJSON_ParseWithLength(body, len);
+                bool object = cJSON_IsObject(o);
                 const char *code = json_string(o, "__type", "code"),
                            *msg = json_string(o, "message", "Message");
                 if (isempty(code))
@@ -270,14 +274,18 @@ static void error_document(enum aws_protocol p, const char *body, size_t len, st
                 if (msg)
                         snprintf(r->message, sizeof(r->message), "%s", msg);
                 cJSON_Delete(o);
-        } else {
-                struct aws_error e = {};
-                if (aws_error_parse(body, len, &e) == 0) {
-                        snprintf(r->code, sizeof(r->code), "%s", e.code ? e.code : "");
-                        snprintf(r->message, sizeof(r->message), "%s", e.message ? e.message : "");
-                }
-                aws_error_clear(&e);
+                size_t i = 0;
+                while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
+                        i++;
+                if (object || i == len || body[i] != '<')
+                        return;
         }
+        struct aws_error e = {};
+        if (aws_error_parse(body, len, &e) == 0) {
+                snprintf(r->code, sizeof(r->code), "%s", e.code ? e.code : "");
+                snprintf(r->message, sizeof(r->message), "%s", e.message ? e.message : "");
+        }
+        aws_error_clear(&e);
 }
 
 void aws_result_from_answer(enum aws_protocol p, int transport_error, long status, const char *body,

@@ -284,8 +284,10 @@ int aws_error_parse(const char *data, size_t len, struct aws_error *ret)
         if (r < 0)
                 return r;
         root = awsxml_root(x);
+        /* ErrorResponse/Error as the query protocol documents it; ErrorResponse/Errors/Error as moto sends
+         * its signature and key errors, which botocore reads too. */
         if (streq(awsxml_name(root), "ErrorResponse"))
-                err = awsxml_child(root, "Error");
+                err = awsxml_child(root, "Error") ?: awsxml_find(root, "Errors/Error");
         else if (streq(awsxml_name(root), "Response"))
                 err = awsxml_find(root, "Errors/Error");
         else

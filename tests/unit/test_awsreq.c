@@ -94,6 +94,21 @@ static void test_answers(void **state)
         assert_int_equal(r.cls, AWS_ERR_CLIENT);
         assert_string_equal(r.code, "QueueDoesNotExist");
         assert_string_equal(r.message, "gone");
+        /* A JSON request answered with the query protocol's XML error document (moto's signature check):
+         * the key is rejected, not access denied; a body that is neither keeps the status's class. */
+        static const char moto[] =
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<ErrorResponse><Errors><Error>"
+            "<Code>SignatureDoesNotMatch</Code><Message>The request signature we "
+            "calculated does not match</Message><Type>Sender</Type></Error></Errors>"
+            "</ErrorResponse>";
+        aws_result_from_answer(AWS_PROTOCOL_JSON_10, 0, 403, moto, strlen(moto), &r);
+        assert_int_equal(r.cls, AWS_ERR_INVALID_CREDENTIALS);
+        assert_int_equal(r.error, -EKEYREJECTED);
+        assert_string_equal(r.code, "SignatureDoesNotMatch");
+        assert_string_equal(r.message, "The request signature we calculated does not match");
+        aws_result_from_answer(AWS_PROTOCOL_JSON_10, 0, 403, "Forbidden", 9, &r);
+        assert_int_equal(r.cls, AWS_ERR_ACCESS_DENIED);
+        assert_string_equal(r.code, "");
         aws_result_from_answer(AWS_PROTOCOL_JSON_10, 0, 503, "<html>", 6, &r);
         assert_int_equal(r.cls, AWS_ERR_SERVER);
         assert_string_equal(r.message, "HTTP 503");

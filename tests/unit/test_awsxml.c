@@ -85,6 +85,27 @@ static void test_sts_errors(void **state)
         }
 }
 
+/* moto's signature and key errors: ErrorResponse/Errors/Error, read as botocore reads them. */
+static void test_error_response_errors(void **state)
+{
+        static const char xml[] =
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<ErrorResponse><Errors><Error>"
+            "<Code>InvalidClientTokenId</Code><Message>The security token included in "
+            "the request is invalid.</Message><Type>Sender</Type></Error></Errors>"
+            "</ErrorResponse>";
+        static const char neither[] = "<ErrorResponse><Other><Error><Code>X</Code></Error></Other>"
+                                      "</ErrorResponse>";
+        struct aws_error e = { 0 };
+
+        assert_int_equal(aws_error_parse(xml, strlen(xml), &e), 0);
+        assert_string_equal(e.code, "InvalidClientTokenId");
+        assert_string_equal(e.message, "The security token included in the request is invalid.");
+        assert_string_equal(e.type, "Sender");
+        assert_null(e.request_id);
+        aws_error_clear(&e);
+        assert_int_equal(aws_error_parse(neither, strlen(neither), &e), -ENOMSG);
+}
+
 static void test_ec2_create_fleet(void **state)
 {
         size_t len;
@@ -188,6 +209,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_sts_answer),
                 cmocka_unit_test(test_sts_errors),
+                cmocka_unit_test(test_error_response_errors),
                 cmocka_unit_test(test_ec2_create_fleet),
                 cmocka_unit_test(test_every_ec2_fixture_parses),
                 cmocka_unit_test(test_text_entities_prefixes),
