@@ -150,6 +150,7 @@ demo: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain scripts/demo
 
 include mk/install.mk
+include mk/realk8s.mk
 
 # The manual pages and the bash completion are written by the binary from the same tables as its --help
 # (src/cli/help.c) and its configuration keys (each module's settings.c), so they cannot drift from it.
