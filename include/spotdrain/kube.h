@@ -451,6 +451,12 @@ struct kube_pod {
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret);
 void kube_pod_clear(struct kube_pod *p);
 const char *kube_pod_annotation(const struct kube_pod *p, const char *key);
+/* Whether a pod's (last) state says it was killed with its node: the pod garbage collector's
+ * DisruptionTarget condition of reason DeletionByPodGC, which it sets on the pods of a node that is no more
+ * before it deletes them, with a container that had not stopped (or none reported). */
+bool kube_pod_killed_with_node(const cJSON *obj);
+/* Whether one of its containers ended killed (exit code 137: SIGKILL, as at the end of a grace period). */
+bool kube_pod_sigkilled(const cJSON *obj);
 
 struct kube_node {
         char *name;
