@@ -761,12 +761,14 @@ static void print_summary(const struct drain_run *run, const struct drain_exec_r
                 snprintf(left, sizeof(left), "unknown");
         else
                 snprintf(left, sizeof(left), "%u", res->left);
-        printf("\n%-24s %-16s %8s %8s %7s %7s %16s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
-               "LEFT", "KILLED PREDICTED");
-        printf("%-24s %-16s %8.1f %8u %7u %7s %16u\n", run->d->node,
+        /* KILLED is what happened (killed with the node or at the end of a grace period), PREDICTED what the
+         * first plan expected to be killed. */
+        printf("\n%-24s %-16s %8s %8s %7s %7s %7s %9s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
+               "LEFT", "KILLED", "PREDICTED");
+        printf("%-24s %-16s %8.1f %8u %7u %7s %7u %9u\n", run->d->node,
                drain_exec_outcome_to_string(res->outcome),
                (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC, res->evicted,
-               res->forced, left, res->killed_predicted);
+               res->forced, left, res->killed, res->killed_predicted);
         for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
                 unsigned k = drain_exec_pods_left(run->x, i);
                 _cleanup_free_ char *name =
@@ -805,6 +807,7 @@ static void print_result(const struct drain_run *run, const struct drain_exec_re
         cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
         cJSON_AddBoolToObject(o, "infeasible", res->infeasible);
         cJSON_AddBoolToObject(o, "at_risk", res->at_risk);
+        cJSON_AddNumberToObject(o, "killed", res->killed);
         cJSON_AddNumberToObject(o, "killed_predicted", res->killed_predicted);
         if (res->predicted_finish_usec && res->predicted_finish_usec != DRAIN_NEVER)
                 cJSON_AddNumberToObject(o, "predicted_seconds",
@@ -903,6 +906,7 @@ int cmd_drain(int argc, char **argv)
         o.kind = "manual";
         o.notice_usec = d.now;
         o.deadline_usec = d.deadline_usec;
+        o.deadline_chosen = true;
         _cleanup_(report_freep) struct report *rp = NULL;
         _cleanup_(report_rec_freep) struct report_rec *rec = NULL;
         r = d.report ? report_start(&d, &rp, &rec) : 0;
@@ -930,9 +934,11 @@ int cmd_drain(int argc, char **argv)
         } else {
                 const struct drain_exec_result *res = drain_exec_result(run.x);
                 print_result(&run, res);
-                status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
-                         : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
-                                                                      : EXIT_ERROR;
+                /* A pod killed is a drain that did not make it, as simulate counts it. */
+                status = res->outcome == DRAIN_EXEC_ERROR ? EXIT_ERROR
+                         : res->outcome == DRAIN_EXEC_DEADLINE_MISSED || res->killed > 0
+                             ? EXIT_DEADLINE_MISSED
+                             : EXIT_OK;
                 if (rp && report_finish(&d, res, rp, rec) < 0 && status == EXIT_OK)
                         status = EXIT_ERROR;
         }
