@@ -462,6 +462,9 @@ struct drain_exec_options {
         /* The deadline is the user's choice (spotdrain drain --budget), not the instance's end: the pods
          * still on the node at it are left, not killed. */
         bool deadline_chosen;
+        /* Nor was one chosen: deadline_usec is only a far end to plan against (spotdrain drain without
+         * --budget or --deadline), which the drain's words leave out. */
+        bool no_deadline;
         /* Pods left alone entirely: in these namespaces (NULL-terminated; NULL: none), or matching this
          * label selector (kubectl's syntax; NULL or "": none). */
         const char *const *skip_namespaces;

@@ -97,6 +97,7 @@ struct drain_exec {
         enum drain_policy policy;
         bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
         bool deadline_chosen; /* o->deadline_chosen: pods left at it are not killed by it */
+        bool no_deadline;     /* o->no_deadline */
         char **skip_namespaces;
         struct kube_selector skip_selector; /* present: pods it matches are left */
         unsigned log_tail_lines;
@@ -854,12 +855,15 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
 
         if (outcome == DRAIN_EXEC_DRAINED) {
+                char before[64] = "";
+                if (!x->no_deadline)
+                        snprintf(before, sizeof(before), " (%.1f s before the deadline)",
+                                 (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC);
                 x->message = strprintf(
-                    "drained %s %s s after the notice (%.1f s before the deadline): %u evicted, %u forced; "
-                    "cordoned at %.1f s, planned at %.1f s",
-                    x->node, secs,
-                    (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC,
-                    x->result.evicted, x->result.forced,
+                    "drained %s %s s after the notice%s: %u evicted, %u forced; cordoned at %.1f s, planned "
+                    "at "
+                    "%.1f s",
+                    x->node, secs, before, x->result.evicted, x->result.forced,
                     x->result.cordoned_usec
                         ? (double)(x->result.cordoned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0,
@@ -921,7 +925,9 @@ static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum 
         char notice[64], deadline[64];
         if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
                 snprintf(notice, sizeof(notice), "?");
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+        if (x->no_deadline)
+                snprintf(deadline, sizeof(deadline), "none");
+        else if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
                 snprintf(deadline, sizeof(deadline), "?");
         if (kind == ALERT_POD_DELETED)
                 return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
@@ -2011,6 +2017,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->no_execute = o->taint_no_execute;
         x->out_of_service = o->out_of_service_taint;
         x->deadline_chosen = o->deadline_chosen;
+        x->no_deadline = o->no_deadline;
         x->exclude_lb = o->exclude_from_load_balancers;
         x->lb_dereg = x->exclude_lb ? o->lb_deregistration_usec : 0;
         /* Until the label is answered, counted from now; moved to the answer then. */
