@@ -82,6 +82,10 @@ struct kube_client_stats {
         uint64_t throttled; /* 429s of the server's priority and fairness (not an eviction's PDB 429) */
         double rate;        /* requests per second allowed now (< 0: unlimited) */
         bool paused;        /* waiting out a Retry-After */
+        /* Engine clock: the first request that got no answer (a transport failure) since the server last
+         * answered one, 0 while it answers; last_error says why the latest got none. */
+        uint64_t unreachable_since;
+        char last_error[256];
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
 
