@@ -720,7 +720,10 @@ static int status_head(const struct drain_run *run, uint64_t now, bool plain, st
                 r = status_printf(b, run, "31", ", no finish predicted");
         if (r >= 0)
                 r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
-        if (r >= 0)
+        /* Without a deadline the plan's "killed" at its far end are the pods a PDB holds: they wait. */
+        if (r >= 0 && run->d->no_deadline)
+                r = buf_printf(b, ", %zu waiting for a PDB", pn ? pn->n_killed : (size_t)0);
+        else if (r >= 0)
                 r = status_printf(b, run, pn && pn->n_killed > 0 ? "1;31" : NULL, ", %zu predicted killed",
                                   pn ? pn->n_killed : (size_t)0);
         return r;

@@ -592,6 +592,9 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
+        /* Without a deadline there is no "in time" to judge: pods a PDB holds wait, killed by nobody. */
+        if (x->no_deadline)
+                return;
         if (first && !x->result.infeasible) {
                 /* The operator's rate cap, not the cluster, may be what decides: say so. */
                 struct drain_api_budget b;
@@ -1569,7 +1572,7 @@ static void act(struct drain_exec *x)
         if (!x->result.planned_usec) {
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = own_node(x)->finish_usec;
-                x->result.killed_predicted = (unsigned)own_node(x)->n_killed;
+                x->result.killed_predicted = x->no_deadline ? 0 : (unsigned)own_node(x)->n_killed;
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);

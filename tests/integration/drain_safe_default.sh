@@ -64,4 +64,9 @@ grep -Eq '^node/od-1: [0-9]+ pods to move, predicted finish never \(2 wait for a
 [ "$(kubectl --kubeconfig "$SIM_KUBECONFIG" get pods -n shop --field-selector spec.nodeName=od-1 --no-headers |
 	grep -c '^db-')" -eq 2 ] || fail "the db pods, which their PDB keeps, left od-1"
 [ "$(sim_result "$SIM_URL" | jq .pdb_breaches)" -eq 0 ] || fail "a PDB was breached"
+# Nobody kills the pods a PDB holds when there is no deadline: they wait, and no verdict cries "in time".
+grep -q 'od-1: [0-9]* pods left, 0 forced, 2 waiting for a PDB' "$TEST_TMP/od-1.err" ||
+	fail "the status does not say that 2 pods wait for a PDB"
+! grep -Eq 'alert=drain-(infeasible|at-risk)|predicted killed' "$TEST_TMP/od-1.err" ||
+	fail "a drain without a deadline was judged against one"
 log "ok"
