@@ -459,8 +459,9 @@ const char *kube_pod_annotation(const struct kube_pod *p, const char *key);
  * DisruptionTarget condition of reason DeletionByPodGC, which it sets on the pods of a node that is no more
  * before it deletes them, with a container that had not stopped (or none reported). */
 bool kube_pod_killed_with_node(const cJSON *obj);
-/* Whether one of its containers ended killed (exit code 137: SIGKILL, as at the end of a grace period). */
-bool kube_pod_sigkilled(const cJSON *obj);
+/* Whether one of its containers ended killed (exit code 137: SIGKILL, as at the end of a grace period): 1,
+ * 0 when they ended otherwise, -1 when no container reported its end. */
+int kube_pod_sigkilled(const cJSON *obj);
 
 struct kube_node {
         char *name;

@@ -863,9 +863,8 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                         snprintf(before, sizeof(before), " (%.1f s before the deadline)",
                                  (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC);
                 x->message = strprintf(
-                    "drained %s %s s after the notice%s: %u evicted, %u forced; cordoned at %.1f s, planned "
-                    "at "
-                    "%.1f s",
+                    "drained %s %s s after the notice%s: %u evicted, %u forced; cordoned at %.1f s, "
+                    "planned at %.1f s",
                     x->node, secs, before, x->result.evicted, x->result.forced,
                     x->result.cordoned_usec
                         ? (double)(x->result.cordoned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
@@ -1712,7 +1711,11 @@ static void pods_deleted(void *userdata, const cJSON *obj)
                 goto done; /* no stop of its own to learn from */
         }
         if (kp.deletion_usec && (key = drain_owner_key(&kp))) {
-                if (ours && p->stop_at && (clk_now() >= kp.deletion_usec || kube_pod_sigkilled(obj)))
+                /* How its containers ended says it; without that, that it went only once its grace was
+                 * over (which a watch event that came late may also seem to say). */
+                int sigkilled = kube_pod_sigkilled(obj);
+                if (ours && p->stop_at &&
+                    (sigkilled > 0 || (sigkilled < 0 && clk_now() >= kp.deletion_usec)))
                         p->killed = true;
                 observe_stop(x, p, &kp, key);
                 if (p && !p->ghost)

@@ -201,19 +201,22 @@ bool kube_pod_killed_with_node(const cJSON *obj)
         return false; /* it had stopped before its node went */
 }
 
-bool kube_pod_sigkilled(const cJSON *obj)
+int kube_pod_sigkilled(const cJSON *obj)
 {
         const cJSON *cs, *statuses = cJSON_GetObjectItemCaseSensitive(
                              cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
+        int r = -1;
         cJSON_ArrayForEach (cs, statuses) {
                 const cJSON *code = cJSON_GetObjectItemCaseSensitive(
                     cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
                                                      "terminated"),
                     "exitCode");
                 if (cJSON_IsNumber(code) && code->valueint == 137)
-                        return true;
+                        return 1;
+                if (cJSON_IsNumber(code))
+                        r = 0;
         }
-        return false;
+        return r;
 }
 
 /* ---- nodes ---- */

@@ -419,14 +419,15 @@ static void test_killed_with_node(void **state)
             "{\"name\":\"app\",\"state\":{\"terminated\":{\"exitCode\":137}}}";
         struct {
                 const char *conds, *statuses;
-                bool killed, sigkilled;
+                bool killed;
+                int sigkilled;
         } cases[] = {
-                { gc, running, true, false },
-                { gc, "", true, false },       /* never reported: it still ran, as far as anyone knows */
-                { gc, stopped, false, false }, /* it had stopped before its node went */
+                { gc, running, true, -1 },
+                { gc, "", true, -1 },      /* never reported: it still ran, as far as anyone knows */
+                { gc, stopped, false, 0 }, /* it had stopped before its node went */
                 { "{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"EvictionByEvictionAPI\"}",
-                  running, false, false },
-                { "{\"type\":\"Ready\",\"status\":\"False\"}", sigkill, false, true },
+                  running, false, -1 },
+                { "{\"type\":\"Ready\",\"status\":\"False\"}", sigkill, false, 1 },
         };
         (void)state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
