@@ -977,6 +977,11 @@ int cmd_drain(int argc, char **argv)
                 }
                 r = plan_node(&d, &plan, &grade, &room);
                 d.sync_timeout = 0;
+                /* The plan's tables show the far end it was made against: say that it is none. */
+                if (r >= 0 && d.common.dry_run && d.no_deadline && !d.common.json)
+                        printf("DEADLINE none: planned against one %.0f days away (--budget or --deadline "
+                               "sets one)\n",
+                               (double)NO_DEADLINE_USEC / (double)(24 * 3600 * USEC_PER_SEC));
                 if (r >= 0 && d.common.dry_run)
                         r = print_plan(&d, plan, &grade, &room);
                 else if (r >= 0)

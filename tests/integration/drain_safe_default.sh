@@ -44,6 +44,9 @@ grep -Eq "^node/spot-a: 2 pods to move, predicted finish in [0-9]+ s, 0 expected
 	"$TEST_TMP/notice.err" || fail "no plan line for the node with a notice: $(grep -v debug "$TEST_TMP/notice.err" | head -3)"
 
 log "a node without a notice, no flags: no deadline, PDBs respected"
+"$SPOTDRAIN" drain od-1 "${KC[@]}" --dry-run >"$TEST_TMP/dry.out" || fail "drain --dry-run failed"
+head -n 1 "$TEST_TMP/dry.out" | grep -q '^DEADLINE none: planned against one 30 days away' ||
+	fail "drain --dry-run does not say that there is no deadline: $(head -n 1 "$TEST_TMP/dry.out")"
 "$SPOTDRAIN" drain od-1 "${KC[@]}" >"$TEST_TMP/od-1.out" 2>"$TEST_TMP/od-1.err" &
 DRAIN_PID=$!
 SIM_PIDS+=("$DRAIN_PID")
