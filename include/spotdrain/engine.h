@@ -459,6 +459,12 @@ struct drain_exec_options {
         /* Cordon, taint and label only: nothing is evicted or deleted; the drain ends when the pods are
          * gone (another drainer's work) or at the deadline. */
         bool cordon_only;
+        /* The deadline is the user's choice (spotdrain drain --budget), not the instance's end: the pods
+         * still on the node at it are left, not killed. */
+        bool deadline_chosen;
+        /* Nor was one chosen: deadline_usec is only a far end to plan against (spotdrain drain without
+         * --budget or --deadline), which the drain's words leave out. */
+        bool no_deadline;
         /* Pods left alone entirely: in these namespaces (NULL-terminated; NULL: none), or matching this
          * label selector (kubectl's syntax; NULL or "": none). */
         const char *const *skip_namespaces;
@@ -515,12 +521,15 @@ struct drain_exec_result {
         unsigned evicted;          /* evictions accepted */
         unsigned forced;           /* deleted around their PDB */
         unsigned killed_predicted; /* the first plan's pods that could not finish a graceful stop */
-        unsigned left;             /* pods to go still on the node at the end */
-        bool pods_unseen;          /* the node's pods were never listed: left says nothing */
-        unsigned blocked;          /* 429 answers */
-        unsigned multi_pdb;        /* pods the eviction API refused for having several PDBs */
-        bool infeasible;           /* drain-infeasible was raised */
-        bool at_risk;              /* drain-at-risk was raised */
+        /* Pods killed: gone with their node while they still ran (kube_pod_killed_with_node()), killed at
+         * the end of their grace, or still on the node at an instance's deadline (not deadline_chosen). */
+        unsigned killed;
+        unsigned left;      /* pods to go still on the node at the end */
+        bool pods_unseen;   /* the node's pods were never listed: left says nothing */
+        unsigned blocked;   /* 429 answers */
+        unsigned multi_pdb; /* pods the eviction API refused for having several PDBs */
+        bool infeasible;    /* drain-infeasible was raised */
+        bool at_risk;       /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
         /* drain.lb_deregistration_seconds: pods behind a Service the first plan held for the load

@@ -82,6 +82,10 @@ struct kube_client_stats {
         uint64_t throttled; /* 429s of the server's priority and fairness (not an eviction's PDB 429) */
         double rate;        /* requests per second allowed now (< 0: unlimited) */
         bool paused;        /* waiting out a Retry-After */
+        /* Engine clock: the first request that got no answer (a transport failure) since the server last
+         * answered one, 0 while it answers; last_error says why the latest got none. */
+        uint64_t unreachable_since;
+        char last_error[256];
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
 
@@ -459,6 +463,13 @@ bool kube_pod_force_deleted(const struct kube_pod *p, uint64_t gone_usec);
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret);
 void kube_pod_clear(struct kube_pod *p);
 const char *kube_pod_annotation(const struct kube_pod *p, const char *key);
+/* Whether a pod's (last) state says it was killed with its node: the pod garbage collector's
+ * DisruptionTarget condition of reason DeletionByPodGC, which it sets on the pods of a node that is no more
+ * before it deletes them, with a container that had not stopped (or none reported). */
+bool kube_pod_killed_with_node(const cJSON *obj);
+/* Whether one of its containers ended killed (exit code 137: SIGKILL, as at the end of a grace period): 1,
+ * 0 when they ended otherwise, -1 when no container reported its end. */
+int kube_pod_sigkilled(const cJSON *obj);
 
 struct kube_node {
         char *name;

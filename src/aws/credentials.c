@@ -360,6 +360,22 @@ static void fetch_done(struct aws_creds_provider *p, int error, struct aws_crede
 
 static void fetch_fail(struct aws_creds_provider *p, int error, char *message)
 {
+        /* IMDS is the chain's last resort: its failure means that no source had credentials, which is
+         * what the user needs to hear, with how to provide them. */
+        if (p->src == SRC_IMDS && message) {
+                char *all = strprintf(
+                    "no AWS credentials: none in the environment (AWS_ACCESS_KEY_ID, "
+                    "AWS_SECRET_ACCESS_KEY), "
+                    "no web identity (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), no EKS Pod Identity "
+                    "(AWS_CONTAINER_CREDENTIALS_FULL_URI), and none from IMDS (%s); give spotdrain an IAM "
+                    "role "
+                    "through EKS Pod Identity or IRSA, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                    message);
+                if (all) {
+                        free(message);
+                        message = all;
+                }
+        }
         fetch_done(p, error, NULL, message ? message : strdup("out of memory"));
 }
 

@@ -171,12 +171,41 @@ struct ops {
         struct timer *timer;
         struct controller_stats last;
         bool notified;
+        bool api_down; /* the Kubernetes API server was reported unreachable (api_check) */
 };
 
 static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before, const char *label)
 {
         if (now > before)
                 (void)metrics_counter_add(m, name, (double)(now - before), label, NULL);
+}
+
+/* The Kubernetes API server unanswered this long is reported: one request lost is no outage. */
+#define API_UNREACHABLE_USEC (5 * UINT64_C(1000000))
+
+/* An API server that does not answer stops every drain: said once at warning level with its address and
+ * the cause, and by /readyz's check "kubernetes", until it answers again. */
+static void api_check(struct ops *o)
+{
+        struct kube_client_stats ks;
+        const struct kube_config *kc = service_kube_config(o->svc);
+        const char *url = kc && kc->server ? kc->server : "(no server)";
+        kube_client_stats(service_kube(o->svc), &ks);
+        bool down = ks.unreachable_since && clk_now() - ks.unreachable_since >= API_UNREACHABLE_USEC;
+        if (down && !o->api_down) {
+                _cleanup_free_ char *why =
+                    strprintf("the Kubernetes API server at %s does not answer (%s)", url, ks.last_error);
+                log_warning(
+                    "cannot reach the Kubernetes API server at %s (%s): no node can be drained; check "
+                    "the server address of the kubeconfig or the in-cluster service, that the server is "
+                    "up, and any proxy between (HTTPS_PROXY, NO_PROXY)",
+                    url, ks.last_error);
+                (void)httpd_set_ready(o->httpd, "kubernetes", false, why ? why : "no answer");
+        } else if (!down && o->api_down) {
+                log_notice("the Kubernetes API server at %s answers again", url);
+                (void)httpd_set_ready(o->httpd, "kubernetes", true, NULL);
+        }
+        o->api_down = down;
 }
 
 static void ops_tick(void *userdata)
@@ -222,6 +251,7 @@ static void ops_tick(void *userdata)
         (void)metrics_gauge_set(m, METRIC_LEADER, st.leader ? 1 : 0, NULL);
         (void)httpd_set_ready(o->httpd, "queue", ready,
                               ready ? NULL : "the interruption queue is not readable");
+        api_check(o);
         if (ready && !o->notified) {
                 o->notified = true;
                 (void)ops_notify_ready("controller running: queue readable");
@@ -245,6 +275,26 @@ static void on_stop_signal(struct loop *l, void *userdata)
         log_info("stopping: handing over what is under way");
         (void)ops_notify_stopping();
         controller_stop(o->ctl, on_handed_over, o);
+}
+
+/* A queue named by anything but its URL (its ARN, its bare name) is refused with the URL to give: from an
+ * ARN, that queue's own. */
+static bool queue_url_usable(const char *q)
+{
+        char partition[32], region[64], account[32], name[128];
+        if (startswith(q, "https://") || startswith(q, "http://"))
+                return true;
+        if (sscanf(q, "arn:%31[^:]:sqs:%63[^:]:%31[^:]:%127[^:/ ]", partition, region, account, name) == 4)
+                fprintf(stderr,
+                        "spotdrain controller: give the queue URL, not its ARN: "
+                        "https://sqs.%s.amazonaws.com%s/%s/%s\n",
+                        region, streq(partition, "aws-cn") ? ".cn" : "", account, name);
+        else
+                fprintf(stderr,
+                        "spotdrain controller: give the queue URL, not its ARN: "
+                        "https://sqs.REGION.amazonaws.com/ACCOUNT/NAME (got '%s')\n",
+                        q);
+        return false;
 }
 
 int cmd_controller(int argc, char **argv)
@@ -322,6 +372,8 @@ int cmd_controller(int argc, char **argv)
                 fprintf(stderr, "spotdrain controller: --queue-url (or aws.queue_url) is required\n");
                 return EXIT_USAGE;
         }
+        if (!queue_url_usable(queue_url))
+                return EXIT_USAGE;
 
         r = frontend_start(
             &fe, &(struct service_options){ .flags = SERVICE_METRICS | SERVICE_ALERTS | SERVICE_WEBHOOK |

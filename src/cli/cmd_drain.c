@@ -28,6 +28,9 @@
 /* How long a one-shot command waits for the API server's first answer (its retries included) before it
  * says that the server cannot be reached: well under the 5 s a person at a terminal should wait. */
 #define REACH_TIMEOUT (4 * USEC_PER_SEC)
+/* A drain without a deadline (neither --budget, --deadline nor a notice on the node) waits for its pods as
+ * kubectl drain does: the plan is made against an end this far away, which nothing reaches. */
+#define NO_DEADLINE_USEC (30 * 24 * 3600 * USEC_PER_SEC)
 
 struct drain_cli {
         const char *verb;
@@ -44,24 +47,33 @@ struct drain_cli {
         struct loop *loop;          /* the service's */
         struct kube_client *client; /* the service's */
         uint64_t now, deadline_usec;
-        bool reported; /* the failure was told in a sentence of its own */
+        bool reported;         /* the failure was told in a sentence of its own */
+        uint64_t sync_timeout; /* of each list; 0: SYNC_TIMEOUT */
+        /* drain: no deadline was asked for nor found in a notice; the policy configured, for a notice's */
+        bool no_deadline;
+        enum drain_policy notice_policy;
+        char *notice_kind, *notice_instance; /* the node's notice, from its drain record */
 };
 
 static void drain_cli_done(struct drain_cli *d)
 {
         d->svc = service_free(d->svc);
         d->cfg = config_free(d->cfg);
+        free(d->notice_kind);
+        free(d->notice_instance);
+        d->notice_kind = d->notice_instance = NULL;
 }
 
 static void usage(FILE *f, const char *verb)
 {
         if (streq(verb, "drain"))
-                fprintf(f,
-                        "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
-                        "force|respect]\n"
-                        "                       [--json] [--dry-run] [--report FILE.html] [--kubeconfig F]\n"
-                        "                       [--config F]\n"
-                        "exit status: 0 drained in time, 3 deadline missed, 1 error, 2 usage\n");
+                fprintf(
+                    f,
+                    "usage: spotdrain drain NODE [--budget S | --deadline RFC3339] [--policy "
+                    "force|respect]\n"
+                    "                       [--json] [--dry-run] [--report FILE.html] [--kubeconfig F]\n"
+                    "                       [--config F]\n"
+                    "exit status: 0 drained in time, 3 deadline missed or a pod killed, 1 error, 2 usage\n");
         else if (streq(verb, "plan"))
                 fprintf(f, "usage: spotdrain plan NODE [--budget S] [--json] [--kubeconfig F] [--config F]\n"
                            "exit status: 0 fits or at risk, 4 infeasible, 1 error, 2 usage\n");
@@ -173,6 +185,10 @@ static int setup(struct drain_cli *d, unsigned flags)
                                 d->verb, d->deadline);
                         return EXIT_USAGE;
                 }
+        } else if (streq(d->verb, "drain") && !d->budget) {
+                /* Unless the node has a notice (drain_target()), none: as kubectl drain. */
+                d->no_deadline = true;
+                d->deadline_usec = d->now + NO_DEADLINE_USEC;
         } else {
                 uint64_t budget = d->cfg->drain.budget_usec;
                 if (d->budget) {
@@ -188,9 +204,14 @@ static int setup(struct drain_cli *d, unsigned flags)
                 }
                 d->deadline_usec = d->now + budget;
         }
+        d->notice_policy = d->cfg->drain.policy;
         if (d->policy)
                 d->cfg->drain.policy =
                     streq(d->policy, "respect") ? DRAIN_POLICY_RESPECT : DRAIN_POLICY_FORCE;
+        else if (streq(d->verb, "drain"))
+                /* A manual drain goes around no PDB unless told to (--policy force), as kubectl drain;
+                 * one for a notice goes by the configuration, as the agent's would (drain_target()). */
+                d->cfg->drain.policy = DRAIN_POLICY_RESPECT;
 
         r = service_new(d->cfg,
                         &(struct service_options){ .flags = flags, .kubeconfig = d->common.kubeconfig },
@@ -273,7 +294,7 @@ static int list_sync(struct drain_cli *d, const char *path, const char *label_se
         struct kube_call *call = NULL;
         struct kube_list_options o = { .label_selector = label_selector, .field_selector = field_selector };
         int r = kube_list(d->client, path, &o, kube_sync_done, &s, &call);
-        r = kube_sync_wait(d->client, r, call, &s, SYNC_TIMEOUT);
+        r = kube_sync_wait(d->client, r, call, &s, d->sync_timeout ? d->sync_timeout : SYNC_TIMEOUT);
         if (r < 0) {
                 log_error_reason(r, s.result.message, "cannot list %s", path);
                 d->reported = true;
@@ -682,7 +703,9 @@ static int status_head(const struct drain_run *run, uint64_t now, bool plain, st
         int r = buf_printf(b, "%s: ", run->d->node);
 
         /* A plain line is printed when something changed: the countdown, which always does, is left out. */
-        if (r >= 0 && !plain)
+        if (r >= 0 && !plain && run->d->no_deadline)
+                r = buf_printf(b, "no deadline");
+        else if (r >= 0 && !plain)
                 r = status_printf(b, run, secs < 30 ? "1;31" : "1", "%" PRIi64 " s to deadline", secs);
         if (r >= 0 && !plain)
                 r = buf_printf(b, ", ");
@@ -697,7 +720,10 @@ static int status_head(const struct drain_run *run, uint64_t now, bool plain, st
                 r = status_printf(b, run, "31", ", no finish predicted");
         if (r >= 0)
                 r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
-        if (r >= 0)
+        /* Without a deadline the plan's "killed" at its far end are the pods a PDB holds: they wait. */
+        if (r >= 0 && run->d->no_deadline)
+                r = buf_printf(b, ", %zu waiting for a PDB", pn ? pn->n_killed : (size_t)0);
+        else if (r >= 0)
                 r = status_printf(b, run, pn && pn->n_killed > 0 ? "1;31" : NULL, ", %zu predicted killed",
                                   pn ? pn->n_killed : (size_t)0);
         return r;
@@ -761,12 +787,14 @@ static void print_summary(const struct drain_run *run, const struct drain_exec_r
                 snprintf(left, sizeof(left), "unknown");
         else
                 snprintf(left, sizeof(left), "%u", res->left);
-        printf("\n%-24s %-16s %8s %8s %7s %7s %16s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
-               "LEFT", "KILLED PREDICTED");
-        printf("%-24s %-16s %8.1f %8u %7u %7s %16u\n", run->d->node,
+        /* KILLED is what happened (killed with the node or at the end of a grace period), PREDICTED what the
+         * first plan expected to be killed. */
+        printf("\n%-24s %-16s %8s %8s %7s %7s %7s %9s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
+               "LEFT", "KILLED", "PREDICTED");
+        printf("%-24s %-16s %8.1f %8u %7u %7s %7u %9u\n", run->d->node,
                drain_exec_outcome_to_string(res->outcome),
                (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC, res->evicted,
-               res->forced, left, res->killed_predicted);
+               res->forced, left, res->killed, res->killed_predicted);
         for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
                 unsigned k = drain_exec_pods_left(run->x, i);
                 _cleanup_free_ char *name =
@@ -792,7 +820,10 @@ static void print_result(const struct drain_run *run, const struct drain_exec_re
                 return;
         cJSON_AddStringToObject(o, "node", d->node);
         cJSON_AddStringToObject(o, "outcome", drain_exec_outcome_to_string(res->outcome));
-        cJSON_AddStringToObject(o, "deadline", deadline);
+        if (d->no_deadline)
+                cJSON_AddNullToObject(o, "deadline");
+        else
+                cJSON_AddStringToObject(o, "deadline", deadline);
         cJSON_AddNumberToObject(o, "seconds",
                                 (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "evicted", res->evicted);
@@ -805,6 +836,7 @@ static void print_result(const struct drain_run *run, const struct drain_exec_re
         cJSON_AddNumberToObject(o, "multi_pdb", res->multi_pdb);
         cJSON_AddBoolToObject(o, "infeasible", res->infeasible);
         cJSON_AddBoolToObject(o, "at_risk", res->at_risk);
+        cJSON_AddNumberToObject(o, "killed", res->killed);
         cJSON_AddNumberToObject(o, "killed_predicted", res->killed_predicted);
         if (res->predicted_finish_usec && res->predicted_finish_usec != DRAIN_NEVER)
                 cJSON_AddNumberToObject(o, "predicted_seconds",
@@ -858,6 +890,56 @@ static int report_finish(struct drain_cli *d, const struct drain_exec_result *re
         return r;
 }
 
+/* Without --budget or --deadline, a node whose drain record names a notice (the agent's or the controller's)
+ * is drained by that notice's deadline and the policy configured, as they would drain it; any other keeps no
+ * deadline and respects every PDB (setup()). */
+static void drain_target(struct drain_cli *d, const cJSON *node)
+{
+        _cleanup_free_ char *kind = NULL, *instance = NULL;
+        uint64_t deadline;
+        if (d->budget || d->deadline || drain_record_read(node, &kind, &deadline, &instance) < 0 ||
+            streq(kind, "manual") || deadline <= d->now)
+                return;
+        d->no_deadline = false;
+        d->deadline_usec = deadline;
+        if (!d->policy)
+                d->cfg->drain.policy = d->notice_policy;
+        d->notice_kind = TAKE_PTR(kind);
+        d->notice_instance = TAKE_PTR(instance);
+}
+
+/* Before it acts, the drain says in one line what it is about to do, as kubectl drain says
+ * "node/NAME cordoned": the pods it moves, when it expects them gone, how many it expects to force. */
+static void print_intent(const struct drain_cli *d, const struct drain_plan *plan)
+{
+        const struct drain_plan_node *pn = plan->n_nodes > 0 ? &plan->nodes[0] : NULL;
+        FILE *f = d->common.json ? stderr : stdout;
+        char when[96] = "never (a PDB lets none of them go)", deadline[64] = "";
+        size_t to_go = pn ? pn->n_to_go : 0, forced = pn ? pn->n_forced : 0;
+        /* Without a deadline, pods the plan sees killed at its far end are those no PDB lets go. */
+        if (pn && d->no_deadline && pn->n_killed > 0)
+                snprintf(when, sizeof(when), "never (%zu wait for a PDB that allows no disruption now)",
+                         pn->n_killed);
+        else if (pn && pn->finish_usec != DRAIN_NEVER)
+                snprintf(when, sizeof(when), "in %.0f s",
+                         pn->finish_usec > d->now ? (double)(pn->finish_usec - d->now) / (double)USEC_PER_SEC
+                                                  : 0.0);
+        format_rfc3339(d->deadline_usec, deadline, sizeof(deadline));
+        fprintf(f, "node/%s: %zu pod%s to move, predicted finish %s, %zu expected forced; ", d->node, to_go,
+                to_go == 1 ? "" : "s", when, forced);
+        if (d->no_deadline)
+                fprintf(f,
+                        "no deadline, every PDB respected (--budget or --deadline sets one, --policy force "
+                        "deletes around the PDBs at the last safe moment)\n");
+        else if (d->notice_kind)
+                fprintf(f, "deadline %s of its %s notice, policy %s\n", deadline, d->notice_kind,
+                        d->cfg->drain.policy == DRAIN_POLICY_RESPECT ? "respect" : "force");
+        else
+                fprintf(f, "deadline %s, policy %s\n", deadline,
+                        d->cfg->drain.policy == DRAIN_POLICY_RESPECT ? "respect" : "force");
+        fflush(f);
+}
+
 int cmd_drain(int argc, char **argv)
 {
         struct drain_cli d = { .verb = "drain" };
@@ -871,38 +953,66 @@ int cmd_drain(int argc, char **argv)
                 drain_cli_done(&d);
                 return r;
         }
-        if (d.common.dry_run) {
-                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
-                _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
-                struct drain_room room = { 0 };
-                r = plan_node(&d, &plan, &grade, &room);
-                if (r >= 0)
-                        r = print_plan(&d, plan, &grade, &room);
-                drain_cli_done(&d);
-                if (r < 0) {
-                        if (!d.reported)
-                                fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
-                                        strerror(-r));
-                        return EXIT_ERROR;
-                }
-                return EXIT_OK;
-        }
         /* The node, asked once with a short bound: a missing node or a server that cannot be reached is
-         * told at once, not after the whole budget. */
+         * told at once, not after the whole budget. Its notice, if any, gives the deadline. */
         _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d.node, NULL);
-        if (!node_path || api_first(&d, node_path, d.node, NULL) < 0) {
+        cJSON *node = NULL;
+        if (!node_path || api_first(&d, node_path, d.node, &node) < 0) {
                 if (!node_path)
                         fprintf(stderr, "spotdrain drain: %s\n", strerror(ENOMEM));
                 drain_cli_done(&d);
                 return EXIT_ERROR;
         }
+        drain_target(&d, node);
+        cJSON_Delete(node);
+        {
+                _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
+                _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
+                struct drain_room room = { 0 };
+                /* The line before the drain is told at once or not at all: the drain does not wait on a
+                 * server that lists slowly, and finds its own way around one that fails. */
+                if (!d.common.dry_run) {
+                        uint64_t left = d.deadline_usec > clk_now() ? d.deadline_usec - clk_now() : 0;
+                        d.sync_timeout = left / 10 < REACH_TIMEOUT ? left / 10 + 1 : REACH_TIMEOUT;
+                }
+                r = plan_node(&d, &plan, &grade, &room);
+                d.sync_timeout = 0;
+                /* The plan's tables show the far end it was made against: say that it is none. */
+                if (r >= 0 && d.common.dry_run && d.no_deadline && !d.common.json)
+                        printf("DEADLINE none: planned against one %.0f days away (--budget or --deadline "
+                               "sets one)\n",
+                               (double)NO_DEADLINE_USEC / (double)(24 * 3600 * USEC_PER_SEC));
+                if (r >= 0 && d.common.dry_run)
+                        r = print_plan(&d, plan, &grade, &room);
+                else if (r >= 0)
+                        print_intent(&d, plan);
+                else if (!d.common.dry_run) {
+                        log_warning_errno(r, "cannot plan the drain of %s before it starts; draining it",
+                                          d.node);
+                        d.reported = false;
+                        r = 0;
+                }
+                if (r < 0 || d.common.dry_run) {
+                        drain_cli_done(&d);
+                        if (r >= 0)
+                                return EXIT_OK;
+                        if (!d.reported)
+                                fprintf(stderr, "spotdrain drain: cannot plan the drain of %s: %s\n", d.node,
+                                        strerror(-r));
+                        return EXIT_ERROR;
+                }
+        }
 
         struct drain_exec_options o = { 0 };
         drain_exec_options_from_config(d.cfg, &o);
         o.node = d.node;
-        o.kind = "manual";
+        o.kind = d.notice_kind ? d.notice_kind : "manual";
+        o.instance_id = d.notice_instance;
         o.notice_usec = d.now;
         o.deadline_usec = d.deadline_usec;
+        /* A notice's deadline is the instance's end; one of --budget or --deadline is the user's. */
+        o.deadline_chosen = !d.notice_kind;
+        o.no_deadline = d.no_deadline;
         _cleanup_(report_freep) struct report *rp = NULL;
         _cleanup_(report_rec_freep) struct report_rec *rec = NULL;
         r = d.report ? report_start(&d, &rp, &rec) : 0;
@@ -930,9 +1040,11 @@ int cmd_drain(int argc, char **argv)
         } else {
                 const struct drain_exec_result *res = drain_exec_result(run.x);
                 print_result(&run, res);
-                status = res->outcome == DRAIN_EXEC_DRAINED           ? EXIT_OK
-                         : res->outcome == DRAIN_EXEC_DEADLINE_MISSED ? EXIT_DEADLINE_MISSED
-                                                                      : EXIT_ERROR;
+                /* A pod killed is a drain that did not make it, as simulate counts it. */
+                status = res->outcome == DRAIN_EXEC_ERROR ? EXIT_ERROR
+                         : res->outcome == DRAIN_EXEC_DEADLINE_MISSED || res->killed > 0
+                             ? EXIT_DEADLINE_MISSED
+                             : EXIT_OK;
                 if (rp && report_finish(&d, res, rp, rec) < 0 && status == EXIT_OK)
                         status = EXIT_ERROR;
         }

@@ -117,10 +117,11 @@ static const struct cli_flag admission_flags[] = {
 };
 
 static const struct cli_flag drain_flags[] = {
-        F_BUDGET,
-        { "deadline", "RFC3339", NULL, "none (--budget applies)",
+        { "budget", "S", NULL, "the node's notice's deadline, else none",
+          "seconds from now to the deadline" },
+        { "deadline", "RFC3339", NULL, "the node's notice's, else none",
           "the instance is gone then (excludes --budget)" },
-        { "policy", "force|respect", "drain.policy", NULL,
+        { "policy", "force|respect", NULL, "respect (drain.policy for a node with a notice)",
           "force: delete a pod around its PDB at its last safe moment; respect: never go around a PDB" },
         { "report", "FILE.html", NULL, "none",
           "write the drain's timeline page there (self-contained HTML: pods, PDBs, alerts, deadline)" },
@@ -255,14 +256,16 @@ const struct cli_help cli_helps[] = {
         { "drain", "drain NODE [--budget S | --deadline RFC3339] [OPTIONS]",
           "deadline-aware drain of a node",
           "Cordons and taints NODE and evicts its pods under the deadline and every PodDisruptionBudget, "
-          "deleting at its last safe moment a pod a PDB still holds (policy force): a deadline-aware "
-          "kubectl drain.",
+          "deleting at its last safe moment a pod a PDB still holds only with --policy force: a "
+          "deadline-aware kubectl drain. Without --budget or --deadline a node whose drain record names a "
+          "notice is drained by that notice's deadline and drain.policy, as the agent would; any other as "
+          "kubectl drain, without a deadline and around no PDB. It says its plan in one line first.",
           drain_flags,
           EXAMPLES(
               "spotdrain drain ip-10-0-1-23.ec2.internal --budget 120",
               "spotdrain drain spot-a --deadline 2026-11-30T06:02:00Z --policy respect --report drain.html",
               "spotdrain drain spot-a --dry-run --json"),
-          "0 drained in time, 3 deadline missed, 1 error, 2 usage" },
+          "0 drained in time, 3 deadline missed or a pod killed, 1 error, 2 usage" },
         { "plan", "plan NODE [--budget S] [OPTIONS]", "predict the drain of a node, change nothing",
           "Prints the plan of NODE's drain per PDB (waves, predicted finish, each pod's last safe moment) "
           "and "

@@ -18,6 +18,7 @@ struct rec_pod {
         char *key; /* namespace/name */
         double stop_at, gone_at;
         bool forced;
+        bool with_node; /* killed with its node (kube_pod_killed_with_node()) */
 };
 
 /* A pod's last safe moment in the drain's latest plan before it went. */
@@ -132,6 +133,8 @@ static void pods_deleted(void *userdata, const cJSON *obj)
         struct rec_pod *p = pod_record(rec, obj);
         if (p && isnan(p->gone_at))
                 p->gone_at = rec_now(rec);
+        if (p && kube_pod_killed_with_node(obj))
+                p->with_node = true;
         rec->settled = settled(rec);
 }
 
@@ -325,7 +328,8 @@ int report_rec_finish(struct report_rec *rec)
                 if (!p->kp.node_name || report_node_facts(rec->r, p->kp.node_name, &deadline, &drained) < 0)
                         continue;
                 bool gone_in_time = !isnan(p->gone_at) && (isnan(deadline) || p->gone_at < deadline);
-                bool killed = !gone_in_time && ((!isnan(deadline) && now >= deadline) || isnan(drained));
+                bool killed = p->with_node ||
+                              (!gone_in_time && ((!isnan(deadline) && now >= deadline) || isnan(drained)));
                 bool daemon = p->kp.mirror || (p->kp.owner_kind && streq(p->kp.owner_kind, "DaemonSet"));
                 /* Pods the drain leaves (DaemonSets) are not its story unless it stopped them in time; a pod
                  * neither stopped, gone nor killed did nothing to show. */

@@ -1685,6 +1685,13 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 c->polls[i].c = c;
 
         ns = o->lease_namespace ? o->lease_namespace : getenv("POD_NAMESPACE");
+        /* Where the Lease and the kept estimates are, when nobody said: a second controller started
+         * elsewhere without POD_NAMESPACE would hold a Lease of its own and drain beside this one. */
+        if (isempty(ns))
+                log_warning(
+                    "POD_NAMESPACE is not set: the Lease spotdrain-controller and the estimates are kept "
+                    "in namespace default; set POD_NAMESPACE from the downward API "
+                    "(metadata.namespace) or give --lease-namespace");
         if (dup_opt(o->queue_url, &c->queue_url) < 0 ||
             dup_opt(o->region ? o->region
                     : o->cfg  ? o->cfg->aws.region

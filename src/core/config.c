@@ -45,6 +45,69 @@ union config_value {
         char **v;
 };
 
+static char *mfree_str(char *s)
+{
+        free(s);
+        return NULL;
+}
+
+/* The edit distance of a and b, letters' case aside (their first 127 bytes), for a did-you-mean. */
+static size_t edit_distance(const char *a, const char *b)
+{
+        size_t la = strnlen(a, 127), lb = strnlen(b, 127), row[128];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t best =
+                            diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+                        if (up + 1 < best)
+                                best = up + 1;
+                        if (row[j - 1] + 1 < best)
+                                best = row[j - 1] + 1;
+                        row[j] = best;
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+static char *key_name(const char *key, bool env)
+{
+        return env ? config_env_name(key) : strdup(key);
+}
+
+/* The key (its environment variable's name when env) that name is most likely a typo of: the closest by
+ * edit distance within a third of its length, or one it begins (being half of it at least) or one that
+ * begins it; NULL: none. */
+static char *key_suggest(const char *name, bool env)
+{
+        /* A variable's prefix is every variable's: only what follows it tells them apart. */
+        size_t skip = env && startswith(name, "SPOTDRAIN_") ? strlen("SPOTDRAIN_") : 0;
+        size_t best = SIZE_MAX, len = strlen(name + skip);
+        char *found = NULL;
+        FOREACH_KEY(k)
+        {
+                char *cand = key_name(k.it->key, env);
+                if (!cand)
+                        return mfree_str(found);
+                size_t d = edit_distance(name + skip, cand + skip), lc = strlen(cand + skip);
+                /* A key cut short or one with more after it, not a section named alone ("drain"). */
+                if ((startswith(cand, name) && 2 * len >= lc) || startswith(name, cand))
+                        d = d < 2 ? d : 2;
+                if (d < best && d <= (len / 3 > 2 ? len / 3 : 2)) {
+                        best = d;
+                        free(found);
+                        found = cand;
+                } else
+                        free(cand);
+        }
+        return found;
+}
+
 static bool key_find(const char *name, struct key *ret)
 {
         FOREACH_KEY(k)
@@ -515,8 +578,12 @@ static int cfile_apply_map(struct cfile *f, struct spotdrain_config *c, const st
                         r = cfile_apply_value(f, c, k, n);
                 else if (n->type == YNODE_MAP && config_has_section(key))
                         r = cfile_apply_map(f, c, n, key);
-                else
-                        r = cfile_fail(f, n, strprintf("unknown key '%s'", key));
+                else {
+                        _cleanup_free_ char *hint = key_suggest(key, false);
+                        r = cfile_fail(f, n,
+                                       hint ? strprintf("unknown key '%s' (did you mean '%s'?)", key, hint)
+                                            : strprintf("unknown key '%s'", key));
+                }
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0 && first == 0)
@@ -565,6 +632,36 @@ char *config_env_name(const char *key)
         return s;
 }
 
+/* A SPOTDRAIN_ variable that is no key's is a typo that would pass unseen (its key keeps its default): it is
+ * warned about, as an unknown key of a file is refused, with the name it most likely meant. */
+static void env_warn_unknown(void)
+{
+        extern char **environ;
+        for (char **e = environ; e && *e; e++) {
+                if (!startswith(*e, "SPOTDRAIN_"))
+                        continue;
+                _cleanup_free_ char *name = strndup(*e, strcspn(*e, "="));
+                bool known =
+                    !name || streq(name, "SPOTDRAIN_CATALOG"); /* the instance type catalog's file */
+                FOREACH_KEY(k)
+                {
+                        _cleanup_free_ char *env = known ? NULL : config_env_name(k.it->key);
+                        known = known || !env || streq(env, name);
+                }
+                if (known)
+                        continue;
+                _cleanup_free_ char *hint = key_suggest(name, true);
+                if (hint)
+                        log_warning("unknown environment variable %s is ignored: did you mean %s?", name,
+                                    hint);
+                else
+                        log_warning(
+                            "unknown environment variable %s is ignored: spotdrain reads SPOTDRAIN_ and a "
+                            "configuration key, dots as underscores (spotdrain check-config lists them)",
+                            name);
+        }
+}
+
 int config_load_env(struct spotdrain_config *c, char **ret_error)
 {
         /* every value is checked before any is applied, so a bad variable leaves c as it was */
@@ -594,6 +691,7 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
                 }
         }
         config_move(c, copy);
+        env_warn_unknown();
         return 0;
 }
 

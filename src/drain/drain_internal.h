@@ -70,6 +70,10 @@ struct drain_postmortem_spec {
 struct drain_postmortem;
 int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
                            const struct drain_postmortem_spec *s, struct drain_postmortem **ret);
+/* The post-mortem of a pod already gone, from its last state obj (a watch's DELETED): its containers'
+ * statuses, and no log (the node that kept them is gone). Captured at once; it goes out when accepted. */
+int drain_postmortem_of_object(struct alert_bus *bus, const struct drain_postmortem_spec *s,
+                               const cJSON *obj, struct drain_postmortem **ret);
 void drain_postmortem_accepted(struct drain_postmortem *pm);
 /* Whether its alert went out. NULL-safe: false. */
 bool drain_postmortem_emitted(const struct drain_postmortem *pm);

@@ -75,8 +75,9 @@ struct xpod {
          * stopped, while the API still serves it (postmortem). */
         struct drain_postmortem *pm_killed, *pm_after;
         /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
-         * killed it. */
-        bool killed;
+         * killed it. Or gone with its node (gone_with_node, kube_pod_killed_with_node()) while something of
+         * it still ran. */
+        bool killed, gone_with_node;
         struct drain_pod_memo *memo; /* as last parsed for the plans */
 };
 
@@ -95,6 +96,8 @@ struct drain_exec {
         double expected_shutdown_fraction;
         enum drain_policy policy;
         bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
+        bool deadline_chosen; /* o->deadline_chosen: pods left at it are not killed by it */
+        bool no_deadline;     /* o->no_deadline */
         char **skip_namespaces;
         struct kube_selector skip_selector; /* present: pods it matches are left */
         unsigned log_tail_lines;
@@ -589,6 +592,9 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
+        /* Without a deadline there is no "in time" to judge: pods a PDB holds wait, killed by nobody. */
+        if (x->no_deadline)
+                return;
         if (first && !x->result.infeasible) {
                 /* The operator's rate cap, not the cluster, may be what decides: say so. */
                 struct drain_api_budget b;
@@ -697,9 +703,9 @@ static unsigned count_left(const struct drain_exec *x)
         return n;
 }
 
-/* "ns/name, ..." of the node's pods that were killed at the end of their grace, "" for none; their number
- * in *ret_n. */
-static char *killed_names(const struct drain_exec *x, unsigned *ret_n)
+/* "ns/name, ..." of the node's pods that were killed at the end of their grace (with_node false) or with
+ * their node (true), "" for none; their number in *ret_n. */
+static char *killed_names(const struct drain_exec *x, bool with_node, unsigned *ret_n)
 {
         _cleanup_(buf_free) struct buf b = { 0 };
         *ret_n = 0;
@@ -708,7 +714,7 @@ static char *killed_names(const struct drain_exec *x, unsigned *ret_n)
         b.len = 0;
         for (size_t i = 0; i < x->n_pods; i++) {
                 const struct xpod *p = x->pods[i];
-                if (!p->killed)
+                if (!p->killed || p->gone_with_node != with_node)
                         continue;
                 if (buf_printf(&b, "%s%s/%s", b.len ? ", " : "", p->namespace, p->name) < 0)
                         return NULL;
@@ -832,6 +838,16 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->result.finished_usec = now;
         x->result.left = count_left(x);
         x->result.pods_unseen = !kube_informer_synced(x->pods_inf);
+        unsigned n_grace_killed, n_node_killed;
+        _cleanup_free_ char *grace_killed = killed_names(x, false, &n_grace_killed);
+        _cleanup_free_ char *node_killed = killed_names(x, true, &n_node_killed);
+        x->result.killed = n_grace_killed + n_node_killed;
+        /* An instance's deadline is its end: what is still on the node then dies with it. */
+        if (outcome == DRAIN_EXEC_DEADLINE_MISSED && !x->deadline_chosen && !x->result.pods_unseen)
+                x->result.killed += x->result.left;
+        /* The node went before its pods did: not drained, whatever deadline the drain was given. */
+        if (outcome == DRAIN_EXEC_DRAINED && n_node_killed > 0)
+                outcome = x->result.outcome = DRAIN_EXEC_DEADLINE_MISSED;
         snprintf(secs, sizeof(secs), "%.1f", (double)(now - x->result.notice_usec) / (double)USEC_PER_SEC);
         snprintf(evicted, sizeof(evicted), "%u", x->result.evicted);
         snprintf(forced, sizeof(forced), "%u", x->result.forced);
@@ -842,12 +858,14 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
 
         if (outcome == DRAIN_EXEC_DRAINED) {
+                char before[64] = "";
+                if (!x->no_deadline)
+                        snprintf(before, sizeof(before), " (%.1f s before the deadline)",
+                                 (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC);
                 x->message = strprintf(
-                    "drained %s %s s after the notice (%.1f s before the deadline): %u evicted, %u forced; "
-                    "cordoned at %.1f s, planned at %.1f s",
-                    x->node, secs,
-                    (double)(x->deadline > now ? x->deadline - now : 0) / (double)USEC_PER_SEC,
-                    x->result.evicted, x->result.forced,
+                    "drained %s %s s after the notice%s: %u evicted, %u forced; cordoned at %.1f s, "
+                    "planned at %.1f s",
+                    x->node, secs, before, x->result.evicted, x->result.forced,
                     x->result.cordoned_usec
                         ? (double)(x->result.cordoned_usec - x->result.notice_usec) / (double)USEC_PER_SEC
                         : -1.0,
@@ -859,14 +877,25 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                                     strprintf("%u pod%s behind a Service held %.1f s for the load balancers",
                                               x->result.lb_held, x->result.lb_held == 1 ? "" : "s",
                                               (double)(x->lb_dereg) / (double)USEC_PER_SEC));
-                unsigned n_killed;
-                _cleanup_free_ char *killed = killed_names(x, &n_killed);
-                if (n_killed > 0)
-                        message_add(x, strprintf("%u pod%s killed at the end of %s grace: %s", n_killed,
-                                                 n_killed == 1 ? "" : "s", n_killed == 1 ? "its" : "their",
-                                                 killed ? killed : ""));
+                if (n_grace_killed > 0)
+                        message_add(x, strprintf("%u pod%s killed at the end of %s grace: %s",
+                                                 n_grace_killed, n_grace_killed == 1 ? "" : "s",
+                                                 n_grace_killed == 1 ? "its" : "their",
+                                                 grace_killed ? grace_killed : ""));
                 alert_emit(x->bus, ALERT_DRAIN_COMPLETED, x->node, fields, "%s",
                            x->message ? x->message : "drained");
+        } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && n_node_killed > 0) {
+                x->message =
+                    strprintf("node %s went %s s after the notice with %u pod%s still on it, killed "
+                              "with it: %s; %u evicted, %u forced",
+                              x->node, secs, n_node_killed, n_node_killed == 1 ? "" : "s",
+                              node_killed ? node_killed : "", x->result.evicted, x->result.forced);
+                if (n_grace_killed > 0)
+                        message_add(x, strprintf("%u more killed at the end of %s grace: %s", n_grace_killed,
+                                                 n_grace_killed == 1 ? "its" : "their",
+                                                 grace_killed ? grace_killed : ""));
+                alert_emit(x->bus, ALERT_DEADLINE_MISSED, x->node, fields, "%s",
+                           x->message ? x->message : "deadline missed");
         } else if (outcome == DRAIN_EXEC_DEADLINE_MISSED && x->result.pods_unseen) {
                 /* Nothing is known of what was left: no count, which would read as none. */
                 x->message = strprintf("deadline of %s passed before its pods could be listed; "
@@ -898,7 +927,9 @@ static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum 
         char notice[64], deadline[64];
         if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
                 snprintf(notice, sizeof(notice), "?");
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+        if (x->no_deadline)
+                snprintf(deadline, sizeof(deadline), "none");
+        else if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
                 snprintf(deadline, sizeof(deadline), "?");
         if (kind == ALERT_POD_DELETED)
                 return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
@@ -922,9 +953,10 @@ static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind ki
 }
 
 /* A capture of p (stage: NULL the first, at its delete or eviction), its alert kind once it is in and
- * accepted; NULL when it cannot be taken. */
+ * accepted; NULL when it cannot be taken. last: the pod's last state, of a pod already gone (nothing read
+ * from the API); NULL: read now. */
 static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                                        const char *stage, const char *summary)
+                                        const char *stage, const char *summary, const cJSON *last)
 {
         struct drain_postmortem *pm = NULL;
         struct drain_postmortem_spec s = {
@@ -938,7 +970,9 @@ static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod 
                 .summary = summary,
                 .stage = stage,
         };
-        int r = summary ? drain_postmortem_start(x->c, x->bus, &s, &pm) : -ENOMEM;
+        int r = !summary ? -ENOMEM
+                : last   ? drain_postmortem_of_object(x->bus, &s, last, &pm)
+                         : drain_postmortem_start(x->c, x->bus, &s, &pm);
         if (r < 0) {
                 log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
                 return NULL;
@@ -954,14 +988,14 @@ static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct 
         if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
                 return;
         _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
-        p->pm = capture(x, p, kind, NULL, summary);
+        p->pm = capture(x, p, kind, NULL, summary, NULL);
 }
 
 /* A later capture of p, alerted as soon as it is in. */
 static struct drain_postmortem *capture_again(struct drain_exec *x, const struct xpod *p,
                                               enum alert_kind kind, const char *stage, const char *summary)
 {
-        struct drain_postmortem *pm = capture(x, p, kind, stage, summary);
+        struct drain_postmortem *pm = capture(x, p, kind, stage, summary, NULL);
         drain_postmortem_accepted(pm); /* nothing to wait for but the capture */
         return pm;
 }
@@ -1537,7 +1571,7 @@ static void act(struct drain_exec *x)
         if (!x->result.planned_usec) {
                 x->result.planned_usec = now;
                 x->result.predicted_finish_usec = own_node(x)->finish_usec;
-                x->result.killed_predicted = (unsigned)own_node(x)->n_killed;
+                x->result.killed_predicted = x->no_deadline ? 0 : (unsigned)own_node(x)->n_killed;
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 judge(x, now, true);
@@ -1644,19 +1678,60 @@ static uint64_t kill_usec(const struct xpod *p, const struct kube_pod *kp)
         return kp->deleted_usec + (grace > 0 ? (uint64_t)grace * USEC_PER_SEC : 0);
 }
 
+/* A pod gone with its node while it still ran: killed, whatever the drain had asked of it. Its pod-killed
+ * alert goes out now, with the post-mortem of its last state (unless the one taken before the node's end
+ * told it already). */
+static void gone_with_node(struct drain_exec *x, struct xpod *p, const cJSON *obj)
+{
+        char deadline[64];
+        p->killed = p->gone_with_node = true;
+        if (p->pm_killed) {
+                drain_postmortem_flush(p->pm_killed);
+                return;
+        }
+        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
+                snprintf(deadline, sizeof(deadline), "?");
+        _cleanup_free_ char *summary = strprintf(
+            "pod %s/%s killed with node %s: the node went while %s; %s notice, deadline %s", p->namespace,
+            p->name, x->node, p->stop_at ? "its stop had not ended" : "it still ran", x->kind, deadline);
+        p->pm_killed = capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj);
+        if (!p->pm_killed) {
+                const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
+                alert_emit_pod(x->bus, ALERT_POD_KILLED, x->node,
+                               &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL, fields, "%s",
+                               summary ? summary : p->name);
+                return;
+        }
+        drain_postmortem_accepted(p->pm_killed);
+}
+
 static void pods_deleted(void *userdata, const cJSON *obj)
 {
         struct drain_exec *x = userdata;
         _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
         _cleanup_free_ char *key = NULL;
-        if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
-                struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
-                if (p && p->stop_at && clk_now() >= kill_usec(p, &kp))
+        if (kube_pod_parse(obj, &kp) < 0)
+                goto done;
+        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
+        /* DaemonSet and mirror pods are left by design and come back with any node. */
+        bool ours =
+            p && !p->killed && !kp.mirror && (!streq_ptr(kp.owner_kind, "DaemonSet") || x->evict_daemonsets);
+        if (ours && kube_pod_killed_with_node(obj)) {
+                gone_with_node(x, p, obj);
+                goto done; /* no stop of its own to learn from */
+        }
+        if (kp.deletion_usec && (key = drain_owner_key(&kp))) {
+                /* How its containers ended says it; without that, that it went only once its grace was
+                 * over (which a watch event that came late may also seem to say). */
+                int sigkilled = kube_pod_sigkilled(obj);
+                if (ours && p->stop_at &&
+                    (sigkilled > 0 || (sigkilled < 0 && clk_now() >= kill_usec(p, &kp))))
                         p->killed = true;
                 observe_stop(x, p, &kp, key);
                 if (p && !p->ghost)
                         keep_ghost(x, p, obj, &kp, key);
         }
+done:
         pods_changed(x);
 }
 
@@ -1957,6 +2032,8 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x->cordon_only = o->cordon_only;
         x->no_execute = o->taint_no_execute;
         x->out_of_service = o->out_of_service_taint;
+        x->deadline_chosen = o->deadline_chosen;
+        x->no_deadline = o->no_deadline;
         x->exclude_lb = o->exclude_from_load_balancers;
         x->lb_dereg = x->exclude_lb ? o->lb_deregistration_usec : 0;
         /* Until the label is answered, counted from now; moved to the answer then. */

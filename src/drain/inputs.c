@@ -28,6 +28,8 @@ const char *const drain_pod_fields[] = {
         "spec.volumes",
         "status.phase",
         "status.conditions[type=Ready]",
+        /* gone with its node (kube_pod_killed_with_node()) */
+        "status.conditions[type=DisruptionTarget]",
         /* whether its containers stopped, for its post-mortem after the stop (executor.c; the capture reads
          * the pod whole): not the images and IDs, a third of a pruned pod */
         "status.containerStatuses[]{name,state}",

@@ -309,27 +309,32 @@ static void start_logs(struct drain_postmortem *pm)
         }
 }
 
+/* The phase and each container's status of the pod object obj. */
+static void read_pod(struct drain_postmortem *pm, const cJSON *obj)
+{
+        const cJSON *containers =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"), "containers");
+        const cJSON *statuses = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
+        const char *phase = kube_object_str(obj, "status.phase");
+        pm->phase = phase ? strdup(phase) : NULL;
+        const cJSON *ct;
+        cJSON_ArrayForEach (ct, containers) {
+                const char *name = kube_object_str(ct, "name");
+                if (name && add_container(pm, name, statuses) < 0) {
+                        log_debug("out of memory taking the post-mortem of %s/%s", pm->namespace, pm->name);
+                        break;
+                }
+        }
+}
+
 static void pod_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct drain_postmortem *pm = userdata;
         pm->pod_call = NULL;
         pm->pod_error = r->error;
         if (r->error >= 0) {
-                const cJSON *containers = cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(r->object, "spec"), "containers");
-                const cJSON *statuses = cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(r->object, "status"), "containerStatuses");
-                const char *phase = kube_object_str(r->object, "status.phase");
-                pm->phase = phase ? strdup(phase) : NULL;
-                const cJSON *ct;
-                cJSON_ArrayForEach (ct, containers) {
-                        const char *name = kube_object_str(ct, "name");
-                        if (name && add_container(pm, name, statuses) < 0) {
-                                log_debug("out of memory taking the post-mortem of %s/%s", pm->namespace,
-                                          pm->name);
-                                break;
-                        }
-                }
+                read_pod(pm, r->object);
                 if (pm->tail_lines > 0)
                         start_logs(pm);
         } else
@@ -338,22 +343,46 @@ static void pod_done(struct kube_client *c, struct kube_result *r, void *userdat
         call_ended(pm);
 }
 
+static struct drain_postmortem *pm_new(struct kube_client *c, struct alert_bus *bus,
+                                       const struct drain_postmortem_spec *s)
+{
+        struct drain_postmortem *pm = calloc(1, sizeof(*pm));
+        if (!pm)
+                return NULL;
+        *pm = (struct drain_postmortem){ .c = c, .bus = bus, .kind = s->kind, .tail_lines = s->tail_lines };
+        if ((s->dir && !(pm->dir = strdup(s->dir))) || (s->node && !(pm->node = strdup(s->node))) ||
+            !(pm->namespace = strdup(s->namespace)) || !(pm->name = strdup(s->name)) ||
+            (s->uid && !(pm->uid = strdup(s->uid))) || !(pm->summary = strdup(s->summary)) ||
+            (s->stage && !(pm->stage = strdup(s->stage))))
+                return drain_postmortem_free(pm);
+        return pm;
+}
+
+int drain_postmortem_of_object(struct alert_bus *bus, const struct drain_postmortem_spec *s,
+                               const cJSON *obj, struct drain_postmortem **ret)
+{
+        if (!s || !s->namespace || !s->name || !s->summary || !obj)
+                return -EINVAL;
+        struct drain_postmortem *pm = pm_new(NULL, bus, s);
+        if (!pm)
+                return -ENOMEM;
+        read_pod(pm, obj);
+        /* The logs were the node's: nothing serves them any more. */
+        for (size_t i = 0; i < pm->n_ctrs; i++)
+                pm->ctrs[i].error = -EHOSTDOWN;
+        pm->captured = true;
+        *ret = pm;
+        return 0;
+}
+
 int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
                            const struct drain_postmortem_spec *s, struct drain_postmortem **ret)
 {
         if (!c || !s || !s->namespace || !s->name || !s->summary)
                 return -EINVAL;
-        struct drain_postmortem *pm = calloc(1, sizeof(*pm));
+        struct drain_postmortem *pm = pm_new(c, bus, s);
         if (!pm)
                 return -ENOMEM;
-        *pm = (struct drain_postmortem){ .c = c, .bus = bus, .kind = s->kind, .tail_lines = s->tail_lines };
-        if ((s->dir && !(pm->dir = strdup(s->dir))) || (s->node && !(pm->node = strdup(s->node))) ||
-            !(pm->namespace = strdup(s->namespace)) || !(pm->name = strdup(s->name)) ||
-            (s->uid && !(pm->uid = strdup(s->uid))) || !(pm->summary = strdup(s->summary)) ||
-            (s->stage && !(pm->stage = strdup(s->stage)))) {
-                drain_postmortem_free(pm);
-                return -ENOMEM;
-        }
         _cleanup_free_ char *path = kube_path(NULL, "v1", pm->namespace, "pods", pm->name, NULL);
         int r = path ? kube_get(c, path, pod_done, pm, &pm->pod_call) : -ENOMEM;
         if (r < 0) {

@@ -556,6 +556,14 @@ static void call_http_done(const struct http_response *resp, void *userdata)
                         pump_soon(c, 0);
         }
         count_request(c->opts.metrics, call->method, call->path, resp);
+        if (resp->status > 0)
+                c->stats.unreachable_since = 0;
+        else if (resp->error < 0 && resp->error != -ECANCELED) {
+                if (!c->stats.unreachable_since)
+                        c->stats.unreachable_since = clk_now();
+                snprintf(c->stats.last_error, sizeof(c->stats.last_error), "%s",
+                         resp->errbuf[0] ? resp->errbuf : strerror(-resp->error));
+        }
 
         if (resp->status == 401 && !call->reauthed) {
                 /* The token may have rotated (projected service-account tokens, exec plugins): read it again

@@ -190,6 +190,45 @@ const char *kube_pod_annotation(const struct kube_pod *p, const char *key)
         return kube_kv_get(p->annotations, p->n_annotations, key);
 }
 
+bool kube_pod_killed_with_node(const cJSON *obj)
+{
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");
+        const cJSON *c, *conds = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+        const cJSON *statuses = cJSON_GetObjectItemCaseSensitive(status, "containerStatuses");
+        bool gc = false;
+        cJSON_ArrayForEach (c, conds)
+                gc = gc || (streq_ptr(kube_object_str(c, "type"), "DisruptionTarget") &&
+                            streq_ptr(kube_object_str(c, "status"), "True") &&
+                            streq_ptr(kube_object_str(c, "reason"), "DeletionByPodGC"));
+        if (!gc)
+                return false;
+        if (cJSON_GetArraySize(statuses) == 0)
+                return true;
+        cJSON_ArrayForEach (c, statuses)
+                if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "state"),
+                                                      "terminated"))
+                        return true;
+        return false; /* it had stopped before its node went */
+}
+
+int kube_pod_sigkilled(const cJSON *obj)
+{
+        const cJSON *cs, *statuses = cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
+        int r = -1;
+        cJSON_ArrayForEach (cs, statuses) {
+                const cJSON *code = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
+                                                     "terminated"),
+                    "exitCode");
+                if (cJSON_IsNumber(code) && code->valueint == 137)
+                        return 1;
+                if (cJSON_IsNumber(code))
+                        r = 0;
+        }
+        return r;
+}
+
 /* ---- nodes ---- */
 
 void kube_node_clear(struct kube_node *n)

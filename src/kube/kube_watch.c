@@ -522,6 +522,16 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
         if (!key)
                 return false;
         struct store_entry *e = store_find(inf, key);
+        if (type == KUBE_EVENT_DELETED && e && cJSON_GetObjectItemCaseSensitive(obj, "status")) {
+                /* The owner is told of the object's last state, as the event has it (how it ended: a pod
+                 * the garbage collector took with its node says so only there), not the one stored. */
+                cJSON *last =
+                    inf->keep_fields ? kube_object_prune(obj, inf->keep_fields) : cJSON_Duplicate(obj, true);
+                if (last) {
+                        cJSON_Delete(e->obj);
+                        e->obj = last;
+                }
+        }
         if (type == KUBE_EVENT_DELETED)
                 return e ? informer_delete(inf, e) : false;
         cJSON *dup =

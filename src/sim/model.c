@@ -553,10 +553,13 @@ static void pod_exit(struct sim *s, struct sim_pod *p)
                         n->pods_killed++;
         }
         /* As a kubelet: the stopped containers' statuses are reported, and the pod object stays (with its
-         * deletionTimestamp) until the kubelet's grace-0 delete confirms it, pod_removal_seconds later. */
-        if (s->sc->pod_removal > 0 && p->node >= 0 && p->phase == SIM_RUNNING) {
+         * deletionTimestamp) until the kubelet's grace-0 delete confirms it, pod_removal_seconds later. Its
+         * last state (the one a watch's DELETED carries) has them either way: how it ended is told. */
+        if (p->node >= 0 && p->phase == SIM_RUNNING) {
                 p->exited = true;
                 p->exit_code = graceful ? 0 : 137;
+        }
+        if (s->sc->pod_removal > 0 && p->node >= 0 && p->phase == SIM_RUNNING) {
                 p->remove_at = s->t + s->sc->pod_removal;
                 pod_changed(s, p);
                 (void)sim_emit(s, SIM_POD, "MODIFIED", p);
@@ -689,6 +692,9 @@ static void node_kill_pods(struct sim *s, struct sim_node *n)
                 struct sim_pod *p = n->pods.head;
                 if (sim_pod_evictable(p) && p->phase == SIM_RUNNING && !p->exited)
                         n->pods_killed++;
+                /* As the pod garbage collector removes the pods of a node that is no more: marked Failed
+                 * with a DisruptionTarget condition (DeletionByPodGC) first, which its last state shows. */
+                p->node_gone = true;
                 pod_remove(s, p);
         }
 }

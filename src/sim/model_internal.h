@@ -246,6 +246,7 @@ struct sim_pod {
         bool exited;
         int exit_code;
         double remove_at;
+        bool node_gone; /* removed with its node (its terminate or reboot): what was running was killed */
         bool tallied, forced;
         bool rollout; /* to be replaced by its workload's rollout under way (ordinary.c) */
         uint64_t rv;

@@ -282,8 +282,12 @@ cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p)
 
         cJSON *st = jobj(&b, o, "status");
         static const char *const phases[] = { "Pending", "Running", "Succeeded", "Failed" };
-        jstr(&b, st, "phase", phases[p->phase]);
+        /* The pod garbage collector's mark on a pod whose node is no more (Kubernetes 1.26 on). */
+        jstr(&b, st, "phase", p->node_gone ? "Failed" : phases[p->phase]);
         cJSON *conds = jarr(&b, st, "conditions");
+        if (p->node_gone)
+                jcond(&b, s, conds, "DisruptionTarget", true, s->t, "DeletionByPodGC",
+                      "PodGC: node no longer exists");
         if (!n) {
                 _cleanup_free_ char *why =
                     strprintf("0/%zu nodes are available: no schedulable node has room "

@@ -57,7 +57,7 @@ run_in_pane() {
 	local name=$1 width=$2
 	shift 2
 	tm new-session -d -s "$name" -x "$width" -y 40 \
-		"env $* '$SPOTDRAIN' drain spot-a --kubeconfig '$SIM_KUBECONFIG' --budget 15; echo EXIT=\$?; exec sleep 300"
+		"env $* '$SPOTDRAIN' drain spot-a --kubeconfig '$SIM_KUBECONFIG' --budget 15 --policy force; echo EXIT=\$?; exec sleep 300"
 }
 
 pane_done() { tm capture-pane -p -t "$1" | grep -q '^EXIT='; }
@@ -116,7 +116,7 @@ wait_for 60 pane_done nocolor || fail "the NO_COLOR drain did not end"
 log "not a terminal: plain records, no escape sequences"
 start_sim plain "$SCENARIO"
 rc=0
-"$SPOTDRAIN" drain spot-a --kubeconfig "$SIM_KUBECONFIG" --budget 15 >"$TEST_TMP/plain.out" 2>"$TEST_TMP/plain.err" || rc=$?
+"$SPOTDRAIN" drain spot-a --kubeconfig "$SIM_KUBECONFIG" --budget 15 --policy force >"$TEST_TMP/plain.out" 2>"$TEST_TMP/plain.err" || rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || fail "drain exited $rc"
 cat "$TEST_TMP/plain.err"
 ! grep -q $'[\033\r]' "$TEST_TMP/plain.err" "$TEST_TMP/plain.out" || fail "escape sequences with stderr not a terminal"

@@ -66,8 +66,11 @@ for c in $commands; do
 	*) [ -z "$missing" ] || fail "help $c does not describe: $missing" ;;
 	esac
 done
-# A flag's default is the configuration key's (drain.budget_seconds set elsewhere would show here).
-grep -q 'default: 120 (drain.budget_seconds)' "$TEST_TMP/help-drain.txt" || fail "drain --budget's default is not the key's"
+# A flag's default is the configuration key's (drain.budget_seconds set elsewhere would show here); drain's
+# is none, or the node's notice's deadline (issue 32: a manual drain invents no deadline).
+grep -q 'default: 120 (drain.budget_seconds)' "$TEST_TMP/help-plan.txt" || fail "plan --budget's default is not the key's"
+grep -q "default: the node's notice's deadline, else none" "$TEST_TMP/help-drain.txt" ||
+	fail "drain --budget's default is not the notice's deadline, else none"
 rc=0
 "$SPOTDRAIN" help no-such-command 2>"$TEST_TMP/err" || rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q "no command 'no-such-command'" "$TEST_TMP/err"; then

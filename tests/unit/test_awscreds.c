@@ -597,6 +597,35 @@ static void test_imds_role(void **state)
         fake_stop(&f);
 }
 
+/* No source has credentials (an empty environment, an IMDS that does not answer): the error names every
+ * source tried and how to give one. */
+static void test_none_found(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        _cleanup_(aws_creds_provider_freep) struct aws_creds_provider *p = NULL;
+        struct got g;
+
+        assert_int_equal(loop_new(&l), 0);
+        static const char *const env[] = { NULL };
+        struct aws_creds_options o = { .env = env,
+                                       .imds_endpoint = "http://127.0.0.1:1",
+                                       .backoff_base_usec = 3600ULL * 1000000ULL };
+        assert_int_equal(aws_creds_provider_new(l, &o, &p), 0);
+        get_sync(l, p, &g);
+        assert_true(g.error < 0);
+        assert_non_null(g.message);
+        assert_true(startswith(g.message, "no AWS credentials: none in the environment"));
+        static const char *const named[] = { "AWS_ACCESS_KEY_ID",
+                                             "AWS_ROLE_ARN",
+                                             "EKS Pod Identity",
+                                             "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                                             "IMDS",
+                                             "give spotdrain an IAM role" };
+        for (size_t i = 0; i < sizeof(named) / sizeof(*named); i++)
+                assert_non_null(strstr(g.message, named[i]));
+        got_clear(&g);
+}
+
 static void test_no_secret_in_log(void **state)
 {
         _cleanup_(loop_freep) struct loop *l = NULL;
@@ -839,6 +868,7 @@ int main(void)
                 cmocka_unit_test(test_web_identity_errors),
                 cmocka_unit_test(test_pod_identity),
                 cmocka_unit_test(test_imds_role),
+                cmocka_unit_test(test_none_found),
                 cmocka_unit_test(test_no_secret_in_log),
                 cmocka_unit_test(test_sts_request_body),
                 cmocka_unit_test(test_sts_surface),

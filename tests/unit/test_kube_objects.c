@@ -436,6 +436,43 @@ static void test_prune(void **state)
         cJSON_Delete(node);
 }
 
+/* The pod garbage collector's mark on the pods of a node that is no more: killed when something still ran;
+ * a pod whose containers had all stopped before, or one without the mark, was not. */
+static void test_killed_with_node(void **state)
+{
+        static const char *const gc = "{\"type\":\"DisruptionTarget\",\"status\":\"True\","
+                                      "\"reason\":\"DeletionByPodGC\"}";
+        static const char *const running = "{\"name\":\"app\",\"state\":{\"running\":{}}}";
+        static const char *const stopped = "{\"name\":\"app\",\"state\":{\"terminated\":{\"exitCode\":0}}}";
+        static const char *const sigkill =
+            "{\"name\":\"app\",\"state\":{\"terminated\":{\"exitCode\":137}}}";
+        struct {
+                const char *conds, *statuses;
+                bool killed;
+                int sigkilled;
+        } cases[] = {
+                { gc, running, true, -1 },
+                { gc, "", true, -1 },      /* never reported: it still ran, as far as anyone knows */
+                { gc, stopped, false, 0 }, /* it had stopped before its node went */
+                { "{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"EvictionByEvictionAPI\"}",
+                  running, false, -1 },
+                { "{\"type\":\"Ready\",\"status\":\"False\"}", sigkill, false, 1 },
+        };
+        (void)state;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+                char text[1024];
+                snprintf(
+                    text, sizeof(text),
+                    "{\"metadata\":{\"name\":\"p\"},\"status\":{\"phase\":\"Failed\",\"conditions\":[%s],"
+                    "\"containerStatuses\":[%s]}}",
+                    cases[i].conds, cases[i].statuses);
+                cJSON *o = parse(text);
+                assert_int_equal(kube_pod_killed_with_node(o), cases[i].killed);
+                assert_int_equal(kube_pod_sigkilled(o), cases[i].sigkilled);
+                cJSON_Delete(o);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -449,6 +486,7 @@ int main(void)
                 cmocka_unit_test(test_paths_and_escaping),
                 cmocka_unit_test(test_evict_outcome_mapping),
                 cmocka_unit_test(test_prune),
+                cmocka_unit_test(test_killed_with_node),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
