@@ -9,13 +9,13 @@
 #                           and credentials.env (an IAM user's access key that moto's check accepts)
 #   moto_stop DIR           stops it by its PID
 #
-# Environment: SPOTDRAIN_REALK8S_CACHE (default /var/cache/spotdrain/realk8s), PYTHON (default python3),
+# Environment: REALK8S_CACHE (default /var/cache/spotdrain/realk8s), PYTHON (default python3),
 # MOTO_START_TIMEOUT (seconds, default 60: the first start imports a lot on a loaded 2-core machine).
 
 MOTO_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MOTO_REQUIREMENTS=$MOTO_LIB_DIR/requirements.txt
 MOTO_VERSION=$(sed -n 's/^moto==\([^ ]*\) .*/\1/p' "$MOTO_REQUIREMENTS")
-MOTO_CACHE=${SPOTDRAIN_REALK8S_CACHE:-/var/cache/spotdrain/realk8s}
+MOTO_CACHE=${REALK8S_CACHE:-/var/cache/spotdrain/realk8s}
 MOTO_HOME=$MOTO_CACHE/moto-$MOTO_VERSION
 MOTO_VENV=$MOTO_HOME/venv
 # moto's default account, which every resource it makes belongs to (queue URLs, ARNs, GetCallerIdentity).
