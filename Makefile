@@ -73,7 +73,7 @@ $(eval $(call variant,$(BUILD)/asan,$(SAN),$$(SAN_CC)))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 
-.PHONY: all check unit unit-asan unit-valgrind integration integration-asan demo install format format-check clean deps fuzz fuzz-smoke
+.PHONY: all check unit unit-asan unit-valgrind integration integration-asan test-times demo install format format-check clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 
@@ -93,15 +93,18 @@ $(DEPS_STAMP): scripts/install-deps
 	@mkdir -p $(BUILD) && touch $@
 deps: $(DEPS_STAMP)
 
+# Each tier keeps each test's exit status, wall and CPU seconds under $(BUILD)/TIER/ (it, it-asan, unit,
+# unit-asan, unit-valgrind); `make test-times` writes them into the table scripts/test-times, which the
+# runners read to start the longest tests first. Run it after a run of the tiers (.ci/run runs them all).
 unit: $(UNIT_BINS)
-	@scripts/run-tests $(UNIT_BINS)
+	@UNIT_LOGS=$(BUILD)/unit UNIT_TIER=unit scripts/run-tests $(UNIT_BINS)
 unit-asan: $(ASAN_BINS)
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@UNIT_LOGS=$(BUILD)/unit-asan UNIT_TIER=unit-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		scripts/run-tests $(ASAN_BINS)
 # memcheck: invalid accesses, uninitialised values, definite leaks. The tests on a scaled engine clock slow
 # their scenario time down under valgrind and ASan (tests/unit/timescale.h) rather than lose their slack.
 unit-valgrind: $(UNIT_BINS)
-	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
+	@UNIT_LOGS=$(BUILD)/unit-valgrind UNIT_TIER=unit-valgrind SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
 # fuzz_smoke.sh is left to `make fuzz-smoke` (run by .ci/run after `make check`): it compiles the library
 # once more with fuzzing instrumentation, which would double the time `make check` takes.
@@ -123,10 +126,13 @@ integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 # run-integration fails a test that leaves a report. Leaks count: every process frees what it owns on exit.
 integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/spotdrain-agent $(BUILD)/asan/libspotdrain.a
 	@SPOTDRAIN=$(BUILD)/asan/spotdrain IT_LOGS=$(BUILD)/it-asan SANITIZER_REPORTS=$(BUILD)/it-asan/reports \
-		CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
+		IT_TIER=it-asan CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		INTEGRATION_JOBS=$${INTEGRATION_JOBS:-2} \
 		scripts/run-integration $(INTEGRATION_TESTS)
+test-times:
+	@scripts/update-test-times $(BUILD) "$(TEST_TIMES_MACHINE)"
+	@echo "test-times: scripts/test-times written from $(BUILD)/{it,it-asan,unit,unit-asan,unit-valgrind}"
 fuzz-smoke: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain IT_LOGS=$(BUILD)/it scripts/run-integration tests/integration/fuzz_smoke.sh
 
