@@ -225,6 +225,11 @@ build_chartrender() {
 	echo "$bin"
 }
 
+# jq definitions for a `simulate --json` or /sim/v1/result document: first_act(NODE) is the time of NODE's first
+# eviction or forced delete (null if none), which a verdict on its drain must come before (an order, which holds
+# on a loaded machine; how soon after the notice is bench/drain's figure). Use: jq -e "$JQ_DEFS"'...'.
+JQ_DEFS='def first_act($n): [.alerts[] | select(.node == $n and (.kind == "pod-evicted" or .kind == "pods-forced")) | .at] | min;'
+
 # The simulator's AWS key (SIM_EC2_ACCESS_KEY_ID and its secret in src/sim): what its SQS, EC2, Auto
 # Scaling and STS surfaces take.
 SIM_AWS_KEY_ID=AKIDEXAMPLE
