@@ -120,8 +120,8 @@ integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 # (.ci/run), the drain engine, the agent, the controller and the leader against the in-process simulator
 # included; what they do not reach is a process's own life and the servers facing clients we did not write:
 #   the daemons' main loops, readiness, signal handling and stop (src/cli/cmd_agent.c, cmd_controller.c,
-#     frontend.c): agent_sim controller_sim metrics_agent dry_run (src/core/dryrun.c has no unit test)
-#     webhook_flush (the alert sink flushed at a front end's exit)
+#     frontend.c): agent_sim controller_sim metrics_agent (/metrics over a whole drain) dry_run
+#     (src/core/dryrun.c has no unit test) webhook_flush (the alert sink flushed at a front end's exit)
 #   crash-resume, a process SIGKILLed and another reading what it left: controller_leader crash_resume_agent
 #     crash_resume_controller surge_crash_controller
 #   the simulator serving real clients (sim serve, cmd_sim.c; protobuf, tables, watches, paging, the SQS query
@@ -140,9 +140,8 @@ integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 # setting; the daemons' behaviours whose code past the main loop the unit tests run (lifecycle_heartbeat,
 # launch_hook, agent_lifecycle_hook: test_agent_hook, test_launch; asg_cluster_tag, managed_tag, trust_boundary,
 # sns_signature: test_asg_owners, test_managed, test_trust, test_sns; agent_estimates, estimates_restart:
-# test_estimates; controller_revert, reboot_uncordon, pod_postmortem, drain_optouts,
-# metrics_drain, provision_agent, eviction_webhook: test_dispatch, test_agent, test_executor, test_metrics,
-# test_provision, test_admission); surfaces another kept script or a unit test reaches (kubectl_drain,
+# test_estimates; controller_revert, reboot_uncordon, pod_postmortem, drain_optouts, provision_agent,
+# eviction_webhook: test_dispatch, test_agent, test_executor, test_metrics, test_provision, test_admission); surfaces another kept script or a unit test reaches (kubectl_drain,
 # kubectl_scale: kubectl_get; aws_cli_sts, aws_cli_sqs_throttle, apf_sim: test_sim_server, test_sqs_throttle,
 # test_kube); and the checks that run no C of ours or only the plain binary (contracts_doc, docs_drift,
 # dockerfile_pins, hardening, helm_lint, systemd_verify, admission_policy, free_port).
