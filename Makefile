@@ -104,9 +104,10 @@ unit-asan: $(ASAN_BINS)
 # memcheck: invalid accesses, uninitialised values, definite leaks. The tests on a scaled engine clock slow
 # their scenario time down under valgrind and ASan (tests/unit/timescale.h) rather than lose their slack.
 # Every binary, not only those ASan does not run: ASan (make check) finds the invalid accesses and the leaks,
-# but not a read of an uninitialised value, which is what memcheck is here for. One binary per core: valgrind
-# runs a program's threads one at a time, so each binary takes one core whatever it does, and the 20x slower
-# scenario clock leaves it its slack with a core of its own (a run-tests: alone binary still runs alone).
+# but not a read of an uninitialised value, which is what memcheck is here for. One binary per core (715 s on
+# 2 cores, 226 s of CPU): most binaries wait on their scenario clock, 20 times slower under valgrind
+# (timescale.h), and six at a time took 351 s, but test_executor's test_infeasible_alert_at_once, which runs
+# in real time and wants the verdict within a second, then missed it (a run-tests: alone binary runs alone).
 unit-valgrind: $(UNIT_BINS)
 	@UNIT_JOBS=$${UNIT_JOBS:-$(NPROC)} UNIT_LOGS=$(BUILD)/unit-valgrind UNIT_TIER=unit-valgrind SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
