@@ -73,7 +73,7 @@ $(eval $(call variant,$(BUILD)/asan,$(SAN),$$(SAN_CC)))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 
-.PHONY: all check unit unit-asan unit-valgrind integration integration-asan demo install format format-check clean deps fuzz fuzz-smoke
+.PHONY: all check unit unit-asan unit-valgrind integration integration-asan test-times demo install format format-check clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 
@@ -93,40 +93,79 @@ $(DEPS_STAMP): scripts/install-deps
 	@mkdir -p $(BUILD) && touch $@
 deps: $(DEPS_STAMP)
 
+# Each tier keeps each test's exit status, wall and CPU seconds under $(BUILD)/TIER/ (it, it-asan, unit,
+# unit-asan, unit-valgrind); `make test-times` writes them into the table scripts/test-times, which the
+# runners read to start the longest tests first. Run it after a run of the tiers (.ci/run runs them all).
 unit: $(UNIT_BINS)
-	@scripts/run-tests $(UNIT_BINS)
+	@UNIT_LOGS=$(BUILD)/unit UNIT_TIER=unit scripts/run-tests $(UNIT_BINS)
 unit-asan: $(ASAN_BINS)
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@UNIT_LOGS=$(BUILD)/unit-asan UNIT_TIER=unit-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		scripts/run-tests $(ASAN_BINS)
 # memcheck: invalid accesses, uninitialised values, definite leaks. The tests on a scaled engine clock slow
 # their scenario time down under valgrind and ASan (tests/unit/timescale.h) rather than lose their slack.
+# Every binary, not only those ASan does not run: ASan (make check) finds the invalid accesses and the leaks,
+# but not a read of an uninitialised value, which is what memcheck is here for. One binary per core (715 s on
+# 2 cores, 226 s of CPU): most binaries wait on their scenario clock, 20 times slower under valgrind
+# (timescale.h), and six at a time took 351 s, but test_executor's test_infeasible_alert_at_once, which runs
+# in real time and wants the verdict within a second, then missed it (a run-tests: alone binary runs alone).
 unit-valgrind: $(UNIT_BINS)
-	@SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
+	@UNIT_JOBS=$${UNIT_JOBS:-$(NPROC)} UNIT_LOGS=$(BUILD)/unit-valgrind UNIT_TIER=unit-valgrind SPOTDRAIN_TEST_WRAPPER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 		scripts/run-tests $(UNIT_BINS)
 # fuzz_smoke.sh is left to `make fuzz-smoke` (run by .ci/run after `make check`): it compiles the library
 # once more with fuzzing instrumentation, which would double the time `make check` takes.
 INTEGRATION_TESTS := $(filter-out %lib.sh tests/integration/fuzz_smoke.sh,$(wildcard tests/integration/*.sh))
 integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 	@SPOTDRAIN=$(BUILD)/spotdrain IT_LOGS=$(BUILD)/it scripts/run-integration $(INTEGRATION_TESTS)
-# The same suite against the ASan+UBSan binary. The test tools the scripts compile against the library are
-# instrumented too ($CC); Go's cgo is off, so that helm_lint's renderer does not link with that $CC. The
-# examples' acceptance runs its scenarios at 2 scenario seconds per real second instead of 3, verdicts_sim
-# instead of 5 and surge_sim instead of 20 (TIME_SCALE): ASan's 2-3x slowdown would otherwise show up as
-# scenario time (a late look at the cluster is a late plan or a late verdict). Two tests at a time, the
-# examples' scenarios two at a time (ACCEPTANCE_JOBS, 4 in the plain suite): on a machine where the plain
-# suite needs 3 at a time (scripts/run-integration says why), 3 sanitized tests at a time gave notice-time
-# verdicts 1-5 s of scenario time late (examples_acceptance, verdicts_sim; each passes alone).
-# faults_sim alone runs 13 cases of two sanitized processes each, and beside five other sanitized tests a
-# controller of it once took 57 s to start and missed its 60 s bound.
+# integration-asan: the scripts whose processes run C that no unit test runs, against the ASan+UBSan binary.
+# Every library module is already run in process by the unit tests, under ASan (make check) and valgrind
+# (.ci/run), the drain engine, the agent, the controller and the leader against the in-process simulator
+# included; what they do not reach is a process's own life and the servers facing clients we did not write:
+#   the daemons' main loops, readiness, signal handling and stop (src/cli/cmd_agent.c, cmd_controller.c,
+#     frontend.c): agent_sim controller_sim metrics_agent (/metrics over a whole drain) dry_run
+#     (src/core/dryrun.c has no unit test) webhook_flush (the alert sink flushed at a front end's exit)
+#   crash-resume, a process SIGKILLed and another reading what it left: controller_leader crash_resume_agent
+#     crash_resume_controller surge_crash_controller
+#   the simulator serving real clients (sim serve, cmd_sim.c; protobuf, tables, watches, paging, the SQS query
+#     and JSON protocols, the EC2 and Auto Scaling query protocols, IMDSv2): kubectl_get python_client
+#     aws_cli_sqs aws_cli_ec2 agent_botocore
+#   the one-shot front ends and their error paths (cmd_drain.c plan/audit/drain, the terminal view, a server
+#     that is closed, silent, refuses or speaks no TLS; cmd_simulate.c, cmd_config.c, help.c, cmd_event.c,
+#     cmd_admission.c): drain_cli drain_live_view oneshot_errors simulate_cli check_config help_man
+#     event_parse admission_webhook
+#   the HTTP client's error paths on real sockets (frozen connections, injected resets, stalls, 5xx):
+#     drain_frozen_api faults_sim
+#   the signer over 1000 random requests, a tool compiled against the instrumented library: sigv4_botocore
+# Left out: the scripts that go through `spotdrain simulate` (examples_acceptance, modes_parity,
+# verdicts_sim, surge_sim, notice_actions, ordinary_life, provision_rebalance, simulate_launch,
+# metrics_simulate, report_timeline): the engine against the in-process simulator, the unit tests' own
+# setting; the daemons' behaviours whose code past the main loop the unit tests run (lifecycle_heartbeat,
+# launch_hook, agent_lifecycle_hook: test_agent_hook, test_launch; asg_cluster_tag, managed_tag, trust_boundary,
+# sns_signature: test_asg_owners, test_managed, test_trust, test_sns; agent_estimates, estimates_restart:
+# test_estimates; controller_revert, reboot_uncordon, pod_postmortem, drain_optouts, provision_agent,
+# eviction_webhook: test_dispatch, test_agent, test_executor, test_metrics, test_provision, test_admission); surfaces another kept script or a unit test reaches (kubectl_drain,
+# kubectl_scale: kubectl_get; aws_cli_sts, aws_cli_sqs_throttle, apf_sim: test_sim_server, test_sqs_throttle,
+# test_kube); and the checks that run no C of ours or only the plain binary (contracts_doc, docs_drift,
+# dockerfile_pins, hardening, helm_lint, systemd_verify, admission_policy, free_port).
+IT_ASAN_TESTS := $(patsubst %,tests/integration/%.sh,agent_sim controller_sim metrics_agent dry_run \
+	webhook_flush controller_leader crash_resume_agent crash_resume_controller surge_crash_controller \
+	kubectl_get python_client aws_cli_sqs aws_cli_ec2 agent_botocore drain_cli drain_live_view oneshot_errors \
+	simulate_cli check_config help_man event_parse admission_webhook drain_frozen_api faults_sim sigv4_botocore)
+# The test tools the scripts compile against the library are instrumented too ($CC); Go's cgo is off, so that
+# the chart renderer does not link with that $CC. TIME_SCALE=2 for the scripts that take it: ASan's 2-3x
+# slowdown would otherwise show up as scenario time (a late look at the cluster is a late plan or a late
+# verdict). Two tests at a time: faults_sim alone runs 13 cases of two sanitized processes each, and beside
+# five other sanitized tests a controller of it once took 57 s to start and missed its 60 s bound.
 # Every sanitizer report goes to a file under $(BUILD)/it-asan/reports/TEST/ rather than to stderr, so that
 # one written at the exit of a background server stopped by SIGTERM is noticed, not lost in a log nobody reads:
 # run-integration fails a test that leaves a report. Leaks count: every process frees what it owns on exit.
+# IT_ASAN_TESTS=all runs every script.
+IT_ASAN_RUN = $(if $(filter all,$(IT_ASAN_TESTS)),$(INTEGRATION_TESTS),$(IT_ASAN_TESTS))
 integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/spotdrain-agent $(BUILD)/asan/libspotdrain.a
 	@SPOTDRAIN=$(BUILD)/asan/spotdrain IT_LOGS=$(BUILD)/it-asan SANITIZER_REPORTS=$(BUILD)/it-asan/reports \
-		CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
+		IT_TIER=it-asan CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		INTEGRATION_JOBS=$${INTEGRATION_JOBS:-2} \
-		scripts/run-integration $(INTEGRATION_TESTS)
+		scripts/run-integration $(IT_ASAN_RUN)
 fuzz-smoke: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain IT_LOGS=$(BUILD)/it scripts/run-integration tests/integration/fuzz_smoke.sh
 

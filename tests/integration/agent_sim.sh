@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `spotdrain agent` as a process against the simulator's Kubernetes and IMDS surfaces: readiness (sd_notify and
-# /readyz), the rebalance soft taint, the spot interruption drain (notice → cordon latency from the simulator's
-# result), SIGKILL mid-drain and a restart that finishes the drain, and a clean exit 0 on SIGTERM.
+# /readyz), the rebalance soft taint, the spot interruption drain (cordoned between the notice and the deadline,
+# from the simulator's result), SIGKILL mid-drain and a restart that finishes the drain, and a clean exit 0 on SIGTERM.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
@@ -95,7 +95,10 @@ wait_for 25 cordoned || { cat "$TEST_TMP/agent.log" >&2; fail "not cordoned"; }
 result=$(curl -sSf "$K8S/sim/v1/result")
 latency=$(jq -r '.nodes[] | select(.name == "spot-a") | .cordoned_at - .notice_at' <<<"$result")
 log "notice → cordon: ${latency} s"
-awk -v l="$latency" 'BEGIN { exit !(l >= 0 && l <= 1.5) }' || fail "notice → cordon took ${latency} s"
+# After the notice and before the deadline: how soon is bench/agent's figure (BENCHMARKS.md, worst of 20
+# under 1 s), measured on a quiet machine, not a bound for a test beside others on a shared one.
+jq -e '.nodes[] | select(.name == "spot-a") | .cordoned_at >= .notice_at and .cordoned_at < .deadline_at' \
+	<<<"$result" >/dev/null || fail "cordoned ${latency} s after the notice: $(jq -c .nodes <<<"$result")"
 wait_for 20 drain_progressed || { cat "$TEST_TMP/agent.log" >&2; fail "the drain does not progress"; }
 
 log "SIGKILL mid-drain ($(pods_on_a) pods left on spot-a), restart: the notice is still in IMDS, the drain finishes"

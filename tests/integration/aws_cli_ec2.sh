@@ -15,9 +15,6 @@ command -v jq >/dev/null 2>&1 || skip "jq not installed"
 [ -x /usr/bin/aws ] || skip "no aws CLI installed"
 AWS=/usr/bin/aws
 
-# The simulator's long-term key pair (src/sim/ec2_surface.h SIM_EC2_ACCESS_KEY_ID / ..._SECRET_ACCESS_KEY).
-KEY_ID=AKIDEXAMPLE
-SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
 INSTANCE=i-0a00000000000000a
 
 cat >"$TEST_TMP/scenario.yaml" <<'EOF'
@@ -39,27 +36,16 @@ provisioning:
     - {name: m5.xlarge, cpu: "4", memory: 16Gi}
 EOF
 
-dir=$TEST_TMP/sim
-mkdir -p "$dir"
-"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --mode controller --listen 127.0.0.1:0 \
-	--endpoints-out "$dir/endpoints.json" >"$dir/serve.log" 2>&1 &
-SIM_PIDS+=("$!")
-wait_for 10 test -s "$dir/endpoints.json" || { cat "$dir/serve.log" >&2; fail "sim serve did not start"; }
-jq -e '.ec2 and .autoscaling' "$dir/endpoints.json" >/dev/null || fail "sim serve lists no EC2 surface"
-endpoints=$dir/endpoints.json
-EC2_URL=$(jq -r .ec2 "$endpoints")
-ASG_URL=$(jq -r .autoscaling "$endpoints")
+start_sim cli-ec2 "$TEST_TMP/scenario.yaml" --mode controller
+{ read -r EC2_URL && read -r ASG_URL; } < <(sim_endpoint ec2 autoscaling)
 log "EC2 $EC2_URL, Auto Scaling $ASG_URL"
 
-# cli SERVICE ARGS...: the CLI with the simulator's credentials and nothing from the user's configuration.
+# cli SERVICE ARGS...: the CLI against the simulator's EC2 or Auto Scaling surface (lib.sh aws_sim).
 cli() {
-	local service=$1 url
+	local service=$1 url=$EC2_URL
 	shift
-	url=$EC2_URL
 	[ "$service" = autoscaling ] && url=$ASG_URL
-	AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ACCESS_KEY_ID=$KEY_ID \
-		AWS_SECRET_ACCESS_KEY=${CLI_SECRET:-$SECRET} AWS_PAGER='' \
-		"$AWS" "$service" "$@" --endpoint-url "$url" --region us-east-1 --output json --no-cli-pager
+	aws_sim "$url" "$service" "$@" --no-cli-pager
 }
 
 fleet() {
@@ -120,7 +106,7 @@ cli ec2 describe-instance-types --instance-types m5.2xlarge >"$TEST_TMP/types.js
 [ "$(jq '.InstanceTypes[0].MemoryInfo.SizeInMiB' "$TEST_TMP/types.json")" -eq 32768 ] || fail "memory"
 
 log "spotdrain catalog refresh from DescribeInstanceTypes"
-AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1 \
+AWS_ACCESS_KEY_ID=$SIM_AWS_KEY_ID AWS_SECRET_ACCESS_KEY=$SIM_AWS_SECRET AWS_REGION=us-east-1 \
 	"$SPOTDRAIN" catalog refresh --endpoint-url "$EC2_URL" --families m5,c6i --output "$TEST_TMP/catalog.json" ||
 	fail "catalog refresh"
 [ "$(jq '.instance_types | length' "$TEST_TMP/catalog.json")" -eq 17 ] || fail "refreshed catalog size"
@@ -145,7 +131,7 @@ cli ec2 terminate-instances --instance-ids "$ID" >"$TEST_TMP/term.json"
 	fail "terminate"
 
 log "a wrong secret"
-out=$(CLI_SECRET=not-the-secret cli ec2 describe-instances 2>&1) && fail "wrong secret accepted"
+out=$(SIM_AWS_SECRET=not-the-secret cli ec2 describe-instances 2>&1) && fail "wrong secret accepted"
 grep -q AuthFailure <<<"$out" || fail "wrong secret: $out"
 
 echo "ok: aws CLI against the EC2 surface"

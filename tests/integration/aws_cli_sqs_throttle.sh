@@ -34,23 +34,17 @@ faults:
   sqs_throttle_rate: 1
 EOF
 
-"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --mode controller --listen 127.0.0.1:0 \
-	--endpoints-out "$TEST_TMP/endpoints.json" >"$TEST_TMP/serve.log" 2>&1 &
-SIM_PIDS+=("$!")
-wait_for 10 test -s "$TEST_TMP/endpoints.json" || { cat "$TEST_TMP/serve.log" >&2; fail "sim serve did not start"; }
-URL=$(jq -r .sqs "$TEST_TMP/endpoints.json")
-QURL=$(jq -r .queue_url "$TEST_TMP/endpoints.json")
+start_sim throttle "$TEST_TMP/scenario.yaml" --mode controller
+{ read -r URL && read -r QURL; } < <(sim_endpoint sqs queue_url)
 
 for aws in "${CLIS[@]}"; do
 	version=$("$aws" --version 2>&1)
 	log "$version: receive-message against a queue that throttles every request"
 	rc=0
-	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SQS -u AWS_RETRY_MODE \
-		-u AWS_MAX_ATTEMPTS AWS_ACCESS_KEY_ID=AKIDEXAMPLE \
-		AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' AWS_CONFIG_FILE=/dev/null \
-		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER= \
-		timeout 120 "$aws" sqs receive-message --queue-url "$QURL" --wait-time-seconds 0 --endpoint-url "$URL" \
-		--region us-east-1 --output json >"$TEST_TMP/out" 2>&1 || rc=$?
+	# The SDKs' own retry settings, not the user's (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS unset), and at most 120 s.
+	printf '#!/bin/sh\nexec timeout 120 %q "$@"\n' "$aws" >"$TEST_TMP/aws" && chmod +x "$TEST_TMP/aws"
+	(unset AWS_RETRY_MODE AWS_MAX_ATTEMPTS && AWS=$TEST_TMP/aws aws_sim "$URL" sqs receive-message \
+		--queue-url "$QURL" --wait-time-seconds 0) >"$TEST_TMP/out" 2>&1 || rc=$?
 	cat "$TEST_TMP/out"
 	[ "$rc" -ne 0 ] || fail "$aws: receive-message succeeded against a queue that throttles every request"
 	grep -Eq '\((RequestThrottled|ThrottlingException)\) when calling the ReceiveMessage operation \(reached max retries: [1-9]' \

@@ -23,12 +23,8 @@ nodes:
 workloads: []
 events: []
 YAML
-"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --listen 127.0.0.1:0 --endpoints-out "$TEST_TMP/endpoints.json" \
-	>"$TEST_TMP/serve.log" 2>&1 &
-SIM_PIDS+=("$!")
-wait_for 10 test -s "$TEST_TMP/endpoints.json" || { cat "$TEST_TMP/serve.log" >&2; fail "sim serve did not start"; }
-url=$(jq -r '.sts // empty' "$TEST_TMP/endpoints.json")
-[ -n "$url" ] || fail "sim serve lists no STS surface"
+start_sim cli-sts "$TEST_TMP/scenario.yaml"
+url=$(sim_endpoint sts)
 log "STS at $url"
 
 # A JWT shaped like a projected ServiceAccount token, valid for an hour (the signature is not checked).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two `spotdrain controller` processes against `spotdrain sim serve`: exactly one holds the lease and acts;
-# SIGKILL of the leader in the middle of a drain hands over within 20 s, and the other finishes the drain
-# (resumed from the node's spotdrain.io/drain annotation) with no pod killed.
+# SIGKILL of the leader in the middle of a drain hands the lease over, and the other finishes the drain
+# (resumed from the node's spotdrain.io/drain annotation) before its deadline with no pod killed. How soon the
+# lease moves (within its 15 s and one retry) is test_leader's test_handover_on_kill, on a clock of its own;
+# here it is logged, not bounded: on a shared machine the wall clock measures the neighbours.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
@@ -55,17 +57,16 @@ wait_for 20 annotated || { cat "$TEST_TMP/ctl-1.log" >&2; fail "no drain started
 grep -q "draining spot-a" "$TEST_TMP/ctl-2.log" && fail "the follower acted"
 held_by ctl-1 || fail "lease moved"
 
-log "SIGKILL the leader mid-drain: the other takes over within 20 s and finishes the drain"
+log "SIGKILL the leader mid-drain: the other takes over and finishes the drain in time"
 drained && fail "drain already over: the scenario is too short to test a hand-over"
 kill -KILL "${PID[ctl-1]}"
 start=$(date +%s%N)
-wait_for 25 held_by ctl-2 || { cat "$TEST_TMP/ctl-2.log" >&2; fail "no hand-over"; }
-elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-log "hand-over after ${elapsed_ms} ms"
-[ "$elapsed_ms" -le 20000 ] || fail "hand-over took ${elapsed_ms} ms"
-wait_for 60 drained || { cat "$TEST_TMP/ctl-2.log" >&2; fail "the drain was not finished"; }
+wait_for 60 held_by ctl-2 || { cat "$TEST_TMP/ctl-2.log" >&2; fail "no hand-over"; }
+log "hand-over after $((($(date +%s%N) - start) / 1000000)) ms"
+wait_for 90 drained || { cat "$TEST_TMP/ctl-2.log" >&2; fail "the drain was not finished"; }
 grep -q "resuming the drain of spot-a" "$TEST_TMP/ctl-2.log" || fail "the drain was not resumed from the annotation"
-sim_result "$SIM_URL" | jq -e '.nodes[] | select(.name == "spot-a") | .pods_killed == 0' >/dev/null || fail "pods killed"
+sim_result "$SIM_URL" | jq -e '.nodes[] | select(.name == "spot-a") | .pods_killed == 0 and .drained_at != null and
+	.drained_at <= .deadline_at' >/dev/null || fail "pods killed, or drained late: $(sim_result "$SIM_URL" | jq -c .nodes)"
 
 log "SIGTERM → exit 0"
 kill -TERM "${PID[ctl-2]}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 3 acceptance over every examples/*.yaml scenario with interruptions (see examples_acceptance.py).
-# SPOTDRAIN: the binary (default build/spotdrain); TIME_SCALE: scenario seconds per real second (default 3); ACCEPTANCE_JOBS (default 4).
+# SPOTDRAIN: the binary (default build/spotdrain); TIME_SCALE: scenario seconds per real second (default 10);
+# ACCEPTANCE_JOBS (default 6).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SPOTDRAIN=${SPOTDRAIN:-build/spotdrain}

@@ -202,19 +202,33 @@ crash_trials() {
 }
 
 # build_chartrender: builds tests/tools/chartrender (the chart's templates rendered as `helm template`
-# renders them, for a machine without helm) into TEST_TMP and prints its path; skips the test where Go or
-# Debian's sprig and yaml sources (golang-go golang-github-masterminds-sprig-dev
-# golang-github-ghodss-yaml-dev) are missing.
+# renders them, for a machine without helm) and prints its path; skips the test where Go or Debian's sprig
+# and yaml sources (golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev) are missing.
+# It is built once per source and CGO_ENABLED under build/tools/ (its Go build cache beside it), under a lock
+# that the tests needing it (helm_lint, eviction_webhook, admission_webhook) share when they run side by side:
+# each used to build it from nothing, some 30 s of CPU apiece.
 build_chartrender() {
-	local gosrc=/usr/share/gocode dir=$TEST_TMP/chartrender
+	local gosrc=/usr/share/gocode dir=$ROOT/build/tools/chartrender key bin
 	command -v go >/dev/null 2>&1 && [ -d "$gosrc/src/github.com/Masterminds/sprig" ] &&
 		[ -d "$gosrc/src/github.com/ghodss/yaml" ] || return 1
 	mkdir -p "$dir"
-	cp "$ROOT/tests/tools/chartrender/main.go" "$dir/main.go"
-	(cd "$dir" && GO111MODULE=off GOPATH=$gosrc GOCACHE=$dir/cache GOFLAGS='' go build -o chartrender main.go) >&2 ||
-		return 1
-	echo "$dir/chartrender"
+	key=$(cat "$ROOT/tests/tools/chartrender/main.go" <(echo "cgo=${CGO_ENABLED:-}") | sha256sum | cut -c1-16)
+	bin=$dir/chartrender-$key
+	(
+		flock 9
+		[ -x "$bin" ] && exit 0
+		rm -rf "$dir/src-$key" && mkdir -p "$dir/src-$key"
+		cp "$ROOT/tests/tools/chartrender/main.go" "$dir/src-$key/main.go"
+		cd "$dir/src-$key" && GO111MODULE=off GOPATH=$gosrc GOCACHE=$dir/cache GOFLAGS='' \
+			go build -o "$bin.tmp" main.go && mv "$bin.tmp" "$bin"
+	) 9>"$dir/lock" >&2 || return 1
+	echo "$bin"
 }
+
+# jq definitions for a `simulate --json` or /sim/v1/result document: first_act(NODE) is the time of NODE's first
+# eviction or forced delete (null if none), which a verdict on its drain must come before (an order, which holds
+# on a loaded machine; how soon after the notice is bench/drain's figure). Use: jq -e "$JQ_DEFS"'...'.
+JQ_DEFS='def first_act($n): [.alerts[] | select(.node == $n and (.kind == "pod-evicted" or .kind == "pods-forced")) | .at] | min;'
 
 # The simulator's AWS key (SIM_EC2_ACCESS_KEY_ID and its secret in src/sim): what its SQS, EC2, Auto
 # Scaling and STS surfaces take.

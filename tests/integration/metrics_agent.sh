@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # /metrics, /healthz and /readyz of `spotdrain agent` against the simulator: the exposition is well formed
 # (HELP and TYPE for every family, label syntax, cumulative histogram buckets), every family of the
-# operations contract is there, and the spot interruption is counted.
+# operations contract is there, and the spot interruption is counted; then the drain's metrics move while
+# the drain runs: evictions and API requests (the Kubernetes client's counters) during it, the drain's result
+# and duration (the metrics alert sink) at its end; and SIGTERM stops the agent with exit 0. (The drain's
+# part was metrics_drain.sh, which started the same simulator and agent of metrics_lib.sh a second time.)
 # shellcheck source=tests/integration/metrics_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/metrics_lib.sh"
 
@@ -51,6 +54,21 @@ EOF
 log "the interruption is counted"
 wait_for 20 positive value spotdrain_notices_received_total 'kind="spot-interruption"' ||
 	{ cat "$TEST_TMP/agent.log" >&2; fail "notice not counted: $(scrape | grep notices_received)"; }
+
+log "evictions counted during the drain"
+wait_for 20 positive value spotdrain_evictions_total ||
+	{ cat "$TEST_TMP/agent.log" >&2; fail "no eviction counted: $(scrape | grep evictions_total)"; }
+first=$(value spotdrain_evictions_total)
+[ "$(pods_on_a)" -gt 0 ] || fail "the drain finished before the second scrape; the test proves nothing"
+more() { awk -v a="$(value spotdrain_evictions_total)" -v b="$first" 'BEGIN { exit !(a > b) }'; }
+wait_for 30 more || fail "evictions did not move past $first"
+positive value spotdrain_api_requests_total || fail "no API request counted"
+
+log "the drain's result and duration at its end"
+wait_for 60 drained || { cat "$TEST_TMP/agent.log" >&2; fail "the drain did not finish"; }
+wait_for 10 positive value spotdrain_drains_total 'result="completed"' ||
+	fail "drain not counted: $(scrape | grep drains_total)"
+wait_for 10 positive value spotdrain_drain_duration_seconds_count || fail "drain duration not observed"
 
 log "SIGTERM → exit 0"
 rc=0

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers of the metrics_*.sh tests (sourced, not run): the simulator serving one spot node whose drain takes
+# Helpers of metrics_agent.sh (sourced, not run): the simulator serving one spot node whose drain takes
 # ~30 s, an agent pointed at it with its operations endpoint on a free port, and scrape helpers.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	echo "metrics_lib.sh holds helpers for the metrics tests"

@@ -2,7 +2,7 @@
 # `spotdrain simulate --metrics-listen` serves /metrics while the scenario runs, and the drain's metrics move:
 # evictions counted, API requests growing between two scrapes, the budget gauge of the node being drained.
 # (simulate ends as soon as nothing more can change, so the end-of-drain counters are left to
-# metrics_drain.sh, where the agent keeps serving.)
+# metrics_agent.sh, where the agent keeps serving.)
 source "$(dirname "$0")/lib.sh"
 
 PORT=$(free_port)
