@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The same requests to the simulator (`spotdrain sim serve`) and to kube-apiserver, on the same scenario:
 # status codes and the fields of the answers a client reads must agree (docs/fidelity.md).
-#   an eviction a PDB refuses; an eviction of a pod already terminating; a watch from resourceVersion 1;
-#   a strategic-merge and a JSON patch of a node, and one whose test fails; a Lease updated with a stale
-#   resourceVersion.
+#   an eviction a PDB refuses; an eviction of a pod already terminating; a strategic-merge and a JSON patch
+#   of a node, and one whose test fails; a Lease updated with a stale resourceVersion.
+# A watch from an old resourceVersion is not compared: kube-apiserver answers it from its watch cache while
+# that still holds the version and with a 410 once it does not, which depends on the cluster's history
+# (docs/fidelity.md).
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 SC=$RK_HERE/scenarios/fidelity.yaml
@@ -63,14 +65,6 @@ for w in real sim; do
 done
 # shellcheck disable=SC2154 # set by the eval above
 same "eviction of a terminating pod" '{kind, status, code}' "$(evict real "$slow_real")" "$(evict sim "$slow_sim")"
-
-# Its first event (kube-apiserver 1.36 serves resourceVersion 1 from its watch cache: the objects as ADDED).
-old_watch() {
-	local r
-	r=$(call "$1" GET "/api/v1/namespaces/shop/pods?watch=1&resourceVersion=1&timeoutSeconds=2")
-	printf '%s\n%s\n' "$(head -n1 <<<"$r")" "$(code "$r")"
-}
-same "watch from resourceVersion 1" '[.type, .object.kind, .object.code]' "$(old_watch real)" "$(old_watch sim)"
 
 smp() { call "$1" PATCH /api/v1/nodes/spot-a '{"spec":{"unschedulable":true}}' application/strategic-merge-patch+json; }
 same "strategic-merge patch of a node" '.spec.unschedulable' "$(smp real)" "$(smp sim)"
