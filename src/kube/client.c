@@ -398,6 +398,13 @@ static void parse_status(const cJSON *st, struct kube_result *r)
         }
 }
 
+/* RBAC's refusal reads 'User "u" cannot patch resource "nodes" in API group "" at the cluster scope'
+ * (or with no message at all from some proxies); admission's names its policy or webhook instead. */
+static bool rbac_denial(const char *msg)
+{
+        return strstr(msg, " cannot ") && strstr(msg, " resource \"");
+}
+
 static void result_from_response(struct kube_call *call, const struct http_response *resp,
                                  struct kube_result *r)
 {
@@ -423,7 +430,12 @@ static void result_from_response(struct kube_call *call, const struct http_respo
         parse_status(json, r);
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(json, "message");
         const char *smsg = cJSON_IsString(m) ? m->valuestring : NULL;
-        if (resp->status == 403) {
+        if (resp->status == 403 && smsg && !rbac_denial(smsg)) {
+                /* Admission said no (a ValidatingAdmissionPolicy, a webhook, PodSecurity), not RBAC: the
+                 * API server's own words name the policy and its reason; a hint about verbs would mislead.
+                 */
+                r->message = strprintf("forbidden: %s %s: %s", call->method, call->path, smsg);
+        } else if (resp->status == 403) {
                 char verb[32], resource[256], ns[128];
                 describe_request(call->method, call->path, verb, sizeof(verb), resource, sizeof(resource),
                                  ns, sizeof(ns));

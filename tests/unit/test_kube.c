@@ -1075,9 +1075,12 @@ static void test_403_names_verb_and_resource(void **state)
         struct fx *fx = *state;
         kfake_add(fx->fake, &(struct kfake_script){
                                 .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
-        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 403,
-                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\",\"code\":403,"
-                     "\"message\":\"pods \\\"a\\\" is forbidden\"}");
+        kfake_answer(
+            fx->fake, "POST", "/api/v1/namespaces/shop/pods/a/eviction", 403,
+            "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\",\"code\":403,"
+            "\"message\":\"pods \\\"a\\\" is forbidden: User \\\"system:serviceaccount:kube-system:"
+            "spotdrain\\\" cannot create resource \\\"pods/eviction\\\" in API group \\\"\\\" in the "
+            "namespace \\\"shop\\\"\"}");
         kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/n1", 403, "{\"kind\":\"Status\",\"code\":403}");
         struct kube_sync s = evict(fx, "a", -1);
         assert_int_equal(s.result.error, -EPERM);
@@ -1093,6 +1096,30 @@ static void test_403_names_verb_and_resource(void **state)
         assert_string_equal(
             s.result.message,
             "forbidden: cannot patch nodes (cluster-scoped) \u2014 RBAC needs verb patch on nodes");
+        kube_result_clear(&s.result);
+}
+
+/* A 403 from admission (here kube-apiserver's words for a ValidatingAdmissionPolicy) is not an RBAC
+ * gap: the message quotes the server, which names the policy and why, instead of asking for a verb. */
+static void test_403_by_admission_quotes_the_server(void **state)
+{
+        struct fx *fx = *state;
+        kfake_add(fx->fake, &(struct kfake_script){
+                                .method = "GET", .path = "/api/v1", .status = 200, .body = DISCOVERY_V1 });
+        kfake_answer(
+            fx->fake, "PATCH", "/api/v1/nodes/n1", 403,
+            "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Invalid\",\"code\":403,"
+            "\"message\":\"nodes \\\"n1\\\" is forbidden: ValidatingAdmissionPolicy 'spotdrain-nodes' "
+            "with binding 'spotdrain-nodes' denied request: only the drain taint\"}");
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_node_cordon(fx->client, "n1", true, kube_sync_done, &s, &call);
+        assert_int_equal(kube_sync_wait(fx->client, r, call, &s, WAIT_USEC), -EPERM);
+        assert_string_equal(
+            s.result.message,
+            "forbidden: PATCH /api/v1/nodes/n1: nodes \"n1\" is forbidden: ValidatingAdmissionPolicy "
+            "'spotdrain-nodes' with binding 'spotdrain-nodes' denied request: only the drain taint");
+        assert_null(strstr(s.result.message, "RBAC"));
         kube_result_clear(&s.result);
 }
 
@@ -1827,6 +1854,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_401_rereads_token, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_401_twice_fails, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_403_names_verb_and_resource, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_403_by_admission_quotes_the_server, fx_setup,
+                                                fx_teardown),
                 cmocka_unit_test_setup_teardown(test_rate_limiter_queues, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_queue_by_deadline, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_apf_slows_and_recovers, fx_setup, fx_teardown),
