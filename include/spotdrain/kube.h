@@ -439,7 +439,9 @@ struct kube_pod {
          * (deletionGracePeriodSeconds, else the spec's) before it; 0 = not deleting. */
         uint64_t deleted_usec;
         uint64_t ready_transition_usec; /* Ready condition lastTransitionTime; 0 = unknown */
-        char *owner_kind, *owner_name;  /* the controller owner if any, else the first owner */
+        /* Every container reported terminated: the last finishedAt; 0 = one still runs or none reported. */
+        uint64_t stopped_usec;
+        char *owner_kind, *owner_name; /* the controller owner if any, else the first owner */
         bool owner_controller;
         bool has_priority;
         int32_t priority;
@@ -453,12 +455,16 @@ struct kube_pod {
         size_t n_annotations;
 };
 /* The grace period the pod's graceful delete gave it: deletionGracePeriodSeconds while it is terminating.
- * Once the kubelet confirmed the stop with its delete of grace 0, kube-apiserver keeps the first delete's
- * time as deletionTimestamp and 0 as the grace, so the object that goes (a DELETED event's) no longer says
- * it: then the spec's terminationGracePeriodSeconds, the grace an eviction or an ordinary delete gives. */
+ * Once the kubelet confirmed the stop with its delete of grace 0, kube-apiserver sets the grace to 0 and
+ * the deletionTimestamp to the first delete's time, or to the confirmation's own time when that is later
+ * (it never moves a deletionTimestamp into the past; always so when the stop took any time), so the object
+ * that goes (a DELETED event's) no longer tells the first delete: then the spec's
+ * terminationGracePeriodSeconds, the grace an eviction or an ordinary delete gives. */
 int64_t kube_pod_stop_grace(const struct kube_pod *p);
 /* Whether a deleted pod's stop was forced rather than graceful as far as its object tells: deleted with a
- * grace of 0 and gone within a second of that delete (kubectl delete --force, a pod GC's delete). */
+ * grace of 0 and gone within a second of that delete (kubectl delete --force, a pod GC's delete) while a
+ * container had not reported its end. A kubelet confirms a stop (grace 0, at once) only once every
+ * container reported it, so its delete looks the same but for the containers' terminated states. */
 bool kube_pod_force_deleted(const struct kube_pod *p, uint64_t gone_usec);
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret);
 void kube_pod_clear(struct kube_pod *p);

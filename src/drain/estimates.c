@@ -20,6 +20,16 @@
 #define DEFAULT_FRACTION  0.5
 /* The API server refuses a ConfigMap over 1 MiB; what does not fit is not written (the log says so). */
 #define MAX_DOCUMENT_BYTES (900 * 1024)
+/* Pods seen terminating whose delete's time is kept for their end: enough for the stops under way at once
+ * on any node, and for a mass reclaim's through the controller's watch (the oldest is dropped first). */
+#define TERMINATING_KEPT 1024
+
+/* A terminating pod's first delete, as its deletionTimestamp less its grace told while it was terminating:
+ * the object that goes no longer tells it (kube_pod_stop_grace()). */
+struct terminating {
+        char *uid;
+        uint64_t deleted_usec;
+};
 
 struct drain_estimates {
         struct kube_client *c;
@@ -36,6 +46,8 @@ struct drain_estimates {
         void *on_read_userdata;
 
         struct kube_watch *pods;
+        struct terminating terminating[TERMINATING_KEPT];
+        size_t next_terminating;
         struct kube_call *call;
         struct timer *timer;
         struct backoff backoff;
@@ -58,55 +70,93 @@ static void json_freep(cJSON **j)
 
 /* ---- learning ---- */
 
-static void learn_startup(struct drain_estimates *e, const cJSON *obj)
+static void learn_startup(struct drain_estimates *e, const struct kube_pod *p)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
         _cleanup_free_ char *key = NULL;
-        if (kube_pod_parse(obj, &p) < 0 || !p.ready || p.deletion_usec || !p.creation_usec ||
-            p.ready_transition_usec <= p.creation_usec || !(key = drain_owner_key(&p)))
+        if (!p->ready || p->deletion_usec || !p->creation_usec ||
+            p->ready_transition_usec <= p->creation_usec || !(key = drain_owner_key(p)))
                 return;
-        if (drain_shutdowns_observe_startup(e->store, key, p.uid,
-                                            p.ready_transition_usec - p.creation_usec) < 0)
+        if (drain_shutdowns_observe_startup(e->store, key, p->uid,
+                                            p->ready_transition_usec - p->creation_usec) < 0)
                 log_debug("out of memory keeping a startup estimate");
         changed(e);
 }
 
-/* A pod that was stopping is gone: delete → gone, unless its grace period cut it short (a kill says
- * nothing of how long the stop takes, only that it took longer). */
-static void learn_stop(struct drain_estimates *e, const cJSON *obj)
+static struct terminating *terminating_find(struct drain_estimates *e, const char *uid)
 {
-        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
-        _cleanup_free_ char *key = NULL;
-        uint64_t now = clk_now();
-        if (kube_pod_parse(obj, &p) < 0 || !p.deletion_usec || !p.deleted_usec || now <= p.deleted_usec ||
-            !(key = drain_owner_key(&p)))
+        for (size_t i = 0; uid && i < TERMINATING_KEPT; i++)
+                if (e->terminating[i].uid && streq(e->terminating[i].uid, uid))
+                        return &e->terminating[i];
+        return NULL;
+}
+
+/* A pod seen terminating under its graceful delete: when that delete came, kept for its end. */
+static void remember_delete(struct drain_estimates *e, const struct kube_pod *p)
+{
+        if (!p->uid || !p->deleted_usec || p->deletion_grace_seconds <= 0 || terminating_find(e, p->uid))
                 return;
-        int64_t grace = kube_pod_stop_grace(&p);
-        uint64_t took = now - p.deleted_usec;
-        if (grace <= 0 || kube_pod_force_deleted(&p, now) ||
+        char *uid = strdup(p->uid);
+        if (!uid)
+                return;
+        struct terminating *t = &e->terminating[e->next_terminating];
+        free(t->uid);
+        *t = (struct terminating){ uid, p->deleted_usec };
+        e->next_terminating = (e->next_terminating + 1) % TERMINATING_KEPT;
+}
+
+/* A pod that was stopping is gone: delete → gone, unless its grace period cut it short (a kill says
+ * nothing of how long the stop takes, only that it took longer) or it had ended before it was deleted. */
+static void learn_stop(struct drain_estimates *e, const struct kube_pod *p)
+{
+        _cleanup_free_ char *key = NULL;
+        uint64_t now = clk_now(), start = p->deleted_usec;
+        struct terminating *t = terminating_find(e, p->uid);
+        if (t) {
+                start = t->deleted_usec;
+                free(t->uid);
+                t->uid = NULL;
+        }
+        if (!p->deletion_usec || !start || now <= start || (p->stopped_usec && p->stopped_usec < start) ||
+            !(key = drain_owner_key(p)))
+                return;
+        int64_t grace = kube_pod_stop_grace(p);
+        uint64_t took = now - start;
+        if (grace <= 0 || (!t && kube_pod_force_deleted(p, now)) ||
             took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)
                 return;
-        uint64_t unseen = (uint64_t)((double)p.grace_seconds * 1e6 * e->fraction);
-        if (drain_shutdowns_observe_pod(e->store, key, p.uid, took, unseen) < 0)
+        uint64_t unseen = (uint64_t)((double)p->grace_seconds * 1e6 * e->fraction);
+        if (drain_shutdowns_observe_pod(e->store, key, p->uid, took, unseen) < 0)
                 log_debug("out of memory keeping a shutdown estimate");
         changed(e);
 }
 
-/* A watch, not an informer: nothing is kept of the pods (every pod of a large cluster would be), each event
- * is read once; a pod seen again (MODIFIED, a relist) counts once by its UID. */
+/* A watch, not an informer: nothing is kept of the pods (every pod of a large cluster would be) but the
+ * delete times of those terminating, each event is read once; a pod seen again (MODIFIED, a relist) counts
+ * once by its UID. */
 static void pod_event(void *userdata, enum kube_event_type type, const cJSON *obj)
 {
+        struct drain_estimates *e = userdata;
+        _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+        if (kube_pod_parse(obj, &p) < 0)
+                return;
         if (type == KUBE_EVENT_DELETED)
-                learn_stop(userdata, obj);
-        else
-                learn_startup(userdata, obj);
+                learn_stop(e, &p);
+        else {
+                remember_delete(e, &p);
+                learn_startup(e, &p);
+        }
 }
 
 static void pods_relisted(void *userdata, const cJSON *items, const char *rv)
 {
         const cJSON *obj;
-        cJSON_ArrayForEach (obj, items)
-                learn_startup(userdata, obj);
+        cJSON_ArrayForEach (obj, items) {
+                _cleanup_(kube_pod_clear) struct kube_pod p = { 0 };
+                if (kube_pod_parse(obj, &p) >= 0) {
+                        remember_delete(userdata, &p);
+                        learn_startup(userdata, &p);
+                }
+        }
 }
 
 /* ---- keeping ---- */
@@ -304,6 +354,8 @@ struct drain_estimates *drain_estimates_free(struct drain_estimates *e)
         kube_call_cancel(e->call);
         kube_watch_stop(e->pods);
         drain_shutdowns_free(e->store);
+        for (size_t i = 0; i < TERMINATING_KEPT; i++)
+                free(e->terminating[i].uid);
         free(e->namespace);
         free(e->name);
         free(e->path);

@@ -983,7 +983,8 @@ int drain_shutdowns_observe_stop(struct drain_shutdowns *s, const struct kube_po
                 start = kp->deleted_usec; /* deleted by someone else */
         /* Not a graceful stop's length: a pod gone with its instance, forced out, or cut short by a
          * shortened grace. */
-        if (!start || now <= start || now + USEC_PER_SEC >= deadline_usec || kube_pod_force_deleted(kp, now))
+        if (!start || now <= start || now + USEC_PER_SEC >= deadline_usec ||
+            kube_pod_force_deleted(kp, now) || (kp->stopped_usec && kp->stopped_usec < start))
                 return 0;
         uint64_t took = now - start;
         if (grace < kp->grace_seconds && took + USEC_PER_SEC >= (uint64_t)grace * USEC_PER_SEC)

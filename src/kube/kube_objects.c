@@ -117,7 +117,7 @@ int64_t kube_pod_stop_grace(const struct kube_pod *p)
 
 bool kube_pod_force_deleted(const struct kube_pod *p, uint64_t gone_usec)
 {
-        return p->deletion_grace_seconds == 0 && gone_usec < p->deleted_usec + 1000000;
+        return p->deletion_grace_seconds == 0 && !p->stopped_usec && gone_usec < p->deleted_usec + 1000000;
 }
 
 int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
@@ -172,6 +172,19 @@ int kube_pod_parse(const cJSON *obj, struct kube_pod *ret)
                         p.has_emptydir = true;
         }
         p.mirror = kube_kv_get(p.annotations, p.n_annotations, "kubernetes.io/config.mirror") != NULL;
+
+        /* Every container reported its end: when the last one ended. */
+        const cJSON *cs;
+        uint64_t stopped = 0;
+        cJSON_ArrayForEach (cs, jget(status, "containerStatuses")) {
+                uint64_t t = jtime(jget(jget(cs, "state"), "terminated"), "finishedAt");
+                if (!t) {
+                        stopped = 0;
+                        break;
+                }
+                stopped = t > stopped ? t : stopped;
+        }
+        p.stopped_usec = stopped;
 
         const cJSON *cond;
         cJSON_ArrayForEach (cond, jget(status, "conditions")) {

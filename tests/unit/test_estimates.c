@@ -485,34 +485,45 @@ static void test_merge_keeps_the_latest(void **state)
 }
 
 /* A Deployment's ReplicaSet changes with each rollout: the owner whose estimates last is the Deployment. */
-/* A pod gone after its kubelet confirmed the stop, as kube-apiserver hands it to a watch: deletionTimestamp
- * moved back to the delete's time and deletionGracePeriodSeconds 0 (kube_pod_stop_grace()). The stop it took
- * (12 s) is learnt; one deleted with grace 0 and gone at once (forced) is not. */
+/* A pod gone after its kubelet confirmed the stop, as kube-apiserver 1.36 hands it to a watch:
+ * deletionTimestamp is the confirmation's time (never moved into the past), deletionGracePeriodSeconds 0,
+ * the containers' ends reported (kube_pod_stop_grace()). The stop it took since the eviction that started
+ * it (12 s) is learnt; the same object without the containers' ends is a forced delete, not learnt, and so
+ * is a pod whose containers had ended before it was evicted. */
 static void test_stop_confirmed_by_the_kubelet(void **state)
 {
         _cleanup_(drain_shutdowns_freep) struct drain_shutdowns *s = NULL;
         assert_int_equal(drain_shutdowns_new(&s), 0);
         uint64_t now = clk_now();
-        char ts[64], text[512];
-        for (int forced = 0; forced < 2; forced++) {
-                assert_int_equal(format_rfc3339(now - (forced ? 0 : S(12)), ts, sizeof(ts)), 0);
+        char ts[64], ended[64], text[768];
+        assert_int_equal(format_rfc3339(now, ts, sizeof(ts)), 0);
+        for (int k = 0; k < 3; k++) {
+                /* 0: confirmed; 1: forced (no container's end); 2: ended before the eviction. */
+                assert_int_equal(format_rfc3339(k == 2 ? now - S(20) : now, ended, sizeof(ended)), 0);
                 snprintf(text, sizeof(text),
                          "{\"metadata\": {\"name\": \"p%d\", \"namespace\": \"shop\", \"uid\": \"u%d\","
                          " \"deletionTimestamp\": \"%s\", \"deletionGracePeriodSeconds\": 0,"
                          " \"ownerReferences\": [{\"kind\": \"ReplicaSet\", \"name\": \"api-7d4b9\","
-                         " \"controller\": true}]}, \"spec\": {\"terminationGracePeriodSeconds\": 60}}",
-                         forced, forced, ts);
+                         " \"controller\": true}]}, \"spec\": {\"terminationGracePeriodSeconds\": 60},"
+                         " \"status\": {\"containerStatuses\": [{\"name\": \"app\", \"state\": %s%s%s}]}}",
+                         k, k, ts,
+                         k == 1 ? "{\"running\": {}"
+                                : "{\"terminated\": {\"exitCode\": 0, \"finishedAt\": \"",
+                         k == 1 ? "" : ended, k == 1 ? "}" : "\"}}");
                 cJSON *o = cJSON_Parse(text);
                 assert_non_null(o);
                 _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
                 assert_int_equal(kube_pod_parse(o, &kp), 0);
                 cJSON_Delete(o);
-                assert_int_equal(drain_shutdowns_observe_stop(s, &kp, OWNER, 0, 0, now + S(600), 0.5), 0);
+                /* Evicted 12, 40, 15 s ago (the drain's own record: the object no longer tells it). */
+                uint64_t evicted = now - (k == 0 ? S(12) : k == 1 ? S(40) : S(15));
+                assert_int_equal(drain_shutdowns_observe_stop(s, &kp, OWNER, evicted, 0, now + S(600), 0.5),
+                                 0);
         }
+        /* Only the confirmed stop: 12 s (to clk_now() a little later), none of 40 or 15 s. */
         uint64_t median = 0, longest = 0;
         assert_true(drain_shutdowns_get(s, OWNER, &median, &longest));
-        /* deletionTimestamp has whole seconds: 12 s, or up to a second more. */
-        assert_true(median >= S(12) && median < S(14));
+        assert_true(median >= S(12) && median < S(13));
         assert_int_equal(longest, median);
 }
 

@@ -115,23 +115,40 @@ static void test_pod_mirror_deleting_defaults(void **state)
 }
 
 /* The object a DELETED event carries once the kubelet confirmed a graceful stop (kube-apiserver 1.36, seen
- * on the real control plane tier): its final delete of grace 0 moved deletionTimestamp back to the first
- * delete's time (06:00:00; that delete gave 30 s) and deletionGracePeriodSeconds to 0. The grace the stop
- * had is the spec's; it is no forced delete when the pod went 12 s after the delete, one when it went at
- * once. */
+ * on the real control plane tier): its final delete of grace 0 would move deletionTimestamp back to the
+ * first delete's time, but kube-apiserver never moves one into the past, so it is the confirmation's own
+ * time (06:00:12), with deletionGracePeriodSeconds 0, and the containers report their end. The grace the
+ * stop had is the spec's; it is no forced delete. The same object without the containers' ends (kubectl
+ * delete --force of a running pod) is one. */
 static void test_pod_confirmed_stop(void **state)
 {
-        cJSON *j =
-            parse("{\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-11-30T06:00:00Z\","
-                  "\"deletionGracePeriodSeconds\":0},\"spec\":{\"terminationGracePeriodSeconds\":30}}");
+        const char *confirmed =
+            "{\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-11-30T06:00:12Z\","
+            "\"deletionGracePeriodSeconds\":0},\"spec\":{\"terminationGracePeriodSeconds\":30},"
+            "\"status\":{\"containerStatuses\":[{\"name\":\"app\",\"state\":{\"terminated\":{"
+            "\"exitCode\":0,\"finishedAt\":\"2026-11-30T06:00:11Z\"}}},{\"name\":\"side\",\"state\":{"
+            "\"terminated\":{\"exitCode\":0,\"finishedAt\":\"2026-11-30T06:00:12Z\"}}}]}}";
+        cJSON *j = parse(confirmed);
         struct kube_pod p;
         assert_int_equal(kube_pod_parse(j, &p), 0);
         cJSON_Delete(j);
         assert_int_equal(p.deletion_grace_seconds, 0);
         assert_int_equal(p.deleted_usec, p.deletion_usec);
+        assert_int_equal(p.stopped_usec, p.deletion_usec); /* the last container's end */
         assert_int_equal(kube_pod_stop_grace(&p), 30);
-        assert_false(kube_pod_force_deleted(&p, p.deleted_usec + 12 * 1000000ULL));
+        assert_false(kube_pod_force_deleted(&p, p.deleted_usec + 300000));
+        kube_pod_clear(&p);
+        /* A container still running: forced when gone at once, not when it went 12 s after. */
+        j = parse("{\"metadata\":{\"name\":\"f\",\"deletionTimestamp\":\"2026-11-30T06:00:00Z\","
+                  "\"deletionGracePeriodSeconds\":0},\"spec\":{\"terminationGracePeriodSeconds\":30},"
+                  "\"status\":{\"containerStatuses\":[{\"name\":\"app\",\"state\":{\"terminated\":{"
+                  "\"exitCode\":0,\"finishedAt\":\"2026-11-30T06:00:00Z\"}}},{\"name\":\"side\","
+                  "\"state\":{\"running\":{\"startedAt\":\"2026-11-30T05:00:00Z\"}}}]}}");
+        assert_int_equal(kube_pod_parse(j, &p), 0);
+        cJSON_Delete(j);
+        assert_int_equal(p.stopped_usec, 0);
         assert_true(kube_pod_force_deleted(&p, p.deleted_usec + 300000));
+        assert_false(kube_pod_force_deleted(&p, p.deleted_usec + 12 * 1000000ULL));
         kube_pod_clear(&p);
         /* Still terminating: the grace its delete gave, 5 s, whatever the spec says. */
         j = parse("{\"metadata\":{\"name\":\"b\",\"deletionTimestamp\":\"2026-11-30T06:00:05Z\","
