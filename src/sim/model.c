@@ -479,10 +479,11 @@ static size_t pod_index(const struct sim *s, const struct sim_pod *p)
 static void pod_remove(struct sim *s, struct sim_pod *p)
 {
         /* As kube-apiserver applies the kubelet's (or the pod GC's) final delete of grace 0 to a terminating
-         * pod: a shortened graceful delete, so the object that goes carries the first delete's time as its
-         * deletionTimestamp and 0 as its grace. */
+         * pod: a shortened graceful delete, so the object that goes carries 0 as its grace and the first
+         * delete's time as its deletionTimestamp, or the present when that is past (it never moves one
+         * into the past: apiserver's rest.BeforeDelete), as it always is once a stop took any time. */
         if (p->deleting && p->grace > 0) {
-                p->deletion_ts -= (double)p->grace;
+                p->deletion_ts = fmax(p->deletion_ts - (double)p->grace, s->t);
                 p->grace = 0;
         }
         (void)sim_emit(s, SIM_POD, "DELETED", p);
@@ -586,11 +587,16 @@ int sim_pod_delete(struct sim *s, struct sim_pod *p, int64_t grace)
         }
         if (p->deleting) {
                 /* kube-apiserver shortens a graceful delete from when it was asked (the old deadline less
-                 * the old grace, plus the new) and never lengthens it; the kubelet kills what still runs
-                 * the new grace from now. */
+                 * the old grace, plus the new, but not into the past) and never lengthens it; the kubelet
+                 * kills what still runs the new grace from now. */
                 if (grace >= p->grace)
                         return 0;
                 p->deletion_ts = p->deletion_ts - (double)p->grace + (double)grace;
+                if (p->deletion_ts < s->t) {
+                        /* Not into the past: now, and a graceful delete stays graceful (grace 1). */
+                        p->deletion_ts = s->t;
+                        grace = grace ? 1 : 0;
+                }
                 p->grace = grace;
                 if (p->exit_at > ts)
                         p->exit_at = ts;

@@ -682,6 +682,7 @@ struct collected {
         bool ordered;
         const char *types[8];
         cJSON *first;
+        cJSON *deleted; /* the first DELETED object */
 };
 
 static void collect(const struct sim_change *c, void *userdata)
@@ -694,6 +695,8 @@ static void collect(const struct sim_change *c, void *userdata)
                 col->types[col->n] = c->type;
         if (!col->first)
                 col->first = cJSON_Duplicate(c->object, true);
+        if (!col->deleted && streq(c->type, "DELETED"))
+                col->deleted = cJSON_Duplicate(c->object, true);
         col->n++;
 }
 
@@ -739,7 +742,19 @@ static void test_change_log(void **state)
                 added = added || streq(pc.types[i], "ADDED");
         }
         assert_true(deleted && added);
+        /* The kubelet's confirmation (grace 0) 2 s after the delete of grace 30: kube-apiserver would move
+         * deletionTimestamp back to the delete's time but never into the past, so it is the confirmation's
+         * time, 28 s before the first one, with grace 0 (seen on kube-apiserver 1.36). */
+        uint64_t end_of_grace, confirmed;
+        assert_int_equal(parse_rfc3339(str_at(pc.first, "metadata.deletionTimestamp"), &end_of_grace), 0);
+        assert_int_equal(parse_rfc3339(str_at(pc.deleted, "metadata.deletionTimestamp"), &confirmed), 0);
+        assert_int_equal(end_of_grace - confirmed, 28 * 1000000ULL);
+        assert_int_equal(int_at(pc.deleted, "metadata.deletionGracePeriodSeconds"), 0);
+        assert_string_equal(str_at(cJSON_GetArrayItem(at(pc.deleted, "status.containerStatuses"), 0),
+                                   "state.terminated.reason"),
+                            "Completed");
         cJSON_Delete(pc.first);
+        cJSON_Delete(pc.deleted);
         struct collected none = { .ordered = true };
         assert_int_equal(sim_changes_since(s, SIM_POD, "kube-system", rv1, collect, &none), 0);
         assert_int_equal(none.n, 0);
