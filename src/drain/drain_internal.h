@@ -66,6 +66,9 @@ struct drain_postmortem_spec {
          * eviction goes out, file NAMESPACE_NAME_UID.json), or a later one ("before-node-end",
          * "after-stop"), whose file is NAMESPACE_NAME_UID.STAGE.json beside the first. */
         const char *stage;
+        /* The pod's object as just seen (a watch's): its statuses are read from it rather than asked
+         * again, as a kubelet deletes a pod right after it reported the stop; its logs are still asked. */
+        const cJSON *seen;
 };
 struct drain_postmortem;
 int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,

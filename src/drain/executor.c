@@ -956,7 +956,8 @@ static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind ki
  * accepted; NULL when it cannot be taken. last: the pod's last state, of a pod already gone (nothing read
  * from the API); NULL: read now. */
 static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                                        const char *stage, const char *summary, const cJSON *last)
+                                        const char *stage, const char *summary, const cJSON *last,
+                                        const cJSON *seen)
 {
         struct drain_postmortem *pm = NULL;
         struct drain_postmortem_spec s = {
@@ -969,6 +970,7 @@ static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod 
                 .uid = p->uid,
                 .summary = summary,
                 .stage = stage,
+                .seen = seen,
         };
         int r = !summary ? -ENOMEM
                 : last   ? drain_postmortem_of_object(x->bus, &s, last, &pm)
@@ -988,14 +990,15 @@ static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct 
         if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
                 return;
         _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
-        p->pm = capture(x, p, kind, NULL, summary, NULL);
+        p->pm = capture(x, p, kind, NULL, summary, NULL, NULL);
 }
 
-/* A later capture of p, alerted as soon as it is in. */
+/* A later capture of p, alerted as soon as it is in; seen: its object as just seen, if it was. */
 static struct drain_postmortem *capture_again(struct drain_exec *x, const struct xpod *p,
-                                              enum alert_kind kind, const char *stage, const char *summary)
+                                              enum alert_kind kind, const char *stage, const char *summary,
+                                              const cJSON *seen)
 {
-        struct drain_postmortem *pm = capture(x, p, kind, stage, summary, NULL);
+        struct drain_postmortem *pm = capture(x, p, kind, stage, summary, NULL, seen);
         drain_postmortem_accepted(pm); /* nothing to wait for but the capture */
         return pm;
 }
@@ -1042,7 +1045,7 @@ static void capture_doomed(struct drain_exec *x)
                     "stops first; %s notice, deadline %s",
                     p->namespace, p->name, x->node, (double)KILL_CAPTURE_LEAD_USEC / (double)USEC_PER_SEC,
                     still_there_why(x, p), x->kind, deadline);
-                p->pm_killed = capture_again(x, p, ALERT_POD_KILLED, "before-node-end", summary);
+                p->pm_killed = capture_again(x, p, ALERT_POD_KILLED, "before-node-end", summary, NULL);
                 n += p->pm_killed != NULL;
         }
         if (n > 0)
@@ -1094,7 +1097,7 @@ static void capture_after_stop(struct drain_exec *x, const cJSON *obj)
         _cleanup_free_ char *summary =
             strprintf("pod %s/%s stopped on node %s (%s notice): its containers' last state", p->namespace,
                       p->name, x->node, x->kind);
-        p->pm_after = capture_again(x, p, ALERT_POSTMORTEM, "after-stop", summary);
+        p->pm_after = capture_again(x, p, ALERT_POSTMORTEM, "after-stop", summary, obj);
 }
 
 /* ---- evictions and deletes ---- */
@@ -1694,7 +1697,7 @@ static void gone_with_node(struct drain_exec *x, struct xpod *p, const cJSON *ob
         _cleanup_free_ char *summary = strprintf(
             "pod %s/%s killed with node %s: the node went while %s; %s notice, deadline %s", p->namespace,
             p->name, x->node, p->stop_at ? "its stop had not ended" : "it still ran", x->kind, deadline);
-        p->pm_killed = capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj);
+        p->pm_killed = capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj, NULL);
         if (!p->pm_killed) {
                 const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
                 alert_emit_pod(x->bus, ALERT_POD_KILLED, x->node,

@@ -318,6 +318,9 @@ static void read_pod(struct drain_postmortem *pm, const cJSON *obj)
             cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
         const char *phase = kube_object_str(obj, "status.phase");
         pm->phase = phase ? strdup(phase) : NULL;
+        /* The drain's informer keeps no spec.containers (drain_pod_fields): the statuses name them. */
+        if (!cJSON_IsArray(containers))
+                containers = statuses;
         const cJSON *ct;
         cJSON_ArrayForEach (ct, containers) {
                 const char *name = kube_object_str(ct, "name");
@@ -383,6 +386,15 @@ int drain_postmortem_start(struct kube_client *c, struct alert_bus *bus,
         struct drain_postmortem *pm = pm_new(c, bus, s);
         if (!pm)
                 return -ENOMEM;
+        if (s->seen) {
+                pm->pending = 1;
+                read_pod(pm, s->seen);
+                if (pm->tail_lines > 0)
+                        start_logs(pm);
+                call_ended(pm);
+                *ret = pm;
+                return 0;
+        }
         _cleanup_free_ char *path = kube_path(NULL, "v1", pm->namespace, "pods", pm->name, NULL);
         int r = path ? kube_get(c, path, pod_done, pm, &pm->pod_call) : -ENOMEM;
         if (r < 0) {
