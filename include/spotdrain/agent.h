@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spotdrain/dispatch.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -56,8 +57,6 @@ struct loop;
 struct spotdrain_config;
 
 #define AGENT_DEFAULT_POLL_USEC        (1000ULL * 1000ULL)
-#define AGENT_DEFAULT_REVERT_USEC      (600ULL * 1000ULL * 1000ULL)
-#define AGENT_DEFAULT_MAINT_LEAD_USEC  (600ULL * 1000ULL * 1000ULL)
 #define AGENT_DEFAULT_BACKOFF_MAX_USEC (5ULL * 1000ULL * 1000ULL)
 
 struct agent_drain_request {
@@ -88,19 +87,17 @@ struct agent_actions {
 };
 
 struct agent;
-struct notices_settings;
 
 struct agent_options {
-        const char *node_name;                  /* NULL: $NODE_NAME, else IMDS local-hostname */
-        const char *self_namespace;             /* NULL: $POD_NAMESPACE */
-        const char *self_name;                  /* NULL: $POD_NAME */
-        const char *region;                     /* for the notices; NULL: IMDS placement/region */
-        uint64_t poll_interval_usec;            /* engine clock; 0 = 1 s */
-        uint64_t rebalance_revert_usec;         /* 0 = 10 min */
-        uint64_t maintenance_lead_usec;         /* 0 = 10 min */
-        uint64_t min_budget_usec;               /* dispatch_options.min_budget_usec; 0 = 30 s */
-        const struct notices_settings *notices; /* what each kind does; NULL = the defaults */
-        uint64_t backoff_max_usec;              /* when IMDS does not answer; 0 = 5 s */
+        const char *node_name;       /* NULL: $NODE_NAME, else IMDS local-hostname */
+        const char *self_namespace;  /* NULL: $POD_NAMESPACE */
+        const char *self_name;       /* NULL: $POD_NAME */
+        const char *region;          /* for the notices; NULL: IMDS placement/region */
+        uint64_t poll_interval_usec; /* engine clock; 0 = 1 s */
+        /* The dispatcher's options (dispatch_options_from_config()); zero: its defaults. The heartbeat
+         * period is the agent's own (below). */
+        struct dispatch_options dispatch;
+        uint64_t backoff_max_usec; /* when IMDS does not answer; 0 = 5 s */
         /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
          * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */
         uint64_t asg_deadline_usec;

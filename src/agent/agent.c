@@ -81,7 +81,6 @@ struct agent {
          * agent.asg_name or IMDS at start) and the client of its calls, made at the first call. */
         char *hook_name, *asg_name, *asg_endpoint;
         struct agent_hook *hook;
-        struct dispatch_options dispatch_options;
         struct dispatch *dispatch; /* made once the node and instance are known */
         void (*on_ready)(struct agent *a, void *userdata);
         void (*on_tick)(struct agent *a, void *userdata);
@@ -724,15 +723,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                 return -ENOMEM;
         /* Deadlines the agent documents: the IMDS document's (an interruption without one is drained
          * at once). */
-        struct dispatch_options dopt = {
-                .rebalance_revert_usec =
-                    o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC,
-                .min_budget_usec = o->min_budget_usec,
-                .maintenance_lead_usec =
-                    o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC,
-        };
-        if (o->notices)
-                dispatch_actions_from_settings(o->notices, &dopt);
+        struct dispatch_options dopt = o->dispatch;
         /* Before the hook's HeartbeatTimeout (agent.asg_deadline_seconds says what it is) runs out. */
         if (a->hook_name)
                 dopt.heartbeat_usec =

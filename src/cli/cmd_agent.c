@@ -361,10 +361,6 @@ int cmd_agent(int argc, char **argv)
         /* Flags win over the configuration. */
         if (!ttl)
                 ttl = cfg->imds.token_ttl_usec;
-        if (!revert)
-                revert = cfg->agent.rebalance_revert_usec;
-        if (!lead)
-                lead = cfg->agent.maintenance_lead_usec;
         if (!asg)
                 asg = cfg->agent.asg_deadline_usec;
         v1 = v1 || cfg->imds.allow_v1;
@@ -409,6 +405,9 @@ int cmd_agent(int argc, char **argv)
                             .budget = budget,
                             .engine = service_engine(svc) };
 
+        /* The flags win over the configuration. */
+        struct dispatch_options dopt = { .rebalance_revert_usec = revert, .maintenance_lead_usec = lead };
+        dispatch_options_from_config(cfg, &dopt);
         r = agent_new(
             l, imds, service_kube(svc),
             &(struct agent_options){ .node_name = node                            ? node
@@ -416,10 +415,7 @@ int cmd_agent(int argc, char **argv)
                                                                                   : cfg->agent.node_name,
                                      .region = cfg->aws.region,
                                      .poll_interval_usec = interval,
-                                     .rebalance_revert_usec = revert,
-                                     .maintenance_lead_usec = lead,
-                                     .min_budget_usec = cfg->drain.min_budget_usec,
-                                     .notices = &cfg->notices,
+                                     .dispatch = dopt,
                                      .asg_deadline_usec = asg,
                                      .lifecycle_hook_name = cfg->agent.lifecycle_hook_name,
                                      .asg_name = cfg->agent.asg_name,

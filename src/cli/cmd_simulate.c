@@ -364,9 +364,8 @@ static const struct dispatch_ops sim_direct_ops = {
 
 static int start_direct(struct simulate *sm)
 {
-        struct dispatch_options dopt = { .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
-                                         .min_budget_usec = sm->cfg->drain.min_budget_usec };
-        dispatch_actions_from_settings(&sm->cfg->notices, &dopt);
+        struct dispatch_options dopt = {};
+        dispatch_options_from_config(sm->cfg, &dopt);
         int r = dispatch_new(sm->loop, &dopt, &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
@@ -419,10 +418,10 @@ static int start_agents(struct simulate *sm)
                 struct sim_agent *sa = &sm->agents[i];
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
-                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
-                                            .min_budget_usec = sm->cfg->drain.min_budget_usec,
-                                            .notices = &sm->cfg->notices };
+                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec };
 
+                /* The dispatcher of `spotdrain agent`, from the same configuration. */
+                dispatch_options_from_config(sm->cfg, &ao.dispatch);
                 sa->sm = sm;
                 r = imds_client_new(sm->loop, &io, &sa->imds);
                 if (r >= 0)

@@ -1771,18 +1771,11 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
 
         /* The configuration's rebalance revert and maintenance lead, unless the caller chose. */
         struct dispatch_options dopt = o->dispatch;
-        if (o->cfg && !dopt.rebalance_revert_usec)
-                dopt.rebalance_revert_usec = o->cfg->agent.rebalance_revert_usec;
-        if (o->cfg && !dopt.maintenance_lead_usec)
-                dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
-        if (o->cfg && !dopt.min_budget_usec)
-                dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
+        dispatch_options_from_config(o->cfg, &dopt);
         if (o->cfg && !dopt.heartbeat_usec)
                 dopt.heartbeat_usec = o->cfg->controller.heartbeat_interval_usec;
         if (o->cfg && !dopt.heartbeat_until_usec)
                 dopt.heartbeat_until_usec = o->cfg->controller.heartbeat_until_usec;
-        if (o->cfg)
-                dispatch_actions_from_settings(&o->cfg->notices, &dopt);
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;

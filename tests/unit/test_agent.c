@@ -460,8 +460,9 @@ static void test_rebalance_reverted(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
-                    0);
+        start_agent(
+            f, &(struct agent_options){ .node_name = "node-1", .dispatch.rebalance_revert_usec = 3000000 },
+            0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
         assert_int_equal(f->rec.replacements, 1);
@@ -484,8 +485,9 @@ static void test_rebalance_then_interruption(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
-                    0);
+        start_agent(
+            f, &(struct agent_options){ .node_name = "node-1", .dispatch.rebalance_revert_usec = 3000000 },
+            0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
         fake_set(DOC_ACTION, action);
@@ -511,9 +513,10 @@ static void test_maintenance(void **state)
 
         /* An hour ahead with a 2 h lead: drain now, by the start. */
         fake_set(DOC_SCHEDULED, active);
-        start_agent(
-            f, &(struct agent_options){ .node_name = "node-1", .maintenance_lead_usec = 7200ULL * 1000000 },
-            0);
+        start_agent(f,
+                    &(struct agent_options){ .node_name = "node-1",
+                                             .dispatch.maintenance_lead_usec = 7200ULL * 1000000 },
+                    0);
         run_until(f, drained);
         assert_int_equal(f->rec.drain_kind, NOTICE_SCHEDULED_CHANGE);
         assert_int_equal(f->rec.drain_deadline, start);
