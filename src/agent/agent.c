@@ -19,6 +19,7 @@
 #include "spotdrain/imds.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/surge.h"
 
@@ -807,81 +808,28 @@ void agent_stats(const struct agent *a, struct agent_stats *ret)
 
 /* ---- actions on Kubernetes ---- */
 
-static void on_kube_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        const char *what = userdata;
-        if (r->error < 0)
-                log_full_reason(LOG_ERR, r->error, r->message, NULL, "agent: %s failed", what);
-}
-
 static int kube_drain(void *userdata, const struct agent_drain_request *req)
 {
-        struct kube_client *c = userdata;
-        struct kube_taint t = {
-                .key = (char *)SPOTDRAIN_TAINT_INTERRUPTION,
-                .value = (char *)notice_kind_to_string(req->notice->kind),
-                .effect = (char *)"NoSchedule",
-        };
-        int r;
-
-        r = kube_node_cordon(c, req->node, true, on_kube_done, (void *)"cordon", NULL);
+        int r = node_cordon(userdata, req->node, true, NULL, (void *)"cordon", NULL);
         if (r < 0)
                 return r;
-        return kube_node_taint(c, req->node, &t, true, on_kube_done, (void *)"interruption taint", NULL);
+        return node_drain_taint(userdata, req->node, NULL, notice_kind_to_string(req->notice->kind), false,
+                                true, NULL, (void *)"interruption taint", NULL);
 }
-
-static int kube_lb_include(struct kube_client *c, const char *node);
 
 static int kube_soft_taint(void *userdata, const char *node, bool add)
 {
-        struct kube_taint t = {
-                .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
-                .value = (char *)"rebalance-recommendation",
-                .effect = (char *)"PreferNoSchedule",
-        };
-        /* A rebalance drains nothing, so its revert finds the label only where an earlier drain of the node
-         * left it: that one is undone as well. */
-        int r = add ? 0 : kube_lb_include(userdata, node);
-        if (r < 0)
-                return r;
-        return kube_node_taint(userdata, node, &t, add, on_kube_done,
-                               add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint",
-                               NULL);
-}
-
-/* The load balancers' label goes where the drain is undone, but only the one spotdrain set. */
-static int kube_lb_include(struct kube_client *c, const char *node)
-{
-        return kube_node_label_owned(c, node, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE,
-                                     false, on_kube_done, (void *)"removing the load balancers' label",
-                                     NULL);
-}
-
-static int uncordon_with_key(struct kube_client *c, const char *node, const char *taint_key)
-{
-        struct kube_taint t = { .key = (char *)taint_key };
-        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
-        int r = kube_node_taint(c, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
-                                NULL);
-        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
-        if (r >= 0)
-                r = kube_node_set_meta(c, node, true, keys, values, 1, on_kube_done,
-                                       (void *)"removing the drain record", NULL);
-        if (r >= 0)
-                r = kube_lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_cordon(c, node, false, on_kube_done, (void *)"uncordon", NULL);
+        return node_rebalance(userdata, node, add);
 }
 
 static int kube_uncordon(void *userdata, const char *node)
 {
-        return uncordon_with_key(userdata, node, SPOTDRAIN_TAINT_INTERRUPTION);
+        return node_undrain(userdata, node, NULL);
 }
 
 static int kube_cordon(void *userdata, const char *node)
 {
-        return kube_node_cordon(userdata, node, true, on_kube_done, (void *)"cordon", NULL);
+        return node_cordon(userdata, node, true, NULL, (void *)"cordon", NULL);
 }
 
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
@@ -1004,9 +952,8 @@ static int engine_uncordon(void *userdata, const char *node)
         e->running = drain_exec_free(e->running);
         drain_estimates_release(e->estimates);
         /* The engine's taint, under the key the configuration may have changed. */
-        return uncordon_with_key(e->kube, node,
-                                 e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
-                                                                             : SPOTDRAIN_TAINT_INTERRUPTION);
+        return node_undrain(e->kube, node,
+                            e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key : NULL);
 }
 
 static int engine_cordon(void *userdata, const char *node)

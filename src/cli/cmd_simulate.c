@@ -47,6 +47,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/service.h"
@@ -337,17 +338,10 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
         return drain_through(sm, sm->client, node, n, deadline);
 }
 
-static void on_cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        if (r->error < 0)
-                log_error_errno(r->error, "cannot cordon %s: %s", (const char *)userdata,
-                                r->message ? r->message : "no message");
-}
-
 /* A notice whose kind's action is cordon (notices.KIND.action). */
 static int cordon_through(struct kube_client *client, const char *node)
 {
-        return kube_node_cordon(client, node, true, on_cordon_done, (void *)"the node", NULL);
+        return node_cordon(client, node, true, NULL, (void *)"cordon", NULL);
 }
 
 static int direct_cordon(void *userdata, const char *node)

@@ -21,6 +21,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sqs.h"
@@ -942,64 +943,27 @@ static void op_drain_stop(void *userdata, const char *node)
                 cdrain_remove(c, d);
 }
 
-static void on_kube_done(struct kube_client *k, struct kube_result *r, void *userdata)
-{
-        if (r->error < 0)
-                log_warning_reason(r->error, r->message, "%s failed", (const char *)userdata);
-}
-
-/* The load balancers' label (drain.exclude_from_load_balancers) goes, but only the one spotdrain set. */
-static int lb_include(struct controller *c, const char *node)
-{
-        return kube_node_label_owned(c->kube, node, SPOTDRAIN_LABEL_EXCLUDE_LB,
-                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, false, on_kube_done,
-                                     (void *)"removing the load balancers' label", NULL);
-}
-
 static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
-                                .value = (char *)"rebalance-recommendation",
-                                .effect = (char *)"PreferNoSchedule" };
         if (add)
                 log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
                            SPOTDRAIN_TAINT_REBALANCE);
-        /* A rebalance drains nothing; its revert undoes the load balancers' label an earlier drain of the
-         * node may have left, when spotdrain set it. */
-        int r = add ? 0 : lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_taint(c->kube, node, &t, add, on_kube_done,
-                               add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
-                               NULL);
+        return node_rebalance(c->kube, node, add);
 }
 
 /* A canceled scheduled change whose drain had begun (the drain is stopped already). */
 static int op_uncordon(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain.taint_key)
-                                                    ? c->cfg->drain.taint_key
-                                                    : SPOTDRAIN_TAINT_INTERRUPTION) };
-        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
-        int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
-                                NULL);
-        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
-        if (r >= 0)
-                r = kube_node_set_meta(c->kube, node, true, keys, values, 1, on_kube_done,
-                                       (void *)"removing the drain record", NULL);
-        if (r >= 0)
-                r = lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
+        return node_undrain(c->kube, node,
+                            c->cfg && !isempty(c->cfg->drain.taint_key) ? c->cfg->drain.taint_key : NULL);
 }
 
 static int op_cordon(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
+        return node_cordon(c->kube, node, true, NULL, (void *)"cordon", NULL);
 }
 
 /* The node as the informer has it last (its Ready condition kept: whether a rebooted or launched node is
