@@ -173,6 +173,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);
 /* done(userdata, drained) after each drain that ended (not one replaced or stopped). */
 void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained),
                           void *userdata);
+/* Replacement capacity (borrowed; NULL: none): asked for with each drain and at a rebalance
+ * recommendation (replacement_request), the provisioner's triggers deciding. */
+struct prov_frontend;
+void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov);
+/* started(userdata, x) after each drain started (x is the engine's: it goes when replaced or stopped). */
+void agent_engine_on_start(struct agent_engine *e, void (*started)(void *userdata, struct drain_exec *x),
+                           void *userdata);
 /* The drain under way, else the last one finished (its final result), else NULL. */
 struct drain_exec *agent_engine_drain(struct agent_engine *e);
 /* Drains started, and drains that have ended. */

@@ -40,3 +40,42 @@ int node_rebalance(struct kube_client *c, const char *node, bool add);
 /* A drain undone (a canceled scheduled change, a reboot that is over): its taint taint_key (NULL:
  * SPOTDRAIN_TAINT_INTERRUPTION), its record, spotdrain's load balancers' label, then the cordon. */
 int node_undrain(struct kube_client *c, const char *node, const char *taint_key);
+
+/* ---- the drain starter ---- */
+
+struct alert_bus;
+struct drain_estimates;
+struct drain_exec;
+struct drain_exec_result;
+struct drain_ledger;
+struct metrics;
+struct notice;
+struct prov_frontend;
+struct spotdrain_config;
+
+/* What every drain of a front end shares (all borrowed; any may be NULL but kube). */
+struct node_drainer {
+        struct kube_client *kube;
+        struct alert_bus *bus;
+        const struct spotdrain_config *cfg; /* the drain.* options; NULL: the engine's defaults */
+        struct metrics *metrics;
+        struct prov_frontend *prov; /* replacement capacity; NULL: none asked for */
+        /* One process draining every node (the controller, simulate's direct delivery): one PDB ledger for
+         * all its drains, made at the first drain. NULL: each drain has a private one. */
+        struct drain_ledger **shared_ledger;
+        /* The estimates kept in the ConfigMap: a private ledger's drain plans with them (estimates), the
+         * shared ledger with their store of stop times (shared_estimates). */
+        struct drain_estimates *estimates, *shared_estimates;
+        /* One process per node (the agents): its drains go behind the drains of other nodes. */
+        bool follow_peers;
+        const char *self_namespace, *self_name; /* the agent's own pod, never evicted */
+};
+
+/* Starts the drain of node for notice n by deadline_usec (engine clock; the dispatcher's, which may differ
+ * from the notice's): replacement capacity is asked for first (the provisioner's triggers decide, and it
+ * launches once per instance), then drain_exec_start() with the configuration's drain options. A drain of
+ * the node under way is the caller's to replace (an earlier deadline) or keep. */
+int node_drain_start(const struct node_drainer *d, const char *node, const struct notice *n,
+                     uint64_t deadline_usec,
+                     void (*done)(struct drain_exec *x, const struct drain_exec_result *r, void *userdata),
+                     void *userdata, struct drain_exec **ret);

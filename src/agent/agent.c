@@ -21,6 +21,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/node.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/surge.h"
 
 #define ID_BACKOFF_BASE (200ULL * 1000ULL)
@@ -857,10 +858,13 @@ struct agent_engine {
         struct drain_exec *running;
         struct drain_exec *last;           /* finished; kept for its result */
         struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
+        struct prov_frontend *prov;        /* replacement capacity; NULL: none */
         uint64_t deadline;
         unsigned started, finished;
         void (*done)(void *userdata, bool drained);
         void *done_userdata;
+        void (*started_fn)(void *userdata, struct drain_exec *x);
+        void *started_userdata;
 };
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -887,31 +891,26 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct agent_engine *e = userdata;
-        struct drain_exec_options o = {};
+        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
+         * as a controller's one ledger would have them. */
+        struct node_drainer d = { .kube = e->kube,
+                                  .bus = e->bus,
+                                  .cfg = e->cfg,
+                                  .metrics = e->metrics,
+                                  .prov = e->prov,
+                                  .estimates = e->estimates,
+                                  .follow_peers = true,
+                                  .self_namespace = req->self_namespace,
+                                  .self_name = req->self_name };
         struct drain_exec *x = NULL;
         int r;
 
         if (e->running && req->deadline_usec >= e->deadline)
                 return 0; /* already draining by an earlier or the same deadline */
-        if (e->cfg)
-                drain_exec_options_from_config(e->cfg, &o);
-        o.node = req->node;
-        o.kind = notice_kind_to_string(req->notice->kind);
-        o.instance_id = req->notice->instance_id;
-        o.event_id = req->notice->event_id;
-        o.notice_usec = req->notice->notice_time;
-        o.deadline_usec = req->deadline_usec;
-        o.self_namespace = req->self_namespace;
-        o.self_name = req->self_name;
-        o.metrics = e->metrics;
-        o.estimates = e->estimates;
         /* Read now, not while idle: the first verdict waits for it (within a bound). */
         if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
                 log_debug_errno(r, "agent: cannot read the kept estimates");
-        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
-         * as a controller's one ledger would have them. */
-        o.follow_peers = true;
-        r = drain_exec_start(e->kube, e->bus, &o, on_drain_done, e, &x);
+        r = node_drain_start(&d, req->node, req->notice, req->deadline_usec, on_drain_done, e, &x);
         if (r < 0)
                 return r;
         /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
@@ -919,6 +918,8 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
         e->running = x;
         e->deadline = req->deadline_usec;
         e->started++;
+        if (e->started_fn)
+                e->started_fn(e->started_userdata, x);
         return 0;
 }
 
@@ -943,7 +944,9 @@ static int engine_soft_taint(void *userdata, const char *node, bool add)
 
 static int engine_replacement(void *userdata, const char *node, const struct notice *n)
 {
-        return kube_replacement(((struct agent_engine *)userdata)->kube, node, n);
+        struct agent_engine *e = userdata;
+        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
+        return e->prov ? prov_frontend_request(e->prov, node, n) : kube_replacement(e->kube, node, n);
 }
 
 static int engine_uncordon(void *userdata, const char *node)
@@ -1025,6 +1028,19 @@ void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, b
 {
         e->done = done;
         e->done_userdata = userdata;
+}
+
+void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov)
+{
+        if (e)
+                e->prov = prov;
+}
+
+void agent_engine_on_start(struct agent_engine *e, void (*started)(void *userdata, struct drain_exec *x),
+                           void *userdata)
+{
+        e->started_fn = started;
+        e->started_userdata = userdata;
 }
 
 struct drain_exec *agent_engine_drain(struct agent_engine *e)

@@ -17,7 +17,8 @@
  *  - "direct" (--delivery direct): a short timer on the engine clock reads the model's notices
  *    (sim_node_notice), turns each new one into a struct notice and submits it to a dispatcher that
  *    knows every scenario node's instance.
- * Rebalance recommendations are told (notice-received) and ask for capacity, no soft taint. */
+ * Rebalance recommendations are told (notice-received) and ask for capacity; the agents also set the soft
+ * taint (and revert it), as spotdrain agent does, direct delivery does not. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -239,9 +240,17 @@ static struct sim_drain *find_drain(const struct simulate *sm, const char *node)
 }
 
 static int start_drain(struct simulate *sm, struct kube_client *client, const char *node,
-                       const struct notice *n)
+                       const struct notice *n, uint64_t deadline)
 {
-        struct drain_exec_options o = { 0 };
+        /* Agents go behind the drains of other nodes, as the DaemonSet's do; direct delivery stands for one
+         * process draining every node, its drains sharing one ledger. */
+        struct node_drainer nd = { .kube = client,
+                                   .bus = sm->bus,
+                                   .cfg = sm->cfg,
+                                   .metrics = sm->metrics,
+                                   .prov = sm->prov,
+                                   .shared_ledger = streq(sm->delivery, "direct") ? &sm->ledger : NULL,
+                                   .follow_peers = streq(sm->delivery, "imds") };
         struct sim_drain **a, *d;
         int r;
 
@@ -260,25 +269,7 @@ static int start_drain(struct simulate *sm, struct kube_client *client, const ch
                 return -ENOMEM;
         }
         sm->drains = a;
-        drain_exec_options_from_config(sm->cfg, &o);
-        o.node = d->node;
-        o.kind = notice_kind_to_string(n->kind);
-        o.instance_id = n->instance_id;
-        o.event_id = n->event_id;
-        o.notice_usec = n->notice_time;
-        o.deadline_usec = n->deadline;
-        o.metrics = sm->metrics;
-        /* Agents go behind the drains of other nodes, as the DaemonSet's do (agent_engine_actions). */
-        o.follow_peers = streq(sm->delivery, "imds");
-        if (streq(sm->delivery, "direct")) {
-                if (!sm->ledger) {
-                        r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
-                        if (r < 0)
-                                log_debug_errno(r, "simulate: no shared ledger, each drain keeps its own");
-                }
-                o.ledger = sm->ledger;
-        }
-        r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
+        r = node_drain_start(&nd, d->node, n, deadline, drain_done, d, &d->x);
         if (r >= 0 && sm->rec)
                 r = report_rec_follow(sm->rec, sm->loop, d->x);
         if (r < 0) {
@@ -318,15 +309,8 @@ static int direct_replacement(void *userdata, const char *node, const struct not
 static int drain_through(struct simulate *sm, struct kube_client *client, const char *node,
                          const struct notice *n, uint64_t deadline)
 {
-        struct notice dn = *n;
-        int r;
-
-        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
-        if ((r = direct_replacement(sm, node, n)) < 0)
-                log_debug_errno(r, "replacement request for %s failed", node);
         /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
-        dn.deadline = deadline;
-        r = start_drain(sm, client, node, &dn);
+        int r = start_drain(sm, client, node, n, deadline);
         if (r < 0)
                 log_error_errno(r, "cannot start draining %s", node);
         return r;
@@ -391,8 +375,31 @@ static int agent_cordon(void *userdata, const char *node)
         return cordon_through(((struct sim_agent *)userdata)->client, node);
 }
 
+/* The rebalance recommendation's soft taint and its revert, as spotdrain agent's engine sets them. */
+static int agent_soft_taint(void *userdata, const char *node, bool add)
+{
+        return node_rebalance(((struct sim_agent *)userdata)->client, node, add);
+}
+
+/* A reboot drained for is over (or a scheduled change canceled): the drain undone, as spotdrain agent's
+ * engine undoes it, once the drain itself has ended (the simulator cancels no drain under way). */
+static int agent_uncordon(void *userdata, const char *node)
+{
+        struct sim_agent *sa = userdata;
+        struct sim_drain *d = find_drain(sa->sm, node);
+
+        if (d && !d->done) {
+                log_warning("simulate: the drain of %s is still under way; it is not undone", node);
+                return 0;
+        }
+        return node_undrain(sa->client, node,
+                            !isempty(sa->sm->cfg->drain.taint_key) ? sa->sm->cfg->drain.taint_key : NULL);
+}
+
 static const struct agent_actions sim_agent_actions = {
         .drain = agent_drain,
+        .soft_taint = agent_soft_taint,
+        .uncordon = agent_uncordon,
         .cordon = agent_cordon,
         .replacement_request = agent_replacement,
         .notice_seen = agent_notice_seen,

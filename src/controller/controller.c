@@ -877,35 +877,22 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                 dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
-static int op_replacement_request(void *userdata, const char *node, const struct notice *n);
-
 static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
 {
         struct controller *c = userdata;
-        struct drain_exec_options o = {};
+        /* One process drains every node: one ledger (made with the first drain; a follower never needs it)
+         * for all its drains, planned with the kept stop times. */
+        struct node_drainer nd = { .kube = c->kube,
+                                   .bus = c->bus,
+                                   .cfg = c->cfg,
+                                   .metrics = c->o.metrics,
+                                   .prov = c->prov,
+                                   .shared_ledger = &c->ledger,
+                                   .shared_estimates = c->estimates };
         struct cdrain *d = cdrain_find(c, node), **v;
         struct drain_exec *x = NULL;
         int r;
 
-        /* An interruption with no replacement under way (no rebalance came first) or a scheduled change:
-         * capacity is asked for now, alongside the drain. */
-        if ((n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_SCHEDULED_CHANGE) &&
-            (r = op_replacement_request(c, node, n)) < 0)
-                log_debug_errno(r, "controller: replacement request for %s failed", node);
-        if (c->cfg)
-                drain_exec_options_from_config(c->cfg, &o);
-        o.node = node;
-        o.kind = notice_kind_to_string(n->kind);
-        o.instance_id = n->instance_id;
-        o.event_id = n->event_id;
-        o.notice_usec = n->notice_time;
-        o.deadline_usec = deadline;
-        /* Made with the first drain (a follower never needs it); without it each drain has its own. */
-        if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
-                log_debug_errno(r, "controller: no shared drain ledger");
-        drain_ledger_use_shutdowns(c->ledger, drain_estimates_store(c->estimates));
-        o.ledger = c->ledger;
-        o.metrics = c->o.metrics;
         if (!d) {
                 v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
                 if (!v)
@@ -919,7 +906,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                 d->c = c;
                 c->drains[c->n_drains++] = d;
         }
-        r = drain_exec_start(c->kube, c->bus, &o, on_drain_done, d, &x);
+        r = node_drain_start(&nd, node, n, deadline, on_drain_done, d, &x);
         if (r < 0) {
                 if (!d->x)
                         cdrain_remove(c, d);
