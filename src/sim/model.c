@@ -144,11 +144,6 @@ void sim_unlock(struct sim *s)
         pthread_mutex_unlock(&s->mutex);
 }
 
-void sim_broadcast(struct sim *s)
-{
-        pthread_cond_broadcast(&s->cond);
-}
-
 static double next_due(const struct sim *s);
 
 void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
