@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "sim/aws_request.h"
+#include "sim/imds_surface.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
 /* ---- the request as it was signed: its header lines ---- */

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sim_disruption.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

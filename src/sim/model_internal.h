@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sim/model.h"
 #include "spotdrain/pdb.h"
-#include "spotdrain/sim_model.h"
 
 /* ---- the parsed scenario (docs/contracts.md §3) ---- */
 enum sim_wl_kind {

@@ -19,7 +19,7 @@ if [ -n "$other" ] && [ "$(readlink -f "$other")" != /usr/bin/aws ]; then
 fi
 [ "${#CLIS[@]}" -gt 0 ] || skip "no aws CLI installed"
 
-# The simulator's long-term key pair (include/spotdrain/sim_sqs_surface.h SIM_SQS_ACCESS_KEY_ID / ..._SECRET_ACCESS_KEY).
+# The simulator's long-term key pair (src/sim/sqs_surface.h SIM_SQS_ACCESS_KEY_ID / ..._SECRET_ACCESS_KEY).
 KEY_ID=AKIDEXAMPLE
 SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
 INSTANCE=i-0a00000000000000a

@@ -18,6 +18,9 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -27,9 +30,6 @@
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 
 #define BOUND_USEC (15ULL * 1000000ULL)

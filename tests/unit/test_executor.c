@@ -14,14 +14,14 @@
 
 #include "controller/volumes.h"
 #include "relay.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 #include "timescale.h"
 

@@ -13,15 +13,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/ec2_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

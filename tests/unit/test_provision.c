@@ -14,6 +14,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/ec2_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/keys.h"
@@ -21,9 +24,6 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
