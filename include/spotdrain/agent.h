@@ -170,6 +170,9 @@ int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const stru
 /* Stops a drain under way (no result). NULL-safe; returns NULL. */
 struct agent_engine *agent_engine_free(struct agent_engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);
+/* The end of each of e's drains reaches a (agent_drain_ended(): a lifecycle action is completed); a NULL:
+ * no longer (before a is freed, when e outlives it). */
+void agent_follow_engine(struct agent *a, struct agent_engine *e);
 /* done(userdata, drained) after each drain that ended (not one replaced or stopped). */
 void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained),
                           void *userdata);

@@ -1024,6 +1024,17 @@ int agent_engine_learn(struct agent_engine *e, const char *node, const char *nam
         return drain_estimates_start(e->kube, &o, &e->estimates);
 }
 
+static void engine_ended(void *userdata, bool drained)
+{
+        agent_drain_ended(userdata, drained);
+}
+
+void agent_follow_engine(struct agent *a, struct agent_engine *e)
+{
+        if (e)
+                agent_engine_on_done(e, a ? engine_ended : NULL, a);
+}
+
 void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained), void *userdata)
 {
         e->done = done;

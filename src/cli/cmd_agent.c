@@ -175,11 +175,6 @@ static void on_ready(struct agent *a, void *userdata)
         (void)ops_notify_ready(status ? status : "polling IMDS");
 }
 
-static void on_drain_ended(void *userdata, bool drained)
-{
-        agent_drain_ended(userdata, drained);
-}
-
 static int parse_seconds(const char *s, uint64_t *ret)
 {
         char *end;
@@ -372,8 +367,7 @@ int cmd_agent(int argc, char **argv)
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
         /* The end of each drain completes the lifecycle action (agent.lifecycle_hook_name). */
-        if (!isempty(cfg->agent.lifecycle_hook_name) && service_engine(svc))
-                agent_engine_on_done(service_engine(svc), on_drain_ended, a);
+        agent_follow_engine(a, service_engine(svc));
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
         loop_set_stop_handler(l, on_stop_signal, svc);
@@ -384,8 +378,7 @@ int cmd_agent(int argc, char **argv)
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
         /* The engine outlives the agent (service_stop): no drain's end may reach it after this. */
-        if (service_engine(svc))
-                agent_engine_on_done(service_engine(svc), NULL, NULL);
+        agent_follow_engine(NULL, service_engine(svc));
         a = agent_free(a);
         service_stop(svc);
         log_info("spotdrain agent stopped");
