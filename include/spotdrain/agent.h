@@ -180,9 +180,17 @@ void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, b
  * recommendation (replacement_request), the provisioner's triggers deciding. */
 struct prov_frontend;
 void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov);
-/* started(userdata, x) after each drain started (x is the engine's: it goes when replaced or stopped). */
-void agent_engine_on_start(struct agent_engine *e, void (*started)(void *userdata, struct drain_exec *x),
-                           void *userdata);
+/* Whoever follows the engine's drains (simulate's timeline and report): each drain as it starts, as it
+ * ends (not one replaced or stopped) and before the engine frees it (replaced by an earlier deadline,
+ * stopped, or gone with the engine). Any member may be NULL; w NULL: no one. */
+struct drain_exec_result;
+struct agent_engine_watch {
+        void (*started)(void *userdata, struct drain_exec *x);
+        void (*ended)(void *userdata, struct drain_exec *x, const struct drain_exec_result *r);
+        void (*released)(void *userdata, struct drain_exec *x);
+        void *userdata;
+};
+void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w);
 /* The drain under way, else the last one finished (its final result), else NULL. */
 struct drain_exec *agent_engine_drain(struct agent_engine *e);
 /* Drains started, and drains that have ended. */

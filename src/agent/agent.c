@@ -863,9 +863,16 @@ struct agent_engine {
         unsigned started, finished;
         void (*done)(void *userdata, bool drained);
         void *done_userdata;
-        void (*started_fn)(void *userdata, struct drain_exec *x);
-        void *started_userdata;
+        struct agent_engine_watch watch;
 };
+
+/* x goes: the watcher lets go of it first. */
+static struct drain_exec *engine_release(struct agent_engine *e, struct drain_exec *x)
+{
+        if (x && e->watch.released)
+                e->watch.released(e->watch.userdata, x);
+        return drain_exec_free(x);
+}
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
 {
@@ -879,11 +886,13 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                  "agent: drain ended: %s (%u evicted, %u forced, %u left)%s%s", outcome, res->evicted,
                  res->forced, res->left, res->message ? ": " : "", res->message ? res->message : "");
         /* done must not free x: the previous finished one goes now, this one is kept for its result. */
-        drain_exec_free(e->last);
+        engine_release(e, e->last);
         e->last = e->running;
         e->running = NULL;
         /* The stops this drain saw go out now: the node may be gone soon. */
         drain_estimates_release(e->estimates);
+        if (e->watch.ended)
+                e->watch.ended(e->watch.userdata, x, res);
         if (e->done)
                 e->done(e->done_userdata, res->outcome == DRAIN_EXEC_DRAINED);
 }
@@ -914,12 +923,12 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
         if (r < 0)
                 return r;
         /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
-        drain_exec_free(e->running);
+        engine_release(e, e->running);
         e->running = x;
         e->deadline = req->deadline_usec;
         e->started++;
-        if (e->started_fn)
-                e->started_fn(e->started_userdata, x);
+        if (e->watch.started)
+                e->watch.started(e->watch.userdata, x);
         return 0;
 }
 
@@ -952,7 +961,7 @@ static int engine_replacement(void *userdata, const char *node, const struct not
 static int engine_uncordon(void *userdata, const char *node)
 {
         struct agent_engine *e = userdata;
-        e->running = drain_exec_free(e->running);
+        e->running = engine_release(e, e->running);
         drain_estimates_release(e->estimates);
         /* The engine's taint, under the key the configuration may have changed. */
         return node_undrain(e->kube, node,
@@ -995,8 +1004,8 @@ struct agent_engine *agent_engine_free(struct agent_engine *e)
 {
         if (!e)
                 return NULL;
-        drain_exec_free(e->running);
-        drain_exec_free(e->last);
+        engine_release(e, e->running);
+        engine_release(e, e->last);
         drain_estimates_free(e->estimates);
         free(e);
         return NULL;
@@ -1047,11 +1056,9 @@ void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *pr
                 e->prov = prov;
 }
 
-void agent_engine_on_start(struct agent_engine *e, void (*started)(void *userdata, struct drain_exec *x),
-                           void *userdata)
+void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w)
 {
-        e->started_fn = started;
-        e->started_userdata = userdata;
+        e->watch = w ? *w : (struct agent_engine_watch){};
 }
 
 struct drain_exec *agent_engine_drain(struct agent_engine *e)
