@@ -73,7 +73,7 @@ $(eval $(call variant,$(BUILD)/asan,$(SAN),$$(SAN_CC)))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 
-.PHONY: all check unit unit-asan unit-valgrind integration integration-asan test-times demo install format format-check clean deps fuzz fuzz-smoke
+.PHONY: all check check-calls unit unit-asan unit-valgrind integration integration-asan test-times demo install format format-check clean deps fuzz fuzz-smoke
 .DEFAULT_GOAL := all
 all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 
@@ -177,6 +177,7 @@ fuzz-smoke: $(BUILD)/spotdrain
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(UNIT_BINS)
+	@$(MAKE) --no-print-directory check-calls
 	@nice -n 19 $(MAKE) --no-print-directory -j$(NPROC) $(ASAN_BINS) >$(BUILD)/asan-build.log 2>&1 & asan=$$!; \
 	rc=0; { $(MAKE) --no-print-directory unit && $(MAKE) --no-print-directory integration; } || rc=$$?; \
 	if ! wait $$asan; then tail -n 40 $(BUILD)/asan-build.log; echo "check: the sanitizer build failed"; \
@@ -184,6 +185,11 @@ check:
 	exit $$rc
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory format-check
+
+# No two files of src/ call into each other, and nothing in src/agent, src/controller or src/drain calls into
+# src/cli (issue #33), from `nm` of the library's objects; scripts/calls-allowed lists the cycles left.
+check-calls: $(BUILD)/libspotdrain.a
+	@scripts/check-calls $(BUILD)/obj scripts/calls-allowed
 
 demo: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain scripts/demo

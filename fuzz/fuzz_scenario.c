@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "spotdrain/sim_model.h"
+#include "sim/model.h"
 #include "spotdrain/yaml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_sigv4_check.h"
+#include "sim/sigv4_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

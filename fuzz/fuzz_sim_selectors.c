@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "spotdrain/sim_server.h"
+#include "sim/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

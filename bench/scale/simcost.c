@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spotdrain/dispatch.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -56,8 +57,6 @@ struct loop;
 struct spotdrain_config;
 
 #define AGENT_DEFAULT_POLL_USEC        (1000ULL * 1000ULL)
-#define AGENT_DEFAULT_REVERT_USEC      (600ULL * 1000ULL * 1000ULL)
-#define AGENT_DEFAULT_MAINT_LEAD_USEC  (600ULL * 1000ULL * 1000ULL)
 #define AGENT_DEFAULT_BACKOFF_MAX_USEC (5ULL * 1000ULL * 1000ULL)
 
 struct agent_drain_request {
@@ -88,19 +87,17 @@ struct agent_actions {
 };
 
 struct agent;
-struct notices_settings;
 
 struct agent_options {
-        const char *node_name;                  /* NULL: $NODE_NAME, else IMDS local-hostname */
-        const char *self_namespace;             /* NULL: $POD_NAMESPACE */
-        const char *self_name;                  /* NULL: $POD_NAME */
-        const char *region;                     /* for the notices; NULL: IMDS placement/region */
-        uint64_t poll_interval_usec;            /* engine clock; 0 = 1 s */
-        uint64_t rebalance_revert_usec;         /* 0 = 10 min */
-        uint64_t maintenance_lead_usec;         /* 0 = 10 min */
-        uint64_t min_budget_usec;               /* dispatch_options.min_budget_usec; 0 = 30 s */
-        const struct notices_settings *notices; /* what each kind does; NULL = the defaults */
-        uint64_t backoff_max_usec;              /* when IMDS does not answer; 0 = 5 s */
+        const char *node_name;       /* NULL: $NODE_NAME, else IMDS local-hostname */
+        const char *self_namespace;  /* NULL: $POD_NAMESPACE */
+        const char *self_name;       /* NULL: $POD_NAME */
+        const char *region;          /* for the notices; NULL: IMDS placement/region */
+        uint64_t poll_interval_usec; /* engine clock; 0 = 1 s */
+        /* The dispatcher's options (dispatch_options_from_config()); zero: its defaults. The heartbeat
+         * period is the agent's own (below). */
+        struct dispatch_options dispatch;
+        uint64_t backoff_max_usec; /* when IMDS does not answer; 0 = 5 s */
         /* Deadline of an Auto Scaling Terminated state, from when it is seen (the lifecycle hook's
          * heartbeat timeout); 0 = NOTICE_ASG_DEFAULT_DEADLINE_USEC (1 h). */
         uint64_t asg_deadline_usec;
@@ -173,9 +170,27 @@ int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const stru
 /* Stops a drain under way (no result). NULL-safe; returns NULL. */
 struct agent_engine *agent_engine_free(struct agent_engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct agent_engine *, agent_engine_free);
+/* The end of each of e's drains reaches a (agent_drain_ended(): a lifecycle action is completed); a NULL:
+ * no longer (before a is freed, when e outlives it). */
+void agent_follow_engine(struct agent *a, struct agent_engine *e);
 /* done(userdata, drained) after each drain that ended (not one replaced or stopped). */
 void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained),
                           void *userdata);
+/* Replacement capacity (borrowed; NULL: none): asked for with each drain and at a rebalance
+ * recommendation (replacement_request), the provisioner's triggers deciding. */
+struct prov_frontend;
+void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov);
+/* Whoever follows the engine's drains (simulate's timeline and report): each drain as it starts, as it
+ * ends (not one replaced or stopped) and before the engine frees it (replaced by an earlier deadline,
+ * stopped, or gone with the engine). Any member may be NULL; w NULL: no one. */
+struct drain_exec_result;
+struct agent_engine_watch {
+        void (*started)(void *userdata, struct drain_exec *x);
+        void (*ended)(void *userdata, struct drain_exec *x, const struct drain_exec_result *r);
+        void (*released)(void *userdata, struct drain_exec *x);
+        void *userdata;
+};
+void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w);
 /* The drain under way, else the last one finished (its final result), else NULL. */
 struct drain_exec *agent_engine_drain(struct agent_engine *e);
 /* Drains started, and drains that have ended. */

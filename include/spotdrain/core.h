@@ -153,10 +153,10 @@ int http_status_to_errno(long status);
  * PUT/PATCH/DELETE (stale resourceVersion or precondition) is -ESTALE. */
 int http_status_to_errno_method(const char *method, long status);
 
-/* Internal to src/core (loop.c <-> http.c), not for other modules: the slot where http.c keeps its per-loop
- * state (the curl multi handle, its sources, the PEM file cache), and its teardown from loop_free(). */
-void **loop_http_state(struct loop *l);
-void http_loop_cleanup(struct loop *l);
+/* Internal to src/core (http.c on loop.c), not for other modules: the slot where http.c keeps its per-loop
+ * state (the curl multi handle, its sources, the PEM file cache), with the teardown loop_free() calls (the
+ * loop knows nothing of HTTP). */
+void **loop_http_state(struct loop *l, void (*cleanup)(struct loop *l));
 
 /* ---- backoff: one shared retry policy (exponential, full jitter) ---- */
 struct backoff {

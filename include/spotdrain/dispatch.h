@@ -52,6 +52,7 @@
 #include "spotdrain/util.h"
 
 struct loop;
+struct spotdrain_config;
 
 enum dispatch_verdict {
         DISPATCH_DONE,    /* nothing to wait for: delete the message now */
@@ -128,11 +129,17 @@ struct dispatch_ops {
         void (*ticket_done)(void *userdata, uint64_t ticket, int error);
 };
 
+/* The defaults of the two durations the configuration also sets (agent.maintenance_lead_seconds,
+ * agent.rebalance_revert_seconds): its settings table takes them from here, so that a dispatcher made
+ * without a configuration acts as one made with the default configuration. */
+#define DISPATCH_DEFAULT_MAINTENANCE_LEAD_SECONDS 300
+#define DISPATCH_DEFAULT_REVERT_SECONDS           600
+
 struct dispatch_options {
         uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
         uint64_t heartbeat_usec;        /* lifecycle heartbeat period; 0 = 300 s */
         uint64_t heartbeat_until_usec;  /* no heartbeats this long after the first action; 0 = 48 h */
-        uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 600 s */
+        uint64_t maintenance_lead_usec; /* a scheduled change is drained this long before; 0 = 300 s */
         /* A state change (stopping, terminated...) of a node not draining yet: drained as an emergency
          * with at least this much time (its own deadline has passed already); 0 = 30 s. */
         uint64_t emergency_usec;
@@ -146,10 +153,13 @@ struct dispatch_options {
 };
 /* The options' actions as the configuration's notices.* keys give them. */
 void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
+/* The options every mode takes from the configuration, the one place they are read: the rebalance revert
+ * and the maintenance lead (agent.*), the minimum budget (drain.min_budget_seconds) and each kind's action
+ * (notices.*). A duration the caller set already (a command-line flag) is kept. cfg may be NULL. */
+void dispatch_options_from_config(const struct spotdrain_config *cfg, struct dispatch_options *o);
 /* drain.cordon_only decides what a drain does (cordon, taint, label, no eviction); notices.KIND.action
  * whether a notice drains at all (cordon: the cordon alone). The warning when cordon_only is set but no kind
  * drains, so that it can never apply; NULL when the two agree. */
-struct spotdrain_config;
 const char *dispatch_cordon_only_unused(const struct spotdrain_config *cfg);
 
 struct dispatch_stats {

@@ -19,12 +19,12 @@
  * docs/contracts.md (§4, §5). */
 #pragma once
 
-#include "spotdrain/sim_disruption.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sigv4_check.h"
-#include "spotdrain/sim_sqs_surface.h"
-#include "spotdrain/sim_sts_surface.h"
-#include "spotdrain/sim_surfaces.h"
+#include "sim/disruption.h"
+#include "sim/ec2_surface.h"
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim/sigv4_check.h"
+#include "sim/sqs_surface.h"
+#include "sim/sts_surface.h"
+#include "sim/surfaces.h"

@@ -10,6 +10,9 @@
 
 #define _cleanup_(f)  __attribute__((cleanup(f)))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+/* A macro's value as a string literal (a default written once, as a number and in a settings table). */
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x)  STRINGIFY_(x)
 
 /* Hands ownership of a pointer over: returns it and sets the variable to NULL. */
 #define TAKE_PTR(p)                            \

@@ -19,7 +19,9 @@
 #include "spotdrain/imds.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/surge.h"
 
 #define ID_BACKOFF_BASE (200ULL * 1000ULL)
@@ -81,7 +83,6 @@ struct agent {
          * agent.asg_name or IMDS at start) and the client of its calls, made at the first call. */
         char *hook_name, *asg_name, *asg_endpoint;
         struct agent_hook *hook;
-        struct dispatch_options dispatch_options;
         struct dispatch *dispatch; /* made once the node and instance are known */
         void (*on_ready)(struct agent *a, void *userdata);
         void (*on_tick)(struct agent *a, void *userdata);
@@ -724,15 +725,7 @@ int agent_new(struct loop *l, struct imds_client *imds, struct kube_client *kube
                 return -ENOMEM;
         /* Deadlines the agent documents: the IMDS document's (an interruption without one is drained
          * at once). */
-        struct dispatch_options dopt = {
-                .rebalance_revert_usec =
-                    o->rebalance_revert_usec ? o->rebalance_revert_usec : AGENT_DEFAULT_REVERT_USEC,
-                .min_budget_usec = o->min_budget_usec,
-                .maintenance_lead_usec =
-                    o->maintenance_lead_usec ? o->maintenance_lead_usec : AGENT_DEFAULT_MAINT_LEAD_USEC,
-        };
-        if (o->notices)
-                dispatch_actions_from_settings(o->notices, &dopt);
+        struct dispatch_options dopt = o->dispatch;
         /* Before the hook's HeartbeatTimeout (agent.asg_deadline_seconds says what it is) runs out. */
         if (a->hook_name)
                 dopt.heartbeat_usec =
@@ -816,81 +809,28 @@ void agent_stats(const struct agent *a, struct agent_stats *ret)
 
 /* ---- actions on Kubernetes ---- */
 
-static void on_kube_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        const char *what = userdata;
-        if (r->error < 0)
-                log_full_reason(LOG_ERR, r->error, r->message, NULL, "agent: %s failed", what);
-}
-
 static int kube_drain(void *userdata, const struct agent_drain_request *req)
 {
-        struct kube_client *c = userdata;
-        struct kube_taint t = {
-                .key = (char *)SPOTDRAIN_TAINT_INTERRUPTION,
-                .value = (char *)notice_kind_to_string(req->notice->kind),
-                .effect = (char *)"NoSchedule",
-        };
-        int r;
-
-        r = kube_node_cordon(c, req->node, true, on_kube_done, (void *)"cordon", NULL);
+        int r = node_cordon(userdata, req->node, true, NULL, (void *)"cordon", NULL);
         if (r < 0)
                 return r;
-        return kube_node_taint(c, req->node, &t, true, on_kube_done, (void *)"interruption taint", NULL);
+        return node_drain_taint(userdata, req->node, NULL, notice_kind_to_string(req->notice->kind), false,
+                                true, NULL, (void *)"interruption taint", NULL);
 }
-
-static int kube_lb_include(struct kube_client *c, const char *node);
 
 static int kube_soft_taint(void *userdata, const char *node, bool add)
 {
-        struct kube_taint t = {
-                .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
-                .value = (char *)"rebalance-recommendation",
-                .effect = (char *)"PreferNoSchedule",
-        };
-        /* A rebalance drains nothing, so its revert finds the label only where an earlier drain of the node
-         * left it: that one is undone as well. */
-        int r = add ? 0 : kube_lb_include(userdata, node);
-        if (r < 0)
-                return r;
-        return kube_node_taint(userdata, node, &t, add, on_kube_done,
-                               add ? (void *)"rebalance soft taint" : (void *)"removing the soft taint",
-                               NULL);
-}
-
-/* The load balancers' label goes where the drain is undone, but only the one spotdrain set. */
-static int kube_lb_include(struct kube_client *c, const char *node)
-{
-        return kube_node_label_owned(c, node, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE,
-                                     false, on_kube_done, (void *)"removing the load balancers' label",
-                                     NULL);
-}
-
-static int uncordon_with_key(struct kube_client *c, const char *node, const char *taint_key)
-{
-        struct kube_taint t = { .key = (char *)taint_key };
-        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
-        int r = kube_node_taint(c, node, &t, false, on_kube_done, (void *)"removing the interruption taint",
-                                NULL);
-        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
-        if (r >= 0)
-                r = kube_node_set_meta(c, node, true, keys, values, 1, on_kube_done,
-                                       (void *)"removing the drain record", NULL);
-        if (r >= 0)
-                r = kube_lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_cordon(c, node, false, on_kube_done, (void *)"uncordon", NULL);
+        return node_rebalance(userdata, node, add);
 }
 
 static int kube_uncordon(void *userdata, const char *node)
 {
-        return uncordon_with_key(userdata, node, SPOTDRAIN_TAINT_INTERRUPTION);
+        return node_undrain(userdata, node, NULL);
 }
 
 static int kube_cordon(void *userdata, const char *node)
 {
-        return kube_node_cordon(userdata, node, true, on_kube_done, (void *)"cordon", NULL);
+        return node_cordon(userdata, node, true, NULL, (void *)"cordon", NULL);
 }
 
 static int kube_replacement(void *userdata, const char *node, const struct notice *n)
@@ -918,11 +858,21 @@ struct agent_engine {
         struct drain_exec *running;
         struct drain_exec *last;           /* finished; kept for its result */
         struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
+        struct prov_frontend *prov;        /* replacement capacity; NULL: none */
         uint64_t deadline;
         unsigned started, finished;
         void (*done)(void *userdata, bool drained);
         void *done_userdata;
+        struct agent_engine_watch watch;
 };
+
+/* x goes: the watcher lets go of it first. */
+static struct drain_exec *engine_release(struct agent_engine *e, struct drain_exec *x)
+{
+        if (x && e->watch.released)
+                e->watch.released(e->watch.userdata, x);
+        return drain_exec_free(x);
+}
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
 {
@@ -936,11 +886,13 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                  "agent: drain ended: %s (%u evicted, %u forced, %u left)%s%s", outcome, res->evicted,
                  res->forced, res->left, res->message ? ": " : "", res->message ? res->message : "");
         /* done must not free x: the previous finished one goes now, this one is kept for its result. */
-        drain_exec_free(e->last);
+        engine_release(e, e->last);
         e->last = e->running;
         e->running = NULL;
         /* The stops this drain saw go out now: the node may be gone soon. */
         drain_estimates_release(e->estimates);
+        if (e->watch.ended)
+                e->watch.ended(e->watch.userdata, x, res);
         if (e->done)
                 e->done(e->done_userdata, res->outcome == DRAIN_EXEC_DRAINED);
 }
@@ -948,38 +900,35 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct agent_engine *e = userdata;
-        struct drain_exec_options o = {};
+        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
+         * as a controller's one ledger would have them. */
+        struct node_drainer d = { .kube = e->kube,
+                                  .bus = e->bus,
+                                  .cfg = e->cfg,
+                                  .metrics = e->metrics,
+                                  .prov = e->prov,
+                                  .estimates = e->estimates,
+                                  .follow_peers = true,
+                                  .self_namespace = req->self_namespace,
+                                  .self_name = req->self_name };
         struct drain_exec *x = NULL;
         int r;
 
         if (e->running && req->deadline_usec >= e->deadline)
                 return 0; /* already draining by an earlier or the same deadline */
-        if (e->cfg)
-                drain_exec_options_from_config(e->cfg, &o);
-        o.node = req->node;
-        o.kind = notice_kind_to_string(req->notice->kind);
-        o.instance_id = req->notice->instance_id;
-        o.event_id = req->notice->event_id;
-        o.notice_usec = req->notice->notice_time;
-        o.deadline_usec = req->deadline_usec;
-        o.self_namespace = req->self_namespace;
-        o.self_name = req->self_name;
-        o.metrics = e->metrics;
-        o.estimates = e->estimates;
         /* Read now, not while idle: the first verdict waits for it (within a bound). */
         if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
                 log_debug_errno(r, "agent: cannot read the kept estimates");
-        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
-         * as a controller's one ledger would have them. */
-        o.follow_peers = true;
-        r = drain_exec_start(e->kube, e->bus, &o, on_drain_done, e, &x);
+        r = node_drain_start(&d, req->node, req->notice, req->deadline_usec, on_drain_done, e, &x);
         if (r < 0)
                 return r;
         /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
-        drain_exec_free(e->running);
+        engine_release(e, e->running);
         e->running = x;
         e->deadline = req->deadline_usec;
         e->started++;
+        if (e->watch.started)
+                e->watch.started(e->watch.userdata, x);
         return 0;
 }
 
@@ -1004,18 +953,19 @@ static int engine_soft_taint(void *userdata, const char *node, bool add)
 
 static int engine_replacement(void *userdata, const char *node, const struct notice *n)
 {
-        return kube_replacement(((struct agent_engine *)userdata)->kube, node, n);
+        struct agent_engine *e = userdata;
+        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
+        return e->prov ? prov_frontend_request(e->prov, node, n) : kube_replacement(e->kube, node, n);
 }
 
 static int engine_uncordon(void *userdata, const char *node)
 {
         struct agent_engine *e = userdata;
-        e->running = drain_exec_free(e->running);
+        e->running = engine_release(e, e->running);
         drain_estimates_release(e->estimates);
         /* The engine's taint, under the key the configuration may have changed. */
-        return uncordon_with_key(e->kube, node,
-                                 e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key
-                                                                             : SPOTDRAIN_TAINT_INTERRUPTION);
+        return node_undrain(e->kube, node,
+                            e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key : NULL);
 }
 
 static int engine_cordon(void *userdata, const char *node)
@@ -1054,8 +1004,8 @@ struct agent_engine *agent_engine_free(struct agent_engine *e)
 {
         if (!e)
                 return NULL;
-        drain_exec_free(e->running);
-        drain_exec_free(e->last);
+        engine_release(e, e->running);
+        engine_release(e, e->last);
         drain_estimates_free(e->estimates);
         free(e);
         return NULL;
@@ -1083,10 +1033,32 @@ int agent_engine_learn(struct agent_engine *e, const char *node, const char *nam
         return drain_estimates_start(e->kube, &o, &e->estimates);
 }
 
+static void engine_ended(void *userdata, bool drained)
+{
+        agent_drain_ended(userdata, drained);
+}
+
+void agent_follow_engine(struct agent *a, struct agent_engine *e)
+{
+        if (e)
+                agent_engine_on_done(e, a ? engine_ended : NULL, a);
+}
+
 void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained), void *userdata)
 {
         e->done = done;
         e->done_userdata = userdata;
+}
+
+void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov)
+{
+        if (e)
+                e->prov = prov;
+}
+
+void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w)
+{
+        e->watch = w ? *w : (struct agent_engine_watch){};
 }
 
 struct drain_exec *agent_engine_drain(struct agent_engine *e)

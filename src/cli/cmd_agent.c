@@ -175,11 +175,6 @@ static void on_ready(struct agent *a, void *userdata)
         (void)ops_notify_ready(status ? status : "polling IMDS");
 }
 
-static void on_drain_ended(void *userdata, bool drained)
-{
-        agent_drain_ended(userdata, drained);
-}
-
 static int parse_seconds(const char *s, uint64_t *ret)
 {
         char *end;
@@ -191,59 +186,6 @@ static int parse_seconds(const char *s, uint64_t *ret)
         *ret = (uint64_t)(v * 1e6);
         return 0;
 }
-
-/* ---- provisioning: the engine's actions, with replacement capacity asked for ---- */
-
-struct agent_prov {
-        struct agent_engine *engine;
-        struct prov_frontend *prov;
-};
-
-static int prov_drain(void *userdata, const struct agent_drain_request *req)
-{
-        struct agent_prov *ap = userdata;
-        int r;
-
-        /* An interruption no rebalance recommendation announced, or a scheduled change: capacity is asked
-         * for with the drain (the provisioner's triggers decide, and it launches once per instance). */
-        if ((r = prov_frontend_request(ap->prov, req->node, req->notice)) < 0)
-                log_warning_errno(r, "cannot request replacement capacity for %s", req->node);
-        return agent_engine_actions.drain(ap->engine, req);
-}
-
-static int prov_soft_taint(void *userdata, const char *node, bool add)
-{
-        return agent_engine_actions.soft_taint(((struct agent_prov *)userdata)->engine, node, add);
-}
-
-static int prov_replacement(void *userdata, const char *node, const struct notice *n)
-{
-        return prov_frontend_request(((struct agent_prov *)userdata)->prov, node, n);
-}
-
-static int prov_uncordon(void *userdata, const char *node)
-{
-        return agent_engine_actions.uncordon(((struct agent_prov *)userdata)->engine, node);
-}
-
-static int prov_cordon(void *userdata, const char *node)
-{
-        return agent_engine_actions.cordon(((struct agent_prov *)userdata)->engine, node);
-}
-
-static void prov_notice_seen(void *userdata, const char *node, const struct notice *n)
-{
-        agent_engine_actions.notice_seen(((struct agent_prov *)userdata)->engine, node, n);
-}
-
-static const struct agent_actions agent_prov_actions = {
-        .drain = prov_drain,
-        .soft_taint = prov_soft_taint,
-        .replacement_request = prov_replacement,
-        .uncordon = prov_uncordon,
-        .cordon = prov_cordon,
-        .notice_seen = prov_notice_seen,
-};
 
 #define NO_TCACHE "glibc.malloc.tcache_count=0"
 
@@ -296,7 +238,6 @@ int cmd_agent(int argc, char **argv)
         struct loop *l;
         _cleanup_(imds_client_freep) struct imds_client *imds = NULL;
         _cleanup_(agent_freep) struct agent *a = NULL;
-        struct agent_prov ap = {};
         struct ops ops = {};
         uint64_t interval;
         int c, r;
@@ -361,10 +302,6 @@ int cmd_agent(int argc, char **argv)
         /* Flags win over the configuration. */
         if (!ttl)
                 ttl = cfg->imds.token_ttl_usec;
-        if (!revert)
-                revert = cfg->agent.rebalance_revert_usec;
-        if (!lead)
-                lead = cfg->agent.maintenance_lead_usec;
         if (!asg)
                 asg = cfg->agent.asg_deadline_usec;
         v1 = v1 || cfg->imds.allow_v1;
@@ -391,7 +328,6 @@ int cmd_agent(int argc, char **argv)
                             &imds);
         if (r < 0)
                 return log_error_errno(r, "bad IMDS endpoint"), EXIT_USAGE;
-        ap = (struct agent_prov){ .engine = service_engine(svc), .prov = service_provision(svc) };
 
         interval = poll ? poll : cfg->imds.poll_interval_usec;
         /* Unhealthy when most polls of the last minute found IMDS silent. */
@@ -409,30 +345,29 @@ int cmd_agent(int argc, char **argv)
                             .budget = budget,
                             .engine = service_engine(svc) };
 
-        r = agent_new(
-            l, imds, service_kube(svc),
-            &(struct agent_options){ .node_name = node                            ? node
-                                                  : !isempty(getenv("NODE_NAME")) ? NULL
-                                                                                  : cfg->agent.node_name,
-                                     .region = cfg->aws.region,
-                                     .poll_interval_usec = interval,
-                                     .rebalance_revert_usec = revert,
-                                     .maintenance_lead_usec = lead,
-                                     .min_budget_usec = cfg->drain.min_budget_usec,
-                                     .notices = &cfg->notices,
-                                     .asg_deadline_usec = asg,
-                                     .lifecycle_hook_name = cfg->agent.lifecycle_hook_name,
-                                     .asg_name = cfg->agent.asg_name,
-                                     .heartbeat_interval_usec = cfg->agent.heartbeat_interval_usec,
-                                     .on_ready = on_ready,
-                                     .on_tick = on_tick,
-                                     .userdata = &ops },
-            ap.prov ? &agent_prov_actions : &agent_engine_actions, ap.prov ? (void *)&ap : ap.engine, &a);
+        /* The flags win over the configuration. */
+        struct dispatch_options dopt = { .rebalance_revert_usec = revert, .maintenance_lead_usec = lead };
+        dispatch_options_from_config(cfg, &dopt);
+        r = agent_new(l, imds, service_kube(svc),
+                      &(struct agent_options){ .node_name = node ? node
+                                                            : !isempty(getenv("NODE_NAME"))
+                                                                ? NULL
+                                                                : cfg->agent.node_name,
+                                               .region = cfg->aws.region,
+                                               .poll_interval_usec = interval,
+                                               .dispatch = dopt,
+                                               .asg_deadline_usec = asg,
+                                               .lifecycle_hook_name = cfg->agent.lifecycle_hook_name,
+                                               .asg_name = cfg->agent.asg_name,
+                                               .heartbeat_interval_usec = cfg->agent.heartbeat_interval_usec,
+                                               .on_ready = on_ready,
+                                               .on_tick = on_tick,
+                                               .userdata = &ops },
+                      &agent_engine_actions, service_engine(svc), &a);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the agent"), EXIT_ERROR;
         /* The end of each drain completes the lifecycle action (agent.lifecycle_hook_name). */
-        if (!isempty(cfg->agent.lifecycle_hook_name) && ap.engine)
-                agent_engine_on_done(ap.engine, on_drain_ended, a);
+        agent_follow_engine(a, service_engine(svc));
 
         log_info("spotdrain agent starting: IMDS at %s", imds_client_endpoint(imds));
         loop_set_stop_handler(l, on_stop_signal, svc);
@@ -443,8 +378,7 @@ int cmd_agent(int argc, char **argv)
                 log_error_errno(r, "cannot start the agent");
         (void)ops_notify_stopping();
         /* The engine outlives the agent (service_stop): no drain's end may reach it after this. */
-        if (ap.engine)
-                agent_engine_on_done(ap.engine, NULL, NULL);
+        agent_follow_engine(NULL, service_engine(svc));
         a = agent_free(a);
         service_stop(svc);
         log_info("spotdrain agent stopped");

@@ -9,15 +9,17 @@
  * Notices reach the engine the same way whatever delivered them (notice_received() tells, start_drain()
  * acts), each through the one dispatcher (dispatch.h) — the agent's, the controller's, or direct's own:
  *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
- *    metadata service on the simulator's IMDS surface (imds_surface.h) and speaking to the API with a
- *    client (and rate limit) of its own, exactly as the DaemonSet would;
+ *    metadata service on the simulator's IMDS surface (imds_surface.h) and acting through spotdrain
+ *    agent's own actions (agent_engine_actions: the drain, the soft taint, the undo) with a client (and
+ *    rate limit) of its own, exactly as the DaemonSet would; its drains are followed for the timeline;
  *  - "sqs" (controller mode): the real controller (controller.h) long-polls the simulator's SQS queue, where
  *    each notice arrives as the EventBridge event EC2 would send; the controller drains through the engine
  *    itself, so its drains are followed through their alerts;
  *  - "direct" (--delivery direct): a short timer on the engine clock reads the model's notices
  *    (sim_node_notice), turns each new one into a struct notice and submits it to a dispatcher that
  *    knows every scenario node's instance.
- * Rebalance recommendations are told (notice-received) and ask for capacity, no soft taint. */
+ * Rebalance recommendations are told (notice-received) and ask for capacity; the agents and the controller
+ * also set the soft taint (and revert it), direct delivery does not. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -47,6 +49,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/service.h"
@@ -70,6 +73,7 @@ struct sim_drain {
         struct simulate *sm;
         char *node;
         struct drain_exec *x;
+        bool borrowed; /* x is an agent engine's (it frees it) */
         bool done;
         bool cordon_shown, plan_shown;
         unsigned left_shown; /* pods left at the last progress line; UINT_MAX before the first */
@@ -85,8 +89,10 @@ struct sim_node_seen {
  * the DaemonSet's pods have. */
 struct sim_agent {
         struct simulate *sm;
+        const char *node;
         struct imds_client *imds;
         struct kube_client *client;
+        struct agent_engine *engine; /* the actions of spotdrain agent, on this agent's client */
         struct agent *agent;
 };
 
@@ -211,7 +217,8 @@ static struct sim_drain *sim_drain_free(struct sim_drain *d)
 {
         if (!d)
                 return NULL;
-        drain_exec_free(d->x);
+        if (!d->borrowed)
+                drain_exec_free(d->x);
         free(d->node);
         free(d);
         return NULL;
@@ -237,47 +244,45 @@ static struct sim_drain *find_drain(const struct simulate *sm, const char *node)
         return NULL;
 }
 
-static int start_drain(struct simulate *sm, struct kube_client *client, const char *node,
-                       const struct notice *n)
+/* A drain of node to follow, with room for it in sm->drains (the caller adds it). */
+static struct sim_drain *sim_drain_new(struct simulate *sm, const char *node)
 {
-        struct drain_exec_options o = { 0 };
-        struct sim_drain **a, *d;
+        struct sim_drain *d = calloc(1, sizeof(*d)),
+                         **a = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*a));
+
+        if (a)
+                sm->drains = a;
+        if (!d || !a || !(d->node = strdup(node))) {
+                free(d);
+                return NULL;
+        }
+        d->sm = sm;
+        d->left_shown = UINT_MAX;
+        return d;
+}
+
+static int start_drain(struct simulate *sm, struct kube_client *client, const char *node,
+                       const struct notice *n, uint64_t deadline)
+{
+        /* Agents go behind the drains of other nodes, as the DaemonSet's do; direct delivery stands for one
+         * process draining every node, its drains sharing one ledger. */
+        struct node_drainer nd = { .kube = client,
+                                   .bus = sm->bus,
+                                   .cfg = sm->cfg,
+                                   .metrics = sm->metrics,
+                                   .prov = sm->prov,
+                                   .shared_ledger = streq(sm->delivery, "direct") ? &sm->ledger : NULL,
+                                   .follow_peers = streq(sm->delivery, "imds") };
+        struct sim_drain *d;
         int r;
 
         /* A second notice for a node already draining: the drain under way carries on. */
         if (find_drain(sm, node))
                 return 0;
-        d = calloc(1, sizeof(*d));
+        d = sim_drain_new(sm, node);
         if (!d)
                 return -ENOMEM;
-        d->sm = sm;
-        d->left_shown = UINT_MAX;
-        d->node = strdup(node);
-        a = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*a));
-        if (!d->node || !a) {
-                sim_drain_free(d);
-                return -ENOMEM;
-        }
-        sm->drains = a;
-        drain_exec_options_from_config(sm->cfg, &o);
-        o.node = d->node;
-        o.kind = notice_kind_to_string(n->kind);
-        o.instance_id = n->instance_id;
-        o.event_id = n->event_id;
-        o.notice_usec = n->notice_time;
-        o.deadline_usec = n->deadline;
-        o.metrics = sm->metrics;
-        /* Agents go behind the drains of other nodes, as the DaemonSet's do (agent_engine_actions). */
-        o.follow_peers = streq(sm->delivery, "imds");
-        if (streq(sm->delivery, "direct")) {
-                if (!sm->ledger) {
-                        r = drain_ledger_new(sm->client, o.retry_floor_usec, &sm->ledger);
-                        if (r < 0)
-                                log_debug_errno(r, "simulate: no shared ledger, each drain keeps its own");
-                }
-                o.ledger = sm->ledger;
-        }
-        r = drain_exec_start(client, sm->bus, &o, drain_done, d, &d->x);
+        r = node_drain_start(&nd, d->node, n, deadline, drain_done, d, &d->x);
         if (r >= 0 && sm->rec)
                 r = report_rec_follow(sm->rec, sm->loop, d->x);
         if (r < 0) {
@@ -317,15 +322,8 @@ static int direct_replacement(void *userdata, const char *node, const struct not
 static int drain_through(struct simulate *sm, struct kube_client *client, const char *node,
                          const struct notice *n, uint64_t deadline)
 {
-        struct notice dn = *n;
-        int r;
-
-        /* An interruption no rebalance recommendation announced: capacity is asked for with the drain. */
-        if ((r = direct_replacement(sm, node, n)) < 0)
-                log_debug_errno(r, "replacement request for %s failed", node);
         /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
-        dn.deadline = deadline;
-        r = start_drain(sm, client, node, &dn);
+        int r = start_drain(sm, client, node, n, deadline);
         if (r < 0)
                 log_error_errno(r, "cannot start draining %s", node);
         return r;
@@ -337,17 +335,10 @@ static int direct_drain(void *userdata, const char *node, const struct notice *n
         return drain_through(sm, sm->client, node, n, deadline);
 }
 
-static void on_cordon_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        if (r->error < 0)
-                log_error_errno(r->error, "cannot cordon %s: %s", (const char *)userdata,
-                                r->message ? r->message : "no message");
-}
-
 /* A notice whose kind's action is cordon (notices.KIND.action). */
 static int cordon_through(struct kube_client *client, const char *node)
 {
-        return kube_node_cordon(client, node, true, on_cordon_done, (void *)"the node", NULL);
+        return node_cordon(client, node, true, NULL, (void *)"cordon", NULL);
 }
 
 static int direct_cordon(void *userdata, const char *node)
@@ -364,9 +355,8 @@ static const struct dispatch_ops sim_direct_ops = {
 
 static int start_direct(struct simulate *sm)
 {
-        struct dispatch_options dopt = { .maintenance_lead_usec = sm->cfg->agent.maintenance_lead_usec,
-                                         .min_budget_usec = sm->cfg->drain.min_budget_usec };
-        dispatch_actions_from_settings(&sm->cfg->notices, &dopt);
+        struct dispatch_options dopt = {};
+        dispatch_options_from_config(sm->cfg, &dopt);
         int r = dispatch_new(sm->loop, &dopt, &sim_direct_ops, sm, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
@@ -377,33 +367,55 @@ static int start_direct(struct simulate *sm)
         return 0;
 }
 
-static void agent_notice_seen(void *userdata, const char *node, const struct notice *n)
-{
-        direct_notice_seen(((struct sim_agent *)userdata)->sm, node, n);
-}
-
-static int agent_drain(void *userdata, const struct agent_drain_request *req)
+/* Each agent acts through the engine's actions, as spotdrain agent does; its drains are followed here for
+ * the timeline and the report. */
+static void sim_agent_drain_started(void *userdata, struct drain_exec *x)
 {
         struct sim_agent *sa = userdata;
-        return drain_through(sa->sm, sa->client, req->node, req->notice, req->deadline_usec);
+        struct simulate *sm = sa->sm;
+        struct sim_drain *d = find_drain(sm, sa->node);
+
+        if (!d) {
+                d = sim_drain_new(sm, sa->node);
+                if (!d) {
+                        sm->error = log_error_errno(-ENOMEM, "out of memory");
+                        loop_exit(sm->loop, EXIT_ERROR);
+                        return;
+                }
+                sm->drains[sm->n_drains++] = d;
+        }
+        d->x = x;
+        d->borrowed = true;
+        d->done = false;
+        if (sm->rec && report_rec_follow(sm->rec, sm->loop, x) < 0)
+                log_warning("simulate: the report does not follow the drain of %s", sa->node);
 }
 
-static int agent_replacement(void *userdata, const char *node, const struct notice *n)
+static void sim_agent_drain_ended(void *userdata, struct drain_exec *x, const struct drain_exec_result *r)
 {
-        return direct_replacement(((struct sim_agent *)userdata)->sm, node, n);
+        struct sim_agent *sa = userdata;
+        struct sim_drain *d = find_drain(sa->sm, sa->node);
+
+        if (!d || d->x != x)
+                return;
+        d->done = true;
+        if (r->outcome == DRAIN_EXEC_ERROR)
+                timeline(sa->sm, scenario_seconds(sa->sm, clk_now()), d->node, "drain failed: %s",
+                         r->message ? r->message : strerror(-r->error));
 }
 
-static int agent_cordon(void *userdata, const char *node)
+/* The engine frees x (replaced by an earlier deadline, or stopped): nothing waits for it any more. */
+static void sim_agent_drain_released(void *userdata, struct drain_exec *x)
 {
-        return cordon_through(((struct sim_agent *)userdata)->client, node);
-}
+        struct sim_agent *sa = userdata;
+        struct sim_drain *d = find_drain(sa->sm, sa->node);
 
-static const struct agent_actions sim_agent_actions = {
-        .drain = agent_drain,
-        .cordon = agent_cordon,
-        .replacement_request = agent_replacement,
-        .notice_seen = agent_notice_seen,
-};
+        report_rec_unfollow(sa->sm->rec, x);
+        if (d && d->x == x) {
+                d->x = NULL;
+                d->done = true;
+        }
+}
 
 static int start_agents(struct simulate *sm)
 {
@@ -419,17 +431,27 @@ static int start_agents(struct simulate *sm)
                 struct sim_agent *sa = &sm->agents[i];
                 struct imds_options io = { .endpoint = sim_imds_url(sm->imds, i) };
                 struct agent_options ao = { .node_name = sim_node_name(sm->sim, i),
-                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec,
-                                            .min_budget_usec = sm->cfg->drain.min_budget_usec,
-                                            .notices = &sm->cfg->notices };
+                                            .poll_interval_usec = sm->cfg->imds.poll_interval_usec };
 
+                /* The dispatcher of `spotdrain agent`, from the same configuration. */
+                dispatch_options_from_config(sm->cfg, &ao.dispatch);
                 sa->sm = sm;
+                sa->node = sim_node_name(sm->sim, i);
                 r = imds_client_new(sm->loop, &io, &sa->imds);
                 if (r >= 0)
                         r = service_kube_new(sm->svc, &sa->client);
                 if (r >= 0)
-                        r = agent_new(sm->loop, sa->imds, sa->client, &ao, &sim_agent_actions, sa,
+                        r = agent_engine_new(sa->client, sm->bus, sm->cfg, sm->metrics, &sa->engine);
+                if (r >= 0) {
+                        agent_engine_set_provision(sa->engine, sm->prov);
+                        agent_engine_watch(
+                            sa->engine, &(struct agent_engine_watch){ .started = sim_agent_drain_started,
+                                                                      .ended = sim_agent_drain_ended,
+                                                                      .released = sim_agent_drain_released,
+                                                                      .userdata = sa });
+                        r = agent_new(sm->loop, sa->imds, sa->client, &ao, &agent_engine_actions, sa->engine,
                                       &sa->agent);
+                }
                 if (r >= 0)
                         r = agent_start(sa->agent);
                 if (r < 0)
@@ -1095,6 +1117,9 @@ static void teardown(struct simulate *sm)
         for (size_t i = 0; sm->agents && i < sm->n_nodes; i++) {
                 agent_free(sm->agents[i].agent);
                 imds_client_free(sm->agents[i].imds);
+                /* Its drains go with it; the timeline is over. */
+                agent_engine_watch(sm->agents[i].engine, NULL);
+                agent_engine_free(sm->agents[i].engine);
         }
         sim_imds_stop(sm->imds);
         /* Provisioning and /metrics, before the EC2 surface goes. */

@@ -59,6 +59,8 @@ int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *
 /* Follows the plans of x too (borrowed; call report_rec_finish() before freeing it) for each pod's last
  * safe moment, looking at the latest plans every 200 ms on loop l. */
 int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec *x);
+/* x is about to be freed (an engine replaced or stopped it): no longer followed. NULL-safe. */
+void report_rec_unfollow(struct report_rec *rec, const struct drain_exec *x);
 /* Lets the loop run until every pod seen stopping was seen gone too, at most bound_usec: the drain's own
  * watch may have seen its last pod go a moment before the recorder's. 0, or -ETIMEDOUT. */
 int report_rec_settle(struct report_rec *rec, struct loop *l, uint64_t bound_usec);

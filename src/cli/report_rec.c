@@ -261,6 +261,17 @@ int report_rec_follow(struct report_rec *rec, struct loop *l, struct drain_exec 
         return r;
 }
 
+void report_rec_unfollow(struct report_rec *rec, const struct drain_exec *x)
+{
+        for (size_t i = 0; rec && i < rec->n_follow; i++)
+                if (rec->follow[i] == x) {
+                        memmove(&rec->follow[i], &rec->follow[i + 1],
+                                (rec->n_follow - i - 1) * sizeof(*rec->follow));
+                        rec->n_follow--;
+                        break;
+                }
+}
+
 int report_rec_start(struct report *r, struct kube_client *c, struct alert_bus *bus, const char *node,
                      uint64_t origin_usec, struct report_rec **ret)
 {

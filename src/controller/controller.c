@@ -21,6 +21,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sqs.h"
@@ -876,35 +877,22 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                 dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
-static int op_replacement_request(void *userdata, const char *node, const struct notice *n);
-
 static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
 {
         struct controller *c = userdata;
-        struct drain_exec_options o = {};
+        /* One process drains every node: one ledger (made with the first drain; a follower never needs it)
+         * for all its drains, planned with the kept stop times. */
+        struct node_drainer nd = { .kube = c->kube,
+                                   .bus = c->bus,
+                                   .cfg = c->cfg,
+                                   .metrics = c->o.metrics,
+                                   .prov = c->prov,
+                                   .shared_ledger = &c->ledger,
+                                   .shared_estimates = c->estimates };
         struct cdrain *d = cdrain_find(c, node), **v;
         struct drain_exec *x = NULL;
         int r;
 
-        /* An interruption with no replacement under way (no rebalance came first) or a scheduled change:
-         * capacity is asked for now, alongside the drain. */
-        if ((n->kind == NOTICE_SPOT_INTERRUPTION || n->kind == NOTICE_SCHEDULED_CHANGE) &&
-            (r = op_replacement_request(c, node, n)) < 0)
-                log_debug_errno(r, "controller: replacement request for %s failed", node);
-        if (c->cfg)
-                drain_exec_options_from_config(c->cfg, &o);
-        o.node = node;
-        o.kind = notice_kind_to_string(n->kind);
-        o.instance_id = n->instance_id;
-        o.event_id = n->event_id;
-        o.notice_usec = n->notice_time;
-        o.deadline_usec = deadline;
-        /* Made with the first drain (a follower never needs it); without it each drain has its own. */
-        if (!c->ledger && (r = drain_ledger_new(c->kube, o.retry_floor_usec, &c->ledger)) < 0)
-                log_debug_errno(r, "controller: no shared drain ledger");
-        drain_ledger_use_shutdowns(c->ledger, drain_estimates_store(c->estimates));
-        o.ledger = c->ledger;
-        o.metrics = c->o.metrics;
         if (!d) {
                 v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
                 if (!v)
@@ -918,7 +906,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                 d->c = c;
                 c->drains[c->n_drains++] = d;
         }
-        r = drain_exec_start(c->kube, c->bus, &o, on_drain_done, d, &x);
+        r = node_drain_start(&nd, node, n, deadline, on_drain_done, d, &x);
         if (r < 0) {
                 if (!d->x)
                         cdrain_remove(c, d);
@@ -942,64 +930,27 @@ static void op_drain_stop(void *userdata, const char *node)
                 cdrain_remove(c, d);
 }
 
-static void on_kube_done(struct kube_client *k, struct kube_result *r, void *userdata)
-{
-        if (r->error < 0)
-                log_warning_reason(r->error, r->message, "%s failed", (const char *)userdata);
-}
-
-/* The load balancers' label (drain.exclude_from_load_balancers) goes, but only the one spotdrain set. */
-static int lb_include(struct controller *c, const char *node)
-{
-        return kube_node_label_owned(c->kube, node, SPOTDRAIN_LABEL_EXCLUDE_LB,
-                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, false, on_kube_done,
-                                     (void *)"removing the load balancers' label", NULL);
-}
-
 static int op_soft_taint(void *userdata, const char *node, bool add)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_REBALANCE,
-                                .value = (char *)"rebalance-recommendation",
-                                .effect = (char *)"PreferNoSchedule" };
         if (add)
                 log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
                            SPOTDRAIN_TAINT_REBALANCE);
-        /* A rebalance drains nothing; its revert undoes the load balancers' label an earlier drain of the
-         * node may have left, when spotdrain set it. */
-        int r = add ? 0 : lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_taint(c->kube, node, &t, add, on_kube_done,
-                               add ? (void *)"rebalance taint" : (void *)"removing the rebalance taint",
-                               NULL);
+        return node_rebalance(c->kube, node, add);
 }
 
 /* A canceled scheduled change whose drain had begun (the drain is stopped already). */
 static int op_uncordon(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        struct kube_taint t = { .key = (char *)(c->cfg && !isempty(c->cfg->drain.taint_key)
-                                                    ? c->cfg->drain.taint_key
-                                                    : SPOTDRAIN_TAINT_INTERRUPTION) };
-        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { NULL };
-        int r = kube_node_taint(c->kube, node, &t, false, on_kube_done, (void *)"removing the drain taint",
-                                NULL);
-        /* The drain is over: its record goes too, so that it never speaks for a later cordon. */
-        if (r >= 0)
-                r = kube_node_set_meta(c->kube, node, true, keys, values, 1, on_kube_done,
-                                       (void *)"removing the drain record", NULL);
-        if (r >= 0)
-                r = lb_include(c, node);
-        if (r < 0)
-                return r;
-        return kube_node_cordon(c->kube, node, false, on_kube_done, (void *)"uncordon", NULL);
+        return node_undrain(c->kube, node,
+                            c->cfg && !isempty(c->cfg->drain.taint_key) ? c->cfg->drain.taint_key : NULL);
 }
 
 static int op_cordon(void *userdata, const char *node)
 {
         struct controller *c = userdata;
-        return kube_node_cordon(c->kube, node, true, on_kube_done, (void *)"cordon", NULL);
+        return node_cordon(c->kube, node, true, NULL, (void *)"cordon", NULL);
 }
 
 /* The node as the informer has it last (its Ready condition kept: whether a rebooted or launched node is
@@ -1771,18 +1722,11 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
 
         /* The configuration's rebalance revert and maintenance lead, unless the caller chose. */
         struct dispatch_options dopt = o->dispatch;
-        if (o->cfg && !dopt.rebalance_revert_usec)
-                dopt.rebalance_revert_usec = o->cfg->agent.rebalance_revert_usec;
-        if (o->cfg && !dopt.maintenance_lead_usec)
-                dopt.maintenance_lead_usec = o->cfg->agent.maintenance_lead_usec;
-        if (o->cfg && !dopt.min_budget_usec)
-                dopt.min_budget_usec = o->cfg->drain.min_budget_usec;
+        dispatch_options_from_config(o->cfg, &dopt);
         if (o->cfg && !dopt.heartbeat_usec)
                 dopt.heartbeat_usec = o->cfg->controller.heartbeat_interval_usec;
         if (o->cfg && !dopt.heartbeat_until_usec)
                 dopt.heartbeat_until_usec = o->cfg->controller.heartbeat_until_usec;
-        if (o->cfg)
-                dispatch_actions_from_settings(&o->cfg->notices, &dopt);
         r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
         if (r < 0)
                 return r;

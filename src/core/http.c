@@ -464,9 +464,11 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
         return 0;
 }
 
+static void http_loop_cleanup(struct loop *l);
+
 static int http_ctx_get(struct loop *l, struct http_ctx **ret)
 {
-        void **slot = loop_http_state(l);
+        void **slot = loop_http_state(l, http_loop_cleanup);
         struct http_ctx *ctx = *slot;
 
         if (ctx) {
@@ -512,9 +514,9 @@ static void pem_files_free(struct pem_file *f)
         }
 }
 
-void http_loop_cleanup(struct loop *l)
+static void http_loop_cleanup(struct loop *l)
 {
-        void **slot = loop_http_state(l);
+        void **slot = loop_http_state(l, http_loop_cleanup);
         struct http_ctx *ctx = *slot;
 
         if (!ctx)

@@ -19,8 +19,9 @@ struct loop {
         bool stopping;
         loop_stop_fn stop_fn;
         void *stop_userdata;
-        struct timer *timers; /* armed timers */
-        void *http;           /* http.c's per-loop state, created on first use */
+        struct timer *timers;                 /* armed timers */
+        void *http;                           /* http.c's per-loop state, created on first use */
+        void (*http_cleanup)(struct loop *l); /* its teardown, which http.c hands over with it */
 };
 
 static void timer_unlink(struct timer *t)
@@ -83,7 +84,8 @@ struct loop *loop_free(struct loop *l)
                 return NULL;
 
         /* HTTP first: its teardown still needs the event loop to drop its I/O sources. */
-        http_loop_cleanup(l);
+        if (l->http_cleanup)
+                l->http_cleanup(l);
 
         while (l->timers) {
                 struct timer *t = l->timers;
@@ -105,8 +107,9 @@ sd_event *loop_event(struct loop *l)
         return l->event;
 }
 
-void **loop_http_state(struct loop *l)
+void **loop_http_state(struct loop *l, void (*cleanup)(struct loop *l))
 {
+        l->http_cleanup = cleanup;
         return &l->http;
 }
 

@@ -20,10 +20,10 @@
 #define DEFAULT_UNKNOWN_RETRY    (60 * SEC)
 #define DEFAULT_HEARTBEAT        (300 * SEC)
 #define DEFAULT_HEARTBEAT_UNTIL  (172800 * SEC)
-#define DEFAULT_MAINTENANCE_LEAD (600 * SEC)
+#define DEFAULT_MAINTENANCE_LEAD (DISPATCH_DEFAULT_MAINTENANCE_LEAD_SECONDS * SEC)
 #define DEFAULT_EMERGENCY        (30 * SEC)
 #define DEFAULT_DEDUPE_MAX       4096
-#define DEFAULT_REVERT           (600 * SEC)
+#define DEFAULT_REVERT           (DISPATCH_DEFAULT_REVERT_SECONDS * SEC)
 /* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
  * instance are recognized as such. */
 #define NODE_KEEP_USEC     (3600 * SEC)

@@ -81,3 +81,16 @@ void dispatch_actions_from_settings(const struct notices_settings *s, struct dis
                 if (s->action[k] > DISPATCH_ACTION_DEFAULT && s->action[k] < _DISPATCH_ACTION_MAX)
                         o->actions[k] = (enum dispatch_action)s->action[k];
 }
+
+void dispatch_options_from_config(const struct spotdrain_config *cfg, struct dispatch_options *o)
+{
+        if (!cfg)
+                return;
+        if (!o->rebalance_revert_usec)
+                o->rebalance_revert_usec = cfg->agent.rebalance_revert_usec;
+        if (!o->maintenance_lead_usec)
+                o->maintenance_lead_usec = cfg->agent.maintenance_lead_usec;
+        if (!o->min_budget_usec)
+                o->min_budget_usec = cfg->drain.min_budget_usec;
+        dispatch_actions_from_settings(&cfg->notices, o);
+}

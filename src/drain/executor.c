@@ -16,6 +16,7 @@
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/node.h"
 #include "spotdrain/surge.h"
 
 #define USEC_PER_SEC         UINT64_C(1000000)
@@ -766,13 +767,10 @@ static bool node_empty(const struct drain_exec *x)
  * outlives the executor. */
 static void taint_out_of_service(struct drain_exec *x, enum drain_exec_outcome outcome)
 {
-        struct kube_taint t = { .key = (char *)SPOTDRAIN_TAINT_OUT_OF_SERVICE,
-                                .value = (char *)SPOTDRAIN_OUT_OF_SERVICE_VALUE,
-                                .effect = (char *)"NoExecute" };
         if (!x->out_of_service || outcome == DRAIN_EXEC_ERROR ||
             (outcome == DRAIN_EXEC_DRAINED && !node_empty(x)))
                 return;
-        if (kube_node_taint(x->c, x->node, &t, true, oos_done, NULL, NULL) < 0)
+        if (node_out_of_service(x->c, x->node, oos_done, NULL, NULL) < 0)
                 log_warning("cannot taint %s %s", x->node, SPOTDRAIN_TAINT_OUT_OF_SERVICE);
 }
 
@@ -1759,7 +1757,7 @@ static void cordon_again(void *userdata)
         x->cordon_retry = NULL;
         if (x->finished || x->cordon_call)
                 return;
-        if (kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call) < 0)
+        if (node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call) < 0)
                 x->cordon_call = NULL;
 }
 
@@ -1813,8 +1811,7 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
 
 static int lb_label(struct drain_exec *x)
 {
-        return kube_node_label_owned(x->c, x->node, SPOTDRAIN_LABEL_EXCLUDE_LB,
-                                     SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE, true, lb_done, x, &x->lb_call);
+        return node_lb_exclude(x->c, x->node, true, lb_done, x, &x->lb_call);
 }
 
 static void lb_again(void *userdata)
@@ -1861,14 +1858,11 @@ static void services_done(struct kube_client *c, struct kube_result *r, void *us
 
 static int start_node_changes(struct drain_exec *x)
 {
-        struct kube_taint t = { .key = x->taint_key,
-                                .value = x->kind,
-                                .effect = (char *)(x->no_execute ? "NoExecute" : "NoSchedule") };
         int r;
 
         x->cordon_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
         x->lb_backoff = BACKOFF_INIT(200 * 1000ULL, 5 * 1000000ULL);
-        r = kube_node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
+        r = node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
         if (r < 0)
                 return r;
         if (x->exclude_lb && (r = lb_label(x)) < 0)
@@ -1877,15 +1871,15 @@ static int start_node_changes(struct drain_exec *x)
             (r = kube_list(x->c, "/api/v1/services", &(struct kube_list_options){ .priority = true },
                            services_done, x, &x->services_call)) < 0)
                 return r;
-        r = kube_node_taint(x->c, x->node, &t, true, taint_done, x, &x->taint_call);
+        r = node_drain_taint(x->c, x->node, x->taint_key, x->kind, x->no_execute, true, taint_done, x,
+                             &x->taint_call);
         if (r < 0)
                 return r;
         _cleanup_free_ char *value = drain_record_format(x->kind, x->deadline, x->result.started_usec,
                                                          x->instance_id, x->event_id, x->cordoned_before);
         if (!value)
                 return -ENOMEM;
-        const char *keys[] = { SPOTDRAIN_ANNOTATION_DRAIN }, *values[] = { value };
-        return kube_node_set_meta(x->c, x->node, true, keys, values, 1, annotate_done, x, &x->annotate_call);
+        return node_record(x->c, x->node, value, annotate_done, x, &x->annotate_call);
 }
 
 static void node_read_done(struct kube_client *c, struct kube_result *r, void *userdata)

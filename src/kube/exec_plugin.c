@@ -802,13 +802,9 @@ static int exec_state_start(struct exec_state *st, char **ret_error)
         return 0;
 }
 
-int kube_config_token_async(struct kube_config *c, struct loop *l, const char **ret_token, kube_token_fn fn,
-                            void *userdata, struct kube_token_wait **ret_wait, char **ret_error)
+int kc_exec_token_async(struct kube_config *c, struct loop *l, const char **ret_token, kube_token_fn fn,
+                        void *userdata, struct kube_token_wait **ret_wait, char **ret_error)
 {
-        if (!c->exec) {
-                int r = kube_config_token(c, ret_token, ret_error);
-                return r < 0 ? r : 1;
-        }
         struct exec_state *st = c->exec_state;
         if (!st) {
                 st = calloc(1, sizeof(*st));

@@ -777,3 +777,36 @@ int kube_lease_update(struct kube_client *c, const struct kube_lease *l, kube_do
         return kube_request(c, "PUT", path, "application/json", body, KUBE_REQ_PRIORITY, done, userdata,
                             ret_call);
 }
+
+/* The blocking forms (one-shot front ends), on client.c's sync wait. */
+int kube_get_sync(struct kube_client *c, const char *path, uint64_t timeout_usec, cJSON **ret,
+                  char **ret_error)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_get(c, path, kube_sync_done, &s, &call);
+        r = kube_sync_wait(c, r, call, &s, timeout_usec);
+        if (r >= 0 && ret)
+                *ret = TAKE_PTR(s.result.object);
+        if (r < 0 && ret_error)
+                *ret_error = s.result.message ? TAKE_PTR(s.result.message)
+                                              : strprintf("GET %s: %s", path, strerror(-r));
+        kube_result_clear(&s.result);
+        return r;
+}
+
+int kube_list_sync(struct kube_client *c, const char *path, const struct kube_list_options *o,
+                   uint64_t timeout_usec, cJSON **ret, char **ret_error)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_list(c, path, o, kube_sync_done, &s, &call);
+        r = kube_sync_wait(c, r, call, &s, timeout_usec);
+        if (r >= 0 && ret)
+                *ret = TAKE_PTR(s.result.object);
+        if (r < 0 && ret_error)
+                *ret_error = s.result.message ? TAKE_PTR(s.result.message)
+                                              : strprintf("list %s: %s", path, strerror(-r));
+        kube_result_clear(&s.result);
+        return r;
+}

@@ -594,15 +594,6 @@ static int dir_of(const char *path, char **ret)
         return 0;
 }
 
-int kc_set_error(char **ret_error, int r, char *msg)
-{
-        if (ret_error && msg)
-                *ret_error = msg;
-        else
-                free(msg);
-        return r;
-}
-
 int kube_config_load_file(const char *path, const char *context, struct kube_config **ret, char **ret_error)
 {
         _cleanup_(ynode_freep) struct ynode *root = NULL;
@@ -773,6 +764,16 @@ int kube_config_token(struct kube_config *c, const char **ret_token, char **ret_
         }
         *ret_token = c->token;
         return 0;
+}
+
+int kube_config_token_async(struct kube_config *c, struct loop *l, const char **ret_token, kube_token_fn fn,
+                            void *userdata, struct kube_token_wait **ret_wait, char **ret_error)
+{
+        if (!c->exec) {
+                int r = kube_config_token(c, ret_token, ret_error);
+                return r < 0 ? r : 1;
+        }
+        return kc_exec_token_async(c, l, ret_token, fn, userdata, ret_wait, ret_error);
 }
 
 void kube_config_invalidate(struct kube_config *c)

@@ -103,6 +103,8 @@ int service_start_provision(struct service *s, const struct prov_frontend_option
         int r = prov_frontend_new(s->loop, s->kube, s->bus, s->cfg, o, &s->prov, &error);
         if (r < 0)
                 return log_error_reason(r, error, "provisioning: cannot set it up");
+        /* The engine's drains ask for replacement capacity from now on. */
+        agent_engine_set_provision(s->engine, s->prov);
         return 0;
 }
 

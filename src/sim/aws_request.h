@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sigv4_check.h"
+#include "sim/server.h"
+#include "sim/sigv4_check.h"
 
 struct sim_sts;
 

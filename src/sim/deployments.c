@@ -21,18 +21,6 @@
 #include "sim/model_internal.h"
 #include "spotdrain/util.h"
 
-void sim_pod_rs(const struct sim_pod *p, const char **ret_hash, const char **ret_name, const char **ret_uid)
-{
-        const struct sim_workload *w = p->wl;
-        bool old = p->rev < w->n_old_rs;
-        if (ret_hash)
-                *ret_hash = old ? w->old_rs[p->rev].hash : w->hash;
-        if (ret_name)
-                *ret_name = old ? w->old_rs[p->rev].name : w->rs_name;
-        if (ret_uid)
-                *ret_uid = old ? w->old_rs[p->rev].uid : w->rs_uid;
-}
-
 struct sim_workload *sim_find_deployment(struct sim *s, const char *ns, const char *name)
 {
         for (size_t i = 0; i < s->n_wls; i++)

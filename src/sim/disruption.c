@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "spotdrain/sim_disruption.h"
+#include "sim/disruption.h"
 
 int sim_budget_parse(const char *s, struct intorstr *ret)
 {

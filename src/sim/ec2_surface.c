@@ -13,13 +13,13 @@
 #include <cjson/cJSON.h>
 
 #include "sim/aws_request.h"
+#include "sim/ec2_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim/sqs_surface.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sqs_surface.h"
-#include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
 #define EC2_XMLNS     "http://ec2.amazonaws.com/doc/2016-11-15/"

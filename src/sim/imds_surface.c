@@ -13,12 +13,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "sim/stop_wake.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 
 #define TOKENS_MAX        64
 #define TOKEN_RAW_BYTES   40

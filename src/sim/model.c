@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sim_disruption.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -55,43 +55,6 @@ int sim_kind_from_resource(const char *resource)
                 if (streq(kind_resources[i], resource))
                         return i;
         return -EINVAL;
-}
-
-/* ---- randomness (deterministic from the seed) ---- */
-static uint64_t splitmix64(uint64_t *state)
-{
-        uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-}
-
-static uint64_t rng_next(struct sim *s)
-{
-        return splitmix64(&s->rng);
-}
-
-char *sim_new_uid(struct sim *s)
-{
-        uint64_t a = rng_next(s), b = rng_next(s);
-        return strprintf("%08x-%04x-4%03x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)((a >> 16) & 0xffff),
-                         (unsigned)(a & 0xfff), (unsigned)(((b >> 48) & 0x3fff) | 0x8000),
-                         (unsigned long long)(b & 0xffffffffffffULL));
-}
-
-/* The alphabet Kubernetes uses for generated name suffixes (no vowels, no confusable digits). */
-static const char name_alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-
-static void rand_chars(struct sim *s, char *out, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                out[i] = name_alphabet[rng_next(s) % (sizeof(name_alphabet) - 1)];
-        out[n] = 0;
-}
-
-void sim_rand_suffix(struct sim *s, char out[static 6])
-{
-        rand_chars(s, out, 5);
 }
 
 /* ---- clock ---- */
@@ -142,11 +105,6 @@ void sim_lock(struct sim *s)
 void sim_unlock(struct sim *s)
 {
         pthread_mutex_unlock(&s->mutex);
-}
-
-void sim_broadcast(struct sim *s)
-{
-        pthread_cond_broadcast(&s->cond);
 }
 
 static double next_due(const struct sim *s);
@@ -1166,7 +1124,7 @@ int sim_launch_instance(struct sim *s, const char *instance_type, const char *zo
         *l = (struct sim_launch){ .itype = it,
                                   .requested_at = s->t,
                                   .ready_at = s->t + s->sc->node_launch_seconds };
-        _cleanup_free_ char *id = strprintf("i-0%016llx", (unsigned long long)rng_next(s));
+        _cleanup_free_ char *id = strprintf("i-0%016llx", (unsigned long long)sim_rng_next(s));
         if (!id || !(l->instance_id = strdup(id)) || !(l->zone = strdup(zone)) ||
             !(l->capacity_type = strdup(capacity_type))) {
                 free(l->instance_id);
@@ -1426,7 +1384,7 @@ static int world_build(struct sim *s)
                 w->sc = &sc->workloads[i];
                 w->replicas = w->sc->replicas;
                 w->generation = 1;
-                rand_chars(s, hash, 10);
+                sim_rand_chars(s, hash, 10);
                 if (!(w->uid = sim_new_uid(s)) || !(w->rs_uid = sim_new_uid(s)) ||
                     !(w->hash = strdup(hash)) || !(w->rs_name = strprintf("%s-%s", w->sc->name, hash)) ||
                     !(w->annotations = cJSON_CreateObject()) ||
@@ -1656,7 +1614,7 @@ struct sim *sim_free(struct sim *s)
 /* A stream of its own, so that faults drawn per request do not change the names and UIDs of objects. */
 uint64_t sim_random(struct sim *s)
 {
-        return splitmix64(&s->fault_rng);
+        return sim_splitmix64(&s->fault_rng);
 }
 
 size_t sim_launch_count(const struct sim *s)

@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sim/model.h"
 #include "spotdrain/pdb.h"
-#include "spotdrain/sim_model.h"
 
 /* ---- the parsed scenario (docs/contracts.md §3) ---- */
 enum sim_wl_kind {
@@ -409,6 +409,11 @@ bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p);
 bool sim_pdb_is_disrupted(const struct sim_pdb *d, const char *pod);
 char *sim_new_uid(struct sim *s);
 void sim_rand_suffix(struct sim *s, char out[static 6]);
+/* The next number of the seeded generator, and n characters of the generated-name alphabet (NUL-terminated:
+ * out holds n + 1) (random.c). */
+uint64_t sim_rng_next(struct sim *s);
+uint64_t sim_splitmix64(uint64_t *state); /* one step of a generator of its own (faults) */
+void sim_rand_chars(struct sim *s, char *out, size_t n);
 void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
 void sim_node_uncordoned(struct sim *s, struct sim_node *n);
 int sim_pdb_add(struct sim *s, struct sim_pdb *d);

@@ -25,6 +25,12 @@ static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char 
         s->log_len++;
 }
 
+/* Wakes every thread waiting for a change (sim_wait). */
+void sim_broadcast(struct sim *s)
+{
+        pthread_cond_broadcast(&s->cond);
+}
+
 const char *sim_pod_ns(const struct sim_pod *p)
 {
         return p->wl->sc->ns;

@@ -7,6 +7,19 @@
 #include "sim/model_internal.h"
 #include "spotdrain/util.h"
 
+/* The ReplicaSet a pod belongs to (its hash, name and uid): the current one, or an old one of a rollout. */
+void sim_pod_rs(const struct sim_pod *p, const char **ret_hash, const char **ret_name, const char **ret_uid)
+{
+        const struct sim_workload *w = p->wl;
+        bool old = p->rev < w->n_old_rs;
+        if (ret_hash)
+                *ret_hash = old ? w->old_rs[p->rev].hash : w->hash;
+        if (ret_name)
+                *ret_name = old ? w->old_rs[p->rev].name : w->rs_name;
+        if (ret_uid)
+                *ret_uid = old ? w->old_rs[p->rev].uid : w->rs_uid;
+}
+
 #define WORLD_BORN  (-7200.0) /* nodes and controllers exist two hours before t=0 */
 #define PAUSE_IMAGE "registry.k8s.io/pause:3.9"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/disruption.h"
 #include "sim/model_internal.h"
-#include "spotdrain/sim_disruption.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

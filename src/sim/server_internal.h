@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
+#include "sim/model.h"
+#include "sim/server.h"
 
 struct sim_http {
         struct MHD_Daemon *daemon;

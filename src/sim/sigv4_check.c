@@ -22,7 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "spotdrain/sim_sigv4_check.h"
+#include "sim/sigv4_check.h"
 #include "spotdrain/util.h"
 
 #define ALGORITHM       "AWS4-HMAC-SHA256"

@@ -15,13 +15,13 @@
 #include <openssl/evp.h>
 
 #include "sim/aws_request.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "sim/sqs_query.h"
+#include "sim/sqs_surface.h"
 #include "sim/stop_wake.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sqs_surface.h"
-#include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/util.h"
 
 #define XMLNS             "http://queue.amazonaws.com/doc/2012-11-05/"

@@ -13,8 +13,8 @@
 #include <sys/random.h>
 
 #include "sim/aws_request.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_sts_surface.h"
+#include "sim/model.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/util.h"
 
 #define STS_BODY_MAX (64u * 1024u)

@@ -1,18 +1,18 @@
 /* Starts and stops the simulator's surfaces together; see surfaces.h. */
-#include "spotdrain/sim_surfaces.h"
+#include "sim/surfaces.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "sim/ec2_surface.h"
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim/sqs_surface.h"
 #include "sim/stop_wake.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sqs_surface.h"
-#include "spotdrain/sim_sts_surface.h"
 
 /* ---- the AWS surfaces' error rates ----
  * The surfaces take their faults as counters ("the next N requests fail"). A driver thread turns the

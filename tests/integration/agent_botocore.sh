@@ -3,9 +3,7 @@
 # through the IMDSv2 token flow, and reads its region; an IMDSv1 request (no token) is refused with 401.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 /usr/bin/python3 -c 'import botocore' 2>/dev/null || skip "python3-botocore not installed"
 
 cat >"$TEST_TMP/scenario.yaml" <<'EOF'

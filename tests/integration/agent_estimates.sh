@@ -11,8 +11,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-[ -x "$SPOTDRAIN_AGENT" ] || skip "$SPOTDRAIN_AGENT not built"
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires spotdrain-agent python3
 LIMIT=${TRIAL_LIMIT:-50}
 
 cat >"$TEST_TMP/scenario.yaml" <<'YAML'

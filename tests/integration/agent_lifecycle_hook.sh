@@ -9,9 +9,7 @@
 # refuses to start; --dry-run says what it would complete and sends nothing.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 [ -x "$SPOTDRAIN_AGENT" ] || fail "$SPOTDRAIN_AGENT not built"
 HOOK=spotdrain-terminate
 

@@ -4,9 +4,7 @@
 # from the simulator's result), SIGKILL mid-drain and a restart that finishes the drain, and a clean exit 0 on SIGTERM.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 [ -x "$SPOTDRAIN_AGENT" ] || fail "$SPOTDRAIN_AGENT not built"
 
 # The DaemonSet's binary makes its HTTP calls with libcurl and serves /metrics with libmicrohttpd (the project's

@@ -10,8 +10,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 [ -x /usr/bin/aws ] || skip "no aws CLI installed"
 AWS=/usr/bin/aws
 

@@ -9,8 +9,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 CLIS=()
 [ -x /usr/bin/aws ] && CLIS+=(/usr/bin/aws)
 other=$(command -v aws 2>/dev/null || true)
@@ -19,7 +18,7 @@ if [ -n "$other" ] && [ "$(readlink -f "$other")" != /usr/bin/aws ]; then
 fi
 [ "${#CLIS[@]}" -gt 0 ] || skip "no aws CLI installed"
 
-# The simulator's long-term key pair (include/spotdrain/sim_sqs_surface.h SIM_SQS_ACCESS_KEY_ID / ..._SECRET_ACCESS_KEY).
+# The simulator's long-term key pair (src/sim/sqs_surface.h SIM_SQS_ACCESS_KEY_ID / ..._SECRET_ACCESS_KEY).
 KEY_ID=AKIDEXAMPLE
 SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'
 INSTANCE=i-0a00000000000000a

@@ -8,8 +8,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 CLIS=()
 [ -x /usr/bin/aws ] && CLIS+=(/usr/bin/aws)
 other=$(command -v aws 2>/dev/null || true)

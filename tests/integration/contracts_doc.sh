@@ -5,7 +5,7 @@
 # documentation fails here.
 source "$(dirname "$0")/lib.sh"
 
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+requires spotdrain
 DOC=$ROOT/docs/contracts.md
 [ -f "$DOC" ] || fail "docs/contracts.md is missing"
 

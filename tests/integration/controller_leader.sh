@@ -6,9 +6,7 @@
 # here it is logged, not bounded: on a shared machine the wall clock measures the neighbours.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 
 # 8 pods whose PDB lets one go at a time, 3 s to be Ready elsewhere: the drain takes ~30 s.
 cat >"$TEST_TMP/scenario.yaml" <<'EOF'

@@ -4,9 +4,7 @@
 # modes), and the interruption that comes after still starts the node's drain.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 
 # A rebalance recommendation of spot-a at 0 s, its interruption at 60 s (12 s here).
 start_sim controller "$ROOT/examples/rebalance-early-noprov.yaml" --time-scale 5

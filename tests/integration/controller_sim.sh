@@ -5,9 +5,7 @@
 # releasing the lease.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 
 cat >"$TEST_TMP/scenario.yaml" <<'EOF'
 name: controller-sim

@@ -16,10 +16,7 @@
 # only after its 60 s visibility timeout).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires spotdrain jq curl python3
 CHECK=$ROOT/tests/integration/faults_check.py
 TRIAL_LIMIT=${TRIAL_LIMIT:-120}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)

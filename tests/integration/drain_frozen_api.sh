@@ -13,7 +13,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires python3
 PROXY=$ROOT/tests/tools/freeze_proxy.py
 NODE=spot-a
 EXTRA=${FROZEN_EXTRA:-0}

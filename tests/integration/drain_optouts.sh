@@ -12,9 +12,7 @@
 # notice), not from timing.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 [ -x "$SPOTDRAIN_AGENT" ] || fail "$SPOTDRAIN_AGENT not built"
 
 LB=node.kubernetes.io/exclude-from-external-load-balancers

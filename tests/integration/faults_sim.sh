@@ -11,10 +11,7 @@
 # explore. With a seed of one's own a case may see its fault never fire: that is reported, not failed.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires spotdrain jq curl python3
 CHECK=$ROOT/tests/integration/faults_check.py
 CASE_LIMIT=${CASE_LIMIT:-60}
 

@@ -3,7 +3,7 @@
 # (each is reserved until its test exits), and a test's exit gives its reservations back.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires python3
 
 # pick N OUT: N ports picked at once by another test (a shell of its own) into OUT, one a line.
 pick() {

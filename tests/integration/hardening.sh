@@ -5,9 +5,7 @@
 # sanitizer build goes without these by design (ASan checks instead): there the test skips.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-command -v readelf >/dev/null 2>&1 || skip "readelf not installed"
-command -v nm >/dev/null 2>&1 || skip "nm not installed"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+requires readelf nm spotdrain
 # The symbols are read whole before grep looks at them: `nm | grep -q` under pipefail fails when grep stops
 # reading at the first match and nm dies of SIGPIPE, and the sanitizer build was then taken for a default one.
 dynsyms=$(nm -D "$SPOTDRAIN" 2>/dev/null) || true

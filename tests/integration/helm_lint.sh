@@ -9,7 +9,7 @@
 # `helm template` would render them equal the hand-rendered examples.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-command -v yamllint >/dev/null 2>&1 || skip "yamllint not installed"
+requires yamllint
 CHART=$ROOT/helm/spotdrain
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || skip "python3 not installed"

@@ -6,8 +6,7 @@
 # default `check-config` prints; the completion completes commands, subcommands and flags.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v man >/dev/null 2>&1 || skip "man not installed"
+requires spotdrain man
 
 # The getopt_long table(s) behind each command: its long options, one a line.
 source_options() {

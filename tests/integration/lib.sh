@@ -79,11 +79,21 @@ kubectl_for() {
 	fi
 }
 
+# requires TOOL...: skips the test unless each is there: spotdrain and spotdrain-agent the binaries under test
+# ($SPOTDRAIN, $SPOTDRAIN_AGENT), anything else a command on PATH.
+requires() {
+	local t
+	for t; do
+		case $t in
+		spotdrain) [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built" ;;
+		spotdrain-agent) [ -x "$SPOTDRAIN_AGENT" ] || skip "$SPOTDRAIN_AGENT not built" ;;
+		*) command -v "$t" >/dev/null 2>&1 || skip "$t not installed" ;;
+		esac
+	done
+}
+
 require_tools() {
-	[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-	command -v kubectl >/dev/null 2>&1 || skip "kubectl not installed"
-	command -v curl >/dev/null 2>&1 || skip "curl not installed"
-	command -v jq >/dev/null 2>&1 || skip "jq not installed"
+	requires spotdrain kubectl curl jq
 }
 
 # start_sim NAME SCENARIO [sim serve flags...]: starts `spotdrain sim serve` on a free port and waits until it

@@ -10,8 +10,7 @@
 # CONTINUE.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 
 cat >"$TEST_TMP/scenario.yaml" <<SCENARIO

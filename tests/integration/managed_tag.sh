@@ -7,9 +7,7 @@
 # - each instance was looked up once (DescribeInstances, filtered on the tag).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 
 SPOT_A=i-0a00000000000000a

@@ -6,9 +6,7 @@
 # after it, cordoned, cordons without the drain's taint and its message is deleted too.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 
 config() {
 	printf 'imds:\n  poll_interval_seconds: 500ms\n' >"$TEST_TMP/$1.yaml"

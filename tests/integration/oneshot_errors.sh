@@ -7,7 +7,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires python3
 REFUSE=$ROOT/tests/tools/refusing_api.py
 SERVERS=()
 # Stops the refusing servers before lib.sh's cleanup.

@@ -6,9 +6,7 @@
 # showed (fits), while without the rollout the same drain is at risk.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
-command -v jq >/dev/null || skip "jq missing"
-command -v curl >/dev/null || skip "curl missing"
+requires spotdrain jq curl
 
 scenario() { # EVENTS...: the scenario with these event lines
 	cat <<'YAML'

@@ -6,9 +6,7 @@
 # no pod forced or killed.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires spotdrain jq curl
 
 export SPOTDRAIN_CATALOG=$ROOT/data/instance-types.json
 # The agent process runs in real time against the scaled simulator: at scale 5 its 50 ms IMDS poll is 0.25

@@ -8,8 +8,7 @@
 # ends much later; provisioning only at the notice (provision.triggers) comes too late to help as much.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
-command -v jq >/dev/null || skip "jq missing"
+requires spotdrain jq
 
 # The shipped instance type catalog, wherever the test runs from.
 export SPOTDRAIN_CATALOG=$ROOT/data/instance-types.json

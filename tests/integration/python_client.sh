@@ -4,8 +4,7 @@
 # lease, a cordon by strategic merge patch, and pod logs (tail, since, timestamps, follow).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 /usr/bin/python3 -c 'import kubernetes' 2>/dev/null || skip "python3-kubernetes missing"
 
 start_sim python "$ROOT/examples/drain-8.yaml"

@@ -5,8 +5,7 @@
 # (killed: deadline-missed, exit 3), and the docs/contracts.md §4 JSON shape.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
-command -v jq >/dev/null || skip "jq missing"
+requires spotdrain jq
 
 expect_exit() {
 	local want=$1 rc=0

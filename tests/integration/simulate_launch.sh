@@ -6,8 +6,7 @@
 # interrupted node drains as ever.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 
 cat >"$TEST_TMP/scenario.yaml" <<'EOF2'
 name: launch-sim

@@ -7,7 +7,7 @@
 # canonical string).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+requires spotdrain
 for t in jq curl openssl; do command -v $t >/dev/null 2>&1 || skip "$t not installed"; done
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 

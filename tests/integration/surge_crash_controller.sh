@@ -8,10 +8,7 @@
 # removes the second's record but leaves the replicas that someone else changed since.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires spotdrain jq curl python3
 
 scenario() {
 	cat <<EOF

@@ -6,8 +6,7 @@
 # StatefulSet (never surged) still end forced, which is what the surge saves.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
+requires spotdrain jq
 
 # TIME_SCALE (default 10) scenario seconds a real second: under ASan at 20, and at 20 beside three other tests
 # on a loaded 2-core machine, the surge's reads of the Deployment and its HPA took longer in scenario time than

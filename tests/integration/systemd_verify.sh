@@ -5,8 +5,7 @@
 # ExecStart points at the built binary.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-command -v systemd-analyze >/dev/null 2>&1 || skip "systemd-analyze not installed"
-[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
+requires systemd-analyze spotdrain
 
 units=("$ROOT"/systemd/*.service)
 [ -e "${units[0]}" ] || fail "no units in $ROOT/systemd"

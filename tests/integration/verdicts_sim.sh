@@ -7,8 +7,7 @@
 # bench/drain (BENCHMARKS.md (b), "infeas. s"). The three simulations run side by side.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
-command -v jq >/dev/null || skip "jq missing"
+requires spotdrain jq
 pids=()
 
 # TIME_SCALE (default 5) scenario seconds a real second.

@@ -13,7 +13,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-command -v python3 >/dev/null 2>&1 || skip "python3 not installed"
+requires python3
 
 # receiver DIR: starts the receiver; it writes its port to DIR/port and one JSON line per POST to DIR/posts
 # ({"kind": ..., "final": true|false, "status": ...}).

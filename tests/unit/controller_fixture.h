@@ -14,15 +14,15 @@
 
 #include <cmocka.h>
 
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim/sqs_surface.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sqs_surface.h"
 #include "spotdrain/yaml.h"
 #include "timescale.h"
 

@@ -18,6 +18,10 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "sim/imds_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
@@ -27,9 +31,6 @@
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 
 #define BOUND_USEC (15ULL * 1000000ULL)
@@ -460,8 +461,9 @@ static void test_rebalance_reverted(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
-                    0);
+        start_agent(
+            f, &(struct agent_options){ .node_name = "node-1", .dispatch.rebalance_revert_usec = 3000000 },
+            0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
         assert_int_equal(f->rec.replacements, 1);
@@ -484,8 +486,9 @@ static void test_rebalance_then_interruption(void **state)
         assert_int_equal(format_rfc3339(clk_now(), t, sizeof(t)), 0);
         doc = strprintf("{\"noticeTime\": \"%s\"}", t);
         fake_set(DOC_REBALANCE, doc);
-        start_agent(f, &(struct agent_options){ .node_name = "node-1", .rebalance_revert_usec = 3000000 },
-                    0);
+        start_agent(
+            f, &(struct agent_options){ .node_name = "node-1", .dispatch.rebalance_revert_usec = 3000000 },
+            0);
         run_until(f, ready);
         assert_int_equal(f->rec.soft_add, 1);
         fake_set(DOC_ACTION, action);
@@ -511,9 +514,10 @@ static void test_maintenance(void **state)
 
         /* An hour ahead with a 2 h lead: drain now, by the start. */
         fake_set(DOC_SCHEDULED, active);
-        start_agent(
-            f, &(struct agent_options){ .node_name = "node-1", .maintenance_lead_usec = 7200ULL * 1000000 },
-            0);
+        start_agent(f,
+                    &(struct agent_options){ .node_name = "node-1",
+                                             .dispatch.maintenance_lead_usec = 7200ULL * 1000000 },
+                    0);
         run_until(f, drained);
         assert_int_equal(f->rec.drain_kind, NOTICE_SCHEDULED_CHANGE);
         assert_int_equal(f->rec.drain_deadline, start);
@@ -727,65 +731,34 @@ static const char e2e_yaml[] = "name: agent-e2e\n"
                                "  - {at: 20, type: spot-interruption, node: spot-a}\n";
 
 struct e2e {
-        struct sim *sim;
+        struct sim_fixture sf;
         struct kube_client *kube;
-        struct kube_config *cfg;
-        struct ynode *tree;
-        struct sim_server *srv;
         struct sim_imds *imds;
-        char path[32], kc_path[32];
 };
 static struct e2e e2e;
 
 /* The simulator (Kubernetes and IMDS surfaces) for yaml, and a Kubernetes client on f's loop. */
 static void e2e_start(struct fixture *f, const char *yaml, bool manual_clock)
 {
-        struct sim_options opt = { .time_scale = 1, .manual_clock = manual_clock };
-        _cleanup_free_ char *error = NULL, *kc = NULL;
-        int fd;
-
-        snprintf(e2e.path, sizeof(e2e.path), "/tmp/test-agent.XXXXXX");
-        snprintf(e2e.kc_path, sizeof(e2e.kc_path), "/tmp/test-agent-kc.XXXXXX");
-        fd = mkstemp(e2e.path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
-        close(fd);
-        assert_int_equal(sim_scenario_load(e2e.path, &e2e.tree, &error), 0);
-        assert_int_equal(sim_new(e2e.tree, &opt, &e2e.sim, &error), 0);
-        sim_lock(e2e.sim);
-        sim_start(e2e.sim);
-        sim_unlock(e2e.sim);
-        assert_int_equal(sim_server_start(e2e.sim, NULL, &e2e.srv), 0);
-        assert_int_equal(sim_imds_start(e2e.sim, NULL, &e2e.imds), 0);
-        kc = sim_server_kubeconfig(sim_server_url(e2e.srv), "test-token");
-        assert_non_null(kc);
-        fd = mkstemp(e2e.kc_path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, kc, strlen(kc)), (ssize_t)strlen(kc));
-        close(fd);
-        assert_int_equal(kube_config_load_file(e2e.kc_path, NULL, &e2e.cfg, &error), 0);
-        assert_int_equal(kube_client_new(f->loop, e2e.cfg, NULL, &e2e.kube), 0);
+        sim_fixture_start(&e2e.sf, yaml, &(struct sim_fixture_options){ .manual_clock = manual_clock });
+        assert_int_equal(sim_imds_start(e2e.sf.sim, NULL, &e2e.imds), 0);
+        assert_int_equal(kube_client_new(f->loop, e2e.sf.kcfg, NULL, &e2e.kube), 0);
 }
 
 static void e2e_stop(struct fixture *f)
 {
         stop_agent(f);
         kube_client_free(e2e.kube);
-        kube_config_free(e2e.cfg);
         sim_imds_stop(e2e.imds);
-        sim_server_stop(e2e.srv);
-        sim_free(e2e.sim);
-        ynode_free(e2e.tree);
-        unlink(e2e.path);
-        unlink(e2e.kc_path);
+        sim_fixture_stop(&e2e.sf);
         memset(&e2e, 0, sizeof(e2e));
 }
 
 static cJSON *node_spec(cJSON **ret_node)
 {
-        sim_lock(e2e.sim);
-        assert_int_equal(sim_get(e2e.sim, SIM_NODE, NULL, "spot-a", ret_node), 0);
-        sim_unlock(e2e.sim);
+        sim_lock(e2e.sf.sim);
+        assert_int_equal(sim_get(e2e.sf.sim, SIM_NODE, NULL, "spot-a", ret_node), 0);
+        sim_unlock(e2e.sf.sim);
         return cJSON_GetObjectItem(*ret_node, "spec");
 }
 
@@ -890,15 +863,15 @@ static void test_end_to_end(void **state)
         assert_string_equal(agent_instance_id(f->agent), "i-0a00000000000000a");
         run_ticks(f, 3);
 
-        sim_lock(e2e.sim);
-        sim_set_now(e2e.sim, 11);
-        sim_unlock(e2e.sim);
+        sim_lock(e2e.sf.sim);
+        sim_set_now(e2e.sf.sim, 11);
+        sim_unlock(e2e.sf.sim);
         run_until(f, soft_tainted);
         assert_false(cordoned(f));
 
-        sim_lock(e2e.sim);
-        sim_set_now(e2e.sim, 21);
-        sim_unlock(e2e.sim);
+        sim_lock(e2e.sf.sim);
+        sim_set_now(e2e.sf.sim, 21);
+        sim_unlock(e2e.sf.sim);
         run_until(f, cordoned);
         run_ticks(f, 3);
         fflush(logf);
@@ -911,10 +884,10 @@ static void test_end_to_end(void **state)
         cJSON *patch = cJSON_Parse("{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB
                                    "\":\"" SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE "\"}}}");
         struct sim_answer a = { 0 };
-        sim_lock(e2e.sim);
+        sim_lock(e2e.sf.sim);
         assert_int_equal(
-            sim_patch(e2e.sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
-        sim_unlock(e2e.sim);
+            sim_patch(e2e.sf.sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
+        sim_unlock(e2e.sf.sim);
         cJSON_Delete(a.body);
         cJSON_Delete(patch);
         assert_true(lb_label_is(SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE));
@@ -940,9 +913,9 @@ static void test_end_to_end(void **state)
 static bool drain_recorded(void)
 {
         cJSON *n = NULL;
-        sim_lock(e2e.sim);
-        assert_int_equal(sim_get(e2e.sim, SIM_NODE, NULL, "spot-a", &n), 0);
-        sim_unlock(e2e.sim);
+        sim_lock(e2e.sf.sim);
+        assert_int_equal(sim_get(e2e.sf.sim, SIM_NODE, NULL, "spot-a", &n), 0);
+        sim_unlock(e2e.sf.sim);
         bool has =
             cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(n, "metadata"), "annotations"),
                                 SPOTDRAIN_ANNOTATION_DRAIN) != NULL;
@@ -1067,9 +1040,9 @@ static void test_engine_end_to_end(void **state)
         res = drain_exec_result(agent_engine_drain(engine));
         assert_int_equal(res->outcome, DRAIN_EXEC_DRAINED);
         assert_int_equal(res->evicted, 3);
-        sim_lock(e2e.sim);
-        assert_int_equal(sim_list(e2e.sim, SIM_POD, NULL, &pods), 0);
-        sim_unlock(e2e.sim);
+        sim_lock(e2e.sf.sim);
+        assert_int_equal(sim_list(e2e.sf.sim, SIM_POD, NULL, &pods), 0);
+        sim_unlock(e2e.sf.sim);
         cJSON_ArrayForEach (p, pods)
                 if (streq(kube_object_str(p, "spec.nodeName"), "spot-a"))
                         left++;

@@ -11,13 +11,13 @@
 
 #include <cmocka.h>
 
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/metrics.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 
 static void test_kinds(void **state)

@@ -25,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/model.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/config.h"
@@ -33,7 +34,6 @@
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_model.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

@@ -15,13 +15,13 @@
 
 #include <cmocka.h>
 
+#include "sim/sigv4_check.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/awscreds.h"
 #include "spotdrain/awsxml.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_sigv4_check.h"
-#include "spotdrain/sim_sts_surface.h"
 
 #define WAIT_LIMIT (10ULL * 1000000ULL)
 

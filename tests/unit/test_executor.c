@@ -14,14 +14,15 @@
 
 #include "controller/volumes.h"
 #include "relay.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 #include "timescale.h"
 
@@ -36,11 +37,7 @@ struct seen_alert {
 };
 
 struct fx {
-        char sc_path[64], kc_path[64];
-        struct ynode *tree;
-        struct sim *sim;
-        struct sim_server *srv;
-        struct kube_config *cfg;
+        struct sim_fixture sf;
         struct loop *loop;
         struct kube_client *client;
         struct alert_bus *bus;
@@ -70,50 +67,29 @@ static const struct seen_alert *find_alert(const struct fx *f, enum alert_kind k
         return NULL;
 }
 
-static void write_file(char *path_template, const char *text)
-{
-        int fd = mkstemp(path_template);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-}
-
 /* hold: a request-line prefix; such requests of the client never reach the simulator, nor get an answer
  * (relay.h). NULL: the client talks to the simulator directly. */
 static struct fx *fx_new_held(const char *scenario, double scale, const char *hold)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *error = NULL, *kc = NULL;
 
         assert_non_null(f);
         scale = test_time_scale(scale);
-        strcpy(f->sc_path, "/tmp/test-executor-scenario-XXXXXX");
-        strcpy(f->kc_path, "/tmp/test-executor-kubeconfig-XXXXXX");
-        write_file(f->sc_path, scenario);
-        assert_int_equal(sim_scenario_load(f->sc_path, &f->tree, &error), 0);
-        assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = scale }, &f->sim, &error), 0);
-        sim_lock(f->sim);
-        sim_start(f->sim);
-        sim_unlock(f->sim);
-        clk_set_scale(scale);
-        struct sim_server_options so = { 0 };
-        sim_server_options_from_scenario(f->tree, &so); /* its faults */
-        assert_int_equal(sim_server_start_with(f->sim, &so, &f->srv), 0);
+        sim_fixture_start(&f->sf, scenario,
+                          &(struct sim_fixture_options){
+                              .scale = scale, .scale_engine = true, .faults = true, .no_kubeconfig = true });
         if (hold) {
                 _cleanup_free_ char *url = NULL;
-                relay_start(&f->relay, sim_server_port(f->srv), hold);
+                relay_start(&f->relay, sim_server_port(f->sf.srv), hold);
                 f->relayed = true;
                 url = strprintf("http://127.0.0.1:%u", f->relay.port);
                 assert_non_null(url);
-                kc = sim_server_kubeconfig(url, "test-token");
+                sim_fixture_kubeconfig(&f->sf, url);
         } else
-                kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
-        assert_non_null(kc);
-        write_file(f->kc_path, kc);
-        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
+                sim_fixture_kubeconfig(&f->sf, NULL);
         assert_int_equal(loop_new(&f->loop), 0);
         assert_int_equal(
-            kube_client_new(f->loop, f->cfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
+            kube_client_new(f->loop, f->sf.kcfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
         assert_int_equal(alert_bus_new(&f->bus), 0);
         assert_int_equal(alert_bus_add_sink(f->bus, record_alert, f), 0);
         return f;
@@ -129,16 +105,10 @@ static void fx_free(struct fx *f)
         drain_exec_free(f->x);
         kube_client_free(f->client);
         loop_free(f->loop);
-        kube_config_free(f->cfg);
         alert_bus_free(f->bus);
         if (f->relayed)
                 relay_stop(&f->relay);
-        sim_server_stop(f->srv);
-        sim_free(f->sim);
-        ynode_free(f->tree);
-        clk_set_scale(1.0);
-        unlink(f->sc_path);
-        unlink(f->kc_path);
+        sim_fixture_stop(&f->sf);
         for (size_t i = 0; i < f->n_alerts; i++)
                 free(f->alerts[i].message);
         free(f);
@@ -188,9 +158,9 @@ static const struct seen_alert *fx_wait_alert(struct fx *f, enum alert_kind k)
 static cJSON *sim_obj(struct fx *f, enum sim_kind k, const char *ns, const char *name)
 {
         cJSON *o = NULL;
-        sim_lock(f->sim);
-        int r = sim_get(f->sim, k, ns, name, &o);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        int r = sim_get(f->sf.sim, k, ns, name, &o);
+        sim_unlock(f->sf.sim);
         return r < 0 ? NULL : o;
 }
 
@@ -199,9 +169,9 @@ static int sim_pods_on(struct fx *f, const char *node, const char *ns)
         cJSON *items = NULL;
         const cJSON *p;
         int n = 0;
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_POD, ns, &items), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, ns, &items), 0);
+        sim_unlock(f->sf.sim);
         cJSON_ArrayForEach (p, items)
                 n += streq_ptr(kube_object_str(p, "spec.nodeName"), node);
         cJSON_Delete(items);
@@ -210,9 +180,9 @@ static int sim_pods_on(struct fx *f, const char *node, const char *ns)
 
 static int sim_breaches(struct fx *f)
 {
-        sim_lock(f->sim);
-        cJSON *res = sim_result(f->sim);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        cJSON *res = sim_result(f->sf.sim);
+        sim_unlock(f->sf.sim);
         assert_non_null(res);
         int n = cJSON_GetObjectItem(res, "pdb_breaches")->valueint;
         cJSON_Delete(res);
@@ -298,10 +268,10 @@ static void find_delete(const struct sim_change *c, void *userdata)
 static struct first_changes first_changes(struct fx *f, const char *key, const char *value)
 {
         struct first_changes fc = { .key = key, .value = value };
-        sim_lock(f->sim);
-        assert_int_equal(sim_changes_since(f->sim, SIM_NODE, NULL, 0, find_label, &fc), 0);
-        assert_int_equal(sim_changes_since(f->sim, SIM_POD, NULL, 0, find_delete, &fc), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_NODE, NULL, 0, find_label, &fc), 0);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_POD, NULL, 0, find_delete, &fc), 0);
+        sim_unlock(f->sf.sim);
         return fc;
 }
 
@@ -343,10 +313,10 @@ static void test_exclude_label_before_eviction(void **state)
         cJSON *patch =
             cJSON_Parse("{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB "\":\"ops\"}}}");
         struct sim_answer a = { 0 };
-        sim_lock(f->sim);
+        sim_lock(f->sf.sim);
         assert_int_equal(
-            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
-        sim_unlock(f->sim);
+            sim_patch(f->sf.sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", patch, &a), 0);
+        sim_unlock(f->sf.sim);
         assert_int_equal(a.status, 200);
         cJSON_Delete(a.body);
         cJSON_Delete(patch);
@@ -390,9 +360,9 @@ static int64_t job_deleting(struct fx *f)
         cJSON *items = NULL;
         const cJSON *p;
         int64_t grace = -1;
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_POD, "ci", &items), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, "ci", &items), 0);
+        sim_unlock(f->sf.sim);
         cJSON_ArrayForEach (p, items)
                 if (kube_object_str(p, "metadata.deletionTimestamp"))
                         grace = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(
@@ -638,9 +608,9 @@ static void test_volume_wait(void **state)
         struct vwait v = { 0 };
         cJSON *items = NULL;
 
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_VOLUMEATTACHMENT, NULL, &items), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_VOLUMEATTACHMENT, NULL, &items), 0);
+        sim_unlock(f->sf.sim);
         assert_int_equal(volume_attachments_on(items, "spot-a"), 2);
         assert_int_equal(volume_attachments_on(items, "od-1"), 0);
         cJSON_Delete(items);
@@ -657,20 +627,20 @@ static void test_volume_wait(void **state)
 
         cJSON *cordon = cJSON_Parse("{\"spec\":{\"unschedulable\":true}}");
         struct sim_answer a = { 0 };
-        sim_lock(f->sim);
+        sim_lock(f->sf.sim);
         assert_int_equal(
-            sim_patch(f->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", cordon, &a), 0);
+            sim_patch(f->sf.sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json", cordon, &a), 0);
         cJSON_Delete(a.body);
-        assert_int_equal(sim_list(f->sim, SIM_POD, "shop", &items), 0);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, "shop", &items), 0);
         const cJSON *p;
         cJSON_ArrayForEach (p, items) {
                 a = (struct sim_answer){ 0 };
-                assert_int_equal(sim_delete_pod(f->sim, "shop", kube_object_str(p, "metadata.name"), -1,
+                assert_int_equal(sim_delete_pod(f->sf.sim, "shop", kube_object_str(p, "metadata.name"), -1,
                                                 NULL, "test", &a),
                                  0);
                 cJSON_Delete(a.body);
         }
-        sim_unlock(f->sim);
+        sim_unlock(f->sf.sim);
         cJSON_Delete(items);
         cJSON_Delete(cordon);
 
@@ -803,9 +773,9 @@ static void test_multiple_pdbs_forced(void **state)
         struct sim_answer ans = { 0 };
 
         assert_non_null(extra);
-        sim_lock(f->sim);
-        assert_int_equal(sim_create(f->sim, SIM_PDB, "shop", extra, &ans), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_create(f->sf.sim, SIM_PDB, "shop", extra, &ans), 0);
+        sim_unlock(f->sf.sim);
         assert_int_equal(ans.status, 201);
         cJSON_Delete(ans.body);
         cJSON_Delete(extra);
@@ -846,18 +816,18 @@ static void test_pods_vanish(void **state)
         assert_int_equal(ledger_waiting(ledger), 1);
         assert_int_equal(drain_exec_result(f->x)->blocked, 0);
 
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_POD, "shop", &items), 0);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, "shop", &items), 0);
         cJSON_ArrayForEach (p, items) {
                 struct sim_answer ans = { 0 };
                 if (!streq_ptr(kube_object_str(p, "spec.nodeName"), "spot-a"))
                         continue;
-                assert_int_equal(sim_delete_pod(f->sim, "shop", kube_object_str(p, "metadata.name"), 0, NULL,
-                                                "test", &ans),
+                assert_int_equal(sim_delete_pod(f->sf.sim, "shop", kube_object_str(p, "metadata.name"), 0,
+                                                NULL, "test", &ans),
                                  0);
                 cJSON_Delete(ans.body);
         }
-        sim_unlock(f->sim);
+        sim_unlock(f->sf.sim);
         cJSON_Delete(items);
 
         fx_run(f);
@@ -988,9 +958,9 @@ static void test_critical_last(void **state)
         assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
         assert_int_equal(f->result.evicted, 4);
         assert_int_equal(f->result.forced, 0);
-        sim_lock(f->sim);
-        assert_int_equal(sim_changes_since(f->sim, SIM_POD, NULL, 0, note_deletion, &d), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_POD, NULL, 0, note_deletion, &d), 0);
+        sim_unlock(f->sf.sim);
         assert_true(d.bare_deleted);
         assert_int_equal(d.n_seen, 3);
         for (size_t i = 0; i < d.n_seen; i++)
@@ -1013,9 +983,9 @@ static void test_never_self(void **state)
         cJSON *items = NULL;
         _cleanup_free_ char *self = NULL;
 
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_POD, "ops", &items), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, "ops", &items), 0);
+        sim_unlock(f->sf.sim);
         self = strdup(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"));
         cJSON_Delete(items);
         assert_non_null(self);
@@ -1239,9 +1209,9 @@ static bool has_line(const cJSON *pm, const char *line)
 static char *first_pod(struct fx *f, const char *ns)
 {
         cJSON *items = NULL;
-        sim_lock(f->sim);
-        assert_int_equal(sim_list(f->sim, SIM_POD, ns, &items), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_list(f->sf.sim, SIM_POD, ns, &items), 0);
+        sim_unlock(f->sf.sim);
         char *name = strdup(kube_object_str(cJSON_GetArrayItem(items, 0), "metadata.name"));
         cJSON_Delete(items);
         return name;

@@ -12,11 +12,11 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "sim/imds_surface.h"
+#include "sim/model.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/notice.h"
-#include "spotdrain/sim_imds_surface.h"
-#include "spotdrain/sim_model.h"
 #include "spotdrain/yaml.h"
 
 #define BOUND_USEC (10ULL * 1000000ULL)

@@ -13,13 +13,14 @@
 #include <cmocka.h>
 
 #include "relay.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/yaml.h"
 #include "timescale.h"
 
@@ -41,11 +42,7 @@ struct drain {
 };
 
 struct fx {
-        char sc_path[64], kc_path[64];
-        struct ynode *tree;
-        struct sim *sim;
-        struct sim_server *srv;
-        struct kube_config *cfg;
+        struct sim_fixture sf;
         struct loop *loop;
         struct kube_client *client;
         struct alert_bus *bus;
@@ -58,14 +55,6 @@ struct fx {
         size_t n_drains;
         bool all_done;
 };
-
-static void write_file(char *path_template, const char *text)
-{
-        int fd = mkstemp(path_template);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-}
 
 static void record_alert(const struct alert *a, void *userdata)
 {
@@ -87,35 +76,24 @@ static struct fx *fx_new_lagging(const char *scenario, double scale, bool shared
                                  const char *lag)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *error = NULL, *kc = NULL;
 
         assert_non_null(f);
         scale = test_time_scale(scale);
-        strcpy(f->sc_path, "/tmp/test-ledger-scenario-XXXXXX");
-        strcpy(f->kc_path, "/tmp/test-ledger-kubeconfig-XXXXXX");
-        write_file(f->sc_path, scenario);
-        assert_int_equal(sim_scenario_load(f->sc_path, &f->tree, &error), 0);
-        assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = scale }, &f->sim, &error), 0);
-        sim_lock(f->sim);
-        sim_start(f->sim);
-        sim_unlock(f->sim);
-        clk_set_scale(scale);
-        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
+        sim_fixture_start(
+            &f->sf, scenario,
+            &(struct sim_fixture_options){ .scale = scale, .scale_engine = true, .no_kubeconfig = true });
         _cleanup_free_ char *url = NULL;
         if (lag) {
-                relay_start(&f->relay, sim_server_port(f->srv), NULL);
+                relay_start(&f->relay, sim_server_port(f->sf.srv), NULL);
                 snprintf(f->lag_field, sizeof(f->lag_field), "fieldSelector=spec.nodeName%%3D%s", lag);
                 relay_set_lag(&f->relay, lag_request, f->lag_field);
                 f->relayed = true;
                 url = strprintf("http://127.0.0.1:%u", f->relay.port);
         }
-        kc = sim_server_kubeconfig(url ? url : sim_server_url(f->srv), "test-token");
-        assert_non_null(kc);
-        write_file(f->kc_path, kc);
-        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
+        sim_fixture_kubeconfig(&f->sf, url);
         assert_int_equal(loop_new(&f->loop), 0);
         assert_int_equal(
-            kube_client_new(f->loop, f->cfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
+            kube_client_new(f->loop, f->sf.kcfg, &(struct kube_client_options){ .qps = -1 }, &f->client), 0);
         assert_int_equal(alert_bus_new(&f->bus), 0);
         assert_int_equal(alert_bus_add_sink(f->bus, record_alert, f), 0);
         if (shared)
@@ -135,16 +113,10 @@ static void fx_free(struct fx *f)
         drain_ledger_free(f->ledger);
         kube_client_free(f->client);
         loop_free(f->loop);
-        kube_config_free(f->cfg);
         alert_bus_free(f->bus);
         if (f->relayed)
                 relay_stop(&f->relay);
-        sim_server_stop(f->srv);
-        sim_free(f->sim);
-        ynode_free(f->tree);
-        clk_set_scale(1.0);
-        unlink(f->sc_path);
-        unlink(f->kc_path);
+        sim_fixture_stop(&f->sf);
         free(f);
 }
 
@@ -177,9 +149,9 @@ static void deletion_seen(const struct sim_change *c, void *userdata)
 static void sim_deletions(struct fx *f, struct deletions *d)
 {
         *d = (struct deletions){ .f = f };
-        sim_lock(f->sim);
-        assert_int_equal(sim_changes_since(f->sim, SIM_POD, "shop", 0, deletion_seen, d), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_POD, "shop", 0, deletion_seen, d), 0);
+        sim_unlock(f->sf.sim);
 }
 
 /* Every deletion of drain a's pods came before any of drain b's, from the from-th deletion on. */
@@ -202,9 +174,9 @@ static bool deleted_before(const struct deletions *d, size_t a, size_t b)
 
 static int sim_breaches(struct fx *f)
 {
-        sim_lock(f->sim);
-        cJSON *res = sim_result(f->sim);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        cJSON *res = sim_result(f->sf.sim);
+        sim_unlock(f->sf.sim);
         assert_non_null(res);
         int n = cJSON_GetObjectItem(res, "pdb_breaches")->valueint;
         cJSON_Delete(res);
@@ -687,9 +659,9 @@ static void pod_on_node(const struct sim_change *c, void *userdata)
 static void pods_on(struct fx *f, const char *node, struct node_pods *np)
 {
         *np = (struct node_pods){ .node = node };
-        sim_lock(f->sim);
-        assert_int_equal(sim_changes_since(f->sim, SIM_POD, "shop", 0, pod_on_node, np), 0);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_POD, "shop", 0, pod_on_node, np), 0);
+        sim_unlock(f->sf.sim);
 }
 
 /* currentHealthy of shop/api in the ledger's informer; -1 before it has the PDB. */

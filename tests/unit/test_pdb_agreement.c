@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
+#include "sim/disruption.h"
 #include "spotdrain/pdb.h"
-#include "spotdrain/sim_disruption.h"
 #include "spotdrain/util.h"
 
 struct pdb_case {

@@ -13,15 +13,16 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/ec2_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -179,12 +180,8 @@ static const char scenario[] =
     "    - {name: m5.4xlarge, cpu: \"16\", memory: 64Gi}\n";
 
 struct fx {
-        char sc_path[64], kc_path[64];
-        struct ynode *tree;
-        struct sim *sim;
-        struct sim_server *srv;
+        struct sim_fixture sf;
         struct sim_ec2 *ec2s;
-        struct kube_config *kcfg;
         struct loop *loop;
         struct kube_client *kube;
         struct spotdrain_config *cfg;
@@ -197,40 +194,17 @@ static const struct aws_credentials *creds_of(void *userdata)
         return &((struct fx *)userdata)->creds;
 }
 
-static void write_file(char *path_template, const char *text)
-{
-        int fd = mkstemp(path_template);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-}
-
 static int setup(void **state)
 {
         struct fx *x = calloc(1, sizeof(*x));
-        _cleanup_free_ char *error = NULL, *kc = NULL, *endpoint = NULL;
+        _cleanup_free_ char *endpoint = NULL;
 
         assert_non_null(x);
-        strcpy(x->sc_path, "/tmp/test-prov-frontend-scenario-XXXXXX");
-        strcpy(x->kc_path, "/tmp/test-prov-frontend-kubeconfig-XXXXXX");
-        write_file(x->sc_path, scenario);
-        if (sim_scenario_load(x->sc_path, &x->tree, &error) < 0)
-                fail_msg("%s", error);
-        assert_int_equal(sim_new(x->tree, &(struct sim_options){ .time_scale = 1, .manual_clock = true },
-                                 &x->sim, &error),
-                         0);
-        sim_lock(x->sim);
-        sim_start(x->sim);
-        sim_unlock(x->sim);
-        assert_int_equal(sim_server_start(x->sim, NULL, &x->srv), 0);
-        assert_int_equal(sim_ec2_start(x->sim, NULL, &x->ec2s), 0);
-        kc = sim_server_kubeconfig(sim_server_url(x->srv), "test-token");
-        assert_non_null(kc);
-        write_file(x->kc_path, kc);
-        assert_int_equal(kube_config_load_file(x->kc_path, NULL, &x->kcfg, &error), 0);
+        sim_fixture_start(&x->sf, scenario, &(struct sim_fixture_options){ .manual_clock = true });
+        assert_int_equal(sim_ec2_start(x->sf.sim, NULL, &x->ec2s), 0);
         assert_int_equal(loop_new(&x->loop), 0);
         assert_int_equal(
-            kube_client_new(x->loop, x->kcfg, &(struct kube_client_options){ .qps = -1 }, &x->kube), 0);
+            kube_client_new(x->loop, x->sf.kcfg, &(struct kube_client_options){ .qps = -1 }, &x->kube), 0);
         x->creds = (struct aws_credentials){ .access_key_id = (char *)SIM_EC2_ACCESS_KEY_ID,
                                              .secret_access_key = (char *)SIM_EC2_SECRET_ACCESS_KEY };
         assert_int_equal(config_new(&x->cfg), 0);
@@ -255,14 +229,9 @@ static int teardown(void **state)
         prov_frontend_free(x->f);
         kube_client_free(x->kube);
         loop_free(x->loop);
-        kube_config_free(x->kcfg);
         config_free(x->cfg);
         sim_ec2_stop(x->ec2s);
-        sim_server_stop(x->srv);
-        sim_free(x->sim);
-        ynode_free(x->tree);
-        unlink(x->sc_path);
-        unlink(x->kc_path);
+        sim_fixture_stop(&x->sf);
         free(x);
         return 0;
 }
@@ -308,7 +277,7 @@ static void run_until_answered(struct fx *x)
 static struct notice notice_for(struct fx *x, enum notice_kind kind, const char *event_id)
 {
         struct notice n = { .kind = kind, .notice_time = clk_now() };
-        snprintf(n.instance_id, sizeof(n.instance_id), "%s", sim_node_instance_id(x->sim, 0));
+        snprintf(n.instance_id, sizeof(n.instance_id), "%s", sim_node_instance_id(x->sf.sim, 0));
         snprintf(n.event_id, sizeof(n.event_id), "%s", event_id);
         return n;
 }
@@ -325,14 +294,14 @@ static void test_request_end_to_end(void **state)
         if (prov_frontend_new(x->loop, x->kube, NULL, x->cfg, &o, &x->f, &why) < 0)
                 fail_msg("%s", why ? why : "?");
         assert_non_null(x->f);
-        assert_string_equal(sim_node_name(x->sim, 0), "spot-a");
+        assert_string_equal(sim_node_name(x->sf.sim, 0), "spot-a");
 
         struct notice rebalance = notice_for(x, NOTICE_REBALANCE_RECOMMENDATION, "ev-rebalance");
         assert_int_equal(prov_frontend_request(x->f, "spot-a", &rebalance), 0);
         r = run_until_launched(x);
         assert_non_null(r);
         assert_int_equal(r->state, PROV_STATE_LAUNCHED);
-        assert_string_equal(r->replaces, sim_node_instance_id(x->sim, 0));
+        assert_string_equal(r->replaces, sim_node_instance_id(x->sf.sim, 0));
         assert_string_equal(r->node, "spot-a");
         /* 5 × (1 CPU, 2Gi) read from the cluster: the 2xlarge is the smallest m5 that holds them. */
         assert_string_equal(r->instance_type, "m5.2xlarge");

@@ -14,6 +14,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "sim/ec2_surface.h"
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/keys.h"
@@ -21,9 +25,6 @@
 #include "spotdrain/kubeconfig.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
-#include "spotdrain/sim_ec2_surface.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -60,12 +61,8 @@ static const struct prov_subnet subnets[] = {
 #define MAX_ALERTS 16
 
 struct fx {
-        char sc_path[64], kc_path[64];
-        struct ynode *tree;
-        struct sim *sim;
-        struct sim_server *srv;
+        struct sim_fixture sf;
         struct sim_ec2 *ec2s;
-        struct kube_config *cfg;
         struct loop *loop;
         struct kube_client *kube;
         struct ec2_client *ec2;
@@ -98,14 +95,6 @@ static unsigned count_alerts(const struct fx *f, enum alert_kind k)
         for (size_t i = 0; i < f->n_alerts; i++)
                 n += f->alerts[i] == k;
         return n;
-}
-
-static void write_file(char *path_template, const char *text)
-{
-        int fd = mkstemp(path_template);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
 }
 
 /* /work/shared/scenarios/rebalance-early.yaml: no spare room; the rebalance recommendation comes 60 s
@@ -142,29 +131,14 @@ static const char rebalance_early[] =
 static int setup_with(void **state, const char *scenario_text)
 {
         struct fx *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *error = NULL, *kc = NULL;
+        _cleanup_free_ char *error = NULL;
 
         assert_non_null(f);
-        strcpy(f->sc_path, "/tmp/test-provision-scenario-XXXXXX");
-        strcpy(f->kc_path, "/tmp/test-provision-kubeconfig-XXXXXX");
-        write_file(f->sc_path, scenario_text);
-        if (sim_scenario_load(f->sc_path, &f->tree, &error) < 0)
-                fail_msg("%s", error);
-        assert_int_equal(sim_new(f->tree, &(struct sim_options){ .time_scale = 1, .manual_clock = true },
-                                 &f->sim, &error),
-                         0);
-        sim_lock(f->sim);
-        sim_start(f->sim);
-        sim_unlock(f->sim);
-        assert_int_equal(sim_server_start(f->sim, NULL, &f->srv), 0);
-        assert_int_equal(sim_ec2_start(f->sim, NULL, &f->ec2s), 0);
-        kc = sim_server_kubeconfig(sim_server_url(f->srv), "test-token");
-        assert_non_null(kc);
-        write_file(f->kc_path, kc);
-        assert_int_equal(kube_config_load_file(f->kc_path, NULL, &f->cfg, &error), 0);
+        sim_fixture_start(&f->sf, scenario_text, &(struct sim_fixture_options){ .manual_clock = true });
+        assert_int_equal(sim_ec2_start(f->sf.sim, NULL, &f->ec2s), 0);
         assert_int_equal(loop_new(&f->loop), 0);
         assert_int_equal(
-            kube_client_new(f->loop, f->cfg, &(struct kube_client_options){ .qps = -1 }, &f->kube), 0);
+            kube_client_new(f->loop, f->sf.kcfg, &(struct kube_client_options){ .qps = -1 }, &f->kube), 0);
         f->creds = (struct aws_credentials){ .access_key_id = (char *)SIM_EC2_ACCESS_KEY_ID,
                                              .secret_access_key = (char *)SIM_EC2_SECRET_ACCESS_KEY };
         struct ec2_config ec = { .endpoint = sim_ec2_url(f->ec2s),
@@ -199,15 +173,10 @@ static int teardown(void **state)
         ec2_client_free(f->ec2);
         kube_client_free(f->kube);
         loop_free(f->loop);
-        kube_config_free(f->cfg);
         alert_bus_free(f->bus);
         sim_ec2_stop(f->ec2s);
-        sim_server_stop(f->srv);
-        sim_free(f->sim);
-        ynode_free(f->tree);
+        sim_fixture_stop(&f->sf);
         prov_catalog_free(f->catalog);
-        unlink(f->sc_path);
-        unlink(f->kc_path);
         for (size_t i = 0; i < f->n_alerts; i++)
                 free(f->alert_msgs[i]);
         free(f);
@@ -216,11 +185,11 @@ static int teardown(void **state)
 
 static void set_time(struct fx *f, double t)
 {
-        sim_lock(f->sim);
-        sim_set_now(f->sim, t);
-        (void)sim_advance(f->sim);
-        sim_broadcast(f->sim);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        sim_set_now(f->sf.sim, t);
+        (void)sim_advance(f->sf.sim);
+        sim_broadcast(f->sf.sim);
+        sim_unlock(f->sf.sim);
 }
 
 static void tick(void *userdata)
@@ -760,11 +729,11 @@ static void test_rebalance_early(void **state)
                 n++;
         }
         assert_int_equal(n, 7); /* 6 checkout + 1 cart */
-        sim_lock(f->sim);
-        snprintf(zone_a, sizeof(zone_a), "%s", sim_node_zone(f->sim, 0));
-        const char *instance = sim_node_instance_id(f->sim, 0);
+        sim_lock(f->sf.sim);
+        snprintf(zone_a, sizeof(zone_a), "%s", sim_node_zone(f->sf.sim, 0));
+        const char *instance = sim_node_instance_id(f->sf.sim, 0);
         struct notice nt = notice(NOTICE_REBALANCE_RECOMMENDATION, instance, "rebalance-spot-a");
-        sim_unlock(f->sim);
+        sim_unlock(f->sf.sim);
 
         assert_int_equal(provisioner_new(f->loop, f->kube, f->ec2, &o, f->bus, &f->p), 0);
         assert_int_equal(provisioner_on_notice(f->p, &nt, "spot-a", zone_a, pods_on_a, n), 1);
@@ -776,9 +745,9 @@ static void test_rebalance_early(void **state)
         assert_string_not_equal(r->zone, zone_a);
 
         /* The model saw the request at t=0 (the clock has not moved) and lists it as a replacement. */
-        sim_lock(f->sim);
-        cJSON *result = sim_result(f->sim);
-        sim_unlock(f->sim);
+        sim_lock(f->sf.sim);
+        cJSON *result = sim_result(f->sf.sim);
+        sim_unlock(f->sf.sim);
         const cJSON *reps = cJSON_GetObjectItemCaseSensitive(result, "replacements");
         assert_int_equal(cJSON_GetArraySize(reps), 1);
         const cJSON *rq = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reps, 0), "requested_at");

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "spotdrain/sim_model.h"
+#include "sim/model.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

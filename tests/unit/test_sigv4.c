@@ -21,8 +21,8 @@
 
 #include <cmocka.h>
 
+#include "sim/sigv4_check.h"
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_sigv4_check.h"
 #include "spotdrain/util.h"
 
 #define SUITE_AKID   "AKIDEXAMPLE"

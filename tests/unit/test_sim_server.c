@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
+#include "sim/model.h"
+#include "sim/server.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 

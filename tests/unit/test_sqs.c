@@ -13,13 +13,13 @@
 
 #include <cmocka.h>
 
+#include "sim/model.h"
+#include "sim/server.h"
+#include "sim/sqs_surface.h"
+#include "sim/sts_surface.h"
 #include "spotdrain/core.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/sigv4.h"
-#include "spotdrain/sim_model.h"
-#include "spotdrain/sim_server.h"
-#include "spotdrain/sim_sqs_surface.h"
-#include "spotdrain/sim_sts_surface.h"
 #include "spotdrain/sqs.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"

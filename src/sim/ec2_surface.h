@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spotdrain/sim_sigv4_check.h"
+#include "sim/sigv4_check.h"
 
 struct sim;
 struct sim_ec2;
