@@ -1120,6 +1120,8 @@ static const struct sqs_err *send_one(struct sim_sqs *q, const char *body, long 
                 *ret_why = strdup("Out of memory.");
                 return &err_internal;
         }
+        /* A long poll waiting returns as soon as a message is there, as SQS's does. */
+        pthread_cond_broadcast(&q->cond);
         return NULL;
 }
 
