@@ -111,8 +111,9 @@ static const struct metric_family_def controller_families[] = {
           0 },
         { M_MALFORMED,
           METRIC_COUNTER,
-          "Malformed or unrecognized messages left in the queue.",
-          {},
+          "Messages left in the queue unread, by reason: malformed (not JSON, a field missing or "
+          "wrong), unrecognized (not a notice spotdrain knows), too-large, too-deep.",
+          { "reason" },
           NULL,
           0 },
         { M_REJECTED,
@@ -221,7 +222,9 @@ static void ops_tick(void *userdata)
         add_delta(m, M_DELETED, st.deleted, o->last.deleted, NULL);
         add_delta(m, M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
         add_delta(m, M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
-        add_delta(m, M_MALFORMED, st.malformed, o->last.malformed, NULL);
+        for (int k = 0; k < _CONTROLLER_MALFORMED_MAX; k++)
+                add_delta(m, M_MALFORMED, st.malformed[k], o->last.malformed[k],
+                          controller_malformed_label((enum controller_malformed)k));
         for (int k = CONTROLLER_REJECT_NO_ACCOUNT; k < _CONTROLLER_REJECT_MAX; k++)
                 add_delta(m, M_REJECTED, st.rejected[k], o->last.rejected[k],
                           controller_reject_label((enum controller_reject)k));
