@@ -202,9 +202,11 @@ struct controller_stats {
         uint64_t visibility_extends, visibility_failures;
         uint64_t malformed[_CONTROLLER_MALFORMED_MAX]; /* bodies left in the queue unread, by reason */
         uint64_t rejected[_CONTROLLER_REJECT_MAX]; /* well-formed messages left in the queue, by reason */
-        uint64_t unreadable;                       /* times the queue turned unreadable */
-        uint64_t unreadable_failures;              /* calls answered with an error that means unreadable */
-        uint64_t notice_counts[_NOTICE_KIND_MAX];  /* notices received (duplicates excluded), by kind */
+        uint64_t
+            superseded; /* notices not acted on: a later one of their instance was handled (sequencing) */
+        uint64_t unreadable;                      /* times the queue turned unreadable */
+        uint64_t unreadable_failures;             /* calls answered with an error that means unreadable */
+        uint64_t notice_counts[_NOTICE_KIND_MAX]; /* notices received (duplicates excluded), by kind */
         /* Launch lifecycle actions ended, by how (controller_launch_result_label()), and those waiting. */
         uint64_t launch_results[CONTROLLER_LAUNCH_RESULTS];
         unsigned launch_waiting;

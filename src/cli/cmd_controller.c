@@ -92,6 +92,7 @@ static const struct aws_credentials *creds_current(void *userdata)
 #define M_UNREADABLE       "spotdrain_queue_unreadable"
 #define M_DUPLICATES       "spotdrain_notices_duplicate_total"
 #define M_IGNORED          "spotdrain_notices_ignored_total"
+#define M_SUPERSEDED       "spotdrain_notices_superseded_total"
 #define M_DRAINS_STARTED   "spotdrain_drains_started_total"
 #define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
 #define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
@@ -133,6 +134,12 @@ static const struct metric_family_def controller_families[] = {
           NULL,
           0 },
         { M_DUPLICATES, METRIC_COUNTER, "Duplicate notices absorbed.", {}, NULL, 0 },
+        { M_SUPERSEDED,
+          METRIC_COUNTER,
+          "Notices not acted on because a later one for the same instance was handled first.",
+          {},
+          NULL,
+          0 },
         { M_IGNORED,
           METRIC_COUNTER,
           "Notices whose kind's action is ignore (notices.KIND.action).",
@@ -231,6 +238,7 @@ static void ops_tick(void *userdata)
         add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
         add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
         add_delta(m, M_IGNORED, st.dispatch.ignored, o->last.dispatch.ignored, NULL);
+        add_delta(m, M_SUPERSEDED, st.superseded, o->last.superseded, NULL);
         add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
         add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
         add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);

@@ -43,6 +43,7 @@
 #define STOP_CHECK_USEC          (20 * 1000)
 #define POLL_BACKOFF_BASE        (1 * SEC)
 #define POLL_BACKOFF_MAX         (30 * SEC)
+#define SEQ_SLOTS                1024 /* instances whose latest notice time is kept (the oldest forgotten) */
 
 struct controller;
 
@@ -80,6 +81,12 @@ struct pending_delete {
 struct pending_hide {
         char *handle;
         unsigned seconds;
+};
+
+/* The latest notice time handled for one instance and kind (and Health event, for scheduled changes). */
+struct seq {
+        char key[NOTICE_INSTANCE_ID_SIZE + NOTICE_ID_SIZE + 8];
+        uint64_t notice_time, used;
 };
 
 struct cdrain {
@@ -152,6 +159,8 @@ struct controller {
         struct trust_policy trust;
         struct trust_limiter limiter;
         struct quiet quiet; /* the lines about messages left in the queue */
+        struct seq *seqs;   /* SEQ_SLOTS, allocated on first use */
+        uint64_t seq_clock;
         struct timer *quiet_timer;
         struct sns_gate *sns;         /* controller.verify_sns_signature */
         struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
@@ -437,6 +446,49 @@ static void flush_deletes(struct controller *c)
                 c->n_deleting = 0;
                 c->stats.delete_failures += n;
         }
+}
+
+/* ---- sequencing by the notice's time ---- */
+
+/* Kinds whose later notice revises an earlier one: a state change (the instance's latest state), a
+ * scheduled change (its Health event's latest status), a rebalance recommendation. An interruption warning
+ * is never superseded: an earlier one carries the earlier deadline, which the drain takes. */
+static bool seq_kind(enum notice_kind k)
+{
+        return k == NOTICE_STATE_CHANGE || k == NOTICE_SCHEDULED_CHANGE ||
+               k == NOTICE_REBALANCE_RECOMMENDATION;
+}
+
+/* True when a notice of the same kind for the same instance (and Health event), with a later time, was
+ * already handled: this one came late (parallel receivers, a standard queue's order) and must not undo it.
+ * Otherwise records n's time. */
+static bool notice_superseded(struct controller *c, const struct notice *n)
+{
+        char key[sizeof(c->seqs[0].key)];
+        struct seq *lru = NULL;
+
+        if (!seq_kind(n->kind) || isempty(n->instance_id) || !n->notice_time)
+                return false;
+        if (!c->seqs && !(c->seqs = calloc(SEQ_SLOTS, sizeof(*c->seqs))))
+                return false;
+        snprintf(key, sizeof(key), "%d|%s|%s", (int)n->kind, n->instance_id,
+                 n->kind == NOTICE_SCHEDULED_CHANGE ? n->event_id : "");
+        for (size_t i = 0; i < SEQ_SLOTS; i++) {
+                struct seq *x = &c->seqs[i];
+                if (x->used && streq(x->key, key)) {
+                        if (n->notice_time < x->notice_time)
+                                return true;
+                        x->notice_time = n->notice_time;
+                        x->used = ++c->seq_clock;
+                        return false;
+                }
+                if (!lru || x->used < lru->used)
+                        lru = x;
+        }
+        memcpy(lru->key, key, sizeof(key));
+        lru->notice_time = n->notice_time;
+        lru->used = ++c->seq_clock;
+        return false;
 }
 
 /* ---- held messages ---- */
@@ -809,6 +861,15 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
         for (size_t i = 0; i < n; i++) {
                 uint64_t d = 0;
 
+                if (notice_superseded(c, &notices[i])) {
+                        c->stats.superseded++;
+                        log_info(
+                            "the %s notice for %s of %s (message %s) comes after a later one was handled: "
+                            "superseded",
+                            notice_kind_to_string(notices[i].kind), notices[i].instance_id,
+                            notices[i].event_id, m->id);
+                        continue;
+                }
                 r = dispatch_submit(c->dispatch, &notices[i], m->ticket, &d);
                 dispatch_stats(c->dispatch, &c->stats.dispatch);
                 if (r == DISPATCH_PENDING) {
@@ -2011,6 +2072,7 @@ struct controller *controller_free(struct controller *c)
         for (size_t i = 0; i < c->n_hides; i++)
                 free(c->hides[i].handle);
         free(c->hides);
+        free(c->seqs);
         for (size_t i = 0; i < c->n_deleting; i++)
                 pending_delete_clear(&c->deleting[i]);
         free(c->deleting);
