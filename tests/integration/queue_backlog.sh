@@ -33,7 +33,8 @@ metrics() { curl -sSf "127.0.0.1:$METRICS_PORT/metrics"; }
 ready() { curl -sf "127.0.0.1:$METRICS_PORT/readyz" >/dev/null; }
 cordoned() { curl -sSf "$SIM_URL/api/v1/nodes/spot-a" | jq -e '.spec.unschedulable == true' >/dev/null; }
 count() { metrics | awk -v m="spotdrain_sqs_messages_malformed_total{reason=\"$1\"}" '$1 == m { print $2 }'; }
-counted() { [ "$(count malformed)" = 50 ] && [ "$(count unrecognized)" = 50 ]; }
+# Each at least once (one received again after its first visibility, on a loaded machine, counts again).
+counted() { [ "$(count malformed)" -ge 50 ] 2>/dev/null && [ "$(count unrecognized)" -ge 50 ] 2>/dev/null; }
 in_queue() {
 	aws_sim "$SQS" sqs get-queue-attributes --queue-url "$QUEUE_URL" --attribute-names All |
 		jq -r '(.Attributes.ApproximateNumberOfMessages | tonumber) + (.Attributes.ApproximateNumberOfMessagesNotVisible | tonumber)'
@@ -60,14 +61,24 @@ wait_for 30 cordoned || { cat "$TEST_TMP/controller.log" >&2; fail "spot-a not c
 wait_for 30 counted || { metrics | grep malformed >&2; fail "the bad messages are not counted by reason"; }
 log "the bad messages stay in the queue (the warning's own is deleted once its drain is done)"
 wait_for 60 only_backlog_left || fail "$(in_queue) message(s) in the queue, not the 100 bad ones"
-[ "$(grep -c 'left in the queue' "$TEST_TMP/controller.log")" = 2 ] || {
-	grep 'left in the queue' "$TEST_TMP/controller.log" >&2
-	fail "not one line per reason and sender"
-}
+# One line each for the first message of each reason from this sender (the sim's SenderId); the rest are
+# counted, and told in summaries: one when their minute ends (a slow run may see one), the last at the stop.
+for what in "is malformed, left in the queue" "is not a notice spotdrain knows, left in the queue"; do
+	[ "$(grep -c "$what" "$TEST_TMP/controller.log")" = 1 ] || {
+		grep 'left in the queue' "$TEST_TMP/controller.log" >&2
+		fail "not one line per reason and sender"
+	}
+done
+declare -A seen=([malformed]=$(count malformed) [unrecognized]=$(count unrecognized))
 stop_controller
-summaries=$(grep -c 'more message(s) from .* left in the queue (\(malformed\|unrecognized\)) in the last minute' \
-	"$TEST_TMP/controller.log")
-[ "$summaries" = 2 ] || { cat "$TEST_TMP/controller.log" >&2; fail "$summaries summaries at the stop, not 2"; }
-grep -q 'count=49$' "$TEST_TMP/controller.log" || fail "the summary does not count the 49 not logged"
+for reason in malformed unrecognized; do
+	held=$(grep "left in the queue ($reason) in the last minute" "$TEST_TMP/controller.log" |
+		sed -n 's/.* count=\([0-9]*\)$/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+	[ "$held" = $((seen[$reason] - 1)) ] || {
+		cat "$TEST_TMP/controller.log" >&2
+		fail "the summaries count $held $reason messages, not the $((seen[$reason] - 1)) not logged"
+	}
+done
+[ "$(grep -c 'left in the queue' "$TEST_TMP/controller.log")" -le 6 ] || fail "more than 6 lines about them"
 stop_sim "$SIM_PID"
 echo "ok"
