@@ -38,6 +38,7 @@
 /* The controller's configuration (controller.*). Its keys: controller_config_section (its settings.c). */
 struct controller_settings {
         uint64_t first_visibility_usec; /* a notice's hidden time until its drain is recorded */
+        int64_t receivers;              /* ReceiveMessage calls in flight at once */
         char **allowed_accounts;        /* accounts besides the queue's whose notices are taken */
         char **asg_names;               /* Auto Scaling groups whose lifecycle actions are this cluster's */
         char *cluster_name;             /* else: groups tagged kubernetes.io/cluster/NAME are (asg_owners) */
@@ -157,7 +158,7 @@ struct controller_options {
         const char *lease_namespace;        /* NULL: $POD_NAMESPACE, else "default" */
         const char *identity;               /* NULL: leader_options' default */
         bool no_leader_election;            /* act at once (a single replica) */
-        unsigned polls;                     /* receives in flight; 0 = 1 */
+        unsigned polls;                     /* receives in flight; 0 = cfg's controller.receivers, else 10 */
         unsigned failures_unreadable; /* receive failures in a row that make the queue unreadable; 0 = 3 */
         uint64_t visibility_usec; /* a handled message is kept hidden this long, renewed at 1/2; 0 = 60 s */
         uint64_t malformed_visibility_usec; /* 0 = 600 s */
@@ -180,6 +181,17 @@ enum controller_reject {
  * label and the alert's reason. */
 const char *controller_reject_label(enum controller_reject why);
 
+/* Why a body was left in the queue unread (notice_parse()'s errors). */
+enum controller_malformed {
+        CONTROLLER_MALFORMED_BODY,         /* not JSON, a field missing or of the wrong type */
+        CONTROLLER_MALFORMED_UNRECOGNIZED, /* well-formed, not a notice spotdrain knows */
+        CONTROLLER_MALFORMED_TOO_LARGE,
+        CONTROLLER_MALFORMED_TOO_DEEP,
+        _CONTROLLER_MALFORMED_MAX,
+};
+/* "malformed", "unrecognized", "too-large", "too-deep": the metric label. */
+const char *controller_malformed_label(enum controller_malformed why);
+
 /* How a launch lifecycle action's wait ended: "continue", "abandon", "foreign" (not this cluster's: left
  * alone), "gone" (Auto Scaling had it no more), "failed" (its message comes back); NULL past the last. */
 #define CONTROLLER_LAUNCH_RESULTS 5
@@ -188,11 +200,13 @@ const char *controller_launch_result_label(unsigned i);
 struct controller_stats {
         uint64_t receives, receive_failures, messages, deleted, delete_failures;
         uint64_t visibility_extends, visibility_failures;
-        uint64_t malformed;                        /* malformed or unrecognized bodies left in the queue */
+        uint64_t malformed[_CONTROLLER_MALFORMED_MAX]; /* bodies left in the queue unread, by reason */
         uint64_t rejected[_CONTROLLER_REJECT_MAX]; /* well-formed messages left in the queue, by reason */
-        uint64_t unreadable;                       /* times the queue turned unreadable */
-        uint64_t unreadable_failures;              /* calls answered with an error that means unreadable */
-        uint64_t notice_counts[_NOTICE_KIND_MAX];  /* notices received (duplicates excluded), by kind */
+        uint64_t
+            superseded; /* notices not acted on: a later one of their instance was handled (sequencing) */
+        uint64_t unreadable;                      /* times the queue turned unreadable */
+        uint64_t unreadable_failures;             /* calls answered with an error that means unreadable */
+        uint64_t notice_counts[_NOTICE_KIND_MAX]; /* notices received (duplicates excluded), by kind */
         /* Launch lifecycle actions ended, by how (controller_launch_result_label()), and those waiting. */
         uint64_t launch_results[CONTROLLER_LAUNCH_RESULTS];
         unsigned launch_waiting;

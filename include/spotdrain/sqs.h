@@ -114,6 +114,7 @@ struct sqs_message {
         unsigned receive_count;      /* ApproximateReceiveCount; 0 when not sent */
         uint64_t sent_usec;          /* SentTimestamp (wall clock); 0 when not sent */
         uint64_t first_receive_usec; /* ApproximateFirstReceiveTimestamp; 0 when not sent */
+        char *sender_id;             /* SenderId (the sending principal); NULL when not sent */
 };
 void sqs_message_clear(struct sqs_message *m);
 /* Frees n messages and the array. NULL-safe. */
@@ -140,7 +141,7 @@ typedef void (*sqs_receive_fn)(struct sqs_client *c, const struct sqs_result *re
 int sqs_receive(struct sqs_client *c, const struct sqs_receive_opts *opts, sqs_receive_fn done,
                 void *userdata, struct sqs_op **ret);
 
-/* ---- DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility ---- */
+/* ---- DeleteMessage, DeleteMessageBatch, ChangeMessageVisibility(Batch) ---- */
 typedef void (*sqs_done_fn)(struct sqs_client *c, const struct sqs_result *res, void *userdata);
 int sqs_delete(struct sqs_client *c, const char *receipt_handle, sqs_done_fn done, void *userdata,
                struct sqs_op **ret);
@@ -170,6 +171,10 @@ int sqs_delete_batch(struct sqs_client *c, const struct sqs_delete_entry *entrie
 /* Keeps a received message hidden for timeout_seconds (0..43200) from now; 0 makes it visible at once. */
 int sqs_change_visibility(struct sqs_client *c, const char *receipt_handle, unsigned timeout_seconds,
                           sqs_done_fn done, void *userdata, struct sqs_op **ret);
+/* ChangeMessageVisibilityBatch: the same for 1..10 entries (as sqs_delete_batch's), each outcome told. */
+int sqs_change_visibility_batch(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
+                                unsigned timeout_seconds, sqs_batch_fn done, void *userdata,
+                                struct sqs_op **ret);
 
 /* ---- GetQueueAttributes ---- */
 struct sqs_attribute {

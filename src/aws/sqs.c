@@ -21,6 +21,7 @@ enum op_kind {
         OP_DELETE,
         OP_DELETE_BATCH,
         OP_CHANGE_VISIBILITY,
+        OP_CHANGE_VISIBILITY_BATCH,
         OP_GET_ATTRIBUTES,
 };
 
@@ -36,7 +37,7 @@ struct sqs_op {
                 sqs_attributes_fn attributes;
         } cb;
         void *userdata;
-        char **batch_ids; /* OP_DELETE_BATCH: the request's entry ids, in order */
+        char **batch_ids; /* the batches: the request's entry ids, in order */
         size_t n_batch_ids;
 };
 
@@ -377,6 +378,7 @@ void sqs_message_clear(struct sqs_message *m)
         free(m->message_id);
         free(m->receipt_handle);
         free(m->body);
+        free(m->sender_id);
         *m = (struct sqs_message){};
 }
 
@@ -417,6 +419,7 @@ static const char *const op_actions[] = {
         [OP_DELETE] = "DeleteMessage",
         [OP_DELETE_BATCH] = "DeleteMessageBatch",
         [OP_CHANGE_VISIBILITY] = "ChangeMessageVisibility",
+        [OP_CHANGE_VISIBILITY_BATCH] = "ChangeMessageVisibilityBatch",
         [OP_GET_ATTRIBUTES] = "GetQueueAttributes",
 };
 
@@ -509,6 +512,7 @@ static int message_parse(const cJSON *m, struct sqs_message *ret, char *why, siz
         const char *body = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "Body"));
         const char *md5 = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "MD5OfBody"));
         const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(m, "Attributes");
+        const char *sender = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(attrs, "SenderId"));
         uint64_t count = 0, sent = 0, first = 0;
 
         if (isempty(id) || isempty(handle) || !body) {
@@ -534,8 +538,10 @@ static int message_parse(const cJSON *m, struct sqs_message *ret, char *why, siz
                 .receive_count = (unsigned)count,
                 .sent_usec = sent * 1000,
                 .first_receive_usec = first * 1000,
+                .sender_id = !isempty(sender) ? strdup(sender) : NULL,
         };
-        if (!ret->message_id || !ret->receipt_handle || !ret->body) {
+        if (!ret->message_id || !ret->receipt_handle || !ret->body ||
+            (!isempty(sender) && !ret->sender_id)) {
                 sqs_message_clear(ret);
                 return -ENOMEM;
         }
@@ -639,7 +645,7 @@ static void finish_batch(struct sqs_op *op, struct sqs_result *res, const cJSON 
 
         if (r < 0) {
                 result_set(res, r == -ENOMEM ? SQS_ERR_OTHER : SQS_ERR_PROTOCOL, r, res->status, NULL, "%s",
-                           r == -ENOMEM ? "out of memory" : "malformed DeleteMessageBatch answer");
+                           r == -ENOMEM ? "out of memory" : "malformed batch answer");
                 op->cb.batch(op->client, res, NULL, 0, op->userdata);
         } else
                 op->cb.batch(op->client, res, entries, op->n_batch_ids, op->userdata);
@@ -690,6 +696,7 @@ static void op_fail(struct sqs_op *op, const struct sqs_result *res)
                 op->cb.receive(op->client, res, NULL, 0, op->userdata);
                 break;
         case OP_DELETE_BATCH:
+        case OP_CHANGE_VISIBILITY_BATCH:
                 op->cb.batch(op->client, res, NULL, 0, op->userdata);
                 break;
         case OP_GET_ATTRIBUTES:
@@ -741,6 +748,7 @@ static void on_answer(const struct aws_result *a, const char *body, size_t len, 
                 finish_receive(op, &res, o);
                 break;
         case OP_DELETE_BATCH:
+        case OP_CHANGE_VISIBILITY_BATCH:
                 finish_batch(op, &res, o);
                 break;
         case OP_GET_ATTRIBUTES:
@@ -772,7 +780,7 @@ int sqs_receive(struct sqs_client *c, const struct sqs_receive_opts *opts, sqs_r
                 void *userdata, struct sqs_op **ret)
 {
         static const char *const attrs[] = { "SentTimestamp", "ApproximateReceiveCount",
-                                             "ApproximateFirstReceiveTimestamp", NULL };
+                                             "ApproximateFirstReceiveTimestamp", "SenderId", NULL };
         struct sqs_receive_opts o = opts ? *opts : SQS_RECEIVE_OPTS_DEFAULT;
         struct sqs_op *op;
         cJSON *body;
@@ -852,8 +860,9 @@ static bool batch_id_valid(const char *id)
         return true;
 }
 
-int sqs_delete_batch(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
-                     sqs_batch_fn done, void *userdata, struct sqs_op **ret)
+/* DeleteMessageBatch (visibility < 0) or ChangeMessageVisibilityBatch (every entry to visibility). */
+static int batch_op(struct sqs_client *c, enum op_kind kind, const struct sqs_delete_entry *entries,
+                    size_t n, int visibility, sqs_batch_fn done, void *userdata, struct sqs_op **ret)
 {
         struct sqs_op *op;
         cJSON *body, *list;
@@ -877,13 +886,14 @@ int sqs_delete_batch(struct sqs_client *c, const struct sqs_delete_entry *entrie
                 cJSON *e = cJSON_CreateObject();
                 if (!cJSON_AddStringToObject(e, "Id", entries[i].id) ||
                     !cJSON_AddStringToObject(e, "ReceiptHandle", entries[i].receipt_handle) ||
+                    (visibility >= 0 && !cJSON_AddNumberToObject(e, "VisibilityTimeout", visibility)) ||
                     !cJSON_AddItemToArray(list, e)) {
                         cJSON_Delete(e);
                         cJSON_Delete(body);
                         return -ENOMEM;
                 }
         }
-        op = op_new(c, OP_DELETE_BATCH, userdata);
+        op = op_new(c, kind, userdata);
         if (!op) {
                 cJSON_Delete(body);
                 return -ENOMEM;
@@ -905,6 +915,22 @@ int sqs_delete_batch(struct sqs_client *c, const struct sqs_delete_entry *entrie
                 op->n_batch_ids++;
         }
         return op_start(op, body, CALL_TIMEOUT_USEC, ret);
+}
+
+int sqs_delete_batch(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
+                     sqs_batch_fn done, void *userdata, struct sqs_op **ret)
+{
+        return batch_op(c, OP_DELETE_BATCH, entries, n, -1, done, userdata, ret);
+}
+
+int sqs_change_visibility_batch(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
+                                unsigned timeout_seconds, sqs_batch_fn done, void *userdata,
+                                struct sqs_op **ret)
+{
+        if (timeout_seconds > SQS_MAX_VISIBILITY)
+                return -EINVAL;
+        return batch_op(c, OP_CHANGE_VISIBILITY_BATCH, entries, n, (int)timeout_seconds, done, userdata,
+                        ret);
 }
 
 int sqs_get_attributes(struct sqs_client *c, const char *const *names, sqs_attributes_fn done,

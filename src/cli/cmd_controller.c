@@ -92,6 +92,7 @@ static const struct aws_credentials *creds_current(void *userdata)
 #define M_UNREADABLE       "spotdrain_queue_unreadable"
 #define M_DUPLICATES       "spotdrain_notices_duplicate_total"
 #define M_IGNORED          "spotdrain_notices_ignored_total"
+#define M_SUPERSEDED       "spotdrain_notices_superseded_total"
 #define M_DRAINS_STARTED   "spotdrain_drains_started_total"
 #define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
 #define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
@@ -111,8 +112,9 @@ static const struct metric_family_def controller_families[] = {
           0 },
         { M_MALFORMED,
           METRIC_COUNTER,
-          "Malformed or unrecognized messages left in the queue.",
-          {},
+          "Messages left in the queue unread, by reason: malformed (not JSON, a field missing or "
+          "wrong), unrecognized (not a notice spotdrain knows), too-large, too-deep.",
+          { "reason" },
           NULL,
           0 },
         { M_REJECTED,
@@ -132,6 +134,12 @@ static const struct metric_family_def controller_families[] = {
           NULL,
           0 },
         { M_DUPLICATES, METRIC_COUNTER, "Duplicate notices absorbed.", {}, NULL, 0 },
+        { M_SUPERSEDED,
+          METRIC_COUNTER,
+          "Notices not acted on because a later one for the same instance was handled first.",
+          {},
+          NULL,
+          0 },
         { M_IGNORED,
           METRIC_COUNTER,
           "Notices whose kind's action is ignore (notices.KIND.action).",
@@ -221,13 +229,16 @@ static void ops_tick(void *userdata)
         add_delta(m, M_DELETED, st.deleted, o->last.deleted, NULL);
         add_delta(m, M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
         add_delta(m, M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
-        add_delta(m, M_MALFORMED, st.malformed, o->last.malformed, NULL);
+        for (int k = 0; k < _CONTROLLER_MALFORMED_MAX; k++)
+                add_delta(m, M_MALFORMED, st.malformed[k], o->last.malformed[k],
+                          controller_malformed_label((enum controller_malformed)k));
         for (int k = CONTROLLER_REJECT_NO_ACCOUNT; k < _CONTROLLER_REJECT_MAX; k++)
                 add_delta(m, M_REJECTED, st.rejected[k], o->last.rejected[k],
                           controller_reject_label((enum controller_reject)k));
         add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
         add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
         add_delta(m, M_IGNORED, st.dispatch.ignored, o->last.dispatch.ignored, NULL);
+        add_delta(m, M_SUPERSEDED, st.superseded, o->last.superseded, NULL);
         add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
         add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
         add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);

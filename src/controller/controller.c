@@ -11,6 +11,7 @@
 
 #include "controller/launch.h"
 #include "controller/managed.h"
+#include "controller/quiet.h"
 #include "controller/sns_gate.h"
 #include "controller/trust.h"
 #include "controller/volumes.h"
@@ -28,7 +29,9 @@
 #include "spotdrain/surge.h"
 
 #define SEC                      UINT64_C(1000000)
-#define MAX_POLLS                4
+#define MAX_POLLS                32 /* controller.receivers' bound */
+#define DEFAULT_POLLS            10
+#define HIDE_CALLS               4 /* ChangeMessageVisibilityBatch calls in flight at once */
 #define DEFAULT_VISIBILITY       (60 * SEC)
 #define DEFAULT_FIRST_VISIBILITY (10 * SEC) /* controller.first_visibility_seconds; see on_extend() */
 #define EXTEND_RETRY_USEC        (1 * SEC)  /* a failed extension is tried again this soon */
@@ -41,6 +44,7 @@
 #define STOP_CHECK_USEC          (20 * 1000)
 #define POLL_BACKOFF_BASE        (1 * SEC)
 #define POLL_BACKOFF_MAX         (30 * SEC)
+#define SEQ_SLOTS                1024 /* instances whose latest notice time is kept (the oldest forgotten) */
 
 struct controller;
 
@@ -48,6 +52,7 @@ struct poll_slot {
         struct controller *c;
         struct sqs_op *op;
         struct timer *retry;
+        uint64_t failures_seen; /* the controller's failures when this poll was sent */
 };
 
 /* A message held while the drains of its notices run. */
@@ -71,6 +76,18 @@ struct cmsg {
 struct pending_delete {
         char *id, *handle;
         unsigned attempts;
+};
+
+/* A visibility change waiting for its batch. */
+struct pending_hide {
+        char *handle;
+        unsigned seconds;
+};
+
+/* The latest notice time handled for one instance and kind (and Health event, for scheduled changes). */
+struct seq {
+        char key[NOTICE_INSTANCE_ID_SIZE + NOTICE_ID_SIZE + 8];
+        uint64_t notice_time, used;
 };
 
 struct cdrain {
@@ -103,6 +120,7 @@ struct controller {
         struct timer *access_timer;
         struct backoff backoff;
         unsigned failures_in_row;
+        uint64_t failures; /* calls failed so far: a poll sent before the last one proves nothing now */
         bool unreadable, queue_ok, active, resume_pending, started;
         bool asg_warned;
 
@@ -128,6 +146,12 @@ struct controller {
         struct drain_surge_sweep *surge_sweep;
 
         unsigned ops_in_flight; /* fire-and-forget visibility changes (counted for a clean stop) */
+        /* Visibility changes sent HIDE_CALLS batches at a time; held while a receive's messages are
+         * handled, so that they go together. */
+        struct pending_hide *hides;
+        size_t n_hides;
+        unsigned hide_calls;
+        bool hold_hides;
         struct timer *stop_timer;
         uint64_t stop_started;
         void (*stop_done)(void *userdata);
@@ -135,6 +159,10 @@ struct controller {
 
         struct trust_policy trust;
         struct trust_limiter limiter;
+        struct quiet quiet; /* the lines about messages left in the queue */
+        struct seq *seqs;   /* SEQ_SLOTS, allocated on first use */
+        uint64_t seq_clock;
+        struct timer *quiet_timer;
         struct sns_gate *sns;         /* controller.verify_sns_signature */
         struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
         struct managed_gate *managed; /* controller.managed_tag */
@@ -152,6 +180,44 @@ static void flush_deletes(struct controller *c);
 static void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
                            const char *message_id, const char *text);
 
+/* ---- the log of messages left in the queue ---- */
+
+static void quiet_told(const char *reason, const char *sender, uint64_t held, void *userdata)
+{
+        char count[24];
+
+        snprintf(count, sizeof(count), "%" PRIu64, held);
+        log_full(LOG_WARNING, 0,
+                 (const char *[]){ "reason", reason, "sender", sender, "count", count, NULL },
+                 "%" PRIu64 " more message(s) from %s left in the queue (%s) in the last minute, not logged "
+                 "one by one",
+                 held, sender, reason);
+}
+
+static void on_quiet_timer(void *userdata)
+{
+        struct controller *c = userdata;
+        uint64_t now = clk_now(), next;
+
+        c->quiet_timer = NULL;
+        next = quiet_flush(&c->quiet, now, false, quiet_told, c);
+        if (next &&
+            timer_start_in(c->loop, next > now ? next - now : 0, on_quiet_timer, c, &c->quiet_timer) < 0)
+                log_debug("controller: cannot arm the log summary");
+}
+
+/* Whether the line about a message left in the queue for reason, from sender, is logged now: at most one
+ * per (reason, sender) a minute; the rest are counted and told in one line when the minute ends. */
+static bool quiet_line(struct controller *c, const char *reason, const char *sender)
+{
+        if (quiet_allow(&c->quiet, reason, isempty(sender) ? "an unknown sender" : sender, clk_now()))
+                return true;
+        if (!c->quiet_timer &&
+            timer_start_in(c->loop, QUIET_INTERVAL_USEC, on_quiet_timer, c, &c->quiet_timer) < 0)
+                log_debug("controller: cannot arm the log summary");
+        return false;
+}
+
 /* ---- queue health ---- */
 
 static void queue_failed(struct controller *c, const struct sqs_result *res, const char *what)
@@ -165,6 +231,7 @@ static void queue_failed(struct controller *c, const struct sqs_result *res, con
         if (res->kind == SQS_ERR_THROTTLED)
                 return;
         c->failures_in_row++;
+        c->failures++;
         if (unreadable_now)
                 c->stats.unreadable_failures++;
         if (c->unreadable || (!unreadable_now && c->failures_in_row < c->o.failures_unreadable))
@@ -195,23 +262,73 @@ static void queue_ok(struct controller *c)
         }
 }
 
-/* ---- fire-and-forget visibility changes ---- */
+/* ---- fire-and-forget visibility changes, batched ---- */
 
-static void on_visibility_done(struct sqs_client *s, const struct sqs_result *res, void *userdata)
+static void flush_hides(struct controller *c);
+
+static void on_hidden(struct sqs_client *s, const struct sqs_result *res, const struct sqs_entry_result *e,
+                      size_t n, void *userdata)
 {
         struct controller *c = userdata;
+
         c->ops_in_flight--;
+        c->hide_calls--;
+        /* A message whose change failed comes back when its current visibility ends: nothing is lost. */
         if (res->error < 0)
                 log_debug("controller: visibility change failed: %s", sqs_error_to_string(res->kind));
+        for (size_t i = 0; i < n; i++)
+                if (e[i].error < 0)
+                        log_debug("controller: visibility change of one message failed: %s", e[i].code);
+        flush_hides(c);
+}
+
+/* Sends the waiting changes, up to SQS_MAX_BATCH of one visibility a call, HIDE_CALLS calls at a time. */
+static void flush_hides(struct controller *c)
+{
+        while (!c->hold_hides && c->n_hides > 0 && c->hide_calls < HIDE_CALLS) {
+                struct sqs_delete_entry entries[SQS_MAX_BATCH];
+                struct pending_hide taken[SQS_MAX_BATCH];
+                char ids[SQS_MAX_BATCH][8];
+                unsigned seconds = c->hides[0].seconds;
+                size_t n = 0, kept = 0;
+
+                for (size_t i = 0; i < c->n_hides; i++) {
+                        if (n < SQS_MAX_BATCH && c->hides[i].seconds == seconds) {
+                                taken[n] = c->hides[i];
+                                snprintf(ids[n], sizeof(ids[n]), "h%zu", n);
+                                entries[n] = (struct sqs_delete_entry){ .id = ids[n],
+                                                                        .receipt_handle = taken[n].handle };
+                                n++;
+                        } else
+                                c->hides[kept++] = c->hides[i];
+                }
+                c->n_hides = kept;
+                if (sqs_change_visibility_batch(c->sqs, entries, n, seconds, on_hidden, c, NULL) >= 0) {
+                        c->ops_in_flight++;
+                        c->hide_calls++;
+                } else
+                        log_debug("controller: cannot send %zu visibility changes", n);
+                for (size_t i = 0; i < n; i++)
+                        free(taken[i].handle);
+        }
 }
 
 static void set_visibility(struct controller *c, const char *handle, uint64_t usec)
 {
         uint64_t s = (usec + SEC - 1) / SEC;
+        struct pending_hide *v;
+        char *h = strdup(handle);
+
         if (s > SQS_MAX_VISIBILITY)
                 s = SQS_MAX_VISIBILITY;
-        if (sqs_change_visibility(c->sqs, handle, (unsigned)s, on_visibility_done, c, NULL) >= 0)
-                c->ops_in_flight++;
+        v = h ? realloc(c->hides, (c->n_hides + 1) * sizeof(*v)) : NULL;
+        if (!v) {
+                free(h); /* the message comes back when its current visibility ends */
+                return;
+        }
+        c->hides = v;
+        c->hides[c->n_hides++] = (struct pending_hide){ .handle = h, .seconds = (unsigned)s };
+        flush_hides(c);
 }
 
 /* ---- deletes, batched ---- */
@@ -330,6 +447,49 @@ static void flush_deletes(struct controller *c)
                 c->n_deleting = 0;
                 c->stats.delete_failures += n;
         }
+}
+
+/* ---- sequencing by the notice's time ---- */
+
+/* Kinds whose later notice revises an earlier one: a state change (the instance's latest state), a
+ * scheduled change (its Health event's latest status), a rebalance recommendation. An interruption warning
+ * is never superseded: an earlier one carries the earlier deadline, which the drain takes. */
+static bool seq_kind(enum notice_kind k)
+{
+        return k == NOTICE_STATE_CHANGE || k == NOTICE_SCHEDULED_CHANGE ||
+               k == NOTICE_REBALANCE_RECOMMENDATION;
+}
+
+/* True when a notice of the same kind for the same instance (and Health event), with a later time, was
+ * already handled: this one came late (parallel receivers, a standard queue's order) and must not undo it.
+ * Otherwise records n's time. */
+static bool notice_superseded(struct controller *c, const struct notice *n)
+{
+        char key[sizeof(c->seqs[0].key)];
+        struct seq *lru = NULL;
+
+        if (!seq_kind(n->kind) || isempty(n->instance_id) || !n->notice_time)
+                return false;
+        if (!c->seqs && !(c->seqs = calloc(SEQ_SLOTS, sizeof(*c->seqs))))
+                return false;
+        snprintf(key, sizeof(key), "%d|%s|%s", (int)n->kind, n->instance_id,
+                 n->kind == NOTICE_SCHEDULED_CHANGE ? n->event_id : "");
+        for (size_t i = 0; i < SEQ_SLOTS; i++) {
+                struct seq *x = &c->seqs[i];
+                if (x->used && streq(x->key, key)) {
+                        if (n->notice_time < x->notice_time)
+                                return true;
+                        x->notice_time = n->notice_time;
+                        x->used = ++c->seq_clock;
+                        return false;
+                }
+                if (!lru || x->used < lru->used)
+                        lru = x;
+        }
+        memcpy(lru->key, key, sizeof(key));
+        lru->notice_time = n->notice_time;
+        lru->used = ++c->seq_clock;
+        return false;
 }
 
 /* ---- held messages ---- */
@@ -455,7 +615,8 @@ static void cmsg_finish(struct controller *c, struct cmsg *m)
                     text, sizeof(text),
                     "it names an instance that is no node of this cluster; left for the cluster it belongs "
                     "to (controller.delete_unknown_after_seconds deletes such messages)");
-                log_notice("message %s is left in the queue: %s", m->id, text);
+                if (quiet_line(c, "no-node", m->account))
+                        log_notice("message %s is left in the queue: %s", m->id, text);
                 alert_rejected(c, CONTROLLER_REJECT_NO_NODE, m->account, m->id, text);
                 set_visibility(c, m->handle, c->o.malformed_visibility_usec);
         } else if (queue_delete(c, m->id, m->handle, 0) < 0)
@@ -498,6 +659,17 @@ static void cmsg_add_instance(struct cmsg *m, const char *instance_id)
         m->instances[m->n_instances++] = id;
 }
 
+const char *controller_malformed_label(enum controller_malformed why)
+{
+        static const char *const labels[_CONTROLLER_MALFORMED_MAX] = {
+                [CONTROLLER_MALFORMED_BODY] = "malformed",
+                [CONTROLLER_MALFORMED_UNRECOGNIZED] = "unrecognized",
+                [CONTROLLER_MALFORMED_TOO_LARGE] = "too-large",
+                [CONTROLLER_MALFORMED_TOO_DEEP] = "too-deep",
+        };
+        return (unsigned)why < _CONTROLLER_MALFORMED_MAX ? labels[why] : "malformed";
+}
+
 const char *controller_reject_label(enum controller_reject why)
 {
         if (why == CONTROLLER_REJECT_NO_NODE)
@@ -535,10 +707,11 @@ static bool message_untrusted(struct controller *c, const struct sqs_message *ms
                 enum trust_verdict t = trust_check(&c->trust, &v[i], why, sizeof(why));
                 if (t == TRUST_OK)
                         continue;
-                log_full(LOG_WARNING, 0,
-                         (const char *[]){ "message_id", msg->message_id, "reason", trust_verdict_label(t),
-                                           "account", v[i].account, NULL },
-                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                if (quiet_line(c, trust_verdict_label(t), v[i].account))
+                        log_full(LOG_WARNING, 0,
+                                 (const char *[]){ "message_id", msg->message_id, "reason",
+                                                   trust_verdict_label(t), "account", v[i].account, NULL },
+                                 "message %s is not acted on, left in the queue: %s", msg->message_id, why);
                 _Static_assert((int)TRUST_NO_ACCOUNT == (int)CONTROLLER_REJECT_NO_ACCOUNT &&
                                    (int)TRUST_FOREIGN_REGION == (int)CONTROLLER_REJECT_FOREIGN_REGION,
                                "trust verdicts are controller reject reasons");
@@ -593,9 +766,11 @@ static bool message_unmanaged(struct controller *c, struct sqs_message *msg, con
         if (g == MANAGED_PASS)
                 return false;
         if (g == MANAGED_REFUSE) {
-                log_full(LOG_WARNING, 0,
-                         (const char *[]){ "message_id", msg->message_id, "reason", "unmanaged", NULL },
-                         "message %s is not acted on, left in the queue: %s", msg->message_id, why);
+                if (quiet_line(c, "unmanaged", v[0].account))
+                        log_full(
+                            LOG_WARNING, 0,
+                            (const char *[]){ "message_id", msg->message_id, "reason", "unmanaged", NULL },
+                            "message %s is not acted on, left in the queue: %s", msg->message_id, why);
                 alert_rejected(c, CONTROLLER_REJECT_UNMANAGED, v[0].account, msg->message_id, why);
                 set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
         } else if (g == MANAGED_RETRY) {
@@ -627,11 +802,12 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
                 if (g == SNS_GATE_PARKED)
                         return;
                 if (g == SNS_GATE_REFUSE) {
-                        log_full(LOG_WARNING, 0,
-                                 (const char *[]){ "message_id", msg->message_id, "reason", "bad-signature",
-                                                   NULL },
-                                 "message %s is not acted on, left in the queue: %s", msg->message_id,
-                                 reason);
+                        if (quiet_line(c, "bad-signature", msg->sender_id))
+                                log_full(LOG_WARNING, 0,
+                                         (const char *[]){ "message_id", msg->message_id, "reason",
+                                                           "bad-signature", NULL },
+                                         "message %s is not acted on, left in the queue: %s",
+                                         msg->message_id, reason);
                         alert_rejected(c, CONTROLLER_REJECT_BAD_SIGNATURE, "sns", msg->message_id, reason);
                         set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
                         return;
@@ -641,14 +817,21 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
         r = notice_parse(msg->body, msg->body_len, &(struct notice_parse_opts){ .region = c->region },
                          &notices, &n, reason, sizeof(reason));
         if (r < 0) {
+                enum controller_malformed why = r == -EOPNOTSUPP ? CONTROLLER_MALFORMED_UNRECOGNIZED
+                                                : r == -EMSGSIZE ? CONTROLLER_MALFORMED_TOO_LARGE
+                                                : r == -ELOOP    ? CONTROLLER_MALFORMED_TOO_DEEP
+                                                                 : CONTROLLER_MALFORMED_BODY;
                 char count[16];
                 /* Left for the redrive policy: hidden long enough not to be received over and over. */
-                c->stats.malformed++;
+                c->stats.malformed[why]++;
                 snprintf(count, sizeof(count), "%u", msg->receive_count);
-                log_full(LOG_WARNING, 0,
-                         (const char *[]){ "message_id", msg->message_id, "receive_count", count, NULL },
-                         "message %s is %s, left in the queue: %s", msg->message_id,
-                         r == -EOPNOTSUPP ? "not a notice spotdrain knows" : "malformed", reason);
+                if (quiet_line(c, controller_malformed_label(why), msg->sender_id))
+                        log_full(LOG_WARNING, 0,
+                                 (const char *[]){ "message_id", msg->message_id, "receive_count", count,
+                                                   "reason", controller_malformed_label(why), "sender",
+                                                   msg->sender_id ? msg->sender_id : "", NULL },
+                                 "message %s is %s, left in the queue: %s", msg->message_id,
+                                 r == -EOPNOTSUPP ? "not a notice spotdrain knows" : "malformed", reason);
                 set_visibility(c, msg->receipt_handle, c->o.malformed_visibility_usec);
                 return;
         }
@@ -679,6 +862,15 @@ static void handle_received(struct controller *c, struct sqs_message *msg)
         for (size_t i = 0; i < n; i++) {
                 uint64_t d = 0;
 
+                if (notice_superseded(c, &notices[i])) {
+                        c->stats.superseded++;
+                        log_info(
+                            "the %s notice for %s of %s (message %s) comes after a later one was handled: "
+                            "superseded",
+                            notice_kind_to_string(notices[i].kind), notices[i].instance_id,
+                            notices[i].event_id, m->id);
+                        continue;
+                }
                 r = dispatch_submit(c->dispatch, &notices[i], m->ticket, &d);
                 dispatch_stats(c->dispatch, &c->stats.dispatch);
                 if (r == DISPATCH_PENDING) {
@@ -717,6 +909,17 @@ static void on_poll_retry(void *userdata)
         poll_one(p);
 }
 
+/* Oldest first by SentTimestamp, those sent at once (or without it) in the order received. */
+static void messages_sort(struct sqs_message *msgs, size_t n)
+{
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && msgs[j - 1].sent_usec > msgs[j].sent_usec; j--) {
+                        struct sqs_message t = msgs[j - 1];
+                        msgs[j - 1] = msgs[j];
+                        msgs[j] = t;
+                }
+}
+
 static void on_received(struct sqs_client *s, const struct sqs_result *res, struct sqs_message *msgs,
                         size_t n, void *userdata)
 {
@@ -733,9 +936,18 @@ static void on_received(struct sqs_client *s, const struct sqs_result *res, stru
                 return;
         }
         c->stats.receives++;
-        queue_ok(c);
+        /* A long poll sent before a call failed may still come back empty from before that failure:
+         * only one sent after it shows the queue readable again. */
+        if (p->failures_seen == c->failures)
+                queue_ok(c);
+        /* Oldest first (SQS hands out a standard queue's messages in no set order), and the visibility
+         * changes they ask for sent together. */
+        messages_sort(msgs, n);
+        c->hold_hides = true;
         for (size_t i = 0; i < n && c->active; i++)
                 handle_message(c, &msgs[i]);
+        c->hold_hides = false;
+        flush_hides(c);
         if (c->active)
                 poll_one(p);
 }
@@ -749,6 +961,7 @@ static void poll_one(struct poll_slot *p)
         if (!c->active || p->op || p->retry)
                 return;
         opts.visibility_timeout = (int)((c->first_visibility_usec + SEC - 1) / SEC);
+        p->failures_seen = c->failures;
         r = sqs_receive(c->sqs, &opts, on_received, p, &p->op);
         if (r < 0 && timer_start_in(c->loop, backoff_next(&c->backoff), on_poll_retry, p, &p->retry) < 0)
                 log_debug_errno(r, "controller: cannot poll");
@@ -1517,7 +1730,7 @@ static void on_stop_check(void *userdata)
         struct controller *c = userdata;
 
         c->stop_timer = NULL;
-        if ((c->ops_in_flight == 0 && !c->delete_op && c->n_deletes == 0 &&
+        if ((c->ops_in_flight == 0 && c->n_hides == 0 && !c->delete_op && c->n_deletes == 0 &&
              (!c->leader || leader_released(c->leader))) ||
             clk_now() - c->stop_started > STOP_BOUND_USEC * (clk_scale() > 1 ? clk_scale() : 1))
                 return stop_finish(c);
@@ -1531,6 +1744,7 @@ void controller_stop(struct controller *c, void (*done_cb)(void *userdata), void
         c->stop_userdata = userdata;
         c->stop_started = clk_now();
         deactivate(c);
+        (void)quiet_flush(&c->quiet, clk_now(), true, quiet_told, c);
         c->access_timer = timer_cancel(c->access_timer);
         c->access_op = sqs_op_cancel(c->access_op);
         if (c->leader)
@@ -1611,7 +1825,9 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         c->cfg = o->cfg;
         c->o = *o;
         if (c->o.polls == 0)
-                c->o.polls = 1;
+                c->o.polls = o->cfg && o->cfg->controller.receivers > 0
+                                 ? (unsigned)o->cfg->controller.receivers
+                                 : DEFAULT_POLLS;
         if (c->o.polls > MAX_POLLS)
                 c->o.polls = MAX_POLLS;
         if (!c->o.failures_unreadable)
@@ -1766,6 +1982,7 @@ struct controller *controller_free(struct controller *c)
                 return NULL;
         polls_cancel(c);
         timer_cancel(c->access_timer);
+        timer_cancel(c->quiet_timer);
         sqs_op_cancel(c->access_op);
         sqs_op_cancel(c->delete_op);
         timer_cancel(c->delete_timer);
@@ -1796,6 +2013,10 @@ struct controller *controller_free(struct controller *c)
         for (size_t i = 0; i < c->n_deletes; i++)
                 pending_delete_clear(&c->deletes[i]);
         free(c->deletes);
+        for (size_t i = 0; i < c->n_hides; i++)
+                free(c->hides[i].handle);
+        free(c->hides);
+        free(c->seqs);
         for (size_t i = 0; i < c->n_deleting; i++)
                 pending_delete_clear(&c->deleting[i]);
         free(c->deleting);

@@ -12,6 +12,11 @@ static const struct config_item controller_items[] = {
           "how long a received notice stays hidden until its drain is recorded on the node (then 60 s, "
           "renewed): a controller killed in between gets it back this soon",
           NULL, CONFIG_SECONDS, .min = 2, .max = 60, false },
+        { "controller.receivers", CONFIG_INT, "10", OFF(receivers),
+          "ReceiveMessage long polls kept in flight at once (each up to 10 messages, handled as they come): "
+          "a backlog of malformed or foreign messages ahead of a real notice is read this many calls at a "
+          "time",
+          NULL, 0, .min = 1, .max = 32, false },
         { "controller.allowed_accounts", CONFIG_STRV, NULL, OFF(allowed_accounts),
           "AWS accounts besides the queue's own (from the queue URL) whose notices are acted on; a notice "
           "from any other account is left in the queue and raised as notice-rejected (docs/security.md)",

@@ -20,6 +20,12 @@ const char *sim_sqs_param(const cJSON *p, const char *key)
         return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, key));
 }
 
+bool sim_sqs_is_batch(const char *action)
+{
+        size_t len = action ? strlen(action) : 0;
+        return len > 5 && streq(action + len - 5, "Batch");
+}
+
 /* ---- the query protocol: form → parameters, result → XML ---- */
 
 /* The item at 1-based index of the list key of p, created (as an object when obj) when absent. */
@@ -72,6 +78,9 @@ static int form_field(cJSON *p, const char *key, const char *value)
                 { "MessageSystemAttributeName.", "MessageSystemAttributeNames" },
                 { "MessageAttributeName.", "MessageAttributeNames" },
         };
+        static const char *const entry_lists[] = { "DeleteMessageBatchRequestEntry.",
+                                                   "ChangeMessageVisibilityBatchRequestEntry.",
+                                                   "SendMessageBatchRequestEntry." };
         const char *end;
         long index;
 
@@ -90,17 +99,17 @@ static int form_field(cJSON *p, const char *key, const char *value)
                         }
                         return 0;
                 }
-        if (startswith(key, "DeleteMessageBatchRequestEntry.")) {
-                cJSON *e;
-                if (!parse_index(key + strlen("DeleteMessageBatchRequestEntry."), &index, &end) ||
-                    *end != '.')
-                        return 0;
-                e = list_slot(p, "Entries", index, true);
-                if (!e)
-                        return -ENOMEM;
-                cJSON_DeleteItemFromObjectCaseSensitive(e, end + 1);
-                return cJSON_AddStringToObject(e, end + 1, value) ? 0 : -ENOMEM;
-        }
+        /* The batches' entries: DeleteMessageBatchRequestEntry.N.Id, ... */
+        for (size_t i = 0; i < ARRAY_SIZE(entry_lists); i++)
+                if (startswith(key, entry_lists[i])) {
+                        if (!parse_index(key + strlen(entry_lists[i]), &index, &end) || *end != '.')
+                                return 0;
+                        p = list_slot(p, "Entries", index, true);
+                        if (!p)
+                                return -ENOMEM;
+                        key = end + 1;
+                        break;
+                }
         cJSON_DeleteItemFromObjectCaseSensitive(p, key);
         for (size_t i = 0; i < ARRAY_SIZE(numbers); i++)
                 if (streq(key, numbers[i])) {
@@ -216,13 +225,17 @@ int sim_sqs_xml_result(struct buf *b, const char *action, const cJSON *res)
                                                    sim_sqs_param(res, "MD5OfMessageBody")) < 0
                            ? -ENOMEM
                            : buf_printf(b, "</SendMessageResult>");
-        if (streq(action, "DeleteMessageBatch")) {
-                if (buf_printf(b, "<DeleteMessageBatchResult>") < 0)
+        if (sim_sqs_is_batch(action)) {
+                if (buf_printf(b, "<%sResult>", action) < 0)
                         return -ENOMEM;
                 cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(res, "Successful"))
-                        if (buf_printf(b, "<DeleteMessageBatchResultEntry>") < 0 ||
+                        if (buf_printf(b, "<%sResultEntry>", action) < 0 ||
                             sim_sqs_xml_element(b, "Id", sim_sqs_param(e, "Id")) < 0 ||
-                            buf_printf(b, "</DeleteMessageBatchResultEntry>") < 0)
+                            (sim_sqs_param(e, "MessageId") &&
+                             (sim_sqs_xml_element(b, "MessageId", sim_sqs_param(e, "MessageId")) < 0 ||
+                              sim_sqs_xml_element(b, "MD5OfMessageBody",
+                                                  sim_sqs_param(e, "MD5OfMessageBody")) < 0)) ||
+                            buf_printf(b, "</%sResultEntry>", action) < 0)
                                 return -ENOMEM;
                 cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive(res, "Failed"))
                         if (buf_printf(b, "<BatchResultErrorEntry>") < 0 ||
@@ -231,7 +244,7 @@ int sim_sqs_xml_result(struct buf *b, const char *action, const cJSON *res)
                             sim_sqs_xml_element(b, "Message", sim_sqs_param(e, "Message")) < 0 ||
                             buf_printf(b, "<SenderFault>true</SenderFault></BatchResultErrorEntry>") < 0)
                                 return -ENOMEM;
-                return buf_printf(b, "</DeleteMessageBatchResult>");
+                return buf_printf(b, "</%sResult>", action);
         }
         return 0;
 }

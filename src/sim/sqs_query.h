@@ -3,9 +3,12 @@
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
+#include <stdbool.h>
 
 struct buf;
 
+/* DeleteMessageBatch, ChangeMessageVisibilityBatch, SendMessageBatch: an action of entries. */
+bool sim_sqs_is_batch(const char *action);
 /* A string parameter of p, or NULL. */
 const char *sim_sqs_param(const cJSON *p, const char *key);
 /* Adds one form field (key=value, value decoded) to the parameters object userdata: "X.N" and "X.N.Y" keys

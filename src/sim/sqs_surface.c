@@ -797,17 +797,25 @@ static bool batch_id_valid(const char *id)
         return true;
 }
 
-static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+/* One entry of a batch: NULL when it went through (its result fields added to r), else why it failed. */
+typedef const struct sqs_err *(*entry_fn)(struct sim_sqs *q, const cJSON *e, size_t index, cJSON *r,
+                                          char **ret_why);
+
+/* DeleteMessageBatch, ChangeMessageVisibilityBatch, SendMessageBatch: 1..10 entries with distinct valid
+ * ids, each answered in Successful or Failed. */
+static void act_batch(struct sim_sqs *q, const cJSON *p, const char *path, const char *action, entry_fn fn,
+                      struct outcome *o)
 {
         const cJSON *entries = cJSON_GetObjectItemCaseSensitive(p, "Entries"), *e, *e2;
         cJSON *ok, *failed;
         int n = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
+        size_t index = 0;
 
         if (!check_queue(q, p, path, o))
                 return;
         if (n == 0) {
                 outcome_error(o, &err_empty_batch,
-                              "There should be at least one DeleteMessageBatchRequestEntry in the request.");
+                              "There should be at least one %sRequestEntry in the request.", action);
                 return;
         }
         if (n > MAX_BATCH) {
@@ -839,27 +847,15 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
                 return;
         }
         cJSON_ArrayForEach (e, entries) {
-                const char *id = sim_sqs_param(e, "Id"), *handle = sim_sqs_param(e, "ReceiptHandle");
-                struct queued *m = find_handle(q, handle);
                 cJSON *r = cJSON_CreateObject();
-                _cleanup_free_ char *msg = NULL;
+                _cleanup_free_ char *why = NULL;
+                const struct sqs_err *err = r ? fn(q, e, index++, r, &why) : &err_internal;
 
-                if (!r || !cJSON_AddItemToArray(m ? ok : failed, r) ||
-                    !cJSON_AddStringToObject(r, "Id", id)) {
-                        cJSON_Delete(o->result);
-                        o->result = NULL;
-                        return;
-                }
-                if (m) {
-                        remove_msg(q, m);
-                        q->stats.deleted++;
-                        continue;
-                }
-                msg = strprintf("The input receipt handle \"%.12s...\" is not a valid receipt handle.",
-                                handle ? handle : "");
-                if (!msg || !cJSON_AddBoolToObject(r, "SenderFault", true) ||
-                    !cJSON_AddStringToObject(r, "Code", err_handle.code) ||
-                    !cJSON_AddStringToObject(r, "Message", msg)) {
+                if (!r || !cJSON_AddItemToArray(err ? failed : ok, r) ||
+                    !cJSON_AddStringToObject(r, "Id", sim_sqs_param(e, "Id")) ||
+                    (err && (!cJSON_AddBoolToObject(r, "SenderFault", streq(err->fault, "Sender")) ||
+                             !cJSON_AddStringToObject(r, "Code", err->code) ||
+                             !cJSON_AddStringToObject(r, "Message", why ? why : "")))) {
                         cJSON_Delete(o->result);
                         o->result = NULL;
                         return;
@@ -872,12 +868,101 @@ static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path
                 cJSON_DeleteItemFromObjectCaseSensitive(o->result, "Failed");
 }
 
+static const struct sqs_err *entry_handle(struct sim_sqs *q, const cJSON *e, struct queued **ret,
+                                          char **ret_why)
+{
+        const char *handle = sim_sqs_param(e, "ReceiptHandle");
+
+        *ret = find_handle(q, handle);
+        if (*ret)
+                return NULL;
+        *ret_why = strprintf("The input receipt handle \"%.12s...\" is not a valid receipt handle.",
+                             handle ? handle : "");
+        return &err_handle;
+}
+
+static const struct sqs_err *entry_delete(struct sim_sqs *q, const cJSON *e, size_t index, cJSON *r,
+                                          char **ret_why)
+{
+        struct queued *m;
+        const struct sqs_err *err = entry_handle(q, e, &m, ret_why);
+
+        if (err)
+                return err;
+        remove_msg(q, m);
+        q->stats.deleted++;
+        return NULL;
+}
+
+static void act_delete_batch(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+{
+        act_batch(q, p, path, "DeleteMessageBatch", entry_delete, o);
+}
+
+/* An entry's number (the JSON protocol's number, or the query protocol's digits): false when malformed or
+ * out of lo..hi; def when absent. */
+static bool entry_int(const cJSON *e, const char *key, long lo, long hi, long def, long *ret)
+{
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
+
+        *ret = def;
+        if (!v || cJSON_IsNull(v))
+                return true;
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+                return false;
+        *ret = (long)v->valuedouble;
+        return *ret >= lo && *ret <= hi;
+}
+
+/* Hides an in-flight message for vis seconds from now (a visible one is not in flight). */
+static const struct sqs_err *hide(struct sim_sqs *q, struct queued *m, long vis, char **ret_why)
+{
+        double now = scenario_now(q, NULL);
+
+        if (m->visible_at <= now) {
+                *ret_why =
+                    strdup("Message does not exist or is not available for visibility timeout change.");
+                return &err_not_inflight;
+        }
+        m->visible_at = now + (double)vis;
+        q->stats.change_visibility = (unsigned)vis;
+        /* A message made visible again may be what a waiting poll is waiting for. */
+        pthread_cond_broadcast(&q->cond);
+        return NULL;
+}
+
+static const struct sqs_err *entry_visibility(struct sim_sqs *q, const cJSON *e, size_t index, cJSON *r,
+                                              char **ret_why)
+{
+        struct queued *m;
+        const struct sqs_err *err;
+        long vis;
+
+        if (!cJSON_GetObjectItemCaseSensitive(e, "VisibilityTimeout")) {
+                *ret_why = strdup("The request must contain the parameter VisibilityTimeout.");
+                return &err_missing;
+        }
+        if (!entry_int(e, "VisibilityTimeout", 0, MAX_VISIBILITY, 0, &vis)) {
+                *ret_why = strdup("Value for parameter VisibilityTimeout is invalid.");
+                return &err_invalid_value;
+        }
+        err = entry_handle(q, e, &m, ret_why);
+        return err ? err : hide(q, m, vis, ret_why);
+}
+
+static void act_change_visibility_batch(struct sim_sqs *q, const cJSON *p, const char *path,
+                                        struct outcome *o)
+{
+        act_batch(q, p, path, "ChangeMessageVisibilityBatch", entry_visibility, o);
+}
+
 static void act_change_visibility(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
 {
         const char *handle = sim_sqs_param(p, "ReceiptHandle");
+        const struct sqs_err *err;
+        _cleanup_free_ char *why = NULL;
         struct queued *m;
         long vis;
-        double now;
 
         if (!check_queue(q, p, path, o))
                 return;
@@ -896,17 +981,9 @@ static void act_change_visibility(struct sim_sqs *q, const cJSON *p, const char 
                 handle_error(o, handle);
                 return;
         }
-        now = scenario_now(q, NULL);
-        if (m->visible_at <= now) {
-                outcome_error(o, &err_not_inflight,
-                              "Message does not exist or is not available for visibility "
-                              "timeout change.");
-                return;
-        }
-        m->visible_at = now + (double)vis;
-        q->stats.change_visibility = (unsigned)vis;
-        /* A message made visible again may be what a waiting poll is waiting for. */
-        pthread_cond_broadcast(&q->cond);
+        err = hide(q, m, vis, &why);
+        if (err)
+                outcome_error(o, err, "%s", why ? why : "");
 }
 
 static const char *const queue_attributes[] = { "QueueArn",
@@ -1017,34 +1094,49 @@ static void act_get_queue_url(struct sim_sqs *q, const cJSON *p, struct outcome 
 /* SendMessage: anyone holding the queue's credentials can put any body in it (what issue #15's tests play:
  * a sender spotdrain does not control). DelaySeconds 0..900 as SQS allows; message attributes are not kept.
  */
-static void act_send(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+/* Queues one message (its body checked as SendMessage does); NULL when queued, else why not. */
+static const struct sqs_err *send_one(struct sim_sqs *q, const char *body, long delay, size_t index,
+                                      char message_id[37], char md5[33], char **ret_why)
 {
-        const char *body = sim_sqs_param(p, "MessageBody");
-        char message_id[37], md5[33], salt[32];
+        char salt[48];
         uint64_t wall_ms = 0;
-        long delay = 0;
+        double now;
 
-        if (!check_queue(q, p, path, o))
-                return;
         if (!body) {
-                outcome_error(o, &err_missing, "The request must contain the parameter MessageBody.");
-                return;
+                *ret_why = strdup("The request must contain the parameter MessageBody.");
+                return &err_missing;
         }
         if (!*body || strlen(body) > 256 * 1024) {
-                outcome_error(
-                    o, &err_invalid_value,
-                    "One or more parameters are invalid. Reason: Message must be shorter than 262144 "
-                    "bytes and not empty.");
-                return;
+                *ret_why = strdup(
+                    "One or more parameters are invalid. Reason: Message must be shorter than 262144 bytes "
+                    "and not empty.");
+                return &err_invalid_value;
         }
-        if (!param_int(p, "DelaySeconds", 0, 900, 0, &delay, o))
-                return;
-        double now = scenario_now(q, &wall_ms);
-        snprintf(salt, sizeof(salt), "send-%" PRIu64, q->stats.requests);
+        now = scenario_now(q, &wall_ms);
+        snprintf(salt, sizeof(salt), "send-%" PRIu64 "-%zu", q->stats.requests, index);
         uuid_from(q->scenario, salt, message_id);
         md5_hex(body, strlen(body), md5);
         if (enqueue(q, message_id, strdup(body), wall_ms, now + (double)delay) < 0) {
-                outcome_error(o, &err_internal, "Out of memory.");
+                *ret_why = strdup("Out of memory.");
+                return &err_internal;
+        }
+        /* A long poll waiting returns as soon as a message is there, as SQS's does. */
+        pthread_cond_broadcast(&q->cond);
+        return NULL;
+}
+
+static void act_send(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+{
+        char message_id[37], md5[33];
+        _cleanup_free_ char *why = NULL;
+        const struct sqs_err *err;
+        long delay = 0;
+
+        if (!check_queue(q, p, path, o) || !param_int(p, "DelaySeconds", 0, 900, 0, &delay, o))
+                return;
+        err = send_one(q, sim_sqs_param(p, "MessageBody"), delay, 0, message_id, md5, &why);
+        if (err) {
+                outcome_error(o, err, "%s", why ? why : "");
                 return;
         }
         o->result = cJSON_CreateObject();
@@ -1053,6 +1145,33 @@ static void act_send(struct sim_sqs *q, const cJSON *p, const char *path, struct
                 cJSON_Delete(o->result);
                 o->result = NULL;
         }
+}
+
+static const struct sqs_err *entry_send(struct sim_sqs *q, const cJSON *e, size_t index, cJSON *r,
+                                        char **ret_why)
+{
+        char message_id[37], md5[33];
+        const struct sqs_err *err;
+        long delay;
+
+        if (!entry_int(e, "DelaySeconds", 0, 900, 0, &delay)) {
+                *ret_why = strdup("Value for parameter DelaySeconds is invalid.");
+                return &err_invalid_value;
+        }
+        err = send_one(q, sim_sqs_param(e, "MessageBody"), delay, index, message_id, md5, ret_why);
+        if (err)
+                return err;
+        if (!cJSON_AddStringToObject(r, "MessageId", message_id) ||
+            !cJSON_AddStringToObject(r, "MD5OfMessageBody", md5)) {
+                *ret_why = strdup("Out of memory.");
+                return &err_internal;
+        }
+        return NULL;
+}
+
+static void act_send_batch(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
+{
+        act_batch(q, p, path, "SendMessageBatch", entry_send, o);
 }
 
 /* Whether request number k (1-based) is throttled under the fault's rate: a hash of the seed and k. */
@@ -1105,6 +1224,10 @@ static void act(struct sim_sqs *q, const char *action, const cJSON *p, const cha
                 act_delete_batch(q, p, path, o);
         else if (streq(action, "ChangeMessageVisibility"))
                 act_change_visibility(q, p, path, o);
+        else if (streq(action, "ChangeMessageVisibilityBatch"))
+                act_change_visibility_batch(q, p, path, o);
+        else if (streq(action, "SendMessageBatch"))
+                act_send_batch(q, p, path, o);
         else if (streq(action, "GetQueueAttributes"))
                 act_get_attributes(q, p, path, o);
         else if (streq(action, "GetQueueUrl"))
@@ -1301,7 +1424,7 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                 pthread_mutex_unlock(&q->lock);
                 if (!o.err && !o.result &&
                     (streq(action, "ReceiveMessage") || streq(action, "GetQueueUrl") ||
-                     streq(action, "GetQueueAttributes") || streq(action, "DeleteMessageBatch") ||
+                     streq(action, "GetQueueAttributes") || sim_sqs_is_batch(action) ||
                      streq(action, "SendMessage")))
                         outcome_error(&o, &err_internal, "Out of memory.");
         }

@@ -79,7 +79,8 @@ wait_for 15 all_deleted || {
 	fail "messages not deleted"
 }
 metrics=$(curl -sSf "127.0.0.1:$METRICS_PORT/metrics") || fail "no /metrics"
-grep -q '^spotdrain_sqs_messages_malformed_total 0' <<<"$metrics" || fail "malformed count"
+grep -q '^# TYPE spotdrain_sqs_messages_malformed_total counter' <<<"$metrics" || fail "no malformed count"
+grep -E '^spotdrain_sqs_messages_malformed_total\{' <<<"$metrics" | grep -qv ' 0$' && fail "malformed count"
 
 log "SIGTERM → hands over (lease released) and exits 0"
 kill -TERM "$CTL_PID"

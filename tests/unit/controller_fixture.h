@@ -167,6 +167,15 @@ static inline bool cfx_run_until(struct cfx *f, bool (*pred)(struct cfx *f, void
         return true;
 }
 
+/* Messages left in the queue unread, every reason. */
+static inline uint64_t cfx_left_unread(const struct controller_stats *st)
+{
+        uint64_t n = 0;
+        for (int k = 0; k < _CONTROLLER_MALFORMED_MAX; k++)
+                n += st->malformed[k];
+        return n;
+}
+
 static inline struct sim_sqs_stats cfx_sqs_stats(struct cfx *f)
 {
         struct sim_sqs_stats st;

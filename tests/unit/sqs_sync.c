@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "spotdrain/awsreq.h"
 #include "spotdrain/core.h"
 #include "sqs_sync.h"
 
@@ -159,14 +162,17 @@ static void sync_batch_done(struct sqs_client *c, const struct sqs_result *res,
         st->n_entries = n;
 }
 
-int sqs_delete_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
-                          struct sqs_result *res, struct sqs_entry_result **ret_entries)
+/* DeleteMessageBatch (visibility < 0) or ChangeMessageVisibilityBatch. */
+static int sync_batch(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n, int visibility,
+                      struct sqs_result *res, struct sqs_entry_result **ret_entries)
 {
         struct sync_state st = { .res = res };
         struct sqs_op *op = NULL;
         int r;
 
-        r = sqs_delete_batch(c, entries, n, sync_batch_done, &st, &op);
+        r = visibility < 0 ? sqs_delete_batch(c, entries, n, sync_batch_done, &st, &op)
+                           : sqs_change_visibility_batch(c, entries, n, (unsigned)visibility,
+                                                         sync_batch_done, &st, &op);
         if (r < 0) {
                 sync_start_failed(res, r);
                 return r;
@@ -180,6 +186,19 @@ int sqs_delete_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *e
         }
         *ret_entries = st.entries;
         return 0;
+}
+
+int sqs_delete_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
+                          struct sqs_result *res, struct sqs_entry_result **ret_entries)
+{
+        return sync_batch(c, entries, n, -1, res, ret_entries);
+}
+
+int sqs_change_visibility_batch_sync(struct sqs_client *c, const struct sqs_delete_entry *entries, size_t n,
+                                     unsigned timeout_seconds, struct sqs_result *res,
+                                     struct sqs_entry_result **ret_entries)
+{
+        return sync_batch(c, entries, n, (int)timeout_seconds, res, ret_entries);
 }
 
 static void sync_attributes_done(struct sqs_client *c, const struct sqs_result *res,
@@ -229,4 +248,77 @@ int sqs_get_attributes_sync(struct sqs_client *c, const char *const *names, stru
         *ret_attrs = st.attrs;
         *ret_n = st.n_attrs;
         return 0;
+}
+
+/* ---- sending (a sender's side, for the tests) ---- */
+
+struct send_state {
+        bool done;
+        int error;
+};
+
+static const struct aws_credentials *send_creds(void *userdata)
+{
+        return userdata;
+}
+
+static void send_done(const struct aws_result *res, const char *body, size_t len, void *userdata)
+{
+        struct send_state *st = userdata;
+        st->done = true;
+        /* Every entry must be Successful: the answer names none as Failed. */
+        st->error = res->error < 0                                                  ? res->error
+                    : body && memmem(body, len, "\"Failed\"", strlen("\"Failed\"")) ? -EIO
+                                                                                    : 0;
+}
+
+int sqs_send_sync(struct loop *l, const char *queue_url, const struct aws_credentials *creds,
+                  const char *const *bodies, size_t n, unsigned delay_seconds)
+{
+        _cleanup_free_ char *base = NULL;
+        const char *host = strstr(queue_url, "://"), *path;
+        struct aws_client *c = NULL;
+        int r;
+
+        if (!host || !(path = strchr(host + 3, '/')) ||
+            !(base = strndup(queue_url, (size_t)(path - queue_url))))
+                return -EINVAL;
+        r = aws_client_new(l,
+                           &(struct aws_client_config){
+                               .service = "sqs",
+                               .protocol = AWS_PROTOCOL_JSON_10,
+                               .target_prefix = "AmazonSQS",
+                               .endpoint = { .service_id = "SQS", .host = "sqs", .configured = base },
+                               .region = "us-east-1",
+                               .credentials = send_creds,
+                               .credentials_userdata = (void *)creds },
+                           &c);
+        for (size_t i = 0; r >= 0 && i < n; i += SQS_MAX_BATCH) {
+                cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "Entries");
+                struct send_state st = {};
+                _cleanup_free_ char *text = NULL;
+                char id[16];
+
+                cJSON_AddStringToObject(o, "QueueUrl", queue_url);
+                for (size_t k = i; k < n && k < i + SQS_MAX_BATCH; k++) {
+                        cJSON *e = cJSON_CreateObject();
+                        snprintf(id, sizeof(id), "s%zu", k - i);
+                        cJSON_AddStringToObject(e, "Id", id);
+                        cJSON_AddStringToObject(e, "MessageBody", bodies[k]);
+                        cJSON_AddNumberToObject(e, "DelaySeconds", delay_seconds);
+                        cJSON_AddItemToArray(list, e);
+                }
+                text = cJSON_PrintUnformatted(o);
+                cJSON_Delete(o);
+                r = text ? aws_request_start(
+                               c, &(struct aws_call_params){ .action = "SendMessageBatch", .body = text },
+                               send_done, &st, NULL)
+                         : -ENOMEM;
+                if (r >= 0)
+                        r = loop_run_until(l, &st.done, CALL_TIMEOUT_USEC + SYNC_SLACK_USEC);
+                if (r >= 0)
+                        r = st.done ? st.error : -ETIMEDOUT;
+        }
+        aws_client_free(c);
+        return r < 0 ? r : 0;
 }

@@ -283,6 +283,91 @@ static void test_change_visibility(void **state)
         sqs_messages_free(m2, n);
 }
 
+/* Receivers at once, as the controller's parallel long polls are: a message handed to one is invisible to
+ * the others until its visibility timeout ends (then it comes back, its receive count up), and a
+ * ChangeMessageVisibilityBatch makes some visible again at once, each entry answered on its own. */
+struct par_receive {
+        bool done;
+        struct sqs_message *msgs;
+        size_t n;
+};
+
+static void on_par_received(struct sqs_client *c, const struct sqs_result *res, struct sqs_message *msgs,
+                            size_t n, void *userdata)
+{
+        struct par_receive *p = userdata;
+        assert_int_equal(res->error, 0);
+        p->done = true;
+        p->n = n;
+        p->msgs = calloc(n ? n : 1, sizeof(*p->msgs));
+        assert_non_null(p->msgs);
+        for (size_t i = 0; i < n; i++) {
+                p->msgs[i] = msgs[i];
+                msgs[i] = (struct sqs_message){};
+        }
+}
+
+static void test_concurrent_receives(void **state)
+{
+        struct fx *f = *state;
+        const char *bodies[25];
+        struct par_receive p[3] = {};
+        struct sqs_receive_opts o = short_poll(30);
+        struct sqs_delete_entry entries[3];
+        struct sqs_entry_result *results = NULL;
+        struct sqs_message *again = NULL;
+        struct sqs_result res;
+        char text[25][32];
+        size_t total = 0, n;
+
+        set_time(f, 1);
+        for (size_t i = 0; i < 25; i++) {
+                snprintf(text[i], sizeof(text[i]), "{\"poison\": %zu}", i);
+                bodies[i] = text[i];
+        }
+        assert_int_equal(sqs_send_sync(f->loop, sim_sqs_queue_url(f->q), &f->creds, bodies, 25, 0), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(sqs_receive(f->c, &o, on_par_received, &p[i], NULL), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(loop_run_until(f->loop, &p[i].done, 10 * 1000000ULL), 0);
+        /* Every message went to exactly one receiver. */
+        for (size_t i = 0; i < 3; i++) {
+                total += p[i].n;
+                for (size_t k = 0; k < p[i].n; k++)
+                        for (size_t j = 0; j <= i; j++)
+                                for (size_t l = 0; l < (j == i ? k : p[j].n); l++)
+                                        assert_string_not_equal(p[i].msgs[k].message_id,
+                                                                p[j].msgs[l].message_id);
+        }
+        assert_int_equal(total, 25);
+        assert_int_equal(receive(f, 30, &again), 0);
+
+        /* Three made visible again at once; one entry's handle is stale, and only it fails. */
+        for (size_t i = 0; i < 3; i++)
+                entries[i] = (struct sqs_delete_entry){ .id = i == 0   ? "a"
+                                                              : i == 1 ? "b"
+                                                                       : "c",
+                                                        .receipt_handle = p[0].msgs[i].receipt_handle };
+        entries[2].receipt_handle = "stale-handle";
+        assert_int_equal(sqs_change_visibility_batch_sync(f->c, entries, 3, 0, &res, &results), 0);
+        assert_int_equal(results[0].error, 0);
+        assert_int_equal(results[1].error, 0);
+        assert_int_equal(results[2].kind, SQS_ERR_RECEIPT_HANDLE);
+        free(results);
+        n = receive(f, 30, &again);
+        assert_int_equal(n, 2);
+        assert_int_equal(again[0].receive_count, 2);
+        sqs_messages_free(again, n);
+
+        /* The rest come back once their visibility ends. */
+        set_time(f, 32);
+        n = receive(f, 30, &again);
+        assert_int_equal(n, 10);
+        sqs_messages_free(again, n);
+        for (size_t i = 0; i < 3; i++)
+                sqs_messages_free(p[i].msgs, p[i].n);
+}
+
 static void test_get_attributes(void **state)
 {
         struct fx *f = *state;
@@ -1033,6 +1118,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_receive_events, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_delete_batch_stale_handle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_change_visibility, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_concurrent_receives, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_get_attributes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_faults_mapped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_throttle, setup, teardown),
