@@ -1,7 +1,7 @@
 """(c) of bench/peers: a mass reclaim through moto's SQS queue, played by spotdrain's controller and by NTH in
 queue mode (its defaults, and its settings for large clusters), each on the same freshly set up cluster.
 
-NODES KWOK nodes are EC2 instances of moto's (run-instances, tagged aws-node-termination-handler/managed as
+NODES spot KWOK nodes (and one on-demand node) are EC2 instances of moto's (run-instances, tagged aws-node-termination-handler/managed as
 NTH's queue mode checks by default), each Node named by its instance's PrivateDnsName (NTH finds the node by
 that name) with the instance's providerID (spotdrain maps an instance to its node by it). WORKLOADS Deployments
 of NODES replicas each spread over them (about WORKLOADS pods a node), each under a PDB of maxUnavailable 10 %.
@@ -69,7 +69,11 @@ def bench_c(workdir, peers):
             sc = {"name": "mass-reclaim", "mode": "controller", "budget_seconds": 120,
                   "nodes": [{"name": dns, "instance_id": iid, "zone": az, "capacity_type": "spot",
                              "instance_type": "m5.xlarge", "allocatable": {"cpu": "4", "memory": "16Gi", "pods": 110}}
-                            for iid, dns, az in inst],
+                            for iid, dns, az in inst] +
+                  # An on-demand node that no warning names, where the chart's controller pod goes (its
+                  # affinity keeps it off spot capacity) and NTH's NODE_NAME points.
+                  [{"name": "od-control", "zone": "us-east-1a", "capacity_type": "on-demand",
+                    "instance_type": "m5.xlarge", "allocatable": {"cpu": "4", "memory": "16Gi", "pods": 110}}],
                   "workloads": [{"name": "app-%02d" % i, "namespace": "shop", "replicas": NODES,
                                  "termination_grace_seconds": 30, "shutdown_seconds": 1, "startup_seconds": 2,
                                  "pdb": {"max_unavailable": "10%"}} for i in range(WORKLOADS)],

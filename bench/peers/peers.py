@@ -52,7 +52,11 @@ PEER_SA = {"nth": "aws-node-termination-handler", "nth-large": "aws-node-termina
 # (`workers`, "parallel event processors to handle concurrent events"; #1281 speaks of 50 or more for correlated
 # spot interruptions) and pod lists from the API server's cache (`use-apiserver-cache`, #1018) instead of
 # a quorum read per drained node.
-NTH_LARGE = {"WORKERS": "50", "USE_APISERVER_CACHE": "true"}
+# use-apiserver-cache lists a node's pods only where it emits Kubernetes events (pkg/node/node.go,
+# CordonAndDrain: the list is made inside `if recorder != nil`, and the recorder is nil with events off, its
+# default): alone, it cordons and reports "successfully cordoned and drained" having evicted nothing. So the
+# events are on with it, with the rules its chart adds for them.
+NTH_LARGE = {"WORKERS": "50", "USE_APISERVER_CACHE": "true", "EMIT_KUBERNETES_EVENTS": "true"}
 # The one default changed in IMDS mode: the metadata mock, serving a spot notice, answers 404 on
 # /latest/meta-data/events/maintenance/scheduled where an instance's IMDS answers [] , and NTH's scheduled-event
 # monitor, failing alike three times, panics the whole process (cmd/node-termination-handler.go,
@@ -117,7 +121,8 @@ class PeerRun(rk.Run):
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch", "update"]},
                       {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
                       {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-                      {"apiGroups": ["apps", "extensions"], "resources": ["daemonsets"], "verbs": ["get"]}]})
+                      {"apiGroups": ["apps", "extensions"], "resources": ["daemonsets"], "verbs": ["get"]},
+                      {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}]})
         k.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": "peers-drain-" + sa},
@@ -228,6 +233,19 @@ class PeerRun(rk.Run):
                             rk.parse_iso(ev["requestReceivedTimestamp"]) >= self.t0:
                         n += 1
         return n
+
+    def result(self, sc, t0, notices):
+        """The run's result once every PDB is back at its desired healthy count (at most 90 s after the last
+        deadline), so that the time below it that the pods killed with their node cost is counted too."""
+        end = time.time() + 90
+
+        def healed():
+            with self.world.lock:
+                return all(not h or h[-1][1].get("currentHealthy", 0) >= h[-1][1].get("desiredHealthy", 0)
+                           for h in self.world.pdb_hist.values())
+        while time.time() < end and not healed():
+            time.sleep(0.5)
+        return super().result(sc, t0, notices)
 
     def said_cannot_finish(self):
         """When the tool first said the drain could not finish, seconds after scenario time 0, and its words:
@@ -435,21 +453,31 @@ def main():
            "nth_large_settings": NTH_LARGE}
     print("versions: %s" % json.dumps(out["versions"]))
     results = os.environ.get("PEERS_OUT", os.path.join(args.dir, "results.json"))
+    failed = []
     for b in args.benches:
-        if b == "a":
-            out["a"] = bench_a(args.dir)
-        elif b == "b":
-            out["b"] = bench_b(args.dir)
-        elif b == "d":
-            out["d"] = bench_d(args.dir, args.idle_window)
-        elif b == "c":
-            import mass
-            out["c"] = mass.bench_c(args.dir, sys.modules[__name__])
-        else:
-            sys.exit("peers: unknown benchmark %s (a, b, c, d)" % b)
+        try:
+            run_one(b, args, out)
+        except Exception as e:  # one benchmark's failure does not lose the others' figures
+            print("\n(%s) FAILED: %s: %s" % (b, type(e).__name__, e))
+            failed.append(b)
         with open(results, "w") as f:
             json.dump(out, f, indent=1)
     print("\nresults in %s" % results)
+    sys.exit(1 if failed else 0)
+
+
+def run_one(b, args, out):
+    if b == "a":
+        out["a"] = bench_a(args.dir)
+    elif b == "b":
+        out["b"] = bench_b(args.dir)
+    elif b == "d":
+        out["d"] = bench_d(args.dir, args.idle_window)
+    elif b == "c":
+        import mass
+        out["c"] = mass.bench_c(args.dir, sys.modules[__name__])
+    else:
+        raise ValueError("unknown benchmark %s (a, b, c, d)" % b)
 
 
 if __name__ == "__main__":
