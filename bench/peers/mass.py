@@ -11,6 +11,7 @@ send time recorded; a node's cordon latency is from its message's send to the co
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -127,6 +128,7 @@ def bench_c(workdir, peers):
             return res
 
         args_dir = os.path.join(workdir, "mass-%s" % tool)
+        shutil.rmtree(args_dir, ignore_errors=True)
         import argparse
         args = argparse.Namespace(scenario="mass", mode="controller", json=True, cluster=os.environ["RK_DIR"],
                                   spotdrain=os.path.abspath(os.environ.get("SPOTDRAIN", os.path.join(
@@ -162,7 +164,7 @@ def bench_c(workdir, peers):
     print("\n(c) mass reclaim through moto's SQS: %d KWOK nodes x ~%d pods, %d spot warnings sent within %.0f s"
           % (NODES, WORKLOADS, SPOT, SPREAD))
     print("| tool | cordon p50 | p99 | max | never cordoned | drained in time | pods killed | PDB breaches "
-          "| CPU s | / spotdrain | peak RSS | / spotdrain | API requests | load before, after |")
+          "| CPU s | / spotdrain | peak RSS | / spotdrain | API writes | load before, after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     fmt = lambda x: "-" if x is None else "%.2f s" % x  # noqa: E731
     for r in rows:
