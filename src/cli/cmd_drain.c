@@ -556,9 +556,8 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
                 r = plan_surge(d, safe, expected);
         if (r >= 0)
                 r = drain_grade_node(drain_inputs_get(expected), 0, ret_grade);
-        /* The table is the grade's slow estimate: one pair of numbers for the GRADE line and the table. */
         if (r >= 0)
-                r = drain_plan_whole_grace(drain_inputs_get(expected), ret);
+                r = drain_plan_make(drain_inputs_get(safe), ret);
         if (r >= 0)
                 r = plan_room(d, &no, *ret, ret_room);
         return r;
@@ -617,7 +616,9 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                 return -ENOMEM;
         printf("GRADE %s%s%s\n", drain_grade_to_string(g->grade), g->reason ? ": " : "",
                g->reason ? g->reason : "");
-        printf("ESTIMATE %s; the tables below take the whole grace\n", outlook);
+        /* The tables are the plan acted on: its last safe moments give a pod never seen stopping its whole
+         * grace when that fits (then they are the slow estimate), else drain.expected_shutdown_fraction. */
+        printf("ESTIMATE %s; the tables below are the plan acted on\n", outlook);
         if (room->n_missing)
                 printf("ROOM surge needs room for %u of its %u pod%s (cpu %s, memory %s) that no other node "
                        "has: %s for replacement capacity\n",
@@ -668,7 +669,8 @@ struct drain_run {
         bool live;  /* the status block is redrawn in place (term.h) */
         bool color; /* and may be coloured */
         bool done;
-        char *shown; /* not live: the last plain status line printed */
+        char *shown;          /* not live: the last plain status line printed */
+        bool predicted_shown; /* a status line showed the first judgement's estimates */
 };
 
 static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -762,8 +764,11 @@ static void refresh(void *userdata)
         run->refresh = NULL; /* released by the loop as it fired */
         if (run->done)
                 return;
-        /* The predicted counts as they change. */
-        (void)drain_exec_update_outlook(run->x);
+        /* The predicted counts as they change, from the drain's first judgement on: that one shown first. */
+        if (run->predicted_shown)
+                (void)drain_exec_update_outlook(run->x);
+        else
+                run->predicted_shown = drain_exec_result(run->x)->outlook.known;
         if (status_head(run, now, !run->live, &head) < 0)
                 goto again;
         if (!run->live) {
@@ -1350,7 +1355,8 @@ static int audit_plan(const struct audit *a, const struct drain_cli *d, const ch
         r = drain_grade_node(drain_inputs_get(di), 0, ret_grade);
         if (r < 0)
                 return r;
-        return drain_plan_make(drain_inputs_get(di), ret);
+        /* The slow estimate's plan, as plan's table: predicted_seconds is its PDB's. */
+        return drain_plan_whole_grace(drain_inputs_get(di), ret);
 }
 
 static int audit_analyze(struct audit *a, const struct drain_cli *d)
@@ -1485,6 +1491,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                                                          (double)USEC_PER_SEC);
                 else if (ok)
                         ok = cJSON_AddNullToObject(o, "predicted_seconds");
+                if (ok)
+                        ok = drain_outlook_to_json(&a->grades[a->f[i].plan].outlook, o, "estimates");
                 if (ok && a->f[i].over_usec != INT64_MAX)
                         ok = cJSON_AddNumberToObject(o, "over_budget_seconds",
                                                      (double)a->f[i].over_usec / (double)USEC_PER_SEC);
@@ -1495,6 +1503,13 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                              cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
                 if (!ok)
                         return -ENOMEM;
+        }
+        /* Each worst node's pair of estimates, as plan prints it; OVER is the whole grace's. */
+        for (size_t pn = 0; !d->common.json && pn < a->n_plans; pn++) {
+                _cleanup_free_ char *text = drain_outlook_format(&a->grades[pn].outlook);
+                if (!text)
+                        return -ENOMEM;
+                printf("ESTIMATE %s: %s\n", a->plan_nodes[pn], text);
         }
         if (d->common.json) {
                 if (!cJSON_AddNumberToObject(top, "budget_seconds",

@@ -74,9 +74,6 @@ struct sim_drain {
         bool cordon_shown, plan_shown;
         unsigned left_shown; /* pods left at the last progress line; UINT_MAX before the first */
         unsigned evicted_shown, forced_shown;
-        /* The drain's two estimates at its first judgement (agent and direct delivery), for the result. */
-        struct drain_outlook outlook;
-        double outlook_at; /* scenario seconds of that judgement */
 };
 
 struct sim_node_seen {
@@ -696,8 +693,6 @@ static void show_progress(struct simulate *sm, struct sim_drain *d)
                         /* Durations from this line's time, as in the alerts; the pair as every surface
                          * prints it. */
                         _cleanup_free_ char *text = drain_outlook_format(o);
-                        d->outlook = *o;
-                        d->outlook_at = at;
                         timeline(sm, at, d->node, "plan: %zu pods to go, %.1f s to the deadline; %s",
                                  pn->n_to_go, scenario_seconds(sm, pn->deadline_usec) - at,
                                  text ? text : "no estimate");
@@ -1174,26 +1169,6 @@ static int write_report(struct simulate *sm, const cJSON *result)
         return r;
 }
 
-/* Each node's drain's two estimates at its first judgement ("estimates", null when unknown: no deadline,
- * or a controller's drain, which is followed through its alerts), and when it was made ("estimated_at"). */
-static int add_outlooks(const struct simulate *sm, cJSON *result)
-{
-        cJSON *node;
-        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
-                const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(node, "name"));
-                const struct sim_drain *d = name ? find_drain(sm, name) : NULL;
-                if (!d || !d->outlook.known) {
-                        if (!cJSON_AddNullToObject(node, "estimates"))
-                                return -ENOMEM;
-                        continue;
-                }
-                if (!drain_outlook_to_json(&d->outlook, node, "estimates") ||
-                    !cJSON_AddNumberToObject(node, "estimated_at", round(d->outlook_at * 10) / 10))
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
 /* Exit status from the result: every interrupted node drained by its deadline with no pod killed. */
 static int result_status(const cJSON *result)
 {
@@ -1277,8 +1252,7 @@ int cmd_simulate(int argc, char **argv)
         (void)sim_advance(sm.sim);
         result = sim_result(sm.sim);
         sim_unlock(sm.sim);
-        if (!result || !cJSON_AddStringToObject(result, "delivery", sm.delivery) ||
-            add_outlooks(&sm, result) < 0) {
+        if (!result || !cJSON_AddStringToObject(result, "delivery", sm.delivery)) {
                 log_error_errno(-ENOMEM, "out of memory");
                 teardown(&sm);
                 return EXIT_ERROR;
