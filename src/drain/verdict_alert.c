@@ -92,10 +92,11 @@ static void alert_infeasible(struct alert_bus *bus, const char *node_name,
         }
         n = add_outlook(&g->outlook, &of, fields, n);
         fields[n] = NULL;
-        alert_emit(bus, ALERT_DRAIN_INFEASIBLE, node_name, fields,
-                   "drain of %s cannot finish in time: %s; %s", node_name,
-                   reason ? reason : drain_verdict_to_string(node->verdict),
-                   outlook ? outlook : "no estimate");
+        /* Forcing making it fit, the drain may yet end in time (exit 0, "drained"): the alert says so. */
+        alert_emit(
+            bus, ALERT_DRAIN_INFEASIBLE, node_name, fields, "drain of %s cannot finish in time%s: %s; %s",
+            node_name, node->verdict == DRAIN_INFEASIBLE_FORCED ? " without forcing" : "",
+            reason ? reason : drain_verdict_to_string(node->verdict), outlook ? outlook : "no estimate");
 }
 
 void drain_grade_alert(struct alert_bus *bus, const char *node, const struct drain_grade_result *g,

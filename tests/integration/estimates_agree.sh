@@ -97,9 +97,17 @@ check() {
 		grep -m1 "alert=drain-infeasible\|alert=drain-at-risk" "$dir/drain.err" | grep -q "forced_at_once=$(jq .stops_at_once.forced <<<"$pair") forced_whole_grace=$(jq .stops_at_whole_grace.forced <<<"$pair")" ||
 			fail "$name: the alert's fields do not carry the pair"
 	fi
-	# The exit status says what the result says.
+	# The exit status says what the result says, and the alert does not contradict either (item 4): a drain
+	# that fits by forcing is "cannot finish in time without forcing", and may exit 0 "drained".
 	local rc
 	rc=$(cat "$dir/drain.rc")
+	if grep -q "alert=drain-infeasible" "$dir/drain.err" && [ "$(jq .stops_at_once.killed <<<"$pair")" -eq 0 ]; then
+		grep -m1 "alert=drain-infeasible" "$dir/drain.err" | grep -q "cannot finish in time without forcing:" ||
+			fail "$name: a drain that forcing makes fit is told it cannot finish in time"
+	fi
+	if [ "$rc" -eq 0 ] && grep -q "cannot finish in time:" "$dir/drain.err"; then
+		fail "$name: the drain exited 0, in time, beside an alert that it cannot finish in time"
+	fi
 	if jq -e '.killed > 0 or .outcome == "deadline-missed"' "$dir/drain.json" >/dev/null; then
 		[ "$rc" -eq 3 ] || fail "$name: the drain killed pods or missed its deadline and exited $rc"
 	else
