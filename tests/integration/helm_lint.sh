@@ -137,6 +137,8 @@ def rules_of(role):
     return got
 
 def check_pod(spec, mode):
+    # The image is Linux's: every pod of the chart stays off Windows nodes.
+    assert spec["nodeSelector"]["kubernetes.io/os"] == "linux", spec.get("nodeSelector")
     psc = spec["securityContext"]
     assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 65532, psc
     assert psc["seccompProfile"]["type"] == "RuntimeDefault", psc

@@ -194,10 +194,12 @@ spec:
   priorityClassName: {{ .Values.agent.priorityClassName }}
   hostNetwork: {{ .Values.agent.hostNetwork }}
   dnsPolicy: {{ .Values.agent.dnsPolicy }}
-  {{- with .Values.agent.nodeSelector }}
+  # The image is Linux's: never on a Windows node of a mixed cluster.
   nodeSelector:
+    kubernetes.io/os: linux
+    {{- with .Values.agent.nodeSelector }}
     {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- end }}
   {{- if .Values.agent.affinity }}
   affinity:
     {{- toYaml .Values.agent.affinity | nindent 4 }}
@@ -220,10 +222,12 @@ spec:
   {{- end }}
   {{- else }}
   priorityClassName: {{ .Values.controller.priorityClassName }}
-  {{- with .Values.controller.nodeSelector }}
+  # The image is Linux's: never on a Windows node of a mixed cluster.
   nodeSelector:
+    kubernetes.io/os: linux
+    {{- with .Values.controller.nodeSelector }}
     {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- end }}
   {{- with .Values.controller.affinity }}
   affinity:
     {{- toYaml . | nindent 4 }}
