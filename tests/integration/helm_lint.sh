@@ -313,7 +313,17 @@ if command -v go >/dev/null 2>&1 && [ -d "$GOSRC/src/github.com/Masterminds/spri
 	for mode in agent controller; do
 		"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode.yaml" ||
 			fail "rendering $mode failed"
+		# An API server older than 1.30 (kubeVersion admits 1.23): no ValidatingAdmissionPolicy, no
+		# webhook with matchConditions; the rest installs (NOTES.txt says what is missing).
+		CHARTRENDER_API_VERSIONS="v1,apps/v1,policy/v1,admissionregistration.k8s.io/v1" \
+			"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode-old.yaml" ||
+			fail "rendering $mode for an old API server failed"
+		! grep -Eq '^kind: (ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding|ValidatingWebhookConfiguration)$' \
+			"$TEST_TMP/$mode-old.yaml" || fail "$mode: admission objects rendered for an API server without them"
+		grep -Eq '^kind: (DaemonSet|Deployment)$' "$TEST_TMP/$mode-old.yaml" || fail "$mode: nothing to run on an old API server"
+		! grep -q 'admission_listen' "$TEST_TMP/$mode-old.yaml" || fail "$mode: a webhook listener configured without its webhook"
 	done
+	grep -Eq '^kind: ValidatingAdmissionPolicy$' "$TEST_TMP/agent.yaml" || fail "agent: no admission policy on a 1.30 API server"
 	"$PY" - "$CHART" "$TEST_TMP" <<'PY'
 import sys, yaml
 chart, tmp = sys.argv[1], sys.argv[2]
