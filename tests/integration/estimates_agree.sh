@@ -4,7 +4,8 @@
 #   Each example is served by `sim serve` and its first interrupted node asked, on the cluster as it stands
 #   before anyone drains it, with a budget of 120 s: `plan --json` (the pair), `plan` (its ESTIMATE line and its
 #   table, which is the whole grace's), `audit` and `audit --json`, then `drain` itself: its line before it
-#   acts, its live view's first prediction, its alert (when the drain does not fit) and its result JSON.
+#   acts, its live view's first prediction, its alert (when the drain does not fit), its report and its result
+#   JSON.
 #   `simulate` of the same example (its drain judged at the notice, 120 s from the deadline the notice states
 #   to the second) prints the pair on its timeline's plan line and in the alerts of its result; the result's
 #   times add up with what its drain-completed says.
@@ -58,7 +59,8 @@ trial() {
 	"$SPOTDRAIN" audit --budget 120 "${kc[@]}" --json >audit.json 2>audit.err || true
 	"$SPOTDRAIN" audit --budget 120 "${kc[@]}" >audit.out 2>&1 || true
 	"$SPOTDRAIN" drain "$node" --budget 120 --policy force "${kc[@]}" --dry-run >dry.out 2>&1 || true
-	"$SPOTDRAIN" drain "$node" --budget 120 --policy force "${kc[@]}" --json >drain.json 2>drain.err || rc=$?
+	"$SPOTDRAIN" drain "$node" --budget 120 --policy force "${kc[@]}" --json --report report.html >drain.json \
+		2>drain.err || rc=$?
 	echo "$rc" >drain.rc
 	kill -TERM "$SERVE_PID"
 	wait "$SERVE_PID" || true
@@ -91,6 +93,7 @@ check() {
 	grep -m1 "^node/$node:" "$dir/drain.err" | grep -qF "$text" || fail "$name: drain's first line: $(grep -m1 "^node/$node:" "$dir/drain.err")"
 	grep -m1 "predicted: " "$dir/drain.err" | grep -qF "$text" ||
 		fail "$name: the live view's first prediction: $(grep -m1 'predicted: ' "$dir/drain.err")"
+	grep -qF "$text" "$dir/report.html" || fail "$name: the report does not have the pair"
 	if grep -q "alert=drain-infeasible\|alert=drain-at-risk" "$dir/drain.err"; then
 		grep -m1 "alert=drain-infeasible\|alert=drain-at-risk" "$dir/drain.err" | grep -qF "$text" ||
 			fail "$name: the drain's alert: $(grep -m1 'alert=drain-' "$dir/drain.err")"
@@ -120,16 +123,18 @@ check() {
 		| .message' "$dir/simulate.json" | while read -r m; do
 		grep -qF "$text" <<<"$m" || fail "$name: simulate's result has the alert \"$m\""
 	done
-	# Its times add up: DEADLINE - DRAINED as its drain-completed says it, and "after the notice" counted from
-	# the notice's receipt, which is not before its sending (an agent polls IMDS, and 24 agents share 2 CPUs).
+	# Its times add up: "after the notice" + "before the deadline" is the notice's window (DEADLINE - NOTICE of
+	# the result, one origin), less the time the agent took to receive the notice, never more; and "before the
+	# deadline" is DEADLINE - DRAINED, but for the moment the drain saw its last pod go (a watch event later
+	# than the simulator's own clock, under load).
 	local said
 	said=$(jq -r --arg n "$node" '.alerts[] | select(.kind == "drain-completed" and .node == $n) | .message' \
 		"$dir/simulate.json" | sed -nE 's/.* ([0-9.]+) s after the notice \(([0-9.]+) s before the deadline\).*/\1 \2/p')
 	if [ -n "$said" ]; then
 		read -r after before <<<"$said"
 		jq -e --arg n "$node" --argjson a "$after" --argjson b "$before" '.nodes[] | select(.name == $n) |
-			(.drained_at - .notice_at - $a) >= -0.15 and
-			((.deadline_at - .drained_at - $b) | fabs) <= 0.15' \
+			($a + $b) <= (.deadline_at - .notice_at) + 0.15 and ($a + $b) >= (.deadline_at - .notice_at) - 2 and
+			((.deadline_at - .drained_at - $b) | fabs) <= 1' \
 			"$dir/simulate.json" >/dev/null ||
 			fail "$name: $(jq -c --arg n "$node" '.nodes[] | select(.name == $n) | {notice_at, deadline_at, drained_at}' \
 				"$dir/simulate.json") beside \"$after s after the notice ($before s before the deadline)\""
