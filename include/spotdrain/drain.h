@@ -283,8 +283,35 @@ enum drain_grade {
         DRAIN_GRADE_INFEASIBLE, /* cannot fit even if they stopped at once (or the stops seen say so) */
 };
 
+/* One of the two estimates of a drain (verdict.c): every pod never seen stopping stops at once (quick) or
+ * takes its whole grace period (slow); a pod seen stopping takes what it was seen to take in both. */
+struct drain_estimate {
+        enum drain_verdict verdict;
+        /* Durations from the input's now: every pod gone, the forced ones included (finish), and the last
+         * pod gone if none were forced (unforced: the PDBs alone); DRAIN_NEVER when that cannot happen. */
+        uint64_t finish_usec, unforced_usec;
+        size_t n_to_go, n_forced, n_killed;
+};
+struct drain_outlook {
+        bool known;  /* computed; the pair below is meaningless otherwise */
+        bool unseen; /* the two differ in what they assume: some pod's stop was never seen */
+        struct drain_estimate quick, slow;
+};
+/* "at once / whole grace: last pod gone unforced in 135 / 165 s, 2 / 4 forced, 0 / 0 killed", or with one
+ * figure each when no stop is a guess. NULL on ENOMEM. */
+char *drain_outlook_format(const struct drain_outlook *e);
+/* The pair in a JSON object (quick and slow, each verdict, finish, unforced, to_go, forced, killed in
+ * seconds and counts, null for never); false on ENOMEM. */
+bool drain_outlook_to_json(const struct drain_outlook *e, struct cJSON *parent, const char *key);
+
+/* The plan of in with every pod never seen stopping taking its whole grace period: the slow estimate's plan,
+ * the one the tables of plan and audit show. -ENOMEM, -EINVAL as drain_plan_make(). */
+int drain_plan_whole_grace(const struct drain_input *in, struct drain_plan **ret);
+
 struct drain_grade_result {
         enum drain_grade grade;
+        /* The two estimates the grade was made from: every surface prints these. */
+        struct drain_outlook outlook;
         /* AT_RISK: the longest stop (after SIGTERM) of the unseen pods that still fits, whole seconds
          * (0: under a second); the longest grace period of those that would have to be quicker. */
         uint64_t stop_within_usec, grace_usec;

@@ -536,6 +536,9 @@ struct drain_exec_result {
          * balancers, and until when (engine clock; 0: none held). */
         unsigned lb_held;
         uint64_t lb_held_until_usec;
+        /* The two estimates (drain_outlook) at the first judgement of the drain and at its latest: what
+         * the alerts, the live view, the summary and the result print. Unknown without a deadline. */
+        struct drain_outlook outlook_first, outlook;
 };
 
 struct drain_exec;
@@ -553,6 +556,9 @@ uint64_t drain_exec_lingers_until(const struct drain_exec *x);
  * by the hundred (the controller) would otherwise keep an old joint plan, as large as every drain under way
  * when it was made, for each. NULL-safe; no effect on a drain that has not ended. */
 void drain_exec_release_plan(struct drain_exec *x);
+/* Grades the drain as it stands now, which updates its result's outlook (the live view's predicted forced
+ * and killed). Nothing for a drain without a deadline, or ended. 0, or a negative errno. */
+int drain_exec_update_outlook(struct drain_exec *x);
 /* Stops whatever is under way (no callback). NULL-safe; returns NULL. */
 struct drain_exec *drain_exec_free(struct drain_exec *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_exec *, drain_exec_free);

@@ -585,6 +585,7 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
                         return r;
                 cJSON *node = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodes"), 0);
                 bool ok = node && cJSON_AddStringToObject(node, "grade", drain_grade_to_string(g->grade)) &&
+                          drain_outlook_to_json(&g->outlook, node, "estimates") &&
                           (g->reason ? cJSON_AddStringToObject(node, "grade_reason", g->reason)
                                      : cJSON_AddNullToObject(node, "grade_reason")) &&
                           (g->grade == DRAIN_GRADE_AT_RISK
@@ -610,8 +611,14 @@ static int print_plan(struct drain_cli *d, const struct drain_plan *plan, const 
         int r = drain_plan_format(plan, &text);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *outlook = drain_outlook_format(&g->outlook);
+        if (!outlook)
+                return -ENOMEM;
         printf("GRADE %s%s%s\n", drain_grade_to_string(g->grade), g->reason ? ": " : "",
                g->reason ? g->reason : "");
+        /* The tables are the plan acted on: its last safe moments give a pod never seen stopping its whole
+         * grace when that fits (then they are the slow estimate), else drain.expected_shutdown_fraction. */
+        printf("ESTIMATE %s; the tables below are the plan acted on\n", outlook);
         if (room->n_missing)
                 printf("ROOM surge needs room for %u of its %u pod%s (cpu %s, memory %s) that no other node "
                        "has: %s for replacement capacity\n",
@@ -662,7 +669,8 @@ struct drain_run {
         bool live;  /* the status block is redrawn in place (term.h) */
         bool color; /* and may be coloured */
         bool done;
-        char *shown; /* not live: the last plain status line printed */
+        char *shown;          /* not live: the last plain status line printed */
+        bool predicted_shown; /* a status line showed the first judgement's estimates */
 };
 
 static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -712,20 +720,33 @@ static int status_head(const struct drain_run *run, uint64_t now, bool plain, st
         if (r < 0 || !plan)
                 return r < 0 ? r : buf_printf(b, "planning");
         r = buf_printf(b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS));
-        if (r >= 0 && pn && pn->finish_usec != DRAIN_NEVER && !plain)
-                r = buf_printf(b, ", predicted finish in %.0f s",
-                               pn->finish_usec > now ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
-                                                     : 0.0);
-        if (r >= 0 && pn && pn->finish_usec == DRAIN_NEVER)
-                r = status_printf(b, run, "31", ", no finish predicted");
+        const struct drain_outlook *o = &res->outlook;
+        /* Without a deadline the plan's "killed" at its far end are the pods a PDB holds: they wait. */
+        if (run->d->no_deadline || !o->known) {
+                if (r >= 0 && pn && pn->finish_usec != DRAIN_NEVER && !plain)
+                        r = buf_printf(b, ", predicted finish in %.0f s",
+                                       pn->finish_usec > now
+                                           ? (double)(pn->finish_usec - now) / (double)USEC_PER_SEC
+                                           : 0.0);
+                if (r >= 0 && pn && pn->finish_usec == DRAIN_NEVER)
+                        r = status_printf(b, run, "31", ", no finish predicted");
+                if (r >= 0)
+                        r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
+                if (r >= 0 && run->d->no_deadline)
+                        r = buf_printf(b, ", %zu waiting for a PDB", pn ? pn->n_killed : (size_t)0);
+                return r;
+        }
+        /* The pair of estimates of the latest grade (drain_exec_update_outlook), as plan, audit and the
+         * alerts print it. */
+        _cleanup_free_ char *text = drain_outlook_format(o);
         if (r >= 0)
                 r = status_printf(b, run, res->forced > 0 ? "33" : NULL, ", %u forced", res->forced);
-        /* Without a deadline the plan's "killed" at its far end are the pods a PDB holds: they wait. */
-        if (r >= 0 && run->d->no_deadline)
-                r = buf_printf(b, ", %zu waiting for a PDB", pn ? pn->n_killed : (size_t)0);
-        else if (r >= 0)
-                r = status_printf(b, run, pn && pn->n_killed > 0 ? "1;31" : NULL, ", %zu predicted killed",
-                                  pn ? pn->n_killed : (size_t)0);
+        if (r >= 0)
+                r = status_printf(b, run,
+                                  o->quick.n_killed + o->slow.n_killed > 0   ? "1;31"
+                                  : o->quick.n_forced + o->slow.n_forced > 0 ? "33"
+                                                                             : NULL,
+                                  "; predicted: %s", text ? text : "no estimate");
         return r;
 }
 
@@ -743,6 +764,11 @@ static void refresh(void *userdata)
         run->refresh = NULL; /* released by the loop as it fired */
         if (run->done)
                 return;
+        /* The predicted counts as they change, from the drain's first judgement on: that one shown first. */
+        if (run->predicted_shown)
+                (void)drain_exec_update_outlook(run->x);
+        else
+                run->predicted_shown = drain_exec_result(run->x)->outlook.known;
         if (status_head(run, now, !run->live, &head) < 0)
                 goto again;
         if (!run->live) {
@@ -789,12 +815,25 @@ static void print_summary(const struct drain_run *run, const struct drain_exec_r
                 snprintf(left, sizeof(left), "%u", res->left);
         /* KILLED is what happened (killed with the node or at the end of a grace period), PREDICTED what the
          * first plan expected to be killed. */
-        printf("\n%-24s %-16s %8s %8s %7s %7s %7s %9s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED", "FORCED",
-               "LEFT", "KILLED", "PREDICTED");
-        printf("%-24s %-16s %8.1f %8u %7u %7s %7u %9u\n", run->d->node,
+        char predicted_forced[32], predicted_killed[32];
+        const struct drain_outlook *o = &res->outlook_first;
+        if (o->known) {
+                snprintf(predicted_forced, sizeof(predicted_forced), "%zu / %zu", o->quick.n_forced,
+                         o->slow.n_forced);
+                snprintf(predicted_killed, sizeof(predicted_killed), "%zu / %zu", o->quick.n_killed,
+                         o->slow.n_killed);
+        } else {
+                snprintf(predicted_forced, sizeof(predicted_forced), "-");
+                snprintf(predicted_killed, sizeof(predicted_killed), "%u", res->killed_predicted);
+        }
+        printf("\n%-24s %-16s %8s %8s %7s %7s %7s %16s %16s\n", "NODE", "OUTCOME", "SECONDS", "EVICTED",
+               "FORCED", "LEFT", "KILLED", "FORCED PREDICTED", "KILLED PREDICTED");
+        printf("%-24s %-16s %8.1f %8u %7u %7s %7u %16s %16s\n", run->d->node,
                drain_exec_outcome_to_string(res->outcome),
                (double)(res->finished_usec - res->notice_usec) / (double)USEC_PER_SEC, res->evicted,
-               res->forced, left, res->killed, res->killed_predicted);
+               res->forced, left, res->killed, predicted_forced, predicted_killed);
+        if (o->known)
+                printf("(predicted at the start: stops never seen taken at once / at their whole grace)\n");
         for (int i = -1; plan && i < (int)plan->n_pdbs; i++) {
                 unsigned k = drain_exec_pods_left(run->x, i);
                 _cleanup_free_ char *name =
@@ -844,6 +883,7 @@ static void print_result(const struct drain_run *run, const struct drain_exec_re
                                             (double)USEC_PER_SEC);
         else
                 cJSON_AddNullToObject(o, "predicted_seconds");
+        drain_outlook_to_json(&res->outlook_first, o, "estimates_at_start");
         cJSON_AddStringToObject(o, "message", res->message ? res->message : "");
         char *text = cJSON_Print(o);
         if (text)
@@ -881,6 +921,13 @@ static int report_finish(struct drain_cli *d, const struct drain_exec_result *re
             report_add_node(rp, d->node, 0, since_notice(d, res->cordoned_usec), deadline,
                             deadline - (double)d->cfg->drain.safety_margin_usec / (double)USEC_PER_SEC,
                             res->outcome == DRAIN_EXEC_DRAINED ? since_notice(d, res->finished_usec) : NAN);
+        /* The pair of estimates at the start, as the other surfaces print it, on the report's timeline. */
+        if (r >= 0 && res->outlook_first.known) {
+                _cleanup_free_ char *text = drain_outlook_format(&res->outlook_first);
+                r = text ? report_add_alert(rp, "estimates", d->node, since_notice(d, res->planned_usec),
+                                            text)
+                         : -ENOMEM;
+        }
         if (r >= 0)
                 r = report_rec_finish(rec);
         if (r >= 0)
@@ -910,7 +957,8 @@ static void drain_target(struct drain_cli *d, const cJSON *node)
 
 /* Before it acts, the drain says in one line what it is about to do, as kubectl drain says
  * "node/NAME cordoned": the pods it moves, when it expects them gone, how many it expects to force. */
-static void print_intent(const struct drain_cli *d, const struct drain_plan *plan)
+static void print_intent(const struct drain_cli *d, const struct drain_plan *plan,
+                         const struct drain_grade_result *g)
 {
         const struct drain_plan_node *pn = plan->n_nodes > 0 ? &plan->nodes[0] : NULL;
         FILE *f = d->common.json ? stderr : stdout;
@@ -925,8 +973,15 @@ static void print_intent(const struct drain_cli *d, const struct drain_plan *pla
                          pn->finish_usec > d->now ? (double)(pn->finish_usec - d->now) / (double)USEC_PER_SEC
                                                   : 0.0);
         format_rfc3339(d->deadline_usec, deadline, sizeof(deadline));
-        fprintf(f, "node/%s: %zu pod%s to move, predicted finish %s, %zu expected forced; ", d->node, to_go,
-                to_go == 1 ? "" : "s", when, forced);
+        /* With a deadline, the two estimates as every other surface prints them. */
+        _cleanup_free_ char *outlook =
+            !d->no_deadline && g->outlook.known ? drain_outlook_format(&g->outlook) : NULL;
+        if (outlook)
+                fprintf(f, "node/%s: %zu pod%s to move; %s; ", d->node, to_go, to_go == 1 ? "" : "s",
+                        outlook);
+        else
+                fprintf(f, "node/%s: %zu pod%s to move, predicted finish %s, %zu expected forced; ", d->node,
+                        to_go, to_go == 1 ? "" : "s", when, forced);
         if (d->no_deadline)
                 fprintf(f,
                         "no deadline, every PDB respected (--budget or --deadline sets one, --policy force "
@@ -985,7 +1040,7 @@ int cmd_drain(int argc, char **argv)
                 if (r >= 0 && d.common.dry_run)
                         r = print_plan(&d, plan, &grade, &room);
                 else if (r >= 0)
-                        print_intent(&d, plan);
+                        print_intent(&d, plan, &grade);
                 else if (!d.common.dry_run) {
                         log_warning_errno(r, "cannot plan the drain of %s before it starts; draining it",
                                           d.node);
@@ -1307,7 +1362,8 @@ static int audit_plan(const struct audit *a, const struct drain_cli *d, const ch
         r = drain_grade_node(drain_inputs_get(di), 0, ret_grade);
         if (r < 0)
                 return r;
-        return drain_plan_make(drain_inputs_get(di), ret);
+        /* The slow estimate's plan, as plan's table: predicted_seconds is its PDB's. */
+        return drain_plan_whole_grace(drain_inputs_get(di), ret);
 }
 
 static int audit_analyze(struct audit *a, const struct drain_cli *d)
@@ -1442,6 +1498,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                                                          (double)USEC_PER_SEC);
                 else if (ok)
                         ok = cJSON_AddNullToObject(o, "predicted_seconds");
+                if (ok)
+                        ok = drain_outlook_to_json(&a->grades[a->f[i].plan].outlook, o, "estimates");
                 if (ok && a->f[i].over_usec != INT64_MAX)
                         ok = cJSON_AddNumberToObject(o, "over_budget_seconds",
                                                      (double)a->f[i].over_usec / (double)USEC_PER_SEC);
@@ -1452,6 +1510,13 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                              cJSON_AddNumberToObject(o, "fit_min_available", pp->fit_min_available);
                 if (!ok)
                         return -ENOMEM;
+        }
+        /* Each worst node's pair of estimates, as plan prints it; OVER is the whole grace's. */
+        for (size_t pn = 0; !d->common.json && pn < a->n_plans; pn++) {
+                _cleanup_free_ char *text = drain_outlook_format(&a->grades[pn].outlook);
+                if (!text)
+                        return -ENOMEM;
+                printf("ESTIMATE %s: %s\n", a->plan_nodes[pn], text);
         }
         if (d->common.json) {
                 if (!cJSON_AddNumberToObject(top, "budget_seconds",

@@ -708,8 +708,17 @@ static void show_progress(struct simulate *sm, struct sim_drain *d)
         }
         if (!d->plan_shown && plan && plan->n_nodes > 0) {
                 const struct drain_plan_node *pn = drain_exec_plan_node(d->x);
+                const struct drain_outlook *o = &r->outlook_first;
+                double at = scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now());
                 d->plan_shown = true;
-                if (pn->finish_usec != DRAIN_NEVER)
+                if (o->known) {
+                        /* Durations from this line's time, as in the alerts; the pair as every surface
+                         * prints it. */
+                        _cleanup_free_ char *text = drain_outlook_format(o);
+                        timeline(sm, at, d->node, "plan: %zu pods to go, %.1f s to the deadline; %s",
+                                 pn->n_to_go, scenario_seconds(sm, pn->deadline_usec) - at,
+                                 text ? text : "no estimate");
+                } else if (pn->finish_usec != DRAIN_NEVER)
                         timeline(sm, scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now()),
                                  d->node,
                                  "plan: %zu pods to go, predicted finish t=%.1fs (deadline t=%.1fs)%s%s",

@@ -223,6 +223,56 @@ static const struct cli_flag no_flags[] = { F_END };
 
 #define EXAMPLES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
+/* plan's glossary (issue 32): the words of its output and of the drain's alerts. */
+static const char *const plan_words[] = {
+        "last safe moment",
+        "the latest a pod's graceful stop may start and still end before the deadline less "
+        "drain.safety_margin_seconds; the START BY column. A pod evicted before it (EVICT AT) may be GONE "
+        "AT "
+        "a "
+        "later time: its stop started in time and ends by the deadline.",
+        "forced",
+        "deleted around its PDB at its last safe moment (drain.policy force), so that its graceful stop "
+        "still "
+        "ends in time; FORCED counts them. Its containers get their whole grace period.",
+        "killed",
+        "gone without a graceful stop: still running when its node went (the instance terminated, the Node "
+        "deleted or unreachable) or stopped at the end of its grace period; KILLED counts them, and a drain "
+        "with one exits 3.",
+        "pods never seen stopping",
+        "pods of an owner whose stops spotdrain has not observed yet: how long they take after SIGTERM is a "
+        "guess between at once and their whole terminationGracePeriodSeconds.",
+        "ESTIMATE",
+        "the two estimates every surface prints, in this order: the pods never seen stopping stop at once / "
+        "take their whole grace. Times are seconds from now; 'unforced' is when the last pod would be gone "
+        "if "
+        "none were forced.",
+        "GRADE",
+        "the graded verdict: fits (fits even at their whole grace), at-risk (fits only if the pods never "
+        "seen "
+        "stopping stop within the time it names), infeasible (does not fit without forcing or killing even "
+        "if "
+        "they stopped at once). The alert drain-infeasible says 'cannot finish in time without forcing' "
+        "when "
+        "forcing makes it fit, and 'cannot finish in time' when pods would be killed.",
+        "VERDICT",
+        "of the plan in the table: FEASIBLE, INFEASIBLE_FORCED (in time only by forcing), INFEASIBLE_KILLED "
+        "(some pod cannot end its graceful stop before the deadline).",
+        "TIER",
+        "the order pods go in: tier 0 first, higher tiers (system-node-critical, then DaemonSet pods) "
+        "after.",
+        "WAVES",
+        "how many rounds of evictions a PDB needs for its pods on the node: pods / disruptions allowed at "
+        "once.",
+        "RETURN",
+        "seconds until an evicted pod's replacement is Ready and its PDB allows the next wave.",
+        "FINISH, UNFORCED",
+        "when the last pod of a PDB is gone with forcing, and without forcing (through the PDB alone).",
+        "LEFT",
+        "seconds from now to the deadline less the margin, the time the drain has.",
+        NULL
+};
+
 const struct cli_help cli_helps[] = {
         { "agent", "agent [OPTIONS]",
           "DaemonSet mode: poll this instance's IMDS for notices and drain this node",
@@ -233,7 +283,7 @@ const struct cli_help cli_helps[] = {
           EXAMPLES("spotdrain agent --node-name \"$NODE_NAME\" --metrics-listen 0.0.0.0:9464",
                    "spotdrain agent --imds-endpoint http://127.0.0.1:1338 --config "
                    "/etc/spotdrain/spotdrain.yaml"),
-          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
+          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage", NULL },
         { "controller", "controller --queue-url URL [OPTIONS]",
           "queue mode: long-poll SQS for EventBridge/ASG notices, drain any node",
           "Long-polls the SQS queue that EventBridge (spot interruptions, rebalance recommendations, state "
@@ -244,7 +294,7 @@ const struct cli_help cli_helps[] = {
           controller_flags,
           EXAMPLES("spotdrain controller --queue-url https://sqs.us-east-1.amazonaws.com/123456789012/spot "
                    "--region us-east-1"),
-          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
+          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage", NULL },
         { "admission", "admission [OPTIONS]",
           "the eviction webhook alone: an agent may evict only its own node's pods",
           "Serves the validating admission webhook of controller.admission_listen (TLS, POST "
@@ -252,7 +302,7 @@ const struct cli_help cli_helps[] = {
           "run, an agent's pods/eviction is allowed only for pods bound to the node its token names. "
           "/readyz fails until the pod list is complete. Runs until SIGTERM.",
           admission_flags, EXAMPLES("spotdrain admission --config /etc/spotdrain/spotdrain.yaml"),
-          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
+          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage", NULL },
         { "drain", "drain NODE [--budget S | --deadline RFC3339] [OPTIONS]",
           "deadline-aware drain of a node",
           "Cordons and taints NODE and evicts its pods under the deadline and every PodDisruptionBudget, "
@@ -265,13 +315,13 @@ const struct cli_help cli_helps[] = {
               "spotdrain drain ip-10-0-1-23.ec2.internal --budget 120",
               "spotdrain drain spot-a --deadline 2026-11-30T06:02:00Z --policy respect --report drain.html",
               "spotdrain drain spot-a --dry-run --json"),
-          "0 drained in time, 3 deadline missed or a pod killed, 1 error, 2 usage" },
+          "0 drained in time, 3 deadline missed or a pod killed, 1 error, 2 usage", NULL },
         { "plan", "plan NODE [--budget S] [OPTIONS]", "predict the drain of a node, change nothing",
           "Prints the plan of NODE's drain per PDB (waves, predicted finish, each pod's last safe moment) "
           "and "
           "its verdict, and which PDB value would fit.",
           plan_flags, EXAMPLES("spotdrain plan spot-a --budget 120", "spotdrain plan spot-a --json"),
-          "0 fits or at risk, 4 infeasible, 1 error, 2 usage" },
+          "0 fits or at risk, 4 infeasible, 1 error, 2 usage", plan_words },
         { "audit", "audit [--budget S] [OPTIONS]", "PDBs whose pods on one node could not drain in time",
           "Every PDB or workload whose pods on one node could not be drained within the budget, with the "
           "value "
@@ -279,7 +329,7 @@ const struct cli_help cli_helps[] = {
           "budget "
           "first.",
           audit_flags, EXAMPLES("spotdrain audit", "spotdrain audit --budget 90 --all-nodes --json"),
-          "0 no findings, 4 findings, 1 error, 2 usage" },
+          "0 no findings, 4 findings, 1 error, 2 usage", NULL },
         { "event parse", "event parse [FILE|-] [OPTIONS]",
           "normalize one SQS/EventBridge/SNS/IMDS notice body",
           "Normalizes one SQS message body, EventBridge event, SNS envelope or IMDS document (FILE, or "
@@ -290,7 +340,8 @@ const struct cli_help cli_helps[] = {
                    "curl -s http://169.254.169.254/latest/meta-data/spot/instance-action | spotdrain event "
                    "parse --imds spot/instance-action -"),
           "0 recognized (also when it carries nothing to act on), 65 malformed or unrecognized (stderr says "
-          "why), 1 I/O error, 2 usage" },
+          "why), 1 I/O error, 2 usage",
+          NULL },
         { "simulate", "simulate SCENARIO [OPTIONS]", "replay a scenario, the real engine acting on it",
           "Runs the scenario on the built-in simulator with the real drain engine; prints a timeline (or "
           "the "
@@ -299,7 +350,7 @@ const struct cli_help cli_helps[] = {
           EXAMPLES("spotdrain simulate examples/seed-504.yaml",
                    "spotdrain simulate examples/seed-504.yaml --time-scale 20 --report r.html",
                    "spotdrain simulate examples/drain-8.yaml --mode controller --json"),
-          "0 every interrupted node drained in time, 3 otherwise, 1 error, 2 usage" },
+          "0 every interrupted node drained in time, 3 otherwise, 1 error, 2 usage", NULL },
         { "sim serve", "sim serve SCENARIO [OPTIONS]",
           "serve the simulator to kubectl, the aws CLI or another spotdrain",
           "Serves the simulator (Kubernetes API, IMDS per node, SQS, STS, EC2 and Auto Scaling) until "
@@ -307,14 +358,14 @@ const struct cli_help cli_helps[] = {
           sim_flags,
           EXAMPLES("spotdrain sim serve examples/drain-8.yaml --listen 127.0.0.1:0 --kubeconfig-out "
                    "/tmp/sim.kubeconfig --endpoints-out /tmp/sim.endpoints"),
-          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage" },
+          "runs until SIGTERM: 0 after a clean stop, 1 error, 2 usage", NULL },
         { "catalog", "catalog show|refresh [OPTIONS]", "the instance types replacements are chosen from",
           "show prints the catalog (vCPUs, memory, max pods by the EKS ENI formula, architecture); refresh "
           "rebuilds it from EC2 DescribeInstanceTypes.",
           catalog_flags,
           EXAMPLES("spotdrain catalog show --json",
                    "spotdrain catalog refresh --families m6i,c6i --output -"),
-          "0 done, 1 error, 2 usage" },
+          "0 done, 1 error, 2 usage", NULL },
         { "check-config", "check-config [--config FILE] [--set KEY=VALUE ...]",
           "validate the configuration, print it",
           "Validates the configuration (file, SPOTDRAIN_* environment, --set) without running anything, and "
@@ -322,9 +373,9 @@ const struct cli_help cli_helps[] = {
           check_config_flags,
           EXAMPLES("spotdrain check-config --config /etc/spotdrain/spotdrain.yaml",
                    "spotdrain check-config --set drain.safety_margin_seconds=10"),
-          "0 valid, 1 invalid, 2 usage" },
+          "0 valid, 1 invalid, 2 usage", NULL },
         { "version", "version", "print the version", "Prints the version.", no_flags,
-          EXAMPLES("spotdrain version"), "0" },
+          EXAMPLES("spotdrain version"), "0", NULL },
 };
 
 const size_t cli_n_helps = ARRAY_SIZE(cli_helps);
@@ -392,6 +443,13 @@ int cli_help(FILE *f, const char *command)
                         fprintf(f, "\n%28s", "");
                 wrap(f, fl->text, 28, 28, 100);
                 fprintf(f, "%28sdefault: %s\n", "", cli_flag_default(fl));
+        }
+        if (h->words) {
+                fprintf(f, "\nwords:\n");
+                for (const char *const *w = h->words; w[0] && w[1]; w += 2) {
+                        fprintf(f, "  %s\n%6s", w[0], "");
+                        wrap(f, w[1], 6, 6, 100);
+                }
         }
         fprintf(f, "\nexamples:\n");
         for (const char *const *e = h->examples; *e; e++)
@@ -467,6 +525,16 @@ int cli_help_man1(FILE *f)
                 fprintf(f, "\n");
                 for (const struct cli_flag *fl = h->flags; fl->name; fl++)
                         roff_flag(f, fl);
+                if (h->words) {
+                        fprintf(f, ".PP\nWords:\n");
+                        for (const char *const *w = h->words; w[0] && w[1]; w += 2) {
+                                fprintf(f, ".TP\n\\fB");
+                                roff(f, w[0]);
+                                fprintf(f, "\\fR\n");
+                                roff(f, w[1]);
+                                fprintf(f, "\n");
+                        }
+                }
                 fprintf(f, ".PP\nExamples:\n");
                 for (const char *const *e = h->examples; *e; e++) {
                         fprintf(f, ".PP\n.RS 4\n.nf\n");

@@ -24,6 +24,8 @@ struct cli_help {
         const struct cli_flag *flags; /* terminated by a NULL name */
         const char *const *examples;  /* NULL-terminated command lines */
         const char *exit_status;
+        /* The words its output uses, each with what it means: pairs, NULL-terminated; NULL for none. */
+        const char *const *words;
 };
 
 extern const struct cli_help cli_helps[];

@@ -584,12 +584,50 @@ static void surge_verdict_fire(void *userdata)
         act(x);
 }
 
-static void judge(struct drain_exec *x, uint64_t now, bool first)
+/* The graded verdict of the drain as it stands, its node's index in the plan graded in *ret_node; the
+ * pair of estimates it was made from kept in the result (at the first grade, and the latest). */
+static int grade_now(struct drain_exec *x, uint64_t now, struct drain_grade_result *g, size_t *ret_node)
 {
-        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
         const struct drain_input *in = NULL;
         struct drain_inputs_options io;
         struct drain_grade_cache **grades = NULL;
+        inputs_options(x, now, &io);
+        if (drain_ledger_expected(x->ledger, &io, x->node, &in, ret_node, &grades) < 0) {
+                in = drain_inputs_get(x->inputs); /* what is known */
+                *ret_node = x->slice.node;
+                grades = NULL;
+        }
+        /* The drains judged on one joint plan share the plans of its input. */
+        int r =
+            grades ? drain_grade_node_cached(in, *ret_node, grades, g) : drain_grade_node(in, *ret_node, g);
+        if (r < 0) {
+                log_debug_errno(r, "cannot grade the drain of %s", x->node);
+                return r;
+        }
+        if (!x->result.outlook_first.known && g->outlook.known) {
+                /* The first plan's predictions are the slow estimate's: one number per fact. */
+                x->result.outlook_first = g->outlook;
+                x->result.killed_predicted = (unsigned)g->outlook.slow.n_killed;
+                x->result.predicted_finish_usec = g->outlook.slow.finish_usec == DRAIN_NEVER
+                                                      ? DRAIN_NEVER
+                                                      : now + g->outlook.slow.finish_usec;
+        }
+        x->result.outlook = g->outlook;
+        return 0;
+}
+
+int drain_exec_update_outlook(struct drain_exec *x)
+{
+        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
+        size_t node;
+        if (!x || !x->plan || x->no_deadline || x->finished)
+                return 0;
+        return grade_now(x, clk_now(), &g, &node);
+}
+
+static void judge(struct drain_exec *x, uint64_t now, bool first)
+{
+        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
         size_t node;
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
@@ -609,20 +647,8 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
                         return;
                 }
         }
-        if (own_node(x)->verdict == DRAIN_FEASIBLE && !drain_input_guesses(drain_inputs_get(x->inputs)))
+        if (grade_now(x, now, &g, &node) < 0)
                 return;
-        inputs_options(x, now, &io);
-        if (drain_ledger_expected(x->ledger, &io, x->node, &in, &node, &grades) < 0) {
-                in = drain_inputs_get(x->inputs); /* what is known */
-                node = x->slice.node;
-                grades = NULL;
-        }
-        /* The drains judged on one joint plan share the plans of its input. */
-        int r = grades ? drain_grade_node_cached(in, node, grades, &g) : drain_grade_node(in, node, &g);
-        if (r < 0) {
-                log_debug_errno(r, "cannot grade the drain of %s", x->node);
-                return;
-        }
         if (g.grade == DRAIN_GRADE_FITS || (g.grade == DRAIN_GRADE_AT_RISK && x->result.at_risk))
                 return;
         /* Judged again mid-drain, a PDB that allows no disruption right now is most often short of a

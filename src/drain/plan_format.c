@@ -142,8 +142,10 @@ static int format_pods(struct buf *b, const struct drain_plan *p)
                 if (d->pdb >= 0 && width_of(p->pdbs[d->pdb].namespace, p->pdbs[d->pdb].name) > wp)
                         wp = width_of(p->pdbs[d->pdb].namespace, p->pdbs[d->pdb].name);
         }
-        int r = buf_printf(b, "\n%-*s  %-*s  %4s  %-*s  %-8s  %6s  %6s  %9s  %s\n", w, "POD", wn, "NODE",
-                           "TIER", wp, "PDB", "ACTION", "EVICT", "GONE", "LAST SAFE", "NOTES");
+        /* EVICT AT and GONE AT: when its stop starts and ends; START BY: its last safe moment, the latest
+         * its stop may start (plan --help's words). */
+        int r = buf_printf(b, "\n%-*s  %-*s  %4s  %-*s  %-8s  %8s  %7s  %7s  %s\n", w, "POD", wn, "NODE",
+                           "TIER", wp, "PDB", "ACTION", "EVICT AT", "GONE AT", "START BY", "NOTES");
         for (size_t i = 0; r >= 0 && i < p->n_pods; i++) {
                 const struct drain_plan_pod *d = &p->pods[i];
                 _cleanup_free_ char *name = strprintf("%s/%s", d->namespace, d->name);
@@ -152,7 +154,7 @@ static int format_pods(struct buf *b, const struct drain_plan *p)
                                 : strdup("-");
                 if (!name || !pdb)
                         return -ENOMEM;
-                r = buf_printf(b, "%-*s  %-*s  %4d  %-*s  %-8s  %6s  %6s  %9s  ", w, name, wn,
+                r = buf_printf(b, "%-*s  %-*s  %4d  %-*s  %-8s  %8s  %7s  %8s  ", w, name, wn,
                                p->nodes[d->node].name, d->tier, wp, pdb, drain_action_to_string(d->action),
                                d->action == DRAIN_ACTION_LEAVE ? "-" : rel_secs(p, d->evict_usec).s,
                                d->action == DRAIN_ACTION_LEAVE ? "-" : rel_secs(p, d->gone_usec).s,

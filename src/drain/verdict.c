@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "spotdrain/drain.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
@@ -83,6 +85,16 @@ static int plan_within(const struct drain_input *in, struct drain_pod_in *pods, 
         }
         v.pods = pods;
         return drain_plan_make(&v, ret);
+}
+
+int drain_plan_whole_grace(const struct drain_input *in, struct drain_plan **ret)
+{
+        if (!in || !ret)
+                return -EINVAL;
+        _cleanup_free_ struct drain_pod_in *pods = calloc(in->n_pods ? in->n_pods : 1, sizeof(*pods));
+        if (!pods)
+                return -ENOMEM;
+        return plan_within(in, pods, WITHIN_GRACE, ret);
 }
 
 /* plan_within() from the cache when there is one (*ret borrowed from it), else made into *own (the last
@@ -206,6 +218,85 @@ static int at_risk_reason(const struct drain_input *in, const struct drain_plan 
         return 0;
 }
 
+static uint64_t from_now(uint64_t at, uint64_t now)
+{
+        if (at == DRAIN_NEVER)
+                return DRAIN_NEVER;
+        return at > now ? at - now : 0;
+}
+
+/* The estimate of node in plan p (made at its now). */
+static struct drain_estimate estimate_of(const struct drain_plan *p, size_t node)
+{
+        const struct drain_plan_node *n = &p->nodes[node];
+        struct drain_estimate e = {
+                .verdict = n->verdict,
+                .finish_usec = from_now(n->finish_usec, p->now_usec),
+                .n_to_go = n->n_to_go,
+                .n_forced = n->n_forced,
+                .n_killed = n->n_killed,
+        };
+        e.unforced_usec = e.finish_usec;
+        if (n->limiting_pdb >= 0) {
+                uint64_t u = from_now(p->pdbs[n->limiting_pdb].unforced_finish_usec, p->now_usec);
+                if (e.unforced_usec != DRAIN_NEVER && (u == DRAIN_NEVER || u > e.unforced_usec))
+                        e.unforced_usec = u;
+        }
+        return e;
+}
+
+static void secs_text(char *buf, size_t len, uint64_t usec)
+{
+        if (usec == DRAIN_NEVER)
+                snprintf(buf, len, "never");
+        else
+                snprintf(buf, len, "%.0f", (double)usec / (double)USEC_PER_SEC);
+}
+
+char *drain_outlook_format(const struct drain_outlook *e)
+{
+        char q[32], s[32];
+        if (!e || !e->known)
+                return strdup("no estimate");
+        secs_text(q, sizeof(q), e->quick.unforced_usec);
+        secs_text(s, sizeof(s), e->slow.unforced_usec);
+        if (!e->unseen)
+                return strprintf("every stop known: last pod gone unforced in %s%s, %zu forced, %zu killed",
+                                 q, e->quick.unforced_usec == DRAIN_NEVER ? "" : " s", e->quick.n_forced,
+                                 e->quick.n_killed);
+        return strprintf("stops never seen taken at once / at their whole grace: last pod gone unforced in "
+                         "%s / %s%s, %zu / %zu forced, %zu / %zu killed",
+                         q, s, e->slow.unforced_usec == DRAIN_NEVER ? "" : " s", e->quick.n_forced,
+                         e->slow.n_forced, e->quick.n_killed, e->slow.n_killed);
+}
+
+static bool secs_to_json(cJSON *o, const char *key, uint64_t usec)
+{
+        if (usec == DRAIN_NEVER)
+                return cJSON_AddNullToObject(o, key) != NULL;
+        return cJSON_AddNumberToObject(o, key, (double)(usec / 100000) / 10.0) != NULL;
+}
+
+static bool estimate_to_json(const struct drain_estimate *e, cJSON *parent, const char *key)
+{
+        cJSON *o = cJSON_AddObjectToObject(parent, key);
+        return o && cJSON_AddStringToObject(o, "verdict", drain_verdict_to_string(e->verdict)) &&
+               secs_to_json(o, "finish", e->finish_usec) && secs_to_json(o, "unforced", e->unforced_usec) &&
+               cJSON_AddNumberToObject(o, "to_go", (double)e->n_to_go) &&
+               cJSON_AddNumberToObject(o, "forced", (double)e->n_forced) &&
+               cJSON_AddNumberToObject(o, "killed", (double)e->n_killed);
+}
+
+bool drain_outlook_to_json(const struct drain_outlook *e, cJSON *parent, const char *key)
+{
+        if (!e || !e->known)
+                return cJSON_AddNullToObject(parent, key) != NULL;
+        cJSON *o = cJSON_AddObjectToObject(parent, key);
+        return o && cJSON_AddBoolToObject(o, "unseen", e->unseen) &&
+               estimate_to_json(&e->quick, o, "stops_at_once") &&
+               estimate_to_json(&e->slow, o, "stops_at_whole_grace");
+}
+
 static int grade(const struct drain_input *in, size_t node, struct drain_grade_cache *cache,
                  struct drain_grade_result *ret)
 {
@@ -223,6 +314,14 @@ static int grade(const struct drain_input *in, size_t node, struct drain_grade_c
                 return r;
         for (size_t i = 0; i < in->n_pods && !g.unseen; i++)
                 g.unseen = unseen_to_go(in, instant, i, node);
+        /* The pair every surface prints, from these very plans. */
+        r = plan_at(in, pods, WITHIN_GRACE, cache, &full_own, &full);
+        if (r < 0)
+                return r;
+        g.outlook = (struct drain_outlook){ .known = true,
+                                            .unseen = g.unseen,
+                                            .quick = estimate_of(instant, node),
+                                            .slow = estimate_of(full, node) };
         if (!fits(instant, node)) {
                 /* Certain: no stop could be quick enough, or the stops seen are too slow. */
                 g.grade = DRAIN_GRADE_INFEASIBLE;
@@ -240,9 +339,6 @@ static int grade(const struct drain_input *in, size_t node, struct drain_grade_c
                 *ret = g; /* every stop time here is known, and it fits */
                 return 0;
         }
-        r = plan_at(in, pods, WITHIN_GRACE, cache, &full_own, &full);
-        if (r < 0)
-                return r;
         if (fits(full, node)) {
                 *ret = g;
                 return 0;

@@ -748,7 +748,13 @@ static void apply_event(struct sim *s, const struct sim_sc_event *e)
         n->reboot = e->code && sim_maintenance_is_reboot(e->code);
         n->reboot_seconds = e->reboot_seconds;
         n->notice_at = s->t;
+        /* AWS gives the deadline to the second (instance-action's time, a lifecycle action's end): the
+         * instance goes at the deadline it stated, which is what a handler plans against. A manual clock
+         * (the model driven step by step, without clients on the wall clock) keeps it exact. */
         n->deadline_at = s->t + s->sc->budget;
+        uint64_t stated = sim_wall_usec(s, n->deadline_at) / 1000000 * 1000000;
+        if (!s->manual_clock && stated > s->epoch_usec && (double)(stated - s->epoch_usec) / 1e6 > s->t)
+                n->deadline_at = (double)(stated - s->epoch_usec) / 1e6;
         if (n->unschedulable)
                 n->cordoned_at = s->t;
         node_notice(s, n);

@@ -59,7 +59,8 @@ for p in /usr/bin/python3 python3; do
 	fi
 done
 if [ -n "$SCHEMA_PY" ]; then
-	"$SCHEMA_PY" - "$CHART" <<'EOF'
+	"$SPOTDRAIN" check-config >"$TEST_TMP/defaults.yaml"
+	"$SCHEMA_PY" - "$CHART" "$TEST_TMP/defaults.yaml" <<'EOF'
 import copy, glob, json, sys, jsonschema, yaml
 chart = sys.argv[1]
 schema = json.load(open(f"{chart}/values.schema.json"))
@@ -87,9 +88,28 @@ bad = [
     {"config": {"metrics_listen": "0.0.0.0:1"}},  # the chart's own key
     {"agent": {"spotNodeAffinity": {"terms": [{"key": "x", "values": []}]}}},
     {"controller": {"queueURL": "sqs://nope"}},
+    {"config": {"typo": 1}},                     # unknown keys under config: spotdrain would refuse to start
+    {"config": {"drain": {"polcy": "respect"}}},
+    {"config": {"alerts": {"webhook_url": "https://x", "webhok_format": "json"}}},
 ]
 for b in bad:
     assert not ok(merge(base, b)), f"schema accepted {b}"
+# Every key spotdrain knows (check-config's defaults) is one the schema's config allows, and no other.
+def keys(d, pre=""):
+    for k, v in d.items():
+        yield pre + k
+        if isinstance(v, dict) and v:
+            yield from keys(v, pre + k + ".")
+def schema_keys(sc, pre=""):
+    for k, v in sc.get("properties", {}).items():
+        yield pre + k
+        yield from schema_keys(v, pre + k + ".")
+known = set(keys(yaml.safe_load(open(sys.argv[2]))))
+allowed = set(schema_keys(schema["properties"]["config"]))
+# notices.KIND.action is also written nested (notices: {spot_interruption: {action: ...}}).
+assert known <= allowed, f"keys spotdrain knows that the schema rejects: {sorted(known - allowed)}"
+stale = sorted(k for k in allowed - known if not k.startswith("notices."))
+assert not stale, f"keys in the schema that spotdrain does not know: {stale}"
 print("schema: ok")
 EOF
 else
@@ -137,6 +157,8 @@ def rules_of(role):
     return got
 
 def check_pod(spec, mode):
+    # The image is Linux's: every pod of the chart stays off Windows nodes.
+    assert spec["nodeSelector"]["kubernetes.io/os"] == "linux", spec.get("nodeSelector")
     psc = spec["securityContext"]
     assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 65532, psc
     assert psc["seccompProfile"]["type"] == "RuntimeDefault", psc
@@ -291,7 +313,17 @@ if command -v go >/dev/null 2>&1 && [ -d "$GOSRC/src/github.com/Masterminds/spri
 	for mode in agent controller; do
 		"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode.yaml" ||
 			fail "rendering $mode failed"
+		# An API server older than 1.30 (kubeVersion admits 1.23): no ValidatingAdmissionPolicy, no
+		# webhook with matchConditions; the rest installs (NOTES.txt says what is missing).
+		CHARTRENDER_API_VERSIONS="v1,apps/v1,policy/v1,admissionregistration.k8s.io/v1" \
+			"$RENDER" "$CHART" spotdrain kube-system "$CHART/examples/$mode-values.yaml" >"$TEST_TMP/$mode-old.yaml" ||
+			fail "rendering $mode for an old API server failed"
+		! grep -Eq '^kind: (ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding|ValidatingWebhookConfiguration)$' \
+			"$TEST_TMP/$mode-old.yaml" || fail "$mode: admission objects rendered for an API server without them"
+		grep -Eq '^kind: (DaemonSet|Deployment)$' "$TEST_TMP/$mode-old.yaml" || fail "$mode: nothing to run on an old API server"
+		! grep -q 'admission_listen' "$TEST_TMP/$mode-old.yaml" || fail "$mode: a webhook listener configured without its webhook"
 	done
+	grep -Eq '^kind: ValidatingAdmissionPolicy$' "$TEST_TMP/agent.yaml" || fail "agent: no admission policy on a 1.30 API server"
 	"$PY" - "$CHART" "$TEST_TMP" <<'PY'
 import sys, yaml
 chart, tmp = sys.argv[1], sys.argv[2]

@@ -134,6 +134,17 @@ print("\n".join(bad) or "%d keys" % len(keys))
 sys.exit(1 if bad else 0)
 PY
 
+log "plan's words (issue 32, item 4): in plan --help and in spotdrain(1), each heading of its tables explained"
+"$SPOTDRAIN" plan --help >"$TEST_TMP/plan.help"
+for word in "last safe moment" forced killed "pods never seen stopping" ESTIMATE GRADE VERDICT TIER WAVES RETURN \
+	"FINISH, UNFORCED" LEFT; do
+	grep -q "^  $word\$" "$TEST_TMP/plan.help" || fail "plan --help does not explain \"$word\""
+	grep -Eq "^ *$word( |$)" "$TEST_TMP/man1.txt" || fail "spotdrain(1) does not explain \"$word\""
+done
+for heading in "EVICT AT" "GONE AT" "START BY" FORCED KILLED; do
+	tr -s '\n ' '  ' <"$TEST_TMP/plan.help" | grep -qF "$heading" || fail "plan --help never says what $heading is"
+done
+
 log "bash completion"
 complete_words() {
 	# shellcheck disable=SC1090,SC2034

@@ -44,14 +44,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq (default "force" (get $drain "policy")) "force" }}true{{ end }}
 {{- end }}
 
+{{/* "true" when the API server has what the admission objects need: ValidatingAdmissionPolicy v1 and a
+webhook's matchConditions, both GA in Kubernetes 1.30 (the policy's kind in discovery says so). The chart
+installs on older API servers its kubeVersion admits, without the policy and the webhook. */}}
+{{- define "spotdrain.admissionAPI" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}true{{ end }}
+{{- end }}
+
 {{/* "true" when the controller's pods serve the eviction webhook (controller mode), else empty. */}}
 {{- define "spotdrain.evictionWebhook" -}}
-{{- if and (eq .Values.mode "controller") .Values.controller.evictionWebhook.enabled }}true{{ end }}
+{{- if and (eq .Values.mode "controller") .Values.controller.evictionWebhook.enabled (include "spotdrain.admissionAPI" .) }}true{{ end }}
 {{- end }}
 
 {{/* "true" when an agent release runs the webhook in a Deployment of its own (`spotdrain admission`). */}}
 {{- define "spotdrain.admission" -}}
-{{- if and (eq .Values.mode "agent") .Values.agent.evictionWebhook.enabled }}true{{ end }}
+{{- if and (eq .Values.mode "agent") .Values.agent.evictionWebhook.enabled (include "spotdrain.admissionAPI" .) }}true{{ end }}
 {{- end }}
 
 {{/* "true" when this release renders the webhook's Service, certificate and configuration, either way. */}}
@@ -194,10 +201,12 @@ spec:
   priorityClassName: {{ .Values.agent.priorityClassName }}
   hostNetwork: {{ .Values.agent.hostNetwork }}
   dnsPolicy: {{ .Values.agent.dnsPolicy }}
-  {{- with .Values.agent.nodeSelector }}
+  # The image is Linux's: never on a Windows node of a mixed cluster.
   nodeSelector:
+    kubernetes.io/os: linux
+    {{- with .Values.agent.nodeSelector }}
     {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- end }}
   {{- if .Values.agent.affinity }}
   affinity:
     {{- toYaml .Values.agent.affinity | nindent 4 }}
@@ -220,10 +229,12 @@ spec:
   {{- end }}
   {{- else }}
   priorityClassName: {{ .Values.controller.priorityClassName }}
-  {{- with .Values.controller.nodeSelector }}
+  # The image is Linux's: never on a Windows node of a mixed cluster.
   nodeSelector:
+    kubernetes.io/os: linux
+    {{- with .Values.controller.nodeSelector }}
     {{- toYaml . | nindent 4 }}
-  {{- end }}
+    {{- end }}
   {{- with .Values.controller.affinity }}
   affinity:
     {{- toYaml . | nindent 4 }}

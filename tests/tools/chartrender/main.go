@@ -40,6 +40,25 @@ func merge(dst, src map[string]interface{}) map[string]interface{} {
 	return dst
 }
 
+// Helm's .Capabilities.APIVersions: "group/version" and "group/version/Kind" of the API server.
+type apiVersions []string
+
+func (a apiVersions) Has(v string) bool {
+	for _, x := range a {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// What a Kubernetes 1.30 API server's discovery lists of the kinds the chart asks about; CHARTRENDER_API_VERSIONS
+// (comma-separated, as helm template --api-versions) replaces it, "" for an API server without them.
+const defaultAPIVersions = "v1,apps/v1,policy/v1,rbac.authorization.k8s.io/v1,admissionregistration.k8s.io/v1," +
+	"admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration," +
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy," +
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding"
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "chartrender:", err)
 	os.Exit(1)
@@ -55,9 +74,20 @@ func main() {
 		values = merge(values, load(f))
 	}
 	meta := load(filepath.Join(chart, "Chart.yaml"))
+	list, set := os.LookupEnv("CHARTRENDER_API_VERSIONS")
+	if !set {
+		list = defaultAPIVersions
+	}
+	var versions apiVersions
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			versions = append(versions, v)
+		}
+	}
 	top := map[string]interface{}{
-		"Values":  values,
-		"Release": map[string]interface{}{"Name": release, "Namespace": namespace, "Service": "Helm"},
+		"Capabilities": map[string]interface{}{"APIVersions": versions},
+		"Values":       values,
+		"Release":      map[string]interface{}{"Name": release, "Namespace": namespace, "Service": "Helm"},
 		"Chart": map[string]interface{}{"Name": meta["name"], "Version": meta["version"],
 			"AppVersion": meta["appVersion"]},
 	}
