@@ -329,7 +329,7 @@ spec:
           port: metrics
         periodSeconds: 5
       resources:
-        {{- toYaml .Values.resources | nindent 8 }}
+        {{- include "spotdrain.resources" (list . (eq .Values.mode "agent" | ternary .Values.agent.resources .Values.controller.resources)) | nindent 8 }}
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
       volumeMounts:
@@ -385,4 +385,11 @@ spec:
             path: headers
     {{- end }}
     {{- end }}
+{{- end }}
+
+{{/* A component's requests and limits: the top-level `resources` when set (it replaces every component's),
+else the component's own. Called with (list $ COMPONENT_RESOURCES). */}}
+{{- define "spotdrain.resources" -}}
+{{- $top := index . 0 -}}
+{{- toYaml ($top.Values.resources | default (index . 1)) -}}
 {{- end }}
