@@ -41,8 +41,8 @@ int elbv2_parse_health(const char *xml, size_t len, struct elbv2_target_health *
  * no such attribute, -EBADMSG when it is not one. */
 int elbv2_parse_delay(const char *xml, size_t len, unsigned *ret_seconds);
 
-/* done(error, "Code: Message" or NULL, ...): error 0 or a negative errno; runs once on the loop (not after
- * elbv2_client_free()). */
+/* done(error, "Code: Message" or NULL, ...): error 0 or a negative errno; runs once on the loop, with
+ * -ECANCELED from elbv2_client_free() (then it may start no call). */
 typedef void (*elbv2_health_fn)(int error, const char *message, const struct elbv2_target_health *t,
                                 size_t n, void *userdata);
 typedef void (*elbv2_delay_fn)(int error, const char *message, unsigned seconds, void *userdata);

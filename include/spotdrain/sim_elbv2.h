@@ -10,9 +10,9 @@
  * A target is healthy until its deregistration begins, draining (Target.DeregistrationInProgress) for the
  * group's deregistration_delay.timeout_seconds, then gone from the listing (described by id: unused,
  * Target.NotRegistered). Deregistration begins, whichever comes first: with DeregisterTargets; for an
- * instance, when its node gets node.kubernetes.io/exclude-from-external-load-balancers (the controller's
- * reaction taken as immediate) or is gone; for an IP, when its pod starts terminating (it leaves the
- * endpoints).
+ * instance, target_group.reaction_seconds (default 0) after its node got
+ * node.kubernetes.io/exclude-from-external-load-balancers (the controller's reaction), or when it is gone;
+ * for an IP, when its pod starts terminating (it leaves the endpoints).
  *
  *   DescribeTargetHealth           TargetGroupArn, Targets.member.N.Id/Port (optional)
  *   DescribeTargetGroupAttributes  TargetGroupArn

@@ -149,10 +149,6 @@ static void answered(const struct aws_result *res, const char *body, size_t len,
         unsigned seconds = 0;
         int error = res->error;
 
-        if (res->cls == AWS_ERR_CANCELLED) {
-                free(call);
-                return;
-        }
         if (error < 0)
                 message = res->code[0] ? strprintf("%s: %s", res->code, res->message) : strdup(res->message);
         else if (call->kind == CALL_HEALTH && (error = elbv2_parse_health(body, len, &t, &n)) < 0)

@@ -128,7 +128,9 @@ static void each_target(const struct sim_elbv2 *e, struct sim *s, size_t wl, tar
                         const struct sim_node *n = s->nodes[i];
                         if (n->not_ready || !n->instance_id)
                                 continue;
-                        double start = earliest(n->lb_excluded_at, dereg_at(e, wl, n->instance_id));
+                        double start =
+                            earliest(n->lb_excluded_at < 0 ? -1 : n->lb_excluded_at + w->sc->tg_reaction,
+                                     dereg_at(e, wl, n->instance_id));
                         /* The controller deregisters a terminated instance at once. */
                         if (n->removed)
                                 start = earliest(start, n->deadline_at >= 0 ? n->deadline_at : sim_now(s));

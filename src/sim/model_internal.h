@@ -58,8 +58,9 @@ struct sim_sc_workload {
         /* target_group: the Service's pods are in an ELBv2 target group (the ELBv2 surface, elbv2.c) bound
          * by a TargetGroupBinding; implies has_service */
         bool has_tg;
-        bool tg_ip;      /* targetType ip (the pods' IPs), else instance (the nodes' instances) */
-        double tg_delay; /* deregistration_delay.timeout_seconds */
+        bool tg_ip;         /* targetType ip (the pods' IPs), else instance (the nodes' instances) */
+        double tg_delay;    /* deregistration_delay.timeout_seconds */
+        double tg_reaction; /* the controller deregisters a labelled node's instance this long after */
 };
 
 /* A VolumeAttachment (volumes.c): attached from its pod's binding, deleted detach_at after the pod left. */

@@ -348,11 +348,13 @@ static int parse_rolling_value(struct sctx *c, const struct ynode *m, const char
         return 0;
 }
 
-/* target_group: {type: instance | ip, deregistration_delay_seconds: N (0-3600, ELBv2's default 300)}. */
+/* target_group: {type: instance | ip, deregistration_delay_seconds: N (0-3600, ELBv2's default 300),
+ * reaction_seconds: how long after a node's exclude label the controller deregisters its instance (0)}. */
 static int parse_target_group(struct sctx *c, const struct ynode *m, const char *p,
                               struct sim_sc_workload *w)
 {
-        static const char *const keys[] = { "type", "deregistration_delay_seconds", NULL };
+        static const char *const keys[] = { "type", "deregistration_delay_seconds", "reaction_seconds",
+                                            NULL };
         const struct ynode *tg = ynode_get(m, "target_group");
         _cleanup_free_ char *type = NULL;
         char pk[PATH_MAX_LEN];
@@ -363,7 +365,8 @@ static int parse_target_group(struct sctx *c, const struct ynode *m, const char 
         sub(pk, p, "target_group");
         w->tg_delay = 300;
         if ((r = check_map(c, tg, pk, keys)) < 0 || (r = get_str(c, tg, "type", pk, false, &type)) < 0 ||
-            (r = get_double(c, tg, "deregistration_delay_seconds", pk, 0, 3600, &w->tg_delay)) < 0)
+            (r = get_double(c, tg, "deregistration_delay_seconds", pk, 0, 3600, &w->tg_delay)) < 0 ||
+            (r = get_double(c, tg, "reaction_seconds", pk, 0, 3600, &w->tg_reaction)) < 0)
                 return r;
         if (type && !streq(type, "instance") && !streq(type, "ip"))
                 return sc_fail(c, ynode_get(tg, "type"), pk, "type must be instance or ip, not \"%s\"",
