@@ -517,6 +517,7 @@ static int start_controller(struct simulate *sm)
                                          .region = region,
                                          .sqs_endpoint = sim_sqs_url(sm->sqs),
                                          .asg_endpoint = launches ? sim_ec2_url(sm->ec2) : NULL,
+                                         .elbv2_endpoint = sm->elbv2 ? sim_ec2_url(sm->ec2) : NULL,
                                          .credentials = sqs_credentials,
                                          .credentials_userdata = sm,
                                          .cfg = sm->cfg,
