@@ -6,7 +6,8 @@
 # lb-deregistration-too-slow, and the drain finishes in time. With 300 s (ELBv2's default) the alert comes
 # before the first eviction, naming the target group and the delay that fits (what the node has left at the
 # notice). With drain.deregister_targets spotdrain deregisters the instance itself: the web pods go without
-# waiting for the controller. The three simulations run side by side.
+# waiting for the controller. The three simulations run side by side. Then `audit` on the scenario served:
+# the 300 s target group of the spot node is a finding with the delay that fits, the 30 s one is not.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
@@ -56,4 +57,31 @@ jq -e "$EVICTED $CORDON"' (evicted("^pod shop/web-") | length == 2 and max < $t 
 	fail "unexpected: $(jq -c '.nodes, [.alerts[] | [.kind, .at, .message[0:60]]]' "$TEST_TMP/dereg.json")"
 grep -q "deregistered i-0a00000000000000a from target group arn:aws:elasticloadbalancing" "$TEST_TMP/dereg.err" ||
 	fail "no deregistration logged: $(tail -5 "$TEST_TMP/dereg.err")"
+
+# audit_tg SCENARIO: `spotdrain audit --json` against the scenario served, ELBv2 reached as the SDKs would
+# (the endpoint and the key from the environment); its exit status in AUDIT_RC.
+audit_tg() {
+	start_sim "audit-$(basename "$1" .yaml)" "$1"
+	local url
+	AUDIT_RC=0
+	url=$(sim_endpoint elbv2)
+	env -u AWS_PROFILE -u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL AWS_CONFIG_FILE=/dev/null \
+		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ACCESS_KEY_ID="$SIM_AWS_KEY_ID" \
+		AWS_SECRET_ACCESS_KEY="$SIM_AWS_SECRET" AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2="$url" \
+		"$SPOTDRAIN" audit --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/audit.json" || AUDIT_RC=$?
+}
+
+log "audit: the 300 s target group of the spot node is listed with the delay that fits; exit 4"
+audit_tg "$TEST_TMP/slow.yaml"
+[ "$AUDIT_RC" -eq 4 ] || fail "audit exit $AUDIT_RC, expected 4: $(cat "$TEST_TMP/audit.json")"
+jq -e '.findings == 1 and (.target_groups | length == 1) and (.target_groups[0] |
+	(.target_group | test("^arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-shop-web/")) and
+	.namespace == "shop" and .binding == "web" and .node == "spot-a" and .delay_seconds == 300 and .too_slow and
+	.fit_delay_seconds == 115)' "$TEST_TMP/audit.json" >/dev/null || fail "audit: $(cat "$TEST_TMP/audit.json")"
+
+log "audit: with 30 s it is listed and fits; exit 0"
+audit_tg "$EX"
+[ "$AUDIT_RC" -eq 0 ] || fail "audit exit $AUDIT_RC, expected 0: $(cat "$TEST_TMP/audit.json")"
+jq -e '.findings == 0 and (.target_groups | length == 1) and .target_groups[0].delay_seconds == 30 and
+	(.target_groups[0].too_slow | not)' "$TEST_TMP/audit.json" >/dev/null || fail "audit: $(cat "$TEST_TMP/audit.json")"
 log "ok"
