@@ -428,10 +428,33 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *safe, struct dra
         return r;
 }
 
+/* The TargetGroupBindings (*ret), 1; 0 without any or without the CRD (404); a failure is a warning. */
+static int list_tgbs(struct drain_cli *d, cJSON **ret)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_list(d->client, "/apis/elbv2.k8s.aws/v1beta1/targetgroupbindings",
+                          &(struct kube_list_options){}, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, d->sync_timeout ? d->sync_timeout : SYNC_TIMEOUT);
+        if (r < 0 && r != -ENOENT)
+                log_warning(
+                    "cannot list TargetGroupBindings (%s): no pod is held for its target group in the plan",
+                    s.result.message ? s.result.message : strerror(-r));
+        if (r >= 0 && cJSON_GetArraySize(kube_list_items(s.result.object)) > 0) {
+                *ret = TAKE_PTR(s.result.object);
+                r = 1;
+        } else
+                r = 0;
+        kube_result_clear(&s.result);
+        return r;
+}
+
 /* What one node's plan is made of, as listed from the API. */
 struct node_objects {
         cJSON *pods, *pdbs;
         cJSON *services; /* drain.lb_deregistration_seconds: the pods behind them are held */
+        /* drain.target_groups: the bindings, and the Services they name (all of them) */
+        cJSON *tgbs, *tg_services;
         struct drain_startup *startups;
         size_t n_startups;
 };
@@ -441,7 +464,27 @@ static void node_objects_done(struct node_objects *no)
         cJSON_Delete(no->pods);
         cJSON_Delete(no->pdbs);
         cJSON_Delete(no->services);
+        cJSON_Delete(no->tgbs);
+        cJSON_Delete(no->tg_services);
         drain_startups_free(no->startups, no->n_startups);
+}
+
+/* Whether an instance target group's binding names a Service that selects the pod. */
+static bool tgb_selects(const struct node_objects *no, const struct kube_pod *kp)
+{
+        const cJSON *b, *svc;
+        cJSON_ArrayForEach (b, kube_list_items(no->tgbs)) {
+                if (streq_ptr(kube_object_str(b, "spec.targetType"), "ip"))
+                        continue;
+                cJSON_ArrayForEach (svc, kube_list_items(no->tg_services))
+                        if (streq_ptr(kube_object_str(svc, "metadata.namespace"),
+                                      kube_object_str(b, "metadata.namespace")) &&
+                            streq_ptr(kube_object_str(svc, "metadata.name"),
+                                      kube_object_str(b, "spec.serviceRef.name")) &&
+                            drain_service_selects(svc, kp))
+                                return true;
+        }
+        return false;
 }
 
 /* The planner's input of the node on basis. */
@@ -475,6 +518,11 @@ static int node_input(struct drain_cli *d, const struct node_objects *no, enum d
                 drain_inputs_mark_services(di, 0, kube_list_items(no->services));
                 r = drain_inputs_set_node_lb_hold(di, 0, clk_now() + d->cfg->drain.lb_deregistration_usec);
         }
+        /* Behind an instance target group: held until the instance is out of healthy there, which the
+         * drain learns at its first answer after the label, a second on (as the executor plans it). */
+        for (size_t i = 0; r >= 0 && no->tgbs && i < drain_inputs_n_pods(di); i++)
+                if (tgb_selects(no, drain_inputs_pod(di, i)))
+                        r = drain_inputs_set_lb_target(di, i, clk_now() + USEC_PER_SEC);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(di);
@@ -546,6 +594,9 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
         if (r >= 0 && d->cfg->drain.exclude_from_load_balancers && d->cfg->drain.lb_deregistration_usec &&
             list_sync(d, "/api/v1/services", NULL, NULL, &no.services) < 0)
                 log_warning("cannot list Services: no pod is held for the load balancers in the plan");
+        if (r >= 0 && d->cfg->drain.target_groups && !d->cfg->drain.cordon_only &&
+            list_tgbs(d, &no.tgbs) > 0 && list_sync(d, "/api/v1/services", NULL, NULL, &no.tg_services) < 0)
+                log_warning("cannot list Services: no pod is held for its target group in the plan");
         if (r >= 0)
                 r = node_startups(d, kube_list_items(no.pods), &no.startups, &no.n_startups);
         if (r >= 0)
@@ -1394,28 +1445,11 @@ static bool pdb_infeasible(const struct drain_plan *plan, const struct drain_pla
  * its target group's deregistration delay from ELBv2. Without the CRD (404) there are none. */
 static int audit_target_groups(struct audit *a, struct drain_cli *d)
 {
-        struct kube_sync s = { 0 };
-        struct kube_call *call = NULL;
         const cJSON *b;
         int r;
 
-        if (!d->cfg->drain.target_groups)
+        if (!d->cfg->drain.target_groups || list_tgbs(d, &a->tgbs) <= 0)
                 return 0;
-        r = kube_list(d->client, "/apis/elbv2.k8s.aws/v1beta1/targetgroupbindings",
-                      &(struct kube_list_options){}, kube_sync_done, &s, &call);
-        r = kube_sync_wait(d->client, r, call, &s, d->sync_timeout ? d->sync_timeout : SYNC_TIMEOUT);
-        if (r == -ENOENT) { /* no AWS Load Balancer Controller */
-                kube_result_clear(&s.result);
-                return 0;
-        }
-        if (r < 0) {
-                log_warning("cannot list TargetGroupBindings (%s): target groups not audited",
-                            s.result.message ? s.result.message : strerror(-r));
-                kube_result_clear(&s.result);
-                return 0;
-        }
-        a->tgbs = TAKE_PTR(s.result.object);
-        kube_result_clear(&s.result);
         r = list_sync(d, "/api/v1/services", NULL, NULL, &a->services);
         if (r < 0)
                 return r;

@@ -7,7 +7,8 @@
 # before the first eviction, naming the target group and the delay that fits (what the node has left at the
 # notice). With drain.deregister_targets spotdrain deregisters the instance itself: the web pods go without
 # waiting for the controller. The three simulations run side by side. Then `audit` on the scenario served:
-# the 300 s target group of the spot node is a finding with the delay that fits, the 30 s one is not.
+# the 300 s target group of the spot node is a finding with the delay that fits, the 30 s one is not; `plan`
+# shows the wait of each pod behind it.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
@@ -84,4 +85,12 @@ audit_tg "$EX"
 [ "$AUDIT_RC" -eq 0 ] || fail "audit exit $AUDIT_RC, expected 0: $(cat "$TEST_TMP/audit.json")"
 jq -e '.findings == 0 and (.target_groups | length == 1) and .target_groups[0].delay_seconds == 30 and
 	(.target_groups[0].too_slow | not)' "$TEST_TMP/audit.json" >/dev/null || fail "audit: $(cat "$TEST_TMP/audit.json")"
+
+log "plan: the web pods (behind the instance target group) wait for it, the worker pods do not"
+"$SPOTDRAIN" plan spot-a --kubeconfig "$SIM_KUBECONFIG" --json >"$TEST_TMP/plan.json" || fail "plan failed"
+jq -e '[.pods[] | select(.name | startswith("web-")) | .lb_wait_until] as $w |
+	[.pods[] | select(.name | startswith("worker-")) | .lb_wait_until] as $n |
+	($w | length == 2 and all(. != null and . > 0)) and ($n | length == 2 and all(. == null)) and
+	([.pods[] | select(.name | startswith("web-")) | .evict >= .lb_wait_until] | all)' "$TEST_TMP/plan.json" \
+	>/dev/null || fail "plan: $(jq -c '[.pods[] | [.name, .evict, .lb_wait_until]]' "$TEST_TMP/plan.json")"
 log "ok"
