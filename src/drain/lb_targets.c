@@ -259,6 +259,8 @@ static void listed(struct drain_lb_targets *t)
         changed(t);
 }
 
+static void svc_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
 static void tgb_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct drain_lb_targets *t = userdata;
@@ -270,6 +272,12 @@ static void tgb_done(struct kube_client *c, struct kube_result *r, void *userdat
                 log_warning_errno(r->error,
                                   "cannot list TargetGroupBindings (%s): no pod waits for its target",
                                   r->message ? r->message : "no answer");
+        /* The Services only when some binding names one: most clusters' drains list nothing more. */
+        if (cJSON_GetArraySize(kube_list_items(t->bindings)) > 0 &&
+            kube_list(t->kc, SERVICES_PATH, &(struct kube_list_options){ .priority = true }, svc_done, t,
+                      &t->svc_call) >= 0)
+                return;
+        t->svc_done = true;
         listed(t);
 }
 
@@ -307,10 +315,8 @@ int drain_lb_targets_new(struct kube_client *kc, struct elbv2_client *elb, const
                                         .deregister = deregister,
                                         .changed = fn,
                                         .userdata = userdata };
-        const struct kube_list_options o = { .priority = true };
-        r = kube_list(kc, TGB_PATH, &o, tgb_done, t, &t->tgb_call);
-        if (r >= 0)
-                r = kube_list(kc, SERVICES_PATH, &o, svc_done, t, &t->svc_call);
+        r = kube_list(kc, TGB_PATH, &(struct kube_list_options){ .priority = true }, tgb_done, t,
+                      &t->tgb_call);
         if (r < 0) {
                 drain_lb_targets_free(t);
                 return r;
