@@ -26,7 +26,7 @@ workloads:
   - name: web
     namespace: shop
     replicas: 2
-    target_group: {type: instance, deregistration_delay_seconds: 3}
+    target_group: {type: instance, deregistration_delay_seconds: 20}
 events:
   - {at: 600, type: spot-interruption, node: spot-a}
 YAML
@@ -50,7 +50,7 @@ ARN=$(jq -r '.items[0].spec.targetGroupARN' "$TEST_TMP/tgb.json")
 log "describe-target-group-attributes"
 cli describe-target-group-attributes --target-group-arn "$ARN" >"$TEST_TMP/attr.json"
 [ "$(jq -r '.Attributes[] | select(.Key == "deregistration_delay.timeout_seconds") | .Value' \
-	"$TEST_TMP/attr.json")" = 3 ] || fail "delay: $(cat "$TEST_TMP/attr.json")"
+	"$TEST_TMP/attr.json")" = 20 ] || fail "delay: $(cat "$TEST_TMP/attr.json")"
 
 state() { # ID: the target's state asked by id
 	cli describe-target-health --target-group-arn "$ARN" --targets "Id=$1" |
@@ -70,7 +70,7 @@ log "the exclude label moves spot-a's instance to draining, then out"
 cli describe-target-health --target-group-arn "$ARN" --targets Id=i-0a00000000000000a >"$TEST_TMP/h.json"
 jq -e '.TargetHealthDescriptions[0].TargetHealth | .State == "draining" and .Reason == "Target.DeregistrationInProgress"' \
 	"$TEST_TMP/h.json" >/dev/null || fail "not draining: $(cat "$TEST_TMP/h.json")"
-wait_for 10 is_state i-0a00000000000000a unused || fail "spot-a never left draining"
+wait_for 60 is_state i-0a00000000000000a unused || fail "spot-a never left draining"
 cli describe-target-health --target-group-arn "$ARN" --targets Id=i-0a00000000000000a >"$TEST_TMP/h.json"
 [ "$(jq -r '.TargetHealthDescriptions[0].TargetHealth.Reason' "$TEST_TMP/h.json")" = Target.NotRegistered ] ||
 	fail "reason: $(cat "$TEST_TMP/h.json")"
@@ -80,7 +80,7 @@ log "deregister-targets moves spot-b's the same way"
 cli deregister-targets --target-group-arn "$ARN" --targets Id=i-0b00000000000000b >/dev/null ||
 	fail "deregister-targets failed"
 [ "$(state i-0b00000000000000b)" = draining ] || fail "spot-b not draining"
-wait_for 10 is_state i-0b00000000000000b unused || fail "spot-b never left draining"
+wait_for 60 is_state i-0b00000000000000b unused || fail "spot-b never left draining"
 [ "$(state i-0c00000000000000c)" = healthy ] || fail "spot-c moved"
 
 log "errors"
