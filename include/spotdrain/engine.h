@@ -454,12 +454,14 @@ void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *
  * controller deregisters a terminating pod's IP): their delay is read, nothing waits for them. */
 struct drain_lb_group {
         char *arn;
-        char *binding;      /* "NAMESPACE/NAME" of its TargetGroupBinding */
-        bool ip;            /* targetType ip, else instance */
-        long delay_seconds; /* deregistration_delay.timeout_seconds; -1 until read */
-        bool out;           /* instance groups: the instance was seen out of healthy */
-        uint64_t out_usec;  /* then (engine clock) */
-        char state[32];     /* its state then ("draining", "unused", ...) */
+        char *binding; /* "NAMESPACE/NAME" of its TargetGroupBinding */
+        bool ip;       /* targetType ip, else instance */
+        /* deregistration_delay.timeout_seconds; -1 until answered (its pods wait for the answer, so that
+         * lb-deregistration-too-slow comes before they go), -2 when the answer was an error */
+        long delay_seconds;
+        bool out;          /* instance groups: the instance was seen out of healthy */
+        uint64_t out_usec; /* then (engine clock) */
+        char state[32];    /* its state then ("draining", "unused", ...) */
 };
 struct drain_lb_targets;
 struct elbv2_client;

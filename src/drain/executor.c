@@ -1349,14 +1349,17 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         next = MIN(next, pp->last_safe_usec);
                         continue;
                 }
-                /* Behind an instance target group: until the instance is out of healthy there, which the
-                 * bindings' list must tell first (until their last safe moment at most). */
+                /* Behind an instance target group: until the instance is out of healthy there and the
+                 * group's delay was answered (judged first), which the bindings' list must tell first
+                 * (until their last safe moment at most). */
                 if (x->lbt && now < pp->last_safe_usec) {
                         const struct kube_pod *lkp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
                         long g =
                             drain_lb_targets_listed(x->lbt) ? drain_lb_targets_find(x->lbt, lkp, true) : 0;
-                        if (g >= 0 && (!drain_lb_targets_listed(x->lbt) ||
-                                       !drain_lb_targets_group(x->lbt, (size_t)g)->out)) {
+                        const struct drain_lb_group *grp = drain_lb_targets_listed(x->lbt) && g >= 0
+                                                               ? drain_lb_targets_group(x->lbt, (size_t)g)
+                                                               : NULL;
+                        if (g >= 0 && (!grp || !grp->out || grp->delay_seconds == -1)) {
                                 next = MIN(next, pp->last_safe_usec);
                                 continue;
                         }

@@ -128,7 +128,8 @@ static void delay_done(int error, const char *message, unsigned seconds, void *u
         if (error < 0) {
                 log_warning("cannot read the deregistration delay of target group %s (%s)", g->pub.arn,
                             message ? message : "no answer");
-                g->delay_asked = false; /* asked again at the next poll */
+                g->delay_asked = false;    /* asked again at the next poll */
+                g->pub.delay_seconds = -2; /* its pods no longer wait for it */
                 poll_later(g, backoff_next(&g->backoff));
                 return;
         }

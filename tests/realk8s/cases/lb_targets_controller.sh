@@ -5,7 +5,7 @@
 # - 30 s delay: no lb-deregistration-too-slow; spotdrain deregisters spot-a's instance (drain.deregister_targets:
 #   no AWS Load Balancer Controller runs here) and evicts the web pods only after DescribeTargetHealth said the
 #   instance was out of healthy; the drain finishes in time, nothing killed or forced, no 403.
-# - 300 s delay (ELBv2's default): lb-deregistration-too-slow at the notice, before the first eviction, naming
+# - 300 s delay (ELBv2's default): lb-deregistration-too-slow at the notice, before the web pods go, naming
 #   moto's target group and a delay that fits.
 # What moto does (5.x, elbv2/models.py): DeregisterTargets removes the target at once; asked about by id it is
 # `unused` (Target.NotRegistered) from then on, never `draining`; the deregistration delay is stored and
@@ -49,7 +49,7 @@ grep -q 'deregistration_delay_seconds: 300}' "$CASE_TMP/lb-300.yaml" || fail "th
 mv "$CASE_TMP/run" "$CASE_TMP/run-30"
 play "$CASE_TMP/lb-300.yaml" controller
 [ "$PLAY_RC" -eq 0 ] || [ "$PLAY_RC" -eq 3 ] || fail "run exited $PLAY_RC"
-res -e '([.alerts[] | select(.kind == "pod-evicted") | .at] | min) as $act |
+res -e '([.alerts[] | select(.kind == "pod-evicted" and (.message | test("pod shop/web-"))) | .at] | min) as $act |
 	[.alerts[] | select(.kind == "lb-deregistration-too-slow" and .node == "spot-a" and .at <= $act and
 	  (.message | test("target group arn:aws:elasticloadbalancing:us-east-1:[0-9]+:targetgroup/k8s-shop-web/[0-9a-f]+ \\(TargetGroupBinding shop/web\\) drains its targets for 300 s.*timeout_seconds of 1[01][0-9] or less would fit")))]
 	| length == 1' >/dev/null || fail "alerts: $(res -c '[.alerts[] | [.kind, .at, .message]]')"
