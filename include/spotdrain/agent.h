@@ -65,6 +65,9 @@ struct agent_drain_request {
         uint64_t deadline_usec;     /* engine clock: the instance is gone (maintenance: the window starts) */
         const char *self_namespace; /* the agent's own pod, never evicted; NULL when unknown */
         const char *self_name;
+        /* The IMDS the agent reads: the instance role's credentials sign the drain's ELBv2 calls
+         * (drain.target_groups); NULL: the default address. */
+        const char *imds_endpoint;
 };
 
 /* What the agent does to its node. Every function returns 0 once the action has started (or is already

@@ -43,6 +43,9 @@ enum alert_kind {
         /* The post-mortem of a pod the drain stopped, taken again once its containers stopped while the
          * API still served it (their exit codes and last lines). */
         ALERT_POSTMORTEM,
+        /* At the notice: a target group of the node's pods (a TargetGroupBinding's) has a deregistration
+         * delay longer than the time left; names it and the delay that would fit. */
+        ALERT_LB_DEREGISTRATION_TOO_SLOW,
         _ALERT_KIND_MAX,
 };
 

@@ -146,10 +146,11 @@ int asg_hooks_get(struct asg_hooks *h, const char *group, const char *hook, uint
 /* ==== the controller ==== */
 
 struct controller_options {
-        const char *queue_url;    /* required */
-        const char *region;       /* NULL: config aws.region, $AWS_REGION... (sqs.h) */
-        const char *sqs_endpoint; /* NULL: sqs.h's rules */
-        const char *asg_endpoint; /* NULL: asg_client_new's rules */
+        const char *queue_url;      /* required */
+        const char *region;         /* NULL: config aws.region, $AWS_REGION... (sqs.h) */
+        const char *sqs_endpoint;   /* NULL: sqs.h's rules */
+        const char *asg_endpoint;   /* NULL: asg_client_new's rules */
+        const char *elbv2_endpoint; /* NULL: elbv2_client_new's rules (drain.target_groups) */
         /* Credentials: a callback returning borrowed credentials (tests, a provider's copy). */
         const struct aws_credentials *(*credentials)(void *userdata);
         void *credentials_userdata;

@@ -94,6 +94,11 @@ struct drain_pod_in {
         bool shutdown_seen;
         /* A Service selects it: held until its node's lb_hold_usec. */
         bool behind_service;
+        /* Its Service is behind an instance target group (a TargetGroupBinding): held until its node's
+         * instance left healthy there, expected at lb_hold_usec (0: it has); never past its last safe
+         * moment. */
+        bool lb_target;
+        uint64_t lb_hold_usec;
 };
 
 struct drain_pdb_in {
@@ -193,6 +198,10 @@ struct drain_plan_pod {
          * with force its replacement is not Ready in time but starts early. */
         bool surge;
         unsigned warnings;
+        /* Held for the load balancers until then (its target group's instance target out of healthy, or
+         * drain.lb_deregistration_seconds after the exclude label; never past its last safe moment); 0 when
+         * it is not held. */
+        uint64_t lb_wait_until_usec;
 };
 
 struct drain_plan_pdb {

@@ -54,6 +54,9 @@ struct drain_settings {
         char *skip_pod_selector; /* "" or NULL: none */
         bool out_of_service_taint;
         uint64_t lb_deregistration_usec;
+        bool target_groups; /* TargetGroupBindings and ELBv2 looked at (drain_exec_options.elbv2) */
+        bool
+            deregister_targets; /* the instance deregistered from its instance target groups at the notice */
 };
 enum drain_taint_effect {
         DRAIN_TAINT_NO_SCHEDULE,
@@ -193,6 +196,12 @@ int drain_inputs_set_surge(struct drain_inputs *di, size_t i, bool can_surge, ui
  * of Service objects) selects are behind_service; node's are held until until_usec (0: none). */
 void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const cJSON *services);
 int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec);
+/* Whether the Service selects the pod (its namespace, every pair of its spec.selector; none without one). */
+bool drain_service_selects(const cJSON *svc, const struct kube_pod *kp);
+/* Pod i is behind an instance target group (drain_lb_targets): it waits until its node's instance left
+ * healthy there, expected at until_usec (0: it has), instead of the node's lb hold (behind_service is
+ * cleared). */
+int drain_inputs_set_lb_target(struct drain_inputs *di, size_t i, uint64_t until_usec);
 /* Pod i (an index from drain_inputs_add_pod) was deleting and is gone since gone_usec (engine clock). */
 int drain_inputs_set_gone(struct drain_inputs *di, size_t i, uint64_t gone_usec);
 /* Pod i is being deleted since deleted_usec (engine clock), though its object does not say so yet: an
@@ -436,6 +445,41 @@ void drain_estimates_release(struct drain_estimates *e);
 /* The ledger plans with s (borrowed; it must outlive the ledger) instead of a store of its own. */
 void drain_ledger_use_shutdowns(struct drain_ledger *l, struct drain_shutdowns *s);
 
+/* ==== load balancer targets (lb_targets.c) ====
+ * The target groups of the pods of one draining node: the AWS Load Balancer Controller's TargetGroupBindings
+ * (elbv2.k8s.aws/v1beta1) and the Services they name, listed once; each group's deregistration delay
+ * (DescribeTargetGroupAttributes), read once; for instance target groups, the node's instance asked about
+ * (DescribeTargetHealth) every second until it is out of healthy there (with deregister, after spotdrain
+ * deregistered it itself: drain.deregister_targets). ip target groups leave with their pods (the
+ * controller deregisters a terminating pod's IP): their delay is read, nothing waits for them. */
+struct drain_lb_group {
+        char *arn;
+        char *binding; /* "NAMESPACE/NAME" of its TargetGroupBinding */
+        bool ip;       /* targetType ip, else instance */
+        /* deregistration_delay.timeout_seconds; -1 until answered (its pods wait for the answer, so that
+         * lb-deregistration-too-slow comes before they go), -2 when the answer was an error */
+        long delay_seconds;
+        bool out;          /* instance groups: the instance was seen out of healthy */
+        uint64_t out_usec; /* then (engine clock) */
+        char state[32];    /* its state then ("draining", "unused", ...) */
+};
+struct drain_lb_targets;
+struct elbv2_client;
+typedef void (*drain_lb_changed_fn)(void *userdata);
+/* Starts the lists at once; fn runs on the loop whenever something was learnt (the lists, a delay, an
+ * instance out). kc and elb are borrowed and must outlive it. */
+int drain_lb_targets_new(struct kube_client *kc, struct elbv2_client *elb, const char *instance_id,
+                         bool deregister, drain_lb_changed_fn fn, void *userdata,
+                         struct drain_lb_targets **ret);
+struct drain_lb_targets *drain_lb_targets_free(struct drain_lb_targets *t); /* NULL-safe */
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_lb_targets *, drain_lb_targets_free);
+/* The bindings and Services were listed (or could not be); true for NULL. */
+bool drain_lb_targets_listed(const struct drain_lb_targets *t);
+size_t drain_lb_targets_count(const struct drain_lb_targets *t);
+const struct drain_lb_group *drain_lb_targets_group(const struct drain_lb_targets *t, size_t i);
+/* The group whose Service selects the pod (instance groups only with instance_only), -1 when none. */
+long drain_lb_targets_find(const struct drain_lb_targets *t, const struct kube_pod *kp, bool instance_only);
+
 /* ==== executor (executor.c) ==== */
 
 struct drain_exec_options {
@@ -456,6 +500,14 @@ struct drain_exec_options {
          * was answered, the load balancers' deregistration delay, before they are evicted (unless their
          * last safe moment comes first); 0 = none. */
         uint64_t lb_deregistration_usec;
+        /* ELBv2 (borrowed, must outlive the executor; NULL: target groups are not looked at) and the node's
+         * instance_id: the pods behind an instance target group of a TargetGroupBinding wait until the
+         * instance is out of healthy there (never past their last safe moment) instead of
+         * lb_deregistration_usec; a group whose deregistration delay is longer than the time left raises
+         * lb-deregistration-too-slow. With deregister_targets (drain.deregister_targets) the executor
+         * deregisters the instance from those groups itself at the start. */
+        struct elbv2_client *elbv2;
+        bool deregister_targets;
         /* Cordon, taint and label only: nothing is evicted or deleted; the drain ends when the pods are
          * gone (another drainer's work) or at the deadline. */
         bool cordon_only;

@@ -69,6 +69,7 @@ struct node_drainer {
         /* One process per node (the agents): its drains go behind the drains of other nodes. */
         bool follow_peers;
         const char *self_namespace, *self_name; /* the agent's own pod, never evicted */
+        struct elbv2_client *elbv2;             /* drain.target_groups' ELBv2 client; NULL: none */
 };
 
 /* Starts the drain of node for notice n by deadline_usec (engine clock; the dispatcher's, which may differ

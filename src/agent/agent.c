@@ -12,9 +12,11 @@
 #include "agent/hook.h"
 #include "spotdrain/agent.h"
 #include "spotdrain/alert.h"
+#include "spotdrain/awscreds.h"
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/elbv2.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/keys.h"
@@ -154,6 +156,7 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                 .deadline_usec = deadline,
                 .self_namespace = a->self_ns,
                 .self_name = a->self_name,
+                .imds_endpoint = imds_client_endpoint(a->imds),
         };
         char when[32] = "now";
         int r;
@@ -864,6 +867,11 @@ struct agent_engine {
         void (*done)(void *userdata, bool drained);
         void *done_userdata;
         struct agent_engine_watch watch;
+        /* drain.target_groups: ELBv2, signed with the instance role's credentials (made at the first drain,
+         * when the notice names the region) */
+        struct aws_creds_provider *creds;
+        struct aws_credentials creds_copy;
+        struct elbv2_client *elbv2;
 };
 
 /* x goes: the watcher lets go of it first. */
@@ -872,6 +880,59 @@ static struct drain_exec *engine_release(struct agent_engine *e, struct drain_ex
         if (x && e->watch.released)
                 e->watch.released(e->watch.userdata, x);
         return drain_exec_free(x);
+}
+
+static const char *const engine_no_env[] = { NULL };
+
+static void engine_creds_refreshed(const struct aws_credentials *c, void *userdata)
+{
+        struct agent_engine *e = userdata;
+        aws_credentials_clear(&e->creds_copy);
+        if (aws_credentials_copy(&e->creds_copy, c) < 0)
+                log_warning("agent: out of memory keeping the instance role's credentials");
+}
+
+static void engine_creds_first(int error, const struct aws_credentials *c, const char *message,
+                               void *userdata)
+{
+        if (error < 0)
+                log_warning(
+                    "agent: no instance role credentials for ELBv2 (%s): no pod waits for its target group",
+                    message ? message : strerror(-error));
+}
+
+static const struct aws_credentials *engine_creds(void *userdata)
+{
+        struct agent_engine *e = userdata;
+        return e->creds_copy.access_key_id ? &e->creds_copy : NULL;
+}
+
+/* The ELBv2 client of the drains (NULL without drain.target_groups or a region). */
+static struct elbv2_client *engine_elbv2(struct agent_engine *e, const struct agent_drain_request *req)
+{
+        const char *region =
+            e->cfg && !isempty(e->cfg->aws.region) ? e->cfg->aws.region : req->notice->region;
+        struct loop *l = kube_client_loop(e->kube);
+        int r;
+
+        if (e->elbv2 || !e->cfg || !e->cfg->drain.target_groups || isempty(region))
+                return e->elbv2;
+        if (!e->creds) {
+                r = aws_creds_provider_new(l,
+                                           &(struct aws_creds_options){ .env = engine_no_env,
+                                                                        .imds_endpoint = req->imds_endpoint,
+                                                                        .on_refresh = engine_creds_refreshed,
+                                                                        .userdata = e },
+                                           &e->creds);
+                if (r < 0 || aws_creds_get(e->creds, engine_creds_first, e) < 0) {
+                        log_warning_errno(r, "agent: no instance role credentials for ELBv2");
+                        return NULL;
+                }
+        }
+        r = elbv2_client_new(l, NULL, region, engine_creds, e, &e->elbv2);
+        if (r < 0)
+                log_warning_errno(r, "agent: no ELBv2 client: no pod waits for its target group");
+        return e->elbv2;
 }
 
 static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -916,6 +977,7 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
 
         if (e->running && req->deadline_usec >= e->deadline)
                 return 0; /* already draining by an earlier or the same deadline */
+        d.elbv2 = engine_elbv2(e, req);
         /* Read now, not while idle: the first verdict waits for it (within a bound). */
         if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
                 log_debug_errno(r, "agent: cannot read the kept estimates");
@@ -1007,6 +1069,9 @@ struct agent_engine *agent_engine_free(struct agent_engine *e)
         engine_release(e, e->running);
         engine_release(e, e->last);
         drain_estimates_free(e->estimates);
+        elbv2_client_free(e->elbv2); /* after the drains that borrowed it */
+        aws_creds_provider_free(e->creds);
+        aws_credentials_clear(&e->creds_copy);
         free(e);
         return NULL;
 }

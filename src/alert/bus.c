@@ -31,6 +31,8 @@ static const struct {
         [ALERT_LAUNCH_ABANDONED] = { "launch-abandoned", "LaunchAbandoned", true },
         [ALERT_POD_KILLED] = { "pod-killed", "KilledWithNode", true },
         [ALERT_POSTMORTEM] = { "postmortem", "PostMortem", false },
+        [ALERT_LB_DEREGISTRATION_TOO_SLOW] = { "lb-deregistration-too-slow", "LBDeregistrationTooSlow",
+                                               true },
 };
 
 struct alert_sink {

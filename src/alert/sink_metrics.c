@@ -81,6 +81,7 @@ static void sink_metrics(const struct alert *a, void *userdata)
         case ALERT_POSTMORTEM:
         case ALERT_EVICTION_DENIED:
         case ALERT_LAUNCH_ABANDONED: /* spotdrain_launch_hooks_completed_total{result="abandon"} */
+        case ALERT_LB_DEREGISTRATION_TOO_SLOW:
         case _ALERT_KIND_MAX:
                 break;
         }

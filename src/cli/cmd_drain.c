@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "cli/elbv2_sync.h"
 #include "cli/help.h"
 #include "cli/report.h"
 #include "spotdrain/config.h"
@@ -427,10 +428,33 @@ static int plan_surge(struct drain_cli *d, struct drain_inputs *safe, struct dra
         return r;
 }
 
+/* The TargetGroupBindings (*ret), 1; 0 without any or without the CRD (404); a failure is a warning. */
+static int list_tgbs(struct drain_cli *d, cJSON **ret)
+{
+        struct kube_sync s = { 0 };
+        struct kube_call *call = NULL;
+        int r = kube_list(d->client, "/apis/elbv2.k8s.aws/v1beta1/targetgroupbindings",
+                          &(struct kube_list_options){}, kube_sync_done, &s, &call);
+        r = kube_sync_wait(d->client, r, call, &s, d->sync_timeout ? d->sync_timeout : SYNC_TIMEOUT);
+        if (r < 0 && r != -ENOENT)
+                log_warning(
+                    "cannot list TargetGroupBindings (%s): no pod is held for its target group in the plan",
+                    s.result.message ? s.result.message : strerror(-r));
+        if (r >= 0 && cJSON_GetArraySize(kube_list_items(s.result.object)) > 0) {
+                *ret = TAKE_PTR(s.result.object);
+                r = 1;
+        } else
+                r = 0;
+        kube_result_clear(&s.result);
+        return r;
+}
+
 /* What one node's plan is made of, as listed from the API. */
 struct node_objects {
         cJSON *pods, *pdbs;
         cJSON *services; /* drain.lb_deregistration_seconds: the pods behind them are held */
+        /* drain.target_groups: the bindings, and the Services they name (all of them) */
+        cJSON *tgbs, *tg_services;
         struct drain_startup *startups;
         size_t n_startups;
 };
@@ -440,7 +464,27 @@ static void node_objects_done(struct node_objects *no)
         cJSON_Delete(no->pods);
         cJSON_Delete(no->pdbs);
         cJSON_Delete(no->services);
+        cJSON_Delete(no->tgbs);
+        cJSON_Delete(no->tg_services);
         drain_startups_free(no->startups, no->n_startups);
+}
+
+/* Whether an instance target group's binding names a Service that selects the pod. */
+static bool tgb_selects(const struct node_objects *no, const struct kube_pod *kp)
+{
+        const cJSON *b, *svc;
+        cJSON_ArrayForEach (b, kube_list_items(no->tgbs)) {
+                if (streq_ptr(kube_object_str(b, "spec.targetType"), "ip"))
+                        continue;
+                cJSON_ArrayForEach (svc, kube_list_items(no->tg_services))
+                        if (streq_ptr(kube_object_str(svc, "metadata.namespace"),
+                                      kube_object_str(b, "metadata.namespace")) &&
+                            streq_ptr(kube_object_str(svc, "metadata.name"),
+                                      kube_object_str(b, "spec.serviceRef.name")) &&
+                            drain_service_selects(svc, kp))
+                                return true;
+        }
+        return false;
 }
 
 /* The planner's input of the node on basis. */
@@ -474,6 +518,11 @@ static int node_input(struct drain_cli *d, const struct node_objects *no, enum d
                 drain_inputs_mark_services(di, 0, kube_list_items(no->services));
                 r = drain_inputs_set_node_lb_hold(di, 0, clk_now() + d->cfg->drain.lb_deregistration_usec);
         }
+        /* Behind an instance target group: held until the instance is out of healthy there, which the
+         * drain learns at its first answer after the label, a second on (as the executor plans it). */
+        for (size_t i = 0; r >= 0 && no->tgbs && i < drain_inputs_n_pods(di); i++)
+                if (tgb_selects(no, drain_inputs_pod(di, i)))
+                        r = drain_inputs_set_lb_target(di, i, clk_now() + USEC_PER_SEC);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(di);
@@ -545,6 +594,9 @@ static int plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_
         if (r >= 0 && d->cfg->drain.exclude_from_load_balancers && d->cfg->drain.lb_deregistration_usec &&
             list_sync(d, "/api/v1/services", NULL, NULL, &no.services) < 0)
                 log_warning("cannot list Services: no pod is held for the load balancers in the plan");
+        if (r >= 0 && d->cfg->drain.target_groups && !d->cfg->drain.cordon_only &&
+            list_tgbs(d, &no.tgbs) > 0 && list_sync(d, "/api/v1/services", NULL, NULL, &no.tg_services) < 0)
+                log_warning("cannot list Services: no pod is held for its target group in the plan");
         if (r >= 0)
                 r = node_startups(d, kube_list_items(no.pods), &no.startups, &no.n_startups);
         if (r >= 0)
@@ -1127,6 +1179,12 @@ struct audit_node {
         bool judged;                             /* spot (or unknown), or every node with --all-nodes */
 };
 
+/* A target group of pods on a judged node, its delay (-1: unknown) and a node of those pods. */
+struct audit_lb {
+        const char *arn, *binding_ns, *binding, *node;
+        long delay;
+};
+
 struct audit_finding {
         const struct kube_pdb *pdb;
         const char *node; /* its worst node */
@@ -1154,6 +1212,10 @@ struct audit {
         struct drain_grade_result *grades; /* of each of those nodes */
         const char **plan_nodes;
         size_t n_plans;
+        /* drain.target_groups: the TargetGroupBindings whose Service selects pods on judged nodes */
+        cJSON *tgbs, *services;
+        struct audit_lb *lb;
+        size_t n_lb;
 };
 
 static void audit_done(struct audit *a)
@@ -1177,6 +1239,9 @@ static void audit_done(struct audit *a)
         cJSON_Delete(a->nodes);
         cJSON_Delete(a->pods);
         cJSON_Delete(a->pdbs);
+        cJSON_Delete(a->tgbs);
+        cJSON_Delete(a->services);
+        free(a->lb);
 }
 
 static void json_freep(cJSON **j)
@@ -1432,6 +1497,106 @@ static bool pdb_infeasible(const struct drain_plan *plan, const struct drain_pla
         return false;
 }
 
+/* drain.target_groups: every TargetGroupBinding whose Service selects running pods on a judged node, and
+ * its target group's deregistration delay from ELBv2. Without the CRD (404) there are none. */
+static int audit_target_groups(struct audit *a, struct drain_cli *d)
+{
+        const cJSON *b;
+        int r;
+
+        if (!d->cfg->drain.target_groups || list_tgbs(d, &a->tgbs) <= 0)
+                return 0;
+        r = list_sync(d, "/api/v1/services", NULL, NULL, &a->services);
+        if (r < 0)
+                return r;
+        a->lb = calloc((size_t)cJSON_GetArraySize(kube_list_items(a->tgbs)) + 1, sizeof(*a->lb));
+        if (!a->lb)
+                return -ENOMEM;
+        cJSON_ArrayForEach (b, kube_list_items(a->tgbs)) {
+                const char *ns = kube_object_str(b, "metadata.namespace"),
+                           *svc_name = kube_object_str(b, "spec.serviceRef.name"),
+                           *arn = kube_object_str(b, "spec.targetGroupARN");
+                const cJSON *svc = NULL, *o;
+                cJSON_ArrayForEach (o, kube_list_items(a->services))
+                        if (streq_ptr(kube_object_str(o, "metadata.namespace"), ns) &&
+                            streq_ptr(kube_object_str(o, "metadata.name"), svc_name))
+                                svc = o;
+                if (!svc || isempty(arn))
+                        continue;
+                const char *node = NULL;
+                for (size_t i = 0; i < a->n_ap && !node; i++) {
+                        const struct audit_node *an = audit_node(a, a->ap[i].pod.node_name);
+                        if (an && an->judged && drain_service_selects(svc, &a->ap[i].pod))
+                                node = an->name;
+                }
+                if (node)
+                        a->lb[a->n_lb++] = (struct audit_lb){ .arn = arn,
+                                                              .binding_ns = ns,
+                                                              .binding = kube_object_str(b, "metadata.name"),
+                                                              .node = node };
+        }
+        if (a->n_lb == 0)
+                return 0;
+        _cleanup_free_ const char **arns = calloc(a->n_lb, sizeof(*arns));
+        _cleanup_free_ long *delays = calloc(a->n_lb, sizeof(*delays));
+        if (!arns || !delays)
+                return -ENOMEM;
+        for (size_t i = 0; i < a->n_lb; i++)
+                arns[i] = a->lb[i].arn;
+        r = elbv2_sync_delays(kube_client_loop(d->client), d->cfg->aws.region, arns, a->n_lb, delays);
+        if (r == -ENOMEM)
+                return r;
+        for (size_t i = 0; i < a->n_lb; i++)
+                a->lb[i].delay = delays[i];
+        return 0;
+}
+
+/* The target groups' part of the report: a table after the PDBs', or "target_groups" in the JSON. The
+ * budget a delay must fit: the audit's budget less the safety margin, what a drain would have left. */
+static int audit_report_lb(const struct audit *a, const struct drain_cli *d, cJSON *top, int *findings)
+{
+        uint64_t budget = d->deadline_usec - d->now, margin = d->cfg->drain.safety_margin_usec;
+        long fits = (long)((budget > margin ? budget - margin : 0) / USEC_PER_SEC);
+        cJSON *list = top ? cJSON_AddArrayToObject(top, "target_groups") : NULL;
+        if (d->common.json && !list)
+                return -ENOMEM;
+        if (!d->common.json && a->n_lb > 0)
+                printf("\n%-90s %-24s %-24s %7s %s\n", "TARGET GROUP", "BINDING", "NODE", "DELAY",
+                       "WOULD FIT");
+        for (size_t i = 0; i < a->n_lb; i++) {
+                const struct audit_lb *l = &a->lb[i];
+                bool slow = l->delay > fits;
+                *findings += slow;
+                if (!d->common.json) {
+                        _cleanup_free_ char *binding = strprintf("%s/%s", l->binding_ns, l->binding);
+                        char delay[24] = "unknown", fit[48] = "";
+                        if (l->delay >= 0)
+                                snprintf(delay, sizeof(delay), "%ld s", l->delay);
+                        if (slow)
+                                snprintf(fit, sizeof(fit), "deregistration delay %ld s or less", fits);
+                        printf("%-90s %-24s %-24s %7s %s\n", l->arn, binding ? binding : l->binding, l->node,
+                               delay, fit);
+                        continue;
+                }
+                cJSON *o = cJSON_CreateObject();
+                if (!o || !cJSON_AddItemToArray(list, o)) {
+                        cJSON_Delete(o);
+                        return -ENOMEM;
+                }
+                if (!cJSON_AddStringToObject(o, "target_group", l->arn) ||
+                    !cJSON_AddStringToObject(o, "namespace", l->binding_ns) ||
+                    !cJSON_AddStringToObject(o, "binding", l->binding) ||
+                    !cJSON_AddStringToObject(o, "node", l->node) ||
+                    !(l->delay >= 0 ? cJSON_AddNumberToObject(o, "delay_seconds", (double)l->delay)
+                                    : cJSON_AddNullToObject(o, "delay_seconds")) ||
+                    !cJSON_AddBoolToObject(o, "too_slow", slow) ||
+                    !(slow ? cJSON_AddNumberToObject(o, "fit_delay_seconds", (double)fits)
+                           : cJSON_AddNullToObject(o, "fit_delay_seconds")))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* Prints the table or the JSON; returns the number of findings, or -ENOMEM. */
 static int audit_report(const struct audit *a, const struct drain_cli *d)
 {
@@ -1511,6 +1676,8 @@ static int audit_report(const struct audit *a, const struct drain_cli *d)
                 if (!ok)
                         return -ENOMEM;
         }
+        if (audit_report_lb(a, d, d->common.json ? top : NULL, &findings) < 0)
+                return -ENOMEM;
         /* Each worst node's pair of estimates, as plan prints it; OVER is the whole grace's. */
         for (size_t pn = 0; !d->common.json && pn < a->n_plans; pn++) {
                 _cleanup_free_ char *text = drain_outlook_format(&a->grades[pn].outlook);
@@ -1547,6 +1714,8 @@ int cmd_audit(int argc, char **argv)
         r = audit_load(&a, &d);
         if (r >= 0)
                 r = audit_analyze(&a, &d);
+        if (r >= 0)
+                r = audit_target_groups(&a, &d);
         if (r >= 0) {
                 qsort(a.f, a.n_f, sizeof(*a.f), audit_finding_cmp);
                 r = audit_report(&a, &d);

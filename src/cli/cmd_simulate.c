@@ -43,6 +43,7 @@
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/elbv2.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/httpd.h"
 #include "spotdrain/imds.h"
@@ -132,6 +133,8 @@ struct simulate {
         struct sim_ec2 *ec2;
         struct prov_frontend *prov; /* the service's */
         struct aws_credentials ec2_credentials;
+        /* drain.target_groups: ELBv2 on the EC2 surface, signed with the simulator's key. */
+        struct elbv2_client *elbv2;
 
         const char *delivery;
         uint64_t wall0;           /* engine instant of scenario time 0 */
@@ -272,7 +275,8 @@ static int start_drain(struct simulate *sm, struct kube_client *client, const ch
                                    .metrics = sm->metrics,
                                    .prov = sm->prov,
                                    .shared_ledger = streq(sm->delivery, "direct") ? &sm->ledger : NULL,
-                                   .follow_peers = streq(sm->delivery, "imds") };
+                                   .follow_peers = streq(sm->delivery, "imds"),
+                                   .elbv2 = sm->elbv2 };
         struct sim_drain *d;
         int r;
 
@@ -535,6 +539,7 @@ static int start_controller(struct simulate *sm)
                                          .region = region,
                                          .sqs_endpoint = sim_sqs_url(sm->sqs),
                                          .asg_endpoint = launches ? sim_ec2_url(sm->ec2) : NULL,
+                                         .elbv2_endpoint = sm->elbv2 ? sim_ec2_url(sm->ec2) : NULL,
                                          .credentials = sqs_credentials,
                                          .credentials_userdata = sm,
                                          .cfg = sm->cfg,
@@ -545,6 +550,33 @@ static int start_controller(struct simulate *sm)
                 r = controller_start(sm->controller);
         if (r < 0)
                 return log_error_errno(r, "cannot start the controller");
+        return 0;
+}
+
+/* ---- load balancers: the simulator's ELBv2 ---- */
+
+static const struct aws_credentials *ec2_credentials(void *userdata);
+
+/* The target groups of the scenario's workloads are on the EC2 surface's listener; the drains ask it with
+ * the simulator's key. */
+static int start_elbv2(struct simulate *sm)
+{
+        static char key_id[] = SIM_EC2_ACCESS_KEY_ID, secret[] = SIM_EC2_SECRET_ACCESS_KEY,
+                    source[] = "simulator";
+        int r;
+
+        if (!sm->ec2 && (r = sim_ec2_start(sm->sim, "127.0.0.1", &sm->ec2)) < 0)
+                return log_error_errno(r, "cannot start the simulator's ELBv2 surface");
+        sm->ec2_credentials = (struct aws_credentials){ .access_key_id = key_id,
+                                                        .secret_access_key = secret,
+                                                        .source = source };
+        const char *zone = sm->n_nodes > 0 ? sim_node_zone(sm->sim, 0) : "us-east-1a";
+        _cleanup_free_ char *region = strndup(zone, strlen(zone) > 1 ? strlen(zone) - 1 : 0);
+        if (!region)
+                return log_error_errno(-ENOMEM, "cannot start the ELBv2 client");
+        r = elbv2_client_new(sm->loop, sim_ec2_url(sm->ec2), region, ec2_credentials, sm, &sm->elbv2);
+        if (r < 0)
+                return log_error_errno(r, "cannot start the ELBv2 client");
         return 0;
 }
 
@@ -1102,6 +1134,8 @@ static int setup(struct simulate *sm)
                                                                 : "imds";
         if (ynode_get(sm->tree, "provisioning") && start_provisioning(sm) < 0)
                 return EXIT_ERROR;
+        if (sm->cfg->drain.target_groups && start_elbv2(sm) < 0)
+                return EXIT_ERROR;
         if (streq(sm->delivery, "imds") && start_agents(sm) < 0)
                 return EXIT_ERROR;
         if (streq(sm->delivery, "direct") && start_direct(sm) < 0)
@@ -1137,6 +1171,7 @@ static void teardown(struct simulate *sm)
         for (size_t i = 0; i < sm->n_drains; i++)
                 sim_drain_free(sm->drains[i]);
         free(sm->drains);
+        sm->elbv2 = elbv2_client_free(sm->elbv2);
         /* After the drains that used them. */
         for (size_t i = 0; sm->agents && i < sm->n_nodes; i++)
                 kube_client_free(sm->agents[i].client);

@@ -327,7 +327,10 @@ const struct cli_help cli_helps[] = {
           "value "
           "that would fit; each finding with its node's capacity type and zone, the furthest over the "
           "budget "
-          "first.",
+          "first. With drain.target_groups (default true), also every ELBv2 target group (a "
+          "TargetGroupBinding's) of pods on those nodes, with its deregistration delay (asked of ELBv2 with "
+          "the SDKs' credentials and endpoint rules): one longer than the budget less drain.safety_margin "
+          "is a finding, with the delay that would fit.",
           audit_flags, EXAMPLES("spotdrain audit", "spotdrain audit --budget 90 --all-nodes --json"),
           "0 no findings, 4 findings, 1 error, 2 usage", NULL },
         { "event parse", "event parse [FILE|-] [OPTIONS]",

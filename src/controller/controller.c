@@ -19,6 +19,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/controller.h"
 #include "spotdrain/core.h"
+#include "spotdrain/elbv2.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
@@ -107,8 +108,9 @@ struct controller {
 
         struct sqs_client *sqs;
         struct asg_client *asg;
-        struct asg_owners *owners; /* controller.cluster_name's tag check; NULL when off */
-        struct asg_hooks *hooks;   /* the hooks' HeartbeatTimeouts; NULL without an Auto Scaling client */
+        struct elbv2_client *elbv2; /* drain.target_groups: the drains' target groups */
+        struct asg_owners *owners;  /* controller.cluster_name's tag check; NULL when off */
+        struct asg_hooks *hooks;    /* the hooks' HeartbeatTimeouts; NULL without an Auto Scaling client */
         struct dispatch *dispatch;
         struct leader *leader;
         struct kube_informer *nodes;
@@ -1101,7 +1103,8 @@ static int op_drain(void *userdata, const char *node, const struct notice *n, ui
                                    .metrics = c->o.metrics,
                                    .prov = c->prov,
                                    .shared_ledger = &c->ledger,
-                                   .shared_estimates = c->estimates };
+                                   .shared_estimates = c->estimates,
+                                   .elbv2 = c->elbv2 };
         struct cdrain *d = cdrain_find(c, node), **v;
         struct drain_exec *x = NULL;
         int r;
@@ -1905,6 +1908,9 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
         r = asg_client_new(l, c->asg_endpoint, c->region, asg_creds, c, &c->asg);
         if (r < 0)
                 log_debug_errno(r, "controller: no Auto Scaling client");
+        if (o->cfg && o->cfg->drain.target_groups &&
+            (r = elbv2_client_new(l, o->elbv2_endpoint, c->region, asg_creds, c, &c->elbv2)) < 0)
+                log_warning_errno(r, "controller: no ELBv2 client: no pod waits for its target group");
         if (o->cfg && !isempty(o->cfg->controller.managed_tag)) {
                 r = ec2_client_new(l,
                                    &(struct ec2_config){ .region = c->region,
@@ -2008,6 +2014,7 @@ struct controller *controller_free(struct controller *c)
                 cdrain_remove(c, c->drains[c->n_drains - 1]);
         free(c->drains);
         drain_ledger_free(c->ledger);
+        elbv2_client_free(c->elbv2); /* after the drains that borrowed it */
         drain_estimates_free(c->estimates);
         drain_surge_sweep_free(c->surge_sweep);
         for (size_t i = 0; i < c->n_deletes; i++)

@@ -22,6 +22,8 @@
 #define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
 #define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
+/* A pod behind an instance target group: its instance expected out of healthy by the next answer. */
+#define LB_POLL_USEC (1 * USEC_PER_SEC)
 /* The share of its grace period a pod is expected to take to stop before any of its kind was seen. */
 #define DEFAULT_EXPECTED_SHUTDOWN 0.5
 #define MIN(a, b)                 ((a) < (b) ? (a) : (b))
@@ -140,6 +142,11 @@ struct drain_exec {
         struct kube_call *lb_call, *services_call;
         struct timer *lb_retry;
         struct backoff lb_backoff;
+        /* The target groups of the node's pods (o->elbv2): pods behind an instance target group wait for
+         * the instance to be out of healthy there; lb_said: per group, its delay was judged against the
+         * time left (lb-deregistration-too-slow). */
+        struct drain_lb_targets *lbt;
+        bool *lb_said;
 
         struct startup_call *startup_calls;
         size_t n_startup_calls, startups_pending;
@@ -176,6 +183,7 @@ struct startup_call {
 };
 
 static void act(struct drain_exec *x);
+static void judge_lb_delays(struct drain_exec *x);
 
 /* Own pod i of the plan (0 ≤ i < n_own), and its input. */
 static const struct drain_plan_pod *own_plan_pod(const struct drain_exec *x, size_t i)
@@ -468,6 +476,14 @@ static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledg
                 drain_inputs_mark_services(di, first, x->services);
                 r = drain_inputs_set_node_lb_hold(di, node, x->lb_hold);
         }
+        for (size_t k = 0; r >= 0 && x->lbt && k < n; k++) {
+                long g = drain_lb_targets_find(x->lbt, drain_inputs_pod(di, first + k), true);
+                const struct drain_lb_group *grp = g >= 0 ? drain_lb_targets_group(x->lbt, (size_t)g) : NULL;
+                /* Not out yet: expected at the next answer about it. */
+                if (grp)
+                        r = drain_inputs_set_lb_target(di, first + k,
+                                                       grp->out ? 0 : drain_inputs_now(di) + LB_POLL_USEC);
+        }
         if (r < 0)
                 return r;
         if (slice) {
@@ -540,6 +556,8 @@ static void planned(void *userdata, struct drain_joint *j, const struct drain_le
         x->slice = *slice;
         x->n_own = slice->n_pods;
         x->plan_pods = TAKE_PTR(x->next_map);
+        if (x->lbt)
+                judge_lb_delays(x);
 }
 
 static void inputs_options(const struct drain_exec *x, uint64_t now, struct drain_inputs_options *ret)
@@ -1358,6 +1376,21 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         next = MIN(next, pp->last_safe_usec);
                         continue;
                 }
+                /* Behind an instance target group: until the instance is out of healthy there and the
+                 * group's delay was answered (judged first), which the bindings' list must tell first
+                 * (until their last safe moment at most). */
+                if (x->lbt && now < pp->last_safe_usec) {
+                        const struct kube_pod *lkp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
+                        long g =
+                            drain_lb_targets_listed(x->lbt) ? drain_lb_targets_find(x->lbt, lkp, true) : 0;
+                        const struct drain_lb_group *grp = drain_lb_targets_listed(x->lbt) && g >= 0
+                                                               ? drain_lb_targets_group(x->lbt, (size_t)g)
+                                                               : NULL;
+                        if (g >= 0 && (!grp || !grp->out || grp->delay_seconds == -1)) {
+                                next = MIN(next, pp->last_safe_usec);
+                                continue;
+                        }
+                }
                 /* Behind a Service: the load balancers deregister the node first (until their last safe
                  * moment at most). */
                 uint64_t hold = in->nodes[pin->node].lb_hold_usec;
@@ -1869,6 +1902,54 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
         pods_changed(x);
 }
 
+/* At the notice, each target group of the node's pods once its delay is known: a delay longer than the time
+ * left cannot drain before the instance goes (lb-deregistration-too-slow, with the delay that would fit). */
+static void judge_lb_delays(struct drain_exec *x)
+{
+        size_t n = drain_lb_targets_count(x->lbt);
+        uint64_t now = clk_now(), end = x->deadline > x->margin ? x->deadline - x->margin : 0;
+        if (n == 0 || x->no_deadline || !x->inputs || !x->plan)
+                return;
+        if (!x->lb_said && !(x->lb_said = calloc(n, sizeof(*x->lb_said))))
+                return;
+        for (size_t i = 0; i < n; i++) {
+                const struct drain_lb_group *g = drain_lb_targets_group(x->lbt, i);
+                bool serves = false;
+                if (x->lb_said[i] || g->delay_seconds < 0)
+                        continue;
+                for (size_t k = 0; k < x->n_own && !serves; k++)
+                        serves = drain_lb_targets_find(x->lbt,
+                                                       drain_inputs_pod(x->inputs, x->slice.first_pod + k),
+                                                       false) == (long)i;
+                if (!serves)
+                        continue;
+                x->lb_said[i] = true;
+                uint64_t left = end > now ? end - now : 0;
+                if ((uint64_t)g->delay_seconds * USEC_PER_SEC <= left)
+                        continue;
+                char delay[24], fits[24];
+                snprintf(delay, sizeof(delay), "%ld", g->delay_seconds);
+                snprintf(fits, sizeof(fits), "%" PRIu64, left / USEC_PER_SEC);
+                const char *fields[] = {
+                        "target_group", g->arn,         "binding", g->binding, "delay_seconds",
+                        delay,          "fits_seconds", fits,      NULL
+                };
+                alert_emit(
+                    x->bus, ALERT_LB_DEREGISTRATION_TOO_SLOW, x->node, fields,
+                    "target group %s (TargetGroupBinding %s) drains its targets for %s s, longer than "
+                    "the %s s %s has left: its pods' connections are cut when the instance goes; a "
+                    "deregistration_delay.timeout_seconds of %s or less would fit",
+                    g->arn, g->binding, delay, fits, x->node, fits);
+        }
+}
+
+static void lb_targets_changed(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        judge_lb_delays(x);
+        pods_changed(x);
+}
+
 static void services_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {
         struct drain_exec *x = userdata;
@@ -1965,6 +2046,8 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_call_cancel(x->lb_call);
         kube_call_cancel(x->services_call);
         cJSON_Delete(x->services);
+        drain_lb_targets_free(x->lbt);
+        free(x->lb_said);
         kube_selector_clear(&x->skip_selector);
         strv_free(x->skip_namespaces);
         for (size_t i = 0; i < x->n_startup_calls; i++) {
@@ -2095,6 +2178,10 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         r = streq(x->kind, "scheduled-change") ? read_node_then_change(x) : start_node_changes(x);
         if (r < 0)
                 return r;
+        if (o->elbv2 && x->instance_id && !x->cordon_only &&
+            (r = drain_lb_targets_new(c, o->elbv2, x->instance_id, o->deregister_targets, lb_targets_changed,
+                                      x, &x->lbt)) < 0)
+                log_warning_errno(r, "%s: cannot look for the target groups of its pods", x->node);
         _cleanup_free_ char *field = strprintf("spec.nodeName=%s", x->node);
         if (!field)
                 return -ENOMEM;

@@ -418,7 +418,7 @@ int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *obj,
 
 /* A Service selects a pod when it is in the Service's namespace and its labels hold every pair of the
  * Service's spec.selector; a Service without a selector (endpoints managed by hand) selects none. */
-static bool service_selects(const cJSON *svc, const struct kube_pod *kp)
+bool drain_service_selects(const cJSON *svc, const struct kube_pod *kp)
 {
         const cJSON *sel =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(svc, "spec"), "selector");
@@ -439,11 +439,21 @@ void drain_inputs_mark_services(struct drain_inputs *di, size_t first_pod, const
                 const cJSON *svc;
                 bool behind = false;
                 cJSON_ArrayForEach (svc, services)
-                        if ((behind = service_selects(svc, &di->memos[i]->pod)))
+                        if ((behind = drain_service_selects(svc, &di->memos[i]->pod)))
                                 break;
                 di->pods[i].behind_service = behind;
         }
         di->estimated = false;
+}
+
+int drain_inputs_set_lb_target(struct drain_inputs *di, size_t i, uint64_t until_usec)
+{
+        if (i >= di->n_pods)
+                return -EINVAL;
+        di->pods[i].behind_service = false;
+        di->pods[i].lb_target = true;
+        di->pods[i].lb_hold_usec = until_usec;
+        return 0;
 }
 
 int drain_inputs_set_node_lb_hold(struct drain_inputs *di, size_t node, uint64_t until_usec)

@@ -160,7 +160,10 @@ static int format_pods(struct buf *b, const struct drain_plan *p)
                                d->action == DRAIN_ACTION_LEAVE ? "-" : rel_secs(p, d->gone_usec).s,
                                d->action == DRAIN_ACTION_LEAVE ? "-" : rel_secs(p, d->last_safe_usec).s);
                 if (r >= 0 && d->killed)
-                        r = buf_printf(b, "killed%s", d->warnings ? "," : "");
+                        r = buf_printf(b, "killed%s", d->warnings || d->lb_wait_until_usec ? "," : "");
+                if (r >= 0 && d->lb_wait_until_usec)
+                        r = buf_printf(b, "lb-wait %s%s", rel_secs(p, d->lb_wait_until_usec).s,
+                                       d->warnings ? "," : "");
                 if (r >= 0)
                         r = warnings_text(b, d->warnings);
                 if (r >= 0)
@@ -306,7 +309,10 @@ static bool json_pod(cJSON *pods, const struct drain_plan *p, const struct drain
                add_time(o, "gone", p, left ? DRAIN_NEVER : d->gone_usec) &&
                add_time(o, "last_safe", p, d->last_safe_usec) && add_dur(o, "shutdown", d->shutdown_usec) &&
                add_dur(o, "startup", d->startup_usec) && cJSON_AddBoolToObject(o, "forced", d->forced) &&
-               cJSON_AddBoolToObject(o, "killed", d->killed) && json_warnings(o, d->warnings);
+               cJSON_AddBoolToObject(o, "killed", d->killed) &&
+               add_time(o, "lb_wait_until", p,
+                        d->lb_wait_until_usec ? d->lb_wait_until_usec : DRAIN_NEVER) &&
+               json_warnings(o, d->warnings);
 }
 
 int drain_plan_to_json(const struct drain_plan *p, cJSON **ret)

@@ -35,6 +35,7 @@ struct pod_info {
         int64_t end;       /* node deadline - margin */
         int64_t deadline;
         int64_t not_before; /* not evicted earlier: a do-not-disrupt pod's last safe moment */
+        int64_t lb_wait;    /* held for the load balancers until then (not_before); 0: not held */
         int tier;
         bool left;
 };
@@ -327,6 +328,14 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 if (pod->behind_service && node->lb_hold_usec)
                         p->not_before =
                             max_t(p->not_before, min_t(clamp_t(node->lb_hold_usec), p->last_safe));
+                /* Behind an instance target group: until the instance left healthy there. */
+                if (pod->lb_target && pod->lb_hold_usec)
+                        p->not_before =
+                            max_t(p->not_before, min_t(clamp_t(pod->lb_hold_usec), p->last_safe));
+                p->lb_wait =
+                    (pod->behind_service && node->lb_hold_usec) || (pod->lb_target && pod->lb_hold_usec)
+                        ? p->not_before
+                        : 0;
                 p->tier = drain_pod_is_critical(in, pod) ? 1 : 0;
                 p->left = pod_left(in, pod);
                 pl->max_returns += pod->n_pdbs * (pod->can_surge || pod->surged_usec ? 2 : 1);
@@ -861,6 +870,7 @@ static int fill_pods(const struct planner *pl, const struct sim *s, struct drain
                 o->shutdown_usec = to_u(p->shutdown);
                 o->startup_usec = to_u(p->startup);
                 o->surge = pl->surge[i];
+                o->lb_wait_until_usec = p->lb_wait > pl->now && !pod->deleting ? to_u(p->lb_wait) : 0;
                 if (pod->do_not_disrupt)
                         o->warnings |= DRAIN_WARN_DO_NOT_DISRUPT;
                 if (pod->owner == DRAIN_OWNER_NONE)

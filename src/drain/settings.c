@@ -66,6 +66,18 @@ static const struct config_item drain_items[] = {
           "with the exclude label: how long pods behind a Service keep running after it, for the load "
           "balancers to deregister the node (the target group's deregistration delay); the plan reserves it",
           NULL, CONFIG_SECONDS, .min = 0, .max = 3600, false },
+        { "drain.target_groups", CONFIG_BOOL, "true", OFF(target_groups),
+          "read the AWS Load Balancer Controller's TargetGroupBindings and ask ELBv2 about their target "
+          "groups: pods behind an instance target group wait until the node's instance is out of healthy "
+          "there (instead of drain.lb_deregistration_seconds), and a deregistration delay longer than the "
+          "time left raises lb-deregistration-too-slow (IAM: elasticloadbalancing:DescribeTargetHealth, "
+          "DescribeTargetGroupAttributes)",
+          NULL, 0, CONFIG_NO_RANGE, false },
+        { "drain.deregister_targets", CONFIG_BOOL, "false", OFF(deregister_targets),
+          "with drain.target_groups: deregister the node's instance from its instance target groups at the "
+          "notice, for clusters where nothing else reacts to the exclude label (IAM: "
+          "elasticloadbalancing:DeregisterTargets)",
+          NULL, 0, CONFIG_NO_RANGE, false },
         { "drain.cordon_only", CONFIG_BOOL, "false", OFF(cordon_only),
           "cordon, taint and label the node but evict and delete nothing (beside another drainer)", NULL, 0,
           CONFIG_NO_RANGE, false },
@@ -122,6 +134,7 @@ void drain_exec_options_from_config(const struct spotdrain_config *cfg, struct d
         o->taint_no_execute = cfg->drain.taint_effect == DRAIN_TAINT_NO_EXECUTE;
         o->exclude_from_load_balancers = cfg->drain.exclude_from_load_balancers;
         o->lb_deregistration_usec = cfg->drain.lb_deregistration_usec;
+        o->deregister_targets = cfg->drain.target_groups && cfg->drain.deregister_targets;
         o->cordon_only = cfg->drain.cordon_only;
         o->skip_namespaces = (const char *const *)cfg->drain.skip_namespaces;
         o->skip_pod_selector = cfg->drain.skip_pod_selector;

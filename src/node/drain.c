@@ -36,6 +36,7 @@ int node_drain_start(const struct node_drainer *d, const char *node, const struc
         o.metrics = d->metrics;
         o.estimates = d->estimates;
         o.follow_peers = d->follow_peers;
+        o.elbv2 = d->elbv2;
         if (d->shared_ledger) {
                 if (!*d->shared_ledger &&
                     (r = drain_ledger_new(d->kube, o.retry_floor_usec, d->shared_ledger)) < 0)

@@ -43,6 +43,8 @@ void sim_workload_clear_deploy(struct sim_workload *w)
         free(w->hpa_uid);
         free(w->svc_uid);
         w->svc_uid = NULL;
+        free(w->tgb_uid);
+        w->tgb_uid = NULL;
         w->annotations = w->tmpl_annotations = NULL;
         w->old_rs = NULL;
         w->n_old_rs = 0;

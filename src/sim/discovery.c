@@ -29,6 +29,8 @@ static const struct resource resources[] = {
         { "events.k8s.io", "v1", "events", "event", "Event", true, SIM_EVENT, "ev", false },
         { "storage.k8s.io", "v1", "volumeattachments", "volumeattachment", "VolumeAttachment", false,
           SIM_VOLUMEATTACHMENT, NULL, false },
+        { "elbv2.k8s.aws", "v1beta1", "targetgroupbindings", "targetgroupbinding", "TargetGroupBinding",
+          true, SIM_TARGETGROUPBINDING, NULL, false },
 };
 
 /* Subresources listed in discovery: drain looks for pods/eviction to decide between evicting and deleting.
@@ -52,7 +54,8 @@ static const struct subresource subresources[] = {
 };
 
 static const char *const groups[] = { "apps",          "policy",      "coordination.k8s.io",
-                                      "events.k8s.io", "autoscaling", "storage.k8s.io" };
+                                      "events.k8s.io", "autoscaling", "storage.k8s.io",
+                                      "elbv2.k8s.aws" };
 
 const struct resource *sim_resource_find(const char *group, const char *version, const char *name)
 {

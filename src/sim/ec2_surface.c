@@ -14,6 +14,7 @@
 
 #include "sim/aws_request.h"
 #include "sim/ec2_surface.h"
+#include "sim/elbv2.h"
 #include "sim/model.h"
 #include "sim/server.h"
 #include "sim/sqs_surface.h"
@@ -24,6 +25,7 @@
 
 #define EC2_XMLNS     "http://ec2.amazonaws.com/doc/2016-11-15/"
 #define ASG_XMLNS     "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+#define ELBV2_XMLNS   "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"
 #define MAX_INDEX     200
 #define MAX_TARGET    50
 #define ASG_HEADROOM  10
@@ -70,6 +72,7 @@ struct sim_ec2 {
         sigv4_secret_lookup_fn lookup;
         void *lookup_userdata;
         struct sim_sts *sts;
+        struct sim_elbv2 *elbv2;
 };
 
 /* ---- answers ---- */
@@ -128,11 +131,12 @@ static void request_id(struct sim_ec2 *e, char out[37])
         snprintf(out, 37, "5e2b9f70-%04x-4c3e-b8f6-%012" PRIx64, (unsigned)(n & 0xffff), n * 2654435761u);
 }
 
-/* An error answer in the EC2 Query shape, or with asg in the Auto Scaling (awsquery) shape. */
-static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, bool asg, const char *code,
-                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, bool asg, const char *code,
-                         const char *fmt, ...)
+/* An error answer in the EC2 Query shape, or with an awsquery namespace (Auto Scaling's, ELBv2's) in the
+ * awsquery shape. */
+static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, const char *xmlns,
+                         const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, const char *xmlns,
+                         const char *code, const char *fmt, ...)
 {
         char msg[512], rid[37];
         va_list ap;
@@ -143,22 +147,22 @@ static void error_answer(struct sim_ec2 *e, struct answer *a, unsigned status, b
         request_id(e, rid);
         ans_reset(a);
         a->status = status;
-        if (asg)
-                ans_printf(a, "<ErrorResponse xmlns=\"%s\"><Error><Type>%s</Type>", ASG_XMLNS,
+        if (xmlns)
+                ans_printf(a, "<ErrorResponse xmlns=\"%s\"><Error><Type>%s</Type>", xmlns,
                            status >= 500 ? "Receiver" : "Sender");
         else
                 ans_printf(a, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>");
         ans_elem(a, "Code", code);
         ans_elem(a, "Message", msg);
-        if (asg)
+        if (xmlns)
                 ans_printf(a, "</Error><RequestId>%s</RequestId></ErrorResponse>", rid);
         else
                 ans_printf(a, "</Error></Errors><RequestID>%s</RequestID></Response>", rid);
 }
 
 /* ec2_error(e, a, status, code, fmt, ...) and asg_error(...): the answer of each API's errors. */
-#define ec2_error(e, a, status, ...) error_answer(e, a, status, false, __VA_ARGS__)
-#define asg_error(e, a, status, ...) error_answer(e, a, status, true, __VA_ARGS__)
+#define ec2_error(e, a, status, ...) error_answer(e, a, status, NULL, __VA_ARGS__)
+#define asg_error(e, a, status, ...) error_answer(e, a, status, ASG_XMLNS, __VA_ARGS__)
 
 /* ---- parameters ---- */
 
@@ -1206,21 +1210,27 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
         }
         action = param(p, "Action");
         asg = asg_action(action);
+        bool elb = sim_elbv2_action(action);
 
         pthread_mutex_lock(&e->lock);
         e->stats.requests++;
-        r = sim_aws_verify(rq, asg ? "autoscaling" : "ec2", e->lookup ? e->lookup : default_lookup,
-                           e->lookup ? e->lookup_userdata : NULL, e->sts);
+        r = sim_aws_verify(rq,
+                           elb   ? "elasticloadbalancing"
+                           : asg ? "autoscaling"
+                                 : "ec2",
+                           e->lookup ? e->lookup : default_lookup, e->lookup ? e->lookup_userdata : NULL,
+                           e->sts);
         if (r < 0) {
                 e->stats.auth_failures++;
                 if (r == -ENOMEM)
                         a.oom = true;
-                else if (asg)
-                        asg_error(e, &a, 403,
-                                  r == -EACCES ? "SignatureDoesNotMatch" : "InvalidClientTokenId", "%s",
-                                  r == -EACCES ? "The request signature we calculated does not match the "
-                                                 "signature you provided."
-                                               : "The security token included in the request is invalid.");
+                else if (asg || elb)
+                        error_answer(e, &a, 403, elb ? ELBV2_XMLNS : ASG_XMLNS,
+                                     r == -EACCES ? "SignatureDoesNotMatch" : "InvalidClientTokenId", "%s",
+                                     r == -EACCES
+                                         ? "The request signature we calculated does not match the "
+                                           "signature you provided."
+                                         : "The security token included in the request is invalid.");
                 else
                         ec2_error(
                             e, &a, 401, r == -EPERM ? "MissingAuthenticationToken" : "AuthFailure", "%s",
@@ -1228,7 +1238,18 @@ static int on_request(void *userdata, const struct sim_http_request *rq)
                                         : "AWS was not able to validate the provided access credentials");
         } else if (!action)
                 ec2_error(e, &a, 400, "MissingAction", "The request must contain the parameter Action");
-        else if (e->fault.throttle > 0) {
+        else if (elb) {
+                char rid[37];
+                request_id(e, rid);
+                sim_lock(e->sim);
+                (void)sim_advance(e->sim);
+                sim_count_request(e->sim);
+                if (streq(action, "DeregisterTargets"))
+                        sim_record_write(e->sim, "elbv2", action);
+                if (sim_elbv2_answer(e->elbv2, e->sim, p, rid, &a.status, &a.body) < 0)
+                        a.oom = true;
+                sim_unlock(e->sim);
+        } else if (e->fault.throttle > 0) {
                 e->fault.throttle--;
                 if (asg)
                         asg_error(e, &a, 400, "Throttling", "Rate exceeded");
@@ -1313,7 +1334,8 @@ int sim_ec2_start(struct sim *s, const char *host, struct sim_ec2 **ret)
         sim_unlock(s);
         host = host ? host : "127.0.0.1";
         listen = strchr(host, ':') && host[0] != '[' ? strprintf("[%s]:0", host) : strprintf("%s:0", host);
-        if (!e->catalog || !e->group_tags || !e->node_tags || !e->group || !e->region || !listen) {
+        if (!e->catalog || !e->group_tags || !e->node_tags || !e->group || !e->region || !listen ||
+            sim_elbv2_new(&e->elbv2) < 0) {
                 sim_ec2_stop(e);
                 return -ENOMEM;
         }
@@ -1344,6 +1366,7 @@ struct sim_ec2 *sim_ec2_stop(struct sim_ec2 *e)
                 free(e->terminated_nodes[i]);
         free(e->terminated_nodes);
         prov_catalog_free(e->catalog);
+        sim_elbv2_free(e->elbv2);
         cJSON_Delete(e->group_tags);
         cJSON_Delete(e->node_tags);
         free(e->group);
@@ -1451,4 +1474,9 @@ void sim_ec2_stats(struct sim_ec2 *e, struct sim_ec2_stats *ret)
         pthread_mutex_lock(&e->lock);
         *ret = e->stats;
         pthread_mutex_unlock(&e->lock);
+}
+
+struct sim_elbv2 *sim_ec2_elbv2(struct sim_ec2 *e)
+{
+        return e->elbv2;
 }

@@ -85,3 +85,7 @@ struct sim_ec2_stats {
         uint64_t hook_describes;                            /* DescribeLifecycleHooks answered */
 };
 void sim_ec2_stats(struct sim_ec2 *e, struct sim_ec2_stats *ret);
+
+/* The ELBv2 target groups served on the same listener (sim_elbv2.h). */
+struct sim_elbv2;
+struct sim_elbv2 *sim_ec2_elbv2(struct sim_ec2 *e);

@@ -40,6 +40,7 @@ static const char *const kind_resources[_SIM_KIND_MAX] = {
         [SIM_CONFIGMAP] = "configmaps",
         [SIM_VOLUMEATTACHMENT] = "volumeattachments",
         [SIM_SERVICE] = "services",
+        [SIM_TARGETGROUPBINDING] = "targetgroupbindings",
 };
 
 const char *sim_kind_resource(enum sim_kind k)
@@ -602,7 +603,7 @@ static int node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node
         n->instance_type = sc->instance_type;
         n->capacity_type = sc->capacity_type;
         n->rebalance_at = n->notice_at = n->deadline_at = n->cordoned_at = n->drained_at = -1;
-        n->rebooted_at = n->back_at = n->uncordoned_at = -1;
+        n->rebooted_at = n->back_at = n->uncordoned_at = n->lb_excluded_at = -1;
         size_t idx = s->n_nodes;
         _cleanup_free_ char *region = strdup(sc->zone);
         if (region && *region && region[strlen(region) - 1] >= 'a' && region[strlen(region) - 1] <= 'z')
@@ -1396,7 +1397,8 @@ static int world_build(struct sim *s)
                     !(w->annotations = cJSON_CreateObject()) ||
                     !(w->tmpl_annotations = cJSON_Duplicate(w->sc->annotations, true)) ||
                     (w->sc->has_hpa && !(w->hpa_uid = sim_new_uid(s))) ||
-                    (w->sc->has_service && !(w->svc_uid = sim_new_uid(s))))
+                    (w->sc->has_service && !(w->svc_uid = sim_new_uid(s))) ||
+                    (w->sc->has_tg && !(w->tgb_uid = sim_new_uid(s))))
                         return -ENOMEM;
                 s->n_wls++;
                 /* The labels every pod of it carries (pod_labels of a stand-in pod). */

@@ -44,6 +44,9 @@ enum sim_kind {
          * pod's binding until that long after the pod is gone (the CSI driver's detach) */
         SIM_VOLUMEATTACHMENT,
         SIM_SERVICE, /* core/v1, one per workload whose scenario has service: true (type LoadBalancer) */
+        /* elbv2.k8s.aws/v1beta1 TargetGroupBinding (a CRD of the AWS Load Balancer Controller), one per
+         * workload whose scenario has target_group */
+        SIM_TARGETGROUPBINDING,
         _SIM_KIND_MAX,
 };
 

@@ -8,6 +8,7 @@
 
 #include "sim/disruption.h"
 #include "sim/model_internal.h"
+#include "spotdrain/keys.h"
 #include "spotdrain/util.h"
 
 static int answer_obj(struct sim_answer *ret, int code, cJSON *obj)
@@ -198,6 +199,11 @@ int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const s
                         if (s->wls[i].sc->has_service && (!ns || streq(ns, s->wls[i].sc->ns)))
                                 r = push_rendered(arr, sim_render_service(s, &s->wls[i]));
                 break;
+        case SIM_TARGETGROUPBINDING:
+                for (size_t i = 0; i < s->n_wls && r >= 0; i++)
+                        if (s->wls[i].sc->has_tg && (!ns || streq(ns, s->wls[i].sc->ns)))
+                                r = push_rendered(arr, sim_render_tgb(s, &s->wls[i]));
+                break;
         case SIM_VOLUMEATTACHMENT:
                 for (size_t i = 0; i < s->n_vas && r >= 0; i++)
                         r = push_rendered(arr, sim_render_va(s, s->vas[i]));
@@ -286,6 +292,12 @@ int sim_get(struct sim *s, enum sim_kind kind, const char *ns, const char *name,
                         if (s->wls[i].sc->has_service && streq(ns, s->wls[i].sc->ns) &&
                             streq(name, s->wls[i].sc->name))
                                 o = sim_render_service(s, &s->wls[i]);
+                break;
+        case SIM_TARGETGROUPBINDING:
+                for (size_t i = 0; i < s->n_wls && !o; i++)
+                        if (s->wls[i].sc->has_tg && streq(ns, s->wls[i].sc->ns) &&
+                            streq(name, s->wls[i].sc->name))
+                                o = sim_render_tgb(s, &s->wls[i]);
                 break;
         case SIM_VOLUMEATTACHMENT: {
                 struct sim_va *va = sim_va_find(s, name);
@@ -729,6 +741,11 @@ static int node_edit_commit(struct sim *s, struct sim_node *n, struct node_edit 
                 n->annotations = TAKE_PTR(e->annotations);
                 n->taints = TAKE_PTR(e->taints);
                 n->unschedulable = e->unschedulable;
+                bool excluded = cJSON_HasObjectItem(n->labels, SPOTDRAIN_LABEL_EXCLUDE_LB);
+                if (excluded && n->lb_excluded_at < 0)
+                        n->lb_excluded_at = sim_now(s);
+                else if (!excluded)
+                        n->lb_excluded_at = -1;
                 if (cordon)
                         sim_node_cordon_changed(s, n);
                 if (uncordon)

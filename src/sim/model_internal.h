@@ -55,6 +55,12 @@ struct sim_sc_workload {
          * gone; < 0: no volume */
         double volume_detach;
         bool has_service; /* a LoadBalancer Service selects its pods */
+        /* target_group: the Service's pods are in an ELBv2 target group (the ELBv2 surface, elbv2.c) bound
+         * by a TargetGroupBinding; implies has_service */
+        bool has_tg;
+        bool tg_ip;         /* targetType ip (the pods' IPs), else instance (the nodes' instances) */
+        double tg_delay;    /* deregistration_delay.timeout_seconds */
+        double tg_reaction; /* the controller deregisters a labelled node's instance this long after */
 };
 
 /* A VolumeAttachment (volumes.c): attached from its pod's binding, deleted detach_at after the pod left. */
@@ -159,6 +165,9 @@ struct sim_node {
         const char *maint_code;
         bool reboot, down;
         double reboot_seconds, rebooted_at, back_at, uncordoned_at;
+        /* when it got node.kubernetes.io/exclude-from-external-load-balancers (< 0: it has not): the AWS
+         * Load Balancer Controller deregisters its instance from instance target groups then */
+        double lb_excluded_at;
 };
 
 /* A Deployment's ReplicaSet of an earlier template, kept while pods of it remain. */
@@ -182,6 +191,7 @@ struct sim_workload {
         int64_t generation;
         char *hpa_uid; /* its HorizontalPodAutoscaler's (sc->has_hpa) */
         char *svc_uid; /* its Service's (sc->has_service) */
+        char *tgb_uid; /* its TargetGroupBinding's (sc->has_tg) */
         struct sim_old_rs *old_rs;
         size_t n_old_rs;
         int next_ordinal_or_index;
@@ -366,6 +376,15 @@ void sim_va_free_all(struct sim *s);
 /* render.c */
 cJSON *sim_render_va(struct sim *s, const struct sim_va *va);
 cJSON *sim_render_service(struct sim *s, const struct sim_workload *w);
+cJSON *sim_render_tgb(struct sim *s, const struct sim_workload *w);
+
+/* elbv2.c: the target group of a workload with target_group, as ELBv2 and its TargetGroupBinding name it:
+ * "k8s-NAMESPACE-NAME" (at most 32 characters) and
+ * arn:aws:elasticloadbalancing:REGION:123456789012:targetgroup/TGNAME/HEX16. */
+char *sim_tg_name(const struct sim_workload *w);
+char *sim_tg_arn(const struct sim *s, const struct sim_workload *w);
+/* The region of the scenario's nodes: the first node's zone without its letter (us-east-1 without any). */
+char *sim_region(const struct sim *s);
 cJSON *sim_render_node(struct sim *s, const struct sim_node *n);
 cJSON *sim_render_pod(struct sim *s, const struct sim_pod *p);
 cJSON *sim_render_pdb(struct sim *s, const struct sim_pdb *d);

@@ -642,6 +642,25 @@ cJSON *sim_render_service(struct sim *s, const struct sim_workload *w)
         return jdone(&b, o);
 }
 
+/* The AWS Load Balancer Controller's binding of the workload's target group to its Service (port 80). */
+cJSON *sim_render_tgb(struct sim *s, const struct sim_workload *w)
+{
+        struct jb b = { true };
+        _cleanup_free_ char *arn = sim_tg_arn(s, w);
+        if (!arn)
+                return NULL;
+        cJSON *o = jhead(&b, "elbv2.k8s.aws/v1beta1", "TargetGroupBinding");
+        jmeta(&b, s, o, w->sc->name, w->sc->ns, w->tgb_uid, w->rv, WORLD_BORN);
+        cJSON *spec = jobj(&b, o, "spec");
+        jstr(&b, spec, "targetGroupARN", arn);
+        jstr(&b, spec, "targetType", w->sc->tg_ip ? "ip" : "instance");
+        cJSON *ref = jobj(&b, spec, "serviceRef");
+        jstr(&b, ref, "name", w->sc->name);
+        jnum(&b, ref, "port", 80);
+        jnum(&b, jobj(&b, o, "status"), "observedGeneration", 1);
+        return jdone(&b, o);
+}
+
 /* storage.k8s.io/v1, as the attach/detach controller writes it for a CSI volume (the EBS driver's). */
 cJSON *sim_render_va(struct sim *s, const struct sim_va *va)
 {

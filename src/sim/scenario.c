@@ -348,6 +348,34 @@ static int parse_rolling_value(struct sctx *c, const struct ynode *m, const char
         return 0;
 }
 
+/* target_group: {type: instance | ip, deregistration_delay_seconds: N (0-3600, ELBv2's default 300),
+ * reaction_seconds: how long after a node's exclude label the controller deregisters its instance (0)}. */
+static int parse_target_group(struct sctx *c, const struct ynode *m, const char *p,
+                              struct sim_sc_workload *w)
+{
+        static const char *const keys[] = { "type", "deregistration_delay_seconds", "reaction_seconds",
+                                            NULL };
+        const struct ynode *tg = ynode_get(m, "target_group");
+        _cleanup_free_ char *type = NULL;
+        char pk[PATH_MAX_LEN];
+        int r;
+
+        if (!tg || ynode_is_null(tg))
+                return 0;
+        sub(pk, p, "target_group");
+        w->tg_delay = 300;
+        if ((r = check_map(c, tg, pk, keys)) < 0 || (r = get_str(c, tg, "type", pk, false, &type)) < 0 ||
+            (r = get_double(c, tg, "deregistration_delay_seconds", pk, 0, 3600, &w->tg_delay)) < 0 ||
+            (r = get_double(c, tg, "reaction_seconds", pk, 0, 3600, &w->tg_reaction)) < 0)
+                return r;
+        if (type && !streq(type, "instance") && !streq(type, "ip"))
+                return sc_fail(c, ynode_get(tg, "type"), pk, "type must be instance or ip, not \"%s\"",
+                               type);
+        w->tg_ip = type && streq(type, "ip");
+        w->has_tg = w->has_service = true;
+        return 0;
+}
+
 /* strategy: {max_surge, max_unavailable} and hpa: {min_replicas, max_replicas}, both for Deployments. */
 static int parse_deploy_extras(struct sctx *c, const struct ynode *m, const char *p,
                                struct sim_sc_workload *w)
@@ -387,7 +415,7 @@ static int parse_deploy_extras(struct sctx *c, const struct ynode *m, const char
                 w->hpa_min = (int)lo;
                 w->hpa_max = (int)hi;
         }
-        return 0;
+        return parse_target_group(c, m, p, w);
 }
 
 static int parse_kind(const char *s, enum sim_wl_kind *ret)
@@ -429,6 +457,7 @@ static int parse_workload(struct sctx *c, const struct ynode *m, const char *p, 
                 "hpa",
                 "volume_detach_seconds",
                 "service",
+                "target_group",
                 NULL,
         };
         static const char *const rkeys[] = { "cpu", "memory", NULL };

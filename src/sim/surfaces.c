@@ -353,7 +353,8 @@ cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x)
                      cJSON_AddStringToObject(o, "queue_url", sim_sqs_queue_url(x->sqs)) &&
                      cJSON_AddStringToObject(o, "sts", sim_sts_url(x->sts)) &&
                      cJSON_AddStringToObject(o, "ec2", sim_ec2_url(x->ec2)) &&
-                     cJSON_AddStringToObject(o, "autoscaling", sim_ec2_url(x->ec2));
+                     cJSON_AddStringToObject(o, "autoscaling", sim_ec2_url(x->ec2)) &&
+                     cJSON_AddStringToObject(o, "elbv2", sim_ec2_url(x->ec2));
         }
         cJSON_Delete(by_node);
         if (!ok) {

@@ -18,7 +18,7 @@ struct sim_imds *sim_surfaces_imds(const struct sim_surfaces *x);
 struct sim_sqs *sim_surfaces_sqs(const struct sim_surfaces *x);
 struct sim_ec2 *sim_surfaces_ec2(const struct sim_surfaces *x);
 /* {"kubernetes": URL, "imds": URL, "imds_by_node": {NODE: URL}, "sqs": URL, "queue_url": URL, "sts": URL,
- *  "ec2": URL, "autoscaling": URL} */
+ *  "ec2": URL, "autoscaling": URL, "elbv2": URL} */
 cJSON *sim_surfaces_endpoints(const struct sim_surfaces *x);
 
 /* The AWS surfaces' faults of opt (sqs_error_rate, sqs_duplicate_rate, imds_error_rate, imds_timeout_rate,

@@ -141,6 +141,9 @@ expected_rules = {
     ("apps", "daemonsets"): {"get", "list"},
     ("apps", "deployments"): {"get", "list", "patch"},
     ("autoscaling", "horizontalpodautoscalers"): {"list"},
+    # drain.target_groups (default true): which pods are behind which target group, read only
+    ("", "services"): {"list"},
+    ("elbv2.k8s.aws", "targetgroupbindings"): {"get", "list", "watch"},
 }
 # The controller completes ASG lifecycle actions, once the node's VolumeAttachments are gone.
 controller_rules = dict(expected_rules)

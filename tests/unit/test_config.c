@@ -385,7 +385,7 @@ static void test_table(void **state)
                                     sizeof(struct spotdrain_config));
                 }
         }
-        assert_int_equal(n, 93);
+        assert_int_equal(n, 95);
         assert_null(config_find("drain"));
         /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
         const struct config_item *surge = config_find("drain.surge");

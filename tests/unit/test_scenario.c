@@ -48,6 +48,11 @@ static void test_bad_files(void **state)
             "launch-ready-early.yaml",
             "launch-ready-early.yaml:5: events[0].join_seconds: only an asg-launch event launches a node");
         expect_error("unknown-key.yaml", "unknown-key.yaml:4: nodes[0].cpus: unknown key");
+        expect_error(
+            "bad-target-group.yaml",
+            "bad-target-group.yaml:6: workloads[0].target_group: type must be instance or ip, not \"alb\"");
+        expect_error("target-group-delay.yaml",
+                     "target-group-delay.yaml:6: workloads[0].target_group.deregistration_delay_seconds:");
         expect_error("syntax.yaml", "syntax.yaml:");
         expect_error("apf-no-qps.yaml", "apf-no-qps.yaml:4: api_priority_fairness.qps: required");
         expect_error("apf-retry-range.yaml",
