@@ -723,6 +723,7 @@ struct drain_run {
         bool done;
         char *shown;          /* not live: the last plain status line printed */
         bool predicted_shown; /* a status line showed the first judgement's estimates */
+        bool first_outlook;   /* the line being drawn shows them: the drain's first judgement */
 };
 
 static void on_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
@@ -772,7 +773,7 @@ static int status_head(const struct drain_run *run, uint64_t now, bool plain, st
         if (r < 0 || !plan)
                 return r < 0 ? r : buf_printf(b, "planning");
         r = buf_printf(b, "%u pods left", drain_exec_pods_left(run->x, DRAIN_EXEC_ALL_PDBS));
-        const struct drain_outlook *o = &res->outlook;
+        const struct drain_outlook *o = run->first_outlook ? &res->outlook_first : &res->outlook;
         /* Without a deadline the plan's "killed" at its far end are the pods a PDB holds: they wait. */
         if (run->d->no_deadline || !o->known) {
                 if (r >= 0 && pn && pn->finish_usec != DRAIN_NEVER && !plain)
@@ -817,10 +818,13 @@ static void refresh(void *userdata)
         if (run->done)
                 return;
         /* The predicted counts as they change, from the drain's first judgement on: that one shown first. */
+        /* The drain judges again as pods go, so by the first line (a second in, many in a faster world) its
+         * latest outlook may already be a later one: the first line shows the first judgement's. */
+        run->first_outlook = !run->predicted_shown && drain_exec_result(run->x)->outlook_first.known;
         if (run->predicted_shown)
                 (void)drain_exec_update_outlook(run->x);
         else
-                run->predicted_shown = drain_exec_result(run->x)->outlook.known;
+                run->predicted_shown = run->first_outlook;
         if (status_head(run, now, !run->live, &head) < 0)
                 goto again;
         if (!run->live) {
