@@ -312,6 +312,14 @@ char *drain_outlook_format(const struct drain_outlook *e);
 /* The pair in a JSON object (quick and slow, each verdict, finish, unforced, to_go, forced, killed in
  * seconds and counts, null for never); false on ENOMEM. */
 bool drain_outlook_to_json(const struct drain_outlook *e, struct cJSON *parent, const char *key);
+/* The pair as an alert's fields (forced_at_once, forced_whole_grace, killed_at_once, killed_whole_grace),
+ * added at fields[n] with their text in f (which must live as long as fields); returns the new count, n
+ * when e is not known. fields needs room for 8 more. */
+struct drain_outlook_fields {
+        char forced_quick[16], forced_slow[16], killed_quick[16], killed_slow[16];
+};
+size_t drain_outlook_add_fields(const struct drain_outlook *e, struct drain_outlook_fields *f,
+                                const char **fields, size_t n);
 
 /* The plan of in with every pod never seen stopping taking its whole grace period: the slow estimate's plan,
  * the one the tables of plan and audit show. -ENOMEM, -EINVAL as drain_plan_make(). */

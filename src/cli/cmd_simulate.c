@@ -79,6 +79,10 @@ struct sim_drain {
         bool cordon_shown, plan_shown;
         unsigned left_shown; /* pods left at the last progress line; UINT_MAX before the first */
         unsigned evicted_shown, forced_shown;
+        /* The two estimates of its first judgement, as its drain-completed or deadline-missed gave them:
+         * forced and killed, each with every stop never seen at once [0] and at its whole grace [1]. */
+        bool estimated;
+        long forced_est[2], killed_est[2];
 };
 
 struct sim_node_seen {
@@ -192,6 +196,61 @@ static void show_progress(struct simulate *sm, struct sim_drain *d);
 static struct sim_drain *find_drain(const struct simulate *sm, const char *node);
 static void follow_controller_drain(struct simulate *sm, const struct alert *a);
 
+/* The pair of estimates an ending drain's alert carries (drain_outlook_add_fields), kept for the result. */
+static void keep_estimates(struct sim_drain *d, const struct alert *a)
+{
+        static const char *const keys[] = { "forced_at_once", "forced_whole_grace", "killed_at_once",
+                                            "killed_whole_grace" };
+        long v[4];
+        size_t found = 0;
+
+        if (!d)
+                return;
+        for (size_t k = 0; k < 4; k++)
+                for (const char *const *f = a->fields; f && f[0] && f[1]; f += 2)
+                        if (streq(f[0], keys[k])) {
+                                char *end;
+                                errno = 0;
+                                v[k] = strtol(f[1], &end, 10);
+                                found += errno == 0 && end != f[1] && *end == '\0' && v[k] >= 0;
+                                break;
+                        }
+        if (found < 4)
+                return;
+        d->estimated = true;
+        d->forced_est[0] = v[0];
+        d->forced_est[1] = v[1];
+        d->killed_est[0] = v[2];
+        d->killed_est[1] = v[3];
+}
+
+/* Each node's drain's two estimates beside what happened (docs/contracts.md, "The two estimates"): null
+ * when its drain was never judged against a deadline. */
+static bool add_estimates(const struct simulate *sm, cJSON *result)
+{
+        cJSON *node;
+        cJSON_ArrayForEach (node, cJSON_GetObjectItem(result, "nodes")) {
+                const struct sim_drain *d =
+                    find_drain(sm, cJSON_GetStringValue(cJSON_GetObjectItem(node, "name")) ?: "");
+                if (!d || !d->estimated) {
+                        if (!cJSON_AddNullToObject(node, "estimates_at_start"))
+                                return false;
+                        continue;
+                }
+                cJSON *e = cJSON_AddObjectToObject(node, "estimates_at_start");
+                for (size_t i = 0; e && i < 2; i++) {
+                        cJSON *one =
+                            cJSON_AddObjectToObject(e, i == 0 ? "stops_at_once" : "stops_at_whole_grace");
+                        if (!one || !cJSON_AddNumberToObject(one, "forced", (double)d->forced_est[i]) ||
+                            !cJSON_AddNumberToObject(one, "killed", (double)d->killed_est[i]))
+                                return false;
+                }
+                if (!e)
+                        return false;
+        }
+        return true;
+}
+
 static void alert_to_result(const struct alert *a, void *userdata)
 {
         struct simulate *sm = userdata;
@@ -202,6 +261,8 @@ static void alert_to_result(const struct alert *a, void *userdata)
         sim_unlock(sm->sim);
         if (sm->controller && a->node)
                 follow_controller_drain(sm, a);
+        if (a->kind == ALERT_DRAIN_COMPLETED || a->kind == ALERT_DEADLINE_MISSED)
+                keep_estimates(a->node ? find_drain(sm, a->node) : NULL, a);
         /* A pod evicted as planned is in the drain's progress line; a post-mortem's lines stay in the
          * result. */
         if (a->kind == ALERT_POD_EVICTED && !a->postmortem)
@@ -1312,7 +1373,8 @@ int cmd_simulate(int argc, char **argv)
         (void)sim_advance(sm.sim);
         result = sim_result(sm.sim);
         sim_unlock(sm.sim);
-        if (!result || !cJSON_AddStringToObject(result, "delivery", sm.delivery)) {
+        if (!result || !cJSON_AddStringToObject(result, "delivery", sm.delivery) ||
+            !add_estimates(&sm, result)) {
                 log_error_errno(-ENOMEM, "out of memory");
                 teardown(&sm);
                 return EXIT_ERROR;

@@ -897,7 +897,10 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 snprintf(left, sizeof(left), "unknown");
         else
                 snprintf(left, sizeof(left), "%u", x->result.left);
-        const char *fields[] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left, NULL };
+        /* What happened beside what the drain's first judgement said would (the two estimates). */
+        struct drain_outlook_fields of;
+        const char *fields[16] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left };
+        fields[drain_outlook_add_fields(&x->result.outlook_first, &of, fields, 8)] = NULL;
 
         if (outcome == DRAIN_EXEC_DRAINED) {
                 char before[64] = "";

@@ -297,6 +297,26 @@ bool drain_outlook_to_json(const struct drain_outlook *e, cJSON *parent, const c
                estimate_to_json(&e->slow, o, "stops_at_whole_grace");
 }
 
+size_t drain_outlook_add_fields(const struct drain_outlook *e, struct drain_outlook_fields *f,
+                                const char **fields, size_t n)
+{
+        if (!e->known)
+                return n;
+        snprintf(f->forced_quick, sizeof(f->forced_quick), "%zu", e->quick.n_forced);
+        snprintf(f->forced_slow, sizeof(f->forced_slow), "%zu", e->slow.n_forced);
+        snprintf(f->killed_quick, sizeof(f->killed_quick), "%zu", e->quick.n_killed);
+        snprintf(f->killed_slow, sizeof(f->killed_slow), "%zu", e->slow.n_killed);
+        fields[n++] = "forced_at_once";
+        fields[n++] = f->forced_quick;
+        fields[n++] = "forced_whole_grace";
+        fields[n++] = f->forced_slow;
+        fields[n++] = "killed_at_once";
+        fields[n++] = f->killed_quick;
+        fields[n++] = "killed_whole_grace";
+        fields[n++] = f->killed_slow;
+        return n;
+}
+
 static int grade(const struct drain_input *in, size_t node, struct drain_grade_cache *cache,
                  struct drain_grade_result *ret)
 {

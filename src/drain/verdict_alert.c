@@ -15,37 +15,12 @@ static void secs_field(char *buf, size_t len, uint64_t at, uint64_t now)
                 snprintf(buf, len, "%.1f", at > now ? (double)(at - now) / 1e6 : 0.0);
 }
 
-/* The outlook's pair as fields: forced and killed on each estimate. */
-struct outlook_fields {
-        char forced_quick[16], forced_slow[16], killed_quick[16], killed_slow[16];
-};
-
-static size_t add_outlook(const struct drain_outlook *o, struct outlook_fields *f, const char **fields,
-                          size_t n)
-{
-        if (!o->known)
-                return n;
-        snprintf(f->forced_quick, sizeof(f->forced_quick), "%zu", o->quick.n_forced);
-        snprintf(f->forced_slow, sizeof(f->forced_slow), "%zu", o->slow.n_forced);
-        snprintf(f->killed_quick, sizeof(f->killed_quick), "%zu", o->quick.n_killed);
-        snprintf(f->killed_slow, sizeof(f->killed_slow), "%zu", o->slow.n_killed);
-        fields[n++] = "forced_at_once";
-        fields[n++] = f->forced_quick;
-        fields[n++] = "forced_whole_grace";
-        fields[n++] = f->forced_slow;
-        fields[n++] = "killed_at_once";
-        fields[n++] = f->killed_quick;
-        fields[n++] = "killed_whole_grace";
-        fields[n++] = f->killed_slow;
-        return n;
-}
-
 static void alert_infeasible(struct alert_bus *bus, const char *node_name,
                              const struct drain_grade_result *g, size_t node_index)
 {
         const struct drain_plan *plan = g->plan;
         const char *reason = g->reason;
-        struct outlook_fields of;
+        struct drain_outlook_fields of;
         _cleanup_free_ char *outlook = drain_outlook_format(&g->outlook);
         const struct drain_plan_node *node = &plan->nodes[node_index];
         uint64_t now = plan->now_usec;
@@ -90,7 +65,7 @@ static void alert_infeasible(struct alert_bus *bus, const char *node_name,
                         fields[n++] = fit_min;
                 }
         }
-        n = add_outlook(&g->outlook, &of, fields, n);
+        n = drain_outlook_add_fields(&g->outlook, &of, fields, n);
         fields[n] = NULL;
         /* Forcing making it fit, the drain may yet end in time (exit 0, "drained"): the alert says so. */
         alert_emit(
@@ -111,13 +86,13 @@ void drain_grade_alert(struct alert_bus *bus, const char *node, const struct dra
                 return;
         snprintf(within, sizeof(within), "%.1f", (double)g->stop_within_usec / 1e6);
         snprintf(grace, sizeof(grace), "%.1f", (double)g->grace_usec / 1e6);
-        struct outlook_fields of;
+        struct drain_outlook_fields of;
         _cleanup_free_ char *outlook = drain_outlook_format(&g->outlook);
         const char *fields[16] = {
                 "grade", drain_grade_to_string(g->grade), "stop_within_seconds", within, "grace_seconds",
                 grace
         };
-        fields[add_outlook(&g->outlook, &of, fields, 6)] = NULL;
+        fields[drain_outlook_add_fields(&g->outlook, &of, fields, 6)] = NULL;
         alert_emit(bus, ALERT_DRAIN_AT_RISK, node, fields, "drain of %s is at risk: %s; %s", node,
                    g->reason ? g->reason : "it fits only if pods stop quickly",
                    outlook ? outlook : "no estimate");

@@ -7,7 +7,8 @@
 #   acts, its live view's first prediction, its alert (when the drain does not fit), its report and its result
 #   JSON.
 #   `simulate` of the same example (its drain judged at the notice, 120 s from the deadline the notice states
-#   to the second) prints the pair on its timeline's plan line and in the alerts of its result; the result's
+#   to the second) prints the pair on its timeline's plan line, in the alerts of its result and as each
+#   node's estimates_at_start; the result's
 #   times add up with what its drain-completed says.
 #   Counts must be equal; a time printed in whole seconds within the second of the others.
 # shellcheck source=tests/integration/lib.sh
@@ -123,6 +124,11 @@ check() {
 		| .message' "$dir/simulate.json" | while read -r m; do
 		grep -qF "$text" <<<"$m" || fail "$name: simulate's result has the alert \"$m\""
 	done
+	# Its result carries the same pair per node (the counts), from the alert that ended the drain.
+	jq -e --arg n "$node" --argjson p "$pair" '.nodes[] | select(.name == $n) | .estimates_at_start as $e |
+		$e != null and ([ "stops_at_once", "stops_at_whole_grace" ] | all(. as $k |
+			$e[$k].forced == $p[$k].forced and $e[$k].killed == $p[$k].killed))' "$dir/simulate.json" >/dev/null ||
+		fail "$name: simulate's result has $(jq -c --arg n "$node" '.nodes[] | select(.name == $n) | .estimates_at_start' "$dir/simulate.json") beside plan's $pair"
 	# Its times add up: "after the notice" + "before the deadline" is the notice's window (DEADLINE - NOTICE of
 	# the result, one origin), less the time the agent took to receive the notice, never more; and "before the
 	# deadline" is DEADLINE - DRAINED, but for the moment the drain saw its last pod go (a watch event later
