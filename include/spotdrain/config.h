@@ -8,18 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spotdrain/agent.h"
-#include "spotdrain/alert_webhook.h"
-#include "spotdrain/awsreq.h"
-#include "spotdrain/controller.h"
-#include "spotdrain/core.h"
-#include "spotdrain/dispatch.h"
-#include "spotdrain/engine.h"
-#include "spotdrain/httpd.h"
-#include "spotdrain/imds.h"
-#include "spotdrain/kube.h"
-#include "spotdrain/provision.h"
-
 enum config_type {
         CONFIG_STRING,   /* char *, NULL when unset */
         CONFIG_INT,      /* int64_t */
@@ -62,21 +50,9 @@ struct config_section {
         size_t n_items;
 };
 
-/* Every module's configuration, each in the module's own struct (declared in its header, its keys in its
- * own src/MODULE/settings.c); config_sections lists where each section's values lie in here. */
-struct spotdrain_config {
-        struct log_settings log;
-        struct kube_settings kube;
-        struct ops_settings ops;
-        struct agent_settings agent;
-        struct drain_settings drain;
-        struct aws_settings aws;
-        struct controller_settings controller;
-        struct imds_settings imds;
-        struct alerts_settings alerts;
-        struct provision_settings provision;
-        struct notices_settings notices;
-};
+/* Every module's configuration in one struct: defined by src/service (service.h), which knows every
+ * module; the parser here knows none and reaches each value through config_sections' offsets. */
+struct spotdrain_config;
 
 /* Every section in dump order (the order of `spotdrain check-config`), with the offset of its module's
  * struct in struct spotdrain_config (src/service/config_sections.c). */
@@ -86,6 +62,8 @@ struct config_section_ref {
 };
 extern const struct config_section_ref config_sections[];
 extern const size_t config_n_sections;
+/* sizeof(struct spotdrain_config), for the parser that does not see its definition. */
+extern const size_t config_struct_size;
 
 /* The key's table entry, NULL when no module declares it. */
 const struct config_item *config_find(const char *key);

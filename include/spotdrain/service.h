@@ -19,6 +19,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spotdrain/agent.h"
+#include "spotdrain/alert_webhook.h"
+#include "spotdrain/awsreq.h"
+#include "spotdrain/config.h"
+#include "spotdrain/controller.h"
+#include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/httpd.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/provision.h"
 #include "spotdrain/util.h"
 
 struct agent_engine;
@@ -31,8 +43,24 @@ struct metric_family_def;
 struct metrics;
 struct prov_frontend;
 struct prov_frontend_options;
-struct spotdrain_config;
 struct webhook_sink;
+
+/* Every module's configuration, each in the module's own struct (declared in its header, its keys in its
+ * own src/MODULE/settings.c); config_sections (src/service/config_sections.c) lists where each section's
+ * values lie in here. */
+struct spotdrain_config {
+        struct log_settings log;
+        struct kube_settings kube;
+        struct ops_settings ops;
+        struct agent_settings agent;
+        struct drain_settings drain;
+        struct aws_settings aws;
+        struct controller_settings controller;
+        struct imds_settings imds;
+        struct alerts_settings alerts;
+        struct provision_settings provision;
+        struct notices_settings notices;
+};
 
 enum {
         SERVICE_METRICS = 1u << 0, /* the metrics registry */

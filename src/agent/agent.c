@@ -24,6 +24,7 @@
 #include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
+#include "spotdrain/service.h"
 #include "spotdrain/surge.h"
 
 #define ID_BACKOFF_BASE (200ULL * 1000ULL)

@@ -14,6 +14,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/service.h"
 
 #define DEFAULT_TIMEOUT_USEC      (10ULL * 1000000ULL)
 #define DEFAULT_MAX_ATTEMPTS      5u

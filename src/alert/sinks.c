@@ -8,6 +8,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/service.h"
 
 int alert_bus_add_standard_sinks(struct alert_bus *b, struct loop *l, struct kube_client *kube,
                                  struct metrics *m, const struct spotdrain_config *cfg,

@@ -12,6 +12,7 @@
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/service.h"
 
 int cmd_check_config(int argc, char **argv)
 {

@@ -26,6 +26,7 @@
 #include "spotdrain/node.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
+#include "spotdrain/service.h"
 #include "spotdrain/sqs.h"
 #include "spotdrain/surge.h"
 

@@ -411,7 +411,7 @@ struct spotdrain_config *config_free(struct spotdrain_config *c)
 
 int config_new(struct spotdrain_config **ret)
 {
-        _cleanup_(config_freep) struct spotdrain_config *c = calloc(1, sizeof(*c));
+        _cleanup_(config_freep) struct spotdrain_config *c = calloc(1, config_struct_size);
         if (!c)
                 return -ENOMEM;
         FOREACH_KEY(k)
@@ -448,11 +448,11 @@ static int strv_copy(char **src, char ***ret)
 
 static int config_copy(const struct spotdrain_config *src, struct spotdrain_config **ret)
 {
-        _cleanup_(config_freep) struct spotdrain_config *c = calloc(1, sizeof(*c));
+        _cleanup_(config_freep) struct spotdrain_config *c = calloc(1, config_struct_size);
         if (!c)
                 return -ENOMEM;
         /* scalars bytewise; the pointers are cleared first so that a failure half way frees only copies */
-        *c = *src;
+        memcpy(c, src, config_struct_size);
         FOREACH_KEY(k)
         if (k.it->type == CONFIG_STRING || k.it->type == CONFIG_STRV)
                 memset(field(c, k), 0, sizeof(void *));
@@ -474,9 +474,12 @@ static int config_copy(const struct spotdrain_config *src, struct spotdrain_conf
 /* Replaces dst's contents with src's and frees src. */
 static void config_move(struct spotdrain_config *dst, struct spotdrain_config *src)
 {
-        struct spotdrain_config tmp = *dst;
-        *dst = *src;
-        *src = tmp;
+        unsigned char *a = (unsigned char *)dst, *b = (unsigned char *)src;
+        for (size_t i = 0; i < config_struct_size; i++) {
+                unsigned char t = a[i];
+                a[i] = b[i];
+                b[i] = t;
+        }
         config_free(src);
 }
 

@@ -5,6 +5,7 @@
 
 #include "spotdrain/config.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/service.h"
 
 static const struct config_enum_value notice_actions[] = {
         { "drain", DISPATCH_ACTION_DRAIN },

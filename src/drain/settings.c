@@ -6,6 +6,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/service.h"
 
 static const struct config_enum_value drain_surges[] = {
         { "off", DRAIN_SURGE_OFF },

@@ -14,6 +14,7 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/provision.h"
+#include "spotdrain/service.h"
 #include "spotdrain/util.h"
 
 #define ZONE_LABEL        "topology.kubernetes.io/zone"

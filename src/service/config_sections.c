@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "spotdrain/config.h"
+#include "spotdrain/service.h"
 
 #define SECTION(s, member)                                      \
         {                                                       \
@@ -26,3 +27,4 @@ const struct config_section_ref config_sections[] = {
 };
 
 const size_t config_n_sections = ARRAY_SIZE(config_sections);
+const size_t config_struct_size = sizeof(struct spotdrain_config);

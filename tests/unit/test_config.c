@@ -14,6 +14,7 @@
 
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
+#include "spotdrain/service.h"
 #include "spotdrain/util.h"
 
 #define DATA "tests/unit/data/config"

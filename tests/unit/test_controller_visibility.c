@@ -5,6 +5,7 @@
 #include "controller_fixture.h"
 
 #include "spotdrain/config.h"
+#include "spotdrain/service.h"
 
 static bool held(struct cfx *f, void *ud)
 {

@@ -23,6 +23,7 @@
 #include "spotdrain/config.h"
 #include "spotdrain/core.h"
 #include "spotdrain/metrics.h"
+#include "spotdrain/service.h"
 
 #define SECRET_PATH  "/services/T000/B000/Xs3cr3tPathToken"
 #define SECRET_TOKEN "Bearer hunter2-token-value"
