@@ -35,7 +35,7 @@ import lowerbound  # noqa: E402
 
 TOP_KEYS = {"scenario", "mode", "time_scale", "nodes", "pdb_breaches", "alerts", "replacements", "api_requests"}
 NODE_KEYS = {"name", "notice_at", "deadline_at", "cordoned_at", "drained_at", "pods_evictable", "pods_graceful",
-             "pods_forced", "pods_killed", "verdict"}
+             "pods_forced", "pods_killed", "verdict", "estimates_at_start"}
 ALERT_KEYS = {"kind", "node", "at", "message"}
 
 # Scenarios whose verdict and drain checks (drain-infeasible before the first eviction, no such alert and

@@ -69,7 +69,7 @@ jq -e "$JQ_DEFS"' first_act("spot-a") as $act | [.alerts[] | select(.kind == "dr
 	.node == "spot-a" and .at >= 1 and .at <= $act)] | length == 1' "$TEST_TMP/out" >/dev/null ||
 	fail "drain-infeasible not between the notice and the first eviction: $(jq -c .alerts "$TEST_TMP/out")"
 jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_breaches", "replacements",
-	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 10 and (.alerts[0] | keys) == ["at", "kind",
+	"scenario", "time_scale"]) and (.nodes[0] | keys | length) == 11 and (.alerts[0] | keys) == ["at", "kind",
 	"message", "node"]' "$TEST_TMP/out" >/dev/null || fail "result keys differ from CONTRACTS §4: $(cat "$TEST_TMP/out")"
 
 log "the same in controller mode, notices read from the model directly"
