@@ -37,8 +37,6 @@
  * (its settings.c). */
 struct agent_settings {
         char *node_name;
-        uint64_t rebalance_revert_usec;
-        uint64_t maintenance_lead_usec;
         uint64_t asg_deadline_usec;
         uint64_t estimates_write_usec;    /* agent.estimates_write_interval_seconds */
         char *lifecycle_hook_name;        /* set: the agent completes its termination lifecycle action */

@@ -35,6 +35,9 @@ struct config_item {
         bool secret;     /* config_dump hides the value */
         /* CONFIG_STRING: NULL when text is a good value, else why not ("KEY: " is put before it). */
         const char *(*check)(const char *text);
+        /* The name the key had before it moved to its module's section: still read (file, environment,
+         * --set), with a warning that names the new one. NULL: none. */
+        const char *old_key;
 };
 
 /* The unit of a CONFIG_DURATION written as a bare number, and "no range", for the tables. */

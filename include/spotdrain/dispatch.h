@@ -80,7 +80,10 @@ const char *dispatch_action_to_string(enum dispatch_action a);
 /* The dispatcher's configuration (notices.*): per kind, what its notices do. Its keys:
  * notices_config_section (src/dispatch/settings.c). */
 struct notices_settings {
-        int action[_NOTICE_KIND_MAX]; /* enum dispatch_action */
+        int action[_NOTICE_KIND_MAX];   /* enum dispatch_action */
+        uint64_t rebalance_revert_usec; /* notices.rebalance_revert_seconds */
+        uint64_t maintenance_lead_usec; /* notices.maintenance_lead_seconds */
+        uint64_t min_budget_usec;       /* notices.min_budget_seconds */
 };
 struct config_section;
 extern const struct config_section notices_config_section;
@@ -129,11 +132,12 @@ struct dispatch_ops {
         void (*ticket_done)(void *userdata, uint64_t ticket, int error);
 };
 
-/* The defaults of the two durations the configuration also sets (agent.maintenance_lead_seconds,
- * agent.rebalance_revert_seconds): its settings table takes them from here, so that a dispatcher made
- * without a configuration acts as one made with the default configuration. */
+/* The defaults of the durations the configuration also sets (notices.maintenance_lead_seconds,
+ * notices.rebalance_revert_seconds, notices.min_budget_seconds): its settings table takes them from here,
+ * so that a dispatcher made without a configuration acts as one made with the default configuration. */
 #define DISPATCH_DEFAULT_MAINTENANCE_LEAD_SECONDS 300
 #define DISPATCH_DEFAULT_REVERT_SECONDS           600
+#define DISPATCH_DEFAULT_MIN_BUDGET_SECONDS       30
 
 struct dispatch_options {
         uint64_t unknown_retry_usec;    /* how long an unknown instance is waited for; 0 = 60 s */
@@ -145,7 +149,7 @@ struct dispatch_options {
         uint64_t emergency_usec;
         /* A drain is never planned against less time than this from now: a notice that arrives after its
          * deadline, or nearer to it (a backlog, a retry, a back-dated body), drains gracefully with this
-         * budget; 0 = 30 s (drain.min_budget_seconds). */
+         * budget; 0 = 30 s (notices.min_budget_seconds). */
         uint64_t min_budget_usec;
         size_t dedupe_max;              /* keys remembered; 0 = 4096 */
         uint64_t rebalance_revert_usec; /* soft taint removed when no interruption followed; 0 = 600 s */
@@ -153,9 +157,10 @@ struct dispatch_options {
 };
 /* The options' actions as the configuration's notices.* keys give them. */
 void dispatch_actions_from_settings(const struct notices_settings *s, struct dispatch_options *o);
-/* The options every mode takes from the configuration, the one place they are read: the rebalance revert
- * and the maintenance lead (agent.*), the minimum budget (drain.min_budget_seconds) and each kind's action
- * (notices.*). A duration the caller set already (a command-line flag) is kept. cfg may be NULL. */
+/* The options every mode takes from the configuration, the one place they are read: the rebalance revert,
+ * the maintenance lead, the minimum budget and each kind's action (all notices.*: the dispatcher's own
+ * section; the first three were agent.* and drain.* keys, whose names are still read). A duration the caller
+ * set already (a command-line flag) is kept. cfg may be NULL. */
 void dispatch_options_from_config(const struct spotdrain_config *cfg, struct dispatch_options *o);
 /* drain.cordon_only decides what a drain does (cordon, taint, label, no eviction); notices.KIND.action
  * whether a notice drains at all (cordon: the cordon alone). The warning when cordon_only is set but no kind

@@ -35,7 +35,6 @@
 /* The drain engine's configuration (drain.*). Its keys: drain_config_section (its settings.c). */
 struct drain_settings {
         uint64_t budget_usec;
-        uint64_t min_budget_usec; /* the least a drain is planned against (late or back-dated notices) */
         uint64_t safety_margin_usec;
         int policy; /* enum drain_policy (drain.h), as the configuration parser stores an enum */
         char *taint_key;

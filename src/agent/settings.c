@@ -4,7 +4,6 @@
 
 #include "spotdrain/agent.h"
 #include "spotdrain/config.h"
-#include "spotdrain/dispatch.h"
 
 #define OFF(f) offsetof(struct agent_settings, f)
 
@@ -17,14 +16,6 @@ const struct config_section agent_node_config_section = { "agent", agent_node_it
                                                           ARRAY_SIZE(agent_node_items) };
 
 static const struct config_item agent_items[] = {
-        { "agent.rebalance_revert_seconds", CONFIG_DURATION, STRINGIFY(DISPATCH_DEFAULT_REVERT_SECONDS),
-          OFF(rebalance_revert_usec),
-          "remove the rebalance soft taint when no interruption follows within this time", NULL,
-          CONFIG_SECONDS, .min = 1, .max = 86400, false },
-        { "agent.maintenance_lead_seconds", CONFIG_DURATION,
-          STRINGIFY(DISPATCH_DEFAULT_MAINTENANCE_LEAD_SECONDS), OFF(maintenance_lead_usec),
-          "drain this long before a scheduled maintenance starts", NULL, CONFIG_SECONDS, .min = 0,
-          .max = 86400, false },
         { "agent.asg_deadline_seconds", CONFIG_DURATION, "3600", OFF(asg_deadline_usec),
           "deadline of an Auto Scaling termination (the lifecycle hook's heartbeat timeout)", NULL,
           CONFIG_SECONDS, .min = 1, .max = 172800, false },

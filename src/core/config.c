@@ -118,6 +118,23 @@ static bool key_find(const char *name, struct key *ret)
         return false;
 }
 
+/* A key by the name it had before it moved (config_item.old_key). */
+static bool key_find_old(const char *name, struct key *ret)
+{
+        FOREACH_KEY(k)
+        if (k.it->old_key && streq(k.it->old_key, name)) {
+                *ret = k;
+                return true;
+        }
+        return false;
+}
+
+static void warn_old_name(const char *where, const char *old, const char *now)
+{
+        log_warning("%s%s%s is now %s: the old name is still read, but give the new one", where ? where : "",
+                    where ? ": " : "", old, now);
+}
+
 const struct config_item *config_find(const char *key)
 {
         struct key k;
@@ -579,7 +596,11 @@ static int cfile_apply_map(struct cfile *f, struct spotdrain_config *c, const st
                 int r;
                 if (key_find(key, &k))
                         r = cfile_apply_value(f, c, k, n);
-                else if (n->type == YNODE_MAP && config_has_section(key))
+                else if (key_find_old(key, &k)) {
+                        _cleanup_free_ char *where = strprintf("%s:%u", f->path, n->line);
+                        warn_old_name(where, key, k.it->key);
+                        r = cfile_apply_value(f, c, k, n);
+                } else if (n->type == YNODE_MAP && config_has_section(key))
                         r = cfile_apply_map(f, c, n, key);
                 else {
                         _cleanup_free_ char *hint = key_suggest(key, false);
@@ -650,6 +671,9 @@ static void env_warn_unknown(void)
                 {
                         _cleanup_free_ char *env = known ? NULL : config_env_name(k.it->key);
                         known = known || !env || streq(env, name);
+                        _cleanup_free_ char *old =
+                            known || !k.it->old_key ? NULL : config_env_name(k.it->old_key);
+                        known = known || (old && streq(old, name));
                 }
                 if (known)
                         continue;
@@ -680,6 +704,11 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
                         return -ENOMEM;
                 }
                 const char *v = getenv(name);
+                _cleanup_free_ char *old = !v && k.it->old_key ? config_env_name(k.it->old_key) : NULL;
+                if (!v && old && (v = getenv(old))) {
+                        _cleanup_free_ char *now = config_env_name(k.it->key);
+                        warn_old_name(NULL, old, now ? now : k.it->key);
+                }
                 if (!v)
                         continue;
                 char *why = NULL;
@@ -701,8 +730,10 @@ int config_load_env(struct spotdrain_config *c, char **ret_error)
 int config_set_value(struct spotdrain_config *c, const char *key, const char *value, char **ret_error)
 {
         struct key k;
-        if (!key_find(key, &k))
+        if (!key_find(key, &k) && !key_find_old(key, &k))
                 return fail(ret_error, -ENOENT, strprintf("unknown key '%s'", key));
+        if (!streq(key, k.it->key))
+                warn_old_name(NULL, key, k.it->key);
         char *why = NULL;
         int r = config_assign(c, k, value, &why);
         if (r < 0)

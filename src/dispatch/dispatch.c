@@ -27,7 +27,7 @@
 /* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
  * instance are recognized as such. */
 #define NODE_KEEP_USEC     (3600 * SEC)
-#define DEFAULT_MIN_BUDGET (30 * SEC) /* drain.min_budget_seconds */
+#define DEFAULT_MIN_BUDGET (DISPATCH_DEFAULT_MIN_BUDGET_SECONDS * SEC) /* notices.min_budget_seconds */
 #define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
 /* A completed reboot: how often its node is asked for, and how long it may take to be Ready again. */
 #define REBOOT_REFRESH_USEC (5 * SEC)
@@ -889,7 +889,7 @@ int dispatch_notice_summary(const struct notice *n, uint64_t now, char **ret)
                 return 0;
         }
         *ret = strprintf("%s; arrived %" PRIu64 " s after its deadline: drained with the minimum budget "
-                         "(drain.min_budget_seconds)",
+                         "(notices.min_budget_seconds)",
                          human, late / 1000000);
         return *ret ? 0 : -ENOMEM;
 }
@@ -927,7 +927,7 @@ static uint64_t drain_deadline(const struct dispatch *d, const char *node, const
                         log_full(
                             LOG_WARNING, 0, (const char *[]){ "node", node, "event_id", n->event_id, NULL },
                             "the %s notice for %s arrived %" PRIu64 " s after its deadline: drained with "
-                            "the minimum budget of %" PRIu64 " s (drain.min_budget_seconds)",
+                            "the minimum budget of %" PRIu64 " s (notices.min_budget_seconds)",
                             notice_kind_to_string(n->kind), node, late / 1000000,
                             d->o.min_budget_usec / 1000000);
                 deadline = now + d->o.min_budget_usec;

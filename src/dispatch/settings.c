@@ -23,6 +23,7 @@ static const struct config_enum_value launch_actions[] = {
 };
 
 #define OFF(kind) offsetof(struct notices_settings, action[kind])
+#define FIELD(f)  offsetof(struct notices_settings, f)
 
 static const struct config_item notices_items[] = {
         { "notices.spot_interruption.action", CONFIG_ENUM, "drain", OFF(NOTICE_SPOT_INTERRUPTION),
@@ -56,6 +57,19 @@ static const struct config_item notices_items[] = {
           "is Ready, ABANDON after controller.launch_ready_timeout_seconds) | ignore (hook left to its "
           "timeout and default result)",
           launch_actions, 0, CONFIG_NO_RANGE, false },
+        { "notices.rebalance_revert_seconds", CONFIG_DURATION, STRINGIFY(DISPATCH_DEFAULT_REVERT_SECONDS),
+          FIELD(rebalance_revert_usec),
+          "remove the rebalance soft taint when no interruption follows within this time", NULL,
+          CONFIG_SECONDS, .min = 1, .max = 86400, .old_key = "agent.rebalance_revert_seconds" },
+        { "notices.maintenance_lead_seconds", CONFIG_DURATION,
+          STRINGIFY(DISPATCH_DEFAULT_MAINTENANCE_LEAD_SECONDS), FIELD(maintenance_lead_usec),
+          "drain this long before a scheduled maintenance starts", NULL, CONFIG_SECONDS, .min = 0,
+          .max = 86400, .old_key = "agent.maintenance_lead_seconds" },
+        { "notices.min_budget_seconds", CONFIG_DURATION, STRINGIFY(DISPATCH_DEFAULT_MIN_BUDGET_SECONDS),
+          FIELD(min_budget_usec),
+          "the least time a drain is planned against: a notice that arrives after its deadline or nearer "
+          "to it (a backlog, a retry, a back-dated message) drains gracefully with this budget and says so",
+          NULL, CONFIG_SECONDS, .min = 1, .max = 600, .old_key = "drain.min_budget_seconds" },
 };
 
 const struct config_section notices_config_section = { "notices", notices_items, ARRAY_SIZE(notices_items) };
@@ -64,7 +78,7 @@ const char *dispatch_cordon_only_unused(const struct spotdrain_config *cfg)
 {
         if (!cfg || !cfg->drain.cordon_only)
                 return NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(notices_items); i++) {
+        for (size_t i = 0; i < ARRAY_SIZE(notices_items) && notices_items[i].type == CONFIG_ENUM; i++) {
                 size_t k = (notices_items[i].offset - OFF(0)) / sizeof(int);
                 int a = cfg->notices.action[k];
                 if (a == DISPATCH_ACTION_DRAIN ||
@@ -88,10 +102,10 @@ void dispatch_options_from_config(const struct spotdrain_config *cfg, struct dis
         if (!cfg)
                 return;
         if (!o->rebalance_revert_usec)
-                o->rebalance_revert_usec = cfg->agent.rebalance_revert_usec;
+                o->rebalance_revert_usec = cfg->notices.rebalance_revert_usec;
         if (!o->maintenance_lead_usec)
-                o->maintenance_lead_usec = cfg->agent.maintenance_lead_usec;
+                o->maintenance_lead_usec = cfg->notices.maintenance_lead_usec;
         if (!o->min_budget_usec)
-                o->min_budget_usec = cfg->drain.min_budget_usec;
+                o->min_budget_usec = cfg->notices.min_budget_usec;
         dispatch_actions_from_settings(&cfg->notices, o);
 }

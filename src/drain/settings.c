@@ -43,10 +43,6 @@ static const struct config_item drain_items[] = {
         { "drain.budget_seconds", CONFIG_DURATION, "120", OFF(budget_usec),
           "time from notice to the instance's end when the notice sets no deadline", NULL, CONFIG_SECONDS,
           .min = 1, .max = 86400, false },
-        { "drain.min_budget_seconds", CONFIG_DURATION, "30", OFF(min_budget_usec),
-          "the least time a drain is planned against: a notice that arrives after its deadline or nearer "
-          "to it (a backlog, a retry, a back-dated message) drains gracefully with this budget and says so",
-          NULL, CONFIG_SECONDS, .min = 1, .max = 600, false },
         { "drain.safety_margin_seconds", CONFIG_DURATION, "5", OFF(safety_margin_usec),
           "kept free before the deadline: pods must be gone this long before it", NULL, CONFIG_SECONDS,
           .min = 0, .max = 3600, false },

@@ -60,7 +60,7 @@ for p in /usr/bin/python3 python3; do
 done
 if [ -n "$SCHEMA_PY" ]; then
 	"$SPOTDRAIN" check-config >"$TEST_TMP/defaults.yaml"
-	"$SCHEMA_PY" - "$CHART" "$TEST_TMP/defaults.yaml" <<'EOF'
+	"$SCHEMA_PY" - "$CHART" "$TEST_TMP/defaults.yaml" "$SPOTDRAIN" <<'EOF'
 import copy, glob, json, sys, jsonschema, yaml
 chart = sys.argv[1]
 schema = json.load(open(f"{chart}/values.schema.json"))
@@ -108,7 +108,21 @@ known = set(keys(yaml.safe_load(open(sys.argv[2]))))
 allowed = set(schema_keys(schema["properties"]["config"]))
 # notices.KIND.action is also written nested (notices: {spot_interruption: {action: ...}}).
 assert known <= allowed, f"keys spotdrain knows that the schema rejects: {sorted(known - allowed)}"
-stale = sorted(k for k in allowed - known if not k.startswith("notices."))
+# A key that moved to its module's section keeps its old name in the schema while spotdrain still reads it
+# (with a warning): check-config --set OLD=VALUE must be accepted, taking the new key's default as a value.
+def renamed(k):
+    import subprocess
+    new = [n for n in known if n.rsplit(".", 1)[-1] == k.rsplit(".", 1)[-1] and n != k]
+    d = yaml.safe_load(open(sys.argv[2]))
+    for n in new:
+        v = d
+        for part in n.split("."):
+            v = v[part]
+        r = subprocess.run([sys.argv[3], "check-config", "--set", f"{k}={v}"], capture_output=True, text=True)
+        if r.returncode == 0 and f"{k} is now {n}" in r.stderr:
+            return True
+    return False
+stale = sorted(k for k in allowed - known if not k.startswith("notices.") and not renamed(k))
 assert not stale, f"keys in the schema that spotdrain does not know: {stale}"
 print("schema: ok")
 EOF

@@ -51,9 +51,9 @@ workloads:
 events:
   - {at: 1, type: spot-interruption, node: spot-a}
 YAML
-# 15 s is less than drain.min_budget_seconds (30 s), the least a late or back-dated notice is drained with;
+# 15 s is less than notices.min_budget_seconds (30 s), the least a late or back-dated notice is drained with;
 # this instance really goes at its deadline, so the scenario's runs plan against that deadline.
-printf 'drain:\n  min_budget_seconds: 1\n' >"$TEST_TMP/short.yaml"
+printf 'notices:\n  min_budget_seconds: 1\n' >"$TEST_TMP/short.yaml"
 log "infeasible through the PDB: alerted before the first eviction, forced, nobody killed"
 expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --config "$TEST_TMP/short.yaml"
 cat "$TEST_TMP/out"

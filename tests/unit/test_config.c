@@ -370,6 +370,43 @@ static void test_notices_keys(void **state)
         expect_yaml_error("notices:\n  spot:\n    action: drain\n", "2: unknown key 'notices.spot'");
 }
 
+/* The dispatcher's durations moved from agent.* and drain.* to its own section: the old names still set
+ * them, in a file, the environment (where the new name wins) and --set. */
+static void test_old_names(void **state)
+{
+        _cleanup_(config_freep) struct spotdrain_config *c = NULL;
+        char path[] = "/tmp/spotdrain-config-XXXXXX";
+        const char *yaml = "agent:\n  rebalance_revert_seconds: 7\ndrain:\n  min_budget_seconds: 9\n";
+        struct dispatch_options o = { 0 };
+        int fd = mkstemp(path);
+
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(config_new(&c), 0);
+        assert_int_equal(c->notices.min_budget_usec, 30 * 1000000ULL);
+        assert_int_equal(write_file_atomic(path, yaml, strlen(yaml), 0600), 0);
+        assert_int_equal(config_load_file(c, path, NULL), 0);
+        unlink(path);
+        assert_int_equal(c->notices.rebalance_revert_usec, 7 * 1000000ULL);
+        assert_int_equal(c->notices.min_budget_usec, 9 * 1000000ULL);
+        assert_null(config_find("agent.rebalance_revert_seconds"));
+
+        assert_int_equal(setenv("SPOTDRAIN_AGENT_MAINTENANCE_LEAD_SECONDS", "11", 1), 0);
+        assert_int_equal(config_load_env(c, NULL), 0);
+        assert_int_equal(c->notices.maintenance_lead_usec, 11 * 1000000ULL);
+        assert_int_equal(setenv("SPOTDRAIN_NOTICES_MAINTENANCE_LEAD_SECONDS", "12", 1), 0);
+        assert_int_equal(config_load_env(c, NULL), 0);
+        assert_int_equal(c->notices.maintenance_lead_usec, 12 * 1000000ULL);
+        unsetenv("SPOTDRAIN_AGENT_MAINTENANCE_LEAD_SECONDS");
+        unsetenv("SPOTDRAIN_NOTICES_MAINTENANCE_LEAD_SECONDS");
+
+        assert_int_equal(config_set(c, "drain.min_budget_seconds=4", NULL), 0);
+        dispatch_options_from_config(c, &o);
+        assert_int_equal(o.min_budget_usec, 4 * 1000000ULL);
+        assert_int_equal(o.rebalance_revert_usec, 7 * 1000000ULL);
+        assert_int_equal(o.maintenance_lead_usec, 12 * 1000000ULL);
+}
+
 static void test_table(void **state)
 {
         size_t n = 0;
@@ -387,6 +424,12 @@ static void test_table(void **state)
                 }
         }
         assert_int_equal(n, 95);
+        /* Old names are no keys of their own. */
+        for (size_t s = 0; s < config_n_sections; s++)
+                for (size_t i = 0; i < config_sections[s].section->n_items; i++) {
+                        const char *old = config_sections[s].section->items[i].old_key;
+                        assert_true(!old || !config_find(old));
+                }
         assert_null(config_find("drain"));
         /* Surge before evict (#20) is the drain module's own key, on by default where a PDB blocks. */
         const struct config_item *surge = config_find("drain.surge");
@@ -405,6 +448,7 @@ int main(void)
                 cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_table),
                 cmocka_unit_test(test_provision_keys),  cmocka_unit_test(test_every_error),
                 cmocka_unit_test(test_notices_keys),    cmocka_unit_test(test_cordon_only_unused),
+                cmocka_unit_test(test_old_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
