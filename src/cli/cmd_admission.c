@@ -72,10 +72,13 @@ static void sync_tick(void *userdata)
 
         o->timer = NULL;
         if (admission_server_synced(o->webhook)) {
+                /* Said before /readyz (served from its own thread) can answer 200, so that whoever sees it
+                 * ready finds the line that says why. */
+                if (!o->notified)
+                        log_info("eviction webhook ready: the pod list is complete");
                 (void)httpd_set_ready(o->httpd, "pods", true, NULL);
                 if (!o->notified) {
                         o->notified = true;
-                        log_info("eviction webhook ready: the pod list is complete");
                         (void)ops_notify_ready("admission running: pod list complete");
                 }
                 return; /* an informer once synced stays so (it relists behind its cache) */
