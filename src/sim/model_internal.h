@@ -394,8 +394,8 @@ cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim
 cJSON *sim_render_status(int code, const char *status, const char *reason, const char *message);
 char *sim_timestamp(const struct sim *s, double t, char buf[static 32]);
 
-/* deployments.c: the Deployment controller (scale, rolling update), the scale subresource, PATCH/PUT of
- * Deployments, HorizontalPodAutoscalers. */
+/* deployments.c: the Deployment controller (scale, rolling update), HorizontalPodAutoscalers;
+ * deployment_writes.c: the scale subresource, PATCH/PUT of Deployments. */
 void sim_deployment_reconcile(struct sim *s, struct sim_workload *w);
 /* The ReplicaSet the pod belongs to: its hash, name and uid. */
 void sim_pod_rs(const struct sim_pod *p, const char **ret_hash, const char **ret_name, const char **ret_uid);
