@@ -437,6 +437,33 @@ void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
 void sim_node_uncordoned(struct sim *s, struct sim_node *n);
 int sim_pdb_add(struct sim *s, struct sim_pdb *d);
 struct sim_pdb *sim_pdb_free(struct sim_pdb *d);
+/* The model's files for each other: model.c the clock and the timed actions, model_pods.c the pods,
+ * model_nodes.c the nodes and the scenario events on them, model_settle.c the controllers, scheduler and
+ * status, model_world.c the starting world, model_launch.c the launched instances. */
+#define DISRUPTED_POD_TTL 120.0 /* the disruption controller drops a disruptedPods entry after 2 minutes */
+void sim_pod_changed(struct sim *s, struct sim_pod *p);
+void sim_pod_free(struct sim_pod *p);
+int sim_add_label(cJSON *labels, const char *k, const char *v);
+int sim_pod_labels(struct sim_pod *p);
+void sim_pod_remove(struct sim *s, struct sim_pod *p);
+void sim_pod_tally(struct sim *s, struct sim_pod *p);
+void sim_pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit);
+void sim_pod_exit(struct sim *s, struct sim_pod *p);
+void sim_node_free(struct sim_node *n);
+int sim_node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node **ret);
+bool sim_taints_block(const struct sim_node *n, const struct sim_pod *p);
+void sim_node_terminate(struct sim *s, size_t ni);
+void sim_node_reboot(struct sim *s, struct sim_node *n);
+void sim_node_back(struct sim *s, struct sim_node *n);
+double sim_node_due(const struct sim_node *n);
+struct sim_node *sim_node_by_instance(struct sim *s, const char *instance_id);
+void sim_apply_event(struct sim *s, const struct sim_sc_event *e);
+int sim_launch_join(struct sim *s, const struct sim_launch *l);
+void sim_reconcile_controllers(struct sim *s);
+int sim_schedule_pending(struct sim *s, bool initial);
+void sim_pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit);
+void sim_workload_status(struct sim *s, struct sim_workload *w, bool emit);
+
 /* model_api.c: the Status answers kube-apiserver gives (404 NotFound, 409 Conflict on a stale
  * resourceVersion, 422 Invalid), and whether a resourceVersion precondition is stale. */
 int sim_answer_not_found(struct sim_answer *ret, const char *resource, const char *name);
