@@ -464,6 +464,18 @@ int sim_schedule_pending(struct sim *s, bool initial);
 void sim_pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit);
 void sim_workload_status(struct sim *s, struct sim_workload *w, bool emit);
 
+/* The API operations' files for each other: model_api.c list/get and what the others use, model_evict.c
+ * eviction and delete, model_patch.c node patch/replace, model_store.c the stored objects. */
+int sim_answer_obj(struct sim_answer *ret, int code, cJSON *obj); /* -ENOMEM when obj is NULL */
+/* A PUT whose body has a metadata.name other than the name on the URL: kube-apiserver refuses to rename. */
+bool sim_md_renames(const cJSON *md, const char *name);
+int sim_rename_refused(struct sim_answer *ret);
+const char *sim_resource_of(enum sim_kind kind, const cJSON *obj);
+struct sim_obj *sim_find_obj(struct sim *s, enum sim_kind kind, const char *ns, const char *name);
+struct sim_pdb *sim_find_pdb(struct sim *s, const char *ns, const char *name);
+int sim_obj_set_string(cJSON *o, const char *k, const char *v);
+int sim_node_replace(struct sim *s, const char *name, const cJSON *obj, struct sim_answer *ret);
+
 /* model_api.c: the Status answers kube-apiserver gives (404 NotFound, 409 Conflict on a stale
  * resourceVersion, 422 Invalid), and whether a resourceVersion precondition is stale. */
 int sim_answer_not_found(struct sim_answer *ret, const char *resource, const char *name);
