@@ -255,18 +255,22 @@ static void handle_error(struct outcome *o, const char *handle)
                               handle ? handle : "");
 }
 
+/* False, answering MissingParameter, when the request names no ReceiptHandle. */
+static bool handle_given(const char *handle, struct outcome *o)
+{
+        if (!isempty(handle))
+                return true;
+        sim_sqs_outcome_error(o, &err_missing, "The request must contain the parameter ReceiptHandle.");
+        return false;
+}
+
 static void act_delete(struct sim_sqs *q, const cJSON *p, const char *path, struct outcome *o)
 {
         const char *handle = sim_sqs_param(p, "ReceiptHandle");
         struct queued *m;
 
-        if (!check_queue(q, p, path, o))
+        if (!check_queue(q, p, path, o) || !handle_given(handle, o))
                 return;
-        if (isempty(handle)) {
-                sim_sqs_outcome_error(o, &err_missing,
-                                      "The request must contain the parameter ReceiptHandle.");
-                return;
-        }
         m = sim_sqs_find_handle(q, handle);
         if (!m) {
                 handle_error(o, handle);
@@ -454,13 +458,8 @@ static void act_change_visibility(struct sim_sqs *q, const cJSON *p, const char 
         struct queued *m;
         long vis;
 
-        if (!check_queue(q, p, path, o))
+        if (!check_queue(q, p, path, o) || !handle_given(handle, o))
                 return;
-        if (isempty(handle)) {
-                sim_sqs_outcome_error(o, &err_missing,
-                                      "The request must contain the parameter ReceiptHandle.");
-                return;
-        }
         if (!cJSON_GetObjectItemCaseSensitive(p, "VisibilityTimeout")) {
                 sim_sqs_outcome_error(o, &err_missing,
                                       "The request must contain the parameter VisibilityTimeout.");
