@@ -128,6 +128,11 @@ static inline void aws_client_freep(struct aws_client **c)
         aws_client_free(*c);
 }
 const char *aws_client_endpoint(const struct aws_client *c); /* without a trailing slash */
+/* The client of a service that holds nothing but its aws_client, as its first member (asg.c, elbv2.c):
+ * -EINVAL without a loop, a region or ret, else a zeroed client of size bytes whose aws_client is made from
+ * cfg (aws_client_new's errors). */
+int aws_service_client_new(struct loop *l, const char *region, const struct aws_client_config *cfg,
+                           size_t size, void **ret);
 const char *aws_client_region(const struct aws_client *c);
 
 struct aws_call_params {

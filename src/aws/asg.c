@@ -124,35 +124,25 @@ const char *asg_client_endpoint(const struct asg_client *c)
 int asg_client_new(struct loop *l, const char *endpoint, const char *region, asg_credentials_fn creds,
                    void *creds_userdata, struct asg_client **ret)
 {
-        struct asg_client *c;
-        int r;
-
-        if (!l || isempty(region) || !ret)
-                return -EINVAL;
-        c = calloc(1, sizeof(*c));
-        if (!c)
-                return -ENOMEM;
-        r = aws_client_new(l,
-                           &(struct aws_client_config){
-                               .service = "autoscaling",
-                               .protocol = AWS_PROTOCOL_QUERY,
-                               .endpoint = { .service_id = "AUTO_SCALING",
-                                             .legacy_id = "AUTOSCALING",
-                                             .host = "autoscaling",
-                                             .configured = endpoint,
-                                             .region = region },
-                               .credentials = creds,
-                               .credentials_userdata = creds_userdata,
-                               .timeout_usec = ASG_TIMEOUT_USEC,
-                               .notify_cancel = true,
-                           },
-                           &c->aws);
-        if (r < 0) {
-                free(c);
-                return r;
-        }
-        *ret = c;
-        return 0;
+        void *c;
+        int r = aws_service_client_new(l, region,
+                                       &(struct aws_client_config){
+                                           .service = "autoscaling",
+                                           .protocol = AWS_PROTOCOL_QUERY,
+                                           .endpoint = { .service_id = "AUTO_SCALING",
+                                                         .legacy_id = "AUTOSCALING",
+                                                         .host = "autoscaling",
+                                                         .configured = endpoint,
+                                                         .region = region },
+                                           .credentials = creds,
+                                           .credentials_userdata = creds_userdata,
+                                           .timeout_usec = ASG_TIMEOUT_USEC,
+                                           .notify_cancel = true,
+                                       },
+                                       sizeof(struct asg_client), &c);
+        if (r >= 0)
+                *ret = c;
+        return r;
 }
 
 struct asg_client *asg_client_free(struct asg_client *c)

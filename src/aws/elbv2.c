@@ -222,35 +222,25 @@ const char *elbv2_client_endpoint(const struct elbv2_client *c)
 int elbv2_client_new(struct loop *l, const char *endpoint, const char *region, elbv2_credentials_fn creds,
                      void *creds_userdata, struct elbv2_client **ret)
 {
-        struct elbv2_client *c;
-        int r;
-
-        if (!l || isempty(region) || !ret)
-                return -EINVAL;
-        c = calloc(1, sizeof(*c));
-        if (!c)
-                return -ENOMEM;
-        r = aws_client_new(l,
-                           &(struct aws_client_config){
-                               .service = "elasticloadbalancing",
-                               .protocol = AWS_PROTOCOL_QUERY,
-                               .endpoint = { .service_id = "ELASTIC_LOAD_BALANCING_V2",
-                                             .host = "elasticloadbalancing",
-                                             .configured = endpoint,
-                                             .region = region },
-                               .credentials = creds,
-                               .credentials_userdata = creds_userdata,
-                               .timeout_usec = ELBV2_TIMEOUT_USEC,
-                               .max_attempts = ELBV2_ATTEMPTS,
-                               .notify_cancel = true,
-                           },
-                           &c->aws);
-        if (r < 0) {
-                free(c);
-                return r;
-        }
-        *ret = c;
-        return 0;
+        void *c;
+        int r = aws_service_client_new(l, region,
+                                       &(struct aws_client_config){
+                                           .service = "elasticloadbalancing",
+                                           .protocol = AWS_PROTOCOL_QUERY,
+                                           .endpoint = { .service_id = "ELASTIC_LOAD_BALANCING_V2",
+                                                         .host = "elasticloadbalancing",
+                                                         .configured = endpoint,
+                                                         .region = region },
+                                           .credentials = creds,
+                                           .credentials_userdata = creds_userdata,
+                                           .timeout_usec = ELBV2_TIMEOUT_USEC,
+                                           .max_attempts = ELBV2_ATTEMPTS,
+                                           .notify_cancel = true,
+                                       },
+                                       sizeof(struct elbv2_client), &c);
+        if (r >= 0)
+                *ret = c;
+        return r;
 }
 
 struct elbv2_client *elbv2_client_free(struct elbv2_client *c)

@@ -421,6 +421,26 @@ const char *aws_client_endpoint(const struct aws_client *c)
         return c->endpoint;
 }
 
+int aws_service_client_new(struct loop *l, const char *region, const struct aws_client_config *cfg,
+                           size_t size, void **ret)
+{
+        struct aws_client **c; /* the service client, through its first member */
+        int r;
+
+        if (!l || isempty(region) || !ret || size < sizeof(*c))
+                return -EINVAL;
+        c = calloc(1, size);
+        if (!c)
+                return -ENOMEM;
+        r = aws_client_new(l, cfg, c);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
 const char *aws_client_region(const struct aws_client *c)
 {
         return c->region;

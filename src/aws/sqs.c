@@ -462,6 +462,15 @@ static struct sqs_op *op_new(struct sqs_client *c, enum op_kind kind, void *user
         return op;
 }
 
+/* op_new() for a request whose body is made: without memory for the op, the body is freed too. */
+static struct sqs_op *op_new_body(struct sqs_client *c, enum op_kind kind, void *userdata, cJSON *body)
+{
+        struct sqs_op *op = op_new(c, kind, userdata);
+        if (!op)
+                cJSON_Delete(body);
+        return op;
+}
+
 /* Starts op with body, or frees it on failure. */
 static int op_start(struct sqs_op *op, cJSON *body, uint64_t timeout_usec, struct sqs_op **ret)
 {
@@ -800,11 +809,9 @@ int sqs_receive(struct sqs_client *c, const struct sqs_receive_opts *opts, sqs_r
                 cJSON_Delete(body);
                 return -ENOMEM;
         }
-        op = op_new(c, OP_RECEIVE, userdata);
-        if (!op) {
-                cJSON_Delete(body);
+        op = op_new_body(c, OP_RECEIVE, userdata, body);
+        if (!op)
                 return -ENOMEM;
-        }
         op->cb.receive = done;
         /* The queue's own wait time may apply when none is given: allow the longest. */
         timeout = (uint64_t)(o.wait_seconds >= 0 ? o.wait_seconds : SQS_MAX_WAIT_SECONDS) * 1000000ULL +
@@ -826,11 +833,9 @@ static int handle_op(struct sqs_client *c, enum op_kind kind, const char *receip
                 cJSON_Delete(body);
                 return -ENOMEM;
         }
-        op = op_new(c, kind, userdata);
-        if (!op) {
-                cJSON_Delete(body);
+        op = op_new_body(c, kind, userdata, body);
+        if (!op)
                 return -ENOMEM;
-        }
         op->cb.done = done;
         return op_start(op, body, CALL_TIMEOUT_USEC, ret);
 }
@@ -893,11 +898,9 @@ static int batch_op(struct sqs_client *c, enum op_kind kind, const struct sqs_de
                         return -ENOMEM;
                 }
         }
-        op = op_new(c, kind, userdata);
-        if (!op) {
-                cJSON_Delete(body);
+        op = op_new_body(c, kind, userdata, body);
+        if (!op)
                 return -ENOMEM;
-        }
         op->cb.batch = done;
         op->batch_ids = calloc(n, sizeof(char *));
         if (!op->batch_ids) {
@@ -947,11 +950,9 @@ int sqs_get_attributes(struct sqs_client *c, const char *const *names, sqs_attri
                 cJSON_Delete(body);
                 return -ENOMEM;
         }
-        op = op_new(c, OP_GET_ATTRIBUTES, userdata);
-        if (!op) {
-                cJSON_Delete(body);
+        op = op_new_body(c, OP_GET_ATTRIBUTES, userdata, body);
+        if (!op)
                 return -ENOMEM;
-        }
         op->cb.attributes = done;
         return op_start(op, body, CALL_TIMEOUT_USEC, ret);
 }

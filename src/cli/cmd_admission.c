@@ -106,9 +106,7 @@ int cmd_admission(int argc, char **argv)
         int c, r;
 
         optind = 1;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                if (frontend_option(&fe, c, optarg))
-                        continue;
+        while ((c = frontend_getopt(&fe, argc, argv, options)) >= 0) {
                 if (c == 'h')
                         return cli_help(stdout, "admission");
                 admission_usage(stderr);

@@ -243,9 +243,7 @@ int cmd_agent(int argc, char **argv)
         int c, r;
 
         optind = 1;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                if (frontend_option(&fe, c, optarg))
-                        continue;
+        while ((c = frontend_getopt(&fe, argc, argv, options)) >= 0) {
                 switch (c) {
                 case 'n':
                         node = optarg;

@@ -336,9 +336,7 @@ int cmd_controller(int argc, char **argv)
         int c, r;
 
         optind = 1;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                if (frontend_option(&fe, c, optarg))
-                        continue;
+        while ((c = frontend_getopt(&fe, argc, argv, options)) >= 0) {
                 switch (c) {
                 case 'q':
                         queue_url = optarg;

@@ -1,3 +1,4 @@
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,16 @@ bool frontend_option(struct frontend *f, int c, const char *arg)
                 return true;
         }
         return cli_common_option(&f->common, c, arg);
+}
+
+int frontend_getopt(struct frontend *f, int argc, char **argv, const struct option *options)
+{
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                if (!frontend_option(f, c, optarg))
+                        break;
+        return c;
 }
 
 bool cli_common_option(struct cli_common *common, int c, const char *arg)

@@ -32,6 +32,9 @@ struct frontend {
 
 /* True when c (a getopt_long result) is one of FRONTEND_OPTIONS; its value is then stored. */
 bool frontend_option(struct frontend *f, int c, const char *arg);
+/* getopt_long(argc, argv, "h", options) past FRONTEND_OPTIONS (taken by frontend_option()): the command's
+ * next option, or -1 after the last. */
+int frontend_getopt(struct frontend *f, int argc, char **argv, const struct option *options);
 /* Loads the configuration and sets up logging (flags win). Returns EXIT_OK, else the exit code, having said
  * why on stderr. */
 int frontend_load_config(struct frontend *f);

@@ -118,7 +118,7 @@ static inline const char *strnull(const char *s)
         return s ? s : "";
 }
 
-/* ---- call lifecycle (client.c) ---- */
+/* ---- call lifecycle (client_call.c) ---- */
 
 /* Makes a call (not queued yet): the request, its flags (KUBE_REQ_*), and the callback of its end. */
 int kcall_new(struct kube_client *c, const char *method, const char *path, const char *content_type,
@@ -137,3 +137,24 @@ void kcall_finish(struct kube_call *call, struct kube_result *r);
 void kcall_fail(struct kube_call *call, int error, char *message);
 /* Frees a call without its callback. */
 void kcall_free(struct kube_call *call);
+
+/* ---- the request machine (client_call.c) ---- */
+
+enum {
+        CALL_STREAM = 1 << 8,
+};
+
+/* Sends what the rate limiter allows now; the rest when it allows them (kube_client_pump_soon). */
+void kube_client_pump(struct kube_client *c);
+void kube_client_pump_soon(struct kube_client *c, uint64_t after_usec);
+double kube_client_current_rate(struct kube_client *c, uint64_t now);
+
+/* ---- request → result (client_result.c) ---- */
+
+/* The RBAC words for a request: verb, resource (with subresource) and namespace, from method and path. */
+void kube_describe_request(const char *method, const char *path, char *verb, size_t verb_len, char *resource,
+                           size_t resource_len, char *ns, size_t ns_len);
+void kube_result_from_response(struct kube_call *call, const struct http_response *resp,
+                               struct kube_result *r);
+uint64_t kube_parse_retry_after(const char *s);
+bool kube_pdb_refusal(const struct http_response *resp);

@@ -394,8 +394,8 @@ cJSON *sim_render_workload(struct sim *s, const struct sim_workload *w, enum sim
 cJSON *sim_render_status(int code, const char *status, const char *reason, const char *message);
 char *sim_timestamp(const struct sim *s, double t, char buf[static 32]);
 
-/* deployments.c: the Deployment controller (scale, rolling update), the scale subresource, PATCH/PUT of
- * Deployments, HorizontalPodAutoscalers. */
+/* deployments.c: the Deployment controller (scale, rolling update), HorizontalPodAutoscalers;
+ * deployment_writes.c: the scale subresource, PATCH/PUT of Deployments. */
 void sim_deployment_reconcile(struct sim *s, struct sim_workload *w);
 /* The ReplicaSet the pod belongs to: its hash, name and uid. */
 void sim_pod_rs(const struct sim_pod *p, const char **ret_hash, const char **ret_name, const char **ret_uid);
@@ -437,6 +437,45 @@ void sim_node_cordon_changed(struct sim *s, struct sim_node *n);
 void sim_node_uncordoned(struct sim *s, struct sim_node *n);
 int sim_pdb_add(struct sim *s, struct sim_pdb *d);
 struct sim_pdb *sim_pdb_free(struct sim_pdb *d);
+/* The model's files for each other: model.c the clock and the timed actions, model_pods.c the pods,
+ * model_nodes.c the nodes and the scenario events on them, model_settle.c the controllers, scheduler and
+ * status, model_world.c the starting world, model_launch.c the launched instances. */
+#define DISRUPTED_POD_TTL 120.0 /* the disruption controller drops a disruptedPods entry after 2 minutes */
+void sim_pod_changed(struct sim *s, struct sim_pod *p);
+void sim_pod_free(struct sim_pod *p);
+int sim_add_label(cJSON *labels, const char *k, const char *v);
+int sim_pod_labels(struct sim_pod *p);
+void sim_pod_remove(struct sim *s, struct sim_pod *p);
+void sim_pod_tally(struct sim *s, struct sim_pod *p);
+void sim_pod_bind(struct sim *s, struct sim_pod *p, size_t node, bool emit);
+void sim_pod_exit(struct sim *s, struct sim_pod *p);
+void sim_node_free(struct sim_node *n);
+int sim_node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node **ret);
+bool sim_taints_block(const struct sim_node *n, const struct sim_pod *p);
+void sim_node_terminate(struct sim *s, size_t ni);
+void sim_node_reboot(struct sim *s, struct sim_node *n);
+void sim_node_back(struct sim *s, struct sim_node *n);
+double sim_node_due(const struct sim_node *n);
+struct sim_node *sim_node_by_instance(struct sim *s, const char *instance_id);
+void sim_apply_event(struct sim *s, const struct sim_sc_event *e);
+int sim_launch_join(struct sim *s, const struct sim_launch *l);
+void sim_reconcile_controllers(struct sim *s);
+int sim_schedule_pending(struct sim *s, bool initial);
+void sim_pdb_recompute(struct sim *s, struct sim_pdb *d, bool emit);
+void sim_workload_status(struct sim *s, struct sim_workload *w, bool emit);
+
+/* The API operations' files for each other: model_api.c list/get and what the others use, model_evict.c
+ * eviction and delete, model_patch.c node patch/replace, model_store.c the stored objects. */
+int sim_answer_obj(struct sim_answer *ret, int code, cJSON *obj); /* -ENOMEM when obj is NULL */
+/* A PUT whose body has a metadata.name other than the name on the URL: kube-apiserver refuses to rename. */
+bool sim_md_renames(const cJSON *md, const char *name);
+int sim_rename_refused(struct sim_answer *ret);
+const char *sim_resource_of(enum sim_kind kind, const cJSON *obj);
+struct sim_obj *sim_find_obj(struct sim *s, enum sim_kind kind, const char *ns, const char *name);
+struct sim_pdb *sim_find_pdb(struct sim *s, const char *ns, const char *name);
+int sim_obj_set_string(cJSON *o, const char *k, const char *v);
+int sim_node_replace(struct sim *s, const char *name, const cJSON *obj, struct sim_answer *ret);
+
 /* model_api.c: the Status answers kube-apiserver gives (404 NotFound, 409 Conflict on a stale
  * resourceVersion, 422 Invalid), and whether a resourceVersion precondition is stale. */
 int sim_answer_not_found(struct sim_answer *ret, const char *resource, const char *name);
