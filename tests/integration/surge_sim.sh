@@ -19,11 +19,14 @@ run() { # NAME SCENARIO [simulate flags...]: the result in $TEST_TMP/NAME.json, 
 	jq -c '{nodes, pdb_breaches, replicas_changed, alerts: [.alerts[].kind]}' "$TEST_TMP/$name.json"
 	echo "$rc" >"$TEST_TMP/$name.rc"
 }
-# The notice is at 5 s; startup 20 s + stop 5 s: drained by 5 + 25 + a little, far before the 125 s deadline.
+# The notice is at 5 s; startup 20 s + stop 5 s: drained no sooner than 5 + 25 (the scenario's own times, which a
+# loaded machine can only lengthen), and before the node's deadline with nothing forced. How far before is
+# bench/drain's figure (`bench.py examples`: drain time against the scenario's lower bound), not an assertion here:
+# at --time-scale 10 a tenth of a second of scheduling delay is a scenario second.
 surged_ok() { # NAME
 	jq -e '.pdb_breaches == 0 and (has("replicas_changed") | not) and
 		.nodes[0].pods_forced == 0 and .nodes[0].pods_killed == 0 and .nodes[0].pods_graceful == 1 and
-		.nodes[0].drained_at >= 30 and .nodes[0].drained_at < 40 and
+		.nodes[0].drained_at >= 30 and .nodes[0].drained_at < .nodes[0].deadline_at and
 		([.alerts[].kind] | index("drain-infeasible") | not) and ([.alerts[].kind] | index("pods-forced") | not)' \
 		"$TEST_TMP/$1.json" >/dev/null || fail "$1: not drained through surge: $(cat "$TEST_TMP/$1.json")"
 	[ "$(cat "$TEST_TMP/$1.rc")" -eq 0 ] || fail "$1: simulate exited $(cat "$TEST_TMP/$1.rc")"
@@ -45,11 +48,16 @@ grep -q 'deployment shop/checkout surged for the drain of spot-a: rollout restar
 
 log "no room elsewhere: surge-no-room names the missing room, the replacement asked for at the notice takes the pod"
 run noroom "$ROOT/examples/surge-no-room.yaml" --log-level info
-# The replacement node is Ready 30 s after the notice (5 s); the new pod starts there in 20 s, the old one stops
-# in 5 s: drained after the replacement's Ready, through the surge, before the 125 s deadline.
-jq -e '.pdb_breaches == 0 and (has("replicas_changed") | not) and .nodes[0].pods_forced == 0 and
-	.nodes[0].pods_killed == 0 and (.replacements | length) == 1 and .replacements[0].requested_at < 6 and
-	.nodes[0].drained_at > .replacements[0].ready_at + 20 and .nodes[0].drained_at < 70 and
+# The replacement node is Ready 30 s after it is asked for at the notice (5 s); the new pod starts there in 20 s,
+# the old one stops in 5 s: drained after the replacement's Ready, through the surge, before the deadline. In
+# order, not in seconds (a loaded machine stretches each step in scenario time): the replacement is asked for
+# after the notice and is Ready before the pod is evicted, which waits for it; the drain ends before the deadline.
+jq -e "$JQ_DEFS"'.pdb_breaches == 0 and (has("replicas_changed") | not) and .nodes[0].pods_forced == 0 and
+	.nodes[0].pods_killed == 0 and (.replacements | length) == 1 and
+	.replacements[0].requested_at >= .nodes[0].notice_at and
+	.replacements[0].ready_at >= .replacements[0].requested_at + 30 and
+	.replacements[0].ready_at < first_act("spot-a") and
+	.nodes[0].drained_at > .replacements[0].ready_at + 20 and .nodes[0].drained_at < .nodes[0].deadline_at and
 	([.alerts[] | select(.kind == "surge-no-room")] | length) == 1 and
 	([.alerts[] | select(.kind == "surge-no-room")][0].message |
 		test("surge of shop/checkout needs room for 1 pod \\(cpu 500m, memory 512Mi\\) on another node: none has it")) and
