@@ -10,7 +10,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq curl python3
 CHECK=$ROOT/tests/integration/faults_check.py
-LIMIT=${TRIAL_LIMIT:-150}
+# A trial's bound: the scenario's last deadline (spot-b's notice at 60 s + 120 s) and 10 s for the start.
+LIMIT=${TRIAL_LIMIT:-190}
 
 cat >"$TEST_TMP/scenario.yaml" <<'YAML'
 name: estimates-restart
