@@ -54,14 +54,8 @@ trial() {
 		trap stop_all EXIT
 		cd "$dir"
 		scenario "$seed" >scenario.yaml
-		"$SPOTDRAIN" sim serve scenario.yaml --listen 127.0.0.1:0 --kubeconfig-out kubeconfig \
-			--endpoints-out endpoints.json >sim.log 2>&1 &
-		pids+=($!)
-		wait_for 10 test -s endpoints.json || {
-			echo "FAIL: sim serve did not come up" >verdict
-			exit 1
-		}
-		k8s=$(jq -r .kubernetes endpoints.json)
+		trial_sim scenario.yaml
+		k8s=$SERVE_URL
 		imds=$(jq -r '.imds_by_node["spot-a"]' endpoints.json)
 		port=$(free_port)
 		start_agent() {

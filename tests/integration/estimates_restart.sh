@@ -46,14 +46,8 @@ trial() {
 		}
 		trap stop_all EXIT
 		cd "$dir"
-		"$SPOTDRAIN" sim serve "$TEST_TMP/scenario.yaml" --listen 127.0.0.1:0 --kubeconfig-out kubeconfig \
-			--endpoints-out endpoints.json >sim.log 2>&1 &
-		pids+=($!)
-		wait_for 10 test -s endpoints.json || {
-			echo "FAIL: sim serve did not come up" >verdict
-			exit 1
-		}
-		k8s=$(jq -r .kubernetes endpoints.json)
+		trial_sim "$TEST_TMP/scenario.yaml"
+		k8s=$SERVE_URL
 		queue=$(jq -r .queue_url endpoints.json)
 		port=$(free_port)
 		: >config.yaml

@@ -81,14 +81,8 @@ run_case() {
 		trap stop_all EXIT
 		cd "$dir"
 		scenario "$mode" "$seed" "$faults" >scenario.yaml
-		"$SPOTDRAIN" sim serve scenario.yaml --listen 127.0.0.1:0 --kubeconfig-out kubeconfig \
-			--endpoints-out endpoints.json >sim.log 2>&1 &
-		pids+=($!)
-		wait_for 10 test -s endpoints.json || {
-			echo "FAIL: sim serve did not come up" >verdict
-			exit 1
-		}
-		k8s=$(jq -r .kubernetes endpoints.json)
+		trial_sim scenario.yaml
+		k8s=$SERVE_URL
 		port=$(free_port)
 		if [ "$mode" = agent ]; then
 			nodes=(spot-a)

@@ -136,6 +136,19 @@ serve_here() {
 	SERVE_URL=$(jq -r .kubernetes endpoints.json)
 }
 
+# trial_sim SCENARIO [sim serve flags...]: serve_here for a trial (crash_resume_*, faults_sim,
+# estimates_restart) in a subshell of its own, whose EXIT trap stops the processes in its array pids: the
+# simulator joins them; one that does not come up writes "FAIL: ..." to ./verdict and ends the trial (exit 1).
+trial_sim() {
+	local rc=0
+	serve_here "$@" || rc=$?
+	pids+=("$SERVE_PID")
+	[ "$rc" -eq 0 ] || {
+		echo "FAIL: sim serve did not come up" >verdict
+		exit 1
+	}
+}
+
 # kept_and_control LOG: runs the test's trial function twice at once, `trial kept yes` and `trial control no`,
 # each writing TEST_TMP/NAME/verdict; fails with the tail of TEST_TMP/NAME/LOG when a verdict is not ok.
 kept_and_control() {
