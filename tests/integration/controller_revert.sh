@@ -10,7 +10,7 @@ requires spotdrain jq curl
 start_sim controller "$ROOT/examples/rebalance-early-noprov.yaml" --time-scale 5
 QUEUE_URL=$(jq -r '.queue_url // empty' "$TEST_TMP/controller/endpoints.json")
 [ -n "$QUEUE_URL" ] || skip "sim serve offers no SQS queue"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 soft_taints() {
 	curl -sSf "$SIM_URL/api/v1/nodes/spot-a" |
 		jq '[.spec.taints[]? | select(.key == "spotdrain.io/rebalance" and .effect == "PreferNoSchedule")] | length'
