@@ -62,7 +62,9 @@ SQS_MARGIN = 2.0
 # (SANITIZER_REPORTS) does the same work some three times slower, and gets 15 (at 2 under ASan,
 # mass-interruption's agents lagged by one pod on one node).
 AGENT_CORE_SCALE = 15.0 if os.environ.get("SANITIZER_REPORTS") else 20.0
-# A scenario whose deliveries differ is run again at this time scale before the difference fails the test.
+# A scenario whose deliveries differ is run again at this time scale (or half its own, if that is lower:
+# mass-interruption's twenty agents run at 1, and under stress -c 2 the imds ones lagged real time by a PDB
+# slot, forcing a pod on spot-12 and spot-14 that the controller did not) before the difference fails the test.
 # The verdict alerts depend on how the first judgement meets the reads it waits for (the surge's 5 s, the
 # estimates' 3 s, of the engine's clock: half a real second at 10): under stress -c 2 (load 20 to 30)
 # surge-single-replica had a drain-infeasible in one mode only, and faults-controller a drain-at-risk, while
@@ -180,8 +182,8 @@ def main():
             continue
         print("%s:%s" % (name, "" if sc_scale == scale else " (time scale %g)" % sc_scale))
         found = compare(name, results)
-        slow = min(sc_scale, CONFIRM_SCALE)
-        if found and slow < sc_scale:
+        slow = min(CONFIRM_SCALE, sc_scale / 2)
+        if found:
             # Confirmed at a slower clock, the two deliveries side by side and nothing else of this test
             # running: a difference of the modes stays, one of a machine too loaded for the scaled clock goes.
             for d in found:
