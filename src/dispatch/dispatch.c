@@ -539,11 +539,15 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
 
         if (r < 0 || !dn)
                 return r;
+        /* Seen once its revert time is past (a late delivery, a restart): nothing followed it in time, so it
+         * is reverted now, without the taint. Adding the taint and removing it at once raced: the removal
+         * could read the node before the add's write landed, and the taint stayed for good. */
+        bool late = n->notice_time + d->o.rebalance_revert_usec <= clk_now();
         /* A new recommendation after the taint was reverted taints again; one while tainted only moves the
          * revert. */
         if (!dn->soft_tainted) {
                 dn->soft_tainted = true;
-                if (d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, node, true)) < 0) {
+                if (!late && d->ops.soft_taint && (r = d->ops.soft_taint(d->userdata, node, true)) < 0) {
                         d->stats.action_errors++;
                         log_debug_errno(r, "dispatch: cannot taint %s", node);
                 }
@@ -554,6 +558,10 @@ static int on_rebalance(struct dispatch *d, const char *node, const struct notic
                 }
         }
         dn->revert = timer_cancel(dn->revert);
+        if (late) {
+                on_revert(dn);
+                return DISPATCH_DONE;
+        }
         if ((r = timer_start(d->loop, n->notice_time + d->o.rebalance_revert_usec, on_revert, dn,
                              &dn->revert)) < 0) {
                 d->stats.action_errors++;

@@ -12,13 +12,13 @@
 # CRASH_SEEDS=random runs CRASH_TRIALS random seeds (printed, to be replayed with CRASH_SEEDS).
 # A seed sets the scenario's seed and the kill point: (seed * 7919) % 11000 ms after the controller took the
 # first notice, which spans both drains (around the cordons, between evictions, after the last one).
-# The trials run in parallel, each bounded (TRIAL_LIMIT, 120 s: a message received but not deleted comes back
-# only after its 60 s visibility timeout).
+# The trials run in parallel, each bounded (TRIAL_LIMIT, 130 s: the scenario's deadlines, 4 and 6 s + 120 s, and
+# a few seconds for the start; a message received but not deleted comes back after its 60 s visibility timeout).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq curl python3
 CHECK=$ROOT/tests/integration/faults_check.py
-TRIAL_LIMIT=${TRIAL_LIMIT:-120}
+TRIAL_LIMIT=${TRIAL_LIMIT:-130}
 FIXED_SEEDS=(11 23 37 41 53 67 79 83 97 101 113 127)
 
 # 8 pods on two spot nodes whose PDB lets one go at a time, each replacement Ready 1.5 s after it starts: the
@@ -60,14 +60,8 @@ trial() {
 		trap stop_all EXIT
 		cd "$dir"
 		scenario "$seed" >scenario.yaml
-		"$SPOTDRAIN" sim serve scenario.yaml --listen 127.0.0.1:0 --kubeconfig-out kubeconfig \
-			--endpoints-out endpoints.json >sim.log 2>&1 &
-		pids+=($!)
-		wait_for 10 test -s endpoints.json || {
-			echo "FAIL: sim serve did not come up" >verdict
-			exit 1
-		}
-		k8s=$(jq -r .kubernetes endpoints.json)
+		trial_sim scenario.yaml
+		k8s=$SERVE_URL
 		queue=$(jq -r .queue_url endpoints.json)
 		port=$(free_port)
 		start_controller() {

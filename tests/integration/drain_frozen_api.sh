@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Issue 13, item 6: `spotdrain drain NODE` whose API connections all freeze a few seconds in (no FIN, no RST;
-# new connections pass, as when a NAT gateway or a load balancer drops its connection state) must still finish
-# within 1.15 x the drain's lower bound + 20 s, exit 0, and breach no PDB.
+# new connections pass, as when a NAT gateway or a load balancer drops its connection state) must still drain
+# every pod within its 120 s budget, exit 0, and breach no PDB. Issue 13's figure, 1.15 x the drain's lower
+# bound + 20 s, is printed beside the time taken, not asserted: on a shared machine (issue 31) a test's only
+# wall-clock bound is its scenario's own deadline, and that figure is a benchmark's.
 # The drain talks to `spotdrain sim serve` through tests/tools/freeze_proxy.py; once the simulator shows two
 # pods of the node evicted, the proxy freezes every connection open at that moment (the watches, and the
 # keep-alive connections in the client's pool). The lower bound comes from the scenario alone
 # (bench/drain/lowerbound.py, the node's drain as if noticed at 0): 8 pods, one at a time, replacements Ready
-# 4 s after the eviction, 1 s to exit: 7 x 4 + 1 = 29 s, so the drain must end 53.35 s after it starts.
+# 4 s after the eviction, 1 s to exit: 7 x 4 + 1 = 29 s, so the figure is 53.35 s after it starts.
 # Time scale 1 whatever TIME_SCALE says: the bound's 20 s is there for the client's network timeouts, which
 # run in real time. The test stops watching at the bound (FROZEN_EXTRA=S keeps watching S more seconds, to
 # see when or whether a late drain ends; it still fails).
@@ -63,9 +65,10 @@ b = lowerbound.bounds(sc)[sys.argv[3]]
 print(b.lb, b.limit)
 EOF
 )
-LIMIT=$(awk -v lb="$LB" 'BEGIN { if (lb + 0 > 0 && lb + 0 < 1e9) printf "%.2f", 1.15 * lb + 20 }')
-[ -n "$LIMIT" ] || fail "no finite lower bound for $NODE: $LB ($WHY)"
-log "lower bound $LB s ($WHY): the drain must end within $LIMIT s"
+TARGET=$(awk -v lb="$LB" 'BEGIN { if (lb + 0 > 0 && lb + 0 < 1e9) printf "%.2f", 1.15 * lb + 20 }')
+[ -n "$TARGET" ] || fail "no finite lower bound for $NODE: $LB ($WHY)"
+LIMIT=120 # the drain's --budget
+log "lower bound $LB s ($WHY): issue 13's figure $TARGET s; the drain must end within its $LIMIT s budget"
 
 start_sim frozen "$TEST_TMP/frozen.yaml" --time-scale 1
 DIR=$TEST_TMP/frozen
@@ -93,7 +96,7 @@ now_ns() { date +%s%N; }
 secs_since() { awk -v a="$1" -v b="$(now_ns)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 
 START=$(now_ns)
-"$SPOTDRAIN" drain "$NODE" --kubeconfig "$DIR/kubeconfig.proxy" --budget 120 --json --log-level debug >"$DIR/drain.json" \
+"$SPOTDRAIN" drain "$NODE" --kubeconfig "$DIR/kubeconfig.proxy" --budget "$LIMIT" --json --log-level debug >"$DIR/drain.json" \
 	2>"$DIR/drain.log" &
 DRAIN_PID=$!
 
@@ -135,7 +138,7 @@ else
 	cat "$DIR/drain.json"
 	[ "$rc" -eq 0 ] || problems+=("drain exit $rc, expected 0")
 	awk -v e="$ELAPSED" -v l="$LIMIT" 'BEGIN { exit !(e <= l) }' ||
-		problems+=("the drain took $ELAPSED s, over 1.15 x $LB + 20 = $LIMIT s")
+		problems+=("the drain took $ELAPSED s, over its $LIMIT s budget")
 	jq -e '.outcome == "drained" and .evicted == 8 and .left == 0' "$DIR/drain.json" >/dev/null ||
 		problems+=("drain --json: $(jq -c '{outcome, evicted, forced, left}' "$DIR/drain.json" 2>/dev/null), want drained, 8 evicted, 0 left")
 fi
@@ -149,4 +152,4 @@ if [ "${#problems[@]}" -gt 0 ]; then
 	printf 'FAIL: %s\n' "${problems[@]}" >&2
 	exit 1
 fi
-log "ok: drained in $ELAPSED s (lower bound $LB s, bound $LIMIT s), no PDB breach"
+log "ok: drained in $ELAPSED s (lower bound $LB s, issue 13's figure $TARGET s, budget $LIMIT s), no PDB breach"

@@ -26,13 +26,16 @@ workloads:
   - {name: batch, namespace: jobs, kind: Job, replicas: 1, placement: {spot-a: 1},
      termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}
 events:
-  - {at: 1, type: rebalance-recommendation, node: spot-a}
-  - {at: 3, type: spot-interruption, node: spot-a}
+  - {at: 10, type: rebalance-recommendation, node: spot-a}
+  - {at: 12, type: spot-interruption, node: spot-a}
 YAML
 }
 
 # Both modes run at once, each against its own simulator (both take the scenario's real time): URL[MODE],
-# PORT[MODE] (metrics) and the log TEST_TMP/MODE.log.
+# PORT[MODE] (metrics) and the log TEST_TMP/MODE.log. A simulator's clock starts with it, so each front end
+# starts right after its own simulator, and the notices come 10 s in: with them at 1 and 3 s, an agent started
+# on a loaded machine (stress -c 2, load 18) after both simulators heard of its interruption only once the
+# instance was gone.
 declare -A URL PORT
 # The instance is gone: the scenario's deadline for spot-a has passed.
 past_deadline() { # URL
@@ -88,20 +91,22 @@ settled() {
 	grep -q "shadow mode (--dry-run)" "$TEST_TMP/$mode.log" || fail "$mode: shadow mode not announced"
 }
 
-for mode in agent controller; do
-	scenario "$mode" >"$TEST_TMP/$mode.yaml"
-	start_sim "$mode" "$TEST_TMP/$mode.yaml"
-	URL[$mode]=$SIM_URL
-	PORT[$mode]=$(free_port)
-done
+sim_for() { # MODE
+	scenario "$1" >"$TEST_TMP/$1.yaml"
+	PORT[$1]=$(free_port)
+	start_sim "$1" "$TEST_TMP/$1.yaml"
+	URL[$1]=$SIM_URL
+}
 
 log "agent --dry-run"
+sim_for agent
 IMDS=$(jq -r '.imds_by_node["spot-a"]' "$TEST_TMP/agent/endpoints.json")
 # The agent's IMDS deadline is the scenario's: the forced delete at db's last safe moment comes before it.
 NODE_NAME=spot-a POD_NAMESPACE=kube-system POD_NAME=spotdrain-agent-test shadow agent \
 	"$SPOTDRAIN_AGENT" agent --dry-run --imds-endpoint "$IMDS"
 
 log "controller --dry-run"
+sim_for controller
 QUEUE_URL=$(jq -r '.queue_url' "$TEST_TMP/controller/endpoints.json")
 # EventBridge's deadline is two minutes: the scenario's instance goes before any last safe moment.
 AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY AWS_REGION=us-east-1 \

@@ -17,6 +17,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq curl
 AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
 
+# The simulator's clock runs from its start, in real time; new-a and new-b launch at 20 s, after the untagged
+# phase and the tagging (two AWS CLI runs and a controller's start and stop). At 8 s, on a loaded machine
+# (stress -c 2, load 14 to 18) that phase took longer, and the untagged controller took and refused their
+# launch messages too.
 U1=i-0c00000000000000c
 NEW_A=i-0a0000000000000aa
 NEW_B=i-0b0000000000000bb
@@ -28,8 +32,8 @@ nodes:
   - {name: od-1, zone: us-east-1a, capacity_type: on-demand, allocatable: {cpu: "8", memory: 32Gi, pods: 58}}
 events:
   - {at: 1, type: asg-launch, node: u-1, instance_id: $U1, join_seconds: 1, ready_seconds: 2}
-  - {at: 8, type: asg-launch, node: new-a, instance_id: $NEW_A, join_seconds: 2, ready_seconds: 8}
-  - {at: 8, type: asg-launch, node: new-b, instance_id: $NEW_B, join_seconds: 2, ready_seconds: never}
+  - {at: 20, type: asg-launch, node: new-a, instance_id: $NEW_A, join_seconds: 2, ready_seconds: 8}
+  - {at: 20, type: asg-launch, node: new-b, instance_id: $NEW_B, join_seconds: 2, ready_seconds: never}
 EOF
 start_sim launch "$TEST_TMP/scenario.yaml"
 { read -r QUEUE_URL && read -r ASG_URL; } < <(sim_endpoint queue_url autoscaling)
@@ -67,6 +71,8 @@ wait_for 20 grep -q "group $GROUP does not carry the tag kubernetes.io/cluster/p
 stop_controller
 mv "$TEST_TMP/controller.log" "$TEST_TMP/controller-untagged.log"
 [ "$(completes $U1)" -eq 0 ] || fail "the untagged group's launch action was completed"
+! grep -q "$NEW_A\|$NEW_B" "$TEST_TMP/controller-untagged.log" ||
+	fail "the untagged phase outlasted the launches at 20 s: its controller took their messages (a loaded machine)"
 
 log "the AWS CLI tags the group; a new controller waits for new-a and new-b"
 aws_sim "$ASG_URL" autoscaling create-or-update-tags --tags \

@@ -45,7 +45,7 @@ printf 'notices:\n  rebalance_recommendation: {action: ignore}\n  spot_interrupt
 start_sim controller "$ROOT/examples/rebalance-early-noprov.yaml" --time-scale 10
 QUEUE_URL=$(jq -r '.queue_url // empty' "$TEST_TMP/controller/endpoints.json")
 [ -n "$QUEUE_URL" ] || skip "sim serve offers no SQS queue"
-METRICS_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+METRICS_PORT=$(free_port)
 metrics() { curl -sSf "127.0.0.1:$METRICS_PORT/metrics"; }
 both_deleted() { metrics | grep -q '^spotdrain_sqs_messages_deleted_total 2'; }
 node() { curl -sSf "$SIM_URL/api/v1/nodes/$1"; }

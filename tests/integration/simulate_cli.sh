@@ -75,15 +75,19 @@ jq -e 'keys == (["alerts", "api_requests", "delivery", "mode", "nodes", "pdb_bre
 log "the same in controller mode, notices read from the model directly"
 expect_exit 0 "$SPOTDRAIN" simulate "$TEST_TMP/tight.yaml" --time-scale 5 --json --mode controller --delivery direct \
 	--config "$TEST_TMP/short.yaml"
-jq -e '.mode == "controller" and .delivery == "direct" and .nodes[0].pods_killed == 0 and
-	([.alerts[] | select(.kind == "drain-infeasible" and .at <= 2)] | length == 1)' "$TEST_TMP/out" >/dev/null ||
+# Judged at the notice: after it and before anything is evicted or forced (an order; how soon is bench/drain's).
+jq -e "$JQ_DEFS"'.mode == "controller" and .delivery == "direct" and .nodes[0].pods_killed == 0 and
+	first_act("spot-a") as $act | .nodes[0].notice_at as $notice | ([.alerts[] | select(.kind == "drain-infeasible"
+	and .node == "spot-a" and .at >= $notice and .at <= $act)] | length == 1)' "$TEST_TMP/out" >/dev/null ||
 	fail "unexpected result: $(cat "$TEST_TMP/out")"
 
 # EventBridge's spot warning carries no deadline (it is always 2 minutes), so SQS delivery needs a 120 s budget.
+# Drained before that deadline with nothing forced or killed; how long it took is bench/drain's figure
+# (`bench.py examples`), which a loaded machine would stretch here in scenario time.
 log "controller mode through SQS and the real controller"
 expect_exit 0 "$SPOTDRAIN" simulate "$ROOT/examples/bench-8.yaml" --time-scale 10 --json --mode controller
-jq -e '.mode == "controller" and .delivery == "sqs" and .nodes[0].pods_killed == 0 and
-	.nodes[0].drained_at - .nodes[0].notice_at < 30 and ([.alerts[].kind] | index("drain-completed") != null)' \
+jq -e '.mode == "controller" and .delivery == "sqs" and .nodes[0].pods_killed == 0 and .nodes[0].pods_forced == 0 and
+	.nodes[0].drained_at <= .nodes[0].deadline_at and ([.alerts[].kind] | index("drain-completed") != null)' \
 	"$TEST_TMP/out" >/dev/null || fail "unexpected result: $(cat "$TEST_TMP/out")"
 
 # A pod that needs 30 s to stop gets a 10 s notice: it is killed with the instance.
