@@ -184,3 +184,8 @@ void op_notice_seen(void *userdata, const char *node, const struct notice *n);
 void cmsg_add_instance(struct cmsg *m, const char *instance_id);
 void alert_rejected(struct controller *c, enum controller_reject why, const char *account,
                     const char *message_id, const char *text);
+
+/* intake.c: the receivers, the access check and the gates of a message. */
+void poll_all(struct controller *c);
+void polls_cancel(struct controller *c);
+void access_schedule(struct controller *c, uint64_t after);
