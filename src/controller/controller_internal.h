@@ -189,3 +189,12 @@ void alert_rejected(struct controller *c, enum controller_reject why, const char
 void poll_all(struct controller *c);
 void polls_cancel(struct controller *c);
 void access_schedule(struct controller *c, uint64_t after);
+
+/* lifecycle.c: the Auto Scaling lifecycle actions. */
+void lifecycle_foreign(const struct notice *n, const char *cluster, int owned);
+int op_lifecycle_heartbeat(void *userdata, const struct notice *n);
+uint64_t op_lifecycle_interval(void *userdata, const struct notice *n);
+uint64_t op_lifecycle_deadline(void *userdata, const struct notice *n);
+void on_hooks_changed(void *userdata);
+void lc_wait_remove(struct controller *c, struct lc_wait *lw);
+int op_lifecycle_complete(void *userdata, const struct notice *n);
