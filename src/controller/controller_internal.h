@@ -198,3 +198,13 @@ uint64_t op_lifecycle_deadline(void *userdata, const struct notice *n);
 void on_hooks_changed(void *userdata);
 void lc_wait_remove(struct controller *c, struct lc_wait *lw);
 int op_lifecycle_complete(void *userdata, const struct notice *n);
+
+/* launch_ops.c: the launch lifecycle actions' glue. */
+int launch_op_owned(void *userdata, const struct notice *n, uint64_t id);
+int launch_op_call(void *userdata, const struct notice *n, const char *result, uint64_t id);
+int launch_op_hook(void *userdata, const struct notice *n, uint64_t *ret_heartbeat_usec,
+                   uint64_t *ret_global_usec);
+const cJSON *launch_op_node_of(void *userdata, const char *instance_id);
+void launch_op_finished(void *userdata, const struct notice *n, const char *node, enum launch_result r,
+                        const char *why);
+int op_lifecycle_launch(void *userdata, const struct notice *n, uint64_t ticket);
