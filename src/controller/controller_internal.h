@@ -208,3 +208,7 @@ const cJSON *launch_op_node_of(void *userdata, const char *instance_id);
 void launch_op_finished(void *userdata, const struct notice *n, const char *node, enum launch_result r,
                         const char *why);
 int op_lifecycle_launch(void *userdata, const struct notice *n, uint64_t ticket);
+
+/* leadership.c: start, leadership, resume and stop. */
+void on_leader_started(void *userdata);
+void on_leader_stopped(void *userdata);
