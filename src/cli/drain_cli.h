@@ -12,6 +12,7 @@
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/service.h"
+#include "spotdrain/surge.h"
 
 #define USEC_PER_SEC UINT64_C(1000000)
 
@@ -38,7 +39,7 @@ struct drain_cli {
         char *notice_kind, *notice_instance; /* the node's notice, from its drain record */
 };
 
-/* cmd_drain.c: the setup and the reads the verbs share. */
+/* drain_cli.c: the arguments, the setup and the reads the verbs share. */
 void drain_cli_done(struct drain_cli *d);
 int drain_cli_parse_args(struct drain_cli *d, int argc, char **argv);
 int drain_cli_setup(struct drain_cli *d, unsigned flags);
@@ -47,3 +48,16 @@ int drain_cli_list_sync(struct drain_cli *d, const char *path, const char *label
                         const char *field_selector, cJSON **ret);
 struct drain_inputs_options drain_cli_inputs_options(const struct drain_cli *d);
 int drain_cli_list_tgbs(struct drain_cli *d, cJSON **ret);
+
+/* How long a one-shot command waits for the API server's first answer (its retries included) before it
+ * says that the server cannot be reached: well under the 5 s a person at a terminal should wait. */
+#define REACH_TIMEOUT (4 * USEC_PER_SEC)
+/* A drain without a deadline (neither --budget, --deadline nor a notice on the node) waits for its pods as
+ * kubectl drain does: the plan is made against an end this far away, which nothing reaches. */
+#define NO_DEADLINE_USEC (30 * 24 * 3600 * USEC_PER_SEC)
+
+/* drain_cli.c: one node's plan as it stands now, and its printing. */
+int drain_cli_plan_node(struct drain_cli *d, struct drain_plan **ret, struct drain_grade_result *ret_grade,
+                        struct drain_room *ret_room);
+int drain_cli_print_plan(struct drain_cli *d, const struct drain_plan *plan,
+                         const struct drain_grade_result *g, const struct drain_room *room);
