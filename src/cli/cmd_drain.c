@@ -1,4 +1,5 @@
-/* spotdrain drain NODE, plan NODE, audit: the one-shot drain commands (docs/contracts.md §1). */
+/* spotdrain drain NODE: the one-shot drain of a node (docs/contracts.md §1); plan and audit are in
+ * cmd_plan.c and cmd_audit.c, their shared part in drain_cli.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,35 +26,6 @@
 #include "spotdrain/term.h"
 
 #define REFRESH_USEC USEC_PER_SEC
-
-int cmd_plan(int argc, char **argv)
-{
-        struct drain_cli d = { .verb = "plan" };
-        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
-        _cleanup_(drain_grade_result_clear) struct drain_grade_result grade = { 0 };
-        struct drain_room room = { 0 };
-        int r;
-
-        r = drain_cli_parse_args(&d, argc, argv);
-        if (r < 0)
-                r = drain_cli_setup(&d, 0);
-        if (r >= 0) {
-                drain_cli_done(&d);
-                return r;
-        }
-        r = drain_cli_plan_node(&d, &plan, &grade, &room);
-        if (r >= 0)
-                r = drain_cli_print_plan(&d, plan, &grade, &room);
-        drain_cli_done(&d);
-        if (r < 0) {
-                if (!d.reported)
-                        fprintf(stderr, "spotdrain plan: cannot plan the drain of %s: %s\n", d.node,
-                                strerror(-r));
-                return EXIT_ERROR;
-        }
-        /* At risk is no certainty: the exit status says infeasible only when it is. */
-        return grade.grade == DRAIN_GRADE_INFEASIBLE ? EXIT_INFEASIBLE : EXIT_OK;
-}
 
 /* ---- drain ---- */
 
