@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch/dispatch_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/dispatch.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/keys.h"
 #include "spotdrain/kube.h"
 
-#define SEC                      UINT64_C(1000000)
 #define DEFAULT_UNKNOWN_RETRY    (60 * SEC)
 #define DEFAULT_HEARTBEAT        (300 * SEC)
 #define DEFAULT_HEARTBEAT_UNTIL  (172800 * SEC)
@@ -24,210 +24,11 @@
 #define DEFAULT_EMERGENCY        (30 * SEC)
 #define DEFAULT_DEDUPE_MAX       4096
 #define DEFAULT_REVERT           (DISPATCH_DEFAULT_REVERT_SECONDS * SEC)
-/* A finished or rebalanced node is remembered this long, so that late duplicates and state changes of the
- * instance are recognized as such. */
-#define NODE_KEEP_USEC     (3600 * SEC)
-#define DEFAULT_MIN_BUDGET (DISPATCH_DEFAULT_MIN_BUDGET_SECONDS * SEC) /* notices.min_budget_seconds */
-#define DEDUPE_KEY_SIZE    (NOTICE_ID_SIZE + NOTICE_INSTANCE_ID_SIZE + NOTICE_STATE_SIZE + 2)
+#define DEFAULT_MIN_BUDGET       (DISPATCH_DEFAULT_MIN_BUDGET_SECONDS * SEC) /* notices.min_budget_seconds */
+
 /* A completed reboot: how often its node is asked for, and how long it may take to be Ready again. */
 #define REBOOT_REFRESH_USEC (5 * SEC)
 #define REBOOT_WAIT_USEC    (3600 * SEC)
-
-struct index_entry {
-        char *node;
-        char instance[NOTICE_INSTANCE_ID_SIZE];
-};
-
-enum dnode_state {
-        DNODE_REBALANCED,
-        DNODE_DRAINING,
-        DNODE_FINISHED,
-};
-
-struct dnode {
-        struct dispatch *d;
-        char *name;
-        enum dnode_state state;
-        struct notice notice; /* the notice that drives the drain (or the rebalance) */
-        uint64_t deadline;
-        uint64_t since; /* state entered (engine clock) */
-        uint64_t *tickets;
-        size_t n_tickets;
-        struct notice *asg; /* lifecycle actions to heartbeat and complete */
-        size_t n_asg;
-        struct timer *heartbeat;
-        uint64_t asg_since, last_beat; /* first lifecycle action taken, last heartbeat (engine clock) */
-        struct timer *revert;          /* rebalanced: the soft taint's removal */
-        bool soft_tainted;
-        bool cordoned; /* by a notice whose action is cordon */
-        bool firm;     /* a notice other than a scheduled change drives or joined the drain */
-        bool resumed;  /* the drain was resumed from its record (an earlier controller's) */
-};
-
-/* An active scheduled change not due yet. */
-struct sched {
-        struct dispatch *d;
-        char *node;
-        struct notice notice;
-        struct timer *due;
-};
-
-/* A reboot that completed, its node not Ready again yet. */
-struct reboot {
-        struct dispatch *d;
-        char *node;
-        struct notice notice;
-        uint64_t since;
-        struct timer *refresh;
-};
-
-struct unknown {
-        struct dispatch *d;
-        struct notice notice;
-        uint64_t ticket;
-        struct timer *expiry;
-};
-
-struct dispatch {
-        struct loop *loop;
-        struct dispatch_options o;
-        struct dispatch_ops ops;
-        void *userdata;
-
-        struct index_entry *index;
-        size_t n_index;
-        struct dnode **nodes;
-        size_t n_nodes;
-        struct unknown **unknowns;
-        size_t n_unknowns;
-        struct sched **scheds;
-        size_t n_scheds;
-        struct reboot **reboots;
-        size_t n_reboots;
-
-        char (*dedupe)[DEDUPE_KEY_SIZE]; /* a ring of the most recent keys */
-        size_t n_dedupe, dedupe_next;
-
-        struct dispatch_stats stats;
-};
-
-/* ---- providerID index ---- */
-
-const char *dispatch_instance_from_provider_id(const char *provider_id)
-{
-        const char *slash;
-
-        /* aws:///ZONE/i-..., also aws:///i-... and the rarer aws://ZONE/i-... */
-        if (!startswith(provider_id, "aws://"))
-                return NULL;
-        slash = strrchr(provider_id, '/');
-        if (!slash || !notice_instance_id_valid(slash + 1))
-                return NULL;
-        return slash + 1;
-}
-
-static struct index_entry *index_find_node(struct dispatch *d, const char *node)
-{
-        for (size_t i = 0; i < d->n_index; i++)
-                if (streq(d->index[i].node, node))
-                        return &d->index[i];
-        return NULL;
-}
-
-static void index_remove(struct dispatch *d, struct index_entry *e)
-{
-        size_t i = (size_t)(e - d->index);
-        free(e->node);
-        d->index[i] = d->index[--d->n_index];
-}
-
-const char *dispatch_node_for_instance(const struct dispatch *d, const char *instance_id)
-{
-        for (size_t i = 0; i < d->n_index; i++)
-                if (streq(d->index[i].instance, instance_id))
-                        return d->index[i].node;
-        return NULL;
-}
-
-/* ---- node entries ---- */
-
-static struct dnode *dnode_find(struct dispatch *d, const char *name)
-{
-        for (size_t i = 0; i < d->n_nodes; i++)
-                if (streq(d->nodes[i]->name, name))
-                        return d->nodes[i];
-        return NULL;
-}
-
-static void dnode_free(struct dnode *n)
-{
-        if (!n)
-                return;
-        timer_cancel(n->heartbeat);
-        timer_cancel(n->revert);
-        free(n->name);
-        free(n->tickets);
-        free(n->asg);
-        free(n);
-}
-
-static void dnode_remove(struct dispatch *d, struct dnode *n)
-{
-        for (size_t i = 0; i < d->n_nodes; i++)
-                if (d->nodes[i] == n) {
-                        d->nodes[i] = d->nodes[--d->n_nodes];
-                        break;
-                }
-        dnode_free(n);
-}
-
-static struct dnode *dnode_add(struct dispatch *d, const char *name)
-{
-        struct dnode **v, *n;
-
-        v = realloc(d->nodes, (d->n_nodes + 1) * sizeof(*v));
-        if (!v)
-                return NULL;
-        d->nodes = v;
-        n = calloc(1, sizeof(*n));
-        if (!n)
-                return NULL;
-        n->d = d;
-        n->name = strdup(name);
-        if (!n->name) {
-                free(n);
-                return NULL;
-        }
-        d->nodes[d->n_nodes++] = n;
-        return n;
-}
-
-/* Forgets finished and rebalanced nodes that are old enough. */
-static void dnode_purge(struct dispatch *d)
-{
-        uint64_t now = clk_now();
-        for (size_t i = 0; i < d->n_nodes;) {
-                struct dnode *n = d->nodes[i];
-                if (n->state != DNODE_DRAINING && !n->revert && now - n->since > NODE_KEEP_USEC)
-                        dnode_remove(d, n);
-                else
-                        i++;
-        }
-}
-
-static int dnode_add_ticket(struct dnode *n, uint64_t ticket)
-{
-        uint64_t *v;
-
-        if (ticket == DISPATCH_NO_TICKET)
-                return 0;
-        v = realloc(n->tickets, (n->n_tickets + 1) * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        n->tickets = v;
-        n->tickets[n->n_tickets++] = ticket;
-        return 0;
-}
 
 static void on_heartbeat(void *userdata);
 
@@ -364,30 +165,6 @@ static void lifecycle_complete(struct dispatch *d, const struct notice *n)
 {
         if (d->ops.lifecycle_complete && d->ops.lifecycle_complete(d->userdata, n) < 0)
                 d->stats.action_errors++;
-}
-
-/* ---- dedupe ---- */
-
-static void dedupe_key(const struct notice *n, char key[static DEDUPE_KEY_SIZE])
-{
-        snprintf(key, DEDUPE_KEY_SIZE, "%s|%s|%s", n->event_id, n->instance_id,
-                 n->kind == NOTICE_SCHEDULED_CHANGE ? n->state : "");
-}
-
-static bool dedupe_seen(const struct dispatch *d, const char *key)
-{
-        for (size_t i = 0; i < d->n_dedupe; i++)
-                if (streq(d->dedupe[i], key))
-                        return true;
-        return false;
-}
-
-static void dedupe_add(struct dispatch *d, const char *key)
-{
-        snprintf(d->dedupe[d->dedupe_next], DEDUPE_KEY_SIZE, "%s", key);
-        d->dedupe_next = (d->dedupe_next + 1) % d->o.dedupe_max;
-        if (d->n_dedupe < d->o.dedupe_max)
-                d->n_dedupe++;
 }
 
 /* ---- acting on a notice for a known node ---- */
@@ -624,9 +401,6 @@ static void sched_remove(struct dispatch *d, struct sched *s)
         free(s->node);
         free(s);
 }
-
-static void dedupe_key(const struct notice *n, char key[static DEDUPE_KEY_SIZE]);
-static void dedupe_add(struct dispatch *d, const char *key);
 
 static void on_sched_due(void *userdata)
 {
