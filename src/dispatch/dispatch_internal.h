@@ -103,3 +103,11 @@ int dnode_add_ticket(struct dnode *n, uint64_t ticket);
 void dedupe_key(const struct notice *n, char key[static DEDUPE_KEY_SIZE]);
 bool dedupe_seen(const struct dispatch *d, const char *key);
 void dedupe_add(struct dispatch *d, const char *key);
+
+/* act.c: the actions of a known node's notice. */
+bool scheduled_change_over(const struct notice *n);
+enum dispatch_action kind_action(const struct dispatch *d, enum notice_kind k);
+int dispatch_act(struct dispatch *d, const char *node, const struct notice *n, uint64_t deadline,
+                 uint64_t ticket);
+uint64_t dispatch_drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
+                                 uint64_t now);
