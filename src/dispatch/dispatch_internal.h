@@ -111,3 +111,12 @@ int dispatch_act(struct dispatch *d, const char *node, const struct notice *n, u
                  uint64_t ticket);
 uint64_t dispatch_drain_deadline(const struct dispatch *d, const char *node, const struct notice *n,
                                  uint64_t now);
+
+/* scheduled.c: scheduled changes and reboots. */
+struct sched *sched_find(struct dispatch *d, const struct notice *n);
+void sched_remove(struct dispatch *d, struct sched *s);
+int sched_add(struct dispatch *d, const char *node, const struct notice *n, uint64_t due);
+struct reboot *reboot_find(struct dispatch *d, const char *node);
+void reboot_remove(struct dispatch *d, struct reboot *b);
+void reboot_check(struct dispatch *d, const char *name, const cJSON *node);
+int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n);
