@@ -135,3 +135,6 @@ size_t lpdb_position(const struct drain_ledger *l, const char *key, bool *found)
 struct lpdb *lpdb_find(struct drain_ledger *l, const char *key);
 void kept_ghost_clear(struct kept_ghost *g);
 void ledger_set_dirty(struct drain_ledger *l);
+
+/* ledger.c: one member woken (its startup asked for is answered, ledger_startups.c). */
+void ledger_wake_member(struct drain_ledger *l, void *member);
