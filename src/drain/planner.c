@@ -7,99 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/planner_internal.h"
 #include "spotdrain/drain.h"
 
-#define USEC_PER_SEC ((int64_t)1000000)
-/* Every input instant and duration is clamped to this, so that sums of a few of them cannot overflow. */
-#define T_MAX (INT64_MAX / 8)
-/* "Never" inside the planner. */
-#define T_NEVER        INT64_MAX
 #define T_NEVER_BEFORE INT64_MIN
 /* Priorities from here up are the system-critical range (scheduling.SystemCriticalPriority). */
 #define SYSTEM_CRITICAL_PRIORITY 2000000000
 
 static const char *const default_critical_classes[] = { "system-cluster-critical", "system-node-critical" };
-
-enum pod_state {
-        PS_OUT,      /* left on the node */
-        PS_WAITING,  /* not yet evicted */
-        PS_EVICTED,  /* graceful stop started through the eviction API */
-        PS_FORCED,   /* deleted around its PDB */
-        PS_DELETING, /* was already going when the plan was made */
-};
-
-/* What the planner derives once from each input pod. */
-struct pod_info {
-        int64_t shutdown, startup, grace;
-        int64_t last_safe; /* end - shutdown */
-        int64_t end;       /* node deadline - margin */
-        int64_t deadline;
-        int64_t not_before; /* not evicted earlier: a do-not-disrupt pod's last safe moment */
-        int64_t lb_wait;    /* held for the load balancers until then (not_before); 0: not held */
-        int tier;
-        bool left;
-};
-
-struct slot_return {
-        int64_t at;
-        size_t pdb;
-        bool done;
-};
-
-/* One replay of the drain. */
-struct sim {
-        enum pod_state *state;
-        int64_t *t_evict;
-        int64_t *t_gone;
-        int *margin;  /* per PDB: currentHealthy - desiredHealthy as it moves */
-        int *pending; /* per PDB: slot returns ahead at the start */
-        struct slot_return *returns;
-        size_t n_returns;
-        int64_t *node_t0_gone; /* per node: when every tier-0 pod is gone; T_NEVER while one waits */
-        size_t *order;         /* the pods replayed, from planner.order */
-        size_t n_order;
-};
-
-struct planner {
-        const struct drain_input *in;
-        int64_t now;
-        struct pod_info *pi;
-        size_t *order; /* pods to evict, earliest last safe moment first */
-        size_t n_order;
-        int *margin0;         /* per PDB, at the start */
-        bool *frozen;         /* per PDB: expectedPods <= 0, nothing is ever allowed */
-        int64_t *pdb_startup; /* per PDB: the longest startup of its pods here (a lost pod's return) */
-        bool *surge;          /* per pod: a replacement is started for it first (surge.c decides) */
-        size_t max_returns;
-        /* Pods by node and by PDB, each in input order: node_pods[node_first[n] .. node_first[n + 1]) are
-         * node n's, pdb_pods[pdb_first[b] .. pdb_first[b + 1]) PDB b's. The per-node and per-PDB figures
-         * walk these, not every pod of every drain (a joint plan of hundreds of nodes). */
-        size_t *node_first, *node_pods;
-        size_t *pdb_first, *pdb_pods;
-        int *pdb_count; /* scratch per PDB, zero between uses */
-};
-
-static int64_t clamp_t(uint64_t v)
-{
-        return v > (uint64_t)T_MAX ? T_MAX : (int64_t)v;
-}
-
-static int64_t min_t(int64_t a, int64_t b)
-{
-        return a < b ? a : b;
-}
-
-static int64_t max_t(int64_t a, int64_t b)
-{
-        return a > b ? a : b;
-}
-
-static uint64_t to_u(int64_t v)
-{
-        if (v == T_NEVER)
-                return DRAIN_NEVER;
-        return v < 0 ? 0 : (uint64_t)v;
-}
 
 /* "12" for whole seconds, "12.5" otherwise. */
 struct secs {
@@ -142,11 +57,6 @@ bool drain_pod_is_critical(const struct drain_input *in, const struct drain_pod_
         return false;
 }
 
-static bool pod_left(const struct drain_input *in, const struct drain_pod_in *pod)
-{
-        return pod->mirror || (pod->owner == DRAIN_OWNER_DAEMONSET && !in->evict_daemonsets);
-}
-
 static int64_t pod_shutdown(const struct drain_pod_in *pod)
 {
         int64_t grace = clamp_t(pod->grace_usec);
@@ -163,11 +73,6 @@ static int64_t pod_startup(const struct drain_input *in, const struct drain_pod_
                         if (streq(in->startups[i].owner_key, pod->owner_key))
                                 return clamp_t(in->startups[i].startup_usec);
         return clamp_t(in->default_startup_usec);
-}
-
-static bool owner_replaces(enum drain_owner o)
-{
-        return o == DRAIN_OWNER_REPLICASET || o == DRAIN_OWNER_STATEFULSET || o == DRAIN_OWNER_JOB;
 }
 
 /* Disruptions the PDB allows at the start, negative while currentHealthy < desiredHealthy (so that
@@ -370,334 +275,6 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         return 0;
 }
 
-static bool pod_in_pdb(const struct drain_pod_in *pod, size_t b)
-{
-        for (size_t j = 0; j < pod->n_pdbs; j++)
-                if (pod->pdbs[j] == b)
-                        return true;
-        return false;
-}
-
-static void sim_done(struct sim *s)
-{
-        free(s->state);
-        free(s->t_evict);
-        free(s->t_gone);
-        free(s->margin);
-        free(s->pending);
-        free(s->returns);
-        free(s->node_t0_gone);
-        free(s->order);
-        *s = (struct sim){ 0 };
-}
-
-static int sim_init(struct sim *s, const struct planner *pl)
-{
-        const struct drain_input *in = pl->in;
-        size_t np = in->n_pods ? in->n_pods : 1;
-        *s = (struct sim){
-                .state = calloc(np, sizeof(*s->state)),
-                .t_evict = calloc(np, sizeof(*s->t_evict)),
-                .t_gone = calloc(np, sizeof(*s->t_gone)),
-                .margin = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->margin)),
-                .pending = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->pending)),
-                .returns = calloc(pl->max_returns ? pl->max_returns : 1, sizeof(*s->returns)),
-                .node_t0_gone = calloc(in->n_nodes ? in->n_nodes : 1, sizeof(*s->node_t0_gone)),
-                .order = calloc(np, sizeof(*s->order)),
-        };
-        if (!s->state || !s->t_evict || !s->t_gone || !s->margin || !s->pending || !s->returns ||
-            !s->node_t0_gone || !s->order) {
-                sim_done(s);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static void push_return(struct sim *s, int64_t at, size_t pdb)
-{
-        s->returns[s->n_returns++] = (struct slot_return){ .at = at, .pdb = pdb };
-}
-
-/* The pod's graceful stop starts at t (evicted, or deleted around its PDB with the executor's shortened
- * grace). Schedules the slots its replacement gives back. */
-static void start_stop(const struct planner *pl, struct sim *s, size_t i, int64_t t, bool forced)
-{
-        const struct drain_pod_in *pod = &pl->in->pods[i];
-        const struct pod_info *p = &pl->pi[i];
-        s->state[i] = forced ? PS_FORCED : PS_EVICTED;
-        s->t_evict[i] = t;
-        if (forced) {
-                int64_t grace = max_t(USEC_PER_SEC, min_t(p->grace, p->end - t));
-                s->t_gone[i] = t + min_t(p->shutdown, grace);
-        } else
-                s->t_gone[i] = t + p->shutdown;
-        /* A surged pod's replacement was started before it went, and gave its slot back when Ready. */
-        if (!owner_replaces(pod->owner) || pl->surge[i])
-                return;
-        /* A StatefulSet recreates the pod only once the old one has exited. */
-        int64_t at = (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : t) + p->startup;
-        for (size_t j = 0; j < pod->n_pdbs; j++)
-                push_return(s, at, pod->pdbs[j]);
-}
-
-/* The eviction API's answer at t, as kube-apiserver decides it; starts the stop when it would succeed. */
-static bool try_evict(const struct planner *pl, struct sim *s, size_t i, int64_t t, bool frozen_p)
-{
-        const struct drain_pod_in *pod = &pl->in->pods[i];
-        /* Pending pods go without a look at PDBs; pods under several PDBs get a 500. */
-        if (pod->pending || pod->n_pdbs == 0) {
-                start_stop(pl, s, i, t, false);
-                return true;
-        }
-        if (pod->n_pdbs > 1)
-                return false;
-        size_t b = pod->pdbs[0];
-        const struct drain_pdb_in *pdb = &pl->in->pdbs[b];
-        /* An unready pod does not count as healthy: it goes for free when the policy says AlwaysAllow, or
-         * (IfHealthyBudget) while the budget is met and something is desired. */
-        if (!pod->ready &&
-            (pdb->always_allow_unhealthy || (s->margin[b] >= 0 && pdb->desired_healthy > 0 && !frozen_p))) {
-                start_stop(pl, s, i, t, false);
-                return true;
-        }
-        if (frozen_p || s->margin[b] <= 0)
-                return false;
-        s->margin[b]--;
-        start_stop(pl, s, i, t, false);
-        return true;
-}
-
-static void do_force(const struct planner *pl, struct sim *s, size_t i, int64_t t)
-{
-        const struct drain_pod_in *pod = &pl->in->pods[i];
-        if (pod->ready && !pod->pending)
-                for (size_t j = 0; j < pod->n_pdbs; j++)
-                        s->margin[pod->pdbs[j]]--;
-        start_stop(pl, s, i, t, true);
-}
-
-static bool apply_returns(struct sim *s, int64_t t)
-{
-        bool any = false;
-        for (size_t r = 0; r < s->n_returns; r++)
-                if (!s->returns[r].done && s->returns[r].at <= t) {
-                        s->returns[r].done = true;
-                        s->margin[s->returns[r].pdb]++;
-                        any = true;
-                }
-        return any;
-}
-
-static void compute_tier0_gone(const struct planner *pl, struct sim *s)
-{
-        const struct drain_input *in = pl->in;
-        for (size_t n = 0; n < in->n_nodes; n++)
-                s->node_t0_gone[n] = pl->now;
-        for (size_t i = 0; i < in->n_pods; i++) {
-                if (pl->pi[i].tier != 0 || s->state[i] == PS_OUT)
-                        continue;
-                size_t n = in->pods[i].node;
-                int64_t g = s->state[i] == PS_WAITING ? T_NEVER : s->t_gone[i];
-                s->node_t0_gone[n] = max_t(s->node_t0_gone[n], g);
-        }
-}
-
-/* Critical pods wait for the node's other pods to be gone, but never past their own last safe moment. */
-static bool tier_open(const struct planner *pl, const struct sim *s, size_t i, int64_t t)
-{
-        const struct pod_info *p = &pl->pi[i];
-        return p->tier == 0 || t >= p->last_safe || s->node_t0_gone[pl->in->pods[i].node] <= t;
-}
-
-/* Replacements that should be Ready by now by the startup estimate, but that the PDB status does not count
- * yet (it is a watch event behind, or the estimate a little short): as many as the status shows missing
- * beyond the returns still ahead, each a moment from now. Without them a plan made around the instant a
- * wave's replacements turn Ready would see one slot where there are two. */
-#define OVERDUE_RETURN_USEC USEC_PER_SEC
-static void push_overdue_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
-                                 const struct sim *pinned)
-{
-        const struct drain_input *in = pl->in;
-        int64_t now = pl->now;
-        for (size_t b = 0; b < in->n_pdbs; b++)
-                s->pending[b] = 0;
-        for (size_t r = 0; r < s->n_returns; r++)
-                s->pending[s->returns[r].pdb]++;
-        for (size_t i = 0; i < in->n_pods; i++) {
-                const struct drain_pod_in *pod = &in->pods[i];
-                if ((pinned && !pod_in_pdb(pod, override_pdb)) || s->state[i] != PS_DELETING ||
-                    !pod->deleted_at_usec || !owner_replaces(pod->owner))
-                        continue;
-                int64_t since = clamp_t(pod->deleted_at_usec);
-                int64_t at =
-                    (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : since) + pl->pi[i].startup;
-                if (at > now)
-                        continue;
-                for (size_t j = 0; j < pod->n_pdbs; j++) {
-                        size_t b = pod->pdbs[j];
-                        const struct drain_pdb_in *d = &in->pdbs[b];
-                        if (d->expected_pods - d->current_healthy > s->pending[b]) {
-                                push_return(s, now + OVERDUE_RETURN_USEC, b);
-                                s->pending[b]++;
-                        }
-                }
-        }
-}
-
-/* The rest of each PDB's shortfall, beyond the returns already foreseen: pods lost to something outside
- * these drains (another process's eviction, a pod restarting), each back a startup after it was lost, the
- * earliest first, or a moment from now when a little overdue. One overdue by more than
- * DRAIN_LOSS_OVERDUE_USEC, or never seen going, stays missing. */
-static void push_lost_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
-                              const struct sim *pinned)
-{
-        const struct drain_input *in = pl->in;
-        int64_t now = pl->now;
-        for (size_t b = 0; b < in->n_pdbs; b++) {
-                const struct drain_pdb_in *d = &in->pdbs[b];
-                if (pinned && b != override_pdb)
-                        continue;
-                int missing = d->expected_pods - d->current_healthy - s->pending[b];
-                for (size_t k = 0; k < d->n_lost && missing > 0; k++) {
-                        int64_t at = clamp_t(d->lost_usec[k]) + pl->pdb_startup[b];
-                        if (at < now - (int64_t)DRAIN_LOSS_OVERDUE_USEC)
-                                continue;
-                        push_return(s, at > now ? at : now + OVERDUE_RETURN_USEC, b);
-                        s->pending[b]++;
-                        missing--;
-                }
-        }
-}
-
-/* Whether a surged replacement gives the PDB a slot: under an integer minAvailable one more healthy pod is
- * one more disruption; under maxUnavailable (or a percentage) the raised scale raises desiredHealthy with
- * it. */
-static bool surge_frees_slot(const struct drain_pdb_in *pdb)
-{
-        return pdb->spec.min_available.set && !pdb->spec.min_available.percent;
-}
-
-static bool surge_helps(const struct drain_input *in, const struct drain_pod_in *pod)
-{
-        for (size_t j = 0; j < pod->n_pdbs; j++)
-                if (!surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
-                        return false;
-        return pod->n_pdbs > 0;
-}
-
-/* The replacements surge starts before their pods go: each gives its pod's PDBs a slot once Ready, a
- * startup after it was asked for (now, when it is yet to be). One that should be Ready already is in the
- * PDB status, or a watch event behind it. */
-static void push_surge_returns(const struct planner *pl, struct sim *s, size_t override_pdb,
-                               const struct sim *pinned)
-{
-        const struct drain_input *in = pl->in;
-        for (size_t i = 0; i < in->n_pods; i++) {
-                const struct drain_pod_in *pod = &in->pods[i];
-                if (!pl->surge[i] || s->state[i] != PS_WAITING || (pinned && !pod_in_pdb(pod, override_pdb)))
-                        continue;
-                int64_t at = (pod->surged_usec ? clamp_t(pod->surged_usec) : pl->now) + pl->pi[i].startup;
-                if (at <= pl->now)
-                        continue;
-                for (size_t j = 0; j < pod->n_pdbs; j++)
-                        if (surge_frees_slot(&in->pdbs[pod->pdbs[j]]))
-                                push_return(s, at, pod->pdbs[j]);
-        }
-}
-
-/* Replays the drain. With force, a pod still waiting at its last safe moment is deleted around its PDB.
- * override_pdb (or SIZE_MAX) starts with override_k disruptions instead of its status. With pinned, only
- * the pods of override_pdb are replayed and every other pod keeps its times from pinned: they do not depend
- * on this PDB's disruptions (pods under several PDBs are never replayed this way). */
-static void sim_run(const struct planner *pl, struct sim *s, bool force, size_t override_pdb, int override_k,
-                    const struct sim *pinned)
-{
-        const struct drain_input *in = pl->in;
-        int64_t now = pl->now;
-
-        s->n_returns = 0;
-        s->n_order = 0;
-        for (size_t o = 0; o < pl->n_order; o++)
-                if (!pinned || pod_in_pdb(&in->pods[pl->order[o]], override_pdb))
-                        s->order[s->n_order++] = pl->order[o];
-        for (size_t b = 0; b < in->n_pdbs; b++)
-                s->margin[b] = b == override_pdb ? override_k : pl->margin0[b];
-        for (size_t i = 0; i < in->n_pods; i++) {
-                const struct drain_pod_in *pod = &in->pods[i];
-                const struct pod_info *p = &pl->pi[i];
-                if (pinned && !pod_in_pdb(pod, override_pdb)) {
-                        s->state[i] = pinned->state[i];
-                        s->t_evict[i] = pinned->t_evict[i];
-                        s->t_gone[i] = pinned->t_gone[i];
-                        continue;
-                }
-                s->t_evict[i] = s->t_gone[i] = T_NEVER;
-                if (p->left) {
-                        s->state[i] = PS_OUT;
-                        continue;
-                }
-                if (!pod->deleting) {
-                        s->state[i] = PS_WAITING;
-                        continue;
-                }
-                s->state[i] = PS_DELETING;
-                int64_t since = pod->deleted_at_usec ? clamp_t(pod->deleted_at_usec) : now;
-                s->t_evict[i] = since;
-                s->t_gone[i] =
-                    pod->gone_usec ? min_t(now, clamp_t(pod->gone_usec)) : max_t(now, since + p->shutdown);
-                if (!pod->deleted_at_usec || !owner_replaces(pod->owner))
-                        continue;
-                int64_t at = (pod->owner == DRAIN_OWNER_STATEFULSET ? s->t_gone[i] : since) + p->startup;
-                if (at > now)
-                        for (size_t j = 0; j < pod->n_pdbs; j++)
-                                push_return(s, at, pod->pdbs[j]);
-        }
-        push_surge_returns(pl, s, override_pdb, pinned);
-        push_overdue_returns(pl, s, override_pdb, pinned);
-        push_lost_returns(pl, s, override_pdb, pinned);
-
-        for (int64_t t = now;;) {
-                bool progress;
-                do {
-                        progress = apply_returns(s, t);
-                        compute_tier0_gone(pl, s);
-                        for (size_t o = 0; o < s->n_order; o++) {
-                                size_t i = s->order[o];
-                                if (s->state[i] != PS_WAITING || !tier_open(pl, s, i, t))
-                                        continue;
-                                size_t b = in->pods[i].n_pdbs == 1 ? in->pods[i].pdbs[0] : SIZE_MAX;
-                                bool frozen_p = b != SIZE_MAX && b != override_pdb && pl->frozen[b];
-                                if (t >= pl->pi[i].not_before && try_evict(pl, s, i, t, frozen_p))
-                                        progress = true;
-                                else if (force && t >= pl->pi[i].last_safe) {
-                                        do_force(pl, s, i, t);
-                                        progress = true;
-                                }
-                        }
-                } while (progress);
-
-                int64_t next = T_NEVER;
-                for (size_t r = 0; r < s->n_returns; r++)
-                        if (!s->returns[r].done)
-                                next = min_t(next, s->returns[r].at);
-                for (size_t o = 0; o < s->n_order; o++) {
-                        size_t i = s->order[o];
-                        if (s->state[i] != PS_WAITING)
-                                continue;
-                        if (pl->pi[i].last_safe > t)
-                                next = min_t(next, pl->pi[i].last_safe);
-                        if (pl->pi[i].not_before > t)
-                                next = min_t(next, pl->pi[i].not_before);
-                        int64_t open = s->node_t0_gone[in->pods[i].node];
-                        if (pl->pi[i].tier != 0 && open > t)
-                                next = min_t(next, open);
-                }
-                if (next == T_NEVER)
-                        break;
-                t = next;
-        }
-}
-
 /* Whether every pod of PDB b got its graceful stop started by its last safe moment through the PDB alone. */
 static bool pdb_fits(const struct planner *pl, const struct sim *s, size_t b, int64_t *ret_finish)
 {
@@ -729,12 +306,12 @@ static int fit_k(const struct planner *pl, const struct sim *nat, struct sim *sc
         int lo = (k0 > 0 ? k0 : 0) + 1, hi = n_ready > 1 ? n_ready : 1;
         if (lo > hi)
                 return -1;
-        sim_run(pl, scratch, false, b, hi, nat);
+        planner_sim_run(pl, scratch, false, b, hi, nat);
         if (!pdb_fits(pl, scratch, b, NULL))
                 return -1;
         while (lo < hi) {
                 int mid = lo + (hi - lo) / 2;
-                sim_run(pl, scratch, false, b, mid, nat);
+                planner_sim_run(pl, scratch, false, b, mid, nat);
                 if (pdb_fits(pl, scratch, b, NULL))
                         hi = mid;
                 else
@@ -931,7 +508,7 @@ static int pdb_on_node(const struct planner *pl, size_t b, size_t n)
         int count = 0;
         for (size_t k = pl->node_first[n]; k < pl->node_first[n + 1]; k++) {
                 size_t i = pl->node_pods[k];
-                if (pod_to_go(pl, i) && pod_in_pdb(&pl->in->pods[i], b))
+                if (pod_to_go(pl, i) && planner_pod_in_pdb(&pl->in->pods[i], b))
                         count++;
         }
         return count;
@@ -1160,10 +737,10 @@ static void choose_surge(const struct planner *pl, struct sim *scratch, bool for
         }
         if (!blocked_only || !any)
                 return;
-        sim_run(pl, scratch, force, SIZE_MAX, 0, NULL);
+        planner_sim_run(pl, scratch, force, SIZE_MAX, 0, NULL);
         for (size_t i = 0; i < in->n_pods; i++) {
                 const struct drain_pod_in *pod = &in->pods[i];
-                if (pod->can_surge && !pl->pi[i].left && !pod->deleting && surge_helps(in, pod) &&
+                if (pod->can_surge && !pl->pi[i].left && !pod->deleting && planner_surge_helps(in, pod) &&
                     (scratch->state[i] == PS_FORCED || scratch->state[i] == PS_WAITING))
                         pl->surge[i] = true;
         }
@@ -1173,18 +750,18 @@ static int plan_build(const struct planner *pl, struct drain_plan *plan)
 {
         const struct drain_input *in = pl->in;
         struct sim nat = { 0 }, forced = { 0 }, scratch = { 0 };
-        int r = sim_init(&nat, pl);
+        int r = planner_sim_init(&nat, pl);
         if (r >= 0)
-                r = sim_init(&scratch, pl);
+                r = planner_sim_init(&scratch, pl);
         bool force = in->policy == DRAIN_POLICY_FORCE;
         if (r >= 0 && force)
-                r = sim_init(&forced, pl);
+                r = planner_sim_init(&forced, pl);
         if (r >= 0)
                 choose_surge(pl, &scratch, force);
         if (r >= 0) {
-                sim_run(pl, &nat, false, SIZE_MAX, 0, NULL);
+                planner_sim_run(pl, &nat, false, SIZE_MAX, 0, NULL);
                 if (force)
-                        sim_run(pl, &forced, true, SIZE_MAX, 0, NULL);
+                        planner_sim_run(pl, &forced, true, SIZE_MAX, 0, NULL);
                 /* Under respect the plan is the replay through the PDBs alone. */
                 r = fill_pods(pl, force ? &forced : &nat, plan);
         }
@@ -1192,9 +769,9 @@ static int plan_build(const struct planner *pl, struct drain_plan *plan)
                 r = fill_pdbs(pl, &nat, &scratch, plan);
         if (r >= 0)
                 r = fill_nodes(pl, plan);
-        sim_done(&nat);
-        sim_done(&forced);
-        sim_done(&scratch);
+        planner_sim_done(&nat);
+        planner_sim_done(&forced);
+        planner_sim_done(&scratch);
         return r;
 }
 
@@ -1256,7 +833,7 @@ uint64_t drain_lower_bound_usec(const struct drain_input *in, size_t node)
                 int64_t min_shutdown = T_NEVER, min_return = T_NEVER;
                 for (size_t i = 0; i < in->n_pods; i++) {
                         const struct drain_pod_in *pod = &in->pods[i];
-                        if (pod_left(in, pod) || !pod_in_pdb(pod, b))
+                        if (pod_left(in, pod) || !planner_pod_in_pdb(pod, b))
                                 continue;
                         bool budgeted = !pod->deleting && !pod->pending && pod->ready && pod->n_pdbs == 1;
                         if (!budgeted) {
