@@ -112,3 +112,9 @@ int planner_sim_init(struct sim *s, const struct planner *pl);
 bool planner_surge_helps(const struct drain_input *in, const struct drain_pod_in *pod);
 void planner_sim_run(const struct planner *pl, struct sim *s, bool force, size_t override_pdb,
                      int override_k, const struct sim *pinned);
+
+/* planner_result.c: the plan filled from the replay. */
+int planner_fill_pdbs(const struct planner *pl, const struct sim *nat, struct sim *scratch,
+                      struct drain_plan *plan);
+int planner_fill_pods(const struct planner *pl, const struct sim *s, struct drain_plan *plan);
+int planner_fill_nodes(const struct planner *pl, struct drain_plan *plan);
