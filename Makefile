@@ -77,7 +77,8 @@ ASAN_BINS := $(patsubst tests/unit/%.c,$(BUILD)/asan/tests/%,$(TEST_SRC))
 .DEFAULT_GOAL := all
 all: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent $(BUILD)/libspotdrain.a
 
-# Installs missing Debian packages only when a pkg-config or command check fails.
+# Installs missing Debian packages, and builds the pinned Helm into the real tier's cache (tests/realk8s/setup
+# helm), only when a pkg-config or command check fails.
 $(DEPS_STAMP): scripts/install-deps
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists $(PKGS) $(TEST_PKGS) \
 	   || ! command -v clang >/dev/null 2>&1 || ! command -v valgrind >/dev/null 2>&1 \
@@ -86,7 +87,7 @@ $(DEPS_STAMP): scripts/install-deps
 	   || ! command -v yamllint >/dev/null 2>&1 || ! command -v nghttpd >/dev/null 2>&1 \
 	   || ! command -v npm >/dev/null 2>&1 || ! command -v tmux >/dev/null 2>&1 \
 	   || ! command -v chromium >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1 \
-	   || ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Masterminds/sprig ]; then \
+	   || [ ! -x "$$(tests/realk8s/setup helm_path)" ]; then \
 		echo "make: missing build or test dependencies; running scripts/install-deps"; \
 		./scripts/install-deps; \
 	fi
@@ -150,8 +151,7 @@ IT_ASAN_TESTS := $(patsubst %,tests/integration/%.sh,agent_sim controller_sim me
 	webhook_flush controller_leader crash_resume_agent crash_resume_controller surge_crash_controller \
 	kubectl_get python_client aws_cli_sqs aws_cli_ec2 agent_botocore drain_cli drain_live_view oneshot_errors \
 	simulate_cli check_config help_man event_parse admission_webhook drain_frozen_api faults_sim sigv4_botocore)
-# The test tools the scripts compile against the library are instrumented too ($CC); Go's cgo is off, so that
-# the chart renderer does not link with that $CC. TIME_SCALE=2 for the scripts that take it: ASan's 2-3x
+# The test tools the scripts compile against the library are instrumented too ($CC). TIME_SCALE=2 for the scripts that take it: ASan's 2-3x
 # slowdown would otherwise show up as scenario time (a late look at the cluster is a late plan or a late
 # verdict). Two tests at a time: faults_sim alone runs 13 cases of two sanitized processes each, and beside
 # five other sanitized tests a controller of it once took 57 s to start and missed its 60 s bound.
@@ -162,7 +162,7 @@ IT_ASAN_TESTS := $(patsubst %,tests/integration/%.sh,agent_sim controller_sim me
 IT_ASAN_RUN = $(if $(filter all,$(IT_ASAN_TESTS)),$(INTEGRATION_TESTS),$(IT_ASAN_TESTS))
 integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/spotdrain-agent $(BUILD)/asan/libspotdrain.a
 	@SPOTDRAIN=$(BUILD)/asan/spotdrain IT_LOGS=$(BUILD)/it-asan SANITIZER_REPORTS=$(BUILD)/it-asan/reports \
-		IT_TIER=it-asan CC="$(SAN_CC) $(SAN)" CGO_ENABLED=0 TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
+		IT_TIER=it-asan CC="$(SAN_CC) $(SAN)" TIME_SCALE=2 ACCEPTANCE_JOBS=2 \
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		INTEGRATION_JOBS=$${INTEGRATION_JOBS:-2} \
 		scripts/run-integration $(IT_ASAN_RUN)

@@ -3,7 +3,8 @@
 cluster and calls this with its directory in RK_DIR.
 
     peers.py a   the PDB-bound drain (examples/bench-8.yaml) by spotdrain's agent, NTH in IMDS mode, kubectl drain
-    peers.py b   seed-504 (examples/seed-504.yaml) by the same three
+                 and Karpenter (sigs.k8s.io/karpenter/kwok)
+    peers.py b   seed-504 (examples/seed-504.yaml) by the same four
     peers.py c   a mass reclaim through moto's SQS: spotdrain's controller and NTH in queue mode
     peers.py d   the idle footprint of spotdrain's agent beside NTH's, both polling one metadata mock
 
@@ -11,7 +12,11 @@ Every tool plays on the same cluster, the same objects (tests/realk8s/run sets t
 same notice. The scenario player is tests/realk8s/run's, with the drainer it starts swapped: NTH runs as its
 DaemonSet pod would, reading the in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT and a ServiceAccount
 token at /var/run/secrets/kubernetes.io/serviceaccount, a tmpfs of a private mount namespace); `kubectl drain`
-runs at the notice, as a script woken by it would. Results go to $PEERS_OUT (JSON), the table to stdout."""
+runs at the notice, as a script woken by it would. Karpenter's KWOK cloud provider launches the notified node
+from a NodeClaim of its NodePool (the Node it creates made Ready by the tier's KWOK, the scenario's pods placed on
+it as on any node) and, at the notice, the NodeClaim is deleted, as Karpenter's AWS provider does with a spot
+interruption warning (pkg/controllers/interruption in aws/karpenter-provider-aws); its termination controller
+drains the node. Results go to $PEERS_OUT (JSON), the table to stdout."""
 
 import argparse
 import importlib.machinery
@@ -47,7 +52,14 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # (config/helm/aws-node-termination-handler/templates/clusterrole.yaml), which are all `kubectl drain` needs too.
 PEER_NS = "kube-system"
 PEER_SA = {"nth": "aws-node-termination-handler", "nth-large": "aws-node-termination-handler",
-           "kubectl": "kubectl-drain"}
+           "kubectl": "kubectl-drain", "karpenter": "karpenter"}
+# Karpenter launches nodes, so it acts with cluster-admin (its chart's ClusterRoles span nodes, NodeClaims,
+# NodePools, pods, evictions, events, leases and CRDs; a test shortcut for a peer, not a recommendation).
+# Its KWOK cloud provider's NodePool: spot nodes of the instance type the scenario's node has (cpu and memory),
+# never consolidated or expired (a disruption budget of 0 nodes), limited to the nodes the player asks for so
+# that the replacements' pending moments launch nothing; the NodeClaims carry the notice's length as their
+# terminationGracePeriod (below).
+KARPENTER_POOL = "spotdrain-bench"
 # NTH's settings. Its defaults (workers 10; client-go's QPS 5 / burst 10 from rest.InClusterConfig, which
 # v1.25.6 cannot change); and for large clusters the knobs its chart and changes name: more workers
 # (`workers`, "parallel event processors to handle concurrent events"; #1281 speaks of 50 or more for correlated
@@ -100,6 +112,8 @@ class PeerRun(rk.Run):
         super().__init__(args, env)
         self.tool = tool
         self.usage = {}  # process name -> (cpu s, peak RSS KiB), the last seen while it ran
+        if tool == "karpenter":
+            self.world.on_node = self.on_node_tainted(self.world.on_node)
         threading.Thread(target=self.sample, daemon=True).start()
 
     def sample(self):
@@ -117,6 +131,7 @@ class PeerRun(rk.Run):
         k = self.kube
         k.create("/api/v1/namespaces/%s/serviceaccounts" % PEER_NS,
                  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": PEER_NS}})
+        role = "cluster-admin" if self.tool == "karpenter" else "peers-drain"
         k.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "peers-drain"},
             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch", "update"]},
@@ -127,7 +142,7 @@ class PeerRun(rk.Run):
         k.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": "peers-drain-" + sa},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "peers-drain"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": PEER_NS}]})
         tok = k.create("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (PEER_NS, sa), {
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -178,6 +193,10 @@ class PeerRun(rk.Run):
         if self.tool in ("nth", "nth-large"):
             env = dict(self.nth_env(), NODE_NAME=n["name"], INSTANCE_METADATA_URL=imds)
             return self.spawn(name, self.nth_argv(n["name"]), env)
+        if self.tool == "karpenter":
+            self.karpenter_notice(n["name"], min(self.t0 + e["at"] for e in self.sc["events"]
+                                                 if e["node"] == n["name"] and e["type"] != "rebalance-recommendation"))
+            return None
         if self.tool == "kubectl":
             # `kubectl drain` at the notice, with what it needs to proceed past DaemonSets and emptyDirs.
             notice = min(self.t0 + e["at"] for e in self.sc["events"]
@@ -199,6 +218,181 @@ class PeerRun(rk.Run):
                             "contexts": [{"name": "realk8s", "context": {"cluster": "realk8s", "user": "peer"}}],
                             "current-context": "realk8s"}, f)
         return path
+
+    # -- Karpenter: its KWOK cloud provider owns the notified nodes, its termination controller drains them
+    def karpenter_module(self):
+        """The module directory of sigs.k8s.io/karpenter in the Go module cache (setup peers downloaded it):
+        its CRDs and the KWOK provider's instance types are read from there, never committed."""
+        if not getattr(self, "_karp_crds", None):
+            out = subprocess.run([os.path.join(RK, "setup"), "karpenter_crds"], check=True, capture_output=True,
+                                 text=True).stdout.split()
+            self._karp_crds = out
+        return self._karp_crds
+
+    def karpenter_types(self):
+        """The KWOK provider's instance types (kwok/cloudprovider/instance_types.json, embedded in its binary)."""
+        mod = os.path.dirname(os.path.dirname(os.path.dirname(self.karpenter_module()[1])))
+        with open(os.path.join(mod, "kwok", "cloudprovider", "instance_types.json")) as f:
+            return json.load(f)
+
+    def karpenter_instance_type(self, n):
+        """The KWOK provider's amd64 Linux instance type of the scenario node's cpu and memory (the nearest
+        larger one when none matches), so that the node has the room the scenario gives it."""
+        types = self.karpenter_types()
+
+        def qty(v):
+            v = str(v)
+            for suf, mul in (("Ti", 1024 ** 4), ("Gi", 1024 ** 3), ("Mi", 1024 ** 2), ("Ki", 1024)):
+                if v.endswith(suf):
+                    return float(v[:-len(suf)]) * mul
+            return float(v)
+        cpu, mem = qty(n["allocatable"].get("cpu", 2)), qty(n["allocatable"].get("memory", "8Gi"))
+        fit = [t for t in types if t["name"].endswith("-amd64-linux") and qty(t["resources"]["cpu"]) >= cpu
+               and qty(t["resources"]["memory"]) >= mem]
+        return min(fit, key=lambda t: (qty(t["resources"]["cpu"]), qty(t["resources"]["memory"])))["name"]
+
+    def karpenter_start(self, sc):
+        """Karpenter's CRDs applied from its module, the controller started (out of cluster, like its chart's
+        Deployment, with a ServiceAccount token), a KWOKNodeClass and a NodePool, and one NodeClaim per
+        notified node, launched by its KWOK provider (the Node object it creates, made Ready by the tier's
+        KWOK, which manages nodes annotated kwok.x-k8s.io/node=fake as the provider annotates them).
+        Returns {scenario node name: (the Node Karpenter made, its NodeClaim)}."""
+        kubectl = self.bin("kubectl")
+        for d in self.karpenter_module():
+            subprocess.run([kubectl, "--kubeconfig", self.env["RK_KUBECONFIG"], "apply", "--server-side",
+                            "--force-conflicts", "-f", d], check=True, capture_output=True)
+        subprocess.run([kubectl, "--kubeconfig", self.env["RK_KUBECONFIG"], "wait", "--for=condition=Established",
+                        "--timeout=60s", "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
+                        "crd/kwoknodeclasses.karpenter.kwok.sh"], check=True, capture_output=True)
+        cache = os.environ.get("REALK8S_CACHE", "/var/cache/spotdrain/realk8s")
+        binary = os.path.join(cache, "karpenter-%s" % version_of("KARPENTER_VERSION"), "bin", "kwok")
+        self.spawn("controller", [binary], {
+            "KUBECONFIG": self.peer_kubeconfig(), "DISABLE_LEADER_ELECTION": "true", "LOG_LEVEL": "debug",
+            "METRICS_PORT": str(self.free_port()), "HEALTH_PROBE_PORT": str(self.free_port())})
+        k = self.kube
+        k.create("/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses", {
+            "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass", "metadata": {"name": KARPENTER_POOL},
+            "spec": {}})
+        notified = [n for n in sc["nodes"] if any(e["node"] == n["name"] and e["type"] != "rebalance-recommendation"
+                                                  for e in sc["events"])]
+        types = {n["name"]: self.karpenter_instance_type(n) for n in notified}
+        # The time left at the notice is the scenario's budget (the deadline is the notice plus it). A
+        # NodeClaim's spec is immutable (its CRD: "spec is immutable") and takes its terminationGracePeriod
+        # from the NodePool's template when it is made, so the NodePool carries it from the start: changing
+        # it at the notice would reach no existing NodeClaim.
+        tgp = "%ds" % int(sc["budget_seconds"])
+        ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": KARPENTER_POOL}
+        reqs = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": sorted(set(types.values()))}]
+        cpu_of = {t["name"]: int(t["resources"]["cpu"]) for t in self.karpenter_types()}
+        cpus = sum(cpu_of[t] for t in types.values())
+        pool = k.create("/apis/karpenter.sh/v1/nodepools", {
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": KARPENTER_POOL},
+            "spec": {"template": {"metadata": {"labels": {rk.LABEL: "1"}},
+                                  "spec": {"nodeClassRef": ref, "requirements": reqs, "expireAfter": "Never",
+                                           "terminationGracePeriod": tgp}},
+                     "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never",
+                                    "budgets": [{"nodes": "0"}]},
+                     "limits": {"cpu": str(cpus)}}})
+        claims = {}
+        for n in notified:
+            name = "%s-%s" % (KARPENTER_POOL, n["name"])
+            k.create("/apis/karpenter.sh/v1/nodeclaims", {
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": name, "labels": {rk.LABEL: "1", "karpenter.sh/nodepool": KARPENTER_POOL},
+                             "ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                                                  "name": KARPENTER_POOL, "uid": pool["metadata"]["uid"],
+                                                  "blockOwnerDeletion": True}]},
+                "spec": {"nodeClassRef": ref, "expireAfter": "Never", "terminationGracePeriod": tgp,
+                         "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                                          {"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                           "values": [types[n["name"]]]},
+                                          {"key": "karpenter.sh/nodepool", "operator": "In",
+                                           "values": [KARPENTER_POOL]}]}})
+            claims[n["name"]] = name
+        end = time.time() + 120
+        out = {}
+        while len(out) < len(claims):
+            for sname, cname in claims.items():
+                nc = k.get("/apis/karpenter.sh/v1/nodeclaims/%s" % cname, ok=(200, 404)) or {}
+                st = nc.get("status") or {}
+                conds = {c["type"]: c["status"] for c in st.get("conditions") or []}
+                if conds.get("Initialized") == "True" and st.get("nodeName"):
+                    out[sname] = (st["nodeName"], cname)
+            if time.time() > end:
+                raise RuntimeError("Karpenter did not initialize its NodeClaims %s in 120 s (its log: %s)" % (
+                    sorted(set(claims.values()) - {c for _, c in out.values()}),
+                    os.path.join(self.dir, "controller.log")))
+            time.sleep(0.5)
+        rk.log("karpenter: %s" % ", ".join("%s is %s (NodeClaim %s)" % (s, nn, c) for s, (nn, c) in out.items()))
+        return out
+
+    def on_node_tainted(self, on_node):
+        """Karpenter cordons with a taint (karpenter.sh/disrupted:NoSchedule, terminator.Taint), not with
+        spec.unschedulable: the first time a node carries it is its cordon."""
+        def seen(typ, o, when):
+            if any(t.get("key") == "karpenter.sh/disrupted" for t in o["spec"].get("taints") or []):
+                with self.world.lock:
+                    self.world.cordoned.setdefault(o["metadata"]["name"], when)
+            on_node(typ, o, when)
+        return seen
+
+    def karpenter_rename(self, sc, nodes):
+        """The scenario's notified nodes become Karpenter's: their names in the nodes, events and placements."""
+        for n in sc["nodes"]:
+            if n["name"] in nodes:
+                n["name"] = nodes[n["name"]][0]
+        for e in sc["events"]:
+            if e["node"] in nodes:
+                e["node"] = nodes[e["node"]][0]
+        for w in sc["workloads"]:
+            w["placement"] = {nodes.get(k, (k,))[0]: v for k, v in w["placement"].items()}
+
+    def setup(self, sc):
+        if self.tool != "karpenter":
+            return super().setup(sc)
+        made = self.karpenter_start(sc)
+        self.karpenter_rename(sc, made)
+        self.claims = {node: claim for node, claim in made.values()}
+        create = self.kube.create
+
+        def create_but_karpenters(path, obj):
+            if path == "/api/v1/nodes" and obj["metadata"]["name"] in self.claims:
+                return None  # Karpenter's KWOK provider made it
+            return create(path, obj)
+        self.kube.create = create_but_karpenters
+        try:
+            return super().setup(sc)
+        finally:
+            self.kube.create = create
+
+    def clean(self):
+        """An earlier Karpenter run's objects first: its finalizers (karpenter.sh/termination on the Nodes,
+        on the NodeClaims) are lifted, for no Karpenter runs between the runs to lift them."""
+        k = self.kube
+        crd = k.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeclaims.karpenter.sh", ok=(200, 404))
+        if (crd or {}).get("kind") == "CustomResourceDefinition":
+            for nc in k.get("/apis/karpenter.sh/v1/nodeclaims")["items"]:
+                path = "/apis/karpenter.sh/v1/nodeclaims/%s" % nc["metadata"]["name"]
+                k.patch(path, {"metadata": {"finalizers": None}})
+                k.delete(path)
+            for n in k.get("/api/v1/nodes")["items"]:
+                if "karpenter.sh/termination" in (n["metadata"].get("finalizers") or []):
+                    k.patch("/api/v1/nodes/%s" % n["metadata"]["name"], {"metadata": {"finalizers": None}})
+                    k.delete("/api/v1/nodes/%s" % n["metadata"]["name"])
+            k.delete("/apis/karpenter.sh/v1/nodepools/%s" % KARPENTER_POOL)
+            k.delete("/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses/%s" % KARPENTER_POOL)
+        return super().clean()
+
+    def karpenter_notice(self, node, at):
+        """At the notice, what Karpenter's AWS provider does with a spot interruption warning
+        (karpenter-provider-aws, its interruption controller): the NodeClaim deleted. Its lifecycle controller
+        then deletes the Node, whose termination controller taints, drains and, at the NodeClaim's
+        terminationGracePeriod, deletes what is left."""
+        def fire():
+            time.sleep(max(0.0, at - time.time()))
+            self.kube.delete("/apis/karpenter.sh/v1/nodeclaims/%s" % self.claims[node])
+        threading.Thread(target=fire, daemon=True).start()
 
     # -- controller mode
     def start_controller(self, kubeconfig, config):
@@ -233,6 +427,21 @@ class PeerRun(rk.Run):
                     continue
                 ev = json.loads(line)
                 if ev["user"]["username"].startswith(me) and ev["verb"] in ("create", "update", "patch", "delete") \
+                        and rk.parse_iso(ev["requestReceivedTimestamp"]) >= self.t0:
+                    n += 1
+        return n
+
+    def evictions_refused(self):
+        """The tool's evictions the API server refused with 429 (a PDB allowing no disruption) after scenario
+        time 0, from the audit log."""
+        n = 0
+        me = self.peer_user() if self.tool != "spotdrain" else "system:serviceaccount:spotdrain:"
+        with open(os.path.join(self.env["RK_DIR"], "audit.log"), errors="replace") as f:
+            for line in f:
+                if me not in line or '"eviction"' not in line or '"ResponseComplete"' not in line:
+                    continue
+                ev = json.loads(line)
+                if ev["user"]["username"].startswith(me) and (ev.get("responseStatus") or {}).get("code") == 429 \
                         and rk.parse_iso(ev["requestReceivedTimestamp"]) >= self.t0:
                     n += 1
         return n
@@ -286,6 +495,15 @@ class PeerRun(rk.Run):
                 # the drain library's global timeout (its node-termination-grace-period); its per-eviction
                 # "error when evicting ... will retry" lines at level error are retries, not a verdict.
                 msg = (rec or {}).get("message") or ""
+                # Karpenter has no such words (pkg/controllers/node/termination): it retries refused evictions
+                # until the NodeClaim's terminationGracePeriod, publishing FailedDraining events per retry, then
+                # deletes what is left, each pod at (termination time - its own grace), bypassing its PDB
+                # (terminator.DeleteExpiringPods, logged at debug as "deleting pod"). The first such delete
+                # is shown beside "never".
+                if self.tool == "karpenter" and rec and rec.get("message") == "deleting pod":
+                    notice = min(t0 + e["at"] for e in self.sc["events"] if e["type"] != "rebalance-recommendation")
+                    return None, "never; it deleted past the PDBs from %.1f s after the notice (its " \
+                        "terminationGracePeriod)" % (rk.parse_iso(rec["time"]) - notice)
                 if self.tool.startswith("nth") and ("problem while trying to cordon" in msg or
                                                      "global timeout" in msg):
                     return round(rk.parse_iso(rec["time"]) - t0, 1), msg + " " + str(rec.get("error") or "")
@@ -323,6 +541,7 @@ def play(tool, scenario, mode, workdir, extra=None):
     try:
         res = (extra or PeerRun.play)(r)
         res["said_cannot_finish"] = r.said_cannot_finish()
+        res["evictions_refused"] = r.evictions_refused()
         res["usage"] = {k: {"cpu_seconds": round(v[0], 2), "peak_rss_mib": round(v[1] / 1024, 1)}
                         for k, v in r.usage.items()}
     finally:
@@ -333,7 +552,7 @@ def play(tool, scenario, mode, workdir, extra=None):
     return res
 
 
-TOOLS_AGENT = ("spotdrain", "nth", "kubectl")
+TOOLS_AGENT = ["spotdrain", "nth", "kubectl", "karpenter"]
 
 
 def ratio(x, base):
@@ -354,17 +573,19 @@ def bench_a(workdir):
                      "first_eviction_after_notice":
                      None if n["first_eviction_at"] is None else round(n["first_eviction_at"] - n["notice_at"], 2),
                      "pdb_breaches": res["pdb_breaches"], "pods_killed": n["pods_killed"],
+                     "evictions_refused": res["evictions_refused"],
                      "api_requests": res["api_requests"], "load": res["load"], "logs": res["logs"]})
-    sd = rows[0]["notice_to_last_pod_gone"]
+    sd = rows[0]["notice_to_last_pod_gone"] if rows[0]["tool"] == "spotdrain" else None  # --tools without it
     print("\n(a) PDB-bound drain, examples/bench-8.yaml on the real control plane (lower bound %.1f s)" % lb)
     print("| tool | notice to last pod gone | / spotdrain | / lower bound | cordoned after | first eviction after "
-          "| PDB breaches | pods killed | API writes | load before, after |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| PDB breaches | pods killed | evictions refused (429) | API writes | load before, after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s s | %s | %s | %s s | %s s | %d | %d | %d | %s; %s |" % (
+        print("| %s | %s s | %s | %s | %s s | %s s | %d | %d | %d | %d | %s; %s |" % (
             r["tool"], r["notice_to_last_pod_gone"], ratio(r["notice_to_last_pod_gone"], sd),
             ratio(r["notice_to_last_pod_gone"], lb), r["cordoned_after_notice"], r["first_eviction_after_notice"],
-            r["pdb_breaches"], r["pods_killed"], r["api_requests"], r["load"][0], r["load"][1]))
+            r["pdb_breaches"], r["pods_killed"], r["evictions_refused"], r["api_requests"], r["load"][0],
+            r["load"][1]))
     others = [r["notice_to_last_pod_gone"] for r in rows[1:]]
     ok = sd is not None and all(o is not None and sd <= 0.7 * o for o in others) and sd <= 1.15 * lb and \
         rows[0]["pdb_breaches"] == 0 and rows[0]["pods_killed"] == 0
@@ -389,16 +610,18 @@ def bench_b(workdir):
                      "said_cannot_finish_after_notice": None if said[0] is None else round(said[0] - n["notice_at"], 1),
                      "said": said[1], "load": res["load"], "logs": res["logs"]})
     print("\n(b) seed-504 (examples/seed-504.yaml: 20 pods on spot-a, PDBs maxUnavailable 1, 2-minute notice)")
-    print("| tool | pods killed | / spotdrain | graceful | drained after notice | s below desired (api, web) "
-          "| PDB breaches | said it could not finish | load before, after |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    sd = rows[0]["pods_killed"]
+    print("| tool | pods killed | / spotdrain | graceful | deleted past a PDB | drained after notice "
+          "| s below desired (api, web) | PDB breaches | said it could not finish | load before, after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    sd = rows[0]["pods_killed"] if rows[0]["tool"] == "spotdrain" else None
     for r in rows:
         below = r["pdb_below_desired_seconds"]
-        print("| %s | %d | %s | %d | %s | %s, %s | %d | %s | %s; %s |" % (
+        print("| %s | %d | %s | %d | %d | %s | %s, %s | %d | %s | %s; %s |" % (
             r["tool"], r["pods_killed"], ratio(r["pods_killed"], sd) if sd else "-", r["pods_graceful"],
+            r["pods_forced"],
             r["drained_after_notice"], below.get("shop/api"), below.get("shop/web"), r["pdb_breaches"],
-            "never" if r["said"] is None else "%s s after the notice: %s" % (
+            "never" if r["said"] is None else r["said"] if r["said_cannot_finish_after_notice"] is None and
+            r["tool"] == "karpenter" else "%s s after the notice: %s" % (
                 r["said_cannot_finish_after_notice"], (r["said"] or "")[:90]), r["load"][0], r["load"][1]))
     return {"rows": rows}
 
@@ -462,13 +685,17 @@ def main():
     ap.add_argument("benches", nargs="*", default=["a", "b", "d", "c"])
     ap.add_argument("--idle-window", type=float, default=300, help="(d): seconds measured (scaled to an hour)")
     ap.add_argument("--dir", default=os.path.join(ROOT, "build", "peers"))
+    ap.add_argument("--tools", help="(a), (b): the comma-separated tools to play (default: %s)" % ",".join(TOOLS_AGENT))
     args = ap.parse_args()
+    if args.tools:
+        TOOLS_AGENT[:] = [t for t in TOOLS_AGENT if t in args.tools.split(",")]
     os.makedirs(args.dir, exist_ok=True)
     out = {"versions": {"spotdrain": subprocess.run([os.environ.get("SPOTDRAIN", os.path.join(ROOT, "build",
                                                                                              "spotdrain")),
                                                      "--version"], capture_output=True, text=True).stdout.strip(),
                         "aws-node-termination-handler": version_of("NTH_VERSION"),
-                        "kubectl": version_of("K8S_VERSION"), "kube-apiserver": version_of("K8S_VERSION")},
+                        "kubectl": version_of("K8S_VERSION"), "kube-apiserver": version_of("K8S_VERSION"),
+                        "karpenter (sigs.k8s.io/karpenter/kwok)": version_of("KARPENTER_VERSION")},
            "nth_large_settings": NTH_LARGE}
     print("versions: %s" % json.dumps(out["versions"]))
     results = os.environ.get("PEERS_OUT", os.path.join(args.dir, "results.json"))

@@ -8,7 +8,7 @@
  * A NULL registry means "not reported": updates and registrations do nothing and return 0, lookups find
  * nothing, and it renders as empty text. Tests and one-shot commands need none.
  *
- * The families are declared up front (the table in src/ops/metrics.c, names below); a front end adds its own
+ * The families are declared up front (the table in src/core/metrics.c, names below); a front end adds its own
  * with metrics_register(). Label values are passed in the order of the family's label names, ended by NULL:
  *
  *     metrics_counter_inc(m, METRIC_DRAINS, "completed", NULL);

@@ -16,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/webhook_lib.sh"
 webhook_requirements
 
 log "the agent release at its defaults (mode agent, agent.evictionWebhook on)"
-"$RENDER" "$ROOT/helm/spotdrain" spotdrain kube-system "$ROOT/helm/spotdrain/examples/agent-values.yaml" \
+helm_render "$ROOT/helm/spotdrain" spotdrain kube-system "$ROOT/helm/spotdrain/examples/agent-values.yaml" \
 	>"$TEST_TMP/release.yaml" || fail "the chart does not render"
 PORT=$(free_port)
 METRICS_PORT=$(free_port)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue #15: the controller's eviction webhook, as the chart renders it. The controller release is rendered
-# (tests/tools/chartrender: Helm's genCA/genSignedCert for the serving certificate), and a real
+# (helm template: Helm's genCA/genSignedCert make the serving certificate), and a real
 # `spotdrain controller` runs with the rendered configuration and certificate against sim serve. Then
 # AdmissionReview v1 requests, built as kube-apiserver builds them for the agent's pods/eviction CREATEs, go
 # over TLS to the Service name the ValidatingWebhookConfiguration names, verified against its caBundle:
@@ -25,7 +25,7 @@ controller:
     agentServiceAccounts: [{namespace: kube-system, name: spotdrain-agent}]
 EOF
 log "the controller release, rendered with the eviction webhook"
-"$RENDER" "$ROOT/helm/spotdrain" spotdrain kube-system "$TEST_TMP/values.yaml" >"$TEST_TMP/release.yaml" ||
+helm_render "$ROOT/helm/spotdrain" spotdrain kube-system "$TEST_TMP/values.yaml" >"$TEST_TMP/release.yaml" ||
 	fail "the chart does not render"
 PORT=$(free_port)
 METRICS_PORT=$(free_port)

@@ -211,28 +211,37 @@ crash_trials() {
 	return "$failed"
 }
 
-# build_chartrender: builds tests/tools/chartrender (the chart's templates rendered as `helm template`
-# renders them, for a machine without helm) and prints its path; skips the test where Go or Debian's sprig
-# and yaml sources (golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev) are missing.
-# It is built once per source and CGO_ENABLED under build/tools/ (its Go build cache beside it), under a lock
-# that the tests needing it (helm_lint, eviction_webhook, admission_webhook) share when they run side by side:
-# each used to build it from nothing, some 30 s of CPU apiece.
-build_chartrender() {
-	local gosrc=/usr/share/gocode dir=$ROOT/build/tools/chartrender key bin
-	command -v go >/dev/null 2>&1 && [ -d "$gosrc/src/github.com/Masterminds/sprig" ] &&
-		[ -d "$gosrc/src/github.com/ghodss/yaml" ] || return 1
-	mkdir -p "$dir"
-	key=$(cat "$ROOT/tests/tools/chartrender/main.go" <(echo "cgo=${CGO_ENABLED:-}") | sha256sum | cut -c1-16)
-	bin=$dir/chartrender-$key
-	(
-		flock 9
-		[ -x "$bin" ] && exit 0
-		rm -rf "$dir/src-$key" && mkdir -p "$dir/src-$key"
-		cp "$ROOT/tests/tools/chartrender/main.go" "$dir/src-$key/main.go"
-		cd "$dir/src-$key" && GO111MODULE=off GOPATH=$gosrc GOCACHE=$dir/cache GOFLAGS='' \
-			go build -o "$bin.tmp" main.go && mv "$bin.tmp" "$bin"
-	) 9>"$dir/lock" >&2 || return 1
+# find_helm: prints the path of the pinned Helm (HELM_VERSION of tests/realk8s/versions) that
+# scripts/install-deps builds into the real tier's cache outside the repository (tests/realk8s/setup helm;
+# $REALK8S_CACHE, /var/cache/spotdrain/realk8s by default), or $HELM when set; fails where there is none.
+find_helm() {
+	local bin
+	bin=${HELM:-$("$ROOT/tests/realk8s/setup" helm_path)} || return 1
+	[ -x "$bin" ] || return 1
 	echo "$bin"
+}
+
+# The kinds a Kubernetes 1.36 API server's discovery lists of those the chart asks about with
+# .Capabilities.APIVersions (helm template lists only group/versions of its own); HELM_API_VERSIONS
+# (comma-separated) replaces them, "" for an API server without them.
+HELM_KUBE_VERSION=1.36.0
+HELM_API_KINDS="admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration"
+HELM_API_KINDS="$HELM_API_KINDS,admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+HELM_API_KINDS="$HELM_API_KINDS,admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding"
+
+# helm_render CHART RELEASE NAMESPACE [VALUES|--helm-flag...]: `helm template` of the chart as it installs on a Kubernetes
+# $HELM_KUBE_VERSION API server (values checked against values.schema.json, the chart's kubeVersion against it),
+# the manifests on stdout. Needs HELM (find_helm); Helm's own files go under $TEST_TMP, not the user's home.
+helm_render() {
+	local chart=$1 release=$2 ns=$3 f
+	local -a args=(template "$release" "$chart" --namespace "$ns" --kube-version "$HELM_KUBE_VERSION")
+	shift 3
+	for f in "$@"; do
+		case $f in -*) args+=("$f") ;; *) args+=(--values "$f") ;; esac
+	done
+	[ -z "${HELM_API_VERSIONS-$HELM_API_KINDS}" ] || args+=(--api-versions "${HELM_API_VERSIONS-$HELM_API_KINDS}")
+	HELM_CACHE_HOME=$TEST_TMP/helm/cache HELM_CONFIG_HOME=$TEST_TMP/helm/config \
+		HELM_DATA_HOME=$TEST_TMP/helm/data "$HELM" "${args[@]}"
 }
 
 # jq definitions for a `simulate --json` or /sim/v1/result document: first_act(NODE) is the time of NODE's first

@@ -2,7 +2,7 @@
 # Helpers of the eviction webhook's tests (eviction_webhook.sh: the controller's; admission_webhook.sh:
 # agent mode's `spotdrain admission`), sourced after lib.sh; they need $PY with yaml, jq and curl.
 
-# webhook_requirements: skips the test without what it needs; sets PY and RENDER (the chart renderer).
+# webhook_requirements: skips the test without what it needs; sets PY and HELM (the pinned Helm, find_helm).
 webhook_requirements() {
 	[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
 	command -v jq >/dev/null 2>&1 || skip "jq not installed"
@@ -11,7 +11,7 @@ webhook_requirements() {
 	[ -x "$PY" ] || PY=$(command -v python3) || skip "python3 not installed"
 	"$PY" -c 'import yaml' 2>/dev/null || skip "python3 yaml not installed"
 	# shellcheck disable=SC2034 # for the test that sources this
-	RENDER=$(build_chartrender) || skip "no Go with Debian's sprig and yaml sources to render the chart"
+	HELM=$(find_helm) || skip "no pinned Helm to render the chart (scripts/install-deps builds it)"
 }
 
 # webhook_config RELEASE PORT: from a rendered release, what the API server is told (checked: TLS to the

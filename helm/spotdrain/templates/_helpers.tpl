@@ -30,6 +30,8 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* The one name of the agent's (or the controller's) service account: its pods, its RBAC bindings, the
+     admission policy and the eviction webhook's agent users all use this. */}}
 {{- define "spotdrain.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "spotdrain.fullname" .) .Values.serviceAccount.name }}
@@ -255,7 +257,7 @@ spec:
       image: {{ include "spotdrain.image" . }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
       {{- if eq .Values.mode "agent" }}
-      # The agent's own binary: the same code without the simulator, so without libmicrohttpd and GnuTLS.
+      # The agent's own binary: the same code without the simulator's.
       command:
         - /usr/local/bin/spotdrain-agent
       {{- end }}

@@ -3,7 +3,10 @@
 # spot-a holding the token the TokenRequest API binds to the chart's pod on spot-a (the API server puts the
 # node's name in it). The chart's ValidatingAdmissionPolicy, evaluated by the API server's own CEL, lets that
 # token write node spot-a and delete spot-a's pods, and refuses the same on spot-b; the chart's RBAC refuses
-# what the agent never needs (Secrets). A token not bound to a pod is refused any write.
+# what the agent never needs (Secrets). A token not bound to a pod is refused any write. The chart's eviction
+# webhook (agent.evictionWebhook), which the API server calls for the agent's pods/eviction CREATEs, is served
+# by a local `spotdrain admission` over TLS (tests/realk8s/run start_admission): it lets spot-a's agent evict
+# spot-a's pod and denies it spot-b's, which the policy cannot tell apart (an Eviction names only its pod).
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -11,6 +14,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 	>"$CASE_TMP/prepared.json" || fail "the scenario could not be set up"
 A=$(jq -r '.kubeconfigs["spot-a"]' "$CASE_TMP/prepared.json")
 [ -f "$A" ] || fail "no kubeconfig for spot-a's agent"
+# The webhook's server was left running by --prepare: stopped by its PID before the cluster goes.
+ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared.json")
+[ -n "$ADMISSION_PID" ] || fail "no spotdrain admission serving the chart's eviction webhook"
+trap 'kill "$ADMISSION_PID" 2>/dev/null; rk_cleanup' EXIT
 as_a() { "$KUBECTL" --kubeconfig "$A" "$@"; }
 pod_on() { k get pods -n shop --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}'; }
 
@@ -44,9 +51,34 @@ refused "may not write node spot-b" as_a taint node spot-b spotdrain.io/interrup
 [ -z "$(k get node spot-b -o jsonpath='{.metadata.labels.realk8s\.spotdrain\.test/trust}')" ] || fail "spot-b was labelled"
 [ -z "$(k get node spot-b -o jsonpath='{.spec.taints}')" ] || fail "spot-b was tainted"
 
-log "it deletes spot-a's pods, not spot-b's"
+# evict POD [DRYRUN]: the agent of spot-a POSTs an Eviction of shop/POD; the API server's answer.
+evict() {
+	printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"shop"}}\n' "$1" \
+		>"$CASE_TMP/eviction.json"
+	as_a create --raw "/api/v1/namespaces/shop/pods/$1/eviction${2:+?dryRun=All}" -f "$CASE_TMP/eviction.json" 2>&1
+}
+log "it evicts spot-a's pods, not spot-b's: the chart's eviction webhook, served by spotdrain admission"
 pb=$(pod_on spot-b)
 [ -n "$pb" ] || fail "no pod on spot-b"
+denial="the agent on node spot-a may not evict pod shop/$pb, which is bound to node spot-b"
+# The API server calls the webhook once its configuration informer has the URL the tier set; a dry run goes
+# through admission and evicts nothing.
+webhooked() { evict "$pb" dry | grep -qF "$denial"; }
+for _ in $(seq 300); do webhooked && break; sleep 0.1; done
+out=$(evict "$pb") && fail "spot-a's agent evicted spot-b's pod $pb: $out"
+grep -qF "denied the request: $denial" <<<"$out" || fail "not denied by the webhook: $out"
+log "refused (webhook): $(grep -o 'admission webhook.*' <<<"$out")"
+k get pod -n shop "$pb" -o jsonpath='{.metadata.deletionTimestamp}' >"$CASE_TMP/dt" || fail "spot-b's pod $pb is gone"
+[ ! -s "$CASE_TMP/dt" ] || fail "spot-b's pod $pb is being deleted"
+pa=$(pod_on spot-a)
+out=$(evict "$pa") || fail "spot-a's agent cannot evict its own pod $pa: $out"
+[ -n "$(k get pod -n shop "$pa" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null || echo gone)" ] ||
+	fail "spot-a's pod $pa was not evicted"
+grep -qF "allowed: pod shop/$pa is bound to node spot-a" "$CASE_TMP/run/admission.log" ||
+	fail "spotdrain admission never judged spot-a's own eviction: $(tail -n 5 "$CASE_TMP/run/admission.log")"
+log "allowed (webhook): spot-a's agent evicted its own pod $pa"
+
+log "it deletes spot-a's pods, not spot-b's"
 refused "may not delete pod shop/$pb" as_a delete pod -n shop "$pb" --wait=false
 k get pod -n shop "$pb" >/dev/null 2>&1 || fail "spot-b's pod $pb was deleted"
 pa=$(pod_on spot-a)
