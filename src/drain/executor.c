@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "drain/drain_internal.h"
+#include "drain/executor_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
@@ -40,167 +41,8 @@
  * verdict without them would cry wolf for owners seen stopping fast before. */
 #define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
 
-enum xpod_state {
-        XPOD_IDLE,     /* nothing asked yet */
-        XPOD_EVICTING, /* eviction under way */
-        XPOD_BLOCKED,  /* 429 (or a failure): retried when a slot frees, or at retry_at */
-        XPOD_MULTI,    /* 500: several PDBs; only the force path can move it */
-        XPOD_EVICTED,  /* eviction accepted; waiting for it to be gone */
-        XPOD_DELETING, /* forced delete under way */
-        XPOD_FORCED,   /* deleted around its PDB; waiting for it to be gone */
-        XPOD_GONE,
-};
-
-struct xpod {
-        struct drain_exec *x;
-        char *namespace, *name, *uid;
-        char *key; /* namespace/name, for the ledger */
-        enum xpod_state state;
-        struct kube_call *call;
-        uint64_t retry_at; /* engine clock: the earliest next eviction of a pod outside PDB accounting */
-        uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
-        char *grant_pdb;   /* the PDB whose ledger slot the eviction under way holds, NULL none */
-        bool warned;
-        /* not part of the drain (emptyDir data kept, or a namespace or selector skipped, by configuration)
-         */
-        bool leave;
-        /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
-         * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
-        cJSON *ghost;
-        uint64_t ghost_until, gone_at;
-        /* Engine clock: when our eviction or forced delete of it was accepted (0: not ours), the start of
-         * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */
-        uint64_t stop_at;
-        int64_t forced_grace;
-        struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
-        bool pm_forced;              /* pm is its forced delete's */
-        /* Taken again: shortly before the node's end, still on it (pod-killed); once its containers
-         * stopped, while the API still serves it (postmortem). */
-        struct drain_postmortem *pm_killed, *pm_after;
-        /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
-         * killed it. Or gone with its node (gone_with_node, kube_pod_killed_with_node()) while something of
-         * it still ran. */
-        bool killed, gone_with_node;
-        struct drain_pod_memo *memo; /* as last parsed for the plans */
-};
-
-struct drain_exec {
-        struct kube_client *c;
-        struct loop *loop;
-        struct alert_bus *bus;
-        struct metrics *metrics;
-        drain_exec_done_fn done;
-        void *userdata;
-
-        char *node, *kind, *taint_key, *self_namespace, *self_name, *instance_id, *event_id;
-        char **critical;
-        size_t n_critical;
-        uint64_t deadline, margin, default_startup, floor;
-        double expected_shutdown_fraction;
-        enum drain_policy policy;
-        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
-        bool deadline_chosen; /* o->deadline_chosen: pods left at it are not killed by it */
-        bool no_deadline;     /* o->no_deadline */
-        char **skip_namespaces;
-        struct kube_selector skip_selector; /* present: pods it matches are left */
-        unsigned log_tail_lines;
-        char *postmortem_dir;
-        struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
-        int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
-
-        struct kube_informer *pods_inf;
-        unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
-        bool pods_synced;
-        /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
-        struct drain_ledger *ledger, *own_ledger;
-        bool joined;
-        size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
-        uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
-        unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
-        bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
-        struct timer *surge_verdict; /* ends that wait at its bound, should nothing else wake the drain */
-        bool judge_on_estimates;     /* ... for the kept estimates being read (o->estimates) */
-        struct drain_estimates *estimates;
-        struct timer *estimates_wait; /* the bound of that wait */
-        struct kube_call *cordon_call, *taint_call, *annotate_call;
-        /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
-         * already, by someone else, goes into the drain record, so that a reboot's return undoes only
-         * spotdrain's own cordon. */
-        struct kube_call *node_call;
-        bool cordoned_before;
-        /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
-         * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
-         * yet (the cordon and the first evictions go out on separate connections). */
-        bool cordon_answered;
-        /* The exclude-from-external-load-balancers label (exclude_lb): evictions wait for its answer as
-         * for the cordon's, so that no pod goes while the node still gets new connections. */
-        bool exclude_lb, lb_answered;
-        /* drain.lb_deregistration_seconds: pods behind a Service (services, the cluster's) are held until
-         * lb_hold, the label's answer plus lb_dereg. */
-        uint64_t lb_dereg, lb_hold;
-        cJSON *services;
-        struct kube_call *lb_call, *services_call;
-        struct timer *lb_retry;
-        struct backoff lb_backoff;
-        /* The target groups of the node's pods (o->elbv2): pods behind an instance target group wait for
-         * the instance to be out of healthy there; lb_said: per group, its delay was judged against the
-         * time left (lb-deregistration-too-slow). */
-        struct drain_lb_targets *lbt;
-        bool *lb_said;
-
-        struct startup_call *startup_calls;
-        size_t n_startup_calls, startups_pending;
-        bool startups_started;
-
-        struct xpod **pods;
-        size_t n_pods;
-
-        /* The ledger's joint plan of every node draining beside this one (a reference); plan and inputs
-         * are its. This node's pods are slice.n_pods (n_own) from slice.first_pod on. */
-        struct drain_joint *joint;
-        const struct drain_plan *plan;
-        struct drain_inputs *inputs;
-        struct drain_ledger_slice slice;
-        struct xpod **plan_pods; /* own pod index → its xpod, for the n_own */
-        size_t n_own;
-        struct xpod **next_map; /* plan_pods of the plan being made */
-
-        struct timer *kick, *wake, *cordon_retry;
-        uint64_t watch_resumed_at; /* watch_check() resumed the pods' watch then */
-        struct timer *kill_timer;  /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
-        struct backoff cordon_backoff;
-        uint64_t wake_at;
-        bool finished;
-        struct drain_exec_result result;
-        char *message;
-};
-
-/* One list of sibling pods under way; the array is allocated once, so its elements can be userdata. */
-struct startup_call {
-        struct drain_exec *x;
-        struct kube_call *call;
-        char *owner_key;
-};
-
 static void act(struct drain_exec *x);
 static void judge_lb_delays(struct drain_exec *x);
-
-/* Own pod i of the plan (0 ≤ i < n_own), and its input. */
-static const struct drain_plan_pod *own_plan_pod(const struct drain_exec *x, size_t i)
-{
-        return &x->plan->pods[x->slice.first_pod + i];
-}
-
-static const struct drain_pod_in *own_pod_in(const struct drain_exec *x, const struct drain_input *in,
-                                             size_t i)
-{
-        return &in->pods[x->slice.first_pod + i];
-}
-
-static const struct drain_plan_node *own_node(const struct drain_exec *x)
-{
-        return &x->plan->nodes[x->slice.node];
-}
 
 static void kick_fire(void *userdata)
 {
@@ -230,158 +72,6 @@ static void kick(struct drain_exec *x)
                 return;
         if (timer_start_in(x->loop, 0, kick_fire, x, &x->kick) < 0)
                 act(x); /* no timer (ENOMEM): act now rather than never */
-}
-
-static uint64_t jitter(uint64_t range)
-{
-        uint32_t v = 0;
-        if (range == 0 || getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-                return 0;
-        return v % range;
-}
-
-/* The floor before retrying a blocked eviction when nothing is heard: short, and jittered so that many
- * executors do not retry in step. */
-static uint64_t retry_delay(const struct drain_exec *x)
-{
-        return x->floor + jitter(x->floor / 2 + 1);
-}
-
-/* ---- pods ---- */
-
-static struct xpod *xpod_free(struct xpod *p)
-{
-        if (!p)
-                return NULL;
-        kube_call_cancel(p->call);
-        drain_postmortem_free(p->pm);
-        drain_postmortem_free(p->pm_killed);
-        drain_postmortem_free(p->pm_after);
-        drain_pod_memo_unref(p->memo);
-        cJSON_Delete(p->ghost);
-        free(p->grant_pdb);
-        free(p->key);
-        free(p->namespace);
-        free(p->name);
-        free(p->uid);
-        free(p);
-        return NULL;
-}
-
-static bool is_self(const struct drain_exec *x, const char *ns, const char *name)
-{
-        return x->self_name && streq_ptr(x->self_name, name) &&
-               (!x->self_namespace || streq_ptr(x->self_namespace, ns));
-}
-
-static struct xpod *xpod_find(const struct drain_exec *x, const char *ns, const char *name, const char *uid)
-{
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                if (p->state != XPOD_GONE && streq_ptr(p->namespace, ns) && streq_ptr(p->name, name) &&
-                    streq_ptr(p->uid, uid))
-                        return p;
-        }
-        return NULL;
-}
-
-static bool has_emptydir(const cJSON *pod)
-{
-        const cJSON *vol;
-        cJSON_ArrayForEach (vol, cJSON_GetObjectItemCaseSensitive(
-                                     cJSON_GetObjectItemCaseSensitive(pod, "spec"), "volumes")) {
-                if (cJSON_GetObjectItemCaseSensitive(vol, "emptyDir"))
-                        return true;
-        }
-        return false;
-}
-
-/* Pods the configuration leaves alone: in a skipped namespace, or matching the skip selector. */
-static bool skipped(const struct drain_exec *x, const cJSON *obj, const char *ns)
-{
-        for (char **n = x->skip_namespaces; n && *n; n++)
-                if (streq_ptr(*n, ns))
-                        return true;
-        if (!x->skip_selector.present)
-                return false;
-        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-        return kube_pod_parse(obj, &kp) >= 0 &&
-               kube_selector_matches(&x->skip_selector, kp.labels, kp.n_labels);
-}
-
-static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, const char *name,
-                    const char *uid)
-{
-        struct xpod **a = realloc(x->pods, (x->n_pods + 1) * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        x->pods = a;
-        struct xpod *p = calloc(1, sizeof(*p));
-        if (!p)
-                return -ENOMEM;
-        *p = (struct xpod){ .x = x,
-                            .leave = (x->leave_emptydir && has_emptydir(obj)) || skipped(x, obj, ns) };
-        if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
-            !(p->key = strprintf("%s/%s", p->namespace, name)) || (uid && !(p->uid = strdup(uid)))) {
-                xpod_free(p);
-                return -ENOMEM;
-        }
-        x->pods[x->n_pods++] = p;
-        return 0;
-}
-
-/* Tells the ledger how the eviction holding a slot ended. */
-static void xpod_answer(struct xpod *p, enum drain_ledger_answer a)
-{
-        if (!p->grant_pdb)
-                return;
-        drain_ledger_answer(p->x->ledger, p->x, p->grant_pdb, p->key, a);
-        free(p->grant_pdb);
-        p->grant_pdb = NULL;
-}
-
-/* Stops the call under way; an eviction stopped half-way may have gone through. */
-static void xpod_cancel(struct xpod *p)
-{
-        p->call = kube_call_cancel(p->call);
-        xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
-}
-
-static void xpod_gone(struct xpod *p)
-{
-        xpod_cancel(p);
-        p->state = XPOD_GONE;
-}
-
-/* Brings the pod list in line with the informer: new pods are added, pods whose name is gone or now has
- * another UID (a StatefulSet's successor) are gone. */
-static int sync_pods(struct drain_exec *x)
-{
-        unsigned long generation = kube_informer_generation(x->pods_inf);
-        if (x->pods_synced && generation == x->synced_generation)
-                return 0;
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                if (p->state == XPOD_GONE)
-                        continue;
-                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
-                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid))
-                        xpod_gone(p);
-        }
-        for (size_t i = 0; i < kube_informer_size(x->pods_inf); i++) {
-                const cJSON *o = kube_informer_at(x->pods_inf, i);
-                const char *ns = kube_object_str(o, "metadata.namespace");
-                const char *name = kube_object_str(o, "metadata.name");
-                const char *uid = kube_object_str(o, "metadata.uid");
-                if (!name || is_self(x, ns, name) || xpod_find(x, ns ? ns : "", name, uid))
-                        continue;
-                int r = xpod_add(x, o, ns, name, uid);
-                if (r < 0)
-                        return r;
-        }
-        x->pods_synced = true;
-        x->synced_generation = generation;
-        return 0;
 }
 
 /* ---- planning ---- */
@@ -448,7 +138,7 @@ static int pods_for_plan(struct drain_exec *x)
 {
         if (x->finished || !kube_informer_synced(x->pods_inf))
                 return 0;
-        int r = sync_pods(x);
+        int r = exec_sync_pods(x);
         return r < 0 ? r : 1;
 }
 
@@ -1104,7 +794,7 @@ static void kill_capture_fire(void *userdata)
         uint64_t now = clk_now();
         x->kill_timer = NULL; /* released by the loop as it fired */
         if (kube_informer_synced(x->pods_inf)) {
-                (void)sync_pods(x);
+                (void)exec_sync_pods(x);
                 capture_doomed(x);
         } else if (now < x->deadline && timer_start(x->loop, MIN(now + x->floor, x->deadline),
                                                     kill_capture_fire, x, &x->kill_timer) < 0)
@@ -1184,7 +874,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 if (p->grant_pdb)
                         xpod_answer(p, DRAIN_LEDGER_REFUSED);
                 else
-                        p->retry_at = now + retry_delay(x);
+                        p->retry_at = now + exec_retry_delay(x);
                 p->state = XPOD_BLOCKED;
                 x->result.blocked++;
                 log_debug("eviction of %s/%s blocked by PDB %s: %s", p->namespace, p->name,
@@ -1217,7 +907,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
         case KUBE_EVICT_ERROR:
                 xpod_answer(p, DRAIN_LEDGER_FAILED);
                 p->state = XPOD_BLOCKED;
-                p->retry_at = now + 4 * retry_delay(x);
+                p->retry_at = now + 4 * exec_retry_delay(x);
                 log_debug_reason(r->error, r->message, "eviction of %s/%s failed", p->namespace, p->name);
                 break;
         }
@@ -1239,7 +929,7 @@ static int evict(struct drain_exec *x, struct xpod *p, uint64_t last_safe, char 
                         *grant_pdb = NULL;
                 }
                 p->state = XPOD_BLOCKED;
-                p->retry_at = clk_now() + 4 * retry_delay(x);
+                p->retry_at = clk_now() + 4 * exec_retry_delay(x);
                 return r;
         }
         p->state = XPOD_EVICTING;
@@ -1263,7 +953,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
                 xpod_gone(p); /* gone, or the name now belongs to a successor */
         else {
                 p->state = XPOD_BLOCKED;
-                p->force_at = clk_now() + 4 * retry_delay(x);
+                p->force_at = clk_now() + 4 * exec_retry_delay(x);
                 log_debug_reason(r->error, r->message, "forced delete of %s/%s failed", p->namespace,
                                  p->name);
         }
@@ -1443,7 +1133,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         p->pm_forced = true;
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
                                             &p->call) < 0) {
-                                p->force_at = now + 4 * retry_delay(x);
+                                p->force_at = now + 4 * exec_retry_delay(x);
                                 next = MIN(next, p->force_at);
                                 continue;
                         }
@@ -1611,7 +1301,7 @@ static void act(struct drain_exec *x)
                 return;
         }
 
-        r = sync_pods(x);
+        r = exec_sync_pods(x);
         if (r >= 0)
                 r = replan(x, now);
         if (r < 0) {
@@ -1621,7 +1311,7 @@ static void act(struct drain_exec *x)
                         if (now >= x->deadline)
                                 finish(x, DRAIN_EXEC_ERROR, r, "cannot plan");
                         else
-                                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
+                                arm_wake(x, MIN(now + exec_retry_delay(x), x->deadline));
                         return;
                 }
         }
@@ -1683,7 +1373,7 @@ static void act(struct drain_exec *x)
         r = issue(x, now);
         if (r < 0) {
                 log_debug_errno(r, "cannot act on the drain of %s", x->node);
-                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
+                arm_wake(x, MIN(now + exec_retry_delay(x), x->deadline));
         }
 }
 
