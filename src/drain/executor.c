@@ -20,23 +20,19 @@
 #include "spotdrain/node.h"
 #include "spotdrain/surge.h"
 
-#define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
 #define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
 /* A pod behind an instance target group: its instance expected out of healthy by the next answer. */
 #define LB_POLL_USEC (1 * USEC_PER_SEC)
 /* The share of its grace period a pod is expected to take to stop before any of its kind was seen. */
 #define DEFAULT_EXPECTED_SHUTDOWN 0.5
-#define MIN(a, b)                 ((a) < (b) ? (a) : (b))
+
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
 /* How long the first verdict may wait for surge's reads of the node's Deployments (the first plan waits
  * STARTUP_WAIT_USEC for them, which a loaded API server can outlast). */
 #define SURGE_VERDICT_WAIT_USEC (5 * UINT64_C(1000000))
-/* How long before the deadline the pods still on the node are captured (pod-killed): late enough that a
- * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few
- * reads (the instance's shutdown starts at the deadline; the reads take a round trip each). */
-#define KILL_CAPTURE_LEAD_USEC (5 * UINT64_C(1000000))
+
 /* How long the first verdict may wait for the kept estimates the agent reads at the notice: one GET, but a
  * verdict without them would cry wolf for owners seen stopping fast before. */
 #define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
@@ -654,187 +650,6 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 x->done(x, &x->result, x->userdata);
 }
 
-/* ---- the pods' own alerts (their Events, where their teams look) and post-mortems ---- */
-
-static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                         int64_t grace)
-{
-        char notice[64], deadline[64];
-        if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
-                snprintf(notice, sizeof(notice), "?");
-        if (x->no_deadline)
-                snprintf(deadline, sizeof(deadline), "none");
-        else if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
-                snprintf(deadline, sizeof(deadline), "?");
-        if (kind == ALERT_POD_DELETED)
-                return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
-                                 " s): %s notice at %s, deadline %s",
-                                 p->namespace, p->name, x->node, grace, x->kind, notice, deadline);
-        return strprintf("pod %s/%s evicted from node %s: %s notice at %s, deadline %s", p->namespace,
-                         p->name, x->node, x->kind, notice, deadline);
-}
-
-/* Its eviction or delete was accepted: its alert, with the post-mortem once that is in. */
-static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind)
-{
-        if (p->pm) {
-                drain_postmortem_accepted(p->pm);
-                return;
-        }
-        _cleanup_free_ char *summary = pod_summary(x, p, kind, p->forced_grace);
-        const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
-        alert_emit_pod(x->bus, kind, x->node, &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL,
-                       fields, "%s", summary ? summary : p->name);
-}
-
-/* A capture of p (stage: NULL the first, at its delete or eviction), its alert kind once it is in and
- * accepted; NULL when it cannot be taken. last: the pod's last state, of a pod already gone (nothing read
- * from the API); NULL: read now. */
-static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                                        const char *stage, const char *summary, const cJSON *last,
-                                        const cJSON *seen)
-{
-        struct drain_postmortem *pm = NULL;
-        struct drain_postmortem_spec s = {
-                .kind = kind,
-                .tail_lines = x->log_tail_lines,
-                .dir = x->postmortem_dir,
-                .node = x->node,
-                .namespace = p->namespace,
-                .name = p->name,
-                .uid = p->uid,
-                .summary = summary,
-                .stage = stage,
-                .seen = seen,
-        };
-        int r = !summary ? -ENOMEM
-                : last   ? drain_postmortem_of_object(x->bus, &s, last, &pm)
-                         : drain_postmortem_start(x->c, x->bus, &s, &pm);
-        if (r < 0) {
-                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
-                return NULL;
-        }
-        return pm;
-}
-
-/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
- * gets a post-mortem, taken as its delete or eviction goes out. */
-static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
-                             enum alert_kind kind, int64_t grace)
-{
-        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
-                return;
-        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
-        p->pm = capture(x, p, kind, NULL, summary, NULL, NULL);
-}
-
-/* A later capture of p, alerted as soon as it is in; seen: its object as just seen, if it was. */
-static struct drain_postmortem *capture_again(struct drain_exec *x, const struct xpod *p,
-                                              enum alert_kind kind, const char *stage, const char *summary,
-                                              const cJSON *seen)
-{
-        struct drain_postmortem *pm = capture(x, p, kind, stage, summary, NULL, seen);
-        drain_postmortem_accepted(pm); /* nothing to wait for but the capture */
-        return pm;
-}
-
-/* Why a pod is still on the node shortly before its end. */
-static const char *still_there_why(const struct drain_exec *x, const struct xpod *p)
-{
-        if (p->leave)
-                return "left alone by drain.skip_namespaces, drain.skip_pod_selector or "
-                       "drain.delete_emptydir_data: false";
-        if (x->cordon_only)
-                return "drain.cordon_only: another drainer's to move";
-        if (p->stop_at)
-                return "its stop has not ended";
-        return "the drain could not stop it in time";
-}
-
-/* KILL_CAPTURE_LEAD_USEC before the deadline: every pod still on the node (but DaemonSet and mirror pods,
- * which the drain leaves by design and which come back with any node, and pods whose deletion's grace ends
- * before the deadline) goes with the node unless it stops first; its post-mortem is taken now, while the
- * API still serves it (pod-killed). */
-static void capture_doomed(struct drain_exec *x)
-{
-        char deadline[64];
-        unsigned n = 0;
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
-                snprintf(deadline, sizeof(deadline), "?");
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-                const cJSON *o = p->state == XPOD_GONE || p->pm_killed
-                                     ? NULL
-                                     : kube_informer_get(x->pods_inf, p->namespace, p->name);
-                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid) ||
-                    kube_pod_parse(o, &kp) < 0 || kp.mirror ||
-                    (streq_ptr(kp.owner_kind, "DaemonSet") && !x->evict_daemonsets))
-                        continue;
-                /* Deleting with a grace that ends before the deadline: its kubelet ends it first, and its
-                 * delete's capture (and the one after its stop) tell its story. */
-                if (kp.deletion_usec && kp.deletion_usec <= x->deadline)
-                        continue;
-                _cleanup_free_ char *summary = strprintf(
-                    "pod %s/%s still on node %s %.0f s before its end (%s): killed with the node unless it "
-                    "stops first; %s notice, deadline %s",
-                    p->namespace, p->name, x->node, (double)KILL_CAPTURE_LEAD_USEC / (double)USEC_PER_SEC,
-                    still_there_why(x, p), x->kind, deadline);
-                p->pm_killed = capture_again(x, p, ALERT_POD_KILLED, "before-node-end", summary, NULL);
-                n += p->pm_killed != NULL;
-        }
-        if (n > 0)
-                log_debug("drain of %s: %u pod%s still on the node captured before its end", x->node, n,
-                          n == 1 ? "" : "s");
-}
-
-static void kill_capture_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        uint64_t now = clk_now();
-        x->kill_timer = NULL; /* released by the loop as it fired */
-        if (kube_informer_synced(x->pods_inf)) {
-                (void)exec_sync_pods(x);
-                capture_doomed(x);
-        } else if (now < x->deadline && timer_start(x->loop, MIN(now + x->floor, x->deadline),
-                                                    kill_capture_fire, x, &x->kill_timer) < 0)
-                x->kill_timer = NULL;
-}
-
-/* Whether every container of a pod has stopped (or it finished). */
-static bool containers_stopped(const cJSON *obj)
-{
-        const char *phase = kube_object_str(obj, "status.phase");
-        if (streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed"))
-                return true;
-        const cJSON *cs, *statuses = cJSON_GetObjectItemCaseSensitive(
-                             cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
-        if (cJSON_GetArraySize(statuses) == 0)
-                return false;
-        cJSON_ArrayForEach (cs, statuses)
-                if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
-                                                      "terminated"))
-                        return false;
-        return true;
-}
-
-/* A pod the drain stopped with a post-mortem, seen with its containers stopped while it is still served
- * (Terminating until the kubelet confirms): its final statuses (exit codes) and last lines, again. */
-static void capture_after_stop(struct drain_exec *x, const cJSON *obj)
-{
-        const char *ns = kube_object_str(obj, "metadata.namespace");
-        if (!containers_stopped(obj))
-                return;
-        struct xpod *p = xpod_find(x, ns ? ns : "", kube_object_str(obj, "metadata.name"),
-                                   kube_object_str(obj, "metadata.uid"));
-        if (!p || !p->pm || !p->stop_at || p->pm_after)
-                return;
-        _cleanup_free_ char *summary =
-            strprintf("pod %s/%s stopped on node %s (%s notice): its containers' last state", p->namespace,
-                      p->name, x->node, x->kind);
-        p->pm_after = capture_again(x, p, ALERT_POSTMORTEM, "after-stop", summary, obj);
-}
-
 /* ---- evictions and deletes ---- */
 
 static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct buf *b)
@@ -865,7 +680,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 p->state = XPOD_EVICTED;
                 p->stop_at = now;
                 x->result.evicted++;
-                pod_stopped(x, p, ALERT_POD_EVICTED);
+                exec_pod_stopped(x, p, ALERT_POD_EVICTED);
                 break;
         case KUBE_EVICT_BLOCKED:
                 /* With a slot from the ledger, the status it went by was stale: the ledger distrusts it
@@ -948,7 +763,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
                 p->state = XPOD_FORCED;
                 p->stop_at = clk_now();
                 x->result.forced++;
-                pod_stopped(x, p, ALERT_POD_DELETED);
+                exec_pod_stopped(x, p, ALERT_POD_DELETED);
         } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
                 xpod_gone(p); /* gone, or the name now belongs to a successor */
         else {
@@ -1107,14 +922,14 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         _cleanup_free_ char *grant = NULL;
                         bool issued = false;
                         if (!takes_slot) {
-                                postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
+                                exec_postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
                                 issued = evict(x, p, pp->last_safe_usec, NULL, grace) >= 0;
                         } else {
                                 int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
                                 if (g < 0)
                                         return g;
                                 if (g > 0) {
-                                        postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
+                                        exec_postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
                                         issued = evict(x, p, pp->last_safe_usec, &grant, grace) >= 0;
                                 }
                         }
@@ -1129,7 +944,7 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
                         /* A capture taken for its eviction tells another story than its delete's. */
                         if (!p->pm_forced)
                                 p->pm = drain_postmortem_free(p->pm);
-                        postmortem_begin(x, p, kp, ALERT_POD_DELETED, grace);
+                        exec_postmortem_begin(x, p, kp, ALERT_POD_DELETED, grace);
                         p->pm_forced = true;
                         if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
                                             &p->call) < 0) {
@@ -1398,7 +1213,7 @@ static void pods_added(void *userdata, const cJSON *obj)
 
 static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 {
-        capture_after_stop(userdata, obj);
+        exec_capture_after_stop(userdata, obj);
         pods_changed(userdata);
 }
 
@@ -1447,7 +1262,7 @@ static void gone_with_node(struct drain_exec *x, struct xpod *p, const cJSON *ob
         _cleanup_free_ char *summary = strprintf(
             "pod %s/%s killed with node %s: the node went while %s; %s notice, deadline %s", p->namespace,
             p->name, x->node, p->stop_at ? "its stop had not ended" : "it still ran", x->kind, deadline);
-        p->pm_killed = capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj, NULL);
+        p->pm_killed = exec_capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj, NULL);
         if (!p->pm_killed) {
                 const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
                 alert_emit_pod(x->bus, ALERT_POD_KILLED, x->node,
@@ -1930,7 +1745,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         /* The pods still there shortly before it are captured, also after a drain that ended early. */
         r = timer_start(x->loop,
                         x->deadline > KILL_CAPTURE_LEAD_USEC ? x->deadline - KILL_CAPTURE_LEAD_USEC : 0,
-                        kill_capture_fire, x, &x->kill_timer);
+                        exec_kill_capture_fire, x, &x->kill_timer);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(x);

@@ -169,3 +169,21 @@ void xpod_answer(struct xpod *p, enum drain_ledger_answer a);
 void xpod_cancel(struct xpod *p);
 void xpod_gone(struct xpod *p);
 int exec_sync_pods(struct drain_exec *x);
+
+#define USEC_PER_SEC UINT64_C(1000000)
+#define MIN(a, b)    ((a) < (b) ? (a) : (b))
+
+/* How long before the deadline the pods still on the node are captured (pod-killed): late enough that a
+ * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few
+ * reads (the instance's shutdown starts at the deadline; the reads take a round trip each). */
+#define KILL_CAPTURE_LEAD_USEC (5 * UINT64_C(1000000))
+
+/* executor_postmortem.c: the post-mortem captures. */
+void exec_pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind);
+struct drain_postmortem *exec_capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
+                                      const char *stage, const char *summary, const cJSON *last,
+                                      const cJSON *seen);
+void exec_postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
+                           enum alert_kind kind, int64_t grace);
+void exec_kill_capture_fire(void *userdata);
+void exec_capture_after_stop(struct drain_exec *x, const cJSON *obj);
