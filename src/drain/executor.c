@@ -37,38 +37,7 @@
  * verdict without them would cry wolf for owners seen stopping fast before. */
 #define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
 
-static void act(struct drain_exec *x);
 static void judge_lb_delays(struct drain_exec *x);
-
-static void kick_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->kick = NULL; /* released by the loop as it fired */
-        act(x);
-}
-
-/* Something changed: act soon, once for a burst of changes. */
-static void kick(struct drain_exec *x);
-
-static void estimates_wait_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->estimates_wait = NULL; /* released by the loop as it fired */
-        kick(x);
-}
-
-static void estimates_read(void *userdata)
-{
-        kick(userdata);
-}
-
-static void kick(struct drain_exec *x)
-{
-        if (x->finished || x->kick)
-                return;
-        if (timer_start_in(x->loop, 0, kick_fire, x, &x->kick) < 0)
-                act(x); /* no timer (ENOMEM): act now rather than never */
-}
 
 /* ---- planning ---- */
 
@@ -227,7 +196,7 @@ static void planned(void *userdata, struct drain_joint *j, const struct drain_le
 {
         struct drain_exec *x = userdata;
         if (slice && x->next_map && own_schedule_moved(x, j->plan, slice, x->next_map))
-                kick(x);
+                exec_kick(x);
         x->joint = drain_joint_unref(x->joint);
         free(x->plan_pods);
         x->plan_pods = NULL;
@@ -285,7 +254,7 @@ static void surge_verdict_fire(void *userdata)
 {
         struct drain_exec *x = userdata;
         x->surge_verdict = NULL; /* released by the loop as it fired */
-        act(x);
+        x->act(x);
 }
 
 /* The graded verdict of the drain as it stands, its node's index in the plan graded in *ret_node; the
@@ -372,7 +341,7 @@ static void judge(struct drain_exec *x, uint64_t now, bool first)
                 x->judge_on_estimates = true;
                 if (!x->estimates_wait &&
                     timer_start(x->loop, x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC,
-                                estimates_wait_fire, x, &x->estimates_wait) < 0)
+                                exec_estimates_wait_fire, x, &x->estimates_wait) < 0)
                         x->estimates_wait = NULL;
                 return;
         }
@@ -726,7 +695,7 @@ static void evict_done(struct kube_client *c, struct kube_result *r, void *userd
                 log_debug_reason(r->error, r->message, "eviction of %s/%s failed", p->namespace, p->name);
                 break;
         }
-        kick(x);
+        exec_kick(x);
 }
 
 /* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
@@ -772,7 +741,7 @@ static void delete_done(struct kube_client *c, struct kube_result *r, void *user
                 log_debug_reason(r->error, r->message, "forced delete of %s/%s failed", p->namespace,
                                  p->name);
         }
-        kick(x);
+        exec_kick(x);
 }
 
 /* min(its grace, time left - margin), at least 1 s. */
@@ -1004,7 +973,7 @@ static void wake_fire(void *userdata)
         struct drain_exec *x = userdata;
         x->wake = NULL; /* released by the loop as it fired */
         x->wake_at = 0;
-        act(x);
+        x->act(x);
 }
 
 static void arm_wake(struct drain_exec *x, uint64_t at)
@@ -1038,7 +1007,7 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
                 log_debug_errno(r->error, "cannot list sibling pods, using the default startup estimate");
         drain_ledger_startup_answered(x->ledger, sc->owner_key);
         x->startups_pending--;
-        kick(x);
+        exec_kick(x);
 }
 
 static bool startup_asked(const struct drain_exec *x, const char *key)
@@ -1198,7 +1167,7 @@ static void act(struct drain_exec *x)
 static void pods_changed(struct drain_exec *x)
 {
         drain_ledger_touch(x->ledger);
-        kick(x);
+        exec_kick(x);
 }
 
 static void surge_changed(void *userdata)
@@ -1311,7 +1280,7 @@ static void informer_synced(void *userdata)
 /* The ledger's wake: a PDB changed, a drain started or ended beside this one, or a slot may be ours. */
 static void ledger_wake(void *userdata)
 {
-        kick(userdata);
+        exec_kick(userdata);
 }
 
 /* ---- node: cordon, taint, annotation ---- */
@@ -1346,12 +1315,12 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
                 if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
                         x->cordon_retry = NULL;
                 x->cordon_answered = true;
-                kick(x);
+                exec_kick(x);
                 return;
         }
         x->result.cordoned_usec = clk_now();
         x->cordon_answered = true;
-        kick(x);
+        exec_kick(x);
 }
 
 static void taint_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -1631,6 +1600,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x = calloc(1, sizeof(*x));
         if (!x)
                 return -ENOMEM;
+        x->act = act;
         x->c = c;
         x->loop = kube_client_loop(c);
         x->bus = bus;
@@ -1732,7 +1702,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         }
         if (o->estimates) {
                 x->estimates = o->estimates;
-                drain_estimates_on_read(x->estimates, estimates_read, x);
+                drain_estimates_on_read(x->estimates, exec_estimates_read, x);
         }
         /* The drains of the ledger learn a Deployment from one read of it. */
         drain_surge_share(x->surge, drain_ledger_surge_reads(x->ledger));

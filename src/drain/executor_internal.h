@@ -141,6 +141,9 @@ struct drain_exec {
         size_t n_own;
         struct xpod **next_map; /* plan_pods of the plan being made */
 
+        /* act() of executor.c, which its parts (pods, plan, evictions) reach through here: they are below
+         * the act loop and call none of its functions. */
+        void (*act)(struct drain_exec *x);
         struct timer *kick, *wake, *cordon_retry;
         uint64_t watch_resumed_at; /* watch_check() resumed the pods' watch then */
         struct timer *kill_timer;  /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
@@ -187,3 +190,8 @@ void exec_postmortem_begin(struct drain_exec *x, struct xpod *p, const struct ku
                            enum alert_kind kind, int64_t grace);
 void exec_kill_capture_fire(void *userdata);
 void exec_capture_after_stop(struct drain_exec *x, const cJSON *obj);
+
+/* executor_kick.c: act soon. */
+void exec_estimates_wait_fire(void *userdata);
+void exec_estimates_read(void *userdata);
+void exec_kick(struct drain_exec *x);
