@@ -195,3 +195,7 @@ void exec_capture_after_stop(struct drain_exec *x, const cJSON *obj);
 void exec_estimates_wait_fire(void *userdata);
 void exec_estimates_read(void *userdata);
 void exec_kick(struct drain_exec *x);
+
+/* executor_evict.c: the evictions. */
+int exec_issue(struct drain_exec *x, uint64_t now);
+void exec_arm_wake(struct drain_exec *x, uint64_t at);
