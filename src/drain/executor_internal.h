@@ -199,3 +199,19 @@ void exec_kick(struct drain_exec *x);
 /* executor_evict.c: the evictions. */
 int exec_issue(struct drain_exec *x, uint64_t now);
 void exec_arm_wake(struct drain_exec *x, uint64_t at);
+
+/* How long the first verdict may wait for surge's reads of the node's Deployments (the first plan waits
+ * STARTUP_WAIT_USEC for them, which a loaded API server can outlast). */
+#define SURGE_VERDICT_WAIT_USEC (5 * UINT64_C(1000000))
+
+/* How long the first verdict may wait for the kept estimates the agent reads at the notice: one GET, but a
+ * verdict without them would cry wolf for owners seen stopping fast before. */
+#define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
+
+/* executor_plan.c: the plan and the verdict. */
+int exec_add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice);
+int exec_add_namespaces(void *userdata, const char ***ns, size_t *n);
+void exec_planned(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice);
+int exec_replan(struct drain_exec *x, uint64_t now);
+void exec_judge(struct drain_exec *x, uint64_t now, bool first);
+void exec_judge_lb_delays(struct drain_exec *x);
