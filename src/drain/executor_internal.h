@@ -215,3 +215,12 @@ void exec_planned(void *userdata, struct drain_joint *j, const struct drain_ledg
 int exec_replan(struct drain_exec *x, uint64_t now);
 void exec_judge(struct drain_exec *x, uint64_t now, bool first);
 void exec_judge_lb_delays(struct drain_exec *x);
+
+/* executor_informers.c: the informers' callbacks. */
+void exec_pods_changed(struct drain_exec *x);
+void exec_surge_changed(void *userdata);
+void exec_pods_added(void *userdata, const cJSON *obj);
+void exec_pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj);
+void exec_pods_deleted(void *userdata, const cJSON *obj);
+void exec_informer_synced(void *userdata);
+void exec_ledger_wake(void *userdata);
