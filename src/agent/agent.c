@@ -3,7 +3,7 @@
  *
  * This is the top of agent mode (the caller of the IMDS and Kubernetes clients), so it logs what an
  * operator must see at info/warning: notices, actions that failed, IMDS going away and coming back. The
- * actions carried out by the drain engine in process (agent_engine_actions) are engine.c's. */
+ * actions (agent_kube_actions, agent_engine_actions) are actions.c's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
-/* The agent's engine actions (agent_engine_actions): the dispatcher's effects carried out by the drain
- * engine in process (drains with their load-balancer credentials, soft taint, cordon, uncordon,
- * replacement), and the end of each drain told to the agent that follows the engine. */
+/* The agent's actions, the dispatcher's effects for its node: the node actions alone (agent_kube_actions: a
+ * drain is the cordon and the drain taint), and with the in-process drain engine (agent_engine_actions:
+ * drains with their load-balancer credentials, the soft taint, cordon, uncordon, replacement), whose end
+ * is told to the agent that follows it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
