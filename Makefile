@@ -129,10 +129,10 @@ integration: $(BUILD)/spotdrain $(BUILD)/spotdrain-agent
 #   the simulator serving real clients (sim serve, cmd_sim.c; protobuf, tables, watches, paging, the SQS query
 #     and JSON protocols, the EC2 and Auto Scaling query protocols, IMDSv2): kubectl_get python_client
 #     aws_cli_sqs aws_cli_ec2 agent_botocore
-#   the one-shot front ends and their error paths (cmd_drain.c plan/audit/drain, the terminal view, a server
-#     that is closed, silent, refuses or speaks no TLS; cmd_simulate.c, cmd_config.c, help.c, cmd_event.c,
-#     cmd_admission.c): drain_cli drain_live_view oneshot_errors simulate_cli check_config help_man
-#     event_parse admission_webhook
+#   the one-shot front ends and their error paths (cmd_drain.c, cmd_plan.c, cmd_audit.c, drain_cli.c, the
+#     terminal view, a server that is closed, silent, refuses or speaks no TLS; cmd_simulate.c, cmd_config.c,
+#     help.c, cmd_event.c, cmd_admission.c): drain_cli drain_live_view oneshot_errors simulate_cli
+#     check_config help_man event_parse admission_webhook
 #   the HTTP client's error paths on real sockets (frozen connections, injected resets, stalls, 5xx):
 #     drain_frozen_api faults_sim
 #   the signer over 1000 random requests, a tool compiled against the instrumented library: sigv4_botocore

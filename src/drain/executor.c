@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "drain/drain_internal.h"
+#include "drain/executor_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/config.h"
 #include "spotdrain/engine.h"
@@ -19,721 +20,14 @@
 #include "spotdrain/node.h"
 #include "spotdrain/surge.h"
 
-#define USEC_PER_SEC         UINT64_C(1000000)
 #define DEFAULT_FLOOR_USEC   (200 * UINT64_C(1000))
 #define DEFAULT_STARTUP_USEC (30 * USEC_PER_SEC)
-/* A pod behind an instance target group: its instance expected out of healthy by the next answer. */
-#define LB_POLL_USEC (1 * USEC_PER_SEC)
+
 /* The share of its grace period a pod is expected to take to stop before any of its kind was seen. */
 #define DEFAULT_EXPECTED_SHUTDOWN 0.5
-#define MIN(a, b)                 ((a) < (b) ? (a) : (b))
+
 /* How long the first plan waits for sibling startup measurements before it goes with the defaults. */
 #define STARTUP_WAIT_USEC (500 * UINT64_C(1000))
-/* How long the first verdict may wait for surge's reads of the node's Deployments (the first plan waits
- * STARTUP_WAIT_USEC for them, which a loaded API server can outlast). */
-#define SURGE_VERDICT_WAIT_USEC (5 * UINT64_C(1000000))
-/* How long before the deadline the pods still on the node are captured (pod-killed): late enough that a
- * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few
- * reads (the instance's shutdown starts at the deadline; the reads take a round trip each). */
-#define KILL_CAPTURE_LEAD_USEC (5 * UINT64_C(1000000))
-/* How long the first verdict may wait for the kept estimates the agent reads at the notice: one GET, but a
- * verdict without them would cry wolf for owners seen stopping fast before. */
-#define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
-
-enum xpod_state {
-        XPOD_IDLE,     /* nothing asked yet */
-        XPOD_EVICTING, /* eviction under way */
-        XPOD_BLOCKED,  /* 429 (or a failure): retried when a slot frees, or at retry_at */
-        XPOD_MULTI,    /* 500: several PDBs; only the force path can move it */
-        XPOD_EVICTED,  /* eviction accepted; waiting for it to be gone */
-        XPOD_DELETING, /* forced delete under way */
-        XPOD_FORCED,   /* deleted around its PDB; waiting for it to be gone */
-        XPOD_GONE,
-};
-
-struct xpod {
-        struct drain_exec *x;
-        char *namespace, *name, *uid;
-        char *key; /* namespace/name, for the ledger */
-        enum xpod_state state;
-        struct kube_call *call;
-        uint64_t retry_at; /* engine clock: the earliest next eviction of a pod outside PDB accounting */
-        uint64_t force_at; /* engine clock: the earliest next forced delete after one failed */
-        char *grant_pdb;   /* the PDB whose ledger slot the eviction under way holds, NULL none */
-        bool warned;
-        /* not part of the drain (emptyDir data kept, or a namespace or selector skipped, by configuration)
-         */
-        bool leave;
-        /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
-         * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
-        cJSON *ghost;
-        uint64_t ghost_until, gone_at;
-        /* Engine clock: when our eviction or forced delete of it was accepted (0: not ours), the start of
-         * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */
-        uint64_t stop_at;
-        int64_t forced_grace;
-        struct drain_postmortem *pm; /* its post-mortem, for a pod that leaves no trace (postmortem.c) */
-        bool pm_forced;              /* pm is its forced delete's */
-        /* Taken again: shortly before the node's end, still on it (pod-killed); once its containers
-         * stopped, while the API still serves it (postmortem). */
-        struct drain_postmortem *pm_killed, *pm_after;
-        /* Stopped by us, and gone only once its deletionTimestamp had come: its grace ran out, the kubelet
-         * killed it. Or gone with its node (gone_with_node, kube_pod_killed_with_node()) while something of
-         * it still ran. */
-        bool killed, gone_with_node;
-        struct drain_pod_memo *memo; /* as last parsed for the plans */
-};
-
-struct drain_exec {
-        struct kube_client *c;
-        struct loop *loop;
-        struct alert_bus *bus;
-        struct metrics *metrics;
-        drain_exec_done_fn done;
-        void *userdata;
-
-        char *node, *kind, *taint_key, *self_namespace, *self_name, *instance_id, *event_id;
-        char **critical;
-        size_t n_critical;
-        uint64_t deadline, margin, default_startup, floor;
-        double expected_shutdown_fraction;
-        enum drain_policy policy;
-        bool evict_daemonsets, leave_emptydir, cordon_only, no_execute, out_of_service;
-        bool deadline_chosen; /* o->deadline_chosen: pods left at it are not killed by it */
-        bool no_deadline;     /* o->no_deadline */
-        char **skip_namespaces;
-        struct kube_selector skip_selector; /* present: pods it matches are left */
-        unsigned log_tail_lines;
-        char *postmortem_dir;
-        struct drain_surge *surge;    /* the Deployments it surges (surge.h) */
-        int wait_outcome, wait_error; /* finish() waiting for their restores: its outcome + 1, error */
-
-        struct kube_informer *pods_inf;
-        unsigned long synced_generation; /* of pods_inf when the pods were last brought in line */
-        bool pods_synced;
-        /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
-        struct drain_ledger *ledger, *own_ledger;
-        bool joined;
-        size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
-        uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */
-        unsigned judged_shutdowns; /* drain_shutdowns_generation() then */
-        bool judge_on_surge;       /* the first judgement waits for the Deployments surge still reads */
-        struct timer *surge_verdict; /* ends that wait at its bound, should nothing else wake the drain */
-        bool judge_on_estimates;     /* ... for the kept estimates being read (o->estimates) */
-        struct drain_estimates *estimates;
-        struct timer *estimates_wait; /* the bound of that wait */
-        struct kube_call *cordon_call, *taint_call, *annotate_call;
-        /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
-         * already, by someone else, goes into the drain record, so that a reboot's return undoes only
-         * spotdrain's own cordon. */
-        struct kube_call *node_call;
-        bool cordoned_before;
-        /* The first cordon was answered (done or refused): evictions wait for it, as kubectl drain's do, so
-         * that no replacement is scheduled back onto the node by a scheduler that has not seen the cordon
-         * yet (the cordon and the first evictions go out on separate connections). */
-        bool cordon_answered;
-        /* The exclude-from-external-load-balancers label (exclude_lb): evictions wait for its answer as
-         * for the cordon's, so that no pod goes while the node still gets new connections. */
-        bool exclude_lb, lb_answered;
-        /* drain.lb_deregistration_seconds: pods behind a Service (services, the cluster's) are held until
-         * lb_hold, the label's answer plus lb_dereg. */
-        uint64_t lb_dereg, lb_hold;
-        cJSON *services;
-        struct kube_call *lb_call, *services_call;
-        struct timer *lb_retry;
-        struct backoff lb_backoff;
-        /* The target groups of the node's pods (o->elbv2): pods behind an instance target group wait for
-         * the instance to be out of healthy there; lb_said: per group, its delay was judged against the
-         * time left (lb-deregistration-too-slow). */
-        struct drain_lb_targets *lbt;
-        bool *lb_said;
-
-        struct startup_call *startup_calls;
-        size_t n_startup_calls, startups_pending;
-        bool startups_started;
-
-        struct xpod **pods;
-        size_t n_pods;
-
-        /* The ledger's joint plan of every node draining beside this one (a reference); plan and inputs
-         * are its. This node's pods are slice.n_pods (n_own) from slice.first_pod on. */
-        struct drain_joint *joint;
-        const struct drain_plan *plan;
-        struct drain_inputs *inputs;
-        struct drain_ledger_slice slice;
-        struct xpod **plan_pods; /* own pod index → its xpod, for the n_own */
-        size_t n_own;
-        struct xpod **next_map; /* plan_pods of the plan being made */
-
-        struct timer *kick, *wake, *cordon_retry;
-        uint64_t watch_resumed_at; /* watch_check() resumed the pods' watch then */
-        struct timer *kill_timer;  /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
-        struct backoff cordon_backoff;
-        uint64_t wake_at;
-        bool finished;
-        struct drain_exec_result result;
-        char *message;
-};
-
-/* One list of sibling pods under way; the array is allocated once, so its elements can be userdata. */
-struct startup_call {
-        struct drain_exec *x;
-        struct kube_call *call;
-        char *owner_key;
-};
-
-static void act(struct drain_exec *x);
-static void judge_lb_delays(struct drain_exec *x);
-
-/* Own pod i of the plan (0 ≤ i < n_own), and its input. */
-static const struct drain_plan_pod *own_plan_pod(const struct drain_exec *x, size_t i)
-{
-        return &x->plan->pods[x->slice.first_pod + i];
-}
-
-static const struct drain_pod_in *own_pod_in(const struct drain_exec *x, const struct drain_input *in,
-                                             size_t i)
-{
-        return &in->pods[x->slice.first_pod + i];
-}
-
-static const struct drain_plan_node *own_node(const struct drain_exec *x)
-{
-        return &x->plan->nodes[x->slice.node];
-}
-
-static void kick_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->kick = NULL; /* released by the loop as it fired */
-        act(x);
-}
-
-/* Something changed: act soon, once for a burst of changes. */
-static void kick(struct drain_exec *x);
-
-static void estimates_wait_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->estimates_wait = NULL; /* released by the loop as it fired */
-        kick(x);
-}
-
-static void estimates_read(void *userdata)
-{
-        kick(userdata);
-}
-
-static void kick(struct drain_exec *x)
-{
-        if (x->finished || x->kick)
-                return;
-        if (timer_start_in(x->loop, 0, kick_fire, x, &x->kick) < 0)
-                act(x); /* no timer (ENOMEM): act now rather than never */
-}
-
-static uint64_t jitter(uint64_t range)
-{
-        uint32_t v = 0;
-        if (range == 0 || getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-                return 0;
-        return v % range;
-}
-
-/* The floor before retrying a blocked eviction when nothing is heard: short, and jittered so that many
- * executors do not retry in step. */
-static uint64_t retry_delay(const struct drain_exec *x)
-{
-        return x->floor + jitter(x->floor / 2 + 1);
-}
-
-/* ---- pods ---- */
-
-static struct xpod *xpod_free(struct xpod *p)
-{
-        if (!p)
-                return NULL;
-        kube_call_cancel(p->call);
-        drain_postmortem_free(p->pm);
-        drain_postmortem_free(p->pm_killed);
-        drain_postmortem_free(p->pm_after);
-        drain_pod_memo_unref(p->memo);
-        cJSON_Delete(p->ghost);
-        free(p->grant_pdb);
-        free(p->key);
-        free(p->namespace);
-        free(p->name);
-        free(p->uid);
-        free(p);
-        return NULL;
-}
-
-static bool is_self(const struct drain_exec *x, const char *ns, const char *name)
-{
-        return x->self_name && streq_ptr(x->self_name, name) &&
-               (!x->self_namespace || streq_ptr(x->self_namespace, ns));
-}
-
-static struct xpod *xpod_find(const struct drain_exec *x, const char *ns, const char *name, const char *uid)
-{
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                if (p->state != XPOD_GONE && streq_ptr(p->namespace, ns) && streq_ptr(p->name, name) &&
-                    streq_ptr(p->uid, uid))
-                        return p;
-        }
-        return NULL;
-}
-
-static bool has_emptydir(const cJSON *pod)
-{
-        const cJSON *vol;
-        cJSON_ArrayForEach (vol, cJSON_GetObjectItemCaseSensitive(
-                                     cJSON_GetObjectItemCaseSensitive(pod, "spec"), "volumes")) {
-                if (cJSON_GetObjectItemCaseSensitive(vol, "emptyDir"))
-                        return true;
-        }
-        return false;
-}
-
-/* Pods the configuration leaves alone: in a skipped namespace, or matching the skip selector. */
-static bool skipped(const struct drain_exec *x, const cJSON *obj, const char *ns)
-{
-        for (char **n = x->skip_namespaces; n && *n; n++)
-                if (streq_ptr(*n, ns))
-                        return true;
-        if (!x->skip_selector.present)
-                return false;
-        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-        return kube_pod_parse(obj, &kp) >= 0 &&
-               kube_selector_matches(&x->skip_selector, kp.labels, kp.n_labels);
-}
-
-static int xpod_add(struct drain_exec *x, const cJSON *obj, const char *ns, const char *name,
-                    const char *uid)
-{
-        struct xpod **a = realloc(x->pods, (x->n_pods + 1) * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        x->pods = a;
-        struct xpod *p = calloc(1, sizeof(*p));
-        if (!p)
-                return -ENOMEM;
-        *p = (struct xpod){ .x = x,
-                            .leave = (x->leave_emptydir && has_emptydir(obj)) || skipped(x, obj, ns) };
-        if (!(p->namespace = strdup(ns ? ns : "")) || !(p->name = strdup(name)) ||
-            !(p->key = strprintf("%s/%s", p->namespace, name)) || (uid && !(p->uid = strdup(uid)))) {
-                xpod_free(p);
-                return -ENOMEM;
-        }
-        x->pods[x->n_pods++] = p;
-        return 0;
-}
-
-/* Tells the ledger how the eviction holding a slot ended. */
-static void xpod_answer(struct xpod *p, enum drain_ledger_answer a)
-{
-        if (!p->grant_pdb)
-                return;
-        drain_ledger_answer(p->x->ledger, p->x, p->grant_pdb, p->key, a);
-        free(p->grant_pdb);
-        p->grant_pdb = NULL;
-}
-
-/* Stops the call under way; an eviction stopped half-way may have gone through. */
-static void xpod_cancel(struct xpod *p)
-{
-        p->call = kube_call_cancel(p->call);
-        xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
-}
-
-static void xpod_gone(struct xpod *p)
-{
-        xpod_cancel(p);
-        p->state = XPOD_GONE;
-}
-
-/* Brings the pod list in line with the informer: new pods are added, pods whose name is gone or now has
- * another UID (a StatefulSet's successor) are gone. */
-static int sync_pods(struct drain_exec *x)
-{
-        unsigned long generation = kube_informer_generation(x->pods_inf);
-        if (x->pods_synced && generation == x->synced_generation)
-                return 0;
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                if (p->state == XPOD_GONE)
-                        continue;
-                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
-                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid))
-                        xpod_gone(p);
-        }
-        for (size_t i = 0; i < kube_informer_size(x->pods_inf); i++) {
-                const cJSON *o = kube_informer_at(x->pods_inf, i);
-                const char *ns = kube_object_str(o, "metadata.namespace");
-                const char *name = kube_object_str(o, "metadata.name");
-                const char *uid = kube_object_str(o, "metadata.uid");
-                if (!name || is_self(x, ns, name) || xpod_find(x, ns ? ns : "", name, uid))
-                        continue;
-                int r = xpod_add(x, o, ns, name, uid);
-                if (r < 0)
-                        return r;
-        }
-        x->pods_synced = true;
-        x->synced_generation = generation;
-        return 0;
-}
-
-/* ---- planning ---- */
-
-/* The budget and the predicted drain time of this node, for spotdrain_drain_{budget,predicted}_seconds. */
-static void export_plan_metrics(const struct drain_exec *x)
-{
-        const struct drain_plan_node *node = own_node(x);
-        uint64_t now = x->plan->now_usec;
-        double budget = node->deadline_usec > now ? (double)(node->deadline_usec - now) / 1e6 : 0.0;
-        double predicted = node->finish_usec == DRAIN_NEVER ? budget
-                           : node->finish_usec > now        ? (double)(node->finish_usec - now) / 1e6
-                                                            : 0.0;
-        metrics_gauge_set(x->metrics, METRIC_DRAIN_BUDGET_SECONDS, budget, node->name, NULL);
-        metrics_gauge_set(x->metrics, METRIC_DRAIN_PREDICTED_SECONDS, predicted, node->name, NULL);
-}
-
-/* Adds this node's pods (and the ghosts of those whose replacement is still on the way) to di as node
- * index node; map (may be NULL) receives the xpod of each pod added, *n counting them. */
-static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, uint64_t now,
-                    struct xpod **map, size_t *n)
-{
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                const cJSON *o;
-                if (p->leave)
-                        continue;
-                if (p->state == XPOD_GONE) {
-                        if (!p->ghost || now >= p->ghost_until)
-                                continue;
-                        o = p->ghost;
-                } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
-                        continue;
-                size_t idx;
-                int r = drain_pod_memo_update(&p->memo, o);
-                if (r >= 0)
-                        r = drain_inputs_add_pod_memo(di, node, p->memo, &idx);
-                if (r == -ENOMEM)
-                        return r;
-                if (r >= 0 && o == p->ghost)
-                        (void)drain_inputs_set_gone(di, idx, p->gone_at);
-                /* Accepted, though its watch event has yet to say so: at the scale of hundreds of drains
-                 * it comes seconds after the answer, and the PDB's status (another watch) may show the
-                 * slot spent before. Planned as waiting, the pod would spend a second slot in the plan
-                 * and its replacement's return would not be foreseen. */
-                else if (r >= 0 && p->stop_at && (p->state == XPOD_EVICTED || p->state == XPOD_FORCED))
-                        (void)drain_inputs_set_deleting(di, idx, p->stop_at);
-                if (r >= 0 && drain_surge_input(x->surge, di, idx) == -ENOMEM)
-                        return -ENOMEM;
-                if (r >= 0) {
-                        if (map)
-                                map[*n] = p;
-                        (*n)++;
-                }
-        }
-        return 0;
-}
-
-/* For the ledger's joint plan, asked for namespaces then inputs: its pods as its informer knows them now,
- * though the drain has not acted on them yet (the ledger also plans on its own timer, which may come between
- * a pod list's arrival and the drain's look at it). 1: in line; 0: nothing to plan (finished, or the list
- * not in yet). */
-static int pods_for_plan(struct drain_exec *x)
-{
-        if (x->finished || !kube_informer_synced(x->pods_inf))
-                return 0;
-        int r = sync_pods(x);
-        return r < 0 ? r : 1;
-}
-
-/* The ledger's add_inputs: this drain's node and pods in the joint plan. */
-static int add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice)
-{
-        struct drain_exec *x = userdata;
-        _cleanup_free_ struct xpod **map = NULL;
-        size_t node, n = 0;
-        int r;
-
-        r = pods_for_plan(x);
-        if (r <= 0)
-                return r;
-        if (slice && !(map = calloc(x->n_pods + 1, sizeof(*map))))
-                return -ENOMEM;
-        r = drain_inputs_add_node(di, x->node, x->deadline, x->margin, &node);
-        if (r >= 0)
-                r = drain_inputs_set_node_start(di, node, x->result.notice_usec);
-        if (r < 0)
-                return r;
-        size_t first = drain_inputs_n_pods(di);
-        r = add_pods(x, di, node, drain_inputs_now(di), map, &n);
-        if (r >= 0 && x->lb_hold) {
-                drain_inputs_mark_services(di, first, x->services);
-                r = drain_inputs_set_node_lb_hold(di, node, x->lb_hold);
-        }
-        for (size_t k = 0; r >= 0 && x->lbt && k < n; k++) {
-                long g = drain_lb_targets_find(x->lbt, drain_inputs_pod(di, first + k), true);
-                const struct drain_lb_group *grp = g >= 0 ? drain_lb_targets_group(x->lbt, (size_t)g) : NULL;
-                /* Not out yet: expected at the next answer about it. */
-                if (grp)
-                        r = drain_inputs_set_lb_target(di, first + k,
-                                                       grp->out ? 0 : drain_inputs_now(di) + LB_POLL_USEC);
-        }
-        if (r < 0)
-                return r;
-        if (slice) {
-                slice->node = node;
-                slice->n_pods = n;
-                free(x->next_map);
-                x->next_map = TAKE_PTR(map);
-        }
-        return 0;
-}
-
-/* The ledger's namespaces: where this drain's pods are, so that their PDBs are planned. From the same pods
- * as add_inputs: from those the drain last acted on, a plan had new pods and none of their PDBs. */
-static int add_namespaces(void *userdata, const char ***ns, size_t *n)
-{
-        struct drain_exec *x = userdata;
-        int r = pods_for_plan(x);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < x->n_pods; i++) {
-                const struct xpod *p = x->pods[i];
-                if (p->state == XPOD_GONE && !p->ghost)
-                        continue;
-                if (*n > 0 && streq((*ns)[*n - 1], p->namespace))
-                        continue;
-                const char **a = realloc(*ns, (*n + 1) * sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                *ns = a;
-                (*ns)[(*n)++] = p->namespace;
-        }
-        return 0;
-}
-
-/* Whether the plan asks anything else of this node's pods than the one acted on: what issue_pods() and
- * warn_pod() go by. */
-static bool own_schedule_moved(const struct drain_exec *x, const struct drain_plan *plan,
-                               const struct drain_ledger_slice *slice, struct xpod *const *map)
-{
-        if (!x->plan || x->n_own != slice->n_pods)
-                return true;
-        for (size_t i = 0; i < slice->n_pods; i++) {
-                const struct drain_plan_pod *a = own_plan_pod(x, i), *b = &plan->pods[slice->first_pod + i];
-                if (x->plan_pods[i] != map[i] || a->action != b->action || a->tier != b->tier ||
-                    a->last_safe_usec != b->last_safe_usec || a->forced != b->forced ||
-                    a->killed != b->killed || a->warnings != b->warnings)
-                        return true;
-        }
-        return false;
-}
-
-/* The ledger's planned: the joint plan to act on from now. A drain acts on a new plan at once when it
- * changes what this node's pods are to do (others' changes alone do not concern it). */
-static void planned(void *userdata, struct drain_joint *j, const struct drain_ledger_slice *slice)
-{
-        struct drain_exec *x = userdata;
-        if (slice && x->next_map && own_schedule_moved(x, j->plan, slice, x->next_map))
-                kick(x);
-        x->joint = drain_joint_unref(x->joint);
-        free(x->plan_pods);
-        x->plan_pods = NULL;
-        x->plan = NULL;
-        x->inputs = NULL;
-        x->n_own = 0;
-        if (!slice)
-                return;
-        x->joint = drain_joint_ref(j);
-        x->plan = j->plan;
-        x->inputs = j->inputs;
-        x->slice = *slice;
-        x->n_own = slice->n_pods;
-        x->plan_pods = TAKE_PTR(x->next_map);
-        if (x->lbt)
-                judge_lb_delays(x);
-}
-
-static void inputs_options(const struct drain_exec *x, uint64_t now, struct drain_inputs_options *ret)
-{
-        *ret = (struct drain_inputs_options){
-                .now_usec = now,
-                .policy = x->policy,
-                .surge = drain_surge_get_mode(x->surge),
-                .evict_daemonsets = x->evict_daemonsets,
-                .default_startup_usec = x->default_startup,
-                .critical_classes = (const char *const *)x->critical,
-                .n_critical_classes = x->n_critical,
-                .shutdowns = drain_ledger_shutdowns(x->ledger),
-                .shutdown_basis = DRAIN_SHUTDOWN_SAFE,
-                .expected_shutdown_fraction = x->expected_shutdown_fraction,
-        };
-}
-
-/* The plan acted on (a pod's last safe moment allows it the longest stop it may take): the ledger's joint
- * plan of every node draining, made anew when something changed. */
-static int replan(struct drain_exec *x, uint64_t now)
-{
-        struct drain_inputs_options io;
-        const struct drain_plan *before = x->plan;
-        inputs_options(x, now, &io);
-        int r = drain_ledger_plan(x->ledger, x, &io);
-        if (r < 0)
-                return r;
-        if (x->plan && x->plan != before)
-                export_plan_metrics(x);
-        return 0;
-}
-
-/* The graded verdict (drain_grade_node) on the drain as it stands: drain-infeasible when not even instant
- * stops of the pods never seen stopping would fit (or the stops seen say so), drain-at-risk naming the stop
- * time that would still fit, nothing when their whole grace periods fit. The plan acted on being feasible
- * with every unseen pod given its whole grace period, the drain fits and nothing more is planned. */
-static void surge_verdict_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->surge_verdict = NULL; /* released by the loop as it fired */
-        act(x);
-}
-
-/* The graded verdict of the drain as it stands, its node's index in the plan graded in *ret_node; the
- * pair of estimates it was made from kept in the result (at the first grade, and the latest). */
-static int grade_now(struct drain_exec *x, uint64_t now, struct drain_grade_result *g, size_t *ret_node)
-{
-        const struct drain_input *in = NULL;
-        struct drain_inputs_options io;
-        struct drain_grade_cache **grades = NULL;
-        inputs_options(x, now, &io);
-        if (drain_ledger_expected(x->ledger, &io, x->node, &in, ret_node, &grades) < 0) {
-                in = drain_inputs_get(x->inputs); /* what is known */
-                *ret_node = x->slice.node;
-                grades = NULL;
-        }
-        /* The drains judged on one joint plan share the plans of its input. */
-        int r =
-            grades ? drain_grade_node_cached(in, *ret_node, grades, g) : drain_grade_node(in, *ret_node, g);
-        if (r < 0) {
-                log_debug_errno(r, "cannot grade the drain of %s", x->node);
-                return r;
-        }
-        if (!x->result.outlook_first.known && g->outlook.known) {
-                /* The first plan's predictions are the slow estimate's: one number per fact. */
-                x->result.outlook_first = g->outlook;
-                x->result.killed_predicted = (unsigned)g->outlook.slow.n_killed;
-                x->result.predicted_finish_usec = g->outlook.slow.finish_usec == DRAIN_NEVER
-                                                      ? DRAIN_NEVER
-                                                      : now + g->outlook.slow.finish_usec;
-        }
-        x->result.outlook = g->outlook;
-        return 0;
-}
-
-int drain_exec_update_outlook(struct drain_exec *x)
-{
-        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
-        size_t node;
-        if (!x || !x->plan || x->no_deadline || x->finished)
-                return 0;
-        return grade_now(x, clk_now(), &g, &node);
-}
-
-static void judge(struct drain_exec *x, uint64_t now, bool first)
-{
-        _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
-        size_t node;
-        x->judged_pods = x->plan->n_pods;
-        x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
-        /* Without a deadline there is no "in time" to judge: pods a PDB holds wait, killed by nobody. */
-        if (x->no_deadline)
-                return;
-        if (first && !x->result.infeasible) {
-                /* The operator's rate cap, not the cluster, may be what decides: say so. */
-                struct drain_api_budget b;
-                double qps;
-                unsigned burst;
-                kube_client_limit(x->c, &qps, &burst);
-                if (drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node, qps, burst,
-                                           &b) > 0) {
-                        x->result.infeasible = true;
-                        drain_api_budget_alert(x->bus, x->node, &b);
-                        return;
-                }
-        }
-        if (grade_now(x, now, &g, &node) < 0)
-                return;
-        if (g.grade == DRAIN_GRADE_FITS || (g.grade == DRAIN_GRADE_AT_RISK && x->result.at_risk))
-                return;
-        /* Judged again mid-drain, a PDB that allows no disruption right now is most often short of a
-         * replacement still starting for an eviction elsewhere (another agent's node, an earlier wave) that
-         * this plan cannot see coming back: not a reason to cry wolf. A PDB blocked for good was blocked at
-         * the notice already, where the first judgement alerts; the deadline confirms the rest. */
-        int lb = g.plan ? g.plan->nodes[node].limiting_pdb : -1;
-        if (!first && lb >= 0 && g.plan->pdbs[lb].k <= 0) {
-                log_debug("drain of %s: PDB %s/%s allows no disruption now; not judged infeasible mid-drain",
-                          x->node, g.plan->pdbs[lb].namespace, g.plan->pdbs[lb].name);
-                return;
-        }
-        /* The kept estimates are being read: a grade that learnt stops may lift waits for them. */
-        if (first && x->estimates && !drain_estimates_loaded(x->estimates) &&
-            now < x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC) {
-                log_debug("drain of %s: judged once the kept estimates are read", x->node);
-                x->judge_on_estimates = true;
-                if (!x->estimates_wait &&
-                    timer_start(x->loop, x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC,
-                                estimates_wait_fire, x, &x->estimates_wait) < 0)
-                        x->estimates_wait = NULL;
-                return;
-        }
-        x->judge_on_estimates = false;
-        /* A pod whose Deployment is still being read may yet surge (drain.surge), which is what lets a
-         * PDB that allows nothing go: the first judgement waits for the reads, within a bound, rather than
-         * cry wolf on a slow answer. */
-        if (first && g.grade == DRAIN_GRADE_INFEASIBLE && drain_surge_learning(x->surge) &&
-            now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC) {
-                log_debug("drain of %s: judged once its Deployments are read (surge)", x->node);
-                /* Surge's answer kicks the drain, and with it the judgement; reads that never answer
-                 * leave it to the timer at the bound. */
-                x->judge_on_surge = true;
-                if (x->surge_verdict ||
-                    timer_start(x->loop, x->result.started_usec + SURGE_VERDICT_WAIT_USEC,
-                                surge_verdict_fire, x, &x->surge_verdict) >= 0)
-                        return;
-                x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
-        }
-        if (g.grade == DRAIN_GRADE_AT_RISK)
-                x->result.at_risk = true;
-        else
-                x->result.infeasible = true;
-        drain_grade_alert(x->bus, x->node, &g, node);
-}
-
-/* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */
-static void warn_pod(struct drain_exec *x, size_t i)
-{
-        const struct drain_plan_pod *pp = own_plan_pod(x, i);
-        struct xpod *p = x->plan_pods[i];
-        if (p->warned || pp->action == DRAIN_ACTION_LEAVE)
-                return;
-        p->warned = true;
-        const char *fields[] = { "node", x->node, "pod", p->name, "namespace", p->namespace, NULL };
-        if (pp->warnings & DRAIN_WARN_BARE)
-                log_full(LOG_WARNING, 0, fields, "pod %s/%s has no controller: nothing will recreate it",
-                         p->namespace, p->name);
-        if (pp->warnings & DRAIN_WARN_EMPTYDIR)
-                log_full(LOG_WARNING, 0, fields, "pod %s/%s uses emptyDir: its data is lost with the node",
-                         p->namespace, p->name);
-        if (pp->warnings & DRAIN_WARN_DO_NOT_DISRUPT)
-                log_full(LOG_WARNING, 0, fields,
-                         "pod %s/%s is marked do-not-disrupt: kept running until its last safe moment, "
-                         "then stopped, the node is going away",
-                         p->namespace, p->name);
-}
 
 /* ---- finishing ---- */
 
@@ -964,554 +258,6 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 x->done(x, &x->result, x->userdata);
 }
 
-/* ---- the pods' own alerts (their Events, where their teams look) and post-mortems ---- */
-
-static char *pod_summary(const struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                         int64_t grace)
-{
-        char notice[64], deadline[64];
-        if (format_rfc3339(x->result.notice_usec, notice, sizeof(notice)) < 0)
-                snprintf(notice, sizeof(notice), "?");
-        if (x->no_deadline)
-                snprintf(deadline, sizeof(deadline), "none");
-        else if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
-                snprintf(deadline, sizeof(deadline), "?");
-        if (kind == ALERT_POD_DELETED)
-                return strprintf("pod %s/%s deleted at its last safe moment on node %s (grace %" PRIi64
-                                 " s): %s notice at %s, deadline %s",
-                                 p->namespace, p->name, x->node, grace, x->kind, notice, deadline);
-        return strprintf("pod %s/%s evicted from node %s: %s notice at %s, deadline %s", p->namespace,
-                         p->name, x->node, x->kind, notice, deadline);
-}
-
-/* Its eviction or delete was accepted: its alert, with the post-mortem once that is in. */
-static void pod_stopped(struct drain_exec *x, struct xpod *p, enum alert_kind kind)
-{
-        if (p->pm) {
-                drain_postmortem_accepted(p->pm);
-                return;
-        }
-        _cleanup_free_ char *summary = pod_summary(x, p, kind, p->forced_grace);
-        const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
-        alert_emit_pod(x->bus, kind, x->node, &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL,
-                       fields, "%s", summary ? summary : p->name);
-}
-
-/* A capture of p (stage: NULL the first, at its delete or eviction), its alert kind once it is in and
- * accepted; NULL when it cannot be taken. last: the pod's last state, of a pod already gone (nothing read
- * from the API); NULL: read now. */
-static struct drain_postmortem *capture(struct drain_exec *x, const struct xpod *p, enum alert_kind kind,
-                                        const char *stage, const char *summary, const cJSON *last,
-                                        const cJSON *seen)
-{
-        struct drain_postmortem *pm = NULL;
-        struct drain_postmortem_spec s = {
-                .kind = kind,
-                .tail_lines = x->log_tail_lines,
-                .dir = x->postmortem_dir,
-                .node = x->node,
-                .namespace = p->namespace,
-                .name = p->name,
-                .uid = p->uid,
-                .summary = summary,
-                .stage = stage,
-                .seen = seen,
-        };
-        int r = !summary ? -ENOMEM
-                : last   ? drain_postmortem_of_object(x->bus, &s, last, &pm)
-                         : drain_postmortem_start(x->c, x->bus, &s, &pm);
-        if (r < 0) {
-                log_debug_errno(r, "cannot take the post-mortem of %s/%s", p->namespace, p->name);
-                return NULL;
-        }
-        return pm;
-}
-
-/* A pod deleted around its PDB, or a Job's or a bare pod (nothing keeps its logs once the node is gone),
- * gets a post-mortem, taken as its delete or eviction goes out. */
-static void postmortem_begin(struct drain_exec *x, struct xpod *p, const struct kube_pod *kp,
-                             enum alert_kind kind, int64_t grace)
-{
-        if (p->pm || (kind == ALERT_POD_EVICTED && kp && kp->owner_kind && !streq(kp->owner_kind, "Job")))
-                return;
-        _cleanup_free_ char *summary = pod_summary(x, p, kind, grace);
-        p->pm = capture(x, p, kind, NULL, summary, NULL, NULL);
-}
-
-/* A later capture of p, alerted as soon as it is in; seen: its object as just seen, if it was. */
-static struct drain_postmortem *capture_again(struct drain_exec *x, const struct xpod *p,
-                                              enum alert_kind kind, const char *stage, const char *summary,
-                                              const cJSON *seen)
-{
-        struct drain_postmortem *pm = capture(x, p, kind, stage, summary, NULL, seen);
-        drain_postmortem_accepted(pm); /* nothing to wait for but the capture */
-        return pm;
-}
-
-/* Why a pod is still on the node shortly before its end. */
-static const char *still_there_why(const struct drain_exec *x, const struct xpod *p)
-{
-        if (p->leave)
-                return "left alone by drain.skip_namespaces, drain.skip_pod_selector or "
-                       "drain.delete_emptydir_data: false";
-        if (x->cordon_only)
-                return "drain.cordon_only: another drainer's to move";
-        if (p->stop_at)
-                return "its stop has not ended";
-        return "the drain could not stop it in time";
-}
-
-/* KILL_CAPTURE_LEAD_USEC before the deadline: every pod still on the node (but DaemonSet and mirror pods,
- * which the drain leaves by design and which come back with any node, and pods whose deletion's grace ends
- * before the deadline) goes with the node unless it stops first; its post-mortem is taken now, while the
- * API still serves it (pod-killed). */
-static void capture_doomed(struct drain_exec *x)
-{
-        char deadline[64];
-        unsigned n = 0;
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
-                snprintf(deadline, sizeof(deadline), "?");
-        for (size_t i = 0; i < x->n_pods; i++) {
-                struct xpod *p = x->pods[i];
-                _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-                const cJSON *o = p->state == XPOD_GONE || p->pm_killed
-                                     ? NULL
-                                     : kube_informer_get(x->pods_inf, p->namespace, p->name);
-                if (!o || !streq_ptr(kube_object_str(o, "metadata.uid"), p->uid) ||
-                    kube_pod_parse(o, &kp) < 0 || kp.mirror ||
-                    (streq_ptr(kp.owner_kind, "DaemonSet") && !x->evict_daemonsets))
-                        continue;
-                /* Deleting with a grace that ends before the deadline: its kubelet ends it first, and its
-                 * delete's capture (and the one after its stop) tell its story. */
-                if (kp.deletion_usec && kp.deletion_usec <= x->deadline)
-                        continue;
-                _cleanup_free_ char *summary = strprintf(
-                    "pod %s/%s still on node %s %.0f s before its end (%s): killed with the node unless it "
-                    "stops first; %s notice, deadline %s",
-                    p->namespace, p->name, x->node, (double)KILL_CAPTURE_LEAD_USEC / (double)USEC_PER_SEC,
-                    still_there_why(x, p), x->kind, deadline);
-                p->pm_killed = capture_again(x, p, ALERT_POD_KILLED, "before-node-end", summary, NULL);
-                n += p->pm_killed != NULL;
-        }
-        if (n > 0)
-                log_debug("drain of %s: %u pod%s still on the node captured before its end", x->node, n,
-                          n == 1 ? "" : "s");
-}
-
-static void kill_capture_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        uint64_t now = clk_now();
-        x->kill_timer = NULL; /* released by the loop as it fired */
-        if (kube_informer_synced(x->pods_inf)) {
-                (void)sync_pods(x);
-                capture_doomed(x);
-        } else if (now < x->deadline && timer_start(x->loop, MIN(now + x->floor, x->deadline),
-                                                    kill_capture_fire, x, &x->kill_timer) < 0)
-                x->kill_timer = NULL;
-}
-
-/* Whether every container of a pod has stopped (or it finished). */
-static bool containers_stopped(const cJSON *obj)
-{
-        const char *phase = kube_object_str(obj, "status.phase");
-        if (streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed"))
-                return true;
-        const cJSON *cs, *statuses = cJSON_GetObjectItemCaseSensitive(
-                             cJSON_GetObjectItemCaseSensitive(obj, "status"), "containerStatuses");
-        if (cJSON_GetArraySize(statuses) == 0)
-                return false;
-        cJSON_ArrayForEach (cs, statuses)
-                if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
-                                                      "terminated"))
-                        return false;
-        return true;
-}
-
-/* A pod the drain stopped with a post-mortem, seen with its containers stopped while it is still served
- * (Terminating until the kubelet confirms): its final statuses (exit codes) and last lines, again. */
-static void capture_after_stop(struct drain_exec *x, const cJSON *obj)
-{
-        const char *ns = kube_object_str(obj, "metadata.namespace");
-        if (!containers_stopped(obj))
-                return;
-        struct xpod *p = xpod_find(x, ns ? ns : "", kube_object_str(obj, "metadata.name"),
-                                   kube_object_str(obj, "metadata.uid"));
-        if (!p || !p->pm || !p->stop_at || p->pm_after)
-                return;
-        _cleanup_free_ char *summary =
-            strprintf("pod %s/%s stopped on node %s (%s notice): its containers' last state", p->namespace,
-                      p->name, x->node, x->kind);
-        p->pm_after = capture_again(x, p, ALERT_POSTMORTEM, "after-stop", summary, obj);
-}
-
-/* ---- evictions and deletes ---- */
-
-static void pdb_names(const struct drain_exec *x, const struct xpod *p, struct buf *b)
-{
-        const struct drain_input *in = x->inputs ? drain_inputs_get(x->inputs) : NULL;
-        for (size_t i = 0; in && i < x->n_own; i++) {
-                if (x->plan_pods[i] != p)
-                        continue;
-                const struct drain_pod_in *pin = own_pod_in(x, in, i);
-                for (size_t j = 0; j < pin->n_pdbs; j++) {
-                        const struct drain_pdb_in *pdb = &in->pdbs[pin->pdbs[j]];
-                        if (buf_printf(b, "%s%s/%s", j ? ", " : "", pdb->namespace, pdb->name) < 0)
-                                return;
-                }
-        }
-}
-
-static void evict_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        struct xpod *p = userdata;
-        struct drain_exec *x = p->x;
-        uint64_t now = clk_now();
-
-        p->call = NULL;
-        switch (kube_evict_outcome(r)) {
-        case KUBE_EVICT_EVICTED:
-                xpod_answer(p, DRAIN_LEDGER_ACCEPTED);
-                p->state = XPOD_EVICTED;
-                p->stop_at = now;
-                x->result.evicted++;
-                pod_stopped(x, p, ALERT_POD_EVICTED);
-                break;
-        case KUBE_EVICT_BLOCKED:
-                /* With a slot from the ledger, the status it went by was stale: the ledger distrusts it
-                 * until it changes (or for the floor) and the pod waits for a slot again. A pod outside
-                 * the accounting waits the floor. */
-                if (p->grant_pdb)
-                        xpod_answer(p, DRAIN_LEDGER_REFUSED);
-                else
-                        p->retry_at = now + retry_delay(x);
-                p->state = XPOD_BLOCKED;
-                x->result.blocked++;
-                log_debug("eviction of %s/%s blocked by PDB %s: %s", p->namespace, p->name,
-                          r->pdb_name ? r->pdb_name : "?", r->message ? r->message : "");
-                break;
-        case KUBE_EVICT_MULTIPLE: {
-                _cleanup_(buf_free) struct buf names = { 0 };
-                xpod_answer(p, DRAIN_LEDGER_FAILED);
-                p->state = XPOD_MULTI;
-                x->result.multi_pdb++;
-                pdb_names(x, p, &names);
-                const char *fields[] = { "node",      x->node,      "pod",  p->name,
-                                         "namespace", p->namespace, "pdbs", names.data ? names.data : "",
-                                         NULL };
-                log_full(LOG_WARNING, 0, fields,
-                         "pod %s/%s is selected by several PDBs (%s) and cannot be evicted (%s); %s",
-                         p->namespace, p->name, names.data ? names.data : "?",
-                         r->message ? r->message : "500",
-                         x->policy == DRAIN_POLICY_FORCE ? "it is deleted at its last safe moment"
-                                                         : "policy respect leaves it");
-                break;
-        }
-        case KUBE_EVICT_GONE:
-        case KUBE_EVICT_CONFLICT:
-                /* 404: gone, as wanted; 409: a new pod holds the name, ours is gone. Neither took a
-                 * disruption. */
-                xpod_answer(p, DRAIN_LEDGER_FAILED);
-                xpod_gone(p);
-                break;
-        case KUBE_EVICT_ERROR:
-                xpod_answer(p, DRAIN_LEDGER_FAILED);
-                p->state = XPOD_BLOCKED;
-                p->retry_at = now + 4 * retry_delay(x);
-                log_debug_reason(r->error, r->message, "eviction of %s/%s failed", p->namespace, p->name);
-                break;
-        }
-        kick(x);
-}
-
-/* grant_pdb: the PDB whose slot the eviction takes (owned: the pod keeps it until the answer), or NULL.
- * grace < 0: the pod's own. last_safe: the pod's last safe moment, which orders the request among every
- * drain's waiting ones. */
-static int evict(struct drain_exec *x, struct xpod *p, uint64_t last_safe, char **grant_pdb, int64_t grace)
-{
-        int r = kube_evict(x->c, p->namespace, p->name, p->uid, grace, evict_done, p, &p->call);
-        if (r >= 0)
-                kube_call_set_deadline(p->call, last_safe);
-        if (r < 0) {
-                if (grant_pdb && *grant_pdb) {
-                        drain_ledger_answer(x->ledger, x, *grant_pdb, p->key, DRAIN_LEDGER_FAILED);
-                        free(*grant_pdb);
-                        *grant_pdb = NULL;
-                }
-                p->state = XPOD_BLOCKED;
-                p->retry_at = clk_now() + 4 * retry_delay(x);
-                return r;
-        }
-        p->state = XPOD_EVICTING;
-        if (grant_pdb)
-                p->grant_pdb = TAKE_PTR(*grant_pdb);
-        return 0;
-}
-
-static void delete_done(struct kube_client *c, struct kube_result *r, void *userdata)
-{
-        struct xpod *p = userdata;
-        struct drain_exec *x = p->x;
-
-        p->call = NULL;
-        if (r->error >= 0) {
-                p->state = XPOD_FORCED;
-                p->stop_at = clk_now();
-                x->result.forced++;
-                pod_stopped(x, p, ALERT_POD_DELETED);
-        } else if (r->error == -ENOENT || r->error == -ESTALE || r->error == -EEXIST)
-                xpod_gone(p); /* gone, or the name now belongs to a successor */
-        else {
-                p->state = XPOD_BLOCKED;
-                p->force_at = clk_now() + 4 * retry_delay(x);
-                log_debug_reason(r->error, r->message, "forced delete of %s/%s failed", p->namespace,
-                                 p->name);
-        }
-        kick(x);
-}
-
-/* min(its grace, time left - margin), at least 1 s. */
-static int64_t force_grace(const struct drain_exec *x, const struct kube_pod *kp, uint64_t now)
-{
-        uint64_t end = x->deadline > x->margin ? x->deadline - x->margin : 0;
-        /* Rounded to the nearest second: the timer fires a little after the last safe moment, and
-         * truncating would cost the pod a whole second of its grace. */
-        int64_t left = end > now ? (int64_t)((end - now + USEC_PER_SEC / 2) / USEC_PER_SEC) : 0;
-        int64_t g = kp->grace_seconds < left ? kp->grace_seconds : left;
-        return g < 1 ? 1 : g;
-}
-
-struct order {
-        size_t i;
-        int tier;
-        uint64_t last_safe;
-};
-
-static int order_cmp(const void *a, const void *b)
-{
-        const struct order *x = a, *y = b;
-        if (x->tier != y->tier)
-                return x->tier - y->tier;
-        if (x->last_safe != y->last_safe)
-                return x->last_safe < y->last_safe ? -1 : 1;
-        return x->i < y->i ? -1 : x->i > y->i;
-}
-
-static void arm_wake(struct drain_exec *x, uint64_t at);
-
-/* Asks the ledger for a slot of the pod's PDB: 1 granted (*ret_pdb is its key), 0 wait. */
-static int want_slot(struct drain_exec *x, const struct drain_pdb_in *pdb, const struct xpod *p,
-                     uint64_t last_safe, char **ret_pdb)
-{
-        _cleanup_free_ char *key = strprintf("%s/%s", pdb->namespace, pdb->name);
-        if (!key)
-                return -ENOMEM;
-        int r = drain_ledger_want(x->ledger, x, key, p->key, last_safe);
-        if (r > 0)
-                *ret_pdb = TAKE_PTR(key);
-        return r;
-}
-
-/* The pods' watch is patient: silent for the minute between bookmarks while the pods are quiet. While one of
- * them is stopping, events are due (its deletion, its containers' end, its removal), and silence for a
- * request's idle limit may be a connection that stopped passing bytes: the watch resumes then, on a live
- * one. When to look again. */
-static uint64_t watch_check(struct drain_exec *x, uint64_t now)
-{
-        bool stopping = false;
-        for (size_t i = 0; i < x->n_pods && !stopping; i++) {
-                enum xpod_state st = x->pods[i]->state;
-                stopping =
-                    st == XPOD_EVICTING || st == XPOD_EVICTED || st == XPOD_DELETING || st == XPOD_FORCED;
-        }
-        if (!stopping)
-                return UINT64_MAX;
-        uint64_t heard = kube_informer_heard_at(x->pods_inf);
-        if (x->watch_resumed_at > heard)
-                heard = x->watch_resumed_at;
-        if (heard && now < heard + KUBE_IDLE_TIMEOUT_USEC)
-                return heard + KUBE_IDLE_TIMEOUT_USEC;
-        log_debug("%s: its pods' watch silent for %" PRIu64 " s while pods stop: resuming it", x->node,
-                  heard ? (now - heard) / USEC_PER_SEC : 0);
-        kube_informer_resume(x->pods_inf);
-        x->watch_resumed_at = now;
-        return now + KUBE_IDLE_TIMEOUT_USEC;
-}
-
-static int issue_pods(struct drain_exec *x, uint64_t now)
-{
-        const struct drain_input *in = drain_inputs_get(x->inputs);
-        _cleanup_free_ struct order *order = calloc(x->n_own + 1, sizeof(*order));
-        _cleanup_(buf_free) struct buf forced = { 0 }, forced_names = { 0 };
-        uint64_t next = x->deadline;
-        unsigned n_forced = 0;
-        bool tier0_pending = false;
-
-        if (!order)
-                return -ENOMEM;
-        for (size_t i = 0; i < x->n_own; i++) {
-                const struct drain_plan_pod *pp = own_plan_pod(x, i);
-                struct xpod *p = x->plan_pods[i];
-                order[i] = (struct order){ .i = i, .tier = pp->tier, .last_safe = pp->last_safe_usec };
-                if (pp->tier == 0 && drain_plan_pod_to_evict(pp) && !own_pod_in(x, in, i)->deleting &&
-                    (p->state == XPOD_IDLE || p->state == XPOD_BLOCKED || p->state == XPOD_MULTI ||
-                     p->state == XPOD_EVICTING))
-                        tier0_pending = true;
-        }
-        qsort(order, x->n_own, sizeof(*order), order_cmp);
-
-        for (size_t o = 0; o < x->n_own; o++) {
-                size_t i = order[o].i;
-                const struct drain_plan_pod *pp = own_plan_pod(x, i);
-                const struct drain_pod_in *pin = own_pod_in(x, in, i);
-                struct xpod *p = x->plan_pods[i];
-
-                warn_pod(x, i);
-                if (!drain_plan_pod_to_evict(pp) || pin->deleting)
-                        continue;
-                if (p->state != XPOD_IDLE && p->state != XPOD_BLOCKED && p->state != XPOD_MULTI)
-                        continue;
-
-                bool due = x->policy == DRAIN_POLICY_FORCE && now >= pp->last_safe_usec;
-                /* A do-not-disrupt pod keeps running until its last safe moment, then goes with a grace
-                 * that still fits before the deadline. */
-                if (pin->do_not_disrupt && now < pp->last_safe_usec) {
-                        next = MIN(next, pp->last_safe_usec);
-                        continue;
-                }
-                /* Behind an instance target group: until the instance is out of healthy there and the
-                 * group's delay was answered (judged first), which the bindings' list must tell first
-                 * (until their last safe moment at most). */
-                if (x->lbt && now < pp->last_safe_usec) {
-                        const struct kube_pod *lkp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
-                        long g =
-                            drain_lb_targets_listed(x->lbt) ? drain_lb_targets_find(x->lbt, lkp, true) : 0;
-                        const struct drain_lb_group *grp = drain_lb_targets_listed(x->lbt) && g >= 0
-                                                               ? drain_lb_targets_group(x->lbt, (size_t)g)
-                                                               : NULL;
-                        if (g >= 0 && (!grp || !grp->out || grp->delay_seconds == -1)) {
-                                next = MIN(next, pp->last_safe_usec);
-                                continue;
-                        }
-                }
-                /* Behind a Service: the load balancers deregister the node first (until their last safe
-                 * moment at most). */
-                uint64_t hold = in->nodes[pin->node].lb_hold_usec;
-                if (pin->behind_service && hold > now && now < pp->last_safe_usec) {
-                        next = MIN(next, MIN(hold, pp->last_safe_usec));
-                        continue;
-                }
-                const struct kube_pod *kp = drain_inputs_pod(x->inputs, x->slice.first_pod + i);
-                int64_t grace = pin->do_not_disrupt ? force_grace(x, kp, now) : -1;
-                /* Critical pods go once the normal ones are on their way, or when their own time runs out.
-                 */
-                bool gated = pp->tier > 0 && tier0_pending && now < pp->last_safe_usec;
-                bool takes_slot = drain_pod_takes_slot(pin);
-
-                /* Once its last safe moment has come, a pod is evicted only when that surely works at
-                 * once; one that was refused before is forced. A pod under a PDB is evicted only with a
-                 * slot from the ledger (shared by every drain of the process, earliest deadline first):
-                 * without one it waits, and the ledger wakes us when a slot may be ours. */
-                if (!gated && x->cordon_answered && (!x->exclude_lb || x->lb_answered) &&
-                    p->state != XPOD_MULTI && (!due || p->state == XPOD_IDLE) && now >= p->retry_at) {
-                        _cleanup_free_ char *grant = NULL;
-                        bool issued = false;
-                        if (!takes_slot) {
-                                postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
-                                issued = evict(x, p, pp->last_safe_usec, NULL, grace) >= 0;
-                        } else {
-                                int g = want_slot(x, &in->pdbs[pin->pdbs[0]], p, pp->last_safe_usec, &grant);
-                                if (g < 0)
-                                        return g;
-                                if (g > 0) {
-                                        postmortem_begin(x, p, kp, ALERT_POD_EVICTED, 0);
-                                        issued = evict(x, p, pp->last_safe_usec, &grant, grace) >= 0;
-                                }
-                        }
-                        if (issued)
-                                continue;
-                }
-
-                /* Force phase: the last moment a graceful stop still ends before the deadline. */
-                if (due && now >= p->force_at) {
-                        grace = force_grace(x, kp, now);
-                        p->call = kube_call_cancel(p->call);
-                        /* A capture taken for its eviction tells another story than its delete's. */
-                        if (!p->pm_forced)
-                                p->pm = drain_postmortem_free(p->pm);
-                        postmortem_begin(x, p, kp, ALERT_POD_DELETED, grace);
-                        p->pm_forced = true;
-                        if (kube_pod_delete(x->c, p->namespace, p->name, p->uid, grace, delete_done, p,
-                                            &p->call) < 0) {
-                                p->force_at = now + 4 * retry_delay(x);
-                                next = MIN(next, p->force_at);
-                                continue;
-                        }
-                        /* Its last safe moment has come: ahead of every eviction still to come. */
-                        kube_call_set_deadline(p->call, pp->last_safe_usec);
-                        p->state = XPOD_DELETING;
-                        p->forced_grace = grace;
-                        n_forced++;
-                        if (buf_printf(&forced, "%s%s/%s (grace %" PRIi64 " s)", forced.len ? ", " : "",
-                                       p->namespace, p->name, grace) < 0 ||
-                            buf_printf(&forced_names, "%s%s/%s", forced_names.len ? "," : "", p->namespace,
-                                       p->name) < 0)
-                                return -ENOMEM;
-                        continue;
-                }
-                if ((x->policy == DRAIN_POLICY_FORCE || gated) && pp->last_safe_usec > now)
-                        next = MIN(next, pp->last_safe_usec);
-                if (p->retry_at > now)
-                        next = MIN(next, p->retry_at);
-                if (due && p->force_at > now)
-                        next = MIN(next, p->force_at);
-        }
-
-        if (x->rejudge_at > now)
-                next = MIN(next, x->rejudge_at);
-        next = MIN(next, watch_check(x, now));
-        if (n_forced > 0) {
-                char n[16];
-                snprintf(n, sizeof(n), "%u", n_forced);
-                /* names: the pods, for whoever tells their story (the --report timeline). */
-                const char *fields[] = { "pods", n, "names", forced_names.data, NULL };
-                alert_emit(x->bus, ALERT_PODS_FORCED, x->node, fields,
-                           "%u pod%s on %s deleted around their PDB at their last safe moment: %s", n_forced,
-                           n_forced == 1 ? "" : "s", x->node, forced.data);
-        }
-        arm_wake(x, next);
-        return 0;
-}
-
-/* Issues what the plan and the slots allow; the pods no longer asking for a slot stop waiting. */
-static int issue(struct drain_exec *x, uint64_t now)
-{
-        drain_ledger_begin(x->ledger, x);
-        int r = issue_pods(x, now);
-        drain_ledger_end(x->ledger, x);
-        return r;
-}
-
-/* ---- the timer for what is due next ---- */
-
-static void wake_fire(void *userdata)
-{
-        struct drain_exec *x = userdata;
-        x->wake = NULL; /* released by the loop as it fired */
-        x->wake_at = 0;
-        act(x);
-}
-
-static void arm_wake(struct drain_exec *x, uint64_t at)
-{
-        if (x->wake && x->wake_at == at)
-                return;
-        x->wake = timer_cancel(x->wake);
-        x->wake_at = 0;
-        if (timer_start(x->loop, at, wake_fire, x, &x->wake) >= 0)
-                x->wake_at = at;
-}
-
 /* ---- startup estimates: one list per owner, selected by the pod's own labels ---- */
 
 static void startup_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -1533,7 +279,7 @@ static void startup_done(struct kube_client *c, struct kube_result *r, void *use
                 log_debug_errno(r->error, "cannot list sibling pods, using the default startup estimate");
         drain_ledger_startup_answered(x->ledger, sc->owner_key);
         x->startups_pending--;
-        kick(x);
+        exec_kick(x);
 }
 
 static bool startup_asked(const struct drain_exec *x, const char *key)
@@ -1607,13 +353,13 @@ static void act(struct drain_exec *x)
             (x->startups_pending > 0 || drain_ledger_startup_awaited(x->ledger, x) || x->services_call ||
              drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
-                arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
+                exec_arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
         }
 
-        r = sync_pods(x);
+        r = exec_sync_pods(x);
         if (r >= 0)
-                r = replan(x, now);
+                r = exec_replan(x, now);
         if (r < 0) {
                 /* Keep going on the last plan; retry soon. */
                 log_debug_errno(r, "cannot plan the drain of %s", x->node);
@@ -1621,7 +367,7 @@ static void act(struct drain_exec *x)
                         if (now >= x->deadline)
                                 finish(x, DRAIN_EXEC_ERROR, r, "cannot plan");
                         else
-                                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
+                                exec_arm_wake(x, MIN(now + exec_retry_delay(x), x->deadline));
                         return;
                 }
         }
@@ -1637,7 +383,7 @@ static void act(struct drain_exec *x)
                 x->result.killed_predicted = x->no_deadline ? 0 : (unsigned)own_node(x)->n_killed;
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
-                judge(x, now, true);
+                exec_judge(x, now, true);
         } else if (x->judge_on_surge || x->judge_on_estimates) {
                 bool surge_wait = x->judge_on_surge && drain_surge_learning(x->surge) &&
                                   now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC;
@@ -1648,7 +394,7 @@ static void act(struct drain_exec *x)
                         x->judge_on_surge = x->judge_on_estimates = false;
                         x->surge_verdict = timer_cancel(x->surge_verdict);
                         x->estimates_wait = timer_cancel(x->estimates_wait);
-                        judge(x, now, true);
+                        exec_judge(x, now, true);
                 }
         } else if (!x->result.infeasible &&
                    (x->plan->n_pods > x->judged_pods ||
@@ -1661,7 +407,7 @@ static void act(struct drain_exec *x)
                 if (now >= x->rejudge_at) {
                         uint64_t start = clk_now();
                         x->rejudge_at = 0;
-                        judge(x, now, false);
+                        exec_judge(x, now, false);
                         drain_ledger_rejudged(x->ledger, start, clk_now());
                 }
         }
@@ -1676,137 +422,15 @@ static void act(struct drain_exec *x)
         }
         /* Beside another drainer: its evictions, not ours; this drain watches the node empty out. */
         if (x->cordon_only) {
-                arm_wake(x, x->deadline);
+                exec_arm_wake(x, x->deadline);
                 return;
         }
         drain_surge_round(x->surge, x->inputs, x->plan, x->slice.first_pod, x->n_own);
-        r = issue(x, now);
+        r = exec_issue(x, now);
         if (r < 0) {
                 log_debug_errno(r, "cannot act on the drain of %s", x->node);
-                arm_wake(x, MIN(now + retry_delay(x), x->deadline));
+                exec_arm_wake(x, MIN(now + exec_retry_delay(x), x->deadline));
         }
-}
-
-/* ---- informers ---- */
-
-/* A change of this node's pods: the joint plan is to be made anew, and acted on. */
-static void pods_changed(struct drain_exec *x)
-{
-        drain_ledger_touch(x->ledger);
-        kick(x);
-}
-
-static void surge_changed(void *userdata)
-{
-        pods_changed(userdata);
-}
-
-static void pods_added(void *userdata, const cJSON *obj)
-{
-        pods_changed(userdata);
-}
-
-static void pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
-{
-        capture_after_stop(userdata, obj);
-        pods_changed(userdata);
-}
-
-/* A pod that was deleting left: keep its last state while its replacement is on the way (see ghost). */
-static void keep_ghost(struct drain_exec *x, struct xpod *p, const cJSON *obj, const struct kube_pod *kp,
-                       const char *key)
-{
-        p->ghost = cJSON_Duplicate(obj, true);
-        p->gone_at = clk_now();
-        p->ghost_until = drain_ledger_ghost_until(x->ledger, kp, key, x->default_startup);
-}
-
-/* A pod that was stopping is gone: how long its graceful stop took, for the estimates of its siblings. */
-static void observe_stop(struct drain_exec *x, const struct xpod *p, const struct kube_pod *kp,
-                         const char *key)
-{
-        if (drain_shutdowns_observe_stop(drain_ledger_shutdowns(x->ledger), kp, key, p ? p->stop_at : 0,
-                                         p ? p->forced_grace : 0, x->deadline,
-                                         x->expected_shutdown_fraction) < 0)
-                log_debug("out of memory keeping shutdown observations");
-}
-
-/* When what still ran of a pod we stopped was killed: the end of the grace its delete gave it, counted from
- * that delete (deleted_usec). A DELETED pod's deletionTimestamp does not say it once its kubelet confirmed
- * the stop (kube_pod_stop_grace()); the grace is the one we forced, else the one its object tells. */
-static uint64_t kill_usec(const struct xpod *p, const struct kube_pod *kp)
-{
-        bool forced = p->state == XPOD_DELETING || p->state == XPOD_FORCED;
-        int64_t grace = forced ? p->forced_grace : kube_pod_stop_grace(kp);
-        return kp->deleted_usec + (grace > 0 ? (uint64_t)grace * USEC_PER_SEC : 0);
-}
-
-/* A pod gone with its node while it still ran: killed, whatever the drain had asked of it. Its pod-killed
- * alert goes out now, with the post-mortem of its last state (unless the one taken before the node's end
- * told it already). */
-static void gone_with_node(struct drain_exec *x, struct xpod *p, const cJSON *obj)
-{
-        char deadline[64];
-        p->killed = p->gone_with_node = true;
-        if (p->pm_killed) {
-                drain_postmortem_flush(p->pm_killed);
-                return;
-        }
-        if (format_rfc3339(x->deadline, deadline, sizeof(deadline)) < 0)
-                snprintf(deadline, sizeof(deadline), "?");
-        _cleanup_free_ char *summary = strprintf(
-            "pod %s/%s killed with node %s: the node went while %s; %s notice, deadline %s", p->namespace,
-            p->name, x->node, p->stop_at ? "its stop had not ended" : "it still ran", x->kind, deadline);
-        p->pm_killed = capture(x, p, ALERT_POD_KILLED, "node-gone", summary, obj, NULL);
-        if (!p->pm_killed) {
-                const char *fields[] = { "pod", p->name, "namespace", p->namespace, NULL };
-                alert_emit_pod(x->bus, ALERT_POD_KILLED, x->node,
-                               &(struct alert_pod){ p->namespace, p->name, p->uid }, NULL, fields, "%s",
-                               summary ? summary : p->name);
-                return;
-        }
-        drain_postmortem_accepted(p->pm_killed);
-}
-
-static void pods_deleted(void *userdata, const cJSON *obj)
-{
-        struct drain_exec *x = userdata;
-        _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
-        _cleanup_free_ char *key = NULL;
-        if (kube_pod_parse(obj, &kp) < 0)
-                goto done;
-        struct xpod *p = xpod_find(x, kp.namespace ? kp.namespace : "", kp.name, kp.uid);
-        /* DaemonSet and mirror pods are left by design and come back with any node. */
-        bool ours =
-            p && !p->killed && !kp.mirror && (!streq_ptr(kp.owner_kind, "DaemonSet") || x->evict_daemonsets);
-        if (ours && kube_pod_killed_with_node(obj)) {
-                gone_with_node(x, p, obj);
-                goto done; /* no stop of its own to learn from */
-        }
-        if (kp.deletion_usec && (key = drain_owner_key(&kp))) {
-                /* How its containers ended says it; without that, that it went only once its grace was
-                 * over (which a watch event that came late may also seem to say). */
-                int sigkilled = kube_pod_sigkilled(obj);
-                if (ours && p->stop_at &&
-                    (sigkilled > 0 || (sigkilled < 0 && clk_now() >= kill_usec(p, &kp))))
-                        p->killed = true;
-                observe_stop(x, p, &kp, key);
-                if (p && !p->ghost)
-                        keep_ghost(x, p, obj, &kp, key);
-        }
-done:
-        pods_changed(x);
-}
-
-static void informer_synced(void *userdata)
-{
-        pods_changed(userdata);
-}
-
-/* The ledger's wake: a PDB changed, a drain started or ended beside this one, or a slot may be ours. */
-static void ledger_wake(void *userdata)
-{
-        kick(userdata);
 }
 
 /* ---- node: cordon, taint, annotation ---- */
@@ -1841,12 +465,12 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
                 if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
                         x->cordon_retry = NULL;
                 x->cordon_answered = true;
-                kick(x);
+                exec_kick(x);
                 return;
         }
         x->result.cordoned_usec = clk_now();
         x->cordon_answered = true;
-        kick(x);
+        exec_kick(x);
 }
 
 static void taint_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -1902,55 +526,14 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
         if (!x->lb_answered && x->lb_dereg)
                 x->lb_hold = clk_now() + x->lb_dereg;
         x->lb_answered = true;
-        pods_changed(x);
-}
-
-/* At the notice, each target group of the node's pods once its delay is known: a delay longer than the time
- * left cannot drain before the instance goes (lb-deregistration-too-slow, with the delay that would fit). */
-static void judge_lb_delays(struct drain_exec *x)
-{
-        size_t n = drain_lb_targets_count(x->lbt);
-        uint64_t now = clk_now(), end = x->deadline > x->margin ? x->deadline - x->margin : 0;
-        if (n == 0 || x->no_deadline || !x->inputs || !x->plan)
-                return;
-        if (!x->lb_said && !(x->lb_said = calloc(n, sizeof(*x->lb_said))))
-                return;
-        for (size_t i = 0; i < n; i++) {
-                const struct drain_lb_group *g = drain_lb_targets_group(x->lbt, i);
-                bool serves = false;
-                if (x->lb_said[i] || g->delay_seconds < 0)
-                        continue;
-                for (size_t k = 0; k < x->n_own && !serves; k++)
-                        serves = drain_lb_targets_find(x->lbt,
-                                                       drain_inputs_pod(x->inputs, x->slice.first_pod + k),
-                                                       false) == (long)i;
-                if (!serves)
-                        continue;
-                x->lb_said[i] = true;
-                uint64_t left = end > now ? end - now : 0;
-                if ((uint64_t)g->delay_seconds * USEC_PER_SEC <= left)
-                        continue;
-                char delay[24], fits[24];
-                snprintf(delay, sizeof(delay), "%ld", g->delay_seconds);
-                snprintf(fits, sizeof(fits), "%" PRIu64, left / USEC_PER_SEC);
-                const char *fields[] = {
-                        "target_group", g->arn,         "binding", g->binding, "delay_seconds",
-                        delay,          "fits_seconds", fits,      NULL
-                };
-                alert_emit(
-                    x->bus, ALERT_LB_DEREGISTRATION_TOO_SLOW, x->node, fields,
-                    "target group %s (TargetGroupBinding %s) drains its targets for %s s, longer than "
-                    "the %s s %s has left: its pods' connections are cut when the instance goes; a "
-                    "deregistration_delay.timeout_seconds of %s or less would fit",
-                    g->arn, g->binding, delay, fits, x->node, fits);
-        }
+        exec_pods_changed(x);
 }
 
 static void lb_targets_changed(void *userdata)
 {
         struct drain_exec *x = userdata;
-        judge_lb_delays(x);
-        pods_changed(x);
+        exec_judge_lb_delays(x);
+        exec_pods_changed(x);
 }
 
 static void services_done(struct kube_client *c, struct kube_result *r, void *userdata)
@@ -1963,7 +546,7 @@ static void services_done(struct kube_client *c, struct kube_result *r, void *us
                 log_warning_errno(r->error,
                                   "cannot list Services (%s): no pod is held for the load balancers on %s",
                                   r->message ? r->message : "no answer", x->node);
-        pods_changed(x);
+        exec_pods_changed(x);
 }
 
 static int start_node_changes(struct drain_exec *x)
@@ -2126,6 +709,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         x = calloc(1, sizeof(*x));
         if (!x)
                 return -ENOMEM;
+        x->act = act;
         x->c = c;
         x->loop = kube_client_loop(c);
         x->bus = bus;
@@ -2189,16 +773,16 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         if (!field)
                 return -ENOMEM;
         static const struct kube_informer_ops pod_ops = {
-                .added = pods_added,
-                .modified = pods_modified,
-                .deleted = pods_deleted,
-                .synced = informer_synced,
+                .added = exec_pods_added,
+                .modified = exec_pods_modified,
+                .deleted = exec_pods_deleted,
+                .synced = exec_informer_synced,
         };
         static const struct drain_ledger_member_ops ledger_ops = {
-                .wake = ledger_wake,
-                .add_inputs = add_inputs,
-                .namespaces = add_namespaces,
-                .planned = planned,
+                .wake = exec_ledger_wake,
+                .add_inputs = exec_add_inputs,
+                .namespaces = exec_add_namespaces,
+                .planned = exec_planned,
         };
         /* Patient: its pods may be quiet for long while they wait for PDB slots (watch_check resumes it when
          * it is silent while they stop). */
@@ -2210,7 +794,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         if (r < 0)
                 return r;
         if (o->surge != DRAIN_SURGE_OFF &&
-            (r = drain_surge_new(c, x->node, o->surge, x->bus, surge_changed, x, &x->surge)) < 0)
+            (r = drain_surge_new(c, x->node, o->surge, x->bus, exec_surge_changed, x, &x->surge)) < 0)
                 return r;
         x->ledger = o->ledger;
         if (!x->ledger) {
@@ -2227,7 +811,7 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
         }
         if (o->estimates) {
                 x->estimates = o->estimates;
-                drain_estimates_on_read(x->estimates, estimates_read, x);
+                drain_estimates_on_read(x->estimates, exec_estimates_read, x);
         }
         /* The drains of the ledger learn a Deployment from one read of it. */
         drain_surge_share(x->surge, drain_ledger_surge_reads(x->ledger));
@@ -2236,11 +820,11 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 return r;
         x->joined = true;
         /* The deadline is always due: it ends the drain even when nothing else happens. */
-        arm_wake(x, x->deadline);
+        exec_arm_wake(x, x->deadline);
         /* The pods still there shortly before it are captured, also after a drain that ended early. */
         r = timer_start(x->loop,
                         x->deadline > KILL_CAPTURE_LEAD_USEC ? x->deadline - KILL_CAPTURE_LEAD_USEC : 0,
-                        kill_capture_fire, x, &x->kill_timer);
+                        exec_kill_capture_fire, x, &x->kill_timer);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(x);

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 
 #include "drain/drain_internal.h"
+#include "drain/ledger_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/surge.h"
@@ -25,144 +26,11 @@
  * joining asks every drain for one, and at 200 drains they used to keep the loop busy past the deadlines,
  * cordons and evictions waiting behind them. */
 #define REJUDGE_SHARE 9
-/* A joint plan older than this is made anew even when nothing was heard: estimates of pods stopping right
- * now grow with time, and kept ghosts expire. */
-#define PLAN_MAX_AGE_USEC (1000 * UINT64_C(1000))
-/* A new joint plan comes at most every PLAN_GAP_FACTOR times what the last one took (engine clock): a
- * burst of changes across hundreds of drains costs a few plans, and planning at most a fifth of the loop,
- * which the cordons of new notices need. */
-#define PLAN_GAP_FACTOR   4
-#define PLAN_GAP_MAX_USEC (500 * UINT64_C(1000))
-/* How long a gone pod stays in the plans after its replacement should have been Ready. Until the PDB counts
- * the replacement, the planner expects it back a second from now (an overdue return, capped by what the
- * status shows missing); without the pod it would see a PDB short of a pod for good, and judge a drain that
- * only waits for a slow replacement infeasible. */
-#define GHOST_OVERDUE_USEC (30 * UINT64_C(1000000))
 
-struct member {
-        const struct drain_ledger_member_ops *ops;
-        void *userdata;
-        char *node;
-        uint64_t joined_at, deadline;
-        bool stated;  /* has stated its wants once (drain_ledger_end) */
-        bool pending; /* asked for a plan while a new one had to wait: woken when it is made */
-        bool in_plan; /* slice is its place in the plan being made */
-        struct drain_ledger_slice slice;
-};
-
-struct waiter {
-        void *member;
-        char *pod;
-        uint64_t last_safe;
-        /* Ties between nodes go to the earlier deadline, then the node name first in byte order (an order
-         * that drains in other processes can reproduce, drain_ledger_follow_peers()); on one node, to the
-         * pod that waited first. node is the member's. */
-        uint64_t deadline;
-        const char *node;
-        uint64_t seq;
-        bool remote; /* a peer's (drain_ledger_member_ops.remote) */
-        bool seen;   /* stated since the member's last drain_ledger_begin() */
-};
-
-struct grant {
-        void *member;
-        char *pod;
-        bool answered;       /* the eviction was answered: reflected by the next status change */
-        unsigned status_seq; /* lpdb.status_seq when it was given */
-};
-
-/* A healthy pod of a PDB lost to something outside the ledger's grants (another process's eviction, a pod
- * going unready): drain_pdb_in.lost_usec. */
-struct loss {
-        uint64_t at;
-        char *uid; /* the starting pod that showed it (drain_ledger_note_starting); NULL: a drop in the watch
-                    */
-};
-#define MAX_LOSSES 64
 /* The pods lately evicted through this ledger's grants, by name, per PDB: their eviction leaves the status'
  * disruptedPods in the change that drops currentHealthy (the API writes the entry; the disruption
  * controller drops it as it recounts), after the grant was released. */
 #define RECENT_EVICTED 32
-
-struct lpdb {
-        char *key; /* namespace/name */
-        struct waiter *waiters;
-        size_t n_waiters;
-        struct grant *grants;
-        size_t n_grants;
-        bool stale;         /* a 429 contradicted the status: no slot until it changes or stale_until */
-        bool allowed_known; /* allowed is the status's (status_allowed()), until the status moves */
-        int allowed;
-        uint64_t stale_until;
-        unsigned status_seq; /* moves with every status change seen */
-        struct loss *losses; /* ascending */
-        size_t n_losses;
-        char **evicted; /* RECENT_EVICTED names, a ring */
-        size_t evicted_next;
-};
-
-/* A pod of a drain that ended, deleting and gone already, kept until its replacement should be Ready, so
- * that the drains still going foresee the PDB slot it gives back. */
-struct kept_ghost {
-        char *node;
-        uint64_t deadline, margin, gone_at, until;
-        cJSON *pod;
-        struct drain_pod_memo *memo; /* pod as parsed for the plans */
-};
-
-struct startup_ask {
-        char *owner_key;
-        void **waiters; /* members (their userdata) */
-        size_t n_waiters;
-};
-
-struct drain_ledger {
-        struct kube_client *c;
-        struct loop *loop;
-        uint64_t floor;
-        struct kube_informer *inf;
-        struct drain_peers *peers; /* drains of other processes ahead of this one's, NULL: none followed */
-        struct member *members;
-        size_t n_members;
-        uint64_t seq;
-        struct lpdb *pdbs;
-        size_t n_pdbs;
-        size_t *by_key; /* indexes of pdbs in the order of their keys, for lookups by bisection */
-        /* The member between drain_ledger_begin() and _end(), and whether a newcomer holds it up. */
-        const void *stating;
-        bool stating_unsettled;
-        struct timer *dispatch, *recheck;
-        uint64_t recheck_at;
-        struct drain_ledger_stats stats;
-        /* Startup measurements by owner key, shared by the drains (one sibling list per owner, not per
-         * drain: with many nodes draining at once those lists would use up the client's rate limit). */
-        struct drain_startup *startups;
-        size_t n_startups;
-        /* The sibling lists under way, by owner, with the members waiting for another's answer: five
-         * hundred drains starting at once share a few hundred owners, and each list of a large workload's
-         * pods is a large answer (the client's rate and the process's memory both). */
-        struct startup_ask *asks;
-        size_t n_asks;
-        struct drain_surge_reads *surge_reads; /* made when a drain first asks */
-        struct drain_shutdowns *shutdowns,
-            *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */
-        struct kept_ghost *ghosts;
-        size_t n_ghosts;
-        /* The joint plan of every member, and when the next may be made. */
-        struct drain_joint *joint;
-        bool dirty;
-        uint64_t plan_cost, plan_made; /* engine clock: what the last one took, when it was done */
-        uint64_t rejudge_after;        /* engine clock: when a drain may next be judged again mid-drain */
-        struct timer *replan;
-        /* The options of the members' plans (the first member's; a process drains with one configuration),
-         * so that the ledger can make a plan itself when something changed. */
-        struct drain_inputs_options opts;
-        char **critical;
-        size_t n_critical;
-        bool have_opts;
-};
-
-static void set_dirty(struct drain_ledger *l);
 
 static void waiter_clear(struct waiter *w)
 {
@@ -258,25 +126,6 @@ static int status_int(const cJSON *obj, const char *field)
         const cJSON *v =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "status"), field);
         return cJSON_IsNumber(v) ? v->valueint : 0;
-}
-
-/* The position of key in by_key: where it is (*found) or would go. Every eviction asks, for every pod. */
-static const char *lpdb_key_at(const void *userdata, size_t i)
-{
-        const struct drain_ledger *l = userdata;
-        return l->pdbs[l->by_key[i]].key;
-}
-
-static size_t lpdb_position(const struct drain_ledger *l, const char *key, bool *found)
-{
-        return drain_bisect(l->n_pdbs, key, lpdb_key_at, l, found);
-}
-
-static struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
-{
-        bool found;
-        size_t at = lpdb_position(l, key, &found);
-        return found ? &l->pdbs[l->by_key[at]] : NULL;
 }
 
 static struct lpdb *lpdb_get(struct drain_ledger *l, const char *key)
@@ -400,7 +249,7 @@ static bool waiter_within(const struct lpdb *p, const struct waiter *w, size_t s
         return n < slots;
 }
 
-static void wake_member(struct drain_ledger *l, void *member)
+void ledger_wake_member(struct drain_ledger *l, void *member)
 {
         for (size_t i = 0; i < l->n_members; i++)
                 if (l->members[i].userdata == member) {
@@ -430,7 +279,7 @@ static void dispatch_fire(void *userdata)
                 size_t slots = (size_t)lpdb_free_slots(l, p);
                 for (size_t j = 0; j < p->n_waiters && slots > 0; j++)
                         if (waiter_within(p, &p->waiters[j], slots))
-                                wake_member(l, p->waiters[j].member);
+                                ledger_wake_member(l, p->waiters[j].member);
         }
 }
 
@@ -544,15 +393,15 @@ static void pdb_status_moved(struct drain_ledger *l, const cJSON *old_obj, const
                  * reflected). The others see the new status in the next joint plan, which wakes those whose
                  * schedule it changes. */
                 for (size_t i = 0; i < p->n_waiters; i++)
-                        wake_member(l, p->waiters[i].member);
+                        ledger_wake_member(l, p->waiters[i].member);
                 for (size_t i = 0; i < p->n_grants; i++)
                         if (p->grants[i].member)
-                                wake_member(l, p->grants[i].member);
+                                ledger_wake_member(l, p->grants[i].member);
         }
         /* (p may move: lpdb_get() can grow the array.) */
         if (key && old_obj)
                 note_losses(l, key, old_obj, obj, explained);
-        set_dirty(l);
+        ledger_set_dirty(l);
 }
 
 static void pdbs_added(void *userdata, const cJSON *obj)
@@ -586,13 +435,13 @@ static void pdbs_deleted(void *userdata, const cJSON *obj)
                 while (p->n_losses > 0)
                         loss_drop(p, p->n_losses - 1);
         }
-        set_dirty(l);
+        ledger_set_dirty(l);
 }
 
 static void pdbs_synced(void *userdata)
 {
         struct drain_ledger *l = userdata;
-        set_dirty(l);
+        ledger_set_dirty(l);
         /* They wait for the PDBs before their first plan. */
         wake_all(l, NULL);
 }
@@ -628,13 +477,6 @@ int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct dr
                 return r;
         *ret = TAKE_PTR(l);
         return 0;
-}
-
-static void kept_ghost_clear(struct kept_ghost *g)
-{
-        free(g->node);
-        cJSON_Delete(g->pod);
-        drain_pod_memo_unref(g->memo);
 }
 
 struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
@@ -689,7 +531,7 @@ int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_o
                                                       .deadline = deadline_usec };
         arm_recheck(l);
         /* The others now drain beside one more node: their plans change. */
-        set_dirty(l);
+        ledger_set_dirty(l);
         return 0;
 }
 
@@ -733,7 +575,7 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
                         }
         }
         arm_recheck(l);
-        set_dirty(l);
+        ledger_set_dirty(l);
         schedule_dispatch(l);
         /* The drains of other processes were followed for the members of this one: none is left. */
         bool local = false;
@@ -777,319 +619,6 @@ struct kube_client *drain_ledger_client(const struct drain_ledger *l)
 void drain_ledger_wake_all(struct drain_ledger *l)
 {
         wake_all(l, NULL);
-}
-
-int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                            uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec)
-{
-        struct kept_ghost g = { .deadline = deadline_usec,
-                                .margin = margin_usec,
-                                .gone_at = gone_usec,
-                                .until = until_usec,
-                                .node = strdup(node),
-                                .pod = cJSON_Duplicate(pod, true) };
-        struct kept_ghost *a = g.node && g.pod ? realloc(l->ghosts, (l->n_ghosts + 1) * sizeof(*a)) : NULL;
-        if (!a) {
-                kept_ghost_clear(&g);
-                return -ENOMEM;
-        }
-        l->ghosts = a;
-        l->ghosts[l->n_ghosts++] = g;
-        set_dirty(l);
-        return 0;
-}
-
-/* The kept ghosts still due, each node of theirs once. */
-static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
-{
-        uint64_t now = drain_inputs_now(di);
-        for (size_t i = 0; i < l->n_ghosts;)
-                if (l->ghosts[i].until <= now) {
-                        kept_ghost_clear(&l->ghosts[i]);
-                        l->ghosts[i] = l->ghosts[--l->n_ghosts];
-                } else
-                        i++;
-        for (size_t i = 0; i < l->n_ghosts; i++) {
-                struct kept_ghost *g = &l->ghosts[i];
-                size_t node = 0, idx;
-                int r = drain_inputs_find_node(di, g->node, &node)
-                            ? 0
-                            : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
-                if (r < 0)
-                        return r;
-                r = drain_pod_memo_update(&g->memo, g->pod);
-                if (r >= 0)
-                        r = drain_inputs_add_pod_memo(di, node, g->memo, &idx);
-                if (r == -ENOMEM)
-                        return r;
-                if (r >= 0)
-                        (void)drain_inputs_set_gone(di, idx, g->gone_at);
-        }
-        return 0;
-}
-
-static int str_cmp(const void *a, const void *b)
-{
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Every PDB of a namespace with pods to plan: a cluster may have thousands, and only these can select the
- * pods (a pod is matched against every PDB added). */
-static int add_pdbs(struct drain_ledger *l, struct drain_inputs *di)
-{
-        _cleanup_free_ const char **ns = NULL;
-        size_t n = 0;
-        int r;
-
-        for (size_t i = 0; i < l->n_members; i++) {
-                if (!l->members[i].ops->namespaces)
-                        continue;
-                r = l->members[i].ops->namespaces(l->members[i].userdata, &ns, &n);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < l->n_ghosts; i++) {
-                const char **a = realloc(ns, (n + 1) * sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                ns = a;
-                const char *g = kube_object_str(l->ghosts[i].pod, "metadata.namespace");
-                ns[n++] = g ? g : "";
-        }
-        if (n > 1)
-                qsort(ns, n, sizeof(*ns), str_cmp);
-        for (size_t i = 0; i < kube_informer_size(l->inf); i++) {
-                const cJSON *o = kube_informer_at(l->inf, i);
-                const char *key = kube_object_str(o, "metadata.namespace");
-                if (!key)
-                        key = "";
-                if (n == 0 || !bsearch(&key, ns, n, sizeof(*ns), str_cmp))
-                        continue;
-                r = drain_inputs_add_pdb(di, o);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0)
-                        continue;
-                const char *name = kube_object_str(o, "metadata.name");
-                _cleanup_free_ char *pkey = name ? strprintf("%s/%s", key, name) : NULL;
-                const struct lpdb *p = pkey ? lpdb_find(l, pkey) : NULL;
-                if (!p || p->n_losses == 0)
-                        continue;
-                uint64_t at[MAX_LOSSES];
-                for (size_t k = 0; k < p->n_losses; k++)
-                        at[k] = p->losses[k].at;
-                r = drain_inputs_set_pdb_lost(di, at, p->n_losses);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-/* The input of every member's node and pods (in the order they joined), then the kept ghosts. keep: the
- * plan is to be acted on, each member records its slice. */
-static int make_input(struct drain_ledger *l, const struct drain_inputs_options *o, bool keep,
-                      struct drain_inputs **ret)
-{
-        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        int r = drain_inputs_new(o, &di);
-        if (r < 0)
-                return r;
-        /* The joint's plans (its own and its grading plans) go with it, before its inputs. */
-        drain_inputs_plans_borrow_names(di);
-        r = add_pdbs(l, di);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < l->n_members; i++) {
-                struct member *m = &l->members[i];
-                m->in_plan = false;
-                if (!m->ops->add_inputs)
-                        continue;
-                m->slice = (struct drain_ledger_slice){ .first_pod = drain_inputs_n_pods(di) };
-                size_t nodes = drain_inputs_n_nodes(di);
-                r = m->ops->add_inputs(m->userdata, di, keep ? &m->slice : NULL);
-                if (r < 0)
-                        return r;
-                m->in_plan = keep && drain_inputs_n_nodes(di) > nodes;
-        }
-        r = add_ghosts(l, di);
-        if (r < 0)
-                return r;
-        r = drain_inputs_add_startups(di, l->startups, l->n_startups);
-        if (r < 0)
-                return r;
-        /* Then the startups learnt from pods seen turning Ready: the planner takes an owner's first. */
-        struct drain_startup *learnt = NULL;
-        size_t n_learnt = 0;
-        r = drain_shutdowns_startups(l->shutdowns, &learnt, &n_learnt);
-        if (r >= 0)
-                r = drain_inputs_add_startups(di, learnt, n_learnt);
-        drain_startups_free(learnt, n_learnt);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(di);
-        return 0;
-}
-
-struct drain_joint *drain_joint_ref(struct drain_joint *j)
-{
-        if (j)
-                j->refs++;
-        return j;
-}
-
-struct drain_joint *drain_joint_unref(struct drain_joint *j)
-{
-        if (!j || --j->refs > 0)
-                return NULL;
-        drain_plan_free(j->plan);
-        drain_inputs_free(j->inputs);
-        drain_inputs_free(j->expected_inputs);
-        drain_grade_cache_free(j->grades);
-        free(j);
-        return NULL;
-}
-
-static int make_joint(struct drain_ledger *l, const struct drain_inputs_options *o)
-{
-        uint64_t started = clk_now();
-        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        _cleanup_(drain_plan_freep) struct drain_plan *plan = NULL;
-        int r = make_input(l, o, true, &di);
-        if (r >= 0)
-                r = drain_plan_make(drain_inputs_get(di), &plan);
-        if (r < 0)
-                return r;
-        struct drain_joint *j = calloc(1, sizeof(*j));
-        if (!j)
-                return -ENOMEM;
-        *j = (struct drain_joint){
-                .refs = 1, .inputs = TAKE_PTR(di), .plan = TAKE_PTR(plan), .made_usec = o->now_usec
-        };
-        drain_joint_unref(l->joint);
-        l->joint = j;
-        l->dirty = false;
-        l->plan_made = clk_now();
-        l->plan_cost = l->plan_made > started ? l->plan_made - started : 0;
-        l->stats.plans++;
-        for (size_t i = 0; i < l->n_members; i++) {
-                struct member *m = &l->members[i];
-                if (m->ops->planned)
-                        m->ops->planned(m->userdata, j, m->in_plan ? &m->slice : NULL);
-        }
-        return 0;
-}
-
-/* Wakes the members that asked for a plan while one had to wait. */
-static void wake_pending(struct drain_ledger *l)
-{
-        for (size_t i = 0; i < l->n_members; i++)
-                if (l->members[i].pending) {
-                        l->members[i].pending = false;
-                        l->members[i].ops->wake(l->members[i].userdata);
-                }
-}
-
-static uint64_t plan_gap(const struct drain_ledger *l)
-{
-        uint64_t gap = l->plan_cost * PLAN_GAP_FACTOR;
-        return gap < PLAN_GAP_MAX_USEC ? gap : PLAN_GAP_MAX_USEC;
-}
-
-static void replan_fire(void *userdata)
-{
-        struct drain_ledger *l = userdata;
-        l->replan = NULL; /* released by the loop as it fired */
-        if (l->dirty && l->have_opts && l->n_members > 0) {
-                struct drain_inputs_options o = l->opts;
-                o.now_usec = clk_now();
-                int r = make_joint(l, &o);
-                if (r < 0)
-                        log_debug_errno(r, "cannot plan the drains");
-        }
-        /* On the new plan, or (without one) to plan on their own turn: they must not wait for nothing. */
-        wake_pending(l);
-}
-
-/* A new joint plan is due once the gap after the last one has passed. */
-static void set_dirty(struct drain_ledger *l)
-{
-        l->dirty = true;
-        if (l->replan || !l->have_opts)
-                return;
-        uint64_t at = l->plan_made + plan_gap(l), now = clk_now();
-        if (timer_start(l->loop, at > now ? at : now, replan_fire, l, &l->replan) < 0)
-                l->replan = NULL;
-}
-
-void drain_ledger_touch(struct drain_ledger *l)
-{
-        if (l)
-                set_dirty(l);
-}
-
-static int keep_options(struct drain_ledger *l, const struct drain_inputs_options *o)
-{
-        size_t n = o->critical_classes ? o->n_critical_classes : 0;
-        for (size_t i = 0; i < l->n_critical; i++)
-                free(l->critical[i]);
-        free(l->critical);
-        l->n_critical = 0;
-        l->critical = n ? calloc(n, sizeof(*l->critical)) : NULL;
-        if (n && !l->critical)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++, l->n_critical++)
-                if (!(l->critical[i] = strdup(o->critical_classes[i])))
-                        return -ENOMEM;
-        l->opts = *o;
-        l->opts.critical_classes = o->critical_classes ? (const char *const *)l->critical : NULL;
-        l->have_opts = true;
-        return 0;
-}
-
-int drain_ledger_plan(struct drain_ledger *l, void *member, const struct drain_inputs_options *o)
-{
-        if (!l->have_opts) {
-                int r = keep_options(l, o);
-                if (r < 0)
-                        return r;
-        }
-        if (l->joint && !l->dirty && o->now_usec < l->joint->made_usec + PLAN_MAX_AGE_USEC)
-                return 0;
-        if (l->joint && clk_now() < l->plan_made + plan_gap(l)) {
-                for (size_t i = 0; i < l->n_members; i++)
-                        if (l->members[i].userdata == member)
-                                l->members[i].pending = true;
-                set_dirty(l);
-                return 0;
-        }
-        l->replan = timer_cancel(l->replan);
-        int r = make_joint(l, o);
-        wake_pending(l);
-        return r;
-}
-
-int drain_ledger_expected(struct drain_ledger *l, const struct drain_inputs_options *o, const char *node,
-                          const struct drain_input **ret, size_t *ret_node,
-                          struct drain_grade_cache ***ret_grades)
-{
-        struct drain_joint *j = l->joint;
-        if (!j)
-                return -ENOENT;
-        if (!j->expected_inputs) {
-                /* The pods as they are now, so at the asker's now (not the joint plan's: a pod deleted
-                 * since would be deleted in the future). */
-                struct drain_inputs_options eo = *o;
-                eo.shutdown_basis = DRAIN_SHUTDOWN_EXPECTED;
-                int r = make_input(l, &eo, false, &j->expected_inputs);
-                if (r < 0)
-                        return r;
-        }
-        if (!drain_inputs_find_node(j->expected_inputs, node, ret_node))
-                return -ENOENT;
-        *ret = drain_inputs_get(j->expected_inputs);
-        if (ret_grades)
-                *ret_grades = &j->grades;
-        return 0;
 }
 
 /* ---- slots ---- */
@@ -1238,106 +767,6 @@ void drain_ledger_stats(const struct drain_ledger *l, struct drain_ledger_stats 
         }
 }
 
-bool drain_ledger_startup(const struct drain_ledger *l, const char *owner_key, uint64_t *ret_usec)
-{
-        for (size_t i = 0; l && owner_key && i < l->n_startups; i++)
-                if (streq(l->startups[i].owner_key, owner_key)) {
-                        *ret_usec = l->startups[i].startup_usec;
-                        return true;
-                }
-        return false;
-}
-
-int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup *s, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                uint64_t known;
-                if (drain_ledger_startup(l, s[i].owner_key, &known))
-                        continue;
-                struct drain_startup *v = realloc(l->startups, (l->n_startups + 1) * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                l->startups = v;
-                char *key = strdup(s[i].owner_key);
-                if (!key)
-                        return -ENOMEM;
-                l->startups[l->n_startups++] =
-                    (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
-                set_dirty(l);
-        }
-        return 0;
-}
-
-struct drain_surge_reads *drain_ledger_surge_reads(struct drain_ledger *l)
-{
-        if (l && !l->surge_reads && drain_surge_reads_new(l->c, &l->surge_reads) < 0)
-                log_debug("out of memory sharing the drains' Deployment reads");
-        return l ? l->surge_reads : NULL;
-}
-
-static struct startup_ask *ask_find(const struct drain_ledger *l, const char *owner_key)
-{
-        for (size_t i = 0; l && owner_key && i < l->n_asks; i++)
-                if (streq(l->asks[i].owner_key, owner_key))
-                        return &l->asks[i];
-        return NULL;
-}
-
-int drain_ledger_startup_asking(struct drain_ledger *l, const char *owner_key)
-{
-        if (!l || !owner_key)
-                return -EINVAL;
-        if (ask_find(l, owner_key))
-                return 0;
-        struct startup_ask *v = realloc(l->asks, (l->n_asks + 1) * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        l->asks = v;
-        char *key = strdup(owner_key);
-        if (!key)
-                return -ENOMEM;
-        l->asks[l->n_asks++] = (struct startup_ask){ .owner_key = key };
-        return 0;
-}
-
-bool drain_ledger_startup_wait(struct drain_ledger *l, void *member, const char *owner_key)
-{
-        struct startup_ask *a = ask_find(l, owner_key);
-        if (!a)
-                return false;
-        for (size_t i = 0; i < a->n_waiters; i++)
-                if (a->waiters[i] == member)
-                        return true;
-        void **v = realloc(a->waiters, (a->n_waiters + 1) * sizeof(*v));
-        if (!v)
-                return true; /* waits the first plan's bound, not woken early */
-        a->waiters = v;
-        a->waiters[a->n_waiters++] = member;
-        return true;
-}
-
-bool drain_ledger_startup_awaited(const struct drain_ledger *l, const void *member)
-{
-        for (size_t i = 0; l && i < l->n_asks; i++)
-                for (size_t j = 0; j < l->asks[i].n_waiters; j++)
-                        if (l->asks[i].waiters[j] == member)
-                                return true;
-        return false;
-}
-
-void drain_ledger_startup_answered(struct drain_ledger *l, const char *owner_key)
-{
-        struct startup_ask *a = ask_find(l, owner_key);
-        if (!a)
-                return;
-        struct startup_ask done = *a;
-        *a = l->asks[--l->n_asks];
-        for (size_t i = 0; i < done.n_waiters; i++)
-                wake_member(l, done.waiters[i]);
-        free(done.owner_key);
-        free(done.waiters);
-}
-
 void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
 {
         const cJSON *obj;
@@ -1369,17 +798,7 @@ void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items)
                 }
         }
         if (noted)
-                set_dirty(l);
-}
-
-uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,
-                                  const char *owner_key, uint64_t default_startup_usec)
-{
-        uint64_t startup;
-        if (!drain_ledger_startup(l, owner_key, &startup))
-                startup = default_startup_usec;
-        /* Scheduling and image pulls come on top of the measured startup: as much again, and a second. */
-        return kp->deleted_usec + 2 * startup + UINT64_C(1000000) + GHOST_OVERDUE_USEC;
+                ledger_set_dirty(l);
 }
 
 uint64_t drain_ledger_rejudge_at(const struct drain_ledger *l)

@@ -13,7 +13,7 @@ source_options() {
 	local files
 	case $1 in
 	agent | controller | admission) files="$ROOT/src/cli/cmd_$1.c $ROOT/src/cli/frontend.h" ;;
-	drain | plan | audit) files=$ROOT/src/cli/cmd_drain.c ;;
+	drain | plan | audit) files=$ROOT/src/cli/drain_cli.c ;;
 	event) files=$ROOT/src/cli/cmd_event.c ;;
 	sim) files=$ROOT/src/cli/cmd_sim.c ;;
 	check-config) files=$ROOT/src/cli/cmd_config.c ;;
@@ -55,7 +55,7 @@ for c in $commands; do
 		for f in $missing; do
 			rc=0 node=spot-a
 			[ "$c" = audit ] && node=
-			if grep -q "{ \"$f\", required_argument" "$ROOT/src/cli/cmd_drain.c"; then
+			if grep -q "{ \"$f\", required_argument" "$ROOT/src/cli/drain_cli.c"; then
 				"$SPOTDRAIN" "$c" $node "--$f" x >/dev/null 2>&1 || rc=$?
 			else
 				"$SPOTDRAIN" "$c" $node "--$f" >/dev/null 2>&1 || rc=$?

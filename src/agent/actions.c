@@ -1,0 +1,358 @@
+/* The agent's actions, the dispatcher's effects for its node: the node actions alone (agent_kube_actions: a
+ * drain is the cordon and the drain taint), and with the in-process drain engine (agent_engine_actions:
+ * drains with their load-balancer credentials, the soft taint, cordon, uncordon, replacement), whose end
+ * is told to the agent that follows it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/hook.h"
+#include "spotdrain/agent.h"
+#include "spotdrain/alert.h"
+#include "spotdrain/awscreds.h"
+#include "spotdrain/config.h"
+#include "spotdrain/core.h"
+#include "spotdrain/dispatch.h"
+#include "spotdrain/elbv2.h"
+#include "spotdrain/engine.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/keys.h"
+#include "spotdrain/kube.h"
+#include "spotdrain/node.h"
+#include "spotdrain/notice.h"
+#include "spotdrain/provision.h"
+#include "spotdrain/service.h"
+#include "spotdrain/surge.h"
+
+/* ---- actions on Kubernetes ---- */
+
+static int kube_drain(void *userdata, const struct agent_drain_request *req)
+{
+        int r = node_cordon(userdata, req->node, true, NULL, (void *)"cordon", NULL);
+        if (r < 0)
+                return r;
+        return node_drain_taint(userdata, req->node, NULL, notice_kind_to_string(req->notice->kind), false,
+                                true, NULL, (void *)"interruption taint", NULL);
+}
+
+static int kube_soft_taint(void *userdata, const char *node, bool add)
+{
+        return node_rebalance(userdata, node, add);
+}
+
+static int kube_uncordon(void *userdata, const char *node)
+{
+        return node_undrain(userdata, node, NULL);
+}
+
+static int kube_cordon(void *userdata, const char *node)
+{
+        return node_cordon(userdata, node, true, NULL, (void *)"cordon", NULL);
+}
+
+static int kube_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        /* The provisioning core (a later issue) plugs in here; asking for nothing is the honest answer. */
+        log_debug("agent: replacement capacity for %s is not requested: no provisioning core", node);
+        return 0;
+}
+
+const struct agent_actions agent_kube_actions = {
+        .drain = kube_drain,
+        .soft_taint = kube_soft_taint,
+        .replacement_request = kube_replacement,
+        .uncordon = kube_uncordon,
+        .cordon = kube_cordon,
+};
+
+/* ---- actions through the drain engine ---- */
+
+struct agent_engine {
+        struct kube_client *kube;
+        struct alert_bus *bus;
+        const struct spotdrain_config *cfg;
+        struct metrics *metrics;
+        struct drain_exec *running;
+        struct drain_exec *last;           /* finished; kept for its result */
+        struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
+        struct prov_frontend *prov;        /* replacement capacity; NULL: none */
+        uint64_t deadline;
+        unsigned started, finished;
+        void (*done)(void *userdata, bool drained);
+        void *done_userdata;
+        struct agent_engine_watch watch;
+        /* drain.target_groups: ELBv2, signed with the instance role's credentials (made at the first drain,
+         * when the notice names the region) */
+        struct aws_creds_provider *creds;
+        struct aws_credentials creds_copy;
+        struct elbv2_client *elbv2;
+};
+
+/* x goes: the watcher lets go of it first. */
+static struct drain_exec *engine_release(struct agent_engine *e, struct drain_exec *x)
+{
+        if (x && e->watch.released)
+                e->watch.released(e->watch.userdata, x);
+        return drain_exec_free(x);
+}
+
+static const char *const engine_no_env[] = { NULL };
+
+static void engine_creds_refreshed(const struct aws_credentials *c, void *userdata)
+{
+        struct agent_engine *e = userdata;
+        aws_credentials_clear(&e->creds_copy);
+        if (aws_credentials_copy(&e->creds_copy, c) < 0)
+                log_warning("agent: out of memory keeping the instance role's credentials");
+}
+
+static void engine_creds_first(int error, const struct aws_credentials *c, const char *message,
+                               void *userdata)
+{
+        if (error < 0)
+                log_warning(
+                    "agent: no instance role credentials for ELBv2 (%s): no pod waits for its target group",
+                    message ? message : strerror(-error));
+}
+
+static const struct aws_credentials *engine_creds(void *userdata)
+{
+        struct agent_engine *e = userdata;
+        return e->creds_copy.access_key_id ? &e->creds_copy : NULL;
+}
+
+/* The ELBv2 client of the drains (NULL without drain.target_groups or a region). */
+static struct elbv2_client *engine_elbv2(struct agent_engine *e, const struct agent_drain_request *req)
+{
+        const char *region =
+            e->cfg && !isempty(e->cfg->aws.region) ? e->cfg->aws.region : req->notice->region;
+        struct loop *l = kube_client_loop(e->kube);
+        int r;
+
+        if (e->elbv2 || !e->cfg || !e->cfg->drain.target_groups || isempty(region))
+                return e->elbv2;
+        if (!e->creds) {
+                r = aws_creds_provider_new(l,
+                                           &(struct aws_creds_options){ .env = engine_no_env,
+                                                                        .imds_endpoint = req->imds_endpoint,
+                                                                        .on_refresh = engine_creds_refreshed,
+                                                                        .userdata = e },
+                                           &e->creds);
+                if (r < 0 || aws_creds_get(e->creds, engine_creds_first, e) < 0) {
+                        log_warning_errno(r, "agent: no instance role credentials for ELBv2");
+                        return NULL;
+                }
+        }
+        r = elbv2_client_new(l, NULL, region, engine_creds, e, &e->elbv2);
+        if (r < 0)
+                log_warning_errno(r, "agent: no ELBv2 client: no pod waits for its target group");
+        return e->elbv2;
+}
+
+static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
+{
+        struct agent_engine *e = userdata;
+        const char *outcome = drain_exec_outcome_to_string(res->outcome);
+
+        if (x != e->running)
+                return;
+        e->finished++;
+        log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error, NULL,
+                 "agent: drain ended: %s (%u evicted, %u forced, %u left)%s%s", outcome, res->evicted,
+                 res->forced, res->left, res->message ? ": " : "", res->message ? res->message : "");
+        /* done must not free x: the previous finished one goes now, this one is kept for its result. */
+        engine_release(e, e->last);
+        e->last = e->running;
+        e->running = NULL;
+        /* The stops this drain saw go out now: the node may be gone soon. */
+        drain_estimates_release(e->estimates);
+        if (e->watch.ended)
+                e->watch.ended(e->watch.userdata, x, res);
+        if (e->done)
+                e->done(e->done_userdata, res->outcome == DRAIN_EXEC_DRAINED);
+}
+
+static int engine_drain(void *userdata, const struct agent_drain_request *req)
+{
+        struct agent_engine *e = userdata;
+        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
+         * as a controller's one ledger would have them. */
+        struct node_drainer d = { .kube = e->kube,
+                                  .bus = e->bus,
+                                  .cfg = e->cfg,
+                                  .metrics = e->metrics,
+                                  .prov = e->prov,
+                                  .estimates = e->estimates,
+                                  .follow_peers = true,
+                                  .self_namespace = req->self_namespace,
+                                  .self_name = req->self_name };
+        struct drain_exec *x = NULL;
+        int r;
+
+        if (e->running && req->deadline_usec >= e->deadline)
+                return 0; /* already draining by an earlier or the same deadline */
+        d.elbv2 = engine_elbv2(e, req);
+        /* Read now, not while idle: the first verdict waits for it (within a bound). */
+        if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
+                log_debug_errno(r, "agent: cannot read the kept estimates");
+        r = node_drain_start(&d, req->node, req->notice, req->deadline_usec, on_drain_done, e, &x);
+        if (r < 0)
+                return r;
+        /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
+        engine_release(e, e->running);
+        e->running = x;
+        e->deadline = req->deadline_usec;
+        e->started++;
+        if (e->watch.started)
+                e->watch.started(e->watch.userdata, x);
+        return 0;
+}
+
+static void engine_notice_seen(void *userdata, const char *node, const struct notice *n)
+{
+        struct agent_engine *e = userdata;
+        _cleanup_free_ char *human = NULL;
+
+        if (!e->bus)
+                return;
+        (void)dispatch_notice_summary(n, clk_now(), &human);
+        (void)alert_emit(
+            e->bus, ALERT_NOTICE_RECEIVED, node,
+            (const char *[]){ "kind", notice_kind_to_string(n->kind), "event_id", n->event_id, NULL }, "%s",
+            human ? human : notice_kind_to_string(n->kind));
+}
+
+static int engine_soft_taint(void *userdata, const char *node, bool add)
+{
+        return kube_soft_taint(((struct agent_engine *)userdata)->kube, node, add);
+}
+
+static int engine_replacement(void *userdata, const char *node, const struct notice *n)
+{
+        struct agent_engine *e = userdata;
+        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
+        return e->prov ? prov_frontend_request(e->prov, node, n) : kube_replacement(e->kube, node, n);
+}
+
+static int engine_uncordon(void *userdata, const char *node)
+{
+        struct agent_engine *e = userdata;
+        e->running = engine_release(e, e->running);
+        drain_estimates_release(e->estimates);
+        /* The engine's taint, under the key the configuration may have changed. */
+        return node_undrain(e->kube, node,
+                            e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key : NULL);
+}
+
+static int engine_cordon(void *userdata, const char *node)
+{
+        return kube_cordon(((struct agent_engine *)userdata)->kube, node);
+}
+
+const struct agent_actions agent_engine_actions = {
+        .drain = engine_drain,
+        .soft_taint = engine_soft_taint,
+        .replacement_request = engine_replacement,
+        .uncordon = engine_uncordon,
+        .cordon = engine_cordon,
+        .notice_seen = engine_notice_seen,
+};
+
+int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
+                     struct metrics *m, struct agent_engine **ret)
+{
+        struct agent_engine *e;
+
+        if (!kube || !ret)
+                return -EINVAL;
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->kube = kube;
+        e->bus = bus;
+        e->cfg = cfg;
+        e->metrics = m;
+        *ret = e;
+        return 0;
+}
+
+struct agent_engine *agent_engine_free(struct agent_engine *e)
+{
+        if (!e)
+                return NULL;
+        engine_release(e, e->running);
+        engine_release(e, e->last);
+        drain_estimates_free(e->estimates);
+        elbv2_client_free(e->elbv2); /* after the drains that borrowed it */
+        aws_creds_provider_free(e->creds);
+        aws_credentials_clear(&e->creds_copy);
+        free(e);
+        return NULL;
+}
+
+int agent_engine_learn(struct agent_engine *e, const char *node, const char *namespace)
+{
+        if (!e || !node)
+                return -EINVAL;
+        if (e->estimates)
+                return -EALREADY;
+        uint64_t every = e->cfg && e->cfg->agent.estimates_write_usec ? e->cfg->agent.estimates_write_usec
+                                                                      : 600 * UINT64_C(1000000);
+        const char *name = e->cfg ? e->cfg->drain.estimates_configmap : NULL;
+        struct drain_estimates_options o = {
+                .namespace = namespace,
+                .name = isempty(name) ? NULL : name,
+                .node = node,
+                .keep = e->cfg && !isempty(name),
+                .read_on_demand = true,
+                .save_interval_usec = every,
+                .save_jitter_usec = every / 2,
+                .expected_shutdown_fraction = e->cfg ? e->cfg->drain.expected_shutdown_fraction : 0,
+        };
+        return drain_estimates_start(e->kube, &o, &e->estimates);
+}
+
+static void engine_ended(void *userdata, bool drained)
+{
+        agent_drain_ended(userdata, drained);
+}
+
+void agent_follow_engine(struct agent *a, struct agent_engine *e)
+{
+        if (e)
+                agent_engine_on_done(e, a ? engine_ended : NULL, a);
+}
+
+void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, bool drained), void *userdata)
+{
+        e->done = done;
+        e->done_userdata = userdata;
+}
+
+void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov)
+{
+        if (e)
+                e->prov = prov;
+}
+
+void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w)
+{
+        e->watch = w ? *w : (struct agent_engine_watch){};
+}
+
+struct drain_exec *agent_engine_drain(struct agent_engine *e)
+{
+        return e->running ? e->running : e->last;
+}
+
+unsigned agent_engine_started(const struct agent_engine *e)
+{
+        return e->started;
+}
+
+unsigned agent_engine_finished(const struct agent_engine *e)
+{
+        return e->finished;
+}
