@@ -426,7 +426,9 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
 
         if (dn && dn->state == DNODE_FINISHED) {
                 /* The node is drained already: a late notice (or a lifecycle hook after the spot warning)
-                 * needs nothing more than the hook's completion. */
+                 * needs nothing more than the hook's completion; a scheduled change's cancellation no longer
+                 * undoes it. */
+                dn->firm = dn->firm || n->kind != NOTICE_SCHEDULED_CHANGE;
                 if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && lifecycle_actionable(n))
                         lifecycle_complete(d, n);
                 return DISPATCH_DONE;
@@ -820,24 +822,27 @@ static void reboot_check(struct dispatch *d, const char *name, const cJSON *node
         }
 }
 
-/* Canceled, completed or closed. */
+/* Canceled, completed or closed. AWS Health has no `canceled` (its statuses are upcoming, open and closed):
+ * an event closed before its window's start is one that will not happen, a cancellation. */
 static int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n)
 {
         struct sched *s = sched_find(d, n);
         struct dnode *dn = dnode_find(d, node);
         _cleanup_free_ uint64_t *tickets = NULL;
         size_t n_tickets;
+        bool canceled = streq(n->state, "canceled") ||
+                        (streq(n->state, "closed") && n->notice_time && n->notice_time < n->start_time);
         int r;
 
         if (s) {
                 sched_remove(d, s); /* not due yet: nothing was done */
                 return DISPATCH_DONE;
         }
-        if (!streq(n->state, "canceled") && is_reboot(n)) {
+        if (!canceled && is_reboot(n)) {
                 r = reboot_add(d, node, n);
                 return r < 0 ? r : DISPATCH_DONE;
         }
-        if (streq(n->state, "canceled") && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
+        if (canceled && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
             dn->notice.kind == NOTICE_SCHEDULED_CHANGE && streq(dn->notice.event_id, n->event_id)) {
                 /* Cordoned for it (its action), and nothing else came since. */
                 log_info("scheduled change %s was canceled; uncordoning node %s", n->event_id, node);
@@ -849,12 +854,14 @@ static int on_scheduled_over(struct dispatch *d, const char *node, const struct 
                 }
                 return DISPATCH_DONE;
         }
-        if (!streq(n->state, "canceled") || !dn || dn->state != DNODE_DRAINING || dn->firm ||
+        /* Undone whether its drain is under way or finished already (the drain of a maintenance ends well
+         * before its window): the node stays in service. */
+        if (!canceled || !dn || (dn->state != DNODE_DRAINING && dn->state != DNODE_FINISHED) || dn->firm ||
             dn->notice.kind != NOTICE_SCHEDULED_CHANGE || !streq(dn->notice.event_id, n->event_id))
                 return DISPATCH_DONE;
         log_info("scheduled change %s was canceled; making node %s schedulable", n->event_id, node);
         d->stats.canceled++;
-        if (d->ops.drain_stop)
+        if (dn->state == DNODE_DRAINING && d->ops.drain_stop)
                 d->ops.drain_stop(d->userdata, node);
         if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, node)) < 0) {
                 d->stats.action_errors++;
@@ -947,8 +954,10 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                  * warning after it would give. */
                 return act(d, node, n, now + NOTICE_SPOT_WARNING_USEC, ticket);
         case NOTICE_STATE_CHANGE:
-                if (dn && dn->state != DNODE_REBALANCED)
+                if (dn && dn->state != DNODE_REBALANCED) {
+                        dn->firm = true;      /* the instance is going: no cancellation undoes the drain */
                         return DISPATCH_DONE; /* draining or drained: the state change adds nothing */
+                }
                 return act(d, node, n,
                            n->deadline > now + d->o.emergency_usec ? n->deadline : now + d->o.emergency_usec,
                            ticket);
