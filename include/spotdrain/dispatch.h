@@ -20,8 +20,10 @@
  *   scheduled-change        drained maintenance_lead_usec before it starts, by its start: one not due yet
  *                           is kept with a timer (DISPATCH_DEFER) and the same event seen again while it
  *                           waits is a duplicate; canceled (or completed/closed) before it is due, it is
- *                           dropped; canceled after its drain began, the drain is stopped and the node made
- *                           schedulable again (ops->uncordon), unless another notice joined the drain.
+ *                           dropped; canceled after its drain began (under way or finished), the drain is
+ *                           stopped and the node made schedulable again (ops->uncordon), unless another
+ *                           notice joined the drain. AWS Health has no canceled: closed before the
+ *                           window's start (notice_time < start_time) is a cancellation.
  *                           A reboot (IMDS system-reboot/instance-reboot, AWS Health *_REBOOT_MAINTENANCE_*)
  *                           that completed (IMDS completed, AWS Health closed) is waited on: once the node
  *                           is Ready again and still cordoned with the drain record of that very event

@@ -180,7 +180,9 @@ static int start_drain(struct dispatch *d, const char *node, const struct notice
 
         if (dn && dn->state == DNODE_FINISHED) {
                 /* The node is drained already: a late notice (or a lifecycle hook after the spot warning)
-                 * needs nothing more than the hook's completion. */
+                 * needs nothing more than the hook's completion; a scheduled change's cancellation no longer
+                 * undoes it. */
+                dn->firm = dn->firm || n->kind != NOTICE_SCHEDULED_CHANGE;
                 if (n->kind == NOTICE_ASG_LIFECYCLE_TERMINATE && lifecycle_actionable(n))
                         lifecycle_complete(d, n);
                 return DISPATCH_DONE;

@@ -57,8 +57,10 @@ static int handle_known(struct dispatch *d, const char *node, const struct notic
                  * warning after it would give. */
                 return dispatch_act(d, node, n, now + NOTICE_SPOT_WARNING_USEC, ticket);
         case NOTICE_STATE_CHANGE:
-                if (dn && dn->state != DNODE_REBALANCED)
+                if (dn && dn->state != DNODE_REBALANCED) {
+                        dn->firm = true;      /* the instance is going: no cancellation undoes the drain */
                         return DISPATCH_DONE; /* draining or drained: the state change adds nothing */
+                }
                 return dispatch_act(d, node, n,
                                     n->deadline > now + d->o.emergency_usec ? n->deadline
                                                                             : now + d->o.emergency_usec,

@@ -228,24 +228,27 @@ void reboot_check(struct dispatch *d, const char *name, const cJSON *node)
         }
 }
 
-/* Canceled, completed or closed. */
+/* Canceled, completed or closed. AWS Health has no `canceled` (its statuses are upcoming, open and closed):
+ * an event closed before its window's start is one that will not happen, a cancellation. */
 int on_scheduled_over(struct dispatch *d, const char *node, const struct notice *n)
 {
         struct sched *s = sched_find(d, n);
         struct dnode *dn = dnode_find(d, node);
         _cleanup_free_ uint64_t *tickets = NULL;
         size_t n_tickets;
+        bool canceled = streq(n->state, "canceled") ||
+                        (streq(n->state, "closed") && n->notice_time && n->notice_time < n->start_time);
         int r;
 
         if (s) {
                 sched_remove(d, s); /* not due yet: nothing was done */
                 return DISPATCH_DONE;
         }
-        if (!streq(n->state, "canceled") && is_reboot(n)) {
+        if (!canceled && is_reboot(n)) {
                 r = reboot_add(d, node, n);
                 return r < 0 ? r : DISPATCH_DONE;
         }
-        if (streq(n->state, "canceled") && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
+        if (canceled && dn && dn->state == DNODE_REBALANCED && dn->cordoned &&
             dn->notice.kind == NOTICE_SCHEDULED_CHANGE && streq(dn->notice.event_id, n->event_id)) {
                 /* Cordoned for it (its action), and nothing else came since. */
                 log_info("scheduled change %s was canceled; uncordoning node %s", n->event_id, node);
@@ -257,12 +260,14 @@ int on_scheduled_over(struct dispatch *d, const char *node, const struct notice 
                 }
                 return DISPATCH_DONE;
         }
-        if (!streq(n->state, "canceled") || !dn || dn->state != DNODE_DRAINING || dn->firm ||
+        /* Undone whether its drain is under way or finished already (the drain of a maintenance ends well
+         * before its window): the node stays in service. */
+        if (!canceled || !dn || (dn->state != DNODE_DRAINING && dn->state != DNODE_FINISHED) || dn->firm ||
             dn->notice.kind != NOTICE_SCHEDULED_CHANGE || !streq(dn->notice.event_id, n->event_id))
                 return DISPATCH_DONE;
         log_info("scheduled change %s was canceled; making node %s schedulable", n->event_id, node);
         d->stats.canceled++;
-        if (d->ops.drain_stop)
+        if (dn->state == DNODE_DRAINING && d->ops.drain_stop)
                 d->ops.drain_stop(d->userdata, node);
         if (d->ops.uncordon && (r = d->ops.uncordon(d->userdata, node)) < 0) {
                 d->stats.action_errors++;

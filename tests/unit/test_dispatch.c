@@ -650,6 +650,53 @@ static void test_scheduled_change_lead_and_cancel(void **state)
         assert_int_equal(st.canceled, 1);
 }
 
+/* The drain of a maintenance ends long before its window: a cancellation after that still makes the node
+ * schedulable. AWS Health has no `canceled`: its event closed before the window's start says it; closed
+ * after the start is the maintenance done. A notice that joined the finished drain (a spot warning, a state
+ * change) makes it that notice's: no cancellation undoes it then. */
+static void test_scheduled_change_canceled_after_drain(void **state)
+{
+        struct fx *f = *state;
+        uint64_t start = clk_now() + SEC / 2; /* inside the 1 s lead: drained at once */
+        const char *const nodes[] = { "spot-a", "spot-b", "spot-c" };
+        struct notice up[3], closed[3];
+        struct dispatch_stats st;
+
+        for (size_t i = 0; i < 3; i++) {
+                char pid[64], ev[16];
+                snprintf(ev, sizeof(ev), "ev-h%zu", i);
+                up[i] = mk_sched(ev, start, "upcoming");
+                up[i].instance_id[3] = up[i].instance_id[18] = (char)('a' + i); /* i-0a...a, i-0b...b */
+                snprintf(pid, sizeof(pid), "aws:///us-east-1a/%s", up[i].instance_id);
+                add_node(f, nodes[i], pid);
+                snprintf(up[i].action, sizeof(up[i].action), "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED");
+                closed[i] = up[i];
+                snprintf(closed[i].state, sizeof(closed[i].state), "closed");
+                closed[i].notice_time = start - SEC / 4; /* before the window: canceled */
+                assert_int_equal(submit(f, &up[i], 1 + i), DISPATCH_PENDING);
+                dispatch_drain_finished(f->d, nodes[i], true);
+                assert_false(dispatch_node_draining(f->d, nodes[i]));
+        }
+        assert_int_equal(count(f, "drain spot-"), 3);
+
+        /* spot-a: closed after its window began: the maintenance happened, nothing is undone. */
+        closed[0].notice_time = start + 1;
+        assert_int_equal(submit(f, &closed[0], 10), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon"), 0);
+        /* spot-b: closed before it: canceled, the finished drain undone (nothing left to stop). */
+        assert_int_equal(submit(f, &closed[1], 11), DISPATCH_DONE);
+        assert_int_equal(count(f, "stop spot-b"), 0);
+        assert_int_equal(count(f, "uncordon spot-b"), 1);
+        dispatch_stats(f->d, &st);
+        assert_int_equal(st.canceled, 1);
+        /* spot-c: a spot warning joined the finished drain; the cancellation undoes nothing. */
+        struct notice spot =
+            mk(NOTICE_SPOT_INTERRUPTION, "i-0c00000000000000c", "ev-spot", clk_now() + 120 * SEC);
+        assert_int_equal(submit(f, &spot, 12), DISPATCH_DONE);
+        assert_int_equal(submit(f, &closed[2], 13), DISPATCH_DONE);
+        assert_int_equal(count(f, "uncordon"), 1);
+}
+
 /* The dispatcher again, with the per-kind actions of notices.KIND.action (settings.c's names). */
 static void with_actions(struct fx *f, const char *const names[_NOTICE_KIND_MAX])
 {
@@ -1026,13 +1073,14 @@ static void test_reboot_uncordon(void **state)
         dispatch_stats(f->d, &st);
         assert_int_equal(st.reboots, 0);
 
-        /* Not a reboot (a stop): nothing is waited on. An AWS Health reboot that closed is. */
+        /* Not a reboot (a stop): nothing is waited on. An AWS Health reboot that closed after its window
+         * began is (closed before it, it was canceled). */
         struct notice stop = mk_sched("ev-s", clk_now() + 3600 * SEC, "completed");
         snprintf(stop.action, sizeof(stop.action), "instance-stop");
         assert_int_equal(submit(f, &stop, 4), DISPATCH_DONE);
         dispatch_stats(f->d, &st);
         assert_int_equal(st.reboots, 0);
-        struct notice health = mk_sched("ev-h", clk_now() + 3600 * SEC, "closed");
+        struct notice health = mk_sched("ev-h", clk_now() - 60 * SEC, "closed");
         snprintf(health.action, sizeof(health.action), "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED");
         assert_int_equal(submit(f, &health, 5), DISPATCH_DONE);
         dispatch_stats(f->d, &st);
@@ -1231,6 +1279,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_rebalance_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rebalance_late_not_tainted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_scheduled_change_lead_and_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_scheduled_change_canceled_after_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_ignore, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_action_taint_and_cancel, setup, teardown),
