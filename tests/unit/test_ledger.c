@@ -167,11 +167,6 @@ static bool deleted_before_from(const struct deletions *d, size_t a, size_t b, s
         return true;
 }
 
-static bool deleted_before(const struct deletions *d, size_t a, size_t b)
-{
-        return deleted_before_from(d, a, b, 0);
-}
-
 static int sim_breaches(struct fx *f)
 {
         sim_lock(f->sf.sim);
@@ -338,7 +333,10 @@ static void test_tie_by_node_name(void **state)
         struct deletions d;
         sim_deletions(f, &d);
         assert_int_equal(d.n, 6);
-        assert_true(deleted_before(&d, 1, 0));
+        /* spot-b, started first, may take the first slot when spot-a's first lists came after the settle
+         * time (seen at time scale 1 with stress -c 2 and a real cluster beside it): as for the EDF order
+         * above, every later slot goes by name. */
+        assert_true(deleted_before_from(&d, 1, 0, d.order[0] == 1));
         assert_int_equal(sim_breaches(f), 0);
         fx_free(f);
 }
