@@ -193,7 +193,9 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
                 snprintf(left, sizeof(left), "%u", x->result.left);
         /* What happened beside what the drain's first judgement said would (the two estimates). */
         struct drain_outlook_fields of;
-        const char *fields[8 + 8 + 1] = { "seconds", secs, "evicted", evicted, "forced", forced, "left", left };
+        const char *fields[8 + 8 + 1] = {
+                "seconds", secs, "evicted", evicted, "forced", forced, "left", left
+        };
         fields[drain_outlook_add_fields(&x->result.outlook_first, &of, fields, 8)] = NULL;
 
         if (outcome == DRAIN_EXEC_DRAINED) {
