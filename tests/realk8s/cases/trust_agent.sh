@@ -88,8 +88,11 @@ log "its RBAC holds nothing it does not need"
 refused "forbidden" as_a get secrets -n kube-system
 
 log "a token of the same ServiceAccount bound to no pod names no node: every write refused"
-sa=$(k get pods -n spotdrain -o jsonpath='{.items[0].spec.serviceAccountName}')
-[ -n "$sa" ] || fail "no chart pod"
+# The agent's: the DaemonSet's pod (the chart's admission Deployment has a ServiceAccount of its own, and its
+# pod's name may list first).
+sa=$(k get pods -n spotdrain -o json |
+	jq -r '[.items[] | select(.metadata.ownerReferences[0].kind == "DaemonSet")][0].spec.serviceAccountName // empty')
+[ -n "$sa" ] || fail "no agent pod of the chart"
 # The token goes into a kubeconfig of the case's own, never onto a command line or into the log.
 sed "s/token: .*/token: $(k create token -n spotdrain "$sa")/" "$A" >"$CASE_TMP/unbound.kubeconfig"
 refused "does not name one node" "$KUBECTL" --kubeconfig "$CASE_TMP/unbound.kubeconfig" cordon spot-a
