@@ -26,6 +26,9 @@ typedef void (*asg_done_fn)(int error, const char *message, void *userdata);
 int asg_complete_lifecycle(struct asg_client *c, const struct notice *n, const char *result,
                            asg_done_fn done, void *userdata);
 int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done, void *userdata);
+/* Whether a lifecycle call's failure message says Auto Scaling holds no such action (any more: completed
+ * already, or its hook timed out): ValidationError, final, not to be retried. */
+bool asg_no_such_action(const char *message);
 /* The form body of an action (pure; tests). */
 int asg_lifecycle_body(const struct notice *n, const char *action, const char *result, char **ret);
 const char *asg_client_endpoint(const struct asg_client *c);

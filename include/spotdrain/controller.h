@@ -211,6 +211,8 @@ struct controller_stats {
         /* Launch lifecycle actions ended, by how (controller_launch_result_label()), and those waiting. */
         uint64_t launch_results[CONTROLLER_LAUNCH_RESULTS];
         unsigned launch_waiting;
+        /* Termination lifecycle actions: completed, completions retried after a failure, given up. */
+        uint64_t lifecycle_completions, lifecycle_retries, lifecycle_failures;
         unsigned in_flight; /* messages held while their drains run */
         bool leader, receiving, queue_ok;
         struct dispatch_stats dispatch;

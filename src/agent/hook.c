@@ -178,7 +178,7 @@ static void on_answer(int error, const char *message, void *userdata)
         struct hook_call *c = userdata;
         struct agent_hook *h = c->hook;
 
-        if (error < 0 && !startswith(message ? message : "", "ValidationError")) {
+        if (error < 0 && !asg_no_such_action(message)) {
                 call_failed(c, error, message);
                 return;
         }

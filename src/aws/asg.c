@@ -116,6 +116,11 @@ int asg_heartbeat(struct asg_client *c, const struct notice *n, asg_done_fn done
         return lifecycle_send(c, "RecordLifecycleActionHeartbeat", n, NULL, done, userdata);
 }
 
+bool asg_no_such_action(const char *message)
+{
+        return startswith(message ? message : "", "ValidationError");
+}
+
 const char *asg_client_endpoint(const struct asg_client *c)
 {
         return aws_client_endpoint(c->aws);

@@ -151,7 +151,7 @@ struct controller {
         struct sns_gate *sns;         /* controller.verify_sns_signature */
         struct ec2_client *ec2;       /* controller.managed_tag's lookups; NULL when off */
         struct managed_gate *managed; /* controller.managed_tag */
-        /* Lifecycle actions waiting for their node's VolumeAttachments to be gone before completing. */
+        /* Termination lifecycle actions until their completion is answered (lifecycle.c). */
         struct lc_wait **lc_waits;
         size_t n_lc_waits;
         /* Launch lifecycle actions waiting for their node to be Ready (controller/launch.h). */
@@ -160,11 +160,15 @@ struct controller {
         struct controller_stats stats;
 };
 
+/* A termination lifecycle action to complete: waiting for its node's VolumeAttachments (node, w), for its
+ * group's ownership, or for the answer to its completion and the retries after it (lifecycle.c). */
 struct lc_wait {
         struct controller *c;
         struct notice n;
-        char *node;
+        char *node; /* NULL: no node of this cluster known for the instance */
         struct volume_wait *w;
+        struct backoff backoff;
+        struct timer *retry;
 };
 
 /* queue.c: the SQS side of the held messages. */

@@ -15,7 +15,7 @@
 #define KFAKE_MAX_REQUESTS 4096
 
 struct kfake_answer {
-        char *method, *path, *query_contains, *body, *retry_after;
+        char *method, *path, *query_contains, *body_contains, *body, *retry_after;
         char **chunks;
         size_t n_chunks;
         int status;
@@ -83,6 +83,7 @@ static void kfake_answer_free(struct kfake_answer *a)
         free(a->method);
         free(a->path);
         free(a->query_contains);
+        free(a->body_contains);
         free(a->body);
         free(a->retry_after);
         for (size_t i = 0; i < a->n_chunks; i++)
@@ -147,6 +148,8 @@ static bool kfake_matches(const struct kfake_answer *a, const struct kfake_reque
         if (a->used && !a->sticky)
                 return false;
         if (strcmp(a->method, r->method) != 0 || strcmp(a->path, r->path) != 0)
+                return false;
+        if (a->body_contains && !strstr(r->body, a->body_contains))
                 return false;
         return !a->query_contains || strstr(r->query, a->query_contains);
 }
@@ -317,6 +320,7 @@ int kfake_add(struct kfake *f, const struct kfake_script *s)
         a->method = kfake_strdup(s->method);
         a->path = kfake_strdup(s->path);
         a->query_contains = kfake_strdup(s->query_contains);
+        a->body_contains = kfake_strdup(s->body_contains);
         a->body = kfake_strdup(s->body);
         a->retry_after = kfake_strdup(s->retry_after);
         a->status = s->status;

@@ -1,5 +1,6 @@
 /* A fake Kubernetes API server for the kube client's tests: libmicrohttpd on 127.0.0.1, port 0, scripted
- * answers (matched by method, path and a query substring, used once unless sticky), captured requests. */
+ * answers (matched by method, path and a query or body substring, used once unless sticky), captured
+ * requests. */
 #pragma once
 
 #include <stdbool.h>
@@ -20,6 +21,7 @@ struct kfake_script {
         const char *method;
         const char *path;
         const char *query_contains; /* NULL: any query */
+        const char *body_contains;  /* NULL: any request body (an AWS query-protocol form's Action=...) */
         int status;
         const char *body;
         const char *retry_after;

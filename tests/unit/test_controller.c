@@ -362,6 +362,73 @@ static void test_untrusted_left_in_queue(void **state)
         alert_bus_free(bus);
 }
 
+static bool lifecycle_ended(struct cfx *f, void *ud)
+{
+        struct controller_stats st;
+        controller_stats(f->ctl[0], &st);
+        return st.lifecycle_completions + st.lifecycle_failures >= 1 && st.in_flight == 0;
+}
+
+/* A termination lifecycle action whose completion fails twice (Auto Scaling answering 500) is completed on
+ * the third attempt, after the drain, rather than left to its hook's timeout; the message is deleted. */
+static void test_lifecycle_completion_retried(void **state)
+{
+        struct cfx *f = cfx_new(
+            "name: ctl-lc\nmode: controller\nbudget_seconds: 120\nnodes:\n"
+            "  - {name: spot-a, zone: us-east-1a, capacity_type: spot, allocatable: {cpu: \"4\", memory: "
+            "16Gi, pods: 50}}\n"
+            "  - {name: od-a, zone: us-east-1a, allocatable: {cpu: \"4\", memory: 16Gi, pods: 50}}\n"
+            "workloads:\n"
+            "  - {name: web, kind: Deployment, replicas: 1, placement: {spot-a: 1}, shutdown_seconds: 1,\n"
+            "     startup_seconds: 1}\n"
+            "events:\n"
+            "  - {at: 2, type: asg-lifecycle-terminate, node: spot-a}\n",
+            20, NULL);
+        static const char failure[] = "<ErrorResponse><Error><Type>Receiver</Type><Code>InternalFailure"
+                                      "</Code><Message>try again</Message></Error><RequestId>r</RequestId>"
+                                      "</ErrorResponse>";
+        struct kfake *asg = NULL;
+        struct controller_stats st;
+        size_t completes = 0;
+
+        assert_int_equal(kfake_start(&asg), 0);
+        for (int i = 0; i < 2; i++)
+                assert_int_equal(
+                    kfake_add(asg, &(struct kfake_script){ .method = "POST",
+                                                           .path = "/",
+                                                           .body_contains = "Action=CompleteLifecycleAction",
+                                                           .status = 500,
+                                                           .body = failure }),
+                    0);
+        /* Everything else (the heartbeats, the hook's description) answers an empty success. */
+        assert_int_equal(
+            kfake_add(asg, &(struct kfake_script){ .method = "POST",
+                                                   .path = "/",
+                                                   .status = 200,
+                                                   .body = "<R><ResponseMetadata><RequestId>r"
+                                                           "</RequestId></ResponseMetadata></R>",
+                                                   .sticky = true }),
+            0);
+        struct controller_options o = cfx_options(f, "ctl-0", false);
+        o.asg_endpoint = kfake_url(asg);
+        cfx_controller(f, 0, &o);
+        assert_true(cfx_run_until(f, lifecycle_ended, NULL, NULL));
+        controller_stats(f->ctl[0], &st);
+        assert_int_equal(st.lifecycle_completions, 1);
+        assert_int_equal(st.lifecycle_retries, 2);
+        assert_int_equal(st.lifecycle_failures, 0);
+        for (size_t i = 0; i < kfake_count(asg); i++)
+                if (strstr(kfake_request(asg, i)->body, "Action=CompleteLifecycleAction"))
+                        completes++;
+        assert_int_equal(completes, 3);
+        /* Completed only once the drain was over. */
+        assert_true(cfx_result_node(f, "spot-a", "drained_at") > 0);
+        assert_int_equal(cfx_result_node(f, "spot-a", "pods_killed"), 0);
+        assert_int_equal(st.deleted, 1);
+        cfx_free(f);
+        kfake_stop(asg);
+}
+
 /* ---- the Auto Scaling lifecycle client ---- */
 
 static void on_asg(int error, const char *message, void *userdata)
@@ -483,6 +550,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_lifecycle),
+                cmocka_unit_test(test_lifecycle_completion_retried),
                 cmocka_unit_test(test_finished_drain_captures_left_pods),
                 cmocka_unit_test(test_access_denied),
                 cmocka_unit_test(test_nonexistent_queue),
