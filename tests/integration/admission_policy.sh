@@ -12,7 +12,7 @@
 # same for the agent release's own webhook (agent.evictionWebhook, in examples/agent.yaml).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-command -v node >/dev/null 2>&1 || skip "node not installed (the CEL evaluator is an npm package)"
+requires node # the CEL evaluator is an npm package
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3) || skip "python3 not installed"
 "$PY" -c 'import yaml' 2>/dev/null || skip "python3 yaml not installed"

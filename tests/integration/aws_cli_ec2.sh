@@ -11,8 +11,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 requires spotdrain jq
-[ -x /usr/bin/aws ] || skip "no aws CLI installed"
-AWS=/usr/bin/aws
+requires debian-aws
 
 INSTANCE=i-0a00000000000000a
 

@@ -11,8 +11,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_tools
-[ -x /usr/bin/aws ] || skip "no aws CLI installed"
-AWS=/usr/bin/aws
+requires debian-aws
 
 cat >"$TEST_TMP/scenario.yaml" <<'YAML'
 name: cli-elbv2

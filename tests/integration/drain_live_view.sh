@@ -7,7 +7,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-command -v tmux >/dev/null 2>&1 || skip "tmux not installed (scripts/install-deps)"
+requires tmux
 TMUX_SOCK=spotdrain-it-$$
 tm() { tmux -L "$TMUX_SOCK" -f /dev/null "$@"; }
 trap 'rc=$?; set +e; tm kill-server 2>/dev/null; (exit $rc); cleanup' EXIT

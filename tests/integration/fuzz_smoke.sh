@@ -12,7 +12,7 @@ SECONDS_PER_TARGET=${FUZZ_SMOKE_SECONDS:-10}
 OUT=$(dirname "$SPOTDRAIN")/fuzz-smoke
 PKGS=(libcurl libcjson yaml-0.1 openssl libsystemd expat libmicrohttpd)
 
-command -v clang >/dev/null || skip "clang is not installed"
+requires clang
 mkdir -p "$OUT/obj"
 cat >"$TEST_TMP/probe.c" <<'EOF'
 #include <stddef.h>

@@ -15,7 +15,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq curl
-AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
+requires aws
 
 # The simulator's clock runs from its start, in real time; new-a and new-b launch at 20 s, after the untagged
 # phase and the tagging (two AWS CLI runs and a controller's start and stop). At 8 s, on a loaded machine

@@ -11,8 +11,7 @@
 # 30 s one is not; `plan` shows the wait of each pod behind it.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ -x "$SPOTDRAIN" ] || skip "no $SPOTDRAIN"
-command -v jq >/dev/null || skip "jq missing"
+requires spotdrain jq
 
 EX=$ROOT/examples/lb-deregistration.yaml
 sed 's/deregistration_delay_seconds: 30,/deregistration_delay_seconds: 300,/' "$EX" >"$TEST_TMP/slow.yaml"

@@ -85,20 +85,28 @@ kubectl_for() {
 }
 
 # requires TOOL...: skips the test unless each is there: spotdrain and spotdrain-agent the binaries under test
-# ($SPOTDRAIN, $SPOTDRAIN_AGENT), anything else a command on PATH.
+# ($SPOTDRAIN, $SPOTDRAIN_AGENT); aws the AWS CLI on PATH, debian-aws Debian's (/usr/bin/aws, the query
+# protocol for SQS), either exported as $AWS; anything else a command on PATH. The one place the integration
+# scripts say what they skip on (scripts/install-deps installs every one of them).
 requires() {
 	local t
 	for t; do
 		case $t in
 		spotdrain) [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built" ;;
 		spotdrain-agent) [ -x "$SPOTDRAIN_AGENT" ] || skip "$SPOTDRAIN_AGENT not built" ;;
-		*) command -v "$t" >/dev/null 2>&1 || skip "$t not installed" ;;
+		aws | debian-aws)
+			if [ "$t" = debian-aws ]; then AWS=/usr/bin/aws; else AWS=$(command -v aws 2>/dev/null) || AWS=; fi
+			[ -n "$AWS" ] && [ -x "$AWS" ] || skip "no $t CLI installed (scripts/install-deps)"
+			export AWS
+			;;
+		*) command -v "$t" >/dev/null 2>&1 || skip "$t not installed (scripts/install-deps)" ;;
 		esac
 	done
 }
 
+# require_tools [TOOL...]: what most scripts need (the binary, kubectl, curl, jq) and the TOOLs named.
 require_tools() {
-	requires spotdrain kubectl curl jq
+	requires spotdrain kubectl curl jq "$@"
 }
 
 # start_sim NAME SCENARIO [sim serve flags...]: starts `spotdrain sim serve` on a free port and waits until it

@@ -11,7 +11,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq
-AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
+requires aws
 
 cat >"$TEST_TMP/scenario.yaml" <<SCENARIO
 name: hb

@@ -8,8 +8,7 @@ fi
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-command -v jq >/dev/null 2>&1 || skip "jq not installed"
-command -v curl >/dev/null 2>&1 || skip "curl not installed"
+requires jq curl
 
 # 8 pods behind a PDB that lets one go at a time, 3 s to start a replacement: a drain of ~30 s, long enough
 # to watch its metrics move.

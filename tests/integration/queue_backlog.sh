@@ -9,9 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
 require_tools jq curl
 # Debian's aws CLI speaks SQS's query protocol, a newer one JSON 1.0: either will do.
-if [ -x /usr/bin/aws ]; then AWS=/usr/bin/aws; else AWS=$(command -v aws 2>/dev/null || true); fi
-[ -n "$AWS" ] || skip "no aws CLI installed"
-export AWS
+if [ -x /usr/bin/aws ]; then requires debian-aws; else requires aws; fi
 
 cat >"$TEST_TMP/scenario.yaml" <<'YAML'
 name: queue-backlog

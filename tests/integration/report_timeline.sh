@@ -11,7 +11,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_tools
-command -v chromium >/dev/null 2>&1 || skip "chromium not installed (scripts/install-deps installs it)"
+requires chromium
 SCALE=${TIME_SCALE:-3}
 
 # self_contained PAGE: nothing to run and nothing to fetch (the SVG namespace is a name, not a fetch).

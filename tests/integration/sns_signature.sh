@@ -9,7 +9,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain
 for t in jq curl openssl; do command -v $t >/dev/null 2>&1 || skip "$t not installed"; done
-AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
+requires aws
 
 KEY_ID=AKIDEXAMPLE
 SECRET='wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'

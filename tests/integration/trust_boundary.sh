@@ -9,7 +9,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 requires spotdrain jq curl
-AWS=$(command -v aws 2>/dev/null) || skip "no aws CLI installed"
+requires aws
 
 SPOT_A=i-0a00000000000000a
 STRANGER=i-0fff0000000000fff

@@ -5,8 +5,7 @@
 # webhook_requirements: skips the test without what it needs; sets PY and HELM (the pinned Helm, find_helm).
 webhook_requirements() {
 	[ -x "$SPOTDRAIN" ] || skip "$SPOTDRAIN not built"
-	command -v jq >/dev/null 2>&1 || skip "jq not installed"
-	command -v curl >/dev/null 2>&1 || skip "curl not installed"
+	requires jq curl
 	PY=/usr/bin/python3
 	[ -x "$PY" ] || PY=$(command -v python3) || skip "python3 not installed"
 	"$PY" -c 'import yaml' 2>/dev/null || skip "python3 yaml not installed"
