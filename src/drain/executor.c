@@ -398,13 +398,14 @@ static void act(struct drain_exec *x)
                         x->estimates_wait = timer_cancel(x->estimates_wait);
                         exec_judge(x, now, true);
                 }
-        } else if (!x->result.infeasible &&
+        } else if (!x->result.infeasible && count_left(x) > 0 &&
                    (x->plan->n_pods > x->judged_pods ||
                     drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger)) != x->judged_shutdowns)) {
                 /* More pods drain beside this node's than when it was judged (another drain started or
                  * came to know its pods): PDBs shared with them may not be honoured across all. Or pods
                  * were seen taking longer to stop than expected. Within the ledger's share of the time:
-                 * one put off wakes the drain when its turn comes. */
+                 * one put off wakes the drain when its turn comes. A drain with no pod left is not judged
+                 * again: it finishes below (the stop that was learnt was its last pod's). */
                 x->rejudge_at = drain_ledger_rejudge_at(x->ledger);
                 if (now >= x->rejudge_at) {
                         uint64_t start = clk_now();
