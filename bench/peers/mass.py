@@ -12,7 +12,6 @@ send time recorded; a node's cordon latency is from its message's send to the co
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 
@@ -21,25 +20,6 @@ WORKLOADS = int(os.environ.get("PEERS_C_PODS_PER_NODE", 20))
 SPOT = int(os.environ.get("PEERS_C_WARNINGS", 20))
 SPREAD = 5.0
 TOOLS = ("spotdrain", "nth", "nth-large")
-
-SENDER = r"""
-import json, sys, time, boto3
-sqs = boto3.client("sqs", endpoint_url=sys.argv[1], region_name="us-east-1")
-for line in sys.stdin:
-    m = json.loads(line)
-    t = time.time()
-    sqs.send_message(QueueUrl=m["queue"], MessageBody=m["body"])
-    print(json.dumps({"node": m["node"], "sent": t, "acked": time.time()}), flush=True)
-"""
-
-
-def moto_python():
-    cache = os.environ.get("REALK8S_CACHE", "/var/cache/spotdrain/realk8s")
-    for d in sorted(os.listdir(cache)):
-        if d.startswith("moto-") and os.path.isdir(os.path.join(cache, d, "venv")):
-            return os.path.join(cache, d, "venv", "bin", "python")
-    raise RuntimeError("moto's venv not found in %s" % cache)
-
 
 def pct(xs, p):
     if not xs:
@@ -84,9 +64,7 @@ def bench_c(workdir, peers):
             with open(path, "w") as f:
                 json.dump(sc, f)
             self.args.scenario = path
-            self.sender = subprocess.Popen([moto_python(), "-c", SENDER, self.moto_url], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, text=True,
-                                           env=dict(os.environ, **self.aws_env))
+            self.sender = rk.SqsSender(self.moto_venv, self.moto_url, self.aws_env)
             self.sent = {}
             threading.Thread(target=self.read_sent, daemon=True).start()
             return rk.Run.play(self)
@@ -107,9 +85,9 @@ def bench_c(workdir, peers):
             rk.Run.start_moto(self)
 
         def read_sent(self):
-            for line in self.sender.stdout:
+            for line in self.sender.p.stdout:
                 m = json.loads(line)
-                self.sent[m["node"]] = m["sent"]
+                self.sent[m["tag"]] = m["sent"]
 
         def send_event(self, e, t0):
             n = next(x for x in self.sc["nodes"] if x["name"] == e["node"])
@@ -118,15 +96,8 @@ def bench_c(workdir, peers):
                     "account": self.aws_env.get("MOTO_ACCOUNT"), "time": rk.rfc3339(t0 + e["at"]),
                     "region": "us-east-1", "resources": ["arn:aws:ec2:%s:instance/%s" % (n["zone"], n["instance_id"])],
                     "detail": {"instance-id": n["instance_id"], "instance-action": "terminate"}}
-            self.sender.stdin.write(json.dumps({"queue": self.queue_url, "body": json.dumps(body),
-                                                "node": n["name"]}) + "\n")
-            self.sender.stdin.flush()
+            self.sender.send(self.queue_url, json.dumps(body), n["name"])
 
-        def close(self):
-            if getattr(self, "sender", None):
-                self.sender.stdin.close()
-                self.sender.wait(10)
-            super().close()
 
     rows = []
     for tool in TOOLS:
