@@ -685,10 +685,13 @@ def main():
     ap.add_argument("benches", nargs="*", default=["a", "b", "d", "c"])
     ap.add_argument("--idle-window", type=float, default=300, help="(d): seconds measured (scaled to an hour)")
     ap.add_argument("--dir", default=os.path.join(ROOT, "build", "peers"))
-    ap.add_argument("--tools", help="(a), (b): the comma-separated tools to play (default: %s)" % ",".join(TOOLS_AGENT))
+    import mass
+    ap.add_argument("--tools", help="the comma-separated tools to play (default: %s in (a), (b); %s in (c))" % (
+        ",".join(TOOLS_AGENT), ",".join(mass.TOOLS)))
     args = ap.parse_args()
     if args.tools:
         TOOLS_AGENT[:] = [t for t in TOOLS_AGENT if t in args.tools.split(",")]
+        mass.TOOLS[:] = [t for t in mass.TOOLS if t in args.tools.split(",")]
     os.makedirs(args.dir, exist_ok=True)
     out = {"versions": {"spotdrain": subprocess.run([os.environ.get("SPOTDRAIN", os.path.join(ROOT, "build",
                                                                                              "spotdrain")),
