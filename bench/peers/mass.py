@@ -114,7 +114,7 @@ def bench_c(workdir, peers):
         args = argparse.Namespace(scenario="mass", mode="controller", json=True, cluster=os.environ["RK_DIR"],
                                   spotdrain=os.path.abspath(os.environ.get("SPOTDRAIN", os.path.join(
                                       peers.ROOT, "build", "spotdrain"))), spotdrain_agent=None, keep=False,
-                                  fault=None, prepare=False, dir=args_dir)
+                                  fault=None, prepare=False, strays=False, dir=args_dir)
         r = MassRun(args, peers.run_env(), tool)
         load = peers.uptime()
         try:

@@ -532,7 +532,7 @@ def play(tool, scenario, mode, workdir, extra=None):
     args = argparse.Namespace(scenario=scenario, mode=mode, json=True, cluster=os.environ["RK_DIR"],
                               spotdrain=os.path.abspath(os.environ.get("SPOTDRAIN", os.path.join(ROOT, "build",
                                                                                                    "spotdrain"))),
-                              spotdrain_agent=None, keep=False, fault=None, prepare=False,
+                              spotdrain_agent=None, keep=False, fault=None, prepare=False, strays=False,
                               dir=os.path.join(workdir, "%s-%s" % (os.path.basename(scenario).split(".")[0], tool)))
     args.spotdrain_agent = os.path.join(os.path.dirname(args.spotdrain), "spotdrain-agent")
     shutil.rmtree(args.dir, ignore_errors=True)  # its logs are appended to: an earlier run's would be read
