@@ -278,7 +278,7 @@ struct drain_joint *drain_joint_ref(struct drain_joint *j);
 struct drain_joint *drain_joint_unref(struct drain_joint *j); /* NULL-safe; returns NULL */
 
 struct drain_ledger_member_ops {
-        /* A drain of another process (drain_ledger_follow_peers()): planned with the others, and its pods'
+        /* A drain of another process (drain_peers_new()): planned with the others, and its pods'
          * wants rank like theirs but are never granted here. */
         bool remote;
         /* Something the member's plan depends on changed, or a slot may be waiting for it. */
@@ -300,26 +300,10 @@ int drain_ledger_join(struct drain_ledger *l, const struct drain_ledger_member_o
 /* Drops the member's waits; grants it still holds count as spent until the next status change. */
 void drain_ledger_leave(struct drain_ledger *l, void *userdata);
 
-/* The shared PDB informer (borrowed) and whether it has listed once (and the peers followed are known). */
+/* The shared PDB informer (borrowed) and whether it has listed once. */
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l);
 bool drain_ledger_synced(const struct drain_ledger *l);
 
-/* Orders the drain of node (this ledger's member) behind the drains of other processes: the agents of
- * other nodes, one process each, which cannot share a ledger but see the same API server. A peer is a
- * cordoned node whose drain record (record.c) has a deadline still to come and before deadline_usec, or
- * the same and a name first in byte order: the order the ledger gives its own members. The ledger watches
- * the cordoned nodes (one watch, fieldSelector spec.unschedulable=true) and the pods of each peer (one
- * watch each, while it is one); every peer joins as a remote member: planned with the others (its pods
- * take the PDB slots ahead of this node's, so the verdict sees them), its pods' wants ranking like a
- * member's, and its pods' graceful stops observed. A peer's pod past its last safe moment waits no
- * longer (its own drain forces it). Peers behind node need not be known: they defer to it. The ledger
- * counts as synced once the cordoned nodes are known with node's own record among them (so every drain
- * recorded before it is too) and every peer's pods are listed, or 3 s after this call.
- * margin_usec, default_startup_usec and expected_shutdown_fraction are taken to be the peers' too (one
- * configuration for the DaemonSet). At most once per ledger (-EBUSY). */
-int drain_ledger_follow_peers(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                              uint64_t margin_usec, uint64_t default_startup_usec,
-                              double expected_shutdown_fraction);
 /* Something a plan depends on changed (a member's pods): the next drain_ledger_plan() makes a new one. */
 void drain_ledger_touch(struct drain_ledger *l);
 /* Makes the joint plan anew (with o, on DRAIN_SHUTDOWN_SAFE) when something changed since the last one or
@@ -541,7 +525,7 @@ struct drain_exec_options {
          * together. NULL: a private one (a drain on its own). */
         struct drain_ledger *ledger;
         /* With a private ledger: the drain goes behind the drains of other nodes recorded on them, and
-         * learns from their pods (drain_ledger_follow_peers()). For a drain that is one process per node,
+         * learns from their pods (drain_peers_new()). For a drain that is one process per node,
          * the agent's. */
         bool follow_peers;
         /* The estimates kept in the ConfigMap (borrowed; must outlive the executor; NULL: none): a private
