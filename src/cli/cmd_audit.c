@@ -557,13 +557,9 @@ int cmd_audit(int argc, char **argv)
         _cleanup_(audit_done) struct audit a = { 0 };
         int r;
 
-        r = drain_cli_parse_args(&d, argc, argv);
-        if (r < 0)
-                r = drain_cli_setup(&d, 0);
-        if (r >= 0) {
-                drain_cli_done(&d);
+        r = drain_cli_begin(&d, argc, argv, 0);
+        if (r >= 0)
                 return r;
-        }
         r = audit_load(&a, &d);
         if (r >= 0)
                 r = audit_analyze(&a, &d);

@@ -53,7 +53,7 @@ static void usage(FILE *f, const char *verb)
 }
 
 /* Parses the options shared by the three verbs. Returns -1 to go on, else an exit status. */
-int drain_cli_parse_args(struct drain_cli *d, int argc, char **argv)
+static int parse_args(struct drain_cli *d, int argc, char **argv)
 {
         static const struct option options[] = {
                 { "budget", required_argument, NULL, 'b' },
@@ -132,7 +132,7 @@ int drain_cli_parse_args(struct drain_cli *d, int argc, char **argv)
 
 /* Logging, configuration, deadline, and the services flags asks for (service.h) over the loop and the
  * client. Returns -1 to go on, else an exit status. */
-int drain_cli_setup(struct drain_cli *d, unsigned flags)
+static int setup(struct drain_cli *d, unsigned flags)
 {
         _cleanup_free_ char *error = NULL;
         int r = cli_common_log_setup(&d->common, d->verb, LOG_INFO);
@@ -188,6 +188,16 @@ int drain_cli_setup(struct drain_cli *d, unsigned flags)
         d->loop = service_loop(d->svc);
         d->client = service_kube(d->svc);
         return -1;
+}
+
+int drain_cli_begin(struct drain_cli *d, int argc, char **argv, unsigned flags)
+{
+        int r = parse_args(d, argc, argv);
+        if (r < 0)
+                r = setup(d, d->common.dry_run ? 0 : flags);
+        if (r >= 0)
+                drain_cli_done(d);
+        return r;
 }
 
 /* Says in one sentence why the API server's first answer failed, with its URL and what to check. node:

@@ -41,8 +41,9 @@ struct drain_cli {
 
 /* drain_cli.c: the arguments, the setup and the reads the verbs share. */
 void drain_cli_done(struct drain_cli *d);
-int drain_cli_parse_args(struct drain_cli *d, int argc, char **argv);
-int drain_cli_setup(struct drain_cli *d, unsigned flags);
+/* As each verb begins: its arguments, then logging, configuration, deadline and the services flags asks
+ * for (none for a dry run). Returns -1 to go on, else an exit status (d is done then). */
+int drain_cli_begin(struct drain_cli *d, int argc, char **argv, unsigned flags);
 int drain_cli_api_first(struct drain_cli *d, const char *path, const char *node, cJSON **ret);
 int drain_cli_list_sync(struct drain_cli *d, const char *path, const char *label_selector,
                         const char *field_selector, cJSON **ret);
