@@ -257,7 +257,7 @@ static int audit_plan(const struct audit *a, const struct drain_cli *d, const ch
                       struct drain_plan **ret, struct drain_grade_result *ret_grade)
 {
         _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        struct drain_inputs_options io = drain_cli_inputs_options(d);
+        struct drain_inputs_options io = drain_inputs_options_from_settings(&d->cfg->drain, d->now);
         const cJSON *obj;
         int r;
 
@@ -357,7 +357,7 @@ static int audit_target_groups(struct audit *a, struct drain_cli *d)
         const cJSON *b;
         int r;
 
-        if (!d->cfg->drain.target_groups || drain_cli_list_tgbs(d, &a->tgbs) <= 0)
+        if (!d->cfg->drain.target_groups || drain_list_tgbs(d->client, d->sync_timeout, &a->tgbs) <= 0)
                 return 0;
         r = drain_cli_list_sync(d, "/api/v1/services", NULL, NULL, &a->services);
         if (r < 0)
