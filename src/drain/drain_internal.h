@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/engine.h"
 
