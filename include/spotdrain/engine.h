@@ -74,35 +74,6 @@ struct kube_pod;
 struct metrics;
 struct spotdrain_config;
 
-/* ==== one node's plan as it stands now (node_now.c), for the one-shot commands ==== */
-/* The planner's options from the drain.* settings at now_usec: the graded verdict's basis
- * (DRAIN_SHUTDOWN_EXPECTED); a caller planning to act sets shutdown_basis. */
-struct drain_inputs_options drain_inputs_options_from_settings(const struct drain_settings *s,
-                                                               uint64_t now_usec);
-/* A blocking list (timeout_usec 0: 60 s); the answer is the caller's. A failure is logged. */
-int drain_list_sync(struct kube_client *c, const char *path, const char *label_selector,
-                    const char *field_selector, uint64_t timeout_usec, cJSON **ret);
-/* The TargetGroupBindings (*ret), 1; 0 without any or without the CRD (404); a failure is a warning. */
-int drain_list_tgbs(struct kube_client *c, uint64_t timeout_usec, cJSON **ret);
-struct drain_node_now_options {
-        struct kube_client *client;
-        const struct drain_settings *settings;
-        const char *node;
-        uint64_t now_usec, deadline_usec; /* engine clock */
-        uint64_t list_timeout_usec;       /* of each list; 0: 60 s */
-        /* The process's own pod, never planned (NULL: none; a NULL namespace: any). */
-        const char *self_namespace, *self_name;
-        bool *reported; /* set when a failure was said in a sentence of its own (a list's); may be NULL */
-};
-/* The plan of o->node as it stands now, as a drain would act on it (DRAIN_SHUTDOWN_SAFE), its graded
- * verdict (on the expected stops), and the room its surged pods find on other nodes: its pods, the PDBs,
- * the startups of its pods' owners, the Services and TargetGroupBindings that hold pods for the load
- * balancers and the Deployments that can surge, each listed once. */
-struct drain_grade_result;
-struct drain_room;
-int drain_node_now(const struct drain_node_now_options *o, struct drain_plan **ret,
-                   struct drain_grade_result *ret_grade, struct drain_room *ret_room);
-
 /* ==== the drain record (record.c): SPOTDRAIN_ANNOTATION_DRAIN on the node being drained ====
  * {"kind":KIND,"deadline":RFC3339,"started":RFC3339,"instance":ID,"event_id":ID,"cordoned_before":true},
  * times to the millisecond (engine clock); instance and event_id (the notice's) are left out when NULL or
@@ -177,6 +148,51 @@ const struct drain_input *drain_inputs_get(struct drain_inputs *di);
  * the result are owned by it: release with drain_startups_free(). */
 int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n);
 void drain_startups_free(struct drain_startup *s, size_t n);
+
+/* ==== one node's plan as it stands now (node_now.c), for the one-shot commands ==== */
+/* The planner's options from the drain.* settings at now_usec: the graded verdict's basis
+ * (DRAIN_SHUTDOWN_EXPECTED); a caller planning to act sets shutdown_basis. */
+struct drain_inputs_options drain_inputs_options_from_settings(const struct drain_settings *s,
+                                                               uint64_t now_usec);
+/* A blocking list (timeout_usec 0: 60 s); the answer is the caller's. A failure is logged. */
+int drain_list_sync(struct kube_client *c, const char *path, const char *label_selector,
+                    const char *field_selector, uint64_t timeout_usec, cJSON **ret);
+/* The TargetGroupBindings (*ret), 1; 0 without any or without the CRD (404); a failure is a warning. */
+int drain_list_tgbs(struct kube_client *c, uint64_t timeout_usec, cJSON **ret);
+struct drain_node_now_options {
+        struct kube_client *client;
+        const struct drain_settings *settings;
+        const char *node;
+        uint64_t now_usec, deadline_usec; /* engine clock */
+        uint64_t list_timeout_usec;       /* of each list; 0: 60 s */
+        /* The process's own pod, never planned (NULL: none; a NULL namespace: any). */
+        const char *self_namespace, *self_name;
+        bool *reported; /* set when a failure was said in a sentence of its own (a list's); may be NULL */
+};
+/* The plan of o->node as it stands now, as a drain would act on it (DRAIN_SHUTDOWN_SAFE), its graded
+ * verdict (on the expected stops), and the room its surged pods find on other nodes: its pods, the PDBs,
+ * the startups of its pods' owners, the Services and TargetGroupBindings that hold pods for the load
+ * balancers and the Deployments that can surge, each listed once. */
+struct drain_grade_result;
+struct drain_room;
+int drain_node_now(const struct drain_node_now_options *o, struct drain_plan **ret,
+                   struct drain_grade_result *ret_grade, struct drain_room *ret_room);
+
+/* A node's plan from objects listed already (audit's, for many nodes at once): its interruption now with
+ * every pod on it, every PDB, its owners' startups; the plan on the slow estimate (drain_plan_whole_grace)
+ * and the graded verdict. */
+struct drain_node_listed {
+        struct drain_inputs_options options;
+        const char *node;
+        uint64_t deadline_usec, margin_usec;
+        const struct drain_startup *startups;
+        size_t n_startups;
+        const cJSON *pdbs;        /* PodDisruptionBudget objects (a list's items) */
+        const cJSON *const *pods; /* the node's Pod objects, planned in that order */
+        size_t n_pods;
+};
+int drain_node_plan_listed(const struct drain_node_listed *l, struct drain_plan **ret,
+                           struct drain_grade_result *ret_grade);
 
 /* ==== drain ledger (ledger.c): what the executors of one process share ====
  * One PodDisruptionBudget informer for every executor of a loop, and the PDB slots they take. A drain that

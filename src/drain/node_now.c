@@ -228,6 +228,47 @@ static bool tgb_selects(const struct node_objects *no, const struct kube_pod *kp
         return false;
 }
 
+/* The planner's input of node, its owners' startups and every PDB of pdbs (a list's items): what is added
+ * before its pods. */
+static int inputs_begin(const struct drain_inputs_options *io, const char *node, uint64_t deadline_usec,
+                        uint64_t margin_usec, const struct drain_startup *startups, size_t n_startups,
+                        const cJSON *pdbs, struct drain_inputs **ret)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        const cJSON *obj;
+        int r = drain_inputs_new(io, &di);
+        if (r >= 0)
+                r = drain_inputs_add_node(di, node, deadline_usec, margin_usec, NULL);
+        if (r >= 0)
+                r = drain_inputs_add_startups(di, startups, n_startups);
+        if (r < 0)
+                return r;
+        cJSON_ArrayForEach (obj, pdbs) {
+                if (drain_inputs_add_pdb(di, obj) == -ENOMEM)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(di);
+        return 0;
+}
+
+int drain_node_plan_listed(const struct drain_node_listed *l, struct drain_plan **ret,
+                           struct drain_grade_result *ret_grade)
+{
+        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
+        int r = inputs_begin(&l->options, l->node, l->deadline_usec, l->margin_usec, l->startups,
+                             l->n_startups, l->pdbs, &di);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l->n_pods; i++)
+                if (drain_inputs_add_pod(di, 0, l->pods[i], NULL) == -ENOMEM)
+                        return -ENOMEM;
+        r = drain_grade_node(drain_inputs_get(di), 0, ret_grade);
+        if (r < 0)
+                return r;
+        /* The slow estimate's plan, as plan's table: predicted_seconds is its PDB's. */
+        return drain_plan_whole_grace(drain_inputs_get(di), ret);
+}
+
 /* The planner's input of the node on basis. */
 static int node_input(const struct drain_node_now_options *o, const struct node_objects *no,
                       enum drain_shutdown_basis basis, struct drain_inputs **ret)
@@ -236,16 +277,8 @@ static int node_input(const struct drain_node_now_options *o, const struct node_
         struct drain_inputs_options io = drain_inputs_options_from_settings(o->settings, o->now_usec);
         const cJSON *obj;
         io.shutdown_basis = basis;
-        int r = drain_inputs_new(&io, &di);
-        if (r >= 0)
-                r = drain_inputs_add_node(di, o->node, o->deadline_usec, o->settings->safety_margin_usec,
-                                          NULL);
-        if (r >= 0)
-                r = drain_inputs_add_startups(di, no->startups, no->n_startups);
-        cJSON_ArrayForEach (obj, kube_list_items(no->pdbs)) {
-                if (r >= 0 && drain_inputs_add_pdb(di, obj) == -ENOMEM)
-                        r = -ENOMEM;
-        }
+        int r = inputs_begin(&io, o->node, o->deadline_usec, o->settings->safety_margin_usec, no->startups,
+                             no->n_startups, kube_list_items(no->pdbs), &di);
         const char *self_ns = o->self_namespace, *self = o->self_name;
         cJSON_ArrayForEach (obj, kube_list_items(no->pods)) {
                 if (self && streq_ptr(kube_object_str(obj, "metadata.name"), self) &&
