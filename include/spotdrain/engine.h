@@ -126,24 +126,10 @@ struct drain_inputs_options {
         double expected_shutdown_fraction;
 };
 
-/* Owns a struct drain_input and everything it points to. */
+/* The planner's input (the engine's own: src/drain/engine_internal.h). */
 struct drain_inputs;
-int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs **ret);
-struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
-int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
-                          uint64_t margin_usec, size_t *ret_index);
-/* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
-int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
-/* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
-int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
 /* Whether the Service selects the pod (its namespace, every pair of its spec.selector; none without one). */
 bool drain_service_selects(const cJSON *svc, const struct kube_pod *kp);
-/* Copies the measurements (owner keys included). */
-int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n);
-/* The input as it stands (valid until the next add or free). */
-const struct drain_input *drain_inputs_get(struct drain_inputs *di);
-
 /* Median creation → Ready of the Ready pods in items (an array of Pod objects), per owner. Owner keys in
  * the result are owned by it: release with drain_startups_free(). */
 int drain_startups_measure(const cJSON *items, struct drain_startup **ret, size_t *ret_n);

@@ -63,7 +63,21 @@ void drain_shutdowns_forget_foreign(struct drain_shutdowns *s);
 /* How many owners have estimates. */
 size_t drain_shutdowns_owners(const struct drain_shutdowns *s);
 
-/* ==== planner input from Kubernetes objects (inputs.c): the finer setters ==== */
+/* ==== planner input from Kubernetes objects (inputs.c) ==== */
+/* struct drain_inputs owns a struct drain_input and everything it points to. */
+int drain_inputs_new(const struct drain_inputs_options *o, struct drain_inputs **ret);
+struct drain_inputs *drain_inputs_free(struct drain_inputs *di);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_inputs *, drain_inputs_free);
+int drain_inputs_add_node(struct drain_inputs *di, const char *name, uint64_t deadline_usec,
+                          uint64_t margin_usec, size_t *ret_index);
+/* A PodDisruptionBudget object. Add every PDB before the pods: a pod's PDBs are found when it is added. */
+int drain_inputs_add_pdb(struct drain_inputs *di, const cJSON *pdb);
+/* A Pod object on node (an index from drain_inputs_add_node). ret_index may be NULL. */
+int drain_inputs_add_pod(struct drain_inputs *di, size_t node, const cJSON *pod, size_t *ret_index);
+/* Copies the measurements (owner keys included). */
+int drain_inputs_add_startups(struct drain_inputs *di, const struct drain_startup *s, size_t n);
+/* The input as it stands (valid until the next add or free). */
+const struct drain_input *drain_inputs_get(struct drain_inputs *di);
 /* The plans of the input borrow its pods' names (drain_input.plans_borrow_names): they must be freed
  * before it. */
 void drain_inputs_plans_borrow_names(struct drain_inputs *di);
