@@ -30,6 +30,8 @@
 #include <stdint.h>
 
 #include "spotdrain/dispatch.h"
+#include "spotdrain/imds.h"
+#include "spotdrain/metrics.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -203,3 +205,19 @@ extern const struct agent_actions agent_engine_actions;
  * planned and judged with them; written merged at most every agent.estimates_write_interval_seconds (and
  * up to half that at random) when it learnt something, and at a drain's end. Once only; 0 or -errno. */
 int agent_engine_learn(struct agent_engine *e, const char *node, const char *namespace);
+
+/* ---- metrics (metrics.c): the agent's families, beside the agent that counts them ---- */
+struct metrics;
+/* The agent's families (IMDS polls and their failures, the last answer, actions that could not start), for
+ * the registry of the agent's front end (service_options.families). */
+extern const struct metric_family_def agent_metric_families[];
+extern const size_t agent_n_metric_families;
+/* What was counted last (zero at first). */
+struct agent_metrics_last {
+        struct agent_stats agent;
+        struct imds_stats imds;
+};
+/* Counts into m what a and its IMDS client did since *last (counters by their deltas, the last answer's
+ * time set), and moves *last on. Returns whether IMDS answered every poll since then. */
+bool agent_metrics_count(const struct agent *a, const struct imds_client *imds, struct metrics *m,
+                         struct agent_metrics_last *last);

@@ -32,6 +32,7 @@
 #include "spotdrain/asg.h"
 #include "spotdrain/awsreq.h"
 #include "spotdrain/dispatch.h"
+#include "spotdrain/metrics.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/util.h"
 
@@ -235,3 +236,12 @@ bool controller_is_leader(const struct controller *c);
 void controller_stats(const struct controller *c, struct controller_stats *ret);
 struct dispatch *controller_dispatch(struct controller *c);
 struct leader *controller_leader(struct controller *c);
+
+/* ---- metrics (metrics.c): the controller's families, beside the controller that counts them ---- */
+/* The controller's families (SQS receives and deletes, messages left unread or rejected, notices, drains,
+ * launch hooks, the queue's readability), for the registry of its front end (service_options.families). */
+extern const struct metric_family_def controller_metric_families[];
+extern const size_t controller_n_metric_families;
+/* Counts into m what c did since *last (zero at first): counters by their deltas, gauges set; and moves
+ * *last on. */
+void controller_metrics_count(const struct controller *c, struct metrics *m, struct controller_stats *last);

@@ -40,6 +40,14 @@ int httpd_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *r
 /* libmicrohttpd's own messages (a refused connection, a failed bind) as debug lines of the project's log,
  * after the server's name (cls, a static string): its MHD_OPTION_EXTERNAL_LOGGER. */
 void httpd_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* Queues body (malloc()ed, len bytes; taken even on failure) as the answer to c with status, Content-Type
+ * type and headers (name, value pairs, NULL-terminated; NULL: none); libmicrohttpd sends it, leaves it out
+ * for HEAD, and frees it. Returns MHD_YES, or MHD_NO (out of memory: libmicrohttpd closes the connection),
+ * as an access handler does. For every libmicrohttpd server of the product (this one, the controller's
+ * admission webhook). */
+struct MHD_Connection;
+int httpd_reply(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len,
+                const char *const *headers);
 int httpd_start(const char *listen, struct metrics *m, struct httpd **ret);
 /* Stops the server thread and releases the loop watch; call on the loop's thread before loop_free().
  * NULL-safe; returns NULL. */

@@ -44,41 +44,8 @@ static void agent_usage(FILE *f)
 
 /* ---- operations: metrics, readiness, health, sd_notify ---- */
 
-#define METRIC_IMDS_POLLS          "spotdrain_imds_polls_total"
-#define METRIC_IMDS_POLL_FAILURES  "spotdrain_imds_poll_failures_total"
-#define METRIC_IMDS_REQUEST_ERRORS "spotdrain_imds_request_errors_total"
-#define METRIC_IMDS_PARSE_ERRORS   "spotdrain_imds_parse_errors_total"
-#define METRIC_IMDS_TOKEN_FAILURES "spotdrain_imds_token_failures_total"
-#define METRIC_IMDS_LAST_SUCCESS   "spotdrain_imds_last_success_seconds"
-#define METRIC_AGENT_ACTION_ERRORS "spotdrain_agent_action_errors_total"
-
-static const struct metric_family_def agent_families[] = {
-        { METRIC_IMDS_POLLS, METRIC_COUNTER, "Polls of the four IMDS notice paths.", {}, NULL, 0 },
-        { METRIC_IMDS_POLL_FAILURES,
-          METRIC_COUNTER,
-          "Polls in which no IMDS notice path answered.",
-          {},
-          NULL,
-          0 },
-        { METRIC_IMDS_REQUEST_ERRORS,
-          METRIC_COUNTER,
-          "IMDS GETs that failed (404 is not a failure).",
-          {},
-          NULL,
-          0 },
-        { METRIC_IMDS_PARSE_ERRORS, METRIC_COUNTER, "IMDS documents that could not be read.", {}, NULL, 0 },
-        { METRIC_IMDS_TOKEN_FAILURES, METRIC_COUNTER, "IMDSv2 token requests that failed.", {}, NULL, 0 },
-        { METRIC_IMDS_LAST_SUCCESS,
-          METRIC_GAUGE,
-          "When IMDS last answered a poll (unix time).",
-          {},
-          NULL,
-          0 },
-        { METRIC_AGENT_ACTION_ERRORS, METRIC_COUNTER, "Agent actions that could not start.", {}, NULL, 0 },
-};
-
-/* Loop-thread state behind the metrics: the registry takes counter increments, so the agent's totals are
- * turned into deltas. */
+/* Loop-thread state behind the metrics (the registry takes counter increments: agent_metrics_count() turns
+ * the agent's totals into deltas), readiness and health. */
 struct ops {
         struct metrics *metrics;
         struct imds_client *imds;
@@ -86,8 +53,7 @@ struct ops {
         struct error_budget *budget;
         struct agent_engine *engine; /* learns from the node's pods once it is known; NULL: no engine */
         bool learning;
-        struct agent_stats last;
-        struct imds_stats last_imds;
+        struct agent_metrics_last last;
         uint64_t next_trim; /* clk usec of the next heap trim; 0 = not yet scheduled */
 };
 
@@ -114,38 +80,12 @@ static void heap_trim_tick(struct ops *o)
         o->next_trim = now + HEAP_TRIM_INTERVAL_USEC;
 }
 
-static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before)
-{
-        if (now > before)
-                (void)metrics_counter_add(m, name, (double)(now - before), NULL);
-}
-
 static void on_tick(struct agent *a, void *userdata)
 {
         struct ops *o = userdata;
-        struct agent_stats st;
-        struct imds_stats is;
 
-        agent_stats(a, &st);
-        imds_client_stats(o->imds, &is);
-        add_delta(o->metrics, METRIC_IMDS_POLLS, st.ticks, o->last.ticks);
-        add_delta(o->metrics, METRIC_IMDS_POLL_FAILURES, st.tick_errors, o->last.tick_errors);
-        add_delta(o->metrics, METRIC_IMDS_REQUEST_ERRORS, st.path_errors, o->last.path_errors);
-        add_delta(o->metrics, METRIC_IMDS_PARSE_ERRORS, st.parse_errors, o->last.parse_errors);
-        add_delta(o->metrics, METRIC_AGENT_ACTION_ERRORS, st.action_errors, o->last.action_errors);
-        add_delta(o->metrics, METRIC_IMDS_TOKEN_FAILURES, is.token_failures, o->last_imds.token_failures);
-        for (int k = 0; k < _NOTICE_KIND_MAX; k++)
-                if (st.notice_counts[k] > o->last.notice_counts[k])
-                        (void)metrics_counter_add(o->metrics, METRIC_NOTICES_RECEIVED,
-                                                  (double)(st.notice_counts[k] - o->last.notice_counts[k]),
-                                                  notice_kind_to_string((enum notice_kind)k), "imds", NULL);
-        if (st.last_ok_usec)
-                (void)metrics_gauge_set(o->metrics, METRIC_IMDS_LAST_SUCCESS, (double)st.last_ok_usec / 1e6,
-                                        NULL);
         /* Health: IMDS answers within the recent error budget. */
-        error_budget_record(o->budget, st.tick_errors == o->last.tick_errors);
-        o->last = st;
-        o->last_imds = is;
+        error_budget_record(o->budget, agent_metrics_count(a, o->imds, o->metrics, &o->last));
         heap_trim_tick(o);
         /* The node's pods' ordinary life (rollouts, scale-downs, evictions by others) feeds the stop and
          * startup estimates its drains are planned with. Once the start-up calls have answered: their
@@ -312,8 +252,8 @@ int cmd_agent(int argc, char **argv)
                                                            .ready_check = "imds",
                                                            .ready_why = "not polling IMDS yet",
                                                            .watchdog_optional = true,
-                                                           .families = agent_families,
-                                                           .n_families = ARRAY_SIZE(agent_families) });
+                                                           .families = agent_metric_families,
+                                                           .n_families = agent_n_metric_families });
         if (r != EXIT_OK)
                 return r;
         svc = fe.svc;

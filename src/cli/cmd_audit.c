@@ -256,32 +256,24 @@ static int audit_worst(const struct audit *a, const struct kube_pdb *pdb, const 
 static int audit_plan(const struct audit *a, const struct drain_cli *d, const char *node,
                       struct drain_plan **ret, struct drain_grade_result *ret_grade)
 {
-        _cleanup_(drain_inputs_freep) struct drain_inputs *di = NULL;
-        struct drain_inputs_options io = drain_cli_inputs_options(d);
-        const cJSON *obj;
-        int r;
+        _cleanup_free_ const cJSON **pods = calloc(a->n_ap ? a->n_ap : 1, sizeof(*pods));
+        size_t n = 0;
 
-        r = drain_inputs_new(&io, &di);
-        if (r >= 0)
-                r = drain_inputs_add_node(di, node, d->deadline_usec, d->cfg->drain.safety_margin_usec,
-                                          NULL);
-        if (r >= 0)
-                r = drain_inputs_add_startups(di, a->startups, a->n_startups);
-        if (r < 0)
-                return r;
-        cJSON_ArrayForEach (obj, kube_list_items(a->pdbs)) {
-                if (drain_inputs_add_pdb(di, obj) == -ENOMEM)
-                        return -ENOMEM;
-        }
+        if (!pods)
+                return -ENOMEM;
         for (size_t i = 0; i < a->n_ap; i++)
-                if (streq_ptr(a->ap[i].pod.node_name, node) &&
-                    drain_inputs_add_pod(di, 0, a->ap[i].obj, NULL) == -ENOMEM)
-                        return -ENOMEM;
-        r = drain_grade_node(drain_inputs_get(di), 0, ret_grade);
-        if (r < 0)
-                return r;
-        /* The slow estimate's plan, as plan's table: predicted_seconds is its PDB's. */
-        return drain_plan_whole_grace(drain_inputs_get(di), ret);
+                if (streq_ptr(a->ap[i].pod.node_name, node))
+                        pods[n++] = a->ap[i].obj;
+        struct drain_node_listed l = { .options = drain_inputs_options_from_settings(&d->cfg->drain, d->now),
+                                       .node = node,
+                                       .deadline_usec = d->deadline_usec,
+                                       .margin_usec = d->cfg->drain.safety_margin_usec,
+                                       .startups = a->startups,
+                                       .n_startups = a->n_startups,
+                                       .pdbs = kube_list_items(a->pdbs),
+                                       .pods = pods,
+                                       .n_pods = n };
+        return drain_node_plan_listed(&l, ret, ret_grade);
 }
 
 static int audit_analyze(struct audit *a, const struct drain_cli *d)
@@ -357,7 +349,7 @@ static int audit_target_groups(struct audit *a, struct drain_cli *d)
         const cJSON *b;
         int r;
 
-        if (!d->cfg->drain.target_groups || drain_cli_list_tgbs(d, &a->tgbs) <= 0)
+        if (!d->cfg->drain.target_groups || drain_list_tgbs(d->client, d->sync_timeout, &a->tgbs) <= 0)
                 return 0;
         r = drain_cli_list_sync(d, "/api/v1/services", NULL, NULL, &a->services);
         if (r < 0)
@@ -557,13 +549,9 @@ int cmd_audit(int argc, char **argv)
         _cleanup_(audit_done) struct audit a = { 0 };
         int r;
 
-        r = drain_cli_parse_args(&d, argc, argv);
-        if (r < 0)
-                r = drain_cli_setup(&d, 0);
-        if (r >= 0) {
-                drain_cli_done(&d);
+        r = drain_cli_begin(&d, argc, argv, 0);
+        if (r >= 0)
                 return r;
-        }
         r = audit_load(&a, &d);
         if (r >= 0)
                 r = audit_analyze(&a, &d);

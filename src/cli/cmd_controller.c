@@ -79,97 +79,8 @@ static const struct aws_credentials *creds_current(void *userdata)
         return c->have ? &c->copy : NULL;
 }
 
-/* ---- metrics and readiness (ops module): the controller's totals turned into registry deltas ---- */
-
-#define M_RECEIVES         "spotdrain_sqs_receives_total"
-#define M_DELETED          "spotdrain_sqs_messages_deleted_total"
-#define M_DELETE_FAILURES  "spotdrain_sqs_delete_failures_total"
-#define M_EXTENSIONS       "spotdrain_sqs_visibility_extensions_total"
-#define M_MALFORMED        "spotdrain_sqs_messages_malformed_total"
-#define M_REJECTED         "spotdrain_sqs_messages_rejected_total"
-#define M_IN_FLIGHT        "spotdrain_sqs_messages_in_flight"
-#define M_UNREADABLE_TOTAL "spotdrain_queue_unreadable_total"
-#define M_UNREADABLE       "spotdrain_queue_unreadable"
-#define M_DUPLICATES       "spotdrain_notices_duplicate_total"
-#define M_IGNORED          "spotdrain_notices_ignored_total"
-#define M_SUPERSEDED       "spotdrain_notices_superseded_total"
-#define M_DRAINS_STARTED   "spotdrain_drains_started_total"
-#define M_DRAINS_RESUMED   "spotdrain_drains_resumed_total"
-#define M_UNKNOWN_DROPPED  "spotdrain_unknown_instances_dropped_total"
-#define M_DRAINING         "spotdrain_drains_in_progress"
-#define M_LAUNCH_HOOKS     "spotdrain_launch_hooks_total"
-#define M_LAUNCH_WAITING   "spotdrain_launch_hooks_waiting"
-
-static const struct metric_family_def controller_families[] = {
-        { M_RECEIVES, METRIC_COUNTER, "SQS ReceiveMessage calls answered.", {}, NULL, 0 },
-        { M_DELETED, METRIC_COUNTER, "SQS messages deleted.", {}, NULL, 0 },
-        { M_DELETE_FAILURES, METRIC_COUNTER, "SQS messages that could not be deleted.", {}, NULL, 0 },
-        { M_EXTENSIONS,
-          METRIC_COUNTER,
-          "Visibility extensions of messages held during drains.",
-          {},
-          NULL,
-          0 },
-        { M_MALFORMED,
-          METRIC_COUNTER,
-          "Messages left in the queue unread, by reason: malformed (not JSON, a field missing or "
-          "wrong), unrecognized (not a notice spotdrain knows), too-large, too-deep.",
-          { "reason" },
-          NULL,
-          0 },
-        { M_REJECTED,
-          METRIC_COUNTER,
-          "Well-formed messages left in the queue without acting on them, by reason: no-account, "
-          "foreign-account, foreign-region, bad-signature (docs/security.md), no-node (not this cluster's), "
-          "unmanaged (without controller.managed_tag).",
-          { "reason" },
-          NULL,
-          0 },
-        { M_IN_FLIGHT, METRIC_GAUGE, "Messages held while their drains run.", {}, NULL, 0 },
-        { M_UNREADABLE_TOTAL, METRIC_COUNTER, "Times the queue turned unreadable.", {}, NULL, 0 },
-        { M_UNREADABLE,
-          METRIC_GAUGE,
-          "1 while the queue is unreadable or not proven readable.",
-          {},
-          NULL,
-          0 },
-        { M_DUPLICATES, METRIC_COUNTER, "Duplicate notices absorbed.", {}, NULL, 0 },
-        { M_SUPERSEDED,
-          METRIC_COUNTER,
-          "Notices not acted on because a later one for the same instance was handled first.",
-          {},
-          NULL,
-          0 },
-        { M_IGNORED,
-          METRIC_COUNTER,
-          "Notices whose kind's action is ignore (notices.KIND.action).",
-          {},
-          NULL,
-          0 },
-        { M_DRAINS_STARTED, METRIC_COUNTER, "Drains started (restarts included).", {}, NULL, 0 },
-        { M_DRAINS_RESUMED, METRIC_COUNTER, "Drains carried on from a node annotation.", {}, NULL, 0 },
-        { M_UNKNOWN_DROPPED,
-          METRIC_COUNTER,
-          "Notices whose instance never turned up as a node.",
-          {},
-          NULL,
-          0 },
-        { M_DRAINING, METRIC_GAUGE, "Drains under way.", {}, NULL, 0 },
-        { M_LAUNCH_HOOKS,
-          METRIC_COUNTER,
-          "Auto Scaling launch lifecycle actions ended, by result: continue (the node was Ready), abandon "
-          "(not Ready within controller.launch_ready_timeout_seconds), foreign (not this cluster's: left "
-          "alone), gone (Auto Scaling held it no more), failed (its message comes back).",
-          { "result" },
-          NULL,
-          0 },
-        { M_LAUNCH_WAITING,
-          METRIC_GAUGE,
-          "Launch lifecycle actions waiting for their node to be Ready.",
-          {},
-          NULL,
-          0 },
-};
+/* ---- metrics and readiness (ops module): the controller's totals turned into registry deltas
+ * (controller_metrics_count()) ---- */
 
 struct ops {
         struct controller *ctl;
@@ -181,12 +92,6 @@ struct ops {
         bool notified;
         bool api_down; /* the Kubernetes API server was reported unreachable (api_check) */
 };
-
-static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before, const char *label)
-{
-        if (now > before)
-                (void)metrics_counter_add(m, name, (double)(now - before), label, NULL);
-}
 
 /* The Kubernetes API server unanswered this long is reported: one request lost is no outage. */
 #define API_UNREACHABLE_USEC (5 * UINT64_C(1000000))
@@ -219,47 +124,11 @@ static void api_check(struct ops *o)
 static void ops_tick(void *userdata)
 {
         struct ops *o = userdata;
-        struct controller_stats st;
         struct metrics *m = service_metrics(o->svc);
         bool ready = controller_ready(o->ctl);
 
         o->timer = NULL;
-        controller_stats(o->ctl, &st);
-        add_delta(m, M_RECEIVES, st.receives, o->last.receives, NULL);
-        add_delta(m, M_DELETED, st.deleted, o->last.deleted, NULL);
-        add_delta(m, M_DELETE_FAILURES, st.delete_failures, o->last.delete_failures, NULL);
-        add_delta(m, M_EXTENSIONS, st.visibility_extends, o->last.visibility_extends, NULL);
-        for (int k = 0; k < _CONTROLLER_MALFORMED_MAX; k++)
-                add_delta(m, M_MALFORMED, st.malformed[k], o->last.malformed[k],
-                          controller_malformed_label((enum controller_malformed)k));
-        for (int k = CONTROLLER_REJECT_NO_ACCOUNT; k < _CONTROLLER_REJECT_MAX; k++)
-                add_delta(m, M_REJECTED, st.rejected[k], o->last.rejected[k],
-                          controller_reject_label((enum controller_reject)k));
-        add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, o->last.unreadable, NULL);
-        add_delta(m, M_DUPLICATES, st.dispatch.duplicates, o->last.dispatch.duplicates, NULL);
-        add_delta(m, M_IGNORED, st.dispatch.ignored, o->last.dispatch.ignored, NULL);
-        add_delta(m, M_SUPERSEDED, st.superseded, o->last.superseded, NULL);
-        add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, o->last.dispatch.drains, NULL);
-        add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, o->last.dispatch.resumed, NULL);
-        add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, o->last.dispatch.unknown_dropped, NULL);
-        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures, o->last.unreadable_failures,
-                  "unreadable");
-        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.receive_failures - st.unreadable_failures,
-                  o->last.receive_failures - o->last.unreadable_failures, "other");
-        add_delta(m, METRIC_MESSAGES, st.messages, o->last.messages, "received");
-        for (int k = 0; k < _NOTICE_KIND_MAX; k++)
-                if (st.notice_counts[k] > o->last.notice_counts[k])
-                        (void)metrics_counter_add(m, METRIC_NOTICES_RECEIVED,
-                                                  (double)(st.notice_counts[k] - o->last.notice_counts[k]),
-                                                  notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
-        (void)metrics_gauge_set(m, M_IN_FLIGHT, st.in_flight, NULL);
-        (void)metrics_gauge_set(m, M_DRAINING, st.dispatch.draining, NULL);
-        for (unsigned k = 0; k < CONTROLLER_LAUNCH_RESULTS; k++)
-                add_delta(m, M_LAUNCH_HOOKS, st.launch_results[k], o->last.launch_results[k],
-                          controller_launch_result_label(k));
-        (void)metrics_gauge_set(m, M_LAUNCH_WAITING, st.launch_waiting, NULL);
-        (void)metrics_gauge_set(m, M_UNREADABLE, ready ? 0 : 1, NULL);
-        (void)metrics_gauge_set(m, METRIC_LEADER, st.leader ? 1 : 0, NULL);
+        controller_metrics_count(o->ctl, m, &o->last);
         (void)httpd_set_ready(o->httpd, "queue", ready,
                               ready ? NULL : "the interruption queue is not readable");
         api_check(o);
@@ -267,7 +136,6 @@ static void ops_tick(void *userdata)
                 o->notified = true;
                 (void)ops_notify_ready("controller running: queue readable");
         }
-        o->last = st;
         if (timer_start_in(o->loop, SNAPSHOT_USEC, ops_tick, o, &o->timer) < 0)
                 log_debug("controller: cannot arm the metrics snapshot");
 }
@@ -389,8 +257,8 @@ int cmd_controller(int argc, char **argv)
                                                      SERVICE_OPS | SERVICE_WATCHDOG,
                                             .ready_check = "queue",
                                             .ready_why = "the interruption queue is not proven readable yet",
-                                            .families = controller_families,
-                                            .n_families = ARRAY_SIZE(controller_families) });
+                                            .families = controller_metric_families,
+                                            .n_families = controller_n_metric_families });
         if (r != EXIT_OK)
                 return r;
         svc = fe.svc;

@@ -310,7 +310,7 @@ static int report_finish(struct drain_cli *d, const struct drain_exec_result *re
 
 /* Without --budget or --deadline, a node whose drain record names a notice (the agent's or the controller's)
  * is drained by that notice's deadline and the policy configured, as they would drain it; any other keeps no
- * deadline and respects every PDB (drain_cli_setup()). */
+ * deadline and respects every PDB (drain_cli_begin()). */
 static void drain_target(struct drain_cli *d, const cJSON *node)
 {
         _cleanup_free_ char *kind = NULL, *instance = NULL;
@@ -372,13 +372,9 @@ int cmd_drain(int argc, char **argv)
         struct drain_run run = { .d = &d };
         int r, status;
 
-        r = drain_cli_parse_args(&d, argc, argv);
-        if (r < 0)
-                r = drain_cli_setup(&d, d.common.dry_run ? 0 : SERVICE_ALERTS | SERVICE_WEBHOOK);
-        if (r >= 0) {
-                drain_cli_done(&d);
+        r = drain_cli_begin(&d, argc, argv, SERVICE_ALERTS | SERVICE_WEBHOOK);
+        if (r >= 0)
                 return r;
-        }
         /* The node, asked once with a short bound: a missing node or a server that cannot be reached is
          * told at once, not after the whole budget. Its notice, if any, gives the deadline. */
         _cleanup_free_ char *node_path = kube_path(NULL, "v1", NULL, "nodes", d.node, NULL);

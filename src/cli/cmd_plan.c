@@ -27,13 +27,9 @@ int cmd_plan(int argc, char **argv)
         struct drain_room room = { 0 };
         int r;
 
-        r = drain_cli_parse_args(&d, argc, argv);
-        if (r < 0)
-                r = drain_cli_setup(&d, 0);
-        if (r >= 0) {
-                drain_cli_done(&d);
+        r = drain_cli_begin(&d, argc, argv, 0);
+        if (r >= 0)
                 return r;
-        }
         r = drain_cli_plan_node(&d, &plan, &grade, &room);
         if (r >= 0)
                 r = drain_cli_print_plan(&d, plan, &grade, &room);

@@ -32,7 +32,7 @@ struct drain_cli {
         struct kube_client *client; /* the service's */
         uint64_t now, deadline_usec;
         bool reported;         /* the failure was told in a sentence of its own */
-        uint64_t sync_timeout; /* of each list; 0: SYNC_TIMEOUT */
+        uint64_t sync_timeout; /* of each list; 0: drain_list_sync()'s */
         /* drain: no deadline was asked for nor found in a notice; the policy configured, for a notice's */
         bool no_deadline;
         enum drain_policy notice_policy;
@@ -41,13 +41,12 @@ struct drain_cli {
 
 /* drain_cli.c: the arguments, the setup and the reads the verbs share. */
 void drain_cli_done(struct drain_cli *d);
-int drain_cli_parse_args(struct drain_cli *d, int argc, char **argv);
-int drain_cli_setup(struct drain_cli *d, unsigned flags);
+/* As each verb begins: its arguments, then logging, configuration, deadline and the services flags asks
+ * for (none for a dry run). Returns -1 to go on, else an exit status (d is done then). */
+int drain_cli_begin(struct drain_cli *d, int argc, char **argv, unsigned flags);
 int drain_cli_api_first(struct drain_cli *d, const char *path, const char *node, cJSON **ret);
 int drain_cli_list_sync(struct drain_cli *d, const char *path, const char *label_selector,
                         const char *field_selector, cJSON **ret);
-struct drain_inputs_options drain_cli_inputs_options(const struct drain_cli *d);
-int drain_cli_list_tgbs(struct drain_cli *d, cJSON **ret);
 
 /* How long a one-shot command waits for the API server's first answer (its retries included) before it
  * says that the server cannot be reached: well under the 5 s a person at a terminal should wait. */

@@ -255,23 +255,10 @@ static int informer_pod_node(void *userdata, const char *namespace, const char *
         return 1;
 }
 
+/* The webhook's answers: the API server keeps its connection for the next review. */
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body)
 {
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        enum MHD_Result ret;
-
-        if (!resp) {
-                free(body);
-                return MHD_NO;
-        }
-        if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES) {
-                MHD_destroy_response(resp);
-                return MHD_NO;
-        }
-        ret = MHD_queue_response(c, status, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return (enum MHD_Result)httpd_reply(c, status, type, body, strlen(body), NULL);
 }
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)

@@ -437,7 +437,9 @@ int dispatch_resume_recorded(struct dispatch *d, const cJSON *node)
         return dispatch_resume(d, name, kind, deadline);
 }
 
-void dispatch_reset(struct dispatch *d)
+/* Forgets every reboot, unknown instance, scheduled change and node; stop_drains: the drains under way are
+ * stopped first (drain_stop), as a reset asks and a free does not. */
+static void forget_all(struct dispatch *d, bool stop_drains)
 {
         while (d->n_reboots > 0)
                 reboot_remove(d, d->reboots[d->n_reboots - 1]);
@@ -445,11 +447,16 @@ void dispatch_reset(struct dispatch *d)
                 unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
         while (d->n_scheds > 0)
                 sched_remove(d, d->scheds[d->n_scheds - 1]);
-        for (size_t i = 0; i < d->n_nodes; i++)
+        for (size_t i = 0; stop_drains && i < d->n_nodes; i++)
                 if (d->nodes[i]->state == DNODE_DRAINING && d->ops.drain_stop)
                         d->ops.drain_stop(d->userdata, d->nodes[i]->name);
         while (d->n_nodes > 0)
                 dnode_remove(d, d->nodes[d->n_nodes - 1]);
+}
+
+void dispatch_reset(struct dispatch *d)
+{
+        forget_all(d, true);
 }
 
 bool dispatch_node_draining(const struct dispatch *d, const char *node)
@@ -522,14 +529,7 @@ struct dispatch *dispatch_free(struct dispatch *d)
 {
         if (!d)
                 return NULL;
-        while (d->n_reboots > 0)
-                reboot_remove(d, d->reboots[d->n_reboots - 1]);
-        while (d->n_unknowns > 0)
-                unknown_remove(d, d->unknowns[d->n_unknowns - 1]);
-        while (d->n_scheds > 0)
-                sched_remove(d, d->scheds[d->n_scheds - 1]);
-        while (d->n_nodes > 0)
-                dnode_remove(d, d->nodes[d->n_nodes - 1]);
+        forget_all(d, false);
         free(d->reboots);
         for (size_t i = 0; i < d->n_index; i++)
                 free(d->index[i].node);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/engine.h"
 
@@ -44,6 +45,21 @@ extern const char *const drain_pod_fields[];
 struct kube_client *drain_ledger_client(const struct drain_ledger *l);
 void drain_ledger_wake_all(struct drain_ledger *l);
 
+/* Orders the drain of o->node (a member of l) behind the drains of other processes: the agents of other
+ * nodes, one process each, which cannot share a ledger but see the same API server. A peer is a cordoned
+ * node whose drain record (record.c) has a deadline still to come and before o->deadline_usec, or the
+ * same and a name first in byte order: the order the ledger gives its own members. The peers watch the
+ * cordoned nodes (one watch, fieldSelector spec.unschedulable=true) and the pods of each peer (one watch
+ * each, while it is one); every peer joins l as a remote member: planned with the others (its pods take
+ * the PDB slots ahead of this node's, so the verdict sees them), its pods' wants ranking like a member's,
+ * and its pods' graceful stops observed. A peer's pod past its last safe moment waits no longer (its own
+ * drain forces it). Peers behind the node need not be known: they defer to it. They are settled
+ * (drain_peers_settled()) once the cordoned nodes are known with the node's own record among them (so
+ * every drain recorded before it is too) and every peer's pods are listed, or 3 s after this call; then
+ * every member of l is woken. margin_usec, default_startup_usec and expected_shutdown_fraction are taken
+ * to be the peers' too (one configuration for the DaemonSet). The drain that follows them owns them
+ * (the executor, with a ledger of its own): the peers use the ledger, the ledger knows nothing of them,
+ * and they are freed before it. */
 struct drain_peers;
 int drain_peers_new(struct drain_ledger *l, const struct drain_peers_options *o, struct drain_peers **ret);
 /* Every peer leaves the ledger. NULL-safe; returns NULL. */

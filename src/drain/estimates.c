@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"

@@ -161,6 +161,8 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
         x->joined = false;
+        /* The drains of other processes were followed for this one: it no longer drains beside them. */
+        x->peers = drain_peers_free(x->peers);
 
         taint_out_of_service(x, outcome);
         /* The node is going: what the API has not answered of the pods still on it is given up. */
@@ -341,7 +343,8 @@ static void act(struct drain_exec *x)
         uint64_t now = clk_now();
         int r;
 
-        if (x->finished || !kube_informer_synced(x->pods_inf) || !drain_ledger_synced(x->ledger)) {
+        if (x->finished || !kube_informer_synced(x->pods_inf) || !drain_ledger_synced(x->ledger) ||
+            !drain_peers_settled(x->peers)) {
                 if (!x->finished && now >= x->deadline)
                         finish(x, DRAIN_EXEC_DEADLINE_MISSED, 0, NULL);
                 return;
@@ -628,6 +631,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         kube_informer_stop(x->pods_inf);
         if (x->joined)
                 drain_ledger_leave(x->ledger, x);
+        drain_peers_free(x->peers); /* before the ledger they are members of */
         kube_call_cancel(x->node_call);
         kube_call_cancel(x->cordon_call);
         kube_call_cancel(x->taint_call);
@@ -805,9 +809,13 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 if (r < 0)
                         return r;
                 x->ledger = x->own_ledger;
-                if (o->follow_peers &&
-                    (r = drain_ledger_follow_peers(x->ledger, x->node, x->deadline, x->margin,
-                                                   x->default_startup, x->expected_shutdown_fraction)) < 0)
+                struct drain_peers_options po = { .node = x->node,
+                                                  .deadline_usec = x->deadline,
+                                                  .margin_usec = x->margin,
+                                                  .default_startup_usec = x->default_startup,
+                                                  .expected_shutdown_fraction =
+                                                      x->expected_shutdown_fraction };
+                if (o->follow_peers && (r = drain_peers_new(x->ledger, &po, &x->peers)) < 0)
                         return r;
                 if (o->estimates)
                         drain_ledger_use_shutdowns(x->ledger, drain_estimates_store(o->estimates));

@@ -89,6 +89,9 @@ struct drain_exec {
         bool pods_synced;
         /* PDBs and their slots, shared with the other executors of the process; own_ledger when private. */
         struct drain_ledger *ledger, *own_ledger;
+        /* The drains of other processes ahead of this one, followed in own_ledger (drain_peers_new());
+         * NULL: none followed. Freed when the drain leaves its ledger. */
+        struct drain_peers *peers;
         bool joined;
         size_t judged_pods;        /* pods in the plan (all nodes) when infeasibility was last judged */
         uint64_t rejudge_at;       /* a re-judgement put off until then (drain_ledger_rejudge_at); 0: none */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/core.h"
 #include "spotdrain/elbv2.h"
 #include "spotdrain/engine.h"

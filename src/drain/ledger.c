@@ -483,7 +483,6 @@ struct drain_ledger *drain_ledger_free(struct drain_ledger *l)
 {
         if (!l)
                 return NULL;
-        drain_peers_free(l->peers);
         kube_informer_stop(l->inf);
         timer_cancel(l->dispatch);
         timer_cancel(l->recheck);
@@ -577,14 +576,6 @@ void drain_ledger_leave(struct drain_ledger *l, void *userdata)
         arm_recheck(l);
         ledger_set_dirty(l);
         schedule_dispatch(l);
-        /* The drains of other processes were followed for the members of this one: none is left. */
-        bool local = false;
-        for (size_t i = 0; i < l->n_members; i++)
-                local = local || !l->members[i].ops->remote;
-        if (!local && l->peers) {
-                struct drain_peers *ps = TAKE_PTR(l->peers);
-                drain_peers_free(ps);
-        }
 }
 
 const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
@@ -594,21 +585,7 @@ const struct kube_informer *drain_ledger_pdbs(const struct drain_ledger *l)
 
 bool drain_ledger_synced(const struct drain_ledger *l)
 {
-        return kube_informer_synced(l->inf) && drain_peers_settled(l->peers);
-}
-
-int drain_ledger_follow_peers(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                              uint64_t margin_usec, uint64_t default_startup_usec,
-                              double expected_shutdown_fraction)
-{
-        if (l->peers)
-                return -EBUSY;
-        struct drain_peers_options o = { .node = node,
-                                         .deadline_usec = deadline_usec,
-                                         .margin_usec = margin_usec,
-                                         .default_startup_usec = default_startup_usec,
-                                         .expected_shutdown_fraction = expected_shutdown_fraction };
-        return drain_peers_new(l, &o, &l->peers);
+        return kube_informer_synced(l->inf);
 }
 
 struct kube_client *drain_ledger_client(const struct drain_ledger *l)

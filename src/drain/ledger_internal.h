@@ -27,7 +27,7 @@ struct waiter {
         char *pod;
         uint64_t last_safe;
         /* Ties between nodes go to the earlier deadline, then the node name first in byte order (an order
-         * that drains in other processes can reproduce, drain_ledger_follow_peers()); on one node, to the
+         * that drains in other processes can reproduce, drain_peers_new()); on one node, to the
          * pod that waited first. node is the member's. */
         uint64_t deadline;
         const char *node;
@@ -89,7 +89,6 @@ struct drain_ledger {
         struct loop *loop;
         uint64_t floor;
         struct kube_informer *inf;
-        struct drain_peers *peers; /* drains of other processes ahead of this one's, NULL: none followed */
         struct member *members;
         size_t n_members;
         uint64_t seq;

@@ -1,4 +1,4 @@
-/* The drains of other processes that a ledger follows (drain_ledger_follow_peers()): an agent drains its
+/* The drains of other processes that a drain follows (drain_peers_new()): an agent drains its
  * own node only, in a process of its own, so the nodes draining beside it share no ledger with it. They do
  * share the API server: each drain records its deadline on its node (record.c), and cordons it. The
  * peers of a drain are the cordoned nodes whose record puts them ahead of it (an earlier deadline, or the

@@ -1,6 +1,6 @@
 /* The drain record: what a drain writes on its node (SPOTDRAIN_ANNOTATION_DRAIN) for whoever comes after
  * it — a restarted agent or a new controller leader resuming it (dispatch_resume_recorded()), and the
- * agents of other nodes ordering their drains behind it (drain_ledger_follow_peers()). */
+ * agents of other nodes ordering their drains behind it (drain_peers_new()). */
 #include <errno.h>
 #include <stdlib.h>
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/engine.h"
 

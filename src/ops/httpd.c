@@ -140,10 +140,8 @@ static bool loop_alive(struct httpd *h)
 #define TEXT_PLAIN   "text/plain; charset=utf-8"
 #define TEXT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
-/* Queues body (malloc()ed, taken even on failure) as the answer; libmicrohttpd sends it, leaves it out for
- * HEAD, and frees it. */
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
-                             size_t len)
+int httpd_reply(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len,
+                const char *const *headers)
 {
         struct MHD_Response *resp;
         enum MHD_Result ret;
@@ -153,17 +151,34 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
                 free(body);
                 return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
         }
-        if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) != MHD_YES ||
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES ||
-            (status == MHD_HTTP_METHOD_NOT_ALLOWED &&
-             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") != MHD_YES)) {
+        bool ok = MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES;
+        for (size_t i = 0; ok && headers && headers[i]; i += 2)
+                ok = MHD_add_response_header(resp, headers[i], headers[i + 1]) == MHD_YES;
+        if (!ok) {
                 MHD_destroy_response(resp);
                 return MHD_NO;
         }
         ret = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return ret;
+}
+
+/* The operations endpoint's answers: never cached, one a connection, and a 405 says what is allowed. */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body,
+                             size_t len)
+{
+        static const char *const headers[] = { MHD_HTTP_HEADER_CACHE_CONTROL, "no-store",
+                                               MHD_HTTP_HEADER_CONNECTION, "close", NULL };
+        static const char *const headers_405[] = { MHD_HTTP_HEADER_CACHE_CONTROL,
+                                                   "no-store",
+                                                   MHD_HTTP_HEADER_CONNECTION,
+                                                   "close",
+                                                   MHD_HTTP_HEADER_ALLOW,
+                                                   "GET, HEAD",
+                                                   NULL };
+
+        return (enum MHD_Result)httpd_reply(c, status, type, body, len,
+                                            status == MHD_HTTP_METHOD_NOT_ALLOWED ? headers_405 : headers);
 }
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)

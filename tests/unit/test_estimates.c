@@ -11,6 +11,7 @@
 #include <cJSON.h>
 #include <cmocka.h>
 
+#include "drain/engine_internal.h"
 #include "spotdrain/engine.h"
 #include "spotdrain/kube.h"
 #include "spotdrain/util.h"

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "controller/volumes.h"
+#include "drain/engine_internal.h"
 #include "relay.h"
 #include "sim/model.h"
 #include "sim/server.h"

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "drain/engine_internal.h"
 #include "relay.h"
 #include "sim/model.h"
 #include "sim/server.h"

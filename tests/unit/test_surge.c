@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drain/engine_internal.h"
 #include "kube_fake.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
