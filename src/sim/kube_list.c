@@ -81,6 +81,14 @@ enum MHD_Result sim_serve_list(struct sim_server *srv, struct MHD_Connection *c,
         struct sim_list_filter filter;
         char node_buf[256];
         sim_list_filter_for(lsel, fsel, node_buf, sizeof(node_buf), &filter);
+        /* A page of every pod (nothing filtered after): only that page is rendered, and one more to say
+         * whether another follows. */
+        if (ap->res->sim_kind == SIM_POD && limit && !filter.node_name && isempty(lsel) && isempty(fsel)) {
+                filter.skip = offset;
+                filter.max = limit + 1;
+                idx = offset;
+                offset = 0;
+        }
         r = sim_list_filtered(s, ap->res->sim_kind, ap->ns, &filter, &all);
         if (r < 0)
                 return sim_reply_errno(c, r);

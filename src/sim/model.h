@@ -108,6 +108,9 @@ struct sim_list_filter {
         /* pods and nodes: keeps the object only when this answers true for its metadata.labels */
         bool (*labels)(const cJSON *labels, void *userdata);
         void *userdata;
+        /* pods without node_name: a page of the list, max > 0 of them after the first skip kept, so that
+         * a list of a large cluster in pages renders each page only */
+        size_t skip, max;
 };
 /* sim_list without the objects the filter rejects (same order); filter NULL = sim_list. */
 int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns,

@@ -173,9 +173,16 @@ int sim_list_filtered(struct sim *s, enum sim_kind kind, const char *ns, const s
                         r = list_pods_on_node(s, ns, f, arr);
                         break;
                 }
-                for (size_t i = 0; i < s->n_pods && r >= 0; i++)
-                        if ((!ns || streq(ns, sim_pod_ns(s->pods[i]))) && labels_kept(f, s->pods[i]->labels))
-                                r = push_rendered(arr, sim_render_pod(s, s->pods[i]));
+                for (size_t i = 0, kept = 0; i < s->n_pods && r >= 0; i++) {
+                        if ((ns && !streq(ns, sim_pod_ns(s->pods[i]))) ||
+                            !labels_kept(f, s->pods[i]->labels))
+                                continue;
+                        if (f && f->max && kept++ < f->skip)
+                                continue;
+                        if (f && f->max && kept > f->skip + f->max)
+                                break;
+                        r = push_rendered(arr, sim_render_pod(s, s->pods[i]));
+                }
                 break;
         case SIM_PDB:
                 for (size_t i = 0; i < s->n_pdbs && r >= 0; i++)
