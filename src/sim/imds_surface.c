@@ -8,8 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -56,6 +60,7 @@ struct imds_node {
         size_t index;
         char *name, *instance_id, *zone, *region, *instance_type, *life_cycle, *ip;
         char url[64];
+        int listen_fd; /* bound and listening from the start; -1 once its daemon took it */
         struct MHD_Daemon *daemon;
         /* guarded by m->lock */
         struct imds_token tokens[TOKENS_MAX];
@@ -72,6 +77,12 @@ struct sim_imds {
         unsigned fault_gen; /* bumped by every sim_imds_set_fault: ends hangs and delays under way */
         size_t n;
         struct imds_node *nodes;
+        /* The listeners wait for a first connection in one thread (waiter): a node's daemon, with its
+         * thread per connection, starts then. A cluster's nodes cost one thread until their IMDS is used
+         * (a controller-mode run uses none of 10,000). */
+        pthread_t waiter;
+        bool waiting;
+        int epoll_fd, stop_fd;
 };
 
 struct answer {
@@ -609,7 +620,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static void node_clear(struct imds_node *n)
 {
         if (n->daemon)
-                MHD_stop_daemon(n->daemon);
+                MHD_stop_daemon(n->daemon); /* closes the listening socket it was given */
+        else if (n->listen_fd >= 0)
+                close(n->listen_fd);
+        n->listen_fd = -1;
         n->daemon = NULL;
         free(n->name);
         free(n->instance_id);
@@ -619,6 +633,40 @@ static void node_clear(struct imds_node *n)
         free(n->life_cycle);
         free(n->ip);
         explicit_bzero(n->tokens, sizeof(n->tokens));
+}
+
+/* A node's daemon starts on its listener's first connection, and takes the listener over. */
+static void start_daemon(struct imds_node *n)
+{
+        /* A thread per connection: a hung answer (fault) holds only its own connection. */
+        n->daemon =
+            MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO,
+                             0, NULL, NULL, handler, n, MHD_OPTION_LISTEN_SOCKET, n->listen_fd,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+        if (n->daemon)
+                n->listen_fd = -1;
+        else
+                fprintf(stderr, "sim: IMDS of %s: cannot serve %s\n", n->name, n->url);
+}
+
+static void *wait_first(void *userdata)
+{
+        struct sim_imds *m = userdata;
+        struct epoll_event ev[64];
+        for (;;) {
+                int k = epoll_wait(m->epoll_fd, ev, 64, -1);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return NULL;
+                for (int i = 0; i < k; i++) {
+                        if (ev[i].data.u64 == UINT64_MAX)
+                                return NULL;
+                        struct imds_node *n = &m->nodes[ev[i].data.u64];
+                        (void)epoll_ctl(m->epoll_fd, EPOLL_CTL_DEL, n->listen_fd, NULL);
+                        start_daemon(n);
+                }
+        }
 }
 
 int sim_imds_start(struct sim *s, const char *host, struct sim_imds **ret)
@@ -637,6 +685,18 @@ int sim_imds_start(struct sim *s, const char *host, struct sim_imds **ret)
         if (!m)
                 return -ENOMEM;
         m->sim = s;
+        m->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        m->stop_fd = eventfd(0, EFD_CLOEXEC);
+        if (m->epoll_fd < 0 || m->stop_fd < 0 ||
+            epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, m->stop_fd,
+                      &(struct epoll_event){ .events = EPOLLIN, .data.u64 = UINT64_MAX }) < 0) {
+                if (m->epoll_fd >= 0)
+                        close(m->epoll_fd);
+                if (m->stop_fd >= 0)
+                        close(m->stop_fd);
+                free(m);
+                return -errno;
+        }
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -649,6 +709,8 @@ int sim_imds_start(struct sim *s, const char *host, struct sim_imds **ret)
         m->nodes = calloc(count ? count : 1, sizeof(*m->nodes));
         if (!m->nodes)
                 r = -ENOMEM;
+        for (size_t i = 0; m->nodes && i < count; i++)
+                m->nodes[i].listen_fd = -1;
         for (size_t i = 0; r == 0 && i < count; i++) {
                 m->nodes[i].m = m;
                 m->nodes[i].index = i;
@@ -659,21 +721,29 @@ int sim_imds_start(struct sim *s, const char *host, struct sim_imds **ret)
 
         for (size_t i = 0; r == 0 && i < m->n; i++) {
                 struct imds_node *n = &m->nodes[i];
-                const union MHD_DaemonInfo *info;
+                struct sockaddr_in bound;
+                socklen_t len = sizeof(bound);
                 char addr[INET_ADDRSTRLEN];
+                int one = 1;
 
-                /* A thread per connection: a hung answer (fault) holds only its own connection. */
-                n->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-                                                 MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO,
-                                             0, NULL, NULL, handler, n, MHD_OPTION_SOCK_ADDR, &sa,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-                if (!n->daemon) {
+                n->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (n->listen_fd < 0 ||
+                    setsockopt(n->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+                    bind(n->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+                    listen(n->listen_fd, 64) < 0 ||
+                    getsockname(n->listen_fd, (struct sockaddr *)&bound, &len) < 0) {
                         r = -EADDRNOTAVAIL;
                         break;
                 }
-                info = MHD_get_daemon_info(n->daemon, MHD_DAEMON_INFO_BIND_PORT);
                 inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
-                snprintf(n->url, sizeof(n->url), "http://%s:%u", addr, info ? info->port : 0);
+                snprintf(n->url, sizeof(n->url), "http://%s:%u", addr, ntohs(bound.sin_port));
+                if (epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, n->listen_fd,
+                              &(struct epoll_event){ .events = EPOLLIN, .data.u64 = i }) < 0)
+                        r = -errno;
+        }
+        if (r == 0) {
+                r = -pthread_create(&m->waiter, NULL, wait_first, m);
+                m->waiting = r == 0;
         }
         if (r < 0) {
                 sim_imds_stop(m);
@@ -688,6 +758,15 @@ struct sim_imds *sim_imds_stop(struct sim_imds *m)
         if (!m)
                 return NULL;
         sim_stop_wake(&m->lock, &m->cond, &m->stopping);
+        if (m->waiting) {
+                uint64_t one = 1;
+                if (write(m->stop_fd, &one, sizeof(one)) == sizeof(one))
+                        pthread_join(m->waiter, NULL);
+                else
+                        pthread_cancel(m->waiter), pthread_join(m->waiter, NULL);
+        }
+        close(m->epoll_fd);
+        close(m->stop_fd);
         for (size_t i = 0; i < m->n; i++)
                 node_clear(&m->nodes[i]);
         free(m->nodes);
