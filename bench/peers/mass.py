@@ -105,7 +105,7 @@ def bench_c(workdir, peers):
 
         def extra(r):
             res = r.play()
-            holder["sent"] = dict(r.sent)
+            holder["sent"] = peers.snapshot(r.sent)
             return res
 
         args_dir = os.path.join(workdir, "mass-%s" % tool)
@@ -119,7 +119,7 @@ def bench_c(workdir, peers):
         load = peers.uptime()
         try:
             res = extra(r)
-            usage = dict(r.usage)
+            usage = peers.snapshot(r.usage)
         finally:
             r.close()
         sent = holder["sent"]

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 
 import yaml
 
@@ -75,6 +76,15 @@ NTH_LARGE = {"WORKERS": "50", "USE_APISERVER_CACHE": "true", "EMIT_KUBERNETES_EV
 # monitor, failing alike three times, panics the whole process (cmd/node-termination-handler.go,
 # duplicateErrThreshold 3) within 8 s of its start. Its spot monitor is what these notices exercise.
 NTH_IMDS = {"ENABLE_SCHEDULED_EVENT_DRAINING": "false"}
+
+
+def snapshot(d):
+    """A copy of a dict another thread may be adding to (dict() raises if a key comes in meanwhile)."""
+    while True:
+        try:
+            return dict(d)
+        except RuntimeError:
+            time.sleep(0.01)
 
 
 def version_of(name):
@@ -543,7 +553,7 @@ def play(tool, scenario, mode, workdir, extra=None):
         res["said_cannot_finish"] = r.said_cannot_finish()
         res["evictions_refused"] = r.evictions_refused()
         res["usage"] = {k: {"cpu_seconds": round(v[0], 2), "peak_rss_mib": round(v[1] / 1024, 1)}
-                        for k, v in r.usage.items()}
+                        for k, v in snapshot(r.usage).items()}
     finally:
         r.close()
     res["tool"] = tool
@@ -708,6 +718,7 @@ def main():
             run_one(b, args, out)
         except Exception as e:  # one benchmark's failure does not lose the others' figures
             print("\n(%s) FAILED: %s: %s" % (b, type(e).__name__, e))
+            traceback.print_exc()
             failed.append(b)
         with open(results, "w") as f:
             json.dump(out, f, indent=1)
