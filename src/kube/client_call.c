@@ -636,10 +636,7 @@ static void throttled(struct kube_client *c, const char *retry_after)
 
 const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call *call, uint64_t now)
 {
-        /* Only while the server's Retry-After pause lasts: the client's rate climbing back after a 429
-         * may take minutes, and an Event is what an operator reads first (4,038 of them were dropped in a
-         * 2,000-node run for 13 requests turned away when the climb counted too). */
-        if (now < c->paused_until)
+        if (now < c->paused_until || c->apf_rate > 0)
                 return "throttled";
         if (call && now > call->queued_at + KUBE_EVENT_MAX_WAIT_USEC)
                 return "backlog";
