@@ -132,7 +132,8 @@ check() {
 	# Its times add up: "after the notice" + "before the deadline" is the notice's window (DEADLINE - NOTICE of
 	# the result, one origin), less the time the agent took to receive the notice, never more; and "before the
 	# deadline" is DEADLINE - DRAINED, but for the moment the drain saw its last pod go (a watch event later
-	# than the simulator's own clock, under load).
+	# than the simulator's own clock, under load: at --time-scale 10 a 0.1 s lag is 1 s of scenario time, and
+	# a run beside the real tier's saw 1.01 s; 2 s, as for the notice's reception above).
 	local said
 	said=$(jq -r --arg n "$node" '.alerts[] | select(.kind == "drain-completed" and .node == $n) | .message' \
 		"$dir/simulate.json" | sed -nE 's/.* ([0-9.]+) s after the notice \(([0-9.]+) s before the deadline\).*/\1 \2/p')
@@ -140,7 +141,7 @@ check() {
 		read -r after before <<<"$said"
 		jq -e --arg n "$node" --argjson a "$after" --argjson b "$before" '.nodes[] | select(.name == $n) |
 			($a + $b) <= (.deadline_at - .notice_at) + 0.15 and ($a + $b) >= (.deadline_at - .notice_at) - 2 and
-			((.deadline_at - .drained_at - $b) | fabs) <= 1' \
+			((.deadline_at - .drained_at - $b) | fabs) <= 2' \
 			"$dir/simulate.json" >/dev/null ||
 			fail "$name: $(jq -c --arg n "$node" '.nodes[] | select(.name == $n) | {notice_at, deadline_at, drained_at}' \
 				"$dir/simulate.json") beside \"$after s after the notice ($before s before the deadline)\""
