@@ -80,6 +80,10 @@ int metrics_register(struct metrics *m, const struct metric_family_def *def);
 int metrics_counter_add(struct metrics *m, const char *name, double delta, ...) __attribute__((sentinel));
 int metrics_counter_inc(struct metrics *m, const char *name, ...) __attribute__((sentinel));
 int metrics_counter_addv(struct metrics *m, const char *name, double delta, const char *const *values);
+/* A counter brought up to a module's own running count: adds now - before when now is ahead (a snapshot of
+ * stats taken since the last one), nothing otherwise. */
+int metrics_counter_add_since(struct metrics *m, const char *name, uint64_t now, uint64_t before, ...)
+    __attribute__((sentinel));
 int metrics_gauge_set(struct metrics *m, const char *name, double value, ...) __attribute__((sentinel));
 int metrics_gauge_add(struct metrics *m, const char *name, double delta, ...) __attribute__((sentinel));
 int metrics_gauge_setv(struct metrics *m, const char *name, double value, const char *const *values);

@@ -39,12 +39,6 @@ const struct metric_family_def agent_metric_families[] = {
 };
 const size_t agent_n_metric_families = ARRAY_SIZE(agent_metric_families);
 
-static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before)
-{
-        if (now > before)
-                (void)metrics_counter_add(m, name, (double)(now - before), NULL);
-}
-
 bool agent_metrics_count(const struct agent *a, const struct imds_client *imds, struct metrics *m,
                          struct agent_metrics_last *last)
 {
@@ -53,18 +47,21 @@ bool agent_metrics_count(const struct agent *a, const struct imds_client *imds, 
 
         agent_stats(a, &st);
         imds_client_stats(imds, &is);
-        add_delta(m, METRIC_IMDS_POLLS, st.ticks, last->agent.ticks);
-        add_delta(m, METRIC_IMDS_POLL_FAILURES, st.tick_errors, last->agent.tick_errors);
-        add_delta(m, METRIC_IMDS_REQUEST_ERRORS, st.path_errors, last->agent.path_errors);
-        add_delta(m, METRIC_IMDS_PARSE_ERRORS, st.parse_errors, last->agent.parse_errors);
-        add_delta(m, METRIC_AGENT_ACTION_ERRORS, st.action_errors, last->agent.action_errors);
-        add_delta(m, METRIC_IMDS_TOKEN_FAILURES, is.token_failures, last->imds.token_failures);
+        (void)metrics_counter_add_since(m, METRIC_IMDS_POLLS, st.ticks, last->agent.ticks, NULL);
+        (void)metrics_counter_add_since(m, METRIC_IMDS_POLL_FAILURES, st.tick_errors,
+                                        last->agent.tick_errors, NULL);
+        (void)metrics_counter_add_since(m, METRIC_IMDS_REQUEST_ERRORS, st.path_errors,
+                                        last->agent.path_errors, NULL);
+        (void)metrics_counter_add_since(m, METRIC_IMDS_PARSE_ERRORS, st.parse_errors,
+                                        last->agent.parse_errors, NULL);
+        (void)metrics_counter_add_since(m, METRIC_AGENT_ACTION_ERRORS, st.action_errors,
+                                        last->agent.action_errors, NULL);
+        (void)metrics_counter_add_since(m, METRIC_IMDS_TOKEN_FAILURES, is.token_failures,
+                                        last->imds.token_failures, NULL);
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
-                if (st.notice_counts[k] > last->agent.notice_counts[k])
-                        (void)metrics_counter_add(
-                            m, METRIC_NOTICES_RECEIVED,
-                            (double)(st.notice_counts[k] - last->agent.notice_counts[k]),
-                            notice_kind_to_string((enum notice_kind)k), "imds", NULL);
+                (void)metrics_counter_add_since(m, METRIC_NOTICES_RECEIVED, st.notice_counts[k],
+                                                last->agent.notice_counts[k],
+                                                notice_kind_to_string((enum notice_kind)k), "imds", NULL);
         if (st.last_ok_usec)
                 (void)metrics_gauge_set(m, METRIC_IMDS_LAST_SUCCESS, (double)st.last_ok_usec / 1e6, NULL);
         bool answered = st.tick_errors == last->agent.tick_errors;

@@ -96,49 +96,51 @@ const struct metric_family_def controller_metric_families[] = {
 };
 const size_t controller_n_metric_families = ARRAY_SIZE(controller_metric_families);
 
-static void add_delta(struct metrics *m, const char *name, uint64_t now, uint64_t before, const char *label)
-{
-        if (now > before)
-                (void)metrics_counter_add(m, name, (double)(now - before), label, NULL);
-}
-
 void controller_metrics_count(const struct controller *c, struct metrics *m, struct controller_stats *last)
 {
         struct controller_stats st;
 
         controller_stats(c, &st);
-        add_delta(m, M_RECEIVES, st.receives, last->receives, NULL);
-        add_delta(m, M_DELETED, st.deleted, last->deleted, NULL);
-        add_delta(m, M_DELETE_FAILURES, st.delete_failures, last->delete_failures, NULL);
-        add_delta(m, M_EXTENSIONS, st.visibility_extends, last->visibility_extends, NULL);
+        (void)metrics_counter_add_since(m, M_RECEIVES, st.receives, last->receives, NULL);
+        (void)metrics_counter_add_since(m, M_DELETED, st.deleted, last->deleted, NULL);
+        (void)metrics_counter_add_since(m, M_DELETE_FAILURES, st.delete_failures, last->delete_failures,
+                                        NULL);
+        (void)metrics_counter_add_since(m, M_EXTENSIONS, st.visibility_extends, last->visibility_extends,
+                                        NULL);
         for (int k = 0; k < _CONTROLLER_MALFORMED_MAX; k++)
-                add_delta(m, M_MALFORMED, st.malformed[k], last->malformed[k],
-                          controller_malformed_label((enum controller_malformed)k));
+                (void)metrics_counter_add_since(m, M_MALFORMED, st.malformed[k], last->malformed[k],
+                                                controller_malformed_label((enum controller_malformed)k),
+                                                NULL);
         for (int k = CONTROLLER_REJECT_NO_ACCOUNT; k < _CONTROLLER_REJECT_MAX; k++)
-                add_delta(m, M_REJECTED, st.rejected[k], last->rejected[k],
-                          controller_reject_label((enum controller_reject)k));
-        add_delta(m, M_UNREADABLE_TOTAL, st.unreadable, last->unreadable, NULL);
-        add_delta(m, M_DUPLICATES, st.dispatch.duplicates, last->dispatch.duplicates, NULL);
-        add_delta(m, M_IGNORED, st.dispatch.ignored, last->dispatch.ignored, NULL);
-        add_delta(m, M_SUPERSEDED, st.superseded, last->superseded, NULL);
-        add_delta(m, M_DRAINS_STARTED, st.dispatch.drains, last->dispatch.drains, NULL);
-        add_delta(m, M_DRAINS_RESUMED, st.dispatch.resumed, last->dispatch.resumed, NULL);
-        add_delta(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped, last->dispatch.unknown_dropped, NULL);
-        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures, last->unreadable_failures,
-                  "unreadable");
-        add_delta(m, METRIC_QUEUE_RECEIVE_ERRORS, st.receive_failures - st.unreadable_failures,
-                  last->receive_failures - last->unreadable_failures, "other");
-        add_delta(m, METRIC_MESSAGES, st.messages, last->messages, "received");
+                (void)metrics_counter_add_since(m, M_REJECTED, st.rejected[k], last->rejected[k],
+                                                controller_reject_label((enum controller_reject)k), NULL);
+        (void)metrics_counter_add_since(m, M_UNREADABLE_TOTAL, st.unreadable, last->unreadable, NULL);
+        (void)metrics_counter_add_since(m, M_DUPLICATES, st.dispatch.duplicates, last->dispatch.duplicates,
+                                        NULL);
+        (void)metrics_counter_add_since(m, M_IGNORED, st.dispatch.ignored, last->dispatch.ignored, NULL);
+        (void)metrics_counter_add_since(m, M_SUPERSEDED, st.superseded, last->superseded, NULL);
+        (void)metrics_counter_add_since(m, M_DRAINS_STARTED, st.dispatch.drains, last->dispatch.drains,
+                                        NULL);
+        (void)metrics_counter_add_since(m, M_DRAINS_RESUMED, st.dispatch.resumed, last->dispatch.resumed,
+                                        NULL);
+        (void)metrics_counter_add_since(m, M_UNKNOWN_DROPPED, st.dispatch.unknown_dropped,
+                                        last->dispatch.unknown_dropped, NULL);
+        (void)metrics_counter_add_since(m, METRIC_QUEUE_RECEIVE_ERRORS, st.unreadable_failures,
+                                        last->unreadable_failures, "unreadable", NULL);
+        (void)metrics_counter_add_since(m, METRIC_QUEUE_RECEIVE_ERRORS,
+                                        st.receive_failures - st.unreadable_failures,
+                                        last->receive_failures - last->unreadable_failures, "other", NULL);
+        (void)metrics_counter_add_since(m, METRIC_MESSAGES, st.messages, last->messages, "received", NULL);
         for (int k = 0; k < _NOTICE_KIND_MAX; k++)
-                if (st.notice_counts[k] > last->notice_counts[k])
-                        (void)metrics_counter_add(m, METRIC_NOTICES_RECEIVED,
-                                                  (double)(st.notice_counts[k] - last->notice_counts[k]),
-                                                  notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
+                (void)metrics_counter_add_since(m, METRIC_NOTICES_RECEIVED, st.notice_counts[k],
+                                                last->notice_counts[k],
+                                                notice_kind_to_string((enum notice_kind)k), "sqs", NULL);
         (void)metrics_gauge_set(m, M_IN_FLIGHT, st.in_flight, NULL);
         (void)metrics_gauge_set(m, M_DRAINING, st.dispatch.draining, NULL);
         for (unsigned k = 0; k < CONTROLLER_LAUNCH_RESULTS; k++)
-                add_delta(m, M_LAUNCH_HOOKS, st.launch_results[k], last->launch_results[k],
-                          controller_launch_result_label(k));
+                (void)metrics_counter_add_since(m, M_LAUNCH_HOOKS, st.launch_results[k],
+                                                last->launch_results[k], controller_launch_result_label(k),
+                                                NULL);
         (void)metrics_gauge_set(m, M_LAUNCH_WAITING, st.launch_waiting, NULL);
         (void)metrics_gauge_set(m, M_UNREADABLE, controller_ready(c) ? 0 : 1, NULL);
         (void)metrics_gauge_set(m, METRIC_LEADER, st.leader ? 1 : 0, NULL);

@@ -533,6 +533,19 @@ int metrics_counter_add(struct metrics *m, const char *name, double delta, ...)
         return r;
 }
 
+int metrics_counter_add_since(struct metrics *m, const char *name, uint64_t now, uint64_t before, ...)
+{
+        va_list ap;
+        int r;
+
+        if (now <= before)
+                return 0;
+        va_start(ap, before);
+        r = updatev(m, name, OP_COUNTER_ADD, (double)(now - before), ap);
+        va_end(ap);
+        return r;
+}
+
 int metrics_counter_inc(struct metrics *m, const char *name, ...)
 {
         va_list ap;

@@ -137,6 +137,30 @@ static void test_counters_and_gauges(void **state)
         assert_contains(after, "node=\"spot-b\"");
 }
 
+/* A module's running count brought into a counter: only what it gained since the last snapshot. */
+static void test_counter_add_since(void **state)
+{
+        double v = -1;
+
+        assert_int_equal(
+            metrics_counter_add_since(M, METRIC_NOTICES_RECEIVED, 5, 2, "spot-interruption", "sqs", NULL),
+            0);
+        /* Behind or level (a count reset, or nothing new): nothing added, and no error. */
+        assert_int_equal(
+            metrics_counter_add_since(M, METRIC_NOTICES_RECEIVED, 1, 5, "spot-interruption", "sqs", NULL),
+            0);
+        assert_int_equal(
+            metrics_counter_add_since(M, METRIC_NOTICES_RECEIVED, 5, 5, "spot-interruption", "sqs", NULL),
+            0);
+        assert_int_equal(metrics_get(M, METRIC_NOTICES_RECEIVED, &v, "spot-interruption", "sqs", NULL), 0);
+        assert_true(v == 3);
+        assert_int_equal(metrics_counter_add_since(M, METRIC_PODS_FORCED, 7, 0, NULL), 0);
+        assert_int_equal(metrics_get(M, METRIC_PODS_FORCED, &v, NULL), 0);
+        assert_true(v == 7);
+        /* The labels are checked as for any counter. */
+        assert_int_equal(metrics_counter_add_since(M, METRIC_PODS_FORCED, 9, 7, "extra", NULL), -EINVAL);
+}
+
 static void test_errors(void **state)
 {
         assert_int_equal(metrics_counter_inc(M, "spotdrain_nope_total", NULL), -ENOENT);
@@ -1100,6 +1124,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup(test_predeclared, reset),
                 cmocka_unit_test_setup(test_counters_and_gauges, reset),
+                cmocka_unit_test_setup(test_counter_add_since, reset),
                 cmocka_unit_test_setup(test_errors, reset),
                 cmocka_unit_test_setup(test_escaping, reset),
                 cmocka_unit_test_setup(test_histogram, reset),
