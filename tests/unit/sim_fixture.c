@@ -48,6 +48,8 @@ void sim_fixture_start(struct sim_fixture *f, const char *scenario, const struct
                 clk_set_scale(scale);
                 f->scaled = true;
         }
+        if (o->no_server)
+                return;
         struct sim_server_options so = { 0 };
         if (o->faults)
                 sim_server_options_from_scenario(f->tree, &so);

@@ -24,11 +24,13 @@ struct sim_fixture_options {
         bool scale_engine;  /* the engine clock runs at the same scale (clk_set_scale) */
         bool faults;        /* the server takes the scenario's faults (sim_server_options_from_scenario) */
         bool no_kubeconfig; /* sim_fixture_kubeconfig() comes later (a relay in front of the server) */
+        bool no_server;     /* the model alone: the test starts the surface it tests (IMDS, SQS, a server) */
 };
 
 /* Writes text to a new file from path_template (mkstemp's XXXXXX). */
 void sim_fixture_write_file(char *path_template, const char *text);
-/* Starts it all; fails the test when something does not start. o may be NULL. */
+/* Starts it all (the model, then its Kubernetes surface and a kubeconfig for it, unless o says otherwise);
+ * fails the test when something does not start. o may be NULL. */
 void sim_fixture_start(struct sim_fixture *f, const char *scenario, const struct sim_fixture_options *o);
 /* The kubeconfig for url (NULL: the server's own), written and loaded into f->kcfg. */
 void sim_fixture_kubeconfig(struct sim_fixture *f, const char *url);

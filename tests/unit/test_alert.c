@@ -13,6 +13,7 @@
 
 #include "sim/model.h"
 #include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/alert.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
@@ -140,11 +141,6 @@ static const char scenario[] = "name: alerts\n"
                                "workloads: []\n"
                                "events: []\n";
 
-static void sim_freep(struct sim **s)
-{
-        sim_free(*s);
-}
-
 /* Runs the loop until the simulator stores n Events (bounded); returns how many it has, *events their list.
  */
 static int wait_events(struct loop *l, struct sim *s, cJSON **events, int n)
@@ -179,37 +175,17 @@ static void wait_client_idle(struct loop *l, struct kube_client *c)
 
 static void test_kube_event_sink(void **state)
 {
-        char sc_path[] = "/tmp/test-alert-scenario-XXXXXX", kc_path[] = "/tmp/test-alert-kubeconfig-XXXXXX";
-        _cleanup_(ynode_freep) struct ynode *tree = NULL;
-        _cleanup_(sim_freep) struct sim *s = NULL;
-        _cleanup_free_ char *error = NULL, *kc = NULL;
+        struct sim_fixture fx;
         _cleanup_(loop_freep) struct loop *l = NULL;
-        _cleanup_(kube_config_freep) struct kube_config *cfg = NULL;
         _cleanup_(alert_bus_freep) struct alert_bus *b = NULL;
         struct kube_client *c = NULL;
-        struct sim_server *srv = NULL;
         struct metrics *metrics = NULL;
         cJSON *events = NULL;
         double dropped = 0;
-        int fd;
 
-        fd = mkstemp(sc_path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, scenario, strlen(scenario)), (ssize_t)strlen(scenario));
-        close(fd);
-        assert_int_equal(sim_scenario_load(sc_path, &tree, &error), 0);
-        assert_int_equal(sim_new(tree, &(struct sim_options){ .time_scale = 1 }, &s, &error), 0);
-        sim_lock(s);
-        sim_start(s);
-        sim_unlock(s);
-        assert_int_equal(sim_server_start(s, NULL, &srv), 0);
-        kc = sim_server_kubeconfig(sim_server_url(srv), "test-token");
-        assert_non_null(kc);
-        fd = mkstemp(kc_path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, kc, strlen(kc)), (ssize_t)strlen(kc));
-        close(fd);
-        assert_int_equal(kube_config_load_file(kc_path, NULL, &cfg, &error), 0);
+        sim_fixture_start(&fx, scenario, NULL);
+        struct sim *s = fx.sim;
+        struct kube_config *cfg = fx.kcfg;
         assert_int_equal(loop_new(&l), 0);
         assert_int_equal(metrics_new(&metrics), 0);
         assert_int_equal(kube_client_new(l, cfg, &(struct kube_client_options){ .metrics = metrics }, &c),
@@ -303,9 +279,7 @@ static void test_kube_event_sink(void **state)
         cJSON_Delete(events);
         kube_client_free(c);
         metrics_free(metrics);
-        sim_server_stop(srv);
-        unlink(sc_path);
-        unlink(kc_path);
+        sim_fixture_stop(&fx);
 }
 
 static void test_event_annotations(void **state)

@@ -14,6 +14,7 @@
 
 #include "sim/imds_surface.h"
 #include "sim/model.h"
+#include "sim_fixture.h"
 #include "spotdrain/core.h"
 #include "spotdrain/imds.h"
 #include "spotdrain/notice.h"
@@ -36,9 +37,8 @@ static const char scenario_yaml[] =
     "  - {at: 20, type: spot-interruption, node: spot-a}\n";
 
 struct fixture {
-        char path[64];
-        struct ynode *tree;
-        struct sim *sim;
+        struct sim_fixture sf;
+        struct sim *sim; /* sf's */
         struct sim_imds *imds;
         struct loop *loop;
         struct imds_client *client;
@@ -76,22 +76,12 @@ static int get_sync(struct fixture *f, struct imds_client *c, const char *path, 
 
 static int setup(void **state)
 {
-        struct sim_options opt = { .time_scale = 1, .manual_clock = true };
         struct fixture *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *error = NULL;
-        int fd;
 
         assert_non_null(f);
-        snprintf(f->path, sizeof(f->path), "/tmp/test-imds.XXXXXX");
-        fd = mkstemp(f->path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, scenario_yaml, strlen(scenario_yaml)), (ssize_t)strlen(scenario_yaml));
-        close(fd);
-        assert_int_equal(sim_scenario_load(f->path, &f->tree, &error), 0);
-        assert_int_equal(sim_new(f->tree, &opt, &f->sim, &error), 0);
-        sim_lock(f->sim);
-        sim_start(f->sim);
-        sim_unlock(f->sim);
+        sim_fixture_start(&f->sf, scenario_yaml,
+                          &(struct sim_fixture_options){ .manual_clock = true, .no_server = true });
+        f->sim = f->sf.sim;
         assert_int_equal(sim_imds_start(f->sim, NULL, &f->imds), 0);
         assert_int_equal(sim_imds_count(f->imds), 3);
         assert_int_equal(loop_new(&f->loop), 0);
@@ -109,9 +99,7 @@ static int teardown(void **state)
         imds_client_free(f->client);
         loop_free(f->loop);
         sim_imds_stop(f->imds);
-        sim_free(f->sim);
-        ynode_free(f->tree);
-        unlink(f->path);
+        sim_fixture_stop(&f->sf);
         free(f);
         return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "sim/model.h"
 #include "sim/server.h"
+#include "sim_fixture.h"
 #include "spotdrain/util.h"
 #include "spotdrain/yaml.h"
 
@@ -175,11 +176,10 @@ static const char scenario_yaml[] =
     "     pdb: {max_unavailable: 1}}\n";
 
 struct fixture {
-        char path[64];
-        struct ynode *tree;
-        struct sim *sim;
-        struct sim_server *srv;
-        char refused[128]; /* a Running pod whose eviction the PDB refused */
+        struct sim_fixture sf;
+        struct sim *sim;        /* sf's */
+        struct sim_server *srv; /* sf's, or another surface on its model */
+        char refused[128];      /* a Running pod whose eviction the PDB refused */
 };
 
 struct reply {
@@ -250,33 +250,20 @@ static struct reply get(struct fixture *f, const char *path)
 /* A server on a scenario of its own, manual clock. */
 static struct fixture *fixture_new(const char *yaml)
 {
-        struct sim_options opt = { .time_scale = 1, .manual_clock = true };
         struct fixture *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *error = NULL;
-        int fd;
 
         assert_non_null(f);
-        snprintf(f->path, sizeof(f->path), "/tmp/test-sim-server.XXXXXX");
-        fd = mkstemp(f->path);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
-        close(fd);
-        assert_int_equal(sim_scenario_load(f->path, &f->tree, &error), 0);
-        assert_int_equal(sim_new(f->tree, &opt, &f->sim, &error), 0);
-        sim_lock(f->sim);
-        sim_start(f->sim);
-        sim_unlock(f->sim);
-        assert_int_equal(sim_server_start(f->sim, "127.0.0.1:0", &f->srv), 0);
+        sim_fixture_start(&f->sf, yaml,
+                          &(struct sim_fixture_options){ .manual_clock = true, .no_kubeconfig = true });
+        f->sim = f->sf.sim;
+        f->srv = f->sf.srv;
         assert_true(sim_server_port(f->srv) > 0);
         return f;
 }
 
 static void fixture_free(struct fixture *f)
 {
-        sim_server_stop(f->srv);
-        sim_free(f->sim);
-        ynode_free(f->tree);
-        unlink(f->path);
+        sim_fixture_stop(&f->sf);
         free(f);
 }
 

@@ -17,6 +17,7 @@
 #include "sim/server.h"
 #include "sim/sqs_surface.h"
 #include "sim/sts_surface.h"
+#include "sim_fixture.h"
 #include "spotdrain/core.h"
 #include "spotdrain/notice.h"
 #include "spotdrain/sigv4.h"
@@ -40,7 +41,8 @@ static const char scenario[] =
     "  - {at: 100, type: asg-lifecycle-terminate, node: asg-c}\n";
 
 struct fx {
-        struct sim *sim;
+        struct sim_fixture sf;
+        struct sim *sim; /* sf's */
         struct sim_sqs *q;
         struct loop *loop;
         struct sqs_client *c;
@@ -55,16 +57,12 @@ static const struct aws_credentials *creds_of(void *userdata)
 
 static int setup(void **state)
 {
-        _cleanup_(ynode_freep) struct ynode *tree = NULL;
-        _cleanup_free_ char *err = NULL;
-        struct sim_options opt = { .time_scale = 1, .manual_clock = true };
         struct fx *f = calloc(1, sizeof(*f));
 
         assert_non_null(f);
-        assert_int_equal(yaml_load_string(scenario, strlen(scenario), "t.yaml", &tree, &err), 0);
-        if (sim_new(tree, &opt, &f->sim, &err) < 0)
-                fail_msg("sim_new: %s", err);
-        sim_start(f->sim);
+        sim_fixture_start(&f->sf, scenario,
+                          &(struct sim_fixture_options){ .manual_clock = true, .no_server = true });
+        f->sim = f->sf.sim;
         assert_int_equal(sim_sqs_start(f->sim, NULL, &f->q), 0);
         assert_int_equal(loop_new(&f->loop), 0);
         f->creds = (struct aws_credentials){ .access_key_id = (char *)SIM_SQS_ACCESS_KEY_ID,
@@ -84,7 +82,7 @@ static int teardown(void **state)
         sqs_client_free(f->c);
         loop_free(f->loop);
         sim_sqs_stop(f->q);
-        sim_free(f->sim);
+        sim_fixture_stop(&f->sf);
         free(f);
         return 0;
 }
@@ -516,11 +514,9 @@ static void test_long_poll_returns_when_due(void **state)
  * by itself when the model's first event falls due, and hands it over then. */
 static void test_long_poll_scaled_clock(void **state)
 {
-        _cleanup_(ynode_freep) struct ynode *tree = NULL;
-        _cleanup_free_ char *err = NULL;
         struct fx *f = *state;
-        struct sim_options opt = { .time_scale = 100 };
-        struct sim *s = NULL;
+        struct sim_fixture sf;
+        struct sim *s;
         struct sim_sqs *q = NULL;
         struct sqs_client *c = NULL;
         struct sqs_message *m = NULL;
@@ -528,9 +524,8 @@ static void test_long_poll_scaled_clock(void **state)
         size_t n = 0;
         double now;
 
-        assert_int_equal(yaml_load_string(scenario, strlen(scenario), "t.yaml", &tree, &err), 0);
-        assert_int_equal(sim_new(tree, &opt, &s, &err), 0);
-        sim_start(s);
+        sim_fixture_start(&sf, scenario, &(struct sim_fixture_options){ .scale = 100, .no_server = true });
+        s = sf.sim;
         assert_int_equal(sim_sqs_start(s, NULL, &q), 0);
         struct sqs_config cfg = { .queue_url = sim_sqs_queue_url(q),
                                   .region = "us-east-1",
@@ -547,7 +542,7 @@ static void test_long_poll_scaled_clock(void **state)
         sqs_messages_free(m, n);
         sqs_client_free(c);
         sim_sqs_stop(q);
-        sim_free(s);
+        sim_fixture_stop(&sf);
 }
 
 static void test_bad_signature(void **state)
