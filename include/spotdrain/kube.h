@@ -391,7 +391,10 @@ struct kube_event_spec {
  * KUBE_EVENTS_IN_FLIGHT Events of this client wait for their answer: in a mass reclaim every evicted pod has
  * its Event, and behind the client's rate limit (the evictions go first) they would queue by the ten
  * thousand, a kilobyte and more each. client-go's recorder likewise drops what its queue of 1,000
- * (maxQueuedEvents) cannot take. */
+ * (maxQueuedEvents) cannot take. Events are also the first to go when the API is short: -EAGAIN (nothing
+ * sent) while the server's priority and fairness slows this client down, and a queued Event whose turn comes
+ * then, or after 10 s in the queue, ends with -EBUSY unsent. Each is counted by reason in
+ * spotdrain_kube_events_dropped_total. */
 #define KUBE_EVENTS_IN_FLIGHT 1000
 int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, kube_done_fn done,
                       void *userdata, struct kube_call **ret_call);

@@ -44,7 +44,7 @@ struct alert_sink {
 struct event_sink {
         struct kube_client *client;
         const struct alert_bus *bus;
-        unsigned long dropped, dropped_said; /* Events not recorded (kube_event_create -EBUSY) */
+        unsigned long dropped, dropped_said; /* Events not recorded (kube_event_create -EBUSY, -EAGAIN) */
 };
 
 struct alert_bus {
@@ -207,13 +207,20 @@ static void sink_kube_event(const struct alert *a, void *userdata)
                 .n_annotations = es->bus->n_event_annotations,
         };
         int r = kube_event_create(es->client, &e, event_done, NULL, NULL);
-        if (r == -EBUSY) {
+        if (r == -EBUSY || r == -EAGAIN) {
                 /* Said at the first and then once per thousand, not per Event. */
                 if (es->dropped++ == es->dropped_said) {
                         es->dropped_said += 1000;
-                        log_warning("%u Kubernetes Events wait for the API server already: the alert's "
-                                    "Event is not recorded (%lu so far; the other sinks have them)",
-                                    KUBE_EVENTS_IN_FLIGHT, es->dropped);
+                        if (r == -EBUSY)
+                                log_warning("%u Kubernetes Events wait for the API server already: the "
+                                            "alert's Event is not recorded (%lu so far; the other sinks "
+                                            "have them)",
+                                            KUBE_EVENTS_IN_FLIGHT, es->dropped);
+                        else
+                                log_warning("the API server slows spotdrain down: the alert's Kubernetes "
+                                            "Event is not recorded, evictions go first (%lu so far; the "
+                                            "other sinks have them)",
+                                            es->dropped);
                 }
         } else if (r < 0)
                 log_debug_errno(r, "cannot record alert as a Kubernetes Event");

@@ -59,9 +59,11 @@ static const struct metric_family_def builtin_families[] = {
           0 },
         { METRIC_EVENTS_DROPPED,
           METRIC_COUNTER,
-          "Kubernetes Events not recorded because 1,000 were waiting for the API server already (the "
-          "alert still reached every other sink).",
-          { NULL },
+          "Kubernetes Events not recorded (the alert still reached every other sink), by reason: "
+          "queue_full (1,000 were waiting for the API server already), throttled (the API server's "
+          "priority and fairness slowed the client down), backlog (it waited its turn behind the "
+          "rate for 10 s).",
+          { "reason", NULL },
           NULL,
           0 },
         { METRIC_DRY_RUN_ACTIONS,

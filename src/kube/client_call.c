@@ -171,6 +171,7 @@ void kcall_enqueue(struct kube_call *call)
         c->heap[q][c->heap_n[q]] = call;
         heap_up(c->heap[q], c->heap_n[q]++);
         call->queued = true;
+        call->queued_at = clk_now();
         c->stats.queued++;
         /* An urgent call does not wait out a throttling pause the pump may be armed for. */
         if (q == 0 && c->pump_timer && clk_now() < c->paused_until)
@@ -633,8 +634,18 @@ static void throttled(struct kube_client *c, const char *retry_after)
                   retry_after ? retry_after : "-", pause / 1000, c->apf_rate);
 }
 
+const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call *call, uint64_t now)
+{
+        if (now < c->paused_until || c->apf_rate > 0)
+                return "throttled";
+        if (call && now > call->queued_at + KUBE_EVENT_MAX_WAIT_USEC)
+                return "backlog";
+        return NULL;
+}
+
 /* Starts queued calls while the token bucket allows: urgent first, then priority, then ordinary, each
- * earliest deadline key first. During a throttling pause only urgent calls go. */
+ * earliest deadline key first. During a throttling pause only urgent calls go. An Event whose turn comes
+ * while the API is short is dropped rather than sent: what the drains need goes first. */
 void kube_client_pump(struct kube_client *c)
 {
         for (;;) {
@@ -642,6 +653,16 @@ void kube_client_pump(struct kube_client *c)
                 if (q < 0)
                         return;
                 uint64_t now = clk_now();
+                const char *shed =
+                    c->heap[q][0]->event ? kube_event_shed_reason(c, c->heap[q][0], now) : NULL;
+                if (shed) {
+                        struct kube_call *ev = c->heap[q][0];
+                        queue_remove(ev);
+                        (void)metrics_counter_inc(c->opts.metrics, METRIC_EVENTS_DROPPED, shed, NULL);
+                        kcall_fail(ev, -EBUSY,
+                                   strprintf("Event not recorded: the API server is short (%s)", shed));
+                        continue;
+                }
                 if (q > 0 && now < c->paused_until) {
                         kube_client_pump_soon(c, c->paused_until - now);
                         return;

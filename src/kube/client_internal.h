@@ -14,6 +14,9 @@
  * connections to an API server that speaks HTTP/1.1 (the simulator), and wait in the server's priority and
  * fairness queues on HTTP/2 anyway. */
 #define KUBE_MAX_IN_FLIGHT 64
+/* An Event that waited this long for its turn is not sent: the API was short all that time, and what
+ * waits behind the rate goes first (kube_event_create()). */
+#define KUBE_EVENT_MAX_WAIT_USEC (10 * USEC_PER_SEC)
 /* An unlimited client (kube.qps < 0) slowed down by the server is back to unlimited past this rate. */
 #define KUBE_UNLIMITED_RECOVERED 10000.0
 #ifndef USEC_PER_SEC
@@ -96,8 +99,9 @@ struct kube_call {
         struct backoff backoff;
         unsigned retries;
         bool reauthed;
-        bool finishing; /* its callback runs: cancelling it now is a no-op */
-        bool event;     /* counted in client->events_in_flight */
+        bool finishing;     /* its callback runs: cancelling it now is a no-op */
+        bool event;         /* counted in client->events_in_flight */
+        uint64_t queued_at; /* when it was last queued for sending */
 
         step_fn step;
         kube_done_fn done;
@@ -148,6 +152,10 @@ enum {
 void kube_client_pump(struct kube_client *c);
 void kube_client_pump_soon(struct kube_client *c, uint64_t after_usec);
 double kube_client_current_rate(struct kube_client *c, uint64_t now);
+/* Why an Event is not to be sent now (NULL: it may go): "throttled" while the server's priority and
+ * fairness slows the client down, "backlog" when it waited its turn past KUBE_EVENT_MAX_WAIT_USEC (call
+ * NULL: not queued yet). Counted in spotdrain_kube_events_dropped_total{reason}. */
+const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call *call, uint64_t now);
 
 /* ---- request → result (client_result.c) ---- */
 

@@ -624,8 +624,14 @@ int kube_event_create(struct kube_client *c, const struct kube_event_spec *e, ku
         if (!e || !e->involved_kind || !e->involved_name || !e->reason)
                 return -EINVAL;
         if (c->events_in_flight >= KUBE_EVENTS_IN_FLIGHT) {
-                (void)metrics_counter_inc(c->opts.metrics, METRIC_EVENTS_DROPPED, NULL);
+                (void)metrics_counter_inc(c->opts.metrics, METRIC_EVENTS_DROPPED, "queue_full", NULL);
                 return -EBUSY;
+        }
+        /* The API server slows this client down: Events are the first to go, not the evictions. */
+        const char *shed = kube_event_shed_reason(c, NULL, clk_now());
+        if (shed) {
+                (void)metrics_counter_inc(c->opts.metrics, METRIC_EVENTS_DROPPED, shed, NULL);
+                return -EAGAIN;
         }
         const char *ns = e->namespace            ? e->namespace
                          : e->involved_namespace ? e->involved_namespace

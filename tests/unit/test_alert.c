@@ -264,7 +264,7 @@ static void test_kube_event_sink(void **state)
                                  0);
         }
         assert_int_equal(alert_bus_events_dropped(b), 44);
-        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, NULL), 0);
+        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, "queue_full", NULL), 0);
         assert_int_equal((int)dropped, 44);
         assert_int_equal(wait_events(l, s, &events, 3 + KUBE_EVENTS_IN_FLIGHT), 3 + KUBE_EVENTS_IN_FLIGHT);
         wait_client_idle(l, c);
@@ -273,7 +273,7 @@ static void test_kube_event_sink(void **state)
         assert_int_equal(alert_bus_events_dropped(b), 44);
         assert_int_equal(wait_events(l, s, &events, 4 + KUBE_EVENTS_IN_FLIGHT), 4 + KUBE_EVENTS_IN_FLIGHT);
 
-        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, NULL), 0);
+        assert_int_equal(metrics_get(metrics, METRIC_EVENTS_DROPPED, &dropped, "queue_full", NULL), 0);
         assert_int_equal((int)dropped, 44);
 
         cJSON_Delete(events);

@@ -16,6 +16,7 @@
 #include "kube_fake.h"
 #include "spotdrain/core.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/metrics.h"
 
 #define WAIT_USEC (10ULL * 1000 * 1000)
 #define USEC      (1000ULL * 1000)
@@ -1546,6 +1547,74 @@ static void test_event_create_and_repeat(void **state)
         cJSON_Delete(body);
 }
 
+static const struct kube_event_spec shed_event = {
+        .involved_kind = "Node", .involved_name = "n1", .reason = "SpotInterruption", .message = "draining"
+};
+
+static bool metric_says(struct metrics *m, const char *line)
+{
+        _cleanup_free_ char *text = NULL;
+        assert_int_equal(metrics_render(m, &text), 0);
+        return strstr(text, line) != NULL;
+}
+
+/* Events are the first to go when the API is short: while the server's priority and fairness slows the
+ * client down no Event is sent (and the drains' requests are), and an Event that waited 10 s behind the rate
+ * is dropped when its turn comes; each counted by reason. */
+static void test_events_shed_first(void **state)
+{
+        struct metrics *m = NULL;
+        assert_int_equal(metrics_new(&m), 0);
+        void *st = NULL;
+        struct kube_client_options o = {
+                .qps = -1, .backoff_base_usec = 1000, .backoff_max_usec = 5000, .metrics = m
+        };
+        fx_setup_opts(&st, &o);
+        struct fx *fx = st;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/x",
+                                                    .status = 429,
+                                                    .retry_after = "1",
+                                                    .body = APF_429 });
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/x", 200, "{}");
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/default/events", 201, "{}");
+        struct count got = { .want = 1 };
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/x", count_done, &got, NULL), 0);
+        struct stats_wait w = { .fx = fx, .ready = was_throttled };
+        stats_poll(&w);
+        assert_int_equal(loop_run_until(fx->loop, &w.reached, WAIT_USEC), 0);
+        timer_cancel(w.timer);
+        assert_int_equal(kube_event_create(fx->client, &shed_event, NULL, NULL, NULL), -EAGAIN);
+        assert_true(metric_says(m, "spotdrain_kube_events_dropped_total{reason=\"throttled\"} 1"));
+        /* The GET is sent again after the pause; no Event ever was. */
+        assert_int_equal(loop_run_until(fx->loop, &got.reached, WAIT_USEC), 0);
+        assert_int_equal(got.ok, 1);
+        for (size_t i = 0; i < kfake_count(fx->fake); i++)
+                assert_string_not_equal(req(fx, i)->method, "POST");
+        fx_teardown(&st);
+
+        /* A client at one request every 20 s: the Event queued behind a GET waits past 10 s, and goes. */
+        o.qps = 0.05;
+        o.burst = 1;
+        fx_setup_opts(&st, &o);
+        fx = st;
+        kfake_answer(fx->fake, "GET", "/api/v1/nodes/y", 200, "{}");
+        kfake_answer(fx->fake, "POST", "/api/v1/namespaces/default/events", 201, "{}");
+        struct count first = { .want = 1 }, ev = { .want = 1 };
+        assert_int_equal(kube_get(fx->client, "/api/v1/nodes/y", count_done, &first, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &first.reached, WAIT_USEC), 0);
+        assert_int_equal(kube_event_create(fx->client, &shed_event, count_done, &ev, NULL), 0);
+        clk_set_scale(20);
+        int r = loop_run_until(fx->loop, &ev.reached, WAIT_USEC);
+        clk_set_scale(1);
+        assert_int_equal(r, 0);
+        assert_int_equal(ev.ok, 0);
+        assert_int_equal(kfake_count(fx->fake), 1); /* the GET alone */
+        assert_true(metric_says(m, "spotdrain_kube_events_dropped_total{reason=\"backlog\"} 1"));
+        fx_teardown(&st);
+        metrics_free(m);
+}
+
 static void test_lease_get_and_conflict(void **state)
 {
         struct fx *fx = *state;
@@ -1864,6 +1933,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_in_flight_cap, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_does_not_slow, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_event_create_and_repeat, fx_setup, fx_teardown),
+                cmocka_unit_test(test_events_shed_first),
                 cmocka_unit_test_setup_teardown(test_lease_get_and_conflict, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_exec_plugin_one_run_loop_free, fx_setup, fx_teardown),
