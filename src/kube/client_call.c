@@ -172,6 +172,7 @@ void kcall_enqueue(struct kube_call *call)
         heap_up(c->heap[q], c->heap_n[q]++);
         call->queued = true;
         call->queued_at = clk_now();
+        call->held_at = kube_client_rate_held(c, call->queued_at);
         c->stats.queued++;
         /* An urgent call does not wait out a throttling pause the pump may be armed for. */
         if (q == 0 && c->pump_timer && clk_now() < c->paused_until)
@@ -634,6 +635,23 @@ static void throttled(struct kube_client *c, const char *retry_after)
                   retry_after ? retry_after : "-", pause / 1000, c->apf_rate);
 }
 
+uint64_t kube_client_rate_held(const struct kube_client *c, uint64_t now)
+{
+        return c->rate_held_usec +
+               (c->rate_held_since && now > c->rate_held_since ? now - c->rate_held_since : 0);
+}
+
+/* The queue is held by the rate from now (held), or not. */
+static void rate_hold(struct kube_client *c, uint64_t now, bool held)
+{
+        if (c->rate_held_since) {
+                c->rate_held_usec = kube_client_rate_held(c, now);
+                c->rate_held_since = 0;
+        }
+        if (held)
+                c->rate_held_since = now ? now : 1;
+}
+
 const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call *call, uint64_t now)
 {
         /* Only while the server's Retry-After pause lasts: the client's rate climbing back after a 429
@@ -641,7 +659,7 @@ const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call
          * 2,000-node run for 13 requests turned away when the climb counted too). */
         if (now < c->paused_until)
                 return "throttled";
-        if (call && now > call->queued_at + KUBE_EVENT_MAX_WAIT_USEC)
+        if (call && kube_client_rate_held(c, now) > call->held_at + KUBE_EVENT_MAX_WAIT_USEC)
                 return "backlog";
         return NULL;
 }
@@ -653,9 +671,11 @@ void kube_client_pump(struct kube_client *c)
 {
         for (;;) {
                 int q = c->heap_n[0] ? 0 : c->heap_n[1] ? 1 : c->heap_n[2] ? 2 : -1;
-                if (q < 0)
-                        return;
                 uint64_t now = clk_now();
+                if (q < 0) {
+                        rate_hold(c, now, false);
+                        return;
+                }
                 const char *shed =
                     c->heap[q][0]->event ? kube_event_shed_reason(c, c->heap[q][0], now) : NULL;
                 if (shed) {
@@ -667,17 +687,21 @@ void kube_client_pump(struct kube_client *c)
                         continue;
                 }
                 if (q > 0 && now < c->paused_until) {
+                        rate_hold(c, now, true);
                         kube_client_pump_soon(c, c->paused_until - now);
                         return;
                 }
-                /* An answer starts the next. */
-                if (q > 0 && c->n_active >= KUBE_MAX_IN_FLIGHT)
+                /* An answer starts the next: the queue waits on the answers, not on the rate. */
+                if (q > 0 && c->n_active >= KUBE_MAX_IN_FLIGHT) {
+                        rate_hold(c, now, false);
                         return;
+                }
                 double rate = kube_client_current_rate(c, now);
                 if (rate > 0) {
                         refill(c, now, rate);
                         if (c->tokens < 1.0) {
                                 uint64_t wait = (uint64_t)((1.0 - c->tokens) * 1e6 / rate) + 1;
+                                rate_hold(c, now, true);
                                 kube_client_pump_soon(c, wait);
                                 return;
                         }

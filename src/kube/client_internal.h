@@ -57,7 +57,11 @@ struct kube_client {
         double apf_rate;
         uint64_t apf_changed; /* when apf_rate was last lowered or raised */
         uint64_t apf_cut_at;  /* when it was last lowered */
-        uint64_t win_start;   /* the sending rate measured over whole seconds */
+        /* How long the queue has been held by the rate (no token, or a throttling pause) in all, and since
+         * when it is held now (0: it is not): an Event's wait behind the rate, not behind slow answers
+         * (kube_event_shed_reason()). */
+        uint64_t rate_held_usec, rate_held_since;
+        uint64_t win_start; /* the sending rate measured over whole seconds */
         unsigned win_sent;
         double win_rate;
 
@@ -102,6 +106,7 @@ struct kube_call {
         bool finishing;     /* its callback runs: cancelling it now is a no-op */
         bool event;         /* counted in client->events_in_flight */
         uint64_t queued_at; /* when it was last queued for sending */
+        uint64_t held_at;   /* kube_client_rate_held() then */
 
         step_fn step;
         kube_done_fn done;
@@ -152,9 +157,14 @@ enum {
 void kube_client_pump(struct kube_client *c);
 void kube_client_pump_soon(struct kube_client *c, uint64_t after_usec);
 double kube_client_current_rate(struct kube_client *c, uint64_t now);
+/* How long the queue has been held by the rate until now, in all. */
+uint64_t kube_client_rate_held(const struct kube_client *c, uint64_t now);
 /* Why an Event is not to be sent now (NULL: it may go): "throttled" while the server's priority and
- * fairness slows the client down, "backlog" when it waited its turn past KUBE_EVENT_MAX_WAIT_USEC (call
- * NULL: not queued yet). Counted in spotdrain_kube_events_dropped_total{reason}. */
+ * fairness pauses the client, "backlog" when the queue was held by the rate (the client's own or the
+ * server's) for KUBE_EVENT_MAX_WAIT_USEC since the Event was queued (call NULL: not queued yet). Time
+ * spent behind answers that are slow to come (all KUBE_MAX_IN_FLIGHT under way) does not count: the API
+ * is not short then, the machine or the network is. Counted in spotdrain_kube_events_dropped_total{reason}.
+ */
 const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call *call, uint64_t now);
 
 /* ---- request → result (client_result.c) ---- */
