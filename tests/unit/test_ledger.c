@@ -351,11 +351,7 @@ static void test_tie_by_node_name(void **state)
         "     pdb: {max_unavailable: 1}}\n"                                             \
         "events: []\n"
 
-/* run-tests: alone (scripts/run-tests): its agents' order below holds only when they keep up with the
- * scaled clock; in the CI run of 10e6f92, beside three other binaries and the ASan build, spot-a got a slot
- * before spot-c.
- *
- * Three nodes, deadlines c < a < b: the slots go in that order, with one ledger for the three drains
+/* Three nodes, deadlines c < a < b: the slots go in that order, with one ledger for the three drains
  * (a controller), and with a ledger each (agents: one process each in a cluster, only the API between
  * them), which follow each other's drain records and pods. Started at one instant, an agent cannot know
  * of a drain whose record is not written yet, so the first slot may go to whichever asks first; every
@@ -363,10 +359,12 @@ static void test_tie_by_node_name(void **state)
 static void test_three_nodes_edf(void **state)
 {
         for (int agents = 0; agents <= 1; agents++) {
-                /* Agents at time scale 2: at 5, a clean-clone CI run on an idle machine (2026-12-06) saw
-                 * spot-a take the second slot ahead of spot-c, most likely its peers not yet settled on
-                 * spot-c's record within the 0.6 real seconds the scaled settle time leaves. */
-                struct fx *f = fx_new(THREE_NODES, agents ? 2 : 5, !agents);
+                /* Agents at time scale 1: each follows the others' drain records through a watch, and
+                 * their settle time (3 s) is what lets a later agent's record reach an earlier one before
+                 * it takes a slot. Scaled, that time shrank to 0.6 real s (at 5: a clean-clone CI run on
+                 * an idle machine, 2026-12-06, saw spot-a take the second slot ahead of spot-c) or 1.5 s
+                 * (at 2: the binary had to run alone, after the others). At 1 it runs beside them. */
+                struct fx *f = fx_new(THREE_NODES, agents ? 1 : 5, !agents);
                 f->peers = agents;
                 fx_drain(f, "spot-a", 50 * SEC);
                 fx_drain(f, "spot-b", 60 * SEC);
