@@ -9,8 +9,11 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "spotdrain/dispatch.h"
 #include "spotdrain/kube.h"
+#include "spotdrain/util.h"
 
 /* Marks the node unschedulable (cordon) or schedulable again. */
 int node_cordon(struct kube_client *c, const char *node, bool cordon, kube_done_fn done, void *userdata,
@@ -80,3 +83,44 @@ int node_drain_start(const struct node_drainer *d, const char *node, const struc
                      uint64_t deadline_usec,
                      void (*done)(struct drain_exec *x, const struct drain_exec_result *r, void *userdata),
                      void *userdata, struct drain_exec **ret);
+
+/* ---- the dispatcher's effects ---- */
+
+/* The one implementation of the dispatcher's generic effects (dispatch.h, struct dispatch_ops) for a front
+ * end that drains its nodes in this process: drains started with node_drain_start() (one drain per node: a
+ * later call, which the dispatcher makes for an earlier deadline, replaces the drain under way; a finished
+ * drain lingers until drain_exec_lingers_until(), then is freed), drain_stop, cordon, uncordon
+ * (node_undrain() with the configuration's drain.taint_key), the soft taint (node_rebalance()) and the
+ * replacement request (prov_frontend_request(); nothing without provisioning). What only the front end
+ * knows comes through its hooks. */
+struct loop;
+struct node_effects;
+
+/* The front end's part (any member may be NULL), called with userdata. */
+struct node_effects_hooks {
+        /* Drain x of node started for notice n (replacing node's earlier one, released first). */
+        void (*drain_started)(void *userdata, const char *node, const struct notice *n,
+                              struct drain_exec *x);
+        /* Drain x of node ended (not one replaced or stopped): the front end tells the dispatcher
+         * (dispatch_drain_finished(), which may stop drains: node is a copy). x must not be freed. */
+        void (*drain_ended)(void *userdata, const char *node, struct drain_exec *x,
+                            const struct drain_exec_result *r);
+        /* Drain x of node is freed now (replaced, stopped, reaped after its end, or with the effects). */
+        void (*drain_released)(void *userdata, const char *node, struct drain_exec *x);
+        /* The dispatcher's ops that differ by front end (notice_seen, node_refresh, lifecycle_*,
+         * ticket_done), as dispatch_ops documents them, called with userdata; NULL: absent from the
+         * dispatcher's ops too. Its members drain to cordon are the effects' own: they must be NULL. */
+        struct dispatch_ops ops;
+        void *userdata;
+};
+
+/* drainer and hooks are copied (what they point to borrowed: it must outlive the effects). */
+int node_effects_new(struct loop *l, const struct node_drainer *drainer,
+                     const struct node_effects_hooks *hooks, struct node_effects **ret);
+/* Frees every drain (drain_released told first). NULL-safe; returns NULL. */
+struct node_effects *node_effects_free(struct node_effects *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct node_effects *, node_effects_free);
+/* The drainer the next drains start with, for its owner to change (e.g. the estimates once learnt). */
+struct node_drainer *node_effects_drainer(struct node_effects *e);
+/* The dispatcher's ops whose userdata is e: the effects above and the hooks' members. */
+void node_effects_dispatch_ops(const struct node_effects *e, struct dispatch_ops *ret);

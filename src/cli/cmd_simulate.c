@@ -7,8 +7,8 @@
  * its meaning at any --time-scale.
  *
  * Notices reach the engine the same way whatever delivered them (simulate_notice_received() tells,
- * simulate_start_drain() acts), each through the one dispatcher (dispatch.h) — the agent's, the
- * controller's, or direct's own:
+ * node_drain_start() acts), each through the one dispatcher (dispatch.h) — the agent's, the controller's,
+ * or direct's own:
  *  - "imds" (agent mode): one real agent poll loop (agent.h) per scenario node, each reading that node's
  *    metadata service on the simulator's IMDS surface (imds_surface.h) and acting through spotdrain
  *    agent's own actions (agent_engine_actions: the drain, the soft taint, the undo) with a client (and
@@ -18,9 +18,9 @@
  *    itself, so its drains are followed through their alerts;
  *  - "direct" (--delivery direct): a short timer on the engine clock reads the model's notices
  *    (sim_node_notice), turns each new one into a struct notice and submits it to a dispatcher that
- *    knows every scenario node's instance.
- * Rebalance recommendations are told (notice-received) and ask for capacity; the agents and the controller
- * also set the soft taint (and revert it), direct delivery does not. */
+ *    knows every scenario node's instance and acts through the node effects the controller has (node.h).
+ * Rebalance recommendations are told (notice-received), ask for capacity and set the soft taint (reverted
+ * when no interruption follows) in every delivery. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -139,7 +139,9 @@ static void poll_tick(void *userdata)
         for (size_t i = 0; i < n; i++) {
                 r = dispatch_submit(sm->dispatch, &p[i].n, DISPATCH_NO_TICKET, NULL);
                 if (r < 0) {
-                        sm->error = r;
+                        sm->error = log_error_errno(r, "cannot act on the %s notice of %s",
+                                                    notice_kind_to_string(p[i].n.kind),
+                                                    sim_node_name(sm->sim, p[i].node));
                         loop_exit(sm->loop, EXIT_ERROR);
                         return;
                 }
@@ -373,6 +375,7 @@ static void teardown(struct simulate *sm)
                 (void)report_rec_finish(sm->rec);
         sm->poll = timer_cancel(sm->poll);
         sm->dispatch = dispatch_free(sm->dispatch);
+        sm->effects = node_effects_free(sm->effects); /* its drains, before the ledger and ELBv2 client */
         controller_free(sm->controller);
         sim_sqs_stop(sm->sqs);
         for (size_t i = 0; sm->agents && i < sm->n_nodes; i++) {

@@ -47,8 +47,7 @@ static inline void cjson_freep(cJSON **p)
 struct sim_drain {
         struct simulate *sm;
         char *node;
-        struct drain_exec *x;
-        bool borrowed; /* x is an agent engine's (it frees it) */
+        struct drain_exec *x; /* borrowed: the agent engine's or the node effects' (NULL once freed) */
         bool done;
         bool cordon_shown, plan_shown;
         unsigned left_shown; /* pods left at the last progress line; UINT_MAX before the first */
@@ -99,7 +98,8 @@ struct simulate {
          * are one process per node, so each of their drains keeps a private ledger, following the drains
          * of the other nodes through the API. */
         struct drain_ledger *ledger;
-        struct dispatch *dispatch; /* direct delivery */
+        struct dispatch *dispatch;    /* direct delivery */
+        struct node_effects *effects; /* direct delivery: the dispatcher's effects and the drains */
         struct timer *poll;
         struct sim_imds *imds;
         struct sim_agent *agents;
@@ -157,8 +157,6 @@ void simulate_show_model_progress(struct simulate *sm, const struct model_progre
 struct sim_drain *simulate_drain_free(struct sim_drain *d);
 struct sim_drain *simulate_find_drain(const struct simulate *sm, const char *node);
 struct sim_drain *simulate_drain_new(struct simulate *sm, const char *node);
-int simulate_start_drain(struct simulate *sm, struct kube_client *client, const char *node,
-                         const struct notice *n, uint64_t deadline);
 void simulate_notice_received(struct simulate *sm, const char *node, const struct notice *n);
 int simulate_start_direct(struct simulate *sm);
 int simulate_start_agents(struct simulate *sm);

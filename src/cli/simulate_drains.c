@@ -1,5 +1,5 @@
-/* spotdrain simulate: the drains it follows, and the dispatcher's effects, direct delivery's own and each
- * agent's through its actions. */
+/* spotdrain simulate: the drains it follows, and the dispatcher's effects: direct delivery's node effects
+ * (node.h, as the controller's) and each agent's through its actions. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -45,23 +45,9 @@ struct sim_drain *simulate_drain_free(struct sim_drain *d)
 {
         if (!d)
                 return NULL;
-        if (!d->borrowed)
-                drain_exec_free(d->x);
         free(d->node);
         free(d);
         return NULL;
-}
-
-static void drain_done(struct drain_exec *x, const struct drain_exec_result *r, void *userdata)
-{
-        struct sim_drain *d = userdata;
-
-        d->done = true;
-        if (d->sm->dispatch)
-                dispatch_drain_finished(d->sm->dispatch, d->node, r->outcome == DRAIN_EXEC_DRAINED);
-        if (r->outcome == DRAIN_EXEC_ERROR)
-                simulate_timeline(d->sm, simulate_scenario_seconds(d->sm, clk_now()), d->node,
-                                  "drain failed: %s", r->message ? r->message : strerror(-r->error));
 }
 
 struct sim_drain *simulate_find_drain(const struct simulate *sm, const char *node)
@@ -89,39 +75,6 @@ struct sim_drain *simulate_drain_new(struct simulate *sm, const char *node)
         return d;
 }
 
-int simulate_start_drain(struct simulate *sm, struct kube_client *client, const char *node,
-                         const struct notice *n, uint64_t deadline)
-{
-        /* Agents go behind the drains of other nodes, as the DaemonSet's do; direct delivery stands for one
-         * process draining every node, its drains sharing one ledger. */
-        struct node_drainer nd = { .kube = client,
-                                   .bus = sm->bus,
-                                   .cfg = sm->cfg,
-                                   .metrics = sm->metrics,
-                                   .prov = sm->prov,
-                                   .shared_ledger = streq(sm->delivery, "direct") ? &sm->ledger : NULL,
-                                   .follow_peers = streq(sm->delivery, "imds"),
-                                   .elbv2 = sm->elbv2 };
-        struct sim_drain *d;
-        int r;
-
-        /* A second notice for a node already draining: the drain under way carries on. */
-        if (simulate_find_drain(sm, node))
-                return 0;
-        d = simulate_drain_new(sm, node);
-        if (!d)
-                return -ENOMEM;
-        r = node_drain_start(&nd, d->node, n, deadline, drain_done, d, &d->x);
-        if (r >= 0 && sm->rec)
-                r = report_rec_follow(sm->rec, sm->loop, d->x);
-        if (r < 0) {
-                simulate_drain_free(d);
-                return r;
-        }
-        sm->drains[sm->n_drains++] = d;
-        return 0;
-}
-
 void simulate_notice_received(struct simulate *sm, const char *node, const struct notice *n)
 {
         _cleanup_free_ char *human = NULL;
@@ -133,60 +86,106 @@ void simulate_notice_received(struct simulate *sm, const char *node, const struc
             "%s", human ? human : notice_kind_to_string(n->kind));
 }
 
-/* ---- the dispatcher's effects: direct delivery's own dispatcher, and each agent's through its actions ----
- */
+/* ---- the dispatcher's effects: the node effects of direct delivery and each agent's engine ---- */
+
+/* The drains are followed here for the timeline and the report: each drain as it starts, as it ends (not
+ * one replaced or stopped) and before it is freed. */
+static void follow_started(struct simulate *sm, const char *node, struct drain_exec *x)
+{
+        struct sim_drain *d = simulate_find_drain(sm, node);
+
+        if (!d) {
+                d = simulate_drain_new(sm, node);
+                if (!d) {
+                        sm->error = log_error_errno(-ENOMEM, "out of memory");
+                        loop_exit(sm->loop, EXIT_ERROR);
+                        return;
+                }
+                sm->drains[sm->n_drains++] = d;
+        }
+        d->x = x;
+        d->done = false;
+        if (sm->rec && report_rec_follow(sm->rec, sm->loop, x) < 0)
+                log_warning("simulate: the report does not follow the drain of %s", node);
+}
+
+static void follow_ended(struct simulate *sm, const char *node, struct drain_exec *x,
+                         const struct drain_exec_result *r)
+{
+        struct sim_drain *d = simulate_find_drain(sm, node);
+
+        if (!d || d->x != x)
+                return;
+        d->done = true;
+        if (r->outcome == DRAIN_EXEC_ERROR)
+                simulate_timeline(sm, simulate_scenario_seconds(sm, clk_now()), d->node, "drain failed: %s",
+                                  r->message ? r->message : strerror(-r->error));
+}
+
+/* x is freed (replaced by an earlier deadline, stopped, or reaped after its end): nothing waits for it any
+ * more. */
+static void follow_released(struct simulate *sm, const char *node, struct drain_exec *x)
+{
+        struct sim_drain *d = simulate_find_drain(sm, node);
+
+        report_rec_unfollow(sm->rec, x);
+        if (d && d->x == x) {
+                d->x = NULL;
+                d->done = true;
+        }
+}
+
+/* Direct delivery stands for one process draining every node: the node effects the controller acts
+ * through, its drains sharing one ledger. */
+static void direct_started(void *userdata, const char *node, const struct notice *n, struct drain_exec *x)
+{
+        follow_started(userdata, node, x);
+}
+
+static void direct_ended(void *userdata, const char *node, struct drain_exec *x,
+                         const struct drain_exec_result *r)
+{
+        struct simulate *sm = userdata;
+
+        follow_ended(sm, node, x, r);
+        if (sm->dispatch)
+                dispatch_drain_finished(sm->dispatch, node, r->outcome == DRAIN_EXEC_DRAINED);
+}
+
+static void direct_released(void *userdata, const char *node, struct drain_exec *x)
+{
+        follow_released(userdata, node, x);
+}
 
 static void direct_notice_seen(void *userdata, const char *node, const struct notice *n)
 {
         simulate_notice_received(userdata, node, n);
 }
 
-static int direct_replacement(void *userdata, const char *node, const struct notice *n)
-{
-        struct simulate *sm = userdata;
-        /* The provisioner decides which kinds start a replacement, and launches once per instance. */
-        return prov_frontend_request(sm->prov, node, n);
-}
-
-static int drain_through(struct simulate *sm, struct kube_client *client, const char *node,
-                         const struct notice *n, uint64_t deadline)
-{
-        /* The dispatcher's deadline rules (e.g. maintenance windows) decide the drain's deadline. */
-        int r = simulate_start_drain(sm, client, node, n, deadline);
-        if (r < 0)
-                log_error_errno(r, "cannot start draining %s", node);
-        return r;
-}
-
-static int direct_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
-{
-        struct simulate *sm = userdata;
-        return drain_through(sm, sm->client, node, n, deadline);
-}
-
-/* A notice whose kind's action is cordon (notices.KIND.action). */
-static int cordon_through(struct kube_client *client, const char *node)
-{
-        return node_cordon(client, node, true, NULL, (void *)"cordon", NULL);
-}
-
-static int direct_cordon(void *userdata, const char *node)
-{
-        return cordon_through(((struct simulate *)userdata)->client, node);
-}
-
-static const struct dispatch_ops sim_direct_ops = {
-        .drain = direct_drain,
-        .cordon = direct_cordon,
-        .replacement_request = direct_replacement,
-        .notice_seen = direct_notice_seen,
-};
-
 int simulate_start_direct(struct simulate *sm)
 {
+        struct node_drainer nd = { .kube = sm->client,
+                                   .bus = sm->bus,
+                                   .cfg = sm->cfg,
+                                   .metrics = sm->metrics,
+                                   .prov = sm->prov,
+                                   .shared_ledger = &sm->ledger,
+                                   .elbv2 = sm->elbv2 };
+        struct node_effects_hooks hooks = { .drain_started = direct_started,
+                                            .drain_ended = direct_ended,
+                                            .drain_released = direct_released,
+                                            .ops = { .notice_seen = direct_notice_seen },
+                                            .userdata = sm };
         struct dispatch_options dopt = {};
+        struct dispatch_ops ops;
+        int r;
+
         dispatch_options_from_config(sm->cfg, &dopt);
-        int r = dispatch_new(sm->loop, &dopt, &sim_direct_ops, sm, &sm->dispatch);
+        r = node_effects_new(sm->loop, &nd, &hooks, &sm->effects);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the dispatcher's effects");
+        node_effects_dispatch_ops(sm->effects, &ops);
+        r = dispatch_new(sm->loop, &dopt, &ops, sm->effects, &sm->dispatch);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the dispatcher");
         for (size_t i = 0; i < sm->n_nodes; i++)
@@ -196,54 +195,23 @@ int simulate_start_direct(struct simulate *sm)
         return 0;
 }
 
-/* Each agent acts through the engine's actions, as spotdrain agent does; its drains are followed here for
- * the timeline and the report. */
+/* Each agent acts through the engine's actions, as spotdrain agent does. */
 static void sim_agent_drain_started(void *userdata, struct drain_exec *x)
 {
         struct sim_agent *sa = userdata;
-        struct simulate *sm = sa->sm;
-        struct sim_drain *d = simulate_find_drain(sm, sa->node);
-
-        if (!d) {
-                d = simulate_drain_new(sm, sa->node);
-                if (!d) {
-                        sm->error = log_error_errno(-ENOMEM, "out of memory");
-                        loop_exit(sm->loop, EXIT_ERROR);
-                        return;
-                }
-                sm->drains[sm->n_drains++] = d;
-        }
-        d->x = x;
-        d->borrowed = true;
-        d->done = false;
-        if (sm->rec && report_rec_follow(sm->rec, sm->loop, x) < 0)
-                log_warning("simulate: the report does not follow the drain of %s", sa->node);
+        follow_started(sa->sm, sa->node, x);
 }
 
 static void sim_agent_drain_ended(void *userdata, struct drain_exec *x, const struct drain_exec_result *r)
 {
         struct sim_agent *sa = userdata;
-        struct sim_drain *d = simulate_find_drain(sa->sm, sa->node);
-
-        if (!d || d->x != x)
-                return;
-        d->done = true;
-        if (r->outcome == DRAIN_EXEC_ERROR)
-                simulate_timeline(sa->sm, simulate_scenario_seconds(sa->sm, clk_now()), d->node,
-                                  "drain failed: %s", r->message ? r->message : strerror(-r->error));
+        follow_ended(sa->sm, sa->node, x, r);
 }
 
-/* The engine frees x (replaced by an earlier deadline, or stopped): nothing waits for it any more. */
 static void sim_agent_drain_released(void *userdata, struct drain_exec *x)
 {
         struct sim_agent *sa = userdata;
-        struct sim_drain *d = simulate_find_drain(sa->sm, sa->node);
-
-        report_rec_unfollow(sa->sm->rec, x);
-        if (d && d->x == x) {
-                d->x = NULL;
-                d->done = true;
-        }
+        follow_released(sa->sm, sa->node, x);
 }
 
 int simulate_start_agents(struct simulate *sm)

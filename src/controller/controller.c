@@ -42,144 +42,25 @@
 #define POLL_BACKOFF_BASE        (1 * SEC)
 #define POLL_BACKOFF_MAX         (30 * SEC)
 
-/* ---- drains (the engine) ---- */
+/* ---- drains (the engine, through the node effects) ---- */
 
-static struct cdrain *cdrain_find(struct controller *c, const char *node)
+static void on_drain_started(void *userdata, const char *node, const struct notice *n, struct drain_exec *x)
 {
-        for (size_t i = 0; i < c->n_drains; i++)
-                if (streq(c->drains[i]->node, node))
-                        return c->drains[i];
-        return NULL;
-}
-
-static void cdrain_remove(struct controller *c, struct cdrain *d)
-{
-        for (size_t i = 0; i < c->n_drains; i++)
-                if (c->drains[i] == d) {
-                        c->drains[i] = c->drains[--c->n_drains];
-                        break;
-                }
-        drain_exec_free(d->x);
-        free(d->node);
-        free(d);
-}
-
-static void on_reap(void *userdata)
-{
-        struct controller *c = userdata;
-        uint64_t now = clk_now(), next = 0;
-        c->reap_timer = NULL;
-        for (size_t i = 0; i < c->n_drains;) {
-                /* One that ended early keeps its capture of the pods left, shortly before its deadline. */
-                uint64_t until = c->drains[i]->finished ? drain_exec_lingers_until(c->drains[i]->x) : 0;
-                if (c->drains[i]->finished && until <= now)
-                        cdrain_remove(c, c->drains[i]);
-                else {
-                        if (until > now && (!next || until < next))
-                                next = until;
-                        i++;
-                }
-        }
-        if (next && timer_start(c->loop, next, on_reap, c, &c->reap_timer) < 0)
-                c->reap_timer = NULL;
-}
-
-static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
-{
-        struct cdrain *d = userdata;
-        struct controller *c = d->c;
-        _cleanup_free_ char *node = strdup(d->node);
-
-        log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error,
-                 (const char *[]){ "node", d->node, NULL },
-                 "drain of %s ended: %s (%u evicted, %u forced, %u left)%s%s", d->node,
-                 drain_exec_outcome_to_string(res->outcome), res->evicted, res->forced, res->left,
-                 res->message ? ": " : "", res->message ? res->message : "");
-        /* done must not free x: it goes on the next loop iteration. */
-        d->finished = true;
-        /* It may linger until its deadline (drain_exec_lingers_until): without its plan. */
-        drain_exec_release_plan(x);
-        if (!c->reap_timer && timer_start_in(c->loop, 0, on_reap, c, &c->reap_timer) < 0)
-                log_debug("controller: cannot arm the reaper");
-        if (node)
-                dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
-}
-
-static int op_drain(void *userdata, const char *node, const struct notice *n, uint64_t deadline)
-{
-        struct controller *c = userdata;
-        /* One process drains every node: one ledger (made with the first drain; a follower never needs it)
-         * for all its drains, planned with the kept stop times. */
-        struct node_drainer nd = { .kube = c->kube,
-                                   .bus = c->bus,
-                                   .cfg = c->cfg,
-                                   .metrics = c->o.metrics,
-                                   .prov = c->prov,
-                                   .shared_ledger = &c->ledger,
-                                   .shared_estimates = c->estimates,
-                                   .elbv2 = c->elbv2 };
-        struct cdrain *d = cdrain_find(c, node), **v;
-        struct drain_exec *x = NULL;
-        int r;
-
-        if (!d) {
-                v = realloc(c->drains, (c->n_drains + 1) * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                c->drains = v;
-                d = calloc(1, sizeof(*d));
-                if (!d || !(d->node = strdup(node))) {
-                        free(d);
-                        return -ENOMEM;
-                }
-                d->c = c;
-                c->drains[c->n_drains++] = d;
-        }
-        r = node_drain_start(&nd, node, n, deadline, on_drain_done, d, &x);
-        if (r < 0) {
-                if (!d->x)
-                        cdrain_remove(c, d);
-                return r;
-        }
-        /* A restart (earlier deadline) replaces the drain under way; the new one plans from the node as
-         * it is now. */
-        drain_exec_free(d->x);
-        d->x = x;
-        d->finished = false;
         log_notice("draining %s by %s (%s)", node, notice_kind_to_string(n->kind),
                    n->source[0] ? n->source : "sqs");
-        return 0;
 }
 
-static void op_drain_stop(void *userdata, const char *node)
+static void on_drain_ended(void *userdata, const char *node, struct drain_exec *x,
+                           const struct drain_exec_result *res)
 {
         struct controller *c = userdata;
-        struct cdrain *d = cdrain_find(c, node);
-        if (d)
-                cdrain_remove(c, d);
-}
 
-static int op_soft_taint(void *userdata, const char *node, bool add)
-{
-        struct controller *c = userdata;
-        if (add)
-                log_notice("rebalance recommendation for %s: tainting it %s:PreferNoSchedule", node,
-                           SPOTDRAIN_TAINT_REBALANCE);
-        return node_rebalance(c->kube, node, add);
-}
-
-/* A canceled scheduled change whose drain had begun (the drain is stopped already). */
-static int op_uncordon(void *userdata, const char *node)
-{
-        struct controller *c = userdata;
-        return node_undrain(c->kube, node,
-                            c->cfg && !isempty(c->cfg->drain.taint_key) ? c->cfg->drain.taint_key : NULL);
-}
-
-static int op_cordon(void *userdata, const char *node)
-{
-        struct controller *c = userdata;
-        return node_cordon(c->kube, node, true, NULL, (void *)"cordon", NULL);
+        log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error,
+                 (const char *[]){ "node", node, NULL },
+                 "drain of %s ended: %s (%u evicted, %u forced, %u left)%s%s", node,
+                 drain_exec_outcome_to_string(res->outcome), res->evicted, res->forced, res->left,
+                 res->message ? ": " : "", res->message ? res->message : "");
+        dispatch_drain_finished(c->dispatch, node, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
 /* The node as the informer has it last (its Ready condition kept: whether a rebooted or launched node is
@@ -191,19 +72,6 @@ static void op_node_refresh(void *userdata, const char *node)
 
         if (obj && c->dispatch && dispatch_node_update(c->dispatch, obj) < 0)
                 log_debug("controller: cannot hand node %s to the dispatcher", node);
-}
-
-static int op_replacement_request(void *userdata, const char *node, const struct notice *n)
-{
-        struct controller *c = userdata;
-
-        if (!c->prov) {
-                log_debug("controller: replacement capacity for %s not requested: provisioning is off",
-                          node);
-                return 0;
-        }
-        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
-        return prov_frontend_request(c->prov, node, n);
 }
 
 static void op_ticket_done(void *userdata, uint64_t ticket, int error)
@@ -222,23 +90,6 @@ static void op_ticket_done(void *userdata, uint64_t ticket, int error)
         if (m->pending == 0)
                 cmsg_finish(c, m);
 }
-
-static const struct dispatch_ops controller_dispatch_ops = {
-        .drain = op_drain,
-        .drain_stop = op_drain_stop,
-        .soft_taint = op_soft_taint,
-        .replacement_request = op_replacement_request,
-        .uncordon = op_uncordon,
-        .cordon = op_cordon,
-        .node_refresh = op_node_refresh,
-        .notice_seen = op_notice_seen,
-        .lifecycle_heartbeat = op_lifecycle_heartbeat,
-        .lifecycle_complete = op_lifecycle_complete,
-        .lifecycle_interval = op_lifecycle_interval,
-        .lifecycle_deadline = op_lifecycle_deadline,
-        .lifecycle_launch = op_lifecycle_launch,
-        .ticket_done = op_ticket_done,
-};
 
 struct dispatch *controller_dispatch(struct controller *c)
 {
@@ -404,7 +255,32 @@ int controller_new(struct loop *l, struct kube_client *kube, struct alert_bus *b
                 dopt.heartbeat_usec = o->cfg->controller.heartbeat_interval_usec;
         if (o->cfg && !dopt.heartbeat_until_usec)
                 dopt.heartbeat_until_usec = o->cfg->controller.heartbeat_until_usec;
-        r = dispatch_new(l, &dopt, &controller_dispatch_ops, c, &c->dispatch);
+        /* One process drains every node: one ledger (made with the first drain; a follower never needs it)
+         * for all its drains, planned with the kept stop times (node_effects_drainer(), once learnt). */
+        struct node_drainer nd = { .kube = c->kube,
+                                   .bus = c->bus,
+                                   .cfg = c->cfg,
+                                   .metrics = c->o.metrics,
+                                   .prov = c->prov,
+                                   .shared_ledger = &c->ledger,
+                                   .elbv2 = c->elbv2 };
+        struct node_effects_hooks hooks = { .drain_started = on_drain_started,
+                                            .drain_ended = on_drain_ended,
+                                            .ops = { .node_refresh = op_node_refresh,
+                                                     .notice_seen = op_notice_seen,
+                                                     .lifecycle_heartbeat = op_lifecycle_heartbeat,
+                                                     .lifecycle_complete = op_lifecycle_complete,
+                                                     .lifecycle_interval = op_lifecycle_interval,
+                                                     .lifecycle_deadline = op_lifecycle_deadline,
+                                                     .lifecycle_launch = op_lifecycle_launch,
+                                                     .ticket_done = op_ticket_done },
+                                            .userdata = c };
+        struct dispatch_ops ops;
+        r = node_effects_new(l, &nd, &hooks, &c->effects);
+        if (r < 0)
+                return r;
+        node_effects_dispatch_ops(c->effects, &ops);
+        r = dispatch_new(l, &dopt, &ops, c->effects, &c->dispatch);
         if (r < 0)
                 return r;
         if (c->asg) {
@@ -447,7 +323,6 @@ struct controller *controller_free(struct controller *c)
         sqs_op_cancel(c->access_op);
         sqs_op_cancel(c->delete_op);
         timer_cancel(c->delete_timer);
-        timer_cancel(c->reap_timer);
         timer_cancel(c->stop_timer);
         kube_informer_stop(c->nodes);
         leader_free(c->leader);
@@ -465,9 +340,7 @@ struct controller *controller_free(struct controller *c)
         free(c->lc_waits);
         managed_gate_free(c->managed);
         ec2_client_free(c->ec2);
-        while (c->n_drains > 0)
-                cdrain_remove(c, c->drains[c->n_drains - 1]);
-        free(c->drains);
+        c->effects = node_effects_free(c->effects);
         drain_ledger_free(c->ledger);
         elbv2_client_free(c->elbv2); /* after the drains that borrowed it */
         drain_estimates_free(c->estimates);

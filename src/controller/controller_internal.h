@@ -74,13 +74,6 @@ struct seq {
         uint64_t notice_time, used;
 };
 
-struct cdrain {
-        struct controller *c;
-        char *node;
-        struct drain_exec *x;
-        bool finished;
-};
-
 struct controller {
         struct loop *loop;
         struct kube_client *kube;
@@ -120,9 +113,7 @@ struct controller {
         size_t n_deleting;
         struct timer *delete_timer;
 
-        struct cdrain **drains;
-        size_t n_drains;
-        struct timer *reap_timer;
+        struct node_effects *effects; /* the dispatcher's effects: the drains and node actions */
         /* Shared by every drain: one PDB informer, PDB slots across nodes by earliest deadline. */
         struct drain_ledger *ledger;
         /* Stop and startup times learnt from every pod, kept in a ConfigMap; NULL without configuration. */

@@ -149,6 +149,8 @@ int controller_start(struct controller *c)
                 r = drain_estimates_start(c->kube, &eo, &c->estimates);
                 if (r < 0)
                         log_warning_errno(r, "controller: cannot learn stop and startup times, ignoring");
+                else if (c->effects)
+                        node_effects_drainer(c->effects)->shared_estimates = c->estimates;
         }
         access_schedule(c, 0);
         if (c->o.no_leader_election) {
