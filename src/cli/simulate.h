@@ -156,7 +156,8 @@ void simulate_show_model_progress(struct simulate *sm, const struct model_progre
 /* simulate_drains.c */
 struct sim_drain *simulate_drain_free(struct sim_drain *d);
 struct sim_drain *simulate_find_drain(const struct simulate *sm, const char *node);
-struct sim_drain *simulate_drain_new(struct simulate *sm, const char *node);
+/* The node's drain as followed here, added when new (out of memory: the run ends with an error, NULL). */
+struct sim_drain *simulate_drain_get(struct simulate *sm, const char *node);
 void simulate_notice_received(struct simulate *sm, const char *node, const struct notice *n);
 int simulate_start_direct(struct simulate *sm);
 int simulate_start_agents(struct simulate *sm);

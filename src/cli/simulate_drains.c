@@ -59,19 +59,25 @@ struct sim_drain *simulate_find_drain(const struct simulate *sm, const char *nod
 }
 
 /* A drain of node to follow, with room for it in sm->drains (the caller adds it). */
-struct sim_drain *simulate_drain_new(struct simulate *sm, const char *node)
+struct sim_drain *simulate_drain_get(struct simulate *sm, const char *node)
 {
-        struct sim_drain *d = calloc(1, sizeof(*d)),
-                         **a = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*a));
+        struct sim_drain *d = simulate_find_drain(sm, node), **a;
 
+        if (d)
+                return d;
+        d = calloc(1, sizeof(*d));
+        a = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*a));
         if (a)
                 sm->drains = a;
         if (!d || !a || !(d->node = strdup(node))) {
                 free(d);
+                sm->error = log_error_errno(-ENOMEM, "out of memory");
+                loop_exit(sm->loop, EXIT_ERROR);
                 return NULL;
         }
         d->sm = sm;
         d->left_shown = UINT_MAX;
+        sm->drains[sm->n_drains++] = d;
         return d;
 }
 
@@ -92,17 +98,10 @@ void simulate_notice_received(struct simulate *sm, const char *node, const struc
  * one replaced or stopped) and before it is freed. */
 static void follow_started(struct simulate *sm, const char *node, struct drain_exec *x)
 {
-        struct sim_drain *d = simulate_find_drain(sm, node);
+        struct sim_drain *d = simulate_drain_get(sm, node);
 
-        if (!d) {
-                d = simulate_drain_new(sm, node);
-                if (!d) {
-                        sm->error = log_error_errno(-ENOMEM, "out of memory");
-                        loop_exit(sm->loop, EXIT_ERROR);
-                        return;
-                }
-                sm->drains[sm->n_drains++] = d;
-        }
+        if (!d)
+                return;
         d->x = x;
         d->done = false;
         if (sm->rec && report_rec_follow(sm->rec, sm->loop, x) < 0)

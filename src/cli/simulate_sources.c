@@ -127,7 +127,7 @@ void simulate_alert_to_result(const struct alert *a, void *userdata)
  * drain-completed or deadline-missed. */
 void simulate_follow_controller_drain(struct simulate *sm, const struct alert *a)
 {
-        struct sim_drain *d = simulate_find_drain(sm, a->node), **v;
+        struct sim_drain *d;
 
         if (a->kind == ALERT_REPLACEMENT_LAUNCHED || a->kind == ALERT_REPLACEMENT_FAILED ||
             a->kind == ALERT_LAUNCH_ABANDONED)
@@ -143,21 +143,8 @@ void simulate_follow_controller_drain(struct simulate *sm, const struct alert *a
                     streq(kind, notice_kind_to_string(NOTICE_ASG_LIFECYCLE_LAUNCH)))
                         return;
         }
-        if (!d) {
-                d = calloc(1, sizeof(*d));
-                v = realloc(sm->drains, (sm->n_drains + 1) * sizeof(*v));
-                if (v)
-                        sm->drains = v;
-                if (!d || !v || !(d->node = strdup(a->node))) {
-                        simulate_drain_free(d);
-                        sm->error = log_error_errno(-ENOMEM, "out of memory");
-                        loop_exit(sm->loop, EXIT_ERROR);
-                        return;
-                }
-                d->sm = sm;
-                d->left_shown = UINT_MAX;
-                sm->drains[sm->n_drains++] = d;
-        }
+        if (!(d = simulate_drain_get(sm, a->node)))
+                return;
         if (a->kind == ALERT_DRAIN_COMPLETED || a->kind == ALERT_DEADLINE_MISSED)
                 d->done = true;
 }
