@@ -166,6 +166,11 @@ integration-asan: $(BUILD)/asan/spotdrain $(BUILD)/asan/spotdrain-agent $(BUILD)
 		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		INTEGRATION_JOBS=$${INTEGRATION_JOBS:-2} \
 		scripts/run-integration $(IT_ASAN_RUN)
+# The table of each test's seconds (scripts/test-times) from the last run of each tier in $(BUILD); the
+# machine's description from TEST_TIMES_MACHINE (default: its cores and the date).
+test-times:
+	@scripts/update-test-times $(BUILD) "$(TEST_TIMES_MACHINE)"
+	@echo "test-times: scripts/test-times written from $(BUILD)/{it,it-asan,unit,unit-asan,unit-valgrind}"
 fuzz-smoke: $(BUILD)/spotdrain
 	@SPOTDRAIN=$(BUILD)/spotdrain IT_LOGS=$(BUILD)/it scripts/run-integration tests/integration/fuzz_smoke.sh
 
