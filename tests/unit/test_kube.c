@@ -1615,14 +1615,14 @@ static void test_events_shed_first(void **state)
         metrics_free(m);
 }
 
-/* An Event that waits behind answers slow to come (every request slot taken, no rate limiting it) is sent
- * when a slot frees, however long that took: the API is not short then, the machine is (valgrind, a loaded
- * CI runner). Only time the queue was held by the rate counts towards "backlog". */
 static void on_flag(void *userdata)
 {
         *(bool *)userdata = true;
 }
 
+/* An Event that waits behind answers slow to come (every request slot taken, no rate limiting it) is sent
+ * when a slot frees, however long that took: the API is not short then, the machine is (valgrind, a loaded
+ * CI runner). Only time the queue was held by the rate counts towards "backlog". */
 static void test_event_behind_slow_answers_kept(void **state)
 {
         struct metrics *m = NULL;
