@@ -176,15 +176,20 @@ fuzz-smoke: $(BUILD)/spotdrain
 
 # The stages report in order, so that a failure says where it is; the build itself may run in parallel (-j).
 # The plain tree is built first. Its unit tests and the integration suite mostly wait on scaled clocks and
-# servers, so the sanitizer tree builds beside them, at the lowest CPU priority (nice 19: a test's process
-# gets the CPU whenever it wants it, the compiler takes what is left), its output in $(BUILD)/asan-build.log;
-# then come the ASan unit tests and the format check.
+# servers, so the sanitizer tree builds beside them, its output in $(BUILD)/asan-build.log. While the plain
+# tiers run, each compiler runs at the lowest CPU priority (nice 19: a test's process gets the CPU whenever it
+# wants it, the compiler takes what is left); the compilers started after they end run at normal priority
+# (scripts/yield-to-tests), so that a machine busy with other work does not starve the rest of the build.
+# Then come the ASan unit tests and the format check.
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(UNIT_BINS)
 	@$(MAKE) --no-print-directory check-calls
-	@nice -n 19 $(MAKE) --no-print-directory -j$(NPROC) $(ASAN_BINS) >$(BUILD)/asan-build.log 2>&1 & asan=$$!; \
+	@touch $(BUILD)/plain-tiers-running; \
+	$(MAKE) --no-print-directory -j$(NPROC) SAN_CC="scripts/yield-to-tests $(BUILD)/plain-tiers-running $(SAN_CC)" \
+		$(ASAN_BINS) >$(BUILD)/asan-build.log 2>&1 & asan=$$!; \
 	rc=0; { $(MAKE) --no-print-directory unit && $(MAKE) --no-print-directory integration; } || rc=$$?; \
+	rm -f $(BUILD)/plain-tiers-running; \
 	if ! wait $$asan; then tail -n 40 $(BUILD)/asan-build.log; echo "check: the sanitizer build failed"; \
 		exit 1; fi; \
 	exit $$rc
