@@ -159,12 +159,15 @@ void agent_stats(const struct agent *a, struct agent_stats *ret);
  * (engine.h, drain_exec_start) replaces this member to evict the pods. replacement_request is a no-op. */
 extern const struct agent_actions agent_kube_actions;
 
-/* Actions through the drain engine (engine.h), userdata = struct agent_engine *: drain runs
- * drain_exec_start() with the configuration's drain options (cfg may be NULL: the engine's defaults). One
- * drain at a time: a request with an earlier deadline than the one under way restarts it, any other
- * request leaves it alone (after a restart the agent asks again and a fresh drain picks up where the
- * node is). notice_seen raises notice-received on the bus; soft_taint, replacement_request as
- * agent_kube_actions; uncordon stops a drain under way first. kube, bus (may be NULL), cfg and the metrics
+/* Actions through the drain engine, userdata = struct agent_engine *: the node effects (node.h, the
+ * controller's and simulate's too) with what one agent on one node adds. drain starts the drain with
+ * node_drain_start() (the configuration's drain options, cfg may be NULL: the engine's defaults; the
+ * agent's own pod never evicted; the drains of other nodes followed through the API). One drain at a
+ * time: a request with an earlier deadline than the one under way restarts it, any other request leaves
+ * it alone (after a restart the agent asks again and a fresh drain picks up where the node is); a drain
+ * that ended lingers while its post-mortems are due, then is freed. notice_seen raises notice-received
+ * on the bus; soft_taint, cordon and replacement_request are the effects'; uncordon stops a drain under
+ * way, then undoes it (the effects' drain_stop and uncordon). kube, bus (may be NULL), cfg and the metrics
  * registry the drains report into (may be NULL) are borrowed and must outlive the engine. */
 struct agent_engine;
 struct metrics;
@@ -194,8 +197,8 @@ struct agent_engine_watch {
         void *userdata;
 };
 void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w);
-/* The drain under way, else the last one finished (its final result), else NULL. */
-struct drain_exec *agent_engine_drain(struct agent_engine *e);
+/* The result of the last drain that ended (not one replaced or stopped), else NULL. */
+const struct drain_exec_result *agent_engine_result(const struct agent_engine *e);
 /* Drains started, and drains that have ended. */
 unsigned agent_engine_started(const struct agent_engine *e);
 unsigned agent_engine_finished(const struct agent_engine *e);

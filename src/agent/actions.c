@@ -69,15 +69,21 @@ const struct agent_actions agent_kube_actions = {
 
 /* ---- actions through the drain engine ---- */
 
+/* The drains and the node actions are the node effects' (node/effects.c), as in the controller and
+ * simulate: what the engine adds is what one agent on one node needs around them. */
 struct agent_engine {
         struct kube_client *kube;
         struct alert_bus *bus;
         const struct spotdrain_config *cfg;
-        struct metrics *metrics;
+        struct node_effects *fx;
+        struct dispatch_ops fx_ops; /* fx's effects, userdata fx */
         struct drain_exec *running;
-        struct drain_exec *last;           /* finished; kept for its result */
+        /* The last drain that ended: its result, the message its own copy (the drain may be freed). */
+        struct drain_exec_result last;
+        char *last_message;
+        bool ended;
         struct drain_estimates *estimates; /* agent_engine_learn; NULL: not learning */
-        struct prov_frontend *prov;        /* replacement capacity; NULL: none */
+        char *self_ns, *self_name;         /* the agent's own pod, from the drain request */
         uint64_t deadline;
         unsigned started, finished;
         void (*done)(void *userdata, bool drained);
@@ -89,14 +95,6 @@ struct agent_engine {
         struct aws_credentials creds_copy;
         struct elbv2_client *elbv2;
 };
-
-/* x goes: the watcher lets go of it first. */
-static struct drain_exec *engine_release(struct agent_engine *e, struct drain_exec *x)
-{
-        if (x && e->watch.released)
-                e->watch.released(e->watch.userdata, x);
-        return drain_exec_free(x);
-}
 
 static const char *const engine_no_env[] = { NULL };
 
@@ -151,7 +149,20 @@ static struct elbv2_client *engine_elbv2(struct agent_engine *e, const struct ag
         return e->elbv2;
 }
 
-static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *res, void *userdata)
+/* ---- the node effects' hooks ---- */
+
+static void fx_started(void *userdata, const char *node, const struct notice *n, struct drain_exec *x)
+{
+        struct agent_engine *e = userdata;
+
+        e->running = x;
+        e->started++;
+        if (e->watch.started)
+                e->watch.started(e->watch.userdata, x);
+}
+
+static void fx_ended(void *userdata, const char *node, struct drain_exec *x,
+                     const struct drain_exec_result *res)
 {
         struct agent_engine *e = userdata;
         const char *outcome = drain_exec_outcome_to_string(res->outcome);
@@ -162,9 +173,11 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
         log_full(res->outcome == DRAIN_EXEC_DRAINED ? LOG_NOTICE : LOG_WARNING, res->error, NULL,
                  "agent: drain ended: %s (%u evicted, %u forced, %u left)%s%s", outcome, res->evicted,
                  res->forced, res->left, res->message ? ": " : "", res->message ? res->message : "");
-        /* done must not free x: the previous finished one goes now, this one is kept for its result. */
-        engine_release(e, e->last);
-        e->last = e->running;
+        free(e->last_message);
+        e->last = *res;
+        e->last_message = res->message ? strdup(res->message) : NULL;
+        e->last.message = e->last_message;
+        e->ended = true;
         e->running = NULL;
         /* The stops this drain saw go out now: the node may be gone soon. */
         drain_estimates_release(e->estimates);
@@ -174,39 +187,55 @@ static void on_drain_done(struct drain_exec *x, const struct drain_exec_result *
                 e->done(e->done_userdata, res->outcome == DRAIN_EXEC_DRAINED);
 }
 
+/* x goes (replaced by an earlier deadline, stopped, reaped once it ended, or with the engine): the
+ * watcher lets go of it first. */
+static void fx_released(void *userdata, const char *node, struct drain_exec *x)
+{
+        struct agent_engine *e = userdata;
+
+        if (e->watch.released)
+                e->watch.released(e->watch.userdata, x);
+        if (x == e->running)
+                e->running = NULL;
+}
+
+/* ---- the actions ---- */
+
+static int set_str(char **dst, const char *v)
+{
+        char *c = NULL;
+
+        if (streq_ptr(*dst, v))
+                return 0;
+        if (v && !(c = strdup(v)))
+                return -ENOMEM;
+        free(*dst);
+        *dst = c;
+        return 0;
+}
+
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct agent_engine *e = userdata;
-        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
-         * as a controller's one ledger would have them. */
-        struct node_drainer d = { .kube = e->kube,
-                                  .bus = e->bus,
-                                  .cfg = e->cfg,
-                                  .metrics = e->metrics,
-                                  .prov = e->prov,
-                                  .estimates = e->estimates,
-                                  .follow_peers = true,
-                                  .self_namespace = req->self_namespace,
-                                  .self_name = req->self_name };
-        struct drain_exec *x = NULL;
+        struct node_drainer *d = node_effects_drainer(e->fx);
         int r;
 
         if (e->running && req->deadline_usec >= e->deadline)
                 return 0; /* already draining by an earlier or the same deadline */
-        d.elbv2 = engine_elbv2(e, req);
+        if (set_str(&e->self_ns, req->self_namespace) < 0 || set_str(&e->self_name, req->self_name) < 0)
+                return -ENOMEM;
+        d->self_namespace = e->self_ns;
+        d->self_name = e->self_name;
+        d->elbv2 = engine_elbv2(e, req);
+        d->estimates = e->estimates;
         /* Read now, not while idle: the first verdict waits for it (within a bound). */
         if (e->estimates && (r = drain_estimates_refresh(e->estimates)) < 0)
                 log_debug_errno(r, "agent: cannot read the kept estimates");
-        r = node_drain_start(&d, req->node, req->notice, req->deadline_usec, on_drain_done, e, &x);
+        /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
+        r = e->fx_ops.drain(e->fx, req->node, req->notice, req->deadline_usec);
         if (r < 0)
                 return r;
-        /* An earlier deadline replaces the drain under way; the new one re-plans from the node as it is. */
-        engine_release(e, e->running);
-        e->running = x;
         e->deadline = req->deadline_usec;
-        e->started++;
-        if (e->watch.started)
-                e->watch.started(e->watch.userdata, x);
         return 0;
 }
 
@@ -226,29 +255,29 @@ static void engine_notice_seen(void *userdata, const char *node, const struct no
 
 static int engine_soft_taint(void *userdata, const char *node, bool add)
 {
-        return kube_soft_taint(((struct agent_engine *)userdata)->kube, node, add);
+        struct agent_engine *e = userdata;
+        return e->fx_ops.soft_taint(e->fx, node, add);
 }
 
 static int engine_replacement(void *userdata, const char *node, const struct notice *n)
 {
         struct agent_engine *e = userdata;
-        /* The provisioner knows its triggers and whether a replacement is under way for the instance. */
-        return e->prov ? prov_frontend_request(e->prov, node, n) : kube_replacement(e->kube, node, n);
+        return e->fx_ops.replacement_request(e->fx, node, n);
 }
 
 static int engine_uncordon(void *userdata, const char *node)
 {
         struct agent_engine *e = userdata;
-        e->running = engine_release(e, e->running);
+
+        e->fx_ops.drain_stop(e->fx, node);
         drain_estimates_release(e->estimates);
-        /* The engine's taint, under the key the configuration may have changed. */
-        return node_undrain(e->kube, node,
-                            e->cfg && !isempty(e->cfg->drain.taint_key) ? e->cfg->drain.taint_key : NULL);
+        return e->fx_ops.uncordon(e->fx, node);
 }
 
 static int engine_cordon(void *userdata, const char *node)
 {
-        return kube_cordon(((struct agent_engine *)userdata)->kube, node);
+        struct agent_engine *e = userdata;
+        return e->fx_ops.cordon(e->fx, node);
 }
 
 const struct agent_actions agent_engine_actions = {
@@ -263,7 +292,8 @@ const struct agent_actions agent_engine_actions = {
 int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const struct spotdrain_config *cfg,
                      struct metrics *m, struct agent_engine **ret)
 {
-        struct agent_engine *e;
+        _cleanup_(agent_engine_freep) struct agent_engine *e = NULL;
+        int r;
 
         if (!kube || !ret)
                 return -EINVAL;
@@ -273,8 +303,20 @@ int agent_engine_new(struct kube_client *kube, struct alert_bus *bus, const stru
         e->kube = kube;
         e->bus = bus;
         e->cfg = cfg;
-        e->metrics = m;
-        *ret = e;
+        /* The nodes draining beside this one have agents of their own: their drains go first by deadline,
+         * as a controller's one ledger would have them. */
+        r = node_effects_new(kube_client_loop(kube),
+                             &(struct node_drainer){
+                                 .kube = kube, .bus = bus, .cfg = cfg, .metrics = m, .follow_peers = true },
+                             &(struct node_effects_hooks){ .drain_started = fx_started,
+                                                           .drain_ended = fx_ended,
+                                                           .drain_released = fx_released,
+                                                           .userdata = e },
+                             &e->fx);
+        if (r < 0)
+                return r;
+        node_effects_dispatch_ops(e->fx, &e->fx_ops);
+        *ret = TAKE_PTR(e);
         return 0;
 }
 
@@ -282,12 +324,14 @@ struct agent_engine *agent_engine_free(struct agent_engine *e)
 {
         if (!e)
                 return NULL;
-        engine_release(e, e->running);
-        engine_release(e, e->last);
+        node_effects_free(e->fx);
         drain_estimates_free(e->estimates);
         elbv2_client_free(e->elbv2); /* after the drains that borrowed it */
         aws_creds_provider_free(e->creds);
         aws_credentials_clear(&e->creds_copy);
+        free(e->last_message);
+        free(e->self_ns);
+        free(e->self_name);
         free(e);
         return NULL;
 }
@@ -334,7 +378,7 @@ void agent_engine_on_done(struct agent_engine *e, void (*done)(void *userdata, b
 void agent_engine_set_provision(struct agent_engine *e, struct prov_frontend *prov)
 {
         if (e)
-                e->prov = prov;
+                node_effects_drainer(e->fx)->prov = prov;
 }
 
 void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch *w)
@@ -342,9 +386,9 @@ void agent_engine_watch(struct agent_engine *e, const struct agent_engine_watch 
         e->watch = w ? *w : (struct agent_engine_watch){};
 }
 
-struct drain_exec *agent_engine_drain(struct agent_engine *e)
+const struct drain_exec_result *agent_engine_result(const struct agent_engine *e)
 {
-        return e->running ? e->running : e->last;
+        return e->ended ? &e->last : NULL;
 }
 
 unsigned agent_engine_started(const struct agent_engine *e)
