@@ -47,7 +47,7 @@ trial() {
 		serve_here "$TEST_TMP/scenario.yaml" || { echo "FAIL: sim serve did not come up" >verdict; exit 1; }
 		local agents=("$SERVE_PID")
 		# shellcheck disable=SC2317 # runs from the EXIT trap
-		trap 'kill -TERM "${agents[@]}" 2>/dev/null; wait' EXIT
+		trap 'signal_ours TERM "${agents[@]}"; wait' EXIT
 		printf 'agent:\n  estimates_write_interval_seconds: 1\n' >config.yaml
 		cp config.yaml config-b.yaml
 		start_agent() { # NODE CONFIG

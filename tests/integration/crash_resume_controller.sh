@@ -53,8 +53,7 @@ trial() {
 	(
 		# shellcheck disable=SC2317 # runs from the EXIT trap
 		stop_all() {
-			local p
-			for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+			signal_ours TERM "${pids[@]}"
 			wait 2>/dev/null || true
 		}
 		trap stop_all EXIT

@@ -26,7 +26,7 @@ DRAIN_PID="" PROXY_PID=""
 stop_mine() {
 	local p
 	for p in $DRAIN_PID $PROXY_PID; do
-		kill -TERM "$p" 2>/dev/null || continue
+		ours "$p" && kill -TERM "$p" 2>/dev/null || continue
 		wait_for 5 eval "! kill -0 $p" || kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done

@@ -34,12 +34,31 @@ log() {
 	echo "--- $*"
 }
 
+# ours PID: PID is still a process this shell started (a child of it, running or not yet reaped). A PID whose
+# process exited and was reaped may already be another process's: on a machine busy enough PIDs wrap within
+# minutes (pid_max 32768), and a SIGTERM meant for a stopped server once ended another test's simulate.
+ours() {
+	local stat ppid
+	read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+	read -r _ ppid _ <<<"${stat##*) }"
+	[ "$ppid" = "$BASHPID" ]
+}
+
+# signal_ours SIGNAL PID...: SIGNAL to each PID that is ours.
+signal_ours() {
+	local sig=$1 pid
+	shift
+	for pid in "$@"; do
+		if ours "$pid"; then kill "-$sig" "$pid" 2>/dev/null || true; fi
+	done
+}
+
 # Stops the servers start_sim started and still running. Each must exit 0 on SIGTERM, as stop_sim wants: a
 # sanitizer build that finds a leak at exit aborts instead, and a passing test fails.
 cleanup() {
 	local rc=$? pid live=() bad=
 	for pid in "${SIM_PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null && live+=("$pid")
+		if ours "$pid" && kill -TERM "$pid" 2>/dev/null; then live+=("$pid"); fi
 	done
 	for pid in "${live[@]}"; do
 		wait "$pid" 2>/dev/null || bad="$bad $pid"

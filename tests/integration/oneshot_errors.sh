@@ -14,8 +14,8 @@ SERVERS=()
 # Stops the refusing servers before lib.sh's cleanup.
 stop_servers() {
 	local p
+	signal_ours TERM "${SERVERS[@]}"
 	for p in "${SERVERS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
 }

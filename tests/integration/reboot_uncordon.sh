@@ -116,7 +116,7 @@ check_mode() {
 # Stops what check_mode started (the sim, the agents or the controller).
 kill_all() {
 	local p
-	for p in "${SIM_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	signal_ours TERM "${SIM_PIDS[@]}"
 	for p in "${SIM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	SIM_PIDS=()
 }

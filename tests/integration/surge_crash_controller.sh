@@ -49,7 +49,7 @@ start_controller() {
 	CONTROLLER_PID=$!
 }
 stop_controller() {
-	[ -z "$CONTROLLER_PID" ] || { kill -TERM "$CONTROLLER_PID" 2>/dev/null || true; wait "$CONTROLLER_PID" 2>/dev/null || true; }
+	[ -z "$CONTROLLER_PID" ] || { signal_ours TERM "$CONTROLLER_PID"; wait "$CONTROLLER_PID" 2>/dev/null || true; }
 	CONTROLLER_PID=
 }
 # shellcheck disable=SC2317 # runs from the EXIT trap
