@@ -319,19 +319,6 @@ void exec_judge(struct drain_exec *x, uint64_t now, bool first)
                 return;
         }
         x->judge_on_estimates = false;
-        /* The siblings' startup times are still being listed: the plan guessed DEFAULT_STARTUP_USEC for
-         * each replacement, which may be all that makes it too long. The lists' answers kick the drain, and
-         * with it the judgement; lists that never answer leave it to the timer at the bound. */
-        if (first && g.grade == DRAIN_GRADE_INFEASIBLE && exec_startups_pending(x) &&
-            now < x->result.started_usec + STARTUPS_VERDICT_WAIT_USEC) {
-                log_debug("drain of %s: judged once its pods' siblings are listed (startup times)", x->node);
-                x->judge_on_startups = true;
-                if (x->startups_wait ||
-                    timer_start(x->loop, x->result.started_usec + STARTUPS_VERDICT_WAIT_USEC,
-                                exec_startups_wait_fire, x, &x->startups_wait) >= 0)
-                        return;
-                x->judge_on_startups = false; /* no timer (ENOMEM): judge now rather than late */
-        }
         /* A pod whose Deployment is still being read may yet surge (drain.surge), which is what lets a
          * PDB that allows nothing go: the first judgement waits for the reads, within a bound, rather than
          * cry wolf on a slow answer. */

@@ -907,57 +907,6 @@ static void test_surge_verdict_bound(void **state)
         }
 }
 
-/* The first plan goes without its pods' startup times when the lists of their siblings are slow (after
- * 0.5 s): each replacement is then guessed at the default startup, here 30 s, and six pods under
- * maxUnavailable 1 cannot leave in 35 s. They start in 2 s, which fits: the verdict waits for the lists,
- * within 3 s of the drain (engine clock). Lagged lists that answer once the first plan is made: no
- * drain-infeasible at all (once seen on a loaded machine: "6 waves of 30 s" for pods that start in 12).
- * Lists that never answer: drain-infeasible at the bound (the pods left then still too many for the
- * guess), not before. */
-#define STARTUPS_VERDICT_WAIT (3 * SEC)
-static void test_startups_verdict_wait(void **state)
-{
-        static const char scenario[] =
-            "name: startups-verdict\n" NODES "workloads:\n"
-            "  - {name: web, namespace: shop, kind: Deployment, replicas: 12, placement: {spot-a: 6},\n"
-            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 2,\n"
-            "     pdb: {max_unavailable: 1}}\n"
-            "events: []\n";
-        static const char siblings[] = "GET /api/v1/namespaces/shop/pods?labelSelector";
-        for (int held = 0; held <= 1; held++) {
-                /* Lagged: a prefix no request has, the siblings' lists lagging instead. */
-                struct fx *f = fx_new_held(scenario, 2, held ? siblings : "HOLD NOTHING");
-                struct drain_exec_options o = options(40 * SEC, 5 * SEC, DRAIN_POLICY_FORCE);
-                o.default_startup_usec = 30 * SEC;
-                if (!held) {
-                        relay_set_lag(&f->relay, siblings, "");
-                        atomic_store(&f->relay.lagging, true);
-                }
-
-                fx_start(f, &o);
-                if (held) {
-                        const struct seen_alert *a = fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE);
-                        assert_non_null(a);
-                        assert_true(atomic_load(&f->relay.held) >= 1);
-                        assert_true(a->at - f->started >= STARTUPS_VERDICT_WAIT);
-                } else {
-                        bool never = false;
-                        for (int i = 0; i < 2000 && !drain_exec_result(f->x)->planned_usec; i++)
-                                loop_run_until(f->loop, &never, 10 * 1000);
-                        /* Planned and judged without the startups: the verdict is not out. */
-                        assert_true(drain_exec_result(f->x)->planned_usec > 0);
-                        assert_true(atomic_load(&f->relay.lagged) >= 1);
-                        assert_null(find_alert(f, ALERT_DRAIN_INFEASIBLE));
-                        atomic_store(&f->relay.lagging, false);
-                        fx_run(f);
-                        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
-                        assert_int_equal(f->result.forced, 0);
-                        assert_int_equal(alert_bus_count(f->bus, ALERT_DRAIN_INFEASIBLE), 0);
-                }
-                fx_free(f);
-        }
-}
-
 struct deletions {
         char *seen[8]; /* normal pods seen deleting */
         size_t n_seen;
@@ -1538,7 +1487,6 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_startup_median),
-                cmocka_unit_test(test_startups_verdict_wait),
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
