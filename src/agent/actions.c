@@ -22,7 +22,6 @@
 #include "spotdrain/kube.h"
 #include "spotdrain/node.h"
 #include "spotdrain/notice.h"
-#include "spotdrain/provision.h"
 #include "spotdrain/service.h"
 #include "spotdrain/surge.h"
 
@@ -201,19 +200,6 @@ static void fx_released(void *userdata, const char *node, struct drain_exec *x)
 
 /* ---- the actions ---- */
 
-static int set_str(char **dst, const char *v)
-{
-        char *c = NULL;
-
-        if (streq_ptr(*dst, v))
-                return 0;
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*dst);
-        *dst = c;
-        return 0;
-}
-
 static int engine_drain(void *userdata, const struct agent_drain_request *req)
 {
         struct agent_engine *e = userdata;
@@ -222,7 +208,8 @@ static int engine_drain(void *userdata, const struct agent_drain_request *req)
 
         if (e->running && req->deadline_usec >= e->deadline)
                 return 0; /* already draining by an earlier or the same deadline */
-        if (set_str(&e->self_ns, req->self_namespace) < 0 || set_str(&e->self_name, req->self_name) < 0)
+        if (free_and_strdup(&e->self_ns, req->self_namespace) < 0 ||
+            free_and_strdup(&e->self_name, req->self_name) < 0)
                 return -ENOMEM;
         d->self_namespace = e->self_ns;
         d->self_name = e->self_name;
