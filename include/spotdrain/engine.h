@@ -341,6 +341,9 @@ struct drain_exec_result {
         bool infeasible;    /* drain-infeasible was raised */
         bool at_risk;       /* drain-at-risk was raised */
         uint64_t notice_usec, started_usec, cordoned_usec, planned_usec, finished_usec;
+        /* The first judgement: after the first plan once what it rests on is read (the pods' siblings'
+         * startup times), when outlook_first is made; 0 before. */
+        uint64_t judged_usec;
         uint64_t predicted_finish_usec; /* the first plan's; 0 when it never planned */
         /* drain.lb_deregistration_seconds: pods behind a Service the first plan held for the load
          * balancers, and until when (engine clock; 0: none held). */

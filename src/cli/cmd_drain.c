@@ -295,9 +295,9 @@ static int report_finish(struct drain_cli *d, const struct drain_exec_result *re
         /* The pair of estimates at the start, as the other surfaces print it, on the report's timeline. */
         if (r >= 0 && res->outlook_first.known) {
                 _cleanup_free_ char *text = drain_outlook_format(&res->outlook_first);
-                r = text ? report_add_alert(rp, "estimates", d->node, since_notice(d, res->planned_usec),
-                                            text)
-                         : -ENOMEM;
+                r = text
+                        ? report_add_alert(rp, "estimates", d->node, since_notice(d, res->judged_usec), text)
+                        : -ENOMEM;
         }
         if (r >= 0)
                 r = report_rec_finish(rec);

@@ -72,10 +72,12 @@ void simulate_show_progress(struct simulate *sm, struct sim_drain *d)
                 simulate_timeline(sm, simulate_scenario_seconds(sm, r->cordoned_usec), d->node,
                                   "cordoned and tainted");
         }
-        if (!d->plan_shown && plan && plan->n_nodes > 0) {
+        /* The plan line comes with the first judgement (which may wait for the pods' startup times), so that
+         * it shows the estimates judged. */
+        if (!d->plan_shown && plan && plan->n_nodes > 0 && (r->judged_usec || r->finished_usec)) {
                 const struct drain_plan_node *pn = drain_exec_plan_node(d->x);
                 const struct drain_outlook *o = &r->outlook_first;
-                double at = simulate_scenario_seconds(sm, r->planned_usec ? r->planned_usec : clk_now());
+                double at = simulate_scenario_seconds(sm, r->judged_usec ? r->judged_usec : clk_now());
                 d->plan_shown = true;
                 if (o->known) {
                         /* Durations from this line's time, as in the alerts; the pair as every surface

@@ -131,7 +131,8 @@ struct drain_joint {
         unsigned refs;
         struct drain_inputs *inputs;
         struct drain_plan *plan;
-        uint64_t made_usec; /* engine clock */
+        uint64_t made_usec;    /* engine clock */
+        unsigned startups_gen; /* the ledger's startup measurements it was made with (its startups_gen) */
         /* The same drains with shutdowns on DRAIN_SHUTDOWN_EXPECTED, made on the first ask. */
         struct drain_inputs *expected_inputs;
         /* The plans of expected_inputs that grading its nodes made (drain_grade_node_cached). */
@@ -215,6 +216,9 @@ int drain_ledger_startup_asking(struct drain_ledger *l, const char *owner_key);
 bool drain_ledger_startup_wait(struct drain_ledger *l, void *member, const char *owner_key);
 bool drain_ledger_startup_awaited(const struct drain_ledger *l, const void *member);
 void drain_ledger_startup_answered(struct drain_ledger *l, const char *owner_key);
+/* Whether the ledger's joint plan j was made with every startup measurement it has (the next one is on its
+ * way otherwise: the members that asked for a plan are woken with it). */
+bool drain_ledger_startups_planned(const struct drain_ledger *l, const struct drain_joint *j);
 /* The surges' reads shared by the drains of the ledger (include/spotdrain/surge.h), made at the first call;
  * NULL without memory (each drain then reads for itself). */
 struct drain_surge_reads;

@@ -147,6 +147,7 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         x->kick = timer_cancel(x->kick);
         x->wake = timer_cancel(x->wake);
         x->surge_verdict = timer_cancel(x->surge_verdict);
+        x->startups_wait = timer_cancel(x->startups_wait);
         for (size_t i = 0; i < x->n_pods; i++)
                 xpod_cancel(x->pods[i]);
         /* Its pods wait for no slot any more, and the others no longer drain beside it; but the slots its
@@ -355,8 +356,7 @@ static void act(struct drain_exec *x)
          * infeasible verdict is not raised on guesses, but not long: the alert is due within a second of the
          * notice. Later plans use what is known. (The joint plan another drain made may be here already.) */
         if (!x->result.planned_usec &&
-            (x->startups_pending > 0 || drain_ledger_startup_awaited(x->ledger, x) || x->services_call ||
-             drain_surge_learning(x->surge)) &&
+            (exec_startups_pending(x) || x->services_call || drain_surge_learning(x->surge)) &&
             now < x->result.started_usec + STARTUP_WAIT_USEC && now < x->deadline) {
                 exec_arm_wake(x, MIN(x->result.started_usec + STARTUP_WAIT_USEC, x->deadline));
                 return;
@@ -389,16 +389,19 @@ static void act(struct drain_exec *x)
                 x->result.lb_held = (unsigned)own_node(x)->n_lb_held;
                 x->result.lb_held_until_usec = x->result.lb_held ? own_node(x)->lb_hold_usec : 0;
                 exec_judge(x, now, true);
-        } else if (x->judge_on_surge || x->judge_on_estimates) {
+        } else if (x->judge_on_surge || x->judge_on_estimates || x->judge_on_startups) {
                 bool surge_wait = x->judge_on_surge && drain_surge_learning(x->surge) &&
                                   now < x->result.started_usec + SURGE_VERDICT_WAIT_USEC;
                 bool estimates_wait = x->judge_on_estimates && !drain_estimates_loaded(x->estimates) &&
                                       now < x->result.started_usec + ESTIMATES_VERDICT_WAIT_USEC;
+                bool startups_wait = x->judge_on_startups && exec_startups_unplanned(x) &&
+                                     now < x->result.started_usec + STARTUPS_VERDICT_WAIT_USEC;
                 /* Judged once more, whatever the grade: a fitting one ends the waits as an alert does. */
-                if (!surge_wait && !estimates_wait) {
-                        x->judge_on_surge = x->judge_on_estimates = false;
+                if (!surge_wait && !estimates_wait && !startups_wait) {
+                        x->judge_on_surge = x->judge_on_estimates = x->judge_on_startups = false;
                         x->surge_verdict = timer_cancel(x->surge_verdict);
                         x->estimates_wait = timer_cancel(x->estimates_wait);
+                        x->startups_wait = timer_cancel(x->startups_wait);
                         exec_judge(x, now, true);
                 }
         } else if (!x->result.infeasible && count_left(x) > 0 &&
@@ -672,6 +675,7 @@ struct drain_exec *drain_exec_free(struct drain_exec *x)
         drain_ledger_free(x->own_ledger);
         drain_surge_free(x->surge);
         timer_cancel(x->estimates_wait);
+        timer_cancel(x->startups_wait);
         if (x->estimates)
                 drain_estimates_on_read(x->estimates, NULL, x); /* if still this drain's */
         free(x);

@@ -101,6 +101,8 @@ struct drain_exec {
         bool judge_on_estimates;     /* ... for the kept estimates being read (o->estimates) */
         struct drain_estimates *estimates;
         struct timer *estimates_wait; /* the bound of that wait */
+        bool judge_on_startups;       /* ... for the lists of the pods' siblings (their startup times) */
+        struct timer *startups_wait;  /* the bound of that wait */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
         /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
          * already, by someone else, goes into the drain record, so that a reboot's return undoes only
@@ -196,6 +198,7 @@ void exec_capture_after_stop(struct drain_exec *x, const cJSON *obj);
 
 /* executor_kick.c: act soon. */
 void exec_estimates_wait_fire(void *userdata);
+void exec_startups_wait_fire(void *userdata);
 void exec_estimates_read(void *userdata);
 void exec_kick(struct drain_exec *x);
 
@@ -210,6 +213,23 @@ void exec_arm_wake(struct drain_exec *x, uint64_t at);
 /* How long the first verdict may wait for the kept estimates the agent reads at the notice: one GET, but a
  * verdict without them would cry wolf for owners seen stopping fast before. */
 #define ESTIMATES_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
+
+/* How long the first verdict may wait for the lists of the pods' siblings (their startup times): the first
+ * plan goes without them after STARTUP_WAIT_USEC, and an infeasible grade made on the default startup cries
+ * wolf for pods that start fast whenever the API server answers slowly. */
+#define STARTUPS_VERDICT_WAIT_USEC (3 * UINT64_C(1000000))
+/* Some of the siblings' lists this drain's startup times wait for are still under way (its own, or another
+ * drain's that it shares). */
+static inline bool exec_startups_pending(const struct drain_exec *x)
+{
+        return x->startups_pending > 0 || drain_ledger_startup_awaited(x->ledger, x);
+}
+/* ... or answered, and the plan acted on not yet made with what they said (the ledger makes plans at most
+ * so often: the drain is woken with the next). */
+static inline bool exec_startups_unplanned(const struct drain_exec *x)
+{
+        return exec_startups_pending(x) || !drain_ledger_startups_planned(x->ledger, x->joint);
+}
 
 /* executor_plan.c: the plan and the verdict. */
 int exec_add_inputs(void *userdata, struct drain_inputs *di, struct drain_ledger_slice *slice);

@@ -23,6 +23,13 @@ void exec_estimates_wait_fire(void *userdata)
         exec_kick(x);
 }
 
+void exec_startups_wait_fire(void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->startups_wait = NULL; /* released by the loop as it fired */
+        exec_kick(x);
+}
+
 void exec_estimates_read(void *userdata)
 {
         exec_kick(userdata);

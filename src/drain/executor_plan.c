@@ -250,8 +250,9 @@ static int grade_now(struct drain_exec *x, uint64_t now, struct drain_grade_resu
                 log_debug_errno(r, "cannot grade the drain of %s", x->node);
                 return r;
         }
-        if (!x->result.outlook_first.known && g->outlook.known) {
-                /* The first plan's predictions are the slow estimate's: one number per fact. */
+        if (!x->result.outlook_first.known && g->outlook.known && !x->judge_on_startups) {
+                /* The first plan's predictions are the slow estimate's: one number per fact. They wait for
+                 * the first judgement's startup times, as it does. */
                 x->result.outlook_first = g->outlook;
                 x->result.killed_predicted = (unsigned)g->outlook.slow.n_killed;
                 x->result.predicted_finish_usec = g->outlook.slow.finish_usec == DRAIN_NEVER
@@ -271,6 +272,24 @@ int drain_exec_update_outlook(struct drain_exec *x)
         return grade_now(x, clk_now(), &g, &node);
 }
 
+/* Puts the first judgement off until what it waits for comes (which kicks the drain) or the bound from the
+ * drain's start does (fire): true when put off, false when it is to be made now (no timer: out of memory,
+ * and better now than late). *on says that it waits. */
+static bool judge_later(struct drain_exec *x, bool *on, struct timer **wait, uint64_t bound, timer_fn fire)
+{
+        *on = true;
+        if (*wait || timer_start(x->loop, x->result.started_usec + bound, fire, x, wait) >= 0)
+                return true;
+        *on = false;
+        return false;
+}
+
+static void judged(struct drain_exec *x, bool first, uint64_t now)
+{
+        if (first && !x->result.judged_usec)
+                x->result.judged_usec = now;
+}
+
 void exec_judge(struct drain_exec *x, uint64_t now, bool first)
 {
         _cleanup_(drain_grade_result_clear) struct drain_grade_result g = { 0 };
@@ -278,8 +297,10 @@ void exec_judge(struct drain_exec *x, uint64_t now, bool first)
         x->judged_pods = x->plan->n_pods;
         x->judged_shutdowns = drain_shutdowns_generation(drain_ledger_shutdowns(x->ledger));
         /* Without a deadline there is no "in time" to judge: pods a PDB holds wait, killed by nobody. */
-        if (x->no_deadline)
+        if (x->no_deadline) {
+                judged(x, first, now);
                 return;
+        }
         if (first && !x->result.infeasible) {
                 /* The operator's rate cap, not the cluster, may be what decides: say so. */
                 struct drain_api_budget b;
@@ -289,10 +310,24 @@ void exec_judge(struct drain_exec *x, uint64_t now, bool first)
                 if (drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node, qps, burst,
                                            &b) > 0) {
                         x->result.infeasible = true;
+                        judged(x, first, now);
                         drain_api_budget_alert(x->bus, x->node, &b);
                         return;
                 }
         }
+        /* The siblings' startup times are still being listed (or not yet planned with): the plan guessed the
+         * default startup for each replacement, which may be all that makes it too long, or too short to
+         * show that it cannot fit. Either grade would rest on the guess: the lists' answers kick the drain
+         * (the plan made with them wakes it), and with it the first judgement; lists that never answer
+         * leave it to the timer at the bound. */
+        if (first && exec_startups_unplanned(x) &&
+            now < x->result.started_usec + STARTUPS_VERDICT_WAIT_USEC) {
+                log_debug("drain of %s: judged once its pods' siblings are listed (startup times)", x->node);
+                if (judge_later(x, &x->judge_on_startups, &x->startups_wait, STARTUPS_VERDICT_WAIT_USEC,
+                                exec_startups_wait_fire))
+                        return;
+        }
+        judged(x, first, now);
         if (grade_now(x, now, &g, &node) < 0)
                 return;
         if (g.grade == DRAIN_GRADE_FITS || (g.grade == DRAIN_GRADE_AT_RISK && x->result.at_risk))
@@ -327,12 +362,9 @@ void exec_judge(struct drain_exec *x, uint64_t now, bool first)
                 log_debug("drain of %s: judged once its Deployments are read (surge)", x->node);
                 /* Surge's answer kicks the drain, and with it the judgement; reads that never answer
                  * leave it to the timer at the bound. */
-                x->judge_on_surge = true;
-                if (x->surge_verdict ||
-                    timer_start(x->loop, x->result.started_usec + SURGE_VERDICT_WAIT_USEC,
-                                surge_verdict_fire, x, &x->surge_verdict) >= 0)
+                if (judge_later(x, &x->judge_on_surge, &x->surge_verdict, SURGE_VERDICT_WAIT_USEC,
+                                surge_verdict_fire))
                         return;
-                x->judge_on_surge = false; /* no timer (ENOMEM): judge now rather than late */
         }
         if (g.grade == DRAIN_GRADE_AT_RISK)
                 x->result.at_risk = true;

@@ -110,6 +110,7 @@ struct drain_ledger {
          * pods is a large answer (the client's rate and the process's memory both). */
         struct startup_ask *asks;
         size_t n_asks;
+        unsigned startups_gen; /* counts the measurements added, for drain_ledger_startups_planned() */
         struct drain_surge_reads *surge_reads; /* made when a drain first asks */
         struct drain_shutdowns *shutdowns,
             *own_shutdowns; /* borrowed (drain_ledger_use_shutdowns), or own */

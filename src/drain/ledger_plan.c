@@ -228,7 +228,11 @@ static int make_joint(struct drain_ledger *l, const struct drain_inputs_options 
         if (!j)
                 return -ENOMEM;
         *j = (struct drain_joint){
-                .refs = 1, .inputs = TAKE_PTR(di), .plan = TAKE_PTR(plan), .made_usec = o->now_usec
+                .refs = 1,
+                .inputs = TAKE_PTR(di),
+                .plan = TAKE_PTR(plan),
+                .made_usec = o->now_usec,
+                .startups_gen = l->startups_gen,
         };
         drain_joint_unref(l->joint);
         l->joint = j;

@@ -39,9 +39,15 @@ int drain_ledger_add_startups(struct drain_ledger *l, const struct drain_startup
                         return -ENOMEM;
                 l->startups[l->n_startups++] =
                     (struct drain_startup){ .owner_key = key, .startup_usec = s[i].startup_usec };
+                l->startups_gen++;
                 ledger_set_dirty(l);
         }
         return 0;
+}
+
+bool drain_ledger_startups_planned(const struct drain_ledger *l, const struct drain_joint *j)
+{
+        return l && j && j->startups_gen == l->startups_gen;
 }
 
 struct drain_surge_reads *drain_ledger_surge_reads(struct drain_ledger *l)

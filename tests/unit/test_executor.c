@@ -907,6 +907,83 @@ static void test_surge_verdict_bound(void **state)
         }
 }
 
+/* The first plan goes without its pods' startup times when the lists of their siblings are slow (after
+ * 0.5 s): each replacement is then guessed at the default startup. Six pods under maxUnavailable 1:
+ * - guessed too slow (30 s, they start in 2 s): the guess alone makes the drain infeasible, yet it fits.
+ *   Lists lagged until the first plan is made, then answering: no drain-infeasible at all (once seen on a
+ *   loaded machine: "6 waves of 30 s" for pods that start in 12).
+ * - guessed too fast (1 s, they start in 8 s: 6 waves do not fit in 35 s): the guess alone makes it fit.
+ *   Lagged lists: drain-infeasible once they answer, at the first judgement (judged mid-drain instead, a
+ *   PDB short of its replacement is not cried about, and the alert never came).
+ * - lists that never answer: the verdict on the guess at the bound, 3 s of the drain (engine clock), not
+ *   before.
+ * The first predictions wait with the verdict. */
+#define STARTUPS_VERDICT_WAIT (3 * SEC)
+enum startups_case {
+        STARTUPS_GUESS_SLOW,
+        STARTUPS_GUESS_FAST,
+        STARTUPS_NEVER
+};
+static void test_startups_verdict_wait(void **state)
+{
+        static const char slow[] =
+            "name: startups-verdict\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 12, placement: {spot-a: 6},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 2,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "events: []\n";
+        static const char fast[] =
+            "name: startups-verdict\n" NODES "workloads:\n"
+            "  - {name: web, namespace: shop, kind: Deployment, replicas: 12, placement: {spot-a: 6},\n"
+            "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 8,\n"
+            "     pdb: {max_unavailable: 1}}\n"
+            "events: []\n";
+        static const char siblings[] = "GET /api/v1/namespaces/shop/pods?labelSelector";
+        for (int c = STARTUPS_GUESS_SLOW; c <= STARTUPS_NEVER; c++) {
+                bool held = c == STARTUPS_NEVER;
+                /* Lagged: a prefix no request has, the siblings' lists lagging instead. */
+                struct fx *f =
+                    fx_new_held(c == STARTUPS_GUESS_FAST ? fast : slow, 2, held ? siblings : "HOLD NOTHING");
+                struct drain_exec_options o = options(40 * SEC, 5 * SEC, DRAIN_POLICY_FORCE);
+                o.default_startup_usec = c == STARTUPS_GUESS_FAST ? 1 * SEC : 30 * SEC;
+                if (!held) {
+                        relay_set_lag(&f->relay, siblings, "");
+                        atomic_store(&f->relay.lagging, true);
+                }
+
+                fx_start(f, &o);
+                if (held) {
+                        const struct seen_alert *a = fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE);
+                        assert_non_null(a);
+                        assert_true(atomic_load(&f->relay.held) >= 1);
+                        assert_true(a->at - f->started >= STARTUPS_VERDICT_WAIT);
+                        fx_free(f);
+                        continue;
+                }
+                bool never = false;
+                for (int i = 0; i < 2000 && !drain_exec_result(f->x)->planned_usec; i++)
+                        loop_run_until(f->loop, &never, 10 * 1000);
+                /* Planned without the startups: neither the verdict nor the predictions are out. */
+                assert_true(drain_exec_result(f->x)->planned_usec > 0);
+                assert_true(atomic_load(&f->relay.lagged) >= 1);
+                assert_null(find_alert(f, ALERT_DRAIN_INFEASIBLE));
+                assert_false(drain_exec_result(f->x)->outlook_first.known);
+                atomic_store(&f->relay.lagging, false);
+                if (c == STARTUPS_GUESS_FAST) {
+                        assert_non_null(fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE));
+                        assert_true(drain_exec_result(f->x)->infeasible);
+                        assert_true(drain_exec_result(f->x)->outlook_first.known);
+                } else {
+                        fx_run(f);
+                        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+                        assert_int_equal(f->result.forced, 0);
+                        assert_int_equal(alert_bus_count(f->bus, ALERT_DRAIN_INFEASIBLE), 0);
+                        assert_true(f->result.outlook_first.known);
+                }
+                fx_free(f);
+        }
+}
+
 struct deletions {
         char *seen[8]; /* normal pods seen deleting */
         size_t n_seen;
@@ -1487,6 +1564,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_startup_median),
+                cmocka_unit_test(test_startups_verdict_wait),
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
