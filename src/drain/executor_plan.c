@@ -250,9 +250,9 @@ static int grade_now(struct drain_exec *x, uint64_t now, struct drain_grade_resu
                 log_debug_errno(r, "cannot grade the drain of %s", x->node);
                 return r;
         }
-        if (!x->result.outlook_first.known && g->outlook.known && !x->judge_on_startups) {
-                /* The first plan's predictions are the slow estimate's: one number per fact. They wait for
-                 * the first judgement's startup times, as it does. */
+        if (!x->result.outlook_first.known && g->outlook.known && x->result.judged_usec) {
+                /* The first judgement's predictions are the slow estimate's: one number per fact. Not
+                 * before it (the live view asks): it may wait for the startup times. */
                 x->result.outlook_first = g->outlook;
                 x->result.killed_predicted = (unsigned)g->outlook.slow.n_killed;
                 x->result.predicted_finish_usec = g->outlook.slow.finish_usec == DRAIN_NEVER
