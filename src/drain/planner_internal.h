@@ -37,7 +37,6 @@ struct pod_info {
 struct slot_return {
         int64_t at;
         size_t pdb;
-        bool done;
 };
 
 /* One replay of the drain. */
@@ -45,12 +44,19 @@ struct sim {
         enum pod_state *state;
         int64_t *t_evict;
         int64_t *t_gone;
-        int *margin;  /* per PDB: currentHealthy - desiredHealthy as it moves */
-        int *pending; /* per PDB: slot returns ahead at the start */
-        struct slot_return *returns;
+        int *margin;                 /* per PDB: currentHealthy - desiredHealthy as it moves */
+        int *pending;                /* per PDB: slot returns ahead at the start */
+        struct slot_return *returns; /* a min-heap by time */
         size_t n_returns;
         int64_t *node_t0_gone; /* per node: when every tier-0 pod is gone; T_NEVER while one waits */
-        size_t *order;         /* the pods replayed, from planner.order */
+        /* Per node, kept as pods stop, for node_t0_gone: its tier-0 pods still waiting, the latest end of
+         * the others; and the nodes whose node_t0_gone is due for an update at the next pass. */
+        int *node_wait0;
+        int64_t *node_gone0;
+        size_t *stale;
+        size_t n_stale;
+        bool *is_stale;
+        size_t *order; /* the pods replayed, from planner.order; those no longer waiting dropped */
         size_t n_order;
 };
 

@@ -27,6 +27,10 @@ void planner_sim_done(struct sim *s)
         free(s->pending);
         free(s->returns);
         free(s->node_t0_gone);
+        free(s->node_wait0);
+        free(s->node_gone0);
+        free(s->stale);
+        free(s->is_stale);
         free(s->order);
         *s = (struct sim){ 0 };
 }
@@ -34,7 +38,7 @@ void planner_sim_done(struct sim *s)
 int planner_sim_init(struct sim *s, const struct planner *pl)
 {
         const struct drain_input *in = pl->in;
-        size_t np = in->n_pods ? in->n_pods : 1;
+        size_t np = in->n_pods ? in->n_pods : 1, nn = in->n_nodes ? in->n_nodes : 1;
         *s = (struct sim){
                 .state = calloc(np, sizeof(*s->state)),
                 .t_evict = calloc(np, sizeof(*s->t_evict)),
@@ -42,20 +46,65 @@ int planner_sim_init(struct sim *s, const struct planner *pl)
                 .margin = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->margin)),
                 .pending = calloc(in->n_pdbs ? in->n_pdbs : 1, sizeof(*s->pending)),
                 .returns = calloc(pl->max_returns ? pl->max_returns : 1, sizeof(*s->returns)),
-                .node_t0_gone = calloc(in->n_nodes ? in->n_nodes : 1, sizeof(*s->node_t0_gone)),
+                .node_t0_gone = calloc(nn, sizeof(*s->node_t0_gone)),
+                .node_wait0 = calloc(nn, sizeof(*s->node_wait0)),
+                .node_gone0 = calloc(nn, sizeof(*s->node_gone0)),
+                .stale = calloc(nn, sizeof(*s->stale)),
+                .is_stale = calloc(nn, sizeof(*s->is_stale)),
                 .order = calloc(np, sizeof(*s->order)),
         };
         if (!s->state || !s->t_evict || !s->t_gone || !s->margin || !s->pending || !s->returns ||
-            !s->node_t0_gone || !s->order) {
+            !s->node_t0_gone || !s->node_wait0 || !s->node_gone0 || !s->stale || !s->is_stale || !s->order) {
                 planner_sim_done(s);
                 return -ENOMEM;
         }
         return 0;
 }
 
+/* The returns are a min-heap by time: a replay of thousands of pods looks for the next one at every step. */
 static void push_return(struct sim *s, int64_t at, size_t pdb)
 {
-        s->returns[s->n_returns++] = (struct slot_return){ .at = at, .pdb = pdb };
+        size_t i = s->n_returns++;
+        struct slot_return r = { .at = at, .pdb = pdb };
+        while (i > 0 && s->returns[(i - 1) / 2].at > at) {
+                s->returns[i] = s->returns[(i - 1) / 2];
+                i = (i - 1) / 2;
+        }
+        s->returns[i] = r;
+}
+
+static void pop_return(struct sim *s)
+{
+        struct slot_return last = s->returns[--s->n_returns];
+        size_t i = 0, n = s->n_returns;
+        for (;;) {
+                size_t c = 2 * i + 1;
+                if (c >= n)
+                        break;
+                if (c + 1 < n && s->returns[c + 1].at < s->returns[c].at)
+                        c++;
+                if (s->returns[c].at >= last.at)
+                        break;
+                s->returns[i] = s->returns[c];
+                i = c;
+        }
+        if (n > 0)
+                s->returns[i] = last;
+}
+
+/* A tier-0 pod stopped: its node's node_t0_gone is updated at the next pass (node_t0_refresh), as the whole
+ * of it was computed at the start of each pass. */
+static void node_t0_stopped(const struct planner *pl, struct sim *s, size_t i)
+{
+        size_t n = pl->in->pods[i].node;
+        if (pl->pi[i].tier != 0)
+                return;
+        s->node_wait0[n]--;
+        s->node_gone0[n] = max_t(s->node_gone0[n], s->t_gone[i]);
+        if (!s->is_stale[n]) {
+                s->is_stale[n] = true;
+                s->stale[s->n_stale++] = n;
+        }
 }
 
 /* The pod's graceful stop starts at t (evicted, or deleted around its PDB with the executor's shortened
@@ -71,6 +120,7 @@ static void start_stop(const struct planner *pl, struct sim *s, size_t i, int64_
                 s->t_gone[i] = t + min_t(p->shutdown, grace);
         } else
                 s->t_gone[i] = t + p->shutdown;
+        node_t0_stopped(pl, s, i);
         /* A surged pod's replacement was started before it went, and gave its slot back when Ready. */
         if (!owner_replaces(pod->owner) || pl->surge[i])
                 return;
@@ -119,27 +169,47 @@ static void do_force(const struct planner *pl, struct sim *s, size_t i, int64_t 
 static bool apply_returns(struct sim *s, int64_t t)
 {
         bool any = false;
-        for (size_t r = 0; r < s->n_returns; r++)
-                if (!s->returns[r].done && s->returns[r].at <= t) {
-                        s->returns[r].done = true;
-                        s->margin[s->returns[r].pdb]++;
-                        any = true;
-                }
+        while (s->n_returns > 0 && s->returns[0].at <= t) {
+                s->margin[s->returns[0].pdb]++;
+                pop_return(s);
+                any = true;
+        }
         return any;
 }
 
+/* Per node, when every tier-0 pod of its is gone (T_NEVER while one waits), from the pods as they are at the
+ * start of the replay. */
 static void compute_tier0_gone(const struct planner *pl, struct sim *s)
 {
         const struct drain_input *in = pl->in;
-        for (size_t n = 0; n < in->n_nodes; n++)
-                s->node_t0_gone[n] = pl->now;
+        for (size_t n = 0; n < in->n_nodes; n++) {
+                s->node_wait0[n] = 0;
+                s->node_gone0[n] = pl->now;
+                s->is_stale[n] = false;
+        }
+        s->n_stale = 0;
         for (size_t i = 0; i < in->n_pods; i++) {
                 if (pl->pi[i].tier != 0 || s->state[i] == PS_OUT)
                         continue;
                 size_t n = in->pods[i].node;
-                int64_t g = s->state[i] == PS_WAITING ? T_NEVER : s->t_gone[i];
-                s->node_t0_gone[n] = max_t(s->node_t0_gone[n], g);
+                if (s->state[i] == PS_WAITING)
+                        s->node_wait0[n]++;
+                else
+                        s->node_gone0[n] = max_t(s->node_gone0[n], s->t_gone[i]);
         }
+        for (size_t n = 0; n < in->n_nodes; n++)
+                s->node_t0_gone[n] = s->node_wait0[n] > 0 ? T_NEVER : s->node_gone0[n];
+}
+
+/* The nodes whose tier-0 pods stopped during the last pass. */
+static void node_t0_refresh(struct sim *s)
+{
+        for (size_t k = 0; k < s->n_stale; k++) {
+                size_t n = s->stale[k];
+                s->node_t0_gone[n] = s->node_wait0[n] > 0 ? T_NEVER : s->node_gone0[n];
+                s->is_stale[n] = false;
+        }
+        s->n_stale = 0;
 }
 
 /* Critical pods wait for the node's other pods to be gone, but never past their own last safe moment. */
@@ -297,34 +367,37 @@ void planner_sim_run(const struct planner *pl, struct sim *s, bool force, size_t
         push_overdue_returns(pl, s, override_pdb, pinned);
         push_lost_returns(pl, s, override_pdb, pinned);
 
+        compute_tier0_gone(pl, s);
         for (int64_t t = now;;) {
                 bool progress;
                 do {
                         progress = apply_returns(s, t);
-                        compute_tier0_gone(pl, s);
+                        node_t0_refresh(s);
+                        /* The pods still waiting stay in s->order, in their order. */
+                        size_t w = 0;
                         for (size_t o = 0; o < s->n_order; o++) {
                                 size_t i = s->order[o];
-                                if (s->state[i] != PS_WAITING || !tier_open(pl, s, i, t))
+                                if (s->state[i] != PS_WAITING)
                                         continue;
-                                size_t b = in->pods[i].n_pdbs == 1 ? in->pods[i].pdbs[0] : SIZE_MAX;
-                                bool frozen_p = b != SIZE_MAX && b != override_pdb && pl->frozen[b];
-                                if (t >= pl->pi[i].not_before && try_evict(pl, s, i, t, frozen_p))
-                                        progress = true;
-                                else if (force && t >= pl->pi[i].last_safe) {
-                                        do_force(pl, s, i, t);
-                                        progress = true;
+                                if (tier_open(pl, s, i, t)) {
+                                        size_t b = in->pods[i].n_pdbs == 1 ? in->pods[i].pdbs[0] : SIZE_MAX;
+                                        bool frozen_p = b != SIZE_MAX && b != override_pdb && pl->frozen[b];
+                                        if (t >= pl->pi[i].not_before && try_evict(pl, s, i, t, frozen_p))
+                                                progress = true;
+                                        else if (force && t >= pl->pi[i].last_safe) {
+                                                do_force(pl, s, i, t);
+                                                progress = true;
+                                        }
                                 }
+                                if (s->state[i] == PS_WAITING)
+                                        s->order[w++] = i;
                         }
+                        s->n_order = w;
                 } while (progress);
 
-                int64_t next = T_NEVER;
-                for (size_t r = 0; r < s->n_returns; r++)
-                        if (!s->returns[r].done)
-                                next = min_t(next, s->returns[r].at);
+                int64_t next = s->n_returns > 0 ? s->returns[0].at : T_NEVER;
                 for (size_t o = 0; o < s->n_order; o++) {
                         size_t i = s->order[o];
-                        if (s->state[i] != PS_WAITING)
-                                continue;
                         if (pl->pi[i].last_safe > t)
                                 next = min_t(next, pl->pi[i].last_safe);
                         if (pl->pi[i].not_before > t)
