@@ -52,13 +52,56 @@ static int64_t pod_shutdown(const struct drain_pod_in *pod)
         return min_t(clamp_t(pod->shutdown_usec), grace);
 }
 
+/* The owner's first startup in the input, else the default. */
 static int64_t pod_startup(const struct drain_input *in, const struct drain_pod_in *pod)
 {
         if (pod->owner_key)
                 for (size_t i = 0; i < in->n_startups; i++)
-                        if (streq(in->startups[i].owner_key, pod->owner_key))
+                        if (streq_ptr(in->startups[i].owner_key, pod->owner_key))
                                 return clamp_t(in->startups[i].startup_usec);
         return clamp_t(in->default_startup_usec);
+}
+
+static int startup_ref_cmp(const void *a, const void *b)
+{
+        const struct startup_ref *x = a, *y = b;
+        int c = strcmp(x->owner_key, y->owner_key);
+        if (c != 0)
+                return c;
+        return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+static int index_startups(struct planner *pl)
+{
+        const struct drain_input *in = pl->in;
+        pl->startups = calloc(in->n_startups ? in->n_startups : 1, sizeof(*pl->startups));
+        if (!pl->startups)
+                return -ENOMEM;
+        for (size_t i = 0; i < in->n_startups; i++)
+                if (in->startups[i].owner_key)
+                        pl->startups[pl->n_startups++] =
+                            (struct startup_ref){ .owner_key = in->startups[i].owner_key, .idx = i };
+        qsort(pl->startups, pl->n_startups, sizeof(*pl->startups), startup_ref_cmp);
+        return 0;
+}
+
+/* pod_startup() by the planner's index. */
+static int64_t planner_pod_startup(const struct planner *pl, const struct drain_pod_in *pod)
+{
+        size_t lo = 0, hi = pl->n_startups;
+        if (!pod->owner_key)
+                return clamp_t(pl->in->default_startup_usec);
+        /* The first entry not below the key: the owner's first in the input, when it has one. */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(pl->startups[mid].owner_key, pod->owner_key) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo < pl->n_startups && streq(pl->startups[lo].owner_key, pod->owner_key))
+                return clamp_t(pl->in->startups[pl->startups[lo].idx].startup_usec);
+        return clamp_t(pl->in->default_startup_usec);
 }
 
 /* Disruptions the PDB allows at the start, negative while currentHealthy < desiredHealthy (so that
@@ -112,6 +155,7 @@ static void planner_done(struct planner *pl)
         free(pl->pdb_first);
         free(pl->pdb_pods);
         free(pl->pdb_count);
+        free(pl->startups);
 }
 
 /* Whether pod->pdbs[j] is named there for the first time (an input may repeat a PDB). */
@@ -200,7 +244,7 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
         pl->pdb_startup = calloc(nb, sizeof(*pl->pdb_startup));
         pl->surge = calloc(np, sizeof(*pl->surge));
         if (!pl->pi || !pl->order || !pl->margin0 || !pl->frozen || !pl->pdb_startup || !pl->surge ||
-            index_pods(pl) < 0) {
+            index_pods(pl) < 0 || index_startups(pl) < 0) {
                 planner_done(pl);
                 return -ENOMEM;
         }
@@ -210,7 +254,7 @@ static int planner_init(struct planner *pl, const struct drain_input *in)
                 struct pod_info *p = &pl->pi[i];
                 p->grace = clamp_t(pod->grace_usec);
                 p->shutdown = pod_shutdown(pod);
-                p->startup = pod_startup(in, pod);
+                p->startup = planner_pod_startup(pl, pod);
                 p->deadline = clamp_t(node->deadline_usec);
                 p->end = p->deadline - clamp_t(node->margin_usec);
                 p->last_safe = p->end - p->shutdown;

@@ -39,6 +39,11 @@ struct slot_return {
         size_t pdb;
 };
 
+struct startup_ref {
+        const char *owner_key;
+        size_t idx; /* in drain_input.startups */
+};
+
 /* One replay of the drain. */
 struct sim {
         enum pod_state *state;
@@ -77,6 +82,10 @@ struct planner {
         size_t *node_first, *node_pods;
         size_t *pdb_first, *pdb_pods;
         int *pdb_count; /* scratch per PDB, zero between uses */
+        /* The startups with an owner, by owner key and input order within one: a joint plan looks one up
+         * for each of its thousands of pods. */
+        struct startup_ref *startups;
+        size_t n_startups;
 };
 
 static inline int64_t clamp_t(uint64_t v)
