@@ -66,6 +66,9 @@ struct timer;
 int timer_start(struct loop *l, uint64_t at_clk_usec, timer_fn fn, void *userdata, struct timer **ret);
 int timer_start_in(struct loop *l, uint64_t after_usec, timer_fn fn, void *userdata, struct timer **ret);
 struct timer *timer_cancel(struct timer *t); /* NULL-safe; always returns NULL; not after it fired */
+/* The timer goes before every ordinary timer due at the same time, as the network's sources do (http.c):
+ * what sends requests out must not wait behind a queue of drains' turns. NULL-safe. */
+void timer_urgent(struct timer *t);
 
 /* ---- HTTP client ----
  * Async, on the loop, on libcurl's multi-socket API: HTTP/2 multiplexed over TLS where the server offers it,

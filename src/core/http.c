@@ -357,6 +357,8 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
                         free(sock);
                         return -1;
                 }
+                /* Answers are read before the ordinary timers' work (timer_urgent()). */
+                (void)sd_event_source_set_priority(sock->source, SD_EVENT_PRIORITY_IMPORTANT);
                 if (curl_multi_assign(ctx->multi, fd, sock) != CURLM_OK) {
                         sd_event_source_disable_unref(sock->source);
                         free(sock);
@@ -389,11 +391,13 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
                 return ctx->timer && sd_event_source_set_enabled(ctx->timer, SD_EVENT_OFF) < 0 ? -1 : 0;
 
         at = now_monotonic_usec() + (uint64_t)timeout_ms * 1000ULL;
-        if (!ctx->timer)
-                return sd_event_add_time(loop_event(ctx->loop), &ctx->timer, CLOCK_MONOTONIC, at, 1,
-                                         on_timer, ctx) < 0
-                           ? -1
-                           : 0;
+        if (!ctx->timer) {
+                if (sd_event_add_time(loop_event(ctx->loop), &ctx->timer, CLOCK_MONOTONIC, at, 1, on_timer,
+                                      ctx) < 0)
+                        return -1;
+                (void)sd_event_source_set_priority(ctx->timer, SD_EVENT_PRIORITY_IMPORTANT);
+                return 0;
+        }
         if (sd_event_source_set_time(ctx->timer, at) < 0 ||
             sd_event_source_set_enabled(ctx->timer, SD_EVENT_ONESHOT) < 0)
                 return -1;

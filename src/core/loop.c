@@ -199,6 +199,12 @@ int timer_start(struct loop *l, uint64_t at_clk_usec, timer_fn fn, void *userdat
         return 0;
 }
 
+void timer_urgent(struct timer *t)
+{
+        if (t && t->source)
+                (void)sd_event_source_set_priority(t->source, SD_EVENT_PRIORITY_IMPORTANT);
+}
+
 int timer_start_in(struct loop *l, uint64_t after_usec, timer_fn fn, void *userdata, struct timer **ret)
 {
         uint64_t now = clk_now();

@@ -157,7 +157,8 @@ void kube_client_pump_soon(struct kube_client *c, uint64_t after_usec)
                 return;
         /* Without a timer nothing would ever leave the queue; calls stay queued and a later enqueue
          * retries arming it. */
-        (void)timer_start_in(c->loop, after_usec, pump_timer_fn, c, &c->pump_timer);
+        if (timer_start_in(c->loop, after_usec, pump_timer_fn, c, &c->pump_timer) >= 0)
+                timer_urgent(c->pump_timer);
 }
 
 void kcall_enqueue(struct kube_call *call)
