@@ -19,7 +19,12 @@ ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared.json")
 [ -n "$ADMISSION_PID" ] || fail "no spotdrain admission serving the chart's eviction webhook"
 trap 'kill "$ADMISSION_PID" 2>/dev/null; rk_cleanup' EXIT
 as_a() { "$KUBECTL" --kubeconfig "$A" "$@"; }
-pod_on() { k get pods -n shop --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}'; }
+# A pod of the node that is not being deleted: the one spot-a's agent evicted may still be listed, and gone a
+# moment later (its grace is 5 s), when the next step deletes it.
+pod_on() {
+	k get pods -n shop --field-selector "spec.nodeName=$1" -o json |
+		jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name // empty'
+}
 
 # refused WHAT COMMAND...: the API server's answer to the command says WHAT (kubectl cordon exits 0 when
 # the patch it sends is refused, so the answer is what counts; the objects are checked below).
