@@ -126,6 +126,29 @@ static void test_timers(void **state)
         assert_int_equal(loop_run_until(l, &o.restarted, WAIT_BOUND_USEC), 0);
 }
 
+/* An urgent timer goes before ordinary ones already due, even those due earlier (the API client's pump
+ * before a burst of drains' turns). */
+static void test_timer_urgent(void **state)
+{
+        _cleanup_(loop_freep) struct loop *l = NULL;
+        struct order o = { 0 };
+        struct tick t1 = { &o, 1 }, t2 = { &o, 2 }, t3 = { &o, 3 };
+        struct timer *u = NULL;
+        uint64_t now = clk_now();
+
+        assert_int_equal(loop_new(&l), 0);
+        /* All three in the past: due together at the loop's first look. */
+        assert_int_equal(timer_start(l, now - 3000, record, &t1, NULL), 0);
+        assert_int_equal(timer_start(l, now - 2000, record, &t2, NULL), 0);
+        assert_int_equal(timer_start(l, now - 1000, record, &t3, &u), 0);
+        timer_urgent(u);
+        timer_urgent(NULL);
+        o.done = false;
+        assert_int_equal(loop_run_until(l, &o.done, WAIT_BOUND_USEC), 0);
+        assert_int_equal(o.n, 1);
+        assert_int_equal(o.seen[0], 3);
+}
+
 static void test_timer_outlives_loop(void **state)
 {
         struct loop *l = NULL;
@@ -412,6 +435,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_clock_scale),
                 cmocka_unit_test(test_timers),
+                cmocka_unit_test(test_timer_urgent),
                 cmocka_unit_test(test_timer_outlives_loop),
                 cmocka_unit_test(test_run_until_timeout_and_exit),
                 cmocka_unit_test(test_sigterm_ends_loop),
