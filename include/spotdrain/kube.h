@@ -155,6 +155,9 @@ enum {
         /* a stream (kube_request_stream) that may be silent for KUBE_WATCH_IDLE_TIMEOUT_USEC rather than
          * KUBE_IDLE_TIMEOUT_USEC */
         KUBE_REQ_PATIENT = 1 << 3,
+        /* a watch's stream or (re)list: what its informer's owner sees by, ahead of every other request of
+         * its class (the watch streams and lists set it) */
+        KUBE_REQ_SIGHT = 1 << 4,
 };
 
 /* Any request. path is absolute ("/api/v1/nodes/n1?x=y"); body may be NULL. ret_call may be NULL. The verb
@@ -190,6 +193,7 @@ struct kube_list_options {
         unsigned limit; /* page size; 0 = 500 */
         const char *resource_version;
         bool priority; /* ahead of ordinary requests in the rate limiter (the lists decisions wait for) */
+        bool sight;    /* KUBE_REQ_SIGHT: a watch's (re)list (kube_watch_start() sets it) */
         /* Keep only these fields of each item (kube_object_prune()), page by page, so that a large list
          * never holds whole objects beyond one page; NULL keeps everything. Borrowed until the list ends. */
         const char *const *keep_fields;

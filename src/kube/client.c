@@ -142,7 +142,7 @@ int kube_request_stream(struct kube_client *c, const char *path, unsigned flags,
                         int (*on_data)(const char *data, size_t len, void *userdata), kube_done_fn done,
                         void *userdata, struct kube_call **ret_call)
 {
-        if (!on_data || (flags & ~(unsigned)KUBE_REQ_PATIENT))
+        if (!on_data || (flags & ~(unsigned)(KUBE_REQ_PATIENT | KUBE_REQ_SIGHT)))
                 return -EINVAL;
         struct kube_call *call;
         int r = kcall_new(c, "GET", path, NULL, NULL, KUBE_REQ_PRIORITY | CALL_STREAM | flags, done,

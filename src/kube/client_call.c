@@ -15,12 +15,19 @@
 
 /* ---- the waiting calls: a binary heap per class, earliest key first ---- */
 
-/* Calls with a deadline key first, earliest first; then those without one (lists, reads, writes no pod's
- * last safe moment waits on), in the order they were made. Keyed calls are few at any time (the ledger
- * grants a handful of evictions at once), so the others do not starve; and a granted eviction does not
- * wait behind every list made before its last safe moment, holding its PDB slot meanwhile. */
+/* What the informers see by first: a watch's stream or (re)list is one request, and until it is answered
+ * its owner is blind (a drain cannot plan before its pods are listed, does not see them go without its
+ * watch, and forces the ones it believes still there at their last safe moment). Then calls with a
+ * deadline key, earliest first; then those without one (reads, writes no pod's last safe moment waits on),
+ * in the order they were made. A granted eviction does not wait behind every read made before its last
+ * safe moment, holding its PDB slot meanwhile. With a thousand drains under way keyed calls (evictions,
+ * forced deletes) are never few: behind them, drains waited 63 s for their pods' list and 100 s for their
+ * watch. */
 static bool heap_before(const struct kube_call *a, const struct kube_call *b)
 {
+        bool as = a->flags & KUBE_REQ_SIGHT, bs = b->flags & KUBE_REQ_SIGHT;
+        if (as != bs)
+                return as;
         if (!a->key != !b->key)
                 return a->key != 0;
         if (a->key != b->key)

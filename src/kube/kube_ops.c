@@ -119,7 +119,9 @@ int kube_list(struct kube_client *c, const char *path, const struct kube_list_op
         _cleanup_free_ char *full = b.data;
         struct kube_call *call;
         r = kcall_new(c, "GET", full, NULL, NULL,
-                      KUBE_REQ_IDEMPOTENT | (o->priority ? KUBE_REQ_PRIORITY : 0), done, userdata, &call);
+                      KUBE_REQ_IDEMPOTENT | (o->priority ? KUBE_REQ_PRIORITY : 0) |
+                          (o->sight ? KUBE_REQ_SIGHT : 0),
+                      done, userdata, &call);
         if (r < 0)
                 return r;
         call->s_base = strdup(full);

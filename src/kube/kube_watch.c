@@ -151,11 +151,12 @@ static void watch_list_done(struct kube_client *c, struct kube_result *r, void *
 static void watch_list(struct kube_watch *w)
 {
         /* A watch's (re)list is what its owner's decisions wait for (a drain cannot plan before it): it goes
-         * ahead of ordinary requests, as the watch stream itself does. */
+         * ahead of every other request of its class, as the watch stream itself does (heap_before). */
         struct kube_list_options o = {
                 .label_selector = w->label_selector,
                 .field_selector = w->field_selector,
                 .priority = true,
+                .sight = true,
                 .keep_fields = w->keep_fields,
         };
         int r = kube_list(w->client, w->path, &o, watch_list_done, w, &w->call);
@@ -297,9 +298,10 @@ static void watch_stream(struct kube_watch *w)
         w->got_event = false;
         w->restart = w->gone = false;
         kube_line_framer_reset(&w->line);
-        int r = path ? kube_request_stream(w->client, path, w->patient ? KUBE_REQ_PATIENT : 0, watch_on_data,
-                                           watch_stream_done, w, &w->call)
-                     : -ENOMEM;
+        int r =
+            path ? kube_request_stream(w->client, path, KUBE_REQ_SIGHT | (w->patient ? KUBE_REQ_PATIENT : 0),
+                                       watch_on_data, watch_stream_done, w, &w->call)
+                 : -ENOMEM;
         if (r < 0)
                 watch_schedule(w, WATCH_NEXT_STREAM, backoff_next(&w->backoff));
         else {

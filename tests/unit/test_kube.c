@@ -1141,6 +1141,11 @@ static void count_done(struct kube_client *c, struct kube_result *r, void *userd
                 n->reached = true;
 }
 
+static int ignore_data(const char *data, size_t len, void *userdata)
+{
+        return 0;
+}
+
 static void test_rate_limiter_queues(void **state)
 {
         struct fx *fx = *state;
@@ -1193,8 +1198,8 @@ static void test_rate_limiter_queues(void **state)
 }
 
 /* Waiting requests go out earliest deadline key first: urgent ones before everything, then the
- * priority class by key, its calls without a key after those, ordinary ones last. A key set on a call
- * already queued moves it. */
+ * priority class: what watches see by first (a stream and a list queued after the evictions), then by key,
+ * its calls without a key after those, ordinary ones last. A key set on a call already queued moves it. */
 static void test_queue_by_deadline(void **state)
 {
         struct fx *fx = *state;
@@ -1224,6 +1229,19 @@ static void test_queue_by_deadline(void **state)
                                  0);
                 kube_call_set_deadline(calls[i], keys[i]);
         }
+        static const char *const events[] = { "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{"
+                                              "\"resourceVersion\":\"7\"}}}\n",
+                                              NULL };
+        add_stream(fx, "/api/v1/pods", "watch=true", events);
+        assert_int_equal(kube_request_stream(fx->client, "/api/v1/pods?watch=true",
+                                             KUBE_REQ_PATIENT | KUBE_REQ_SIGHT, ignore_data, count_done, &n,
+                                             NULL),
+                         0);
+        kfake_answer(fx->fake, "GET", "/api/v1/namespaces/d/pods", 200, "{\"items\":[]}");
+        assert_int_equal(kube_list(fx->client, "/api/v1/namespaces/d/pods",
+                                   &(struct kube_list_options){ .priority = true, .sight = true },
+                                   count_done, &n, NULL),
+                         0);
         kfake_answer(fx->fake, "PATCH", "/api/v1/nodes/cordon", 200, "{}");
         assert_int_equal(kube_request(fx->client, "PATCH", "/api/v1/nodes/cordon", "application/json", "{}",
                                       KUBE_REQ_URGENT, count_done, &n, NULL),
@@ -1233,6 +1251,8 @@ static void test_queue_by_deadline(void **state)
 
         static const char *const want[] = {
                 "/api/v1/nodes/cordon",
+                "/api/v1/pods",
+                "/api/v1/namespaces/d/pods",
                 "/api/v1/namespaces/d/pods/k40/eviction",
                 "/api/v1/namespaces/d/pods/k10/eviction",
                 "/api/v1/namespaces/d/pods/k20/eviction",
@@ -1249,7 +1269,7 @@ static void test_queue_by_deadline(void **state)
                 assert_int_equal(kfake_count(fx->fake), i + 2);
                 assert_string_equal(req(fx, i + 1)->path, want[i]);
         }
-        assert_int_equal(n.ok, 8);
+        assert_int_equal(n.ok, 10);
 }
 
 /* The text/plain 429 kube-apiserver's priority and fairness sends (filters/priority-and-fairness.go). */
