@@ -9,6 +9,9 @@
 
 #include "drain/executor_internal.h"
 
+/* The longest silence between two resumes of a pods' watch that brought nothing (watch_check) */
+#define WATCH_RESUME_MAX_USEC (40ULL * USEC_PER_SEC)
+
 /* Warns once per pod about what the drain costs it (the node is going away, so it goes anyway). */
 static void warn_pod(struct drain_exec *x, size_t i)
 {
@@ -196,30 +199,57 @@ static int want_slot(struct drain_exec *x, const struct drain_pdb_in *pdb, const
         return r;
 }
 
-/* The pods' watch is patient: silent for the minute between bookmarks while the pods are quiet. While one of
- * them is stopping, events are due (its deletion, its containers' end, its removal), and silence for a
- * request's idle limit may be a connection that stopped passing bytes: the watch resumes then, on a live
- * one. When to look again. */
+/* When the pods' watch owes an event of a pod we stopped: at once for its deletionTimestamp once our
+ * eviction or delete was accepted (the API server sets it before it answers), at that deletionTimestamp for
+ * its removal (its grace is over: its kubelet kills what still runs). UINT64_MAX: nothing owed. */
+static uint64_t event_owed_at(const struct drain_exec *x, const struct xpod *p)
+{
+        if ((p->state != XPOD_EVICTED && p->state != XPOD_FORCED) || !p->stop_at)
+                return UINT64_MAX;
+        const cJSON *obj = kube_informer_get(x->pods_inf, p->namespace, p->name);
+        const char *uid = kube_object_str(obj, "metadata.uid");
+        if (!obj || (p->uid && uid && !streq(uid, p->uid)))
+                return UINT64_MAX; /* gone: the informer told it */
+        const char *ts = kube_object_str(obj, "metadata.deletionTimestamp");
+        uint64_t at;
+        if (!ts || parse_rfc3339(ts, &at) < 0)
+                return p->stop_at;
+        return MAX(at, p->stop_at);
+}
+
+/* The pods' watch is patient: silent for the minute between bookmarks while the pods are quiet, and while
+ * pods we stopped are in their grace. Silence for a request's idle limit after an event was owed (above)
+ * may be a connection that stopped passing bytes: the watch resumes then, on a live one. A resume that
+ * brought no change of the pods (a kubelet late, or gone with its node) doubles the silence before the next,
+ * up to WATCH_RESUME_MAX_USEC: a silent watch is not resumed every few seconds by each of a thousand
+ * drains. When to look again. */
 static uint64_t watch_check(struct drain_exec *x, uint64_t now)
 {
-        bool stopping = false;
-        for (size_t i = 0; i < x->n_pods && !stopping; i++) {
-                enum xpod_state st = x->pods[i]->state;
-                stopping =
-                    st == XPOD_EVICTING || st == XPOD_EVICTED || st == XPOD_DELETING || st == XPOD_FORCED;
-        }
-        if (!stopping)
+        uint64_t owed = UINT64_MAX;
+        for (size_t i = 0; i < x->n_pods; i++)
+                owed = MIN(owed, event_owed_at(x, x->pods[i]));
+        if (owed == UINT64_MAX)
                 return UINT64_MAX;
+        unsigned long gen = kube_informer_generation(x->pods_inf);
+        if (gen != x->watch_resume_gen)
+                x->watch_resume_every = 0;
+        uint64_t every = x->watch_resume_every ? x->watch_resume_every : KUBE_IDLE_TIMEOUT_USEC;
         uint64_t heard = kube_informer_heard_at(x->pods_inf);
-        if (x->watch_resumed_at > heard)
-                heard = x->watch_resumed_at;
-        if (heard && now < heard + KUBE_IDLE_TIMEOUT_USEC)
-                return heard + KUBE_IDLE_TIMEOUT_USEC;
-        log_debug("%s: its pods' watch silent for %" PRIu64 " s while pods stop: resuming it", x->node,
-                  heard ? (now - heard) / USEC_PER_SEC : 0);
+        uint64_t at = MAX(owed, heard) + KUBE_IDLE_TIMEOUT_USEC;
+        if (x->watch_resumed_at)
+                at = MAX(at, x->watch_resumed_at + every);
+        if (now < at)
+                return at;
+        log_debug("%s: its pods' watch silent for %" PRIu64 " s, an event owed for %" PRIu64
+                  " s: resuming it",
+                  x->node, heard && heard < now ? (now - heard) / USEC_PER_SEC : 0,
+                  owed < now ? (now - owed) / USEC_PER_SEC : 0);
         kube_informer_resume(x->pods_inf);
+        if (x->watch_resumed_at && gen == x->watch_resume_gen)
+                x->watch_resume_every = MIN(2 * every, WATCH_RESUME_MAX_USEC);
         x->watch_resumed_at = now;
-        return now + KUBE_IDLE_TIMEOUT_USEC;
+        x->watch_resume_gen = gen;
+        return now + (x->watch_resume_every ? x->watch_resume_every : KUBE_IDLE_TIMEOUT_USEC);
 }
 
 static int issue_pods(struct drain_exec *x, uint64_t now)

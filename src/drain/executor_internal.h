@@ -151,7 +151,11 @@ struct drain_exec {
         void (*act)(struct drain_exec *x);
         struct timer *kick, *wake, *cordon_retry;
         uint64_t watch_resumed_at; /* watch_check() resumed the pods' watch then */
-        struct timer *kill_timer;  /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
+        /* ... with the pods' informer at that generation; the silence it waits before the next resume when
+         * none changed them since (0: the idle limit) */
+        unsigned long watch_resume_gen;
+        uint64_t watch_resume_every;
+        struct timer *kill_timer; /* KILL_CAPTURE_LEAD_USEC before the deadline; outlives finish() */
         struct backoff cordon_backoff;
         uint64_t wake_at;
         bool finished;
@@ -180,6 +184,7 @@ int exec_sync_pods(struct drain_exec *x);
 
 #define USEC_PER_SEC UINT64_C(1000000)
 #define MIN(a, b)    ((a) < (b) ? (a) : (b))
+#define MAX(a, b)    ((a) > (b) ? (a) : (b))
 
 /* How long before the deadline the pods still on the node are captured (pod-killed): late enough that a
  * pod about to stop has, and early enough that the instance's kubelet and the API still answer the few

@@ -844,6 +844,40 @@ static void test_pods_vanish(void **state)
         fx_free(f);
 }
 
+/* A pod that takes 40 s of its 60 s grace to stop: its watch stays silent meanwhile, and that silence is not
+ * taken for a dead connection (issue 36: a thousand drains each resuming its watch every 10 s of a stop took
+ * the client's rate and left the drains blind). Nothing is asked of the API while the pod stops; its removal
+ * is seen on the watch that was open before. */
+static void test_watch_patient_while_stopping(void **state)
+{
+        struct fx *f =
+            fx_new("name: patient\n" NODES "workloads:\n"
+                   "  - {name: api, namespace: shop, kind: Deployment, replicas: 1, placement: "
+                   "{spot-a: 1},\n"
+                   "     termination_grace_seconds: 60, shutdown_seconds: 40, startup_seconds: 1}\n"
+                   "events: []\n",
+                   10);
+        struct drain_exec_options o = options(120 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        struct kube_client_stats st;
+        bool never = false;
+
+        fx_start(f, &o);
+        for (int i = 0; i < 2000 && drain_exec_result(f->x)->evicted == 0 && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_int_equal(drain_exec_result(f->x)->evicted, 1);
+        kube_client_stats(f->client, &st);
+        uint64_t sent = st.sent, evicted_at = clk_now();
+        fx_run(f);
+        kube_client_stats(f->client, &st);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_int_equal(f->result.killed, 0);
+        /* The stop took its 40 s (four idle limits of a request), */
+        assert_true(clk_now() - evicted_at >= 35 * SEC);
+        /* and cost no request but the drain record's at its end. */
+        assert_true(st.sent - sent <= 1);
+        fx_free(f);
+}
+
 /* seed-504: ten pods under maxUnavailable 1 that take 15 s each to replace cannot leave in 120 s. The
  * executor says so within a second of starting, naming the PDB and the value that would fit. Real time. */
 static void test_infeasible_alert_at_once(void **state)
@@ -1583,6 +1617,7 @@ int main(void)
                 cmocka_unit_test(test_respect_policy_leaves_pod),
                 cmocka_unit_test(test_multiple_pdbs_forced),
                 cmocka_unit_test(test_pods_vanish),
+                cmocka_unit_test(test_watch_patient_while_stopping),
                 cmocka_unit_test(test_infeasible_alert_at_once),
                 cmocka_unit_test(test_surge_verdict_bound),
                 cmocka_unit_test(test_critical_last),
