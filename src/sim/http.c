@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -137,6 +138,24 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ret_sa, soc
         return *ret_host ? 0 : -ENOMEM;
 }
 
+/* As many connections as the process may have descriptors (raised to its hard limit), less a few for the
+ * rest of it: libmicrohttpd's default (1,020, FD_SETSIZE's) is less than a large run's watches (one per
+ * draining node) with the clients' other connections, and the connections past it got no answer at all. */
+static unsigned connection_limit(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 1000;
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+                rl.rlim_cur = want;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        rlim_t n = rl.rlim_cur == RLIM_INFINITY ? 65536 : rl.rlim_cur;
+        return n > 1064 ? (unsigned)(n - 64) : 1000;
+}
+
 int sim_http_start(const char *listen, sim_http_handler_fn handler, void *userdata, struct sim_http **ret)
 {
         struct sim_http *h;
@@ -158,10 +177,10 @@ int sim_http_start(const char *listen, sim_http_handler_fn handler, void *userda
         h->handler = handler;
         h->userdata = userdata;
         errno = 0;
-        h->daemon =
-            MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sa,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
-                             on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_END);
+        h->daemon = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
+            connection_limit(), MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_END);
         if (!h->daemon) {
                 r = errno > 0 ? -errno : -EADDRNOTAVAIL;
                 free(h);
