@@ -249,20 +249,18 @@ static void check_drained(struct sim *s)
         }
 }
 
-/* A PDB's status can only have moved when a workload it may select changed, or while it has disruptedPods
- * entries (they expire with time). */
-static bool pdb_stale(const struct sim *s, const struct sim_pdb *d)
+/* A PDB's status can only have moved when a workload it may select changed (dirty, the n_dirty of them),
+ * or while it has disruptedPods entries (they expire with time). */
+static bool pdb_stale(const struct sim_pdb *d, struct sim_workload *const *dirty, size_t n_dirty)
 {
         if (!d->computed || d->n_disrupted > 0)
                 return true;
-        for (size_t i = 0; i < s->n_wls; i++)
-                if (s->wls[i].dirty && pdb_may_select(d, &s->wls[i]))
+        for (size_t i = 0; i < n_dirty; i++)
+                if (pdb_may_select(d, dirty[i]))
                         return true;
         return false;
 }
 
-/* Brings controllers, scheduler, PDB and workload status up to date. Settling a settled world changes
- * nothing, so only what changed since the last settle is looked at. */
 void sim_settle(struct sim *s)
 {
         if (!s->dirty)
@@ -270,8 +268,15 @@ void sim_settle(struct sim *s)
         sim_rollouts_step(s);
         sim_reconcile_controllers(s);
         (void)sim_schedule_pending(s, false);
+        /* The changed workloads, looked up once rather than for each PDB (500 PDBs x 500 workloads at each
+         * settle of a large run). Without room every PDB is recomputed. */
+        _cleanup_free_ struct sim_workload **dirty = calloc(s->n_wls ?: 1, sizeof(*dirty));
+        size_t n_dirty = 0;
+        for (size_t i = 0; dirty && i < s->n_wls; i++)
+                if (s->wls[i].dirty)
+                        dirty[n_dirty++] = &s->wls[i];
         for (size_t i = 0; i < s->n_pdbs; i++)
-                if (pdb_stale(s, s->pdbs[i]))
+                if (!dirty || pdb_stale(s->pdbs[i], dirty, n_dirty))
                         sim_pdb_recompute(s, s->pdbs[i], true);
         for (size_t i = 0; i < s->n_wls; i++)
                 if (s->wls[i].dirty) {
