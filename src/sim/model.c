@@ -104,6 +104,18 @@ void sim_wait_change(struct sim *s, uint64_t after_rv, uint64_t timeout_usec)
                 pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
 }
 
+void sim_wait_node_change(struct sim *s, long node, uint64_t after_rv, uint64_t timeout_usec)
+{
+        if (node < 0 || (size_t)node >= s->n_nodes)
+                return sim_wait_change(s, after_rv, timeout_usec);
+        struct sim_node *n = s->nodes[node];
+        uint64_t end = now_monotonic_usec() + timeout_usec;
+        struct timespec ts = { .tv_sec = (time_t)(end / 1000000ULL),
+                               .tv_nsec = (long)(end % 1000000ULL) * 1000L };
+        while (s->rv <= after_rv && now_monotonic_usec() < end)
+                pthread_cond_timedwait(&n->pods_cond, &s->mutex, &ts);
+}
+
 /* ---- timed actions ---- */
 static void due_min(double *m, double t)
 {
@@ -125,8 +137,8 @@ static double next_due(const struct sim *s)
                 else if (p->node >= 0 && !p->ready)
                         due_min(&m, p->ready_at);
         }
-        for (size_t i = 0; i < s->n_nodes; i++)
-                due_min(&m, sim_node_due(s->nodes[i]));
+        for (size_t i = 0; i < s->n_due_nodes; i++)
+                due_min(&m, sim_node_due(s->nodes[s->due_nodes[i]]));
         for (size_t i = 0; i < s->n_pdbs; i++)
                 for (size_t j = 0; j < s->pdbs[i]->n_disrupted; j++)
                         due_min(&m, s->pdbs[i]->disrupted[j].at + DISRUPTED_POD_TTL);
@@ -165,7 +177,8 @@ static void run_due(struct sim *s, double t)
                         (void)sim_emit(s, SIM_POD, "MODIFIED", p);
                 }
         }
-        for (size_t i = 0; i < s->n_nodes; i++) {
+        for (size_t k = 0; k < s->n_due_nodes; k++) {
+                size_t i = s->due_nodes[k];
                 struct sim_node *n = s->nodes[i];
                 double due = sim_node_due(n);
                 if (due < 0 || due > t)
@@ -237,8 +250,8 @@ bool sim_finished(const struct sim *s)
 {
         if (s->next_event < s->sc->n_events)
                 return false;
-        for (size_t i = 0; i < s->n_nodes; i++)
-                if (sim_node_due(s->nodes[i]) >= 0)
+        for (size_t i = 0; i < s->n_due_nodes; i++)
+                if (sim_node_due(s->nodes[s->due_nodes[i]]) >= 0)
                         return false;
         return true;
 }

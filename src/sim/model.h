@@ -74,6 +74,11 @@ void sim_wait(struct sim *s, uint64_t after_rv, uint64_t timeout_usec);
  * before (the ticker of sim serve runs that, and its changes wake this). For the many watchers of a large
  * run: it costs no look at what falls due, on every wake-up of each. */
 void sim_wait_change(struct sim *s, uint64_t after_rv, uint64_t timeout_usec);
+/* sim_wait_change for a change of a pod bound to the node of index node (sim_node_index): the watches of
+ * one node's pods are not woken by the change of every pod of a large cluster. */
+void sim_wait_node_change(struct sim *s, long node, uint64_t after_rv, uint64_t timeout_usec);
+/* The index of the node of that name (not removed), -1 none. With the lock held. */
+long sim_node_index(struct sim *s, const char *name);
 /* Wakes every sim_wait (a change happened). */
 void sim_broadcast(struct sim *s);
 
@@ -190,6 +195,7 @@ struct sim_change {
         enum sim_kind kind;
         const char *type; /* "ADDED", "MODIFIED", "DELETED" */
         const cJSON *object;
+        long node; /* a pod's: the index of the node it was bound to (sim_node_index), -1 none */
 };
 /* Calls fn for each change of kind (ns NULL = all) with rv > after_rv, in order. */
 int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_t after_rv,

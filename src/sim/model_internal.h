@@ -143,7 +143,12 @@ struct sim_plist {
 };
 
 struct sim_node {
-        struct sim_plist pods;                 /* bound to it */
+        struct sim_plist pods; /* bound to it */
+        /* Signalled when a change of a pod bound to it is logged (sim_broadcast): the watches of one node's
+         * pods wait on it, not on the change of every pod of the cluster. pods_woken: it is to be. */
+        pthread_cond_t pods_cond;
+        bool pods_woken;
+        struct sim_node *hnext;                /* in sim.node_hash */
         int64_t used_cpu, used_mem, used_pods; /* requests of the pods bound to it, terminating included */
         char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
         const struct sim_sc_node *sc;
@@ -275,6 +280,7 @@ struct sim_logentry {
         const char *type;
         char *ns;
         cJSON *obj;
+        long node; /* a pod's: the index of the node it was bound to then, -1 none */
 };
 
 /* An instance asked of the simulated EC2: it joins the cluster as a Ready node node_launch_seconds later. */
@@ -325,6 +331,16 @@ struct sim {
         size_t n_nss;
         struct sim_node **nodes;
         size_t n_nodes;
+        /* The indices of the nodes given a notice that ends them (sim_node_due() may be >= 0), ascending:
+         * what falls due is looked for among them, not among every node of a large cluster */
+        size_t *due_nodes;
+        size_t n_due_nodes;
+        /* The nodes whose pods_cond the next sim_broadcast signals (sim_emit of their pods) */
+        struct sim_node **woken;
+        size_t n_woken, cap_woken;
+        /* The nodes by name (sim_find_node); a power of two of buckets, at least twice the nodes */
+        struct sim_node **node_hash;
+        size_t node_hash_size;
         struct sim_workload *wls;
         size_t n_wls;
         struct sim_pdb **pdbs;
@@ -419,6 +435,8 @@ void sim_settle(struct sim *s);
 void sim_begin(struct sim *s); /* runs what is due and stamps the operation with sim_now() */
 struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name);
 struct sim_node *sim_find_node(struct sim *s, const char *name);
+/* Indexes s->nodes[s->n_nodes - 1], n, by name (sim_find_node). */
+int sim_node_index_add(struct sim *s, struct sim_node *n);
 /* The cluster's ordinary life (ordinary.c): a rollout or scale event, and a rollout's next step once the
  * pod it replaced last has its successor Ready (from every settle). */
 void sim_ordinary_event(struct sim *s, const struct sim_sc_event *e);

@@ -10,7 +10,8 @@
 #include "spotdrain/util.h"
 
 /* ---- change log ---- */
-static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char *type, char *ns, cJSON *obj)
+static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char *type, char *ns, cJSON *obj,
+                     long node)
 {
         if (s->log_len == SIM_LOG_MAX) {
                 struct sim_logentry *old = &s->log[s->log_start];
@@ -20,15 +21,43 @@ static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char 
                 s->log_start = (s->log_start + 1) % SIM_LOG_MAX;
                 s->log_len--;
         }
-        s->log[(s->log_start + s->log_len) % SIM_LOG_MAX] =
-            (struct sim_logentry){ .rv = rv, .kind = kind, .type = type, .ns = ns, .obj = obj };
+        s->log[(s->log_start + s->log_len) % SIM_LOG_MAX] = (struct sim_logentry){
+                .rv = rv, .kind = kind, .type = type, .ns = ns, .obj = obj, .node = node
+        };
         s->log_len++;
 }
 
-/* Wakes every thread waiting for a change (sim_wait). */
+/* Wakes every thread waiting for a change (sim_wait), and the watches of the nodes whose pods changed
+ * (sim_wait_node_change). */
 void sim_broadcast(struct sim *s)
 {
         pthread_cond_broadcast(&s->cond);
+        for (size_t i = 0; i < s->n_woken; i++) {
+                s->woken[i]->pods_woken = false;
+                pthread_cond_broadcast(&s->woken[i]->pods_cond);
+        }
+        s->n_woken = 0;
+}
+
+/* A change of a pod bound to n: its watches are woken at the next sim_broadcast. Without room, every
+ * node's are (they would otherwise look again only at their poll). */
+static void wake_node(struct sim *s, struct sim_node *n)
+{
+        if (n->pods_woken)
+                return;
+        if (s->n_woken == s->cap_woken) {
+                size_t cap = s->cap_woken ? 2 * s->cap_woken : 64;
+                struct sim_node **a = reallocarray(s->woken, cap, sizeof(*a));
+                if (!a) {
+                        for (size_t i = 0; i < s->n_nodes; i++)
+                                pthread_cond_broadcast(&s->nodes[i]->pods_cond);
+                        return;
+                }
+                s->woken = a;
+                s->cap_woken = cap;
+        }
+        n->pods_woken = true;
+        s->woken[s->n_woken++] = n;
 }
 
 const char *sim_pod_ns(const struct sim_pod *p)
@@ -91,6 +120,8 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
                 break;
         case SIM_POD:
                 ((struct sim_pod *)o)->rv = rv;
+                if (((struct sim_pod *)o)->node >= 0)
+                        wake_node(s, s->nodes[((struct sim_pod *)o)->node]);
                 break;
         case SIM_PDB:
                 ((struct sim_pdb *)o)->rv = rv;
@@ -142,7 +173,7 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
                 cJSON_Delete(obj);
                 return -ENOMEM;
         }
-        log_push(s, rv, kind, type, nsc, obj);
+        log_push(s, rv, kind, type, nsc, obj, kind == SIM_POD ? ((struct sim_pod *)o)->node : -1);
         return 0;
 }
 
@@ -166,7 +197,9 @@ int sim_changes_since(struct sim *s, enum sim_kind kind, const char *ns, uint64_
                         continue;
                 if (ns && !streq(ns, e->ns))
                         continue;
-                struct sim_change c = { .rv = e->rv, .kind = e->kind, .type = e->type, .object = e->obj };
+                struct sim_change c = {
+                        .rv = e->rv, .kind = e->kind, .type = e->type, .object = e->obj, .node = e->node
+                };
                 fn(&c, userdata);
         }
         return 0;

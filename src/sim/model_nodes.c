@@ -16,6 +16,7 @@ void sim_node_free(struct sim_node *n)
 {
         if (!n)
                 return;
+        pthread_cond_destroy(&n->pods_cond);
         free(n->name);
         free(n->uid);
         free(n->ip);
@@ -34,6 +35,11 @@ int sim_node_new(struct sim *s, const struct sim_sc_node *sc, struct sim_node **
         struct sim_node *n = calloc(1, sizeof(*n));
         if (!n)
                 return -ENOMEM;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&n->pods_cond, &ca);
+        pthread_condattr_destroy(&ca);
         n->sc = sc;
         n->instance_id = sc->instance_id;
         n->zone = sc->zone;
@@ -180,6 +186,18 @@ void sim_apply_event(struct sim *s, const struct sim_sc_event *e)
          * budget. */
         if (n->interrupted)
                 return;
+        size_t *due = reallocarray(s->due_nodes, s->n_due_nodes + 1, sizeof(*due));
+        if (!due) {
+                log_warning("sim: out of memory: the notice of %s is not modelled", n->name);
+                return;
+        }
+        s->due_nodes = due;
+        size_t at = s->n_due_nodes;
+        while (at > 0 && due[at - 1] > e->node)
+                at--;
+        memmove(due + at + 1, due + at, (s->n_due_nodes - at) * sizeof(*due));
+        due[at] = e->node;
+        s->n_due_nodes++;
         n->interrupted = true;
         n->notice_kind = e->type;
         n->maint_code = e->code;
@@ -237,6 +255,11 @@ int sim_launch_join(struct sim *s, const struct sim_launch *l)
         n->not_ready = l->hooked && !(l->node_ready_at >= 0 && l->node_ready_at <= s->t);
         n->ready_since = s->t;
         s->nodes[s->n_nodes++] = n;
+        if ((r = sim_node_index_add(s, n)) < 0) {
+                s->n_nodes--;
+                sim_node_free(n);
+                return r;
+        }
         s->nodes_changed = true;
         return sim_emit(s, SIM_NODE, "ADDED", n);
 }

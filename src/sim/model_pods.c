@@ -133,10 +133,50 @@ struct sim_pod *sim_find_pod(struct sim *s, const char *ns, const char *name)
 
 struct sim_node *sim_find_node(struct sim *s, const char *name)
 {
-        for (size_t i = 0; i < s->n_nodes; i++)
-                if (!s->nodes[i]->removed && streq(s->nodes[i]->name, name))
-                        return s->nodes[i];
+        if (!s->node_hash_size || !name)
+                return NULL;
+        for (struct sim_node *n = s->node_hash[pod_key_hash(NULL, name) & (s->node_hash_size - 1)]; n;
+             n = n->hnext)
+                if (!n->removed && streq(n->name, name))
+                        return n;
         return NULL;
+}
+
+int sim_node_index_add(struct sim *s, struct sim_node *n)
+{
+        if (2 * s->n_nodes > s->node_hash_size) {
+                size_t size = s->node_hash_size ? s->node_hash_size : 64;
+                while (size < 2 * s->n_nodes)
+                        size *= 2;
+                struct sim_node **h = calloc(size, sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                free(s->node_hash);
+                s->node_hash = h;
+                s->node_hash_size = size;
+                /* Every node but n, which follows. */
+                for (size_t i = 0; i < s->n_nodes; i++)
+                        if (s->nodes[i] != n) {
+                                size_t b = pod_key_hash(NULL, s->nodes[i]->name) & (size - 1);
+                                s->nodes[i]->hnext = h[b];
+                                h[b] = s->nodes[i];
+                        }
+        }
+        size_t b = pod_key_hash(NULL, n->name) & (s->node_hash_size - 1);
+        n->hnext = s->node_hash[b];
+        s->node_hash[b] = n;
+        return 0;
+}
+
+long sim_node_index(struct sim *s, const char *name)
+{
+        struct sim_node *n = sim_find_node(s, name);
+        if (!n)
+                return -1;
+        for (size_t i = 0; i < s->n_nodes; i++)
+                if (s->nodes[i] == n)
+                        return (long)i;
+        return -1;
 }
 
 bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p)

@@ -110,6 +110,8 @@ static int world_build(struct sim *s)
                 if ((r = sim_node_new(s, &sc->nodes[i], &s->nodes[i])) < 0)
                         return r;
                 s->n_nodes++;
+                if ((r = sim_node_index_add(s, s->nodes[i])) < 0)
+                        return r;
         }
         s->wls = calloc(sc->n_workloads ?: 1, sizeof(*s->wls));
         if (!s->wls)
@@ -289,6 +291,9 @@ struct sim *sim_free(struct sim *s)
         for (size_t i = 0; i < s->n_nodes; i++)
                 sim_node_free(s->nodes[i]);
         free(s->nodes);
+        free(s->due_nodes);
+        free(s->woken);
+        free(s->node_hash);
         for (size_t i = 0; i < s->n_wls; i++) {
                 free(s->wls[i].uid);
                 free(s->wls[i].rs_uid);

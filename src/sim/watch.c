@@ -43,6 +43,9 @@ struct watch {
         uint64_t part_after, part_upto;
         struct sim_list_filter filter;
         char node_buf[256];
+        /* A watch of one node's pods: the index of that node, whose pods' changes alone wake it
+         * (sim_wait_node_change); -1 any change does. */
+        long wake_node;
         /* faults.watch_drop_rate: the stream ends after this many events or at this monotonic instant, as
          * when an apiserver restarts or a load balancer cuts an idle connection (0 = never) */
         unsigned drop_after_events;
@@ -102,6 +105,9 @@ static bool watch_matches(const struct watch *w, const cJSON *obj)
 static void watch_change(const struct sim_change *ch, void *userdata)
 {
         struct watch *w = userdata;
+        /* Another node's pod: not worth looking into (its nodeName is another). */
+        if (w->wake_node >= 0 && ch->kind == SIM_POD && ch->node != w->wake_node)
+                return;
         if (watch_matches(w, ch->object))
                 watch_emit(w, ch->type, ch->object);
 }
@@ -233,7 +239,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
                                         wait = WATCH_POLL_USEC;
                                 if (w->drop_at && w->drop_at - now < wait)
                                         wait = w->drop_at - now;
-                                sim_wait_change(s, store_rv, wait);
+                                sim_wait_node_change(s, w->wake_node, store_rv, wait);
                         }
                 }
                 sim_unlock(s);
@@ -291,10 +297,13 @@ enum MHD_Result sim_serve_watch(struct sim_server *srv, struct MHD_Connection *c
                 return MHD_NO;
         }
 
+        sim_list_filter_for(w->lsel, w->fsel, w->node_buf, sizeof(w->node_buf), &w->filter);
+        w->wake_node = ap->res->sim_kind == SIM_POD && !isempty(w->filter.node_name)
+                           ? sim_node_index(s, w->filter.node_name)
+                           : -1;
         if (isempty(rv_s) || streq(rv_s, "0")) {
                 cJSON *items = NULL;
                 int r;
-                sim_list_filter_for(w->lsel, w->fsel, w->node_buf, sizeof(w->node_buf), &w->filter);
                 /* A cluster's pods (not one node's): in parts, from the pods there now, their later changes
                  * following from this version; the parts show the pods as they are when each is rendered,
                  * and the changes since may then repeat what a part showed already, as a relisting
