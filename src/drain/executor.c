@@ -153,10 +153,11 @@ static void finish(struct drain_exec *x, enum drain_exec_outcome outcome, int er
         /* Its pods wait for no slot any more, and the others no longer drain beside it; but the slots its
          * gone pods give back once their replacements are Ready are still to come for them. */
         for (size_t i = 0; x->joined && i < x->n_pods; i++) {
-                const struct xpod *p = x->pods[i];
+                struct xpod *p = x->pods[i];
+                /* Handed over, not copied: the drain plans no more. */
                 if (p->ghost && p->ghost_until > now &&
-                    drain_ledger_keep_ghost(x->ledger, x->node, x->deadline, x->margin, p->ghost, p->gone_at,
-                                            p->ghost_until) < 0)
+                    drain_ledger_keep_ghost(x->ledger, x->node, x->deadline, x->margin, TAKE_PTR(p->ghost),
+                                            p->gone_at, p->ghost_until) < 0)
                         log_debug("out of memory handing the ledger the pods of %s", x->node);
         }
         if (x->joined)

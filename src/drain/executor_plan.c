@@ -38,7 +38,13 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                 if (p->leave)
                         continue;
                 if (p->state == XPOD_GONE) {
-                        if (!p->ghost || now >= p->ghost_until)
+                        if (p->ghost && now >= p->ghost_until) {
+                                /* Its replacement should be Ready: no slot of it is left to foresee, and a
+                                 * thousand drains' ghosts kept to their end held 100 MiB. */
+                                cJSON_Delete(TAKE_PTR(p->ghost));
+                                p->memo = drain_pod_memo_unref(p->memo);
+                        }
+                        if (!p->ghost)
                                 continue;
                         o = p->ghost;
                 } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))

@@ -45,14 +45,14 @@ void kept_ghost_clear(struct kept_ghost *g)
 }
 
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                            uint64_t margin_usec, const cJSON *pod, uint64_t gone_usec, uint64_t until_usec)
+                            uint64_t margin_usec, cJSON *pod, uint64_t gone_usec, uint64_t until_usec)
 {
         struct kept_ghost g = { .deadline = deadline_usec,
                                 .margin = margin_usec,
                                 .gone_at = gone_usec,
                                 .until = until_usec,
                                 .node = strdup(node),
-                                .pod = cJSON_Duplicate(pod, true) };
+                                .pod = pod };
         struct kept_ghost *a = g.node && g.pod ? realloc(l->ghosts, (l->n_ghosts + 1) * sizeof(*a)) : NULL;
         if (!a) {
                 kept_ghost_clear(&g);
