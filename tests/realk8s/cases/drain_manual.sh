@@ -8,9 +8,19 @@
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
+# --prepare leaves the chart's admission webhook server running: stopped by its PID, each one before the next
+# world is set up, and whatever is left before the cluster goes.
+ADMISSION_PID=""
+trap 'stop_admission; rk_cleanup' EXIT
+stop_admission() {
+	[ -n "$ADMISSION_PID" ] && kill "$ADMISSION_PID" 2>/dev/null
+	ADMISSION_PID=""
+}
 prepare() {
+	stop_admission
 	"$RK_HERE/run" "$1" --mode agent --prepare --spotdrain "$SPOTDRAIN" --dir "$CASE_TMP/run-$2" \
 		>"$CASE_TMP/prepared-$2.json" || fail "$1 could not be set up"
+	ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared-$2.json")
 }
 
 log "seed-504: the node goes 20 s into a manual drain"
