@@ -24,7 +24,9 @@ const char *const drain_pod_fields[] = {
         "spec.priority",
         "spec.priorityClassName",
         "spec.terminationGracePeriodSeconds",
-        "spec.volumes",
+        /* whether it has an emptyDir (data lost with the node): not each volume's source, which for the
+         * service account token every pod has (projected) is a tree of a dozen fields */
+        "spec.volumes[]{name,emptyDir}",
         "status.phase",
         "status.conditions[type=Ready]",
         /* gone with its node (kube_pod_killed_with_node()) */

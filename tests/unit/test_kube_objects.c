@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drain/drain_internal.h"
 #include "spotdrain/kube.h"
 
 static cJSON *parse(const char *s)
@@ -490,6 +491,43 @@ static void test_killed_with_node(void **state)
         }
 }
 
+/* What a drain keeps of each pod (drain_pod_fields) still says whether it has an emptyDir, but not the
+ * source of every volume: the service account token volume kube-apiserver adds to every pod is a dozen
+ * fields that nothing reads, kept for each pod of each drain. */
+static void test_drain_pod_fields(void **state)
+{
+        cJSON *pod =
+            parse("{\"metadata\":{\"name\":\"p\",\"namespace\":\"shop\"},\"spec\":{\"nodeName\":\"n1\","
+                  "\"volumes\":[{\"name\":\"scratch\",\"emptyDir\":{\"sizeLimit\":\"1Gi\"}},"
+                  "{\"name\":\"kube-api-access-x7k2p\",\"projected\":{\"defaultMode\":420,\"sources\":["
+                  "{\"serviceAccountToken\":{\"expirationSeconds\":3607,\"path\":\"token\"}},"
+                  "{\"configMap\":{\"name\":\"kube-root-ca.crt\",\"items\":[{\"key\":\"ca.crt\",\"path\":"
+                  "\"ca.crt\"}]}},{\"downwardAPI\":{\"items\":[{\"path\":\"namespace\",\"fieldRef\":{"
+                  "\"apiVersion\":\"v1\",\"fieldPath\":\"metadata.namespace\"}}]}}]}}]}}");
+        cJSON *kept = kube_object_prune(pod, drain_pod_fields);
+        assert_non_null(kept);
+        struct kube_pod p;
+        assert_int_equal(kube_pod_parse(kept, &p), 0);
+        assert_true(p.has_emptydir);
+        assert_string_equal(p.node_name, "n1");
+        kube_pod_clear(&p);
+        const cJSON *vols =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(kept, "spec"), "volumes");
+        assert_int_equal(cJSON_GetArraySize(vols), 2);
+        assert_string_equal(kube_object_str(cJSON_GetArrayItem(vols, 1), "name"), "kube-api-access-x7k2p");
+        assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(vols, 1), "projected"));
+        /* Without an emptyDir, none is seen. */
+        cJSON_DeleteItemFromArray(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "spec"), "volumes"), 0);
+        cJSON *kept2 = kube_object_prune(pod, drain_pod_fields);
+        assert_int_equal(kube_pod_parse(kept2, &p), 0);
+        assert_false(p.has_emptydir);
+        kube_pod_clear(&p);
+        cJSON_Delete(kept2);
+        cJSON_Delete(kept);
+        cJSON_Delete(pod);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -503,6 +541,7 @@ int main(void)
                 cmocka_unit_test(test_paths_and_escaping),
                 cmocka_unit_test(test_evict_outcome_mapping),
                 cmocka_unit_test(test_prune),
+                cmocka_unit_test(test_drain_pod_fields),
                 cmocka_unit_test(test_killed_with_node),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
