@@ -144,10 +144,9 @@ struct sim_plist {
 
 struct sim_node {
         struct sim_plist pods; /* bound to it */
-        /* Signalled when a change of a pod bound to it is logged (sim_broadcast): the watches of one node's
-         * pods wait on it, not on the change of every pod of the cluster. pods_woken: it is to be. */
+        /* Signalled when a change of a pod bound to it is logged (sim_emit): the watches of one node's pods
+         * wait on it, not on the change of every pod of the cluster. */
         pthread_cond_t pods_cond;
-        bool pods_woken;
         struct sim_node *hnext;                /* in sim.node_hash */
         int64_t used_cpu, used_mem, used_pods; /* requests of the pods bound to it, terminating included */
         char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
@@ -335,9 +334,6 @@ struct sim {
          * what falls due is looked for among them, not among every node of a large cluster */
         size_t *due_nodes;
         size_t n_due_nodes;
-        /* The nodes whose pods_cond the next sim_broadcast signals (sim_emit of their pods) */
-        struct sim_node **woken;
-        size_t n_woken, cap_woken;
         /* The nodes by name (sim_find_node); a power of two of buckets, at least twice the nodes */
         struct sim_node **node_hash;
         size_t node_hash_size;

@@ -27,37 +27,11 @@ static void log_push(struct sim *s, uint64_t rv, enum sim_kind kind, const char 
         s->log_len++;
 }
 
-/* Wakes every thread waiting for a change (sim_wait), and the watches of the nodes whose pods changed
- * (sim_wait_node_change). */
+/* Wakes every thread waiting for a change (sim_wait). The watches of one node's pods wait on their node's
+ * condition instead, signalled by sim_emit for each change of a pod bound to it. */
 void sim_broadcast(struct sim *s)
 {
         pthread_cond_broadcast(&s->cond);
-        for (size_t i = 0; i < s->n_woken; i++) {
-                s->woken[i]->pods_woken = false;
-                pthread_cond_broadcast(&s->woken[i]->pods_cond);
-        }
-        s->n_woken = 0;
-}
-
-/* A change of a pod bound to n: its watches are woken at the next sim_broadcast. Without room, every
- * node's are (they would otherwise look again only at their poll). */
-static void wake_node(struct sim *s, struct sim_node *n)
-{
-        if (n->pods_woken)
-                return;
-        if (s->n_woken == s->cap_woken) {
-                size_t cap = s->cap_woken ? 2 * s->cap_woken : 64;
-                struct sim_node **a = reallocarray(s->woken, cap, sizeof(*a));
-                if (!a) {
-                        for (size_t i = 0; i < s->n_nodes; i++)
-                                pthread_cond_broadcast(&s->nodes[i]->pods_cond);
-                        return;
-                }
-                s->woken = a;
-                s->cap_woken = cap;
-        }
-        n->pods_woken = true;
-        s->woken[s->n_woken++] = n;
 }
 
 const char *sim_pod_ns(const struct sim_pod *p)
@@ -121,7 +95,7 @@ int sim_emit(struct sim *s, enum sim_kind kind, const char *type, void *o)
         case SIM_POD:
                 ((struct sim_pod *)o)->rv = rv;
                 if (((struct sim_pod *)o)->node >= 0)
-                        wake_node(s, s->nodes[((struct sim_pod *)o)->node]);
+                        pthread_cond_broadcast(&s->nodes[((struct sim_pod *)o)->node]->pods_cond);
                 break;
         case SIM_PDB:
                 ((struct sim_pdb *)o)->rv = rv;

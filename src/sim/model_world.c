@@ -292,7 +292,6 @@ struct sim *sim_free(struct sim *s)
                 sim_node_free(s->nodes[i]);
         free(s->nodes);
         free(s->due_nodes);
-        free(s->woken);
         free(s->node_hash);
         for (size_t i = 0; i < s->n_wls; i++) {
                 free(s->wls[i].uid);
