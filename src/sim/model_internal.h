@@ -148,6 +148,7 @@ struct sim_node {
          * wait on it, not on the change of every pod of the cluster. */
         pthread_cond_t pods_cond;
         struct sim_node *hnext;                /* in sim.node_hash */
+        long index;                            /* in sim.nodes (sim_node_index_add) */
         int64_t used_cpu, used_mem, used_pods; /* requests of the pods bound to it, terminating included */
         char *name, *uid, *instance_id, *zone, *instance_type, *capacity_type, *ip;
         const struct sim_sc_node *sc;

@@ -142,8 +142,18 @@ struct sim_node *sim_find_node(struct sim *s, const char *name)
         return NULL;
 }
 
+static void node_hash_link(struct sim_node **h, size_t size, struct sim_node *n)
+{
+        size_t b = pod_key_hash(NULL, n->name) & (size - 1);
+        n->hnext = h[b];
+        h[b] = n;
+}
+
 int sim_node_index_add(struct sim *s, struct sim_node *n)
 {
+        if (s->n_nodes == 0 || s->nodes[s->n_nodes - 1] != n)
+                return -EINVAL;
+        n->index = (long)s->n_nodes - 1;
         if (2 * s->n_nodes > s->node_hash_size) {
                 size_t size = s->node_hash_size ? s->node_hash_size : 64;
                 while (size < 2 * s->n_nodes)
@@ -155,28 +165,17 @@ int sim_node_index_add(struct sim *s, struct sim_node *n)
                 s->node_hash = h;
                 s->node_hash_size = size;
                 /* Every node but n, which follows. */
-                for (size_t i = 0; i < s->n_nodes; i++)
-                        if (s->nodes[i] != n) {
-                                size_t b = pod_key_hash(NULL, s->nodes[i]->name) & (size - 1);
-                                s->nodes[i]->hnext = h[b];
-                                h[b] = s->nodes[i];
-                        }
+                for (size_t i = 0; i + 1 < s->n_nodes; i++)
+                        node_hash_link(h, size, s->nodes[i]);
         }
-        size_t b = pod_key_hash(NULL, n->name) & (s->node_hash_size - 1);
-        n->hnext = s->node_hash[b];
-        s->node_hash[b] = n;
+        node_hash_link(s->node_hash, s->node_hash_size, n);
         return 0;
 }
 
 long sim_node_index(struct sim *s, const char *name)
 {
         struct sim_node *n = sim_find_node(s, name);
-        if (!n)
-                return -1;
-        for (size_t i = 0; i < s->n_nodes; i++)
-                if (s->nodes[i] == n)
-                        return (long)i;
-        return -1;
+        return n ? n->index : -1;
 }
 
 bool sim_pdb_matches(const struct sim_pdb *d, const struct sim_pod *p)
