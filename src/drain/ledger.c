@@ -472,7 +472,8 @@ int drain_ledger_new(struct kube_client *c, uint64_t retry_floor_usec, struct dr
         if (r < 0)
                 return r;
         /* Patient: the PDBs are quiet but while pods of theirs come and go, and a quiet resource's watch
-         * that resumed at each idle limit would cost every agent and controller a request every 10 s. */
+         * that resumed at each idle limit would cost a request every 10 s for as long as the ledger lives
+         * (a drain's, or a controller's from its first drain on). */
         struct kube_watch_options w = { .path = "/apis/policy/v1/poddisruptionbudgets", .patient = true };
         r = kube_informer_start(c, &w, &ops, l, &l->inf);
         if (r < 0)
