@@ -323,39 +323,34 @@ static int pdb_phrase(struct buf *b, const struct planner *pl, const struct drai
         int here = pdb_on_node(pl, (size_t)lb, n);
         int64_t left = (int64_t)plan->nodes[n].deadline_usec - (int64_t)plan->nodes[n].margin_usec - pl->now;
         int r;
-        if (pdb->k <= 0) {
-                /* Often the drains' own evictions (a replacement still starting): the pods of the other
-                 * draining nodes wait for the same slots, and the time they take is the reason. */
-                r = buf_printf(
-                    b,
-                    "PDB %s/%s allows no disruption (currentHealthy %d, desiredHealthy %d); %d pods "
-                    "on %s",
-                    pdb->namespace, pdb->name, pin->current_healthy, pin->desired_healthy, here, node);
-                if (r >= 0 && here != pdb->n)
-                        r = buf_printf(b, " (%d on the draining nodes)", pdb->n);
-                if (r >= 0)
-                        r = buf_printf(b, " cannot be evicted before pods turn Ready");
-                if (r >= 0 && pdb->unforced_finish_usec != DRAIN_NEVER)
-                        r = buf_printf(b, ": the last pod is gone at %s s > %s s left",
-                                       fmt_secs((int64_t)pdb->unforced_finish_usec - pl->now).s,
-                                       fmt_secs(left).s);
-        } else if (pdb->overlap)
+        if (pdb->k > 0 && pdb->overlap)
                 r = buf_printf(b,
                                "PDB %s/%s shares pods with another PDB; the eviction API refuses them (500)",
                                pdb->namespace, pdb->name);
         else {
-                r = buf_printf(b, "PDB %s/%s allows %d disruption%s at a time; %d pods on %s",
-                               pdb->namespace, pdb->name, pdb->k, pdb->k == 1 ? "" : "s", here, node);
+                /* No room at all is often the drains' own evictions (a replacement still starting): either
+                 * way the pods of the other draining nodes wait for the same slots, and the time they take
+                 * is the reason. */
+                r = pdb->k <= 0
+                        ? buf_printf(b,
+                                     "PDB %s/%s allows no disruption (currentHealthy %d, "
+                                     "desiredHealthy %d); ",
+                                     pdb->namespace, pdb->name, pin->current_healthy, pin->desired_healthy)
+                        : buf_printf(b, "PDB %s/%s allows %d disruption%s at a time; ", pdb->namespace,
+                                     pdb->name, pdb->k, pdb->k == 1 ? "" : "s");
+                if (r >= 0)
+                        r = buf_printf(b, "%d pods on %s", here, node);
                 if (r >= 0 && here != pdb->n)
                         r = buf_printf(b, " (%d on the draining nodes)", pdb->n);
                 if (r >= 0)
-                        r = buf_printf(b, " need %d waves of %s s", pdb->waves,
-                                       fmt_secs(pdb->slot_return_usec).s);
+                        r = pdb->k <= 0 ? buf_printf(b, " cannot be evicted before pods turn Ready")
+                                        : buf_printf(b, " need %d waves of %s s", pdb->waves,
+                                                     fmt_secs(pdb->slot_return_usec).s);
                 if (r >= 0 && pdb->unforced_finish_usec != DRAIN_NEVER)
                         r = buf_printf(b, ": the last pod is gone at %s s > %s s left",
                                        fmt_secs((int64_t)pdb->unforced_finish_usec - pl->now).s,
                                        fmt_secs(left).s);
-                else if (r >= 0)
+                else if (r >= 0 && pdb->k > 0)
                         r = buf_printf(b, ", more than the %s s left", fmt_secs(left).s);
         }
         if (r >= 0)
