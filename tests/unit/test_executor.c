@@ -867,14 +867,17 @@ static void test_watch_patient_while_stopping(void **state)
         assert_int_equal(drain_exec_result(f->x)->evicted, 1);
         kube_client_stats(f->client, &st);
         uint64_t sent = st.sent, evicted_at = clk_now();
+        /* The requests of the stop, should it fail: the simulator logs each (debug). */
+        log_setup(LOG_FORMAT_TEXT, LOG_DEBUG);
         fx_run(f);
+        log_setup(LOG_FORMAT_TEXT, LOG_INFO);
         kube_client_stats(f->client, &st);
         assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
         assert_int_equal(f->result.killed, 0);
         /* The stop took its 40 s (four idle limits of a request), */
-        assert_true(clk_now() - evicted_at >= 35 * SEC);
+        assert_in_range(clk_now() - evicted_at, 35 * SEC, 60 * SEC);
         /* and cost no request but the drain record's at its end. */
-        assert_true(st.sent - sent <= 1);
+        assert_in_range(st.sent - sent, 0, 1);
         fx_free(f);
 }
 
