@@ -499,6 +499,9 @@ struct kube_node {
         size_t n_annotations;
 };
 int kube_node_parse(const cJSON *obj, struct kube_node *ret);
+/* What kube_node_parse() reads of a Node, for an informer's keep_fields: not the rest of its status, most of
+ * a Node's size (images, capacity, the other conditions: half of what is left). */
+extern const char *const kube_node_fields[];
 void kube_node_clear(struct kube_node *n);
 
 enum kube_selector_op {

@@ -127,14 +127,13 @@ int controller_start(struct controller *c)
         if (c->started)
                 return -EALREADY;
         c->started = true;
-        /* What the controller reads of a Node (providerID for the notices' instances, the drain record
-         * annotation, its Ready condition for a launch action and a reboot's end): not the rest of its
-         * status, most of a Node's size (images, capacity, the other conditions: half of what is left). */
-        static const char *const node_fields[] = { "metadata.labels", "metadata.annotations", "spec",
-                                                   "status.conditions[type=Ready]", NULL };
+        /* What the controller reads of a Node is what kube_node_parse() reads (providerID for the notices'
+         * instances, the drain record annotation, its Ready condition for a launch action and a reboot's
+         * end). */
         r = kube_informer_start(c->kube,
-                                &(struct kube_watch_options){
-                                    .path = "/api/v1/nodes", .keep_fields = node_fields, .patient = true },
+                                &(struct kube_watch_options){ .path = "/api/v1/nodes",
+                                                              .keep_fields = kube_node_fields,
+                                                              .patient = true },
                                 &ops, c, &c->nodes);
         if (r < 0)
                 return r;

@@ -276,6 +276,10 @@ static int instance_from_provider_id(const char *pid, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
+const char *const kube_node_fields[] = {
+        "metadata.labels", "metadata.annotations", "spec", "status.conditions[type=Ready]", NULL,
+};
+
 int kube_node_parse(const cJSON *obj, struct kube_node *ret)
 {
         if (!cJSON_IsObject(obj))

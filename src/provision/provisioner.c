@@ -309,7 +309,8 @@ int provisioner_new(struct loop *l, struct kube_client *kube, struct ec2_client 
                 static const struct kube_informer_ops ops = { .added = node_seen,
                                                               .modified = node_modified,
                                                               .synced = nodes_synced };
-                const struct kube_watch_options wo = { .path = "/api/v1/nodes" };
+                struct kube_watch_options wo = { .path = "/api/v1/nodes", .patient = true };
+                wo.keep_fields = kube_node_fields; /* what node_seen() reads of a Node */
                 int r = kube_informer_start(kube, &wo, &ops, p, &p->nodes);
                 if (r < 0) {
                         free(p);

@@ -161,17 +161,27 @@ static void test_pod_confirmed_stop(void **state)
         kube_pod_clear(&p);
 }
 
+/* A Node as kube-apiserver answers it (trimmed: one image, one managedFields entry). */
+static const char node_spot[] =
+    "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"ip-10-0-1-5.ec2.internal\","
+    "\"uid\":\"n-1\",\"resourceVersion\":\"812\",\"labels\":{\"karpenter.sh/capacity-type\":\"spot\","
+    "\"topology.kubernetes.io/zone\":\"us-east-1a\"},\"annotations\":{\"a\":\"b\"},"
+    "\"managedFields\":[{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:status\":{\"f:images\":{}}}}]},"
+    "\"spec\":{\"providerID\":\"aws:///us-east-1a/i-0abcd1234ef567890\",\"unschedulable\":true,"
+    "\"taints\":[{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"},"
+    "{\"key\":\"dedicated\",\"value\":\"ci\",\"effect\":\"NoExecute\"}]},"
+    "\"status\":{\"capacity\":{\"cpu\":\"4\",\"memory\":\"16202876Ki\",\"pods\":\"58\"},"
+    "\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\",\"reason\":"
+    "\"KubeletHasSufficientMemory\"},{\"type\":\"Ready\",\"status\":\"True\",\"reason\":"
+    "\"KubeletReady\",\"message\":\"kubelet is posting ready status\"}],"
+    "\"nodeInfo\":{\"kubeletVersion\":\"v1.31.2-eks-94953ac\",\"osImage\":\"Amazon Linux 2023\"},"
+    "\"images\":[{\"names\":[\"602401143452.dkr.ecr.us-east-1.amazonaws.com/amazon-k8s-cni@sha256:"
+    "9d4c1a2b\"],\"sizeBytes\":45312211}]}}";
+
 static void test_node(void **state)
 {
-        cJSON *j = parse(
-            "{\"kind\":\"Node\",\"metadata\":{\"name\":\"ip-10-0-1-5.ec2.internal\",\"uid\":\"n-1\","
-            "\"labels\":{\"karpenter.sh/capacity-type\":\"spot\","
-            "\"topology.kubernetes.io/zone\":\"us-east-1a\"},\"annotations\":{\"a\":\"b\"}},"
-            "\"spec\":{\"providerID\":\"aws:///us-east-1a/i-0abcd1234ef567890\",\"unschedulable\":true,"
-            "\"taints\":[{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"},"
-            "{\"key\":\"dedicated\",\"value\":\"ci\",\"effect\":\"NoExecute\"}]},"
-            "\"status\":{\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\"},"
-            "{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        cJSON *j = parse(node_spot);
         struct kube_node n;
         assert_int_equal(kube_node_parse(j, &n), 0);
         cJSON_Delete(j);
@@ -196,6 +206,57 @@ static void test_node(void **state)
         assert_false(n.ready);
         assert_false(n.unschedulable);
         kube_node_clear(&n);
+}
+
+/* Equal, or both absent. */
+static void assert_same_str(const char *a, const char *b)
+{
+        assert_int_equal(a == NULL, b == NULL);
+        if (a)
+                assert_string_equal(a, b);
+}
+
+static void assert_kv_equal(const struct kube_kv *a, size_t na, const struct kube_kv *b, size_t nb)
+{
+        assert_int_equal(na, nb);
+        for (size_t i = 0; i < na; i++)
+                assert_same_str(kube_kv_get(b, nb, a[i].key), a[i].value);
+}
+
+/* kube_node_fields keeps all that kube_node_parse() reads of a Node (the informers of the controller and
+ * the provisioner keep only those), and drops the rest of its status. */
+static void test_node_fields(void **state)
+{
+        cJSON *whole = parse(node_spot);
+        cJSON *kept = kube_object_prune(whole, kube_node_fields);
+        assert_non_null(kept);
+        struct kube_node a, b;
+        assert_int_equal(kube_node_parse(whole, &a), 0);
+        assert_int_equal(kube_node_parse(kept, &b), 0);
+        assert_same_str(b.name, a.name);
+        assert_same_str(b.uid, a.uid);
+        assert_same_str(b.provider_id, a.provider_id);
+        assert_same_str(b.instance_id, a.instance_id);
+        assert_int_equal(b.unschedulable, a.unschedulable);
+        assert_true(a.ready && b.ready);
+        assert_int_equal(b.n_taints, a.n_taints);
+        for (size_t i = 0; i < a.n_taints; i++) {
+                assert_same_str(b.taints[i].key, a.taints[i].key);
+                assert_same_str(b.taints[i].value, a.taints[i].value);
+                assert_same_str(b.taints[i].effect, a.taints[i].effect);
+        }
+        assert_kv_equal(a.labels, a.n_labels, b.labels, b.n_labels);
+        assert_kv_equal(a.annotations, a.n_annotations, b.annotations, b.n_annotations);
+        kube_node_clear(&a);
+        kube_node_clear(&b);
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(kept, "status");
+        assert_null(cJSON_GetObjectItemCaseSensitive(status, "images"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(status, "nodeInfo"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(kept, "metadata"),
+                                                     "managedFields"));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(status, "conditions")), 1);
+        cJSON_Delete(kept);
+        cJSON_Delete(whole);
 }
 
 static void test_pdb_and_selector(void **state)
@@ -535,6 +596,7 @@ int main(void)
                 cmocka_unit_test(test_pod_mirror_deleting_defaults),
                 cmocka_unit_test(test_pod_confirmed_stop),
                 cmocka_unit_test(test_node),
+                cmocka_unit_test(test_node_fields),
                 cmocka_unit_test(test_pdb_and_selector),
                 cmocka_unit_test(test_not_in_and_exists),
                 cmocka_unit_test(test_selector_text),
