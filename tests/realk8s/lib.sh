@@ -12,7 +12,14 @@ skip() { echo "skipped: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 log() { echo "--- $*"; }
 
+# The admission webhook server a world set up by rk_prepare (below) left running.
+RK_ADMISSION_PID=""
+rk_unprepare() {
+	[ -z "$RK_ADMISSION_PID" ] || kill "$RK_ADMISSION_PID" 2>/dev/null || true
+	RK_ADMISSION_PID=""
+}
 rk_cleanup() {
+	rk_unprepare
 	[ -n "$OWN_CLUSTER" ] && "$RK_HERE/cluster" down "$OWN_CLUSTER" >/dev/null 2>&1
 	rm -rf "$CASE_TMP"
 }
@@ -42,6 +49,17 @@ play() {
 	cat "$CASE_TMP/run.err" >&2
 	[ "$PLAY_RC" -le 3 ] && [ "$PLAY_RC" -ne 1 ] && [ "$PLAY_RC" -ne 2 ] || fail "run $1 --mode $2 exited $PLAY_RC"
 	jq -c '.nodes[]' "$CASE_TMP/result.json"
+}
+
+# rk_prepare SCENARIO NAME [run's options...]: the scenario's world set up by tests/realk8s/run --prepare (the
+# chart installed, nothing played); its JSON in $CASE_TMP/prepared-NAME.json, its run directory
+# $CASE_TMP/run-NAME. --prepare leaves the chart's admission webhook server running: its PID in
+# RK_ADMISSION_PID, stopped by rk_unprepare (the next rk_prepare, and the case's end, call it).
+rk_prepare() {
+	rk_unprepare
+	"$RK_HERE/run" "$1" --prepare --spotdrain "$SPOTDRAIN" --dir "$CASE_TMP/run-$2" "${@:3}" \
+		>"$CASE_TMP/prepared-$2.json" || fail "$1 could not be set up on the real cluster"
+	RK_ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared-$2.json")
 }
 
 # res JQ: a jq query on the last play's result.

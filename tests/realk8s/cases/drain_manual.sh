@@ -8,23 +8,8 @@
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-# --prepare leaves the chart's admission webhook server running: stopped by its PID, each one before the next
-# world is set up, and whatever is left before the cluster goes.
-ADMISSION_PID=""
-trap 'stop_admission; rk_cleanup' EXIT
-stop_admission() {
-	[ -n "$ADMISSION_PID" ] && kill "$ADMISSION_PID" 2>/dev/null
-	ADMISSION_PID=""
-}
-prepare() {
-	stop_admission
-	"$RK_HERE/run" "$1" --mode agent --prepare --spotdrain "$SPOTDRAIN" --dir "$CASE_TMP/run-$2" \
-		>"$CASE_TMP/prepared-$2.json" || fail "$1 could not be set up"
-	ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared-$2.json")
-}
-
 log "seed-504: the node goes 20 s into a manual drain"
-prepare "$ROOT/examples/seed-504.yaml" seed
+rk_prepare "$ROOT/examples/seed-504.yaml" seed --mode agent
 rc=0
 "$SPOTDRAIN" drain spot-a --budget 120 --policy force --kubeconfig "$RK_KUBECONFIG" --json \
 	>"$CASE_TMP/seed.json" 2>"$CASE_TMP/seed.err" &
@@ -47,7 +32,7 @@ jq -e '.outcome == "deadline-missed"' "$CASE_TMP/seed.json" >/dev/null || fail "
 log "seed-504: $killed killed of $on_node on spot-a when its Node went; exit $rc"
 
 log "drain-8: a manual drain that fits"
-prepare "$ROOT/examples/drain-8.yaml" fit
+rk_prepare "$ROOT/examples/drain-8.yaml" fit --mode agent
 rc=0
 "$SPOTDRAIN" drain spot-a --kubeconfig "$RK_KUBECONFIG" --json >"$CASE_TMP/fit.json" 2>"$CASE_TMP/fit.err" ||
 	rc=$?

@@ -10,13 +10,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 SC=$RK_HERE/scenarios/fidelity.yaml
 
-"$RK_HERE/run" "$SC" --prepare --spotdrain "$SPOTDRAIN" --dir "$CASE_TMP/run" >"$CASE_TMP/prepared.json" ||
-	fail "the scenario could not be set up on the real cluster"
-# --prepare leaves the chart's admission webhook server running (agent mode): stopped by its PID.
-ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared.json")
+rk_prepare "$SC" fidelity
 "$SPOTDRAIN" sim serve "$SC" --listen 127.0.0.1:0 --endpoints-out "$CASE_TMP/sim.json" >"$CASE_TMP/sim.log" 2>&1 &
 SIM=$!
-trap 'kill $SIM $ADMISSION_PID 2>/dev/null; wait $SIM 2>/dev/null; rk_cleanup' EXIT
+trap 'kill $SIM 2>/dev/null; wait $SIM 2>/dev/null; rk_cleanup' EXIT
 for _ in $(seq 300); do [ -s "$CASE_TMP/sim.json" ] && break; sleep 0.1; done
 SIM_URL=$(jq -r .kubernetes "$CASE_TMP/sim.json")
 [ -n "$SIM_URL" ] && [ "$SIM_URL" != null ] || fail "sim serve wrote no endpoints"

@@ -10,14 +10,10 @@
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-"$RK_HERE/run" "$RK_HERE/scenarios/trust.yaml" --prepare --spotdrain "$SPOTDRAIN" --dir "$CASE_TMP/run" \
-	>"$CASE_TMP/prepared.json" || fail "the scenario could not be set up"
-A=$(jq -r '.kubeconfigs["spot-a"]' "$CASE_TMP/prepared.json")
+rk_prepare "$RK_HERE/scenarios/trust.yaml" trust
+A=$(jq -r '.kubeconfigs["spot-a"]' "$CASE_TMP/prepared-trust.json")
 [ -f "$A" ] || fail "no kubeconfig for spot-a's agent"
-# The webhook's server was left running by --prepare: stopped by its PID before the cluster goes.
-ADMISSION_PID=$(jq -r '.processes.admission // empty' "$CASE_TMP/prepared.json")
-[ -n "$ADMISSION_PID" ] || fail "no spotdrain admission serving the chart's eviction webhook"
-trap 'kill "$ADMISSION_PID" 2>/dev/null; rk_cleanup' EXIT
+[ -n "$RK_ADMISSION_PID" ] || fail "no spotdrain admission serving the chart's eviction webhook"
 as_a() { "$KUBECTL" --kubeconfig "$A" "$@"; }
 # A pod of the node that is not being deleted: the one spot-a's agent evicted may still be listed, and gone a
 # moment later (its grace is 5 s), when the next step deletes it.
@@ -79,8 +75,8 @@ pa=$(pod_on spot-a)
 out=$(evict "$pa") || fail "spot-a's agent cannot evict its own pod $pa: $out"
 [ -n "$(k get pod -n shop "$pa" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null || echo gone)" ] ||
 	fail "spot-a's pod $pa was not evicted"
-grep -qF "allowed: pod shop/$pa is bound to node spot-a" "$CASE_TMP/run/admission.log" ||
-	fail "spotdrain admission never judged spot-a's own eviction: $(tail -n 5 "$CASE_TMP/run/admission.log")"
+grep -qF "allowed: pod shop/$pa is bound to node spot-a" "$CASE_TMP/run-trust/admission.log" ||
+	fail "spotdrain admission never judged spot-a's own eviction: $(tail -n 5 "$CASE_TMP/run-trust/admission.log")"
 log "allowed (webhook): spot-a's agent evicted its own pod $pa"
 
 log "it deletes spot-a's pods, not spot-b's"
