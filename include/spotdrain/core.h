@@ -142,6 +142,10 @@ int http_send(struct loop *l, const struct http_request *req, http_done_fn done,
 /* NULL-safe; done is not called after this. May be called from on_data and from any done callback (as may
  * http_send(); http_send_sync() and loop_free() may not). */
 struct http_call *http_cancel(struct http_call *c);
+/* http_cancel() of a call its owner found silent where bytes were due (a watch whose events are overdue):
+ * its connection may have stopped passing bytes, and so may the pooled ones idle meanwhile. As after a call
+ * that timed out, only connections used within the last two seconds are reused for a while. */
+struct http_call *http_cancel_silent(struct http_call *c);
 /* Blocking convenience for one-shot commands and tests: runs the loop until the answer. Returns
  * http_send()'s error, or resp->error (0 when an answer of any status came), or -ECANCELED when the loop was
  * ended. resp is filled whenever a transfer was attempted and must be released with http_response_clear().

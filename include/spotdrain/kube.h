@@ -183,6 +183,10 @@ int kube_request_stream(struct kube_client *c, const char *path, unsigned flags,
 /* A stream under way (kube_request_stream) ends as if its idle limit had passed: done gets -ETIMEDOUT after
  * the answer had begun, why its message. Nothing for another call, or one not sent yet. */
 void kube_stream_time_out(struct kube_call *call, const char *why);
+/* A watch its owner resumed got at once the events its old stream had not passed on: that connection had
+ * stopped passing bytes, and so may have those of the other streams, sent before `before` (engine clock).
+ * They resume, as after a request that got no answer; not again within a minute of the last stall. */
+void kube_client_streams_silent(struct kube_client *c, uint64_t before);
 
 int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *userdata,
              struct kube_call **ret_call);

@@ -542,6 +542,13 @@ struct http_call *http_cancel(struct http_call *c)
         return NULL;
 }
 
+struct http_call *http_cancel_silent(struct http_call *c)
+{
+        if (c)
+                c->ctx->last_stall = now_monotonic_usec();
+        return http_cancel(c);
+}
+
 struct sync_state {
         bool done;
         struct http_response *out;

@@ -314,7 +314,7 @@ void kube_stream_time_out(struct kube_call *s, const char *why)
 {
         if (!(s->flags & CALL_STREAM) || !s->http || s->finishing)
                 return;
-        s->http = http_cancel(s->http);
+        s->http = http_cancel_silent(s->http);
         s->client->stats.in_flight--;
         struct http_response resp = { .status = 200, .error = -ETIMEDOUT };
         snprintf(resp.errbuf, sizeof(resp.errbuf), "%s", why);
@@ -341,11 +341,27 @@ static void resume_streams(void *userdata)
         }
 }
 
-static void stalled(struct kube_client *c)
+static void stalled_at(struct kube_client *c, uint64_t at)
 {
-        c->stall_at = clk_now();
+        c->stall_at = at;
+        c->stall_seen = clk_now();
         if (!c->resume_timer && timer_start_in(c->loop, 0, resume_streams, c, &c->resume_timer) < 0)
                 log_debug("kube: cannot resume the watches after a stall");
+}
+
+static void stalled(struct kube_client *c)
+{
+        stalled_at(c, clk_now());
+}
+
+void kube_client_streams_silent(struct kube_client *c, uint64_t before)
+{
+        uint64_t now = clk_now();
+        if (c->stall_seen && now < c->stall_seen + KUBE_STALL_CAUTION_USEC)
+                return;
+        log_debug("kube: a watch resumed by its owner got the events its stream had not passed on: resuming "
+                  "the other watches");
+        stalled_at(c, before);
 }
 
 static void call_http_done(const struct http_response *resp, void *userdata)

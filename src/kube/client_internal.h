@@ -49,6 +49,8 @@ struct kube_client {
          * resume (resume_streams) */
         struct timer *resume_timer;
         uint64_t stall_at;
+        uint64_t stall_seen; /* when the last stall was found (engine clock); 0: never */
+#define KUBE_STALL_CAUTION_USEC (60ULL * 1000000ULL)
 
         /* Following the API server's priority and fairness: a throttling 429 pauses every request but the
          * urgent ones until paused_until and lowers the rate (apf_rate; 0 = not lowered, opts.qps

@@ -8,6 +8,9 @@
 
 #include "spotdrain/kube.h"
 
+/* The events a resumed stream replays come within this of its start (engine clock). */
+#define MISSED_AT_ONCE_USEC (1000ULL * 1000ULL)
+
 enum watch_next {
         WATCH_NEXT_LIST,
         WATCH_NEXT_STREAM,
@@ -21,6 +24,10 @@ struct kube_watch {
         bool patient;      /* its streams may be silent up to KUBE_WATCH_IDLE_TIMEOUT_USEC */
         bool streaming;    /* call is a stream */
         uint64_t heard_at; /* the last byte of a stream, or the start of the one under way */
+        /* Resumed by its owner (kube_watch_resume): the next stream tells whether the old one had missed
+         * events (they come at once). resumed_at: when that stream started. */
+        bool owner_resumed;
+        uint64_t resumed_at;
         char *rv;
         struct kube_watch_ops ops;
         void *userdata;
@@ -150,6 +157,7 @@ static void watch_list_done(struct kube_client *c, struct kube_result *r, void *
 
 static void watch_list(struct kube_watch *w)
 {
+        w->owner_resumed = false; /* a relist's first events are no evidence of a stopped stream */
         /* A watch's (re)list is what its owner's decisions wait for (a drain cannot plan before it): it goes
          * ahead of every other request of its class, as the watch stream itself does (heap_before). */
         struct kube_list_options o = {
@@ -191,6 +199,15 @@ static int watch_line(struct kube_watch *w, const char *line, size_t len)
                 break;
         case KUBE_WATCH_LINE_BOOKMARK:
         case KUBE_WATCH_LINE_EVENT:
+                /* The first line after its owner resumed it: an event at once is one the old stream had
+                 * not passed on, on a connection that had stopped (not a kubelet late), and those of the
+                 * other watches may have stopped with it. */
+                if (w->owner_resumed && w->resumed_at) {
+                        w->owner_resumed = false;
+                        if (d.kind == KUBE_WATCH_LINE_EVENT &&
+                            clk_now() < w->resumed_at + MISSED_AT_ONCE_USEC)
+                                kube_client_streams_silent(w->client, w->resumed_at);
+                }
                 if (d.rv && free_and_strdup(&w->rv, d.rv) < 0)
                         ret = -ENOMEM;
                 w->got_event = true;
@@ -307,6 +324,7 @@ static void watch_stream(struct kube_watch *w)
         else {
                 w->streaming = true;
                 w->heard_at = clk_now();
+                w->resumed_at = w->owner_resumed ? w->heard_at : 0;
         }
 }
 
@@ -637,8 +655,10 @@ uint64_t kube_watch_heard_at(const struct kube_watch *w)
 void kube_watch_resume(struct kube_watch *w)
 {
         /* Not from inside its own callbacks: the stream they run for must not end under them. */
-        if (w && w->streaming && w->call && !w->busy)
+        if (w && w->streaming && w->call && !w->busy) {
+                w->owner_resumed = true;
                 kube_stream_time_out(w->call, "resumed by its owner: silent while it expected events");
+        }
 }
 
 uint64_t kube_informer_heard_at(const struct kube_informer *inf)

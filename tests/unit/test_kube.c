@@ -469,6 +469,122 @@ static void test_watch_resume_by_owner(void **state)
         kube_watch_stop(w);
 }
 
+/* A resumed watch that gets at once the events its old stream never passed on says that stream's connection
+ * had stopped: the client's other watch streams, patient ones too, resume then, rather than each at its own
+ * idle limit (a minute for a patient watch). A resumed watch whose first line is a bookmark (nothing was
+ * missed: a kubelet late, not a dead connection) leaves the others alone. */
+static void answered_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        *(bool *)userdata = true;
+}
+
+static void owner_resume(struct fx *fx, bool missed)
+{
+        const char *const pods_first[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":"
+                "\"21\"}}}\n",
+                NULL,
+        };
+        const char *const pods_missed[] = {
+                "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":"
+                "\"23\"}}}\n",
+                NULL,
+        };
+        const char *const pods_nothing[] = {
+                "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"23\"}}}\n",
+                NULL,
+        };
+        const char *const pdbs_first[] = {
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":"
+                "\"22\"}}}\n",
+                NULL,
+        };
+        const char *const pdbs_missed[] = {
+                "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"b\","
+                "\"resourceVersion\":"
+                "\"24\"}}}\n",
+                NULL,
+        };
+        const struct kfake_script streams[] = {
+                { .path = "/api/v1/pods", .query_contains = "resourceVersion=20", .chunks = pods_first },
+                { .path = "/api/v1/pods",
+                  .query_contains = "resourceVersion=21",
+                  .chunks = missed ? pods_missed : pods_nothing },
+                { .path = "/apis/policy/v1/poddisruptionbudgets",
+                  .query_contains = "resourceVersion=20",
+                  .chunks = pdbs_first },
+                { .path = "/apis/policy/v1/poddisruptionbudgets",
+                  .query_contains = "resourceVersion=22",
+                  .chunks = pdbs_missed },
+        };
+        for (size_t i = 0; i < sizeof(streams) / sizeof(*streams); i++) {
+                struct kfake_script sc = streams[i];
+                sc.method = "GET";
+                sc.status = 200;
+                sc.hold_open = true;
+                kfake_add(fx->fake, &sc);
+        }
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "GET",
+                                                    .path = "/api/v1/nodes/n1",
+                                                    .status = 200,
+                                                    .body = "{\"metadata\":{\"name\":\"n1\"}}" });
+        struct watch_log pods = { .want_events = 1 }, pdbs = { .want_events = 1 };
+        struct kube_watch *wp = NULL, *wb = NULL;
+        struct kube_watch_options op = { .path = "/api/v1/pods", .resource_version = "20", .patient = true };
+        struct kube_watch_options ob = { .path = "/apis/policy/v1/poddisruptionbudgets",
+                                         .resource_version = "20",
+                                         .patient = true };
+        assert_int_equal(kube_watch_start(fx->client, &op, &wl_ops, &pods, &wp), 0);
+        assert_int_equal(kube_watch_start(fx->client, &ob, &wl_ops, &pdbs, &wb), 0);
+        assert_int_equal(loop_run_until(fx->loop, &pods.done, WAIT_USEC), 0);
+        assert_int_equal(loop_run_until(fx->loop, &pdbs.done, WAIT_USEC), 0);
+
+        uint64_t heard = kube_watch_heard_at(wp);
+        pods.done = pdbs.done = false;
+        pods.want_events = pdbs.want_events = 2;
+        kube_watch_resume(wp);
+        if (missed) {
+                /* The PDBs' watch resumes from its resourceVersion and gets its own missed event. */
+                assert_int_equal(loop_run_until(fx->loop, &pods.done, WAIT_USEC), 0);
+                assert_int_equal(loop_run_until(fx->loop, &pdbs.done, WAIT_USEC), 0);
+                expect_events(&pdbs, 1, 1, 0, "b");
+                long first = kfake_find(fx->fake, "GET", "/apis/policy/v1/poddisruptionbudgets", 0);
+                assert_true(first >= 0);
+                long second =
+                    kfake_find(fx->fake, "GET", "/apis/policy/v1/poddisruptionbudgets", (size_t)first + 1);
+                assert_true(second > first);
+                assert_non_null(strstr(req(fx, (size_t)second)->query, "resourceVersion=22"));
+        } else {
+                /* The bookmark came; then a GET is answered, after the turn a resume would have
+                 * taken: the PDBs' watch kept its stream. */
+                for (int i = 0; i < 1000 && kube_watch_heard_at(wp) == heard; i++)
+                        loop_run_until(fx->loop, &pods.done, 10 * 1000);
+                assert_true(kube_watch_heard_at(wp) > heard);
+                bool answered = false;
+                assert_int_equal(kube_get(fx->client, "/api/v1/nodes/n1", answered_done, &answered, NULL),
+                                 0);
+                assert_int_equal(loop_run_until(fx->loop, &answered, WAIT_USEC), 0);
+                long first = kfake_find(fx->fake, "GET", "/apis/policy/v1/poddisruptionbudgets", 0);
+                assert_true(first >= 0);
+                assert_int_equal(
+                    kfake_find(fx->fake, "GET", "/apis/policy/v1/poddisruptionbudgets", (size_t)first + 1),
+                    -1);
+                expect_events(&pdbs, 1, 0, 0, "b");
+        }
+        kube_watch_stop(wp);
+        kube_watch_stop(wb);
+}
+
+static void test_owner_resume_finds_stall(void **state)
+{
+        owner_resume(*state, true);
+}
+
+static void test_owner_resume_nothing_missed(void **state)
+{
+        owner_resume(*state, false);
+}
+
 struct inf_log {
         int added, modified, deleted;
         bool synced;
@@ -1980,6 +2096,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_watch_gone_relists, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_resumes_after_stall, fx_setup_idle, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_watch_resume_by_owner, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_owner_resume_finds_stall, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_owner_resume_nothing_missed, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_informer, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_429_retry_after, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_transport_errors_retried, fx_setup, fx_teardown),
