@@ -260,6 +260,12 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
         uint64_t next = x->deadline;
         unsigned n_forced = 0;
         bool tier0_pending = false;
+        /* The first judgement waits for a read (the siblings' startup times, the kept estimates, a
+         * Deployment's surge), within its bound: no pod goes before it unless its last safe moment comes
+         * first, so that the verdict comes before the first eviction. The read's answer, or the timer at
+         * the bound, kicks the drain. */
+        bool judging =
+            !x->result.judged_usec && (x->judge_on_startups || x->judge_on_estimates || x->judge_on_surge);
 
         if (!order)
                 return -ENOMEM;
@@ -288,8 +294,8 @@ static int issue_pods(struct drain_exec *x, uint64_t now)
 
                 bool due = x->policy == DRAIN_POLICY_FORCE && now >= pp->last_safe_usec;
                 /* A do-not-disrupt pod keeps running until its last safe moment, then goes with a grace
-                 * that still fits before the deadline. */
-                if (pin->do_not_disrupt && now < pp->last_safe_usec) {
+                 * that still fits before the deadline; so does every pod while the first judgement waits. */
+                if ((pin->do_not_disrupt || judging) && now < pp->last_safe_usec) {
                         next = MIN(next, pp->last_safe_usec);
                         continue;
                 }

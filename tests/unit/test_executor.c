@@ -60,6 +60,15 @@ static void record_alert(const struct alert *a, void *userdata)
                     (struct seen_alert){ .kind = a->kind, .at = a->at_usec, .message = strdup(a->message) };
 }
 
+/* The index of the first alert of kind k, or -1. */
+static long alert_index(const struct fx *f, enum alert_kind k)
+{
+        for (size_t i = 0; i < f->n_alerts; i++)
+                if (f->alerts[i].kind == k)
+                        return (long)i;
+        return -1;
+}
+
 static const struct seen_alert *find_alert(const struct fx *f, enum alert_kind k)
 {
         for (size_t i = 0; i < f->n_alerts; i++)
@@ -954,7 +963,7 @@ static void test_surge_verdict_bound(void **state)
  *   PDB short of its replacement is not cried about, and the alert never came).
  * - lists that never answer: the verdict on the guess at the bound, 3 s of the drain (engine clock), not
  *   before.
- * The first predictions wait with the verdict. */
+ * The first predictions wait with the verdict, and so does the first eviction. */
 #define STARTUPS_VERDICT_WAIT (3 * SEC)
 enum startups_case {
         STARTUPS_GUESS_SLOW,
@@ -994,6 +1003,9 @@ static void test_startups_verdict_wait(void **state)
                         assert_non_null(a);
                         assert_true(atomic_load(&f->relay.held) >= 1);
                         assert_true(a->at - f->started >= STARTUPS_VERDICT_WAIT);
+                        /* No pod went before the verdict: the first eviction waited for it. */
+                        long ev = alert_index(f, ALERT_POD_EVICTED);
+                        assert_true(ev < 0 || ev > alert_index(f, ALERT_DRAIN_INFEASIBLE));
                         fx_free(f);
                         continue;
                 }
@@ -1008,6 +1020,7 @@ static void test_startups_verdict_wait(void **state)
                 assert_true(atomic_load(&f->relay.lagged) >= 1);
                 assert_null(find_alert(f, ALERT_DRAIN_INFEASIBLE));
                 assert_false(drain_exec_result(f->x)->outlook_first.known);
+                assert_int_equal(drain_exec_result(f->x)->evicted, 0);
                 atomic_store(&f->relay.lagging, false);
                 if (c == STARTUPS_GUESS_FAST) {
                         assert_non_null(fx_wait_alert(f, ALERT_DRAIN_INFEASIBLE));
