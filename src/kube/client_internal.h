@@ -29,6 +29,9 @@ struct event_memo {
         int count;
 };
 
+/* After a stall, a watch that finds another (kube_client_streams_silent) resumes no stream for this long. */
+#define KUBE_STALL_CAUTION_USEC (60ULL * 1000000ULL)
+
 struct kube_client {
         struct loop *loop;
         struct kube_config *cfg;
@@ -50,7 +53,6 @@ struct kube_client {
         struct timer *resume_timer;
         uint64_t stall_at;
         uint64_t stall_seen; /* when the last stall was found (engine clock); 0: never */
-#define KUBE_STALL_CAUTION_USEC (60ULL * 1000000ULL)
 
         /* Following the API server's priority and fairness: a throttling 429 pauses every request but the
          * urgent ones until paused_until and lowers the rate (apf_rate; 0 = not lowered, opts.qps

@@ -24,8 +24,8 @@ struct kube_watch {
         bool patient;      /* its streams may be silent up to KUBE_WATCH_IDLE_TIMEOUT_USEC */
         bool streaming;    /* call is a stream */
         uint64_t heard_at; /* the last byte of a stream, or the start of the one under way */
-        /* Resumed by its owner (kube_watch_resume): the next stream tells whether the old one had missed
-         * events (they come at once). resumed_at: when that stream started. */
+        /* Resumed by its owner (kube_watch_resume): the next stream, started at resumed_at (0: none), tells
+         * by its first line whether the old one had missed events (they come at once). */
         bool owner_resumed;
         uint64_t resumed_at;
         char *rv;
@@ -157,7 +157,6 @@ static void watch_list_done(struct kube_client *c, struct kube_result *r, void *
 
 static void watch_list(struct kube_watch *w)
 {
-        w->owner_resumed = false; /* a relist's first events are no evidence of a stopped stream */
         /* A watch's (re)list is what its owner's decisions wait for (a drain cannot plan before it): it goes
          * ahead of every other request of its class, as the watch stream itself does (heap_before). */
         struct kube_list_options o = {
@@ -202,11 +201,11 @@ static int watch_line(struct kube_watch *w, const char *line, size_t len)
                 /* The first line after its owner resumed it: an event at once is one the old stream had
                  * not passed on, on a connection that had stopped (not a kubelet late), and those of the
                  * other watches may have stopped with it. */
-                if (w->owner_resumed && w->resumed_at) {
-                        w->owner_resumed = false;
+                if (w->resumed_at) {
                         if (d.kind == KUBE_WATCH_LINE_EVENT &&
                             clk_now() < w->resumed_at + MISSED_AT_ONCE_USEC)
                                 kube_client_streams_silent(w->client, w->resumed_at);
+                        w->resumed_at = 0;
                 }
                 if (d.rv && free_and_strdup(&w->rv, d.rv) < 0)
                         ret = -ENOMEM;
@@ -324,7 +323,9 @@ static void watch_stream(struct kube_watch *w)
         else {
                 w->streaming = true;
                 w->heard_at = clk_now();
+                /* Only the stream that follows the owner's resume: not one after a relist or a failure. */
                 w->resumed_at = w->owner_resumed ? w->heard_at : 0;
+                w->owner_resumed = false;
         }
 }
 
