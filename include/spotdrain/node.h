@@ -36,6 +36,22 @@ int node_record(struct kube_client *c, const char *node, const char *value, kube
 int node_out_of_service(struct kube_client *c, const char *node, kube_done_fn done, void *userdata,
                         struct kube_call **ret_call);
 
+/* A drain's marks on node (the Node whole, as its cordon's answer has it), in one PATCH made on its
+ * resourceVersion: the drain taint (as node_drain_taint() adds it), the drain record (record, NULL: none)
+ * and, with lb, the load balancers' label where the node has none (as node_lb_exclude() sets it). One
+ * request where the three calls make five, and they do not conflict with each other. A change to the node
+ * since answers 409: the caller then makes them one at a time. -EINVAL: node has no name or
+ * resourceVersion. */
+struct node_marks {
+        const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
+        const char *kind;      /* the taint's value */
+        bool no_execute;
+        bool lb;
+        const char *record;
+};
+int node_drain_marks(struct kube_client *c, const cJSON *node, const struct node_marks *m, kube_done_fn done,
+                     void *userdata, struct kube_call **ret_call);
+
 /* The dispatcher's actions, several calls each; their failures are logged. */
 /* The soft taint added; or removed, with the load balancers' label an earlier drain of the node may have
  * left (a rebalance drains nothing, so the label found then is only such a drain's). */

@@ -446,6 +446,7 @@ static void act(struct drain_exec *x)
 /* ---- node: cordon, taint, annotation ---- */
 
 static void cordon_done(struct kube_client *c, struct kube_result *r, void *userdata);
+static void marks_start(struct drain_exec *x, const cJSON *node);
 
 static void cordon_again(void *userdata)
 {
@@ -475,11 +476,13 @@ static void cordon_done(struct kube_client *c, struct kube_result *r, void *user
                 if (timer_start_in(x->loop, delay, cordon_again, x, &x->cordon_retry) < 0)
                         x->cordon_retry = NULL;
                 x->cordon_answered = true;
+                marks_start(x, NULL);
                 exec_kick(x);
                 return;
         }
         x->result.cordoned_usec = clk_now();
         x->cordon_answered = true;
+        marks_start(x, r->object);
         exec_kick(x);
 }
 
@@ -539,6 +542,100 @@ static void lb_done(struct kube_client *c, struct kube_result *r, void *userdata
         exec_pods_changed(x);
 }
 
+/* How many times the marks are read and patched again after a 409, before they go one at a time. */
+#define MARKS_CONFLICTS 3
+
+static char *record_value(const struct drain_exec *x)
+{
+        return drain_record_format(x->kind, x->deadline, x->result.started_usec, x->instance_id, x->event_id,
+                                   x->cordoned_before);
+}
+
+/* The taint, the load balancers' label and the record, one call each. */
+static int marks_each(struct drain_exec *x)
+{
+        int r;
+        if (x->exclude_lb && (r = lb_label(x)) < 0)
+                return r;
+        r = node_drain_taint(x->c, x->node, x->taint_key, x->kind, x->no_execute, true, taint_done, x,
+                             &x->taint_call);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *value = record_value(x);
+        if (!value)
+                return -ENOMEM;
+        return node_record(x->c, x->node, value, annotate_done, x, &x->annotate_call);
+}
+
+static void marks_sent_each(struct drain_exec *x)
+{
+        int e = marks_each(x);
+        if (e < 0)
+                log_warning_errno(e, "cannot taint, label or record the drain on %s", x->node);
+}
+
+static void marks_done(struct kube_client *c, struct kube_result *r, void *userdata);
+
+/* The marks in one patch on node as read or as its cordon answered; < 0: not sent. */
+static int marks_send(struct drain_exec *x, const cJSON *node)
+{
+        _cleanup_free_ char *value = record_value(x);
+        struct node_marks m = {
+                .taint_key = x->taint_key,
+                .kind = x->kind,
+                .no_execute = x->no_execute,
+                .lb = x->exclude_lb,
+                .record = value,
+        };
+        if (!value)
+                return -ENOMEM;
+        return node_drain_marks(x->c, node, &m, marks_done, x, &x->taint_call);
+}
+
+static void marks_read_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->taint_call = NULL;
+        if (r->error < 0 || marks_send(x, r->object) < 0)
+                marks_sent_each(x);
+}
+
+/* The answer to the marks in one patch: as the label's when it carried it. The node changed since it was
+ * read (409: a kubelet's status, someone else's label): read again and patch again, a few times. Refused
+ * (an admission policy refusing one of them): one at a time, so that each says what failed and retries on
+ * its own. */
+static void marks_done(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct drain_exec *x = userdata;
+        x->taint_call = NULL;
+        if (r->error >= 0 || r->error == -ENOENT) { /* a missing node is reported by the cordon */
+                if (x->exclude_lb)
+                        lb_done(c, r, x);
+                return;
+        }
+        if (r->http_status == 409 && x->marks_conflicts < MARKS_CONFLICTS) {
+                _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", x->node, NULL);
+                x->marks_conflicts++;
+                if (path && kube_get(x->c, path, marks_read_done, x, &x->taint_call) >= 0)
+                        return;
+        }
+        log_debug("node %s: the drain's taint, label and record in one patch were refused (%s), making them "
+                  "one at a time",
+                  x->node, r->message ? r->message : strerror(-r->error));
+        marks_sent_each(x);
+}
+
+/* After the cordon's first answer (node: the Node as it answered; NULL: the cordon failed): the taint,
+ * the label and the record in one patch on the node as cordoned. */
+static void marks_start(struct drain_exec *x, const cJSON *node)
+{
+        if (x->marks_started || x->finished)
+                return;
+        x->marks_started = true;
+        if (!node || marks_send(x, node) < 0)
+                marks_sent_each(x);
+}
+
 static void lb_targets_changed(void *userdata)
 {
         struct drain_exec *x = userdata;
@@ -559,6 +656,7 @@ static void services_done(struct kube_client *c, struct kube_result *r, void *us
         exec_pods_changed(x);
 }
 
+/* The cordon first: the marks go out on its answer (marks_start()). */
 static int start_node_changes(struct drain_exec *x)
 {
         int r;
@@ -568,21 +666,11 @@ static int start_node_changes(struct drain_exec *x)
         r = node_cordon(x->c, x->node, true, cordon_done, x, &x->cordon_call);
         if (r < 0)
                 return r;
-        if (x->exclude_lb && (r = lb_label(x)) < 0)
-                return r;
         if (x->lb_dereg &&
             (r = kube_list(x->c, "/api/v1/services", &(struct kube_list_options){ .priority = true },
                            services_done, x, &x->services_call)) < 0)
                 return r;
-        r = node_drain_taint(x->c, x->node, x->taint_key, x->kind, x->no_execute, true, taint_done, x,
-                             &x->taint_call);
-        if (r < 0)
-                return r;
-        _cleanup_free_ char *value = drain_record_format(x->kind, x->deadline, x->result.started_usec,
-                                                         x->instance_id, x->event_id, x->cordoned_before);
-        if (!value)
-                return -ENOMEM;
-        return node_record(x->c, x->node, value, annotate_done, x, &x->annotate_call);
+        return 0;
 }
 
 static void node_read_done(struct kube_client *c, struct kube_result *r, void *userdata)

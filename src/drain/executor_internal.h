@@ -104,6 +104,8 @@ struct drain_exec {
         bool judge_on_startups;       /* ... for the lists of the pods' siblings (their startup times) */
         struct timer *startups_wait;  /* the bound of that wait */
         struct kube_call *cordon_call, *taint_call, *annotate_call;
+        bool marks_started; /* the taint, label and record sent (marks_start()) */
+        unsigned marks_conflicts;
         /* A scheduled change's node is read before its cordon (node_call): whether it was cordoned
          * already, by someone else, goes into the drain record, so that a reboot's return undoes only
          * spotdrain's own cordon. */

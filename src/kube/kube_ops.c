@@ -420,6 +420,37 @@ static int node_rmw(struct kube_client *c, const char *node, const char *key, co
         return 0;
 }
 
+cJSON *kube_taints_apply(const cJSON *old, const struct kube_taint *t, bool add, bool *ret_changed)
+{
+        cJSON *taints = cJSON_CreateArray();
+        bool ok = taints != NULL, changed = false, present = false;
+        const cJSON *e;
+        cJSON_ArrayForEach (e, old) {
+                if (ok && taint_same(e, t)) {
+                        present = true;
+                        if (!add || !streq_ptr(kube_object_str(e, "value"), t->value)) {
+                                changed = true;
+                                continue;
+                        }
+                }
+                cJSON *dup = cJSON_Duplicate(e, true);
+                ok = ok && dup && cJSON_AddItemToArray(taints, dup);
+        }
+        if (ok && add && (changed || !present)) {
+                cJSON *nt = cJSON_CreateObject();
+                ok = nt && cJSON_AddItemToArray(taints, nt) && cJSON_AddStringToObject(nt, "key", t->key) &&
+                     (!t->value || cJSON_AddStringToObject(nt, "value", t->value)) &&
+                     cJSON_AddStringToObject(nt, "effect", t->effect);
+                changed = true;
+        }
+        if (!ok) {
+                cJSON_Delete(taints);
+                return NULL;
+        }
+        *ret_changed = changed;
+        return taints;
+}
+
 static void taint_got_step(struct kube_call *call, struct kube_result *r)
 {
         if (r->error < 0)
@@ -427,32 +458,15 @@ static void taint_got_step(struct kube_call *call, struct kube_result *r)
         const cJSON *old =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->object, "spec"), "taints");
         const char *rv = kube_object_rv(r->object);
+        bool changed = false;
         cJSON *patch = cJSON_CreateObject();
         cJSON *meta = patch ? cJSON_AddObjectToObject(patch, "metadata") : NULL;
         cJSON *spec = patch ? cJSON_AddObjectToObject(patch, "spec") : NULL;
-        cJSON *taints = spec ? cJSON_AddArrayToObject(spec, "taints") : NULL;
-        bool ok = meta && taints && (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv));
-        bool changed = false, present = false;
-        const cJSON *t;
-        cJSON_ArrayForEach (t, old) {
-                if (ok && taint_same(t, &call->taint)) {
-                        present = true;
-                        if (!call->add || !streq_ptr(kube_object_str(t, "value"), call->taint.value)) {
-                                changed = true;
-                                continue;
-                        }
-                }
-                cJSON *dup = cJSON_Duplicate(t, true);
-                ok = ok && dup && cJSON_AddItemToArray(taints, dup);
-        }
-        if (ok && call->add && (changed || !present)) {
-                cJSON *nt = cJSON_CreateObject();
-                ok = nt && cJSON_AddItemToArray(taints, nt) &&
-                     cJSON_AddStringToObject(nt, "key", call->taint.key) &&
-                     (!call->taint.value || cJSON_AddStringToObject(nt, "value", call->taint.value)) &&
-                     cJSON_AddStringToObject(nt, "effect", call->taint.effect);
-                changed = true;
-        }
+        cJSON *taints = spec ? kube_taints_apply(old, &call->taint, call->add, &changed) : NULL;
+        bool ok = taints && cJSON_AddItemToObject(spec, "taints", taints);
+        if (taints && !ok)
+                cJSON_Delete(taints);
+        ok = ok && meta && (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv));
         _cleanup_free_ char *body = ok && changed ? print_json(patch) : NULL;
         cJSON_Delete(patch);
         if (!ok || (changed && !body)) {

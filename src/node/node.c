@@ -62,6 +62,51 @@ int node_out_of_service(struct kube_client *c, const char *node, kube_done_fn do
         return kube_node_taint(c, node, &t, true, DONE(done), userdata, ret_call);
 }
 
+int node_drain_marks(struct kube_client *c, const cJSON *node, const struct node_marks *m, kube_done_fn done,
+                     void *userdata, struct kube_call **ret_call)
+{
+        const char *name = kube_object_str(node, "metadata.name"), *rv = kube_object_rv(node);
+        if (!m || isempty(name) || isempty(rv))
+                return -EINVAL; /* without a resourceVersion, no precondition: one change at a time */
+        struct kube_taint t = { .key = (char *)(m->taint_key ? m->taint_key : SPOTDRAIN_TAINT_INTERRUPTION),
+                                .value = (char *)m->kind,
+                                .effect = (char *)(m->no_execute ? "NoExecute" : "NoSchedule") };
+        const cJSON *labels =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"), "labels");
+        bool changed = false;
+        cJSON *patch = cJSON_CreateObject();
+        cJSON *meta = patch ? cJSON_AddObjectToObject(patch, "metadata") : NULL;
+        cJSON *spec = patch ? cJSON_AddObjectToObject(patch, "spec") : NULL;
+        cJSON *taints =
+            spec ? kube_taints_apply(cJSON_GetObjectItemCaseSensitive(
+                                         cJSON_GetObjectItemCaseSensitive(node, "spec"), "taints"),
+                                     &t, true, &changed)
+                 : NULL;
+        bool ok = taints && cJSON_AddItemToObject(spec, "taints", taints);
+        if (taints && !ok)
+                cJSON_Delete(taints);
+        ok = ok && meta && cJSON_AddStringToObject(meta, "resourceVersion", rv);
+        if (ok && m->record) {
+                cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
+                ok = a && cJSON_AddStringToObject(a, SPOTDRAIN_ANNOTATION_DRAIN, m->record);
+        }
+        /* As node_lb_exclude() sets it: only where the key is absent, someone else's is theirs. */
+        if (ok && m->lb && !cJSON_GetObjectItemCaseSensitive(labels, SPOTDRAIN_LABEL_EXCLUDE_LB)) {
+                cJSON *l = cJSON_AddObjectToObject(meta, "labels");
+                ok = l && cJSON_AddStringToObject(l, SPOTDRAIN_LABEL_EXCLUDE_LB,
+                                                  SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        }
+        _cleanup_free_ char *body = ok ? cJSON_PrintUnformatted(patch) : NULL;
+        cJSON_Delete(patch);
+        _cleanup_free_ char *path = kube_path(NULL, "v1", NULL, "nodes", name, NULL);
+        if (!body || !path)
+                return -ENOMEM;
+        /* Urgent as the label it carries (the first eviction waits for it); safe to send again, as its
+         * resourceVersion makes a second landing a 409. */
+        return kube_request(c, "PATCH", path, "application/strategic-merge-patch+json", body,
+                            KUBE_REQ_URGENT | KUBE_REQ_IDEMPOTENT, DONE(done), userdata, ret_call);
+}
+
 /* The soft taint's answer: said when it landed, so that every mode's log shows the node it took. */
 static void soft_taint_done(struct kube_client *c, struct kube_result *r, void *userdata)
 {

@@ -1,8 +1,11 @@
 /* The drain executor against the in-process simulator, on a scaled engine clock (the simulator and the
  * engine run the same number of times faster than real time, so nothing sleeps). Every wait runs the loop
  * until a condition holds, with a bound in real time. */
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +53,10 @@ struct fx {
         uint64_t started;
         struct relay relay; /* between the client and the simulator, with fx_new_held() */
         bool relayed;
+        /* With try_event: what kube_event_create() said of an Event at the first pod-evicted alert (where
+         * the kube sink makes the pod's). */
+        bool try_event, event_tried;
+        int event_created;
 };
 
 static void record_alert(const struct alert *a, void *userdata)
@@ -301,6 +308,48 @@ static const char *node_label(struct fx *f, const char *key, char *buf, size_t l
         "     termination_grace_seconds: 5, shutdown_seconds: 1, startup_seconds: 1}\n"             \
         "events: []\n"
 
+static void count_node_change(const struct sim_change *c, void *userdata)
+{
+        unsigned *n = userdata;
+        if (streq_ptr(c->type, "MODIFIED") &&
+            streq_ptr(kube_object_str(c->object, "metadata.name"), "spot-a"))
+                (*n)++;
+}
+
+/* The writes to spot-a so far. */
+static unsigned node_writes(struct fx *f)
+{
+        unsigned n = 0;
+        sim_lock(f->sf.sim);
+        assert_int_equal(sim_changes_since(f->sf.sim, SIM_NODE, NULL, 0, count_node_change, &n), 0);
+        sim_unlock(f->sf.sim);
+        return n;
+}
+
+static bool node_marked(struct fx *f, const char *label_key, const char *label_value)
+{
+        cJSON *node = sim_obj(f, SIM_NODE, NULL, "spot-a");
+        assert_non_null(node);
+        const cJSON *meta = cJSON_GetObjectItem(node, "metadata"), *spec = cJSON_GetObjectItem(node, "spec"),
+                    *t;
+        bool tainted = false;
+        cJSON_ArrayForEach (t, cJSON_GetObjectItem(spec, "taints"))
+                tainted = tainted || streq_ptr(kube_object_str(t, "key"), SPOTDRAIN_TAINT_INTERRUPTION);
+        bool ok =
+            cJSON_IsTrue(cJSON_GetObjectItem(spec, "unschedulable")) && tainted &&
+            cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "annotations"), SPOTDRAIN_ANNOTATION_DRAIN) &&
+            streq_ptr(
+                cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "labels"), label_key)),
+                label_value);
+        if (!ok) {
+                char *txt = cJSON_Print(node);
+                fprintf(stderr, "spot-a is not marked as expected: %s\n", txt ? txt : "?");
+                free(txt);
+        }
+        cJSON_Delete(node);
+        return ok;
+}
+
 /* drain.exclude_from_load_balancers: the label is written, and answered, before the first eviction; a
  * label someone else put there is left as it is (and so never taken for spotdrain's). */
 static void test_exclude_label_before_eviction(void **state)
@@ -317,6 +366,9 @@ static void test_exclude_label_before_eviction(void **state)
             first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
         assert_true(fc.label_rv > 0);
         assert_true(fc.delete_rv > fc.label_rv);
+        /* Two writes: the cordon, then the label with the taint and the record (four, one each, before). */
+        assert_true(node_marked(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE));
+        assert_int_equal(node_writes(f), 2);
         fx_free(f);
 
         f = fx_new("name: exclude-lb-theirs\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
@@ -361,6 +413,71 @@ static void test_exclude_label_before_eviction(void **state)
         fx_run(f);
         assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
         assert_null(node_label(f, SPOTDRAIN_LABEL_EXCLUDE_LB, buf, sizeof(buf)));
+        fx_free(f);
+}
+
+struct meddler {
+        struct sim *sim;
+        pthread_t thread;
+        atomic_bool stop, meddled;
+};
+
+/* Someone else labels spot-a as soon as it is cordoned (polled each millisecond, for at most 20 s). */
+static void *meddle(void *userdata)
+{
+        struct meddler *m = userdata;
+        for (int i = 0; i < 20000 && !atomic_load(&m->stop); i++) {
+                cJSON *node = NULL;
+                sim_lock(m->sim);
+                int r = sim_get(m->sim, SIM_NODE, NULL, "spot-a", &node);
+                bool cordoned = r >= 0 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"),
+                                                                           "unschedulable"));
+                if (cordoned) {
+                        cJSON *patch = cJSON_Parse("{\"metadata\":{\"labels\":{\"team\":\"x\"}}}");
+                        struct sim_answer a = { 0 };
+                        if (patch &&
+                            sim_patch(m->sim, SIM_NODE, NULL, "spot-a", "application/merge-patch+json",
+                                      patch, &a) >= 0 &&
+                            a.status == 200)
+                                atomic_store(&m->meddled, true);
+                        cJSON_Delete(a.body);
+                        cJSON_Delete(patch);
+                }
+                sim_unlock(m->sim);
+                cJSON_Delete(node);
+                if (cordoned)
+                        break;
+                usleep(1000);
+        }
+        return NULL;
+}
+
+/* The taint, the load balancers' label and the record go in one patch after the cordon, made on the node
+ * as the cordon answered. When the node changed in between (someone else's label, written while the patch
+ * waits in a slow admission), the patch is refused, and made again on the node read again: theirs is
+ * kept, nothing of ours lost. */
+static void test_node_marks_conflict(void **state)
+{
+        struct fx *f = fx_new("name: marks-conflict\n" NODES "workloads:\n" ONE_POD_NO_PDB
+                              "faults: {node_label_latency_ms: 1500}\n",
+                              10);
+        struct meddler m = { .sim = f->sf.sim };
+        assert_int_equal(pthread_create(&m.thread, NULL, meddle, &m), 0);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        o.exclude_from_load_balancers = true;
+        fx_start(f, &o);
+        fx_run(f);
+        atomic_store(&m.stop, true);
+        pthread_join(m.thread, NULL);
+        assert_true(atomic_load(&m.meddled));
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        assert_true(node_marked(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE));
+        assert_true(node_marked(f, "team", "x"));
+        /* the cordon, theirs, then ours */
+        assert_int_equal(node_writes(f), 3);
+        struct first_changes fc =
+            first_changes(f, SPOTDRAIN_LABEL_EXCLUDE_LB, SPOTDRAIN_LABEL_EXCLUDE_LB_VALUE);
+        assert_true(fc.delete_rv > fc.label_rv);
         fx_free(f);
 }
 
@@ -1621,6 +1738,7 @@ int main(void)
                 cmocka_unit_test(test_inputs_from_objects),
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
+                cmocka_unit_test(test_node_marks_conflict),
                 cmocka_unit_test(test_do_not_disrupt_kept),
                 cmocka_unit_test(test_skip_and_taint_effect),
                 cmocka_unit_test(test_cordon_only),

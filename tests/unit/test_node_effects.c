@@ -1,7 +1,9 @@
 /* The dispatcher's effects (node.h, node_effects) against the in-process simulator: the ops they fill (the
  * front end's members only when its hooks have them), one drain per node (an earlier deadline replaces
  * the drain under way, drain_stop frees it, a finished one is told and then reaped), the node actions
- * (cordon, uncordon, the soft taint) and the replacement request without provisioning. */
+ * (cordon, uncordon, the soft taint), a drain's marks in one patch, and the replacement request without
+ * provisioning. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,10 +245,104 @@ static void test_effects(void **state)
         sim_fixture_stop(&sf);
 }
 
+struct answer {
+        bool done;
+        int error;
+        long status;
+};
+
+static void answered(struct kube_client *c, struct kube_result *r, void *userdata)
+{
+        struct answer *a = userdata;
+        a->done = true;
+        a->error = r->error;
+        a->status = r->http_status;
+}
+
+static cJSON *node_now(struct sim *sim, const char *node)
+{
+        cJSON *obj = NULL;
+        sim_lock(sim);
+        assert_int_equal(sim_get(sim, SIM_NODE, NULL, node, &obj), 0);
+        sim_unlock(sim);
+        return obj;
+}
+
+static void sim_node_patch(struct sim *sim, const char *node, const char *json)
+{
+        cJSON *patch = cJSON_Parse(json);
+        struct sim_answer a = { 0 };
+        assert_non_null(patch);
+        sim_lock(sim);
+        assert_int_equal(
+            sim_patch(sim, SIM_NODE, NULL, node, "application/strategic-merge-patch+json", patch, &a), 0);
+        sim_unlock(sim);
+        assert_int_equal(a.status, 200);
+        cJSON_Delete(a.body);
+        cJSON_Delete(patch);
+}
+
+/* A drain's marks in one patch, made on the node as read: someone else's taint and label stay, and a node
+ * changed since it was read is not written (409), so that the caller can make them one at a time. */
+static void test_drain_marks(void **state)
+{
+        struct sim_fixture sf = {};
+        struct loop *l = NULL;
+        struct kube_client *kube = NULL;
+        struct answer a = {};
+        const struct node_marks m = { .kind = "spot-interruption", .lb = true, .record = "rec-1" };
+
+        sim_fixture_start(&sf, scenario, &(struct sim_fixture_options){ .scale = 10, .scale_engine = true });
+        assert_int_equal(loop_new(&l), 0);
+        assert_int_equal(kube_client_new(l, sf.kcfg, NULL, &kube), 0);
+
+        cJSON *before = node_now(sf.sim, "spot-b");
+        sim_node_patch(
+            sf.sim, "spot-b",
+            "{\"metadata\":{\"labels\":{\"" SPOTDRAIN_LABEL_EXCLUDE_LB "\":\"ops\"}},"
+            "\"spec\":{\"taints\":[{\"key\":\"team\",\"value\":\"x\",\"effect\":\"NoSchedule\"}]}}");
+        cJSON *now = node_now(sf.sim, "spot-b");
+
+        /* Read before someone else's change: refused, nothing written. */
+        assert_int_equal(node_drain_marks(kube, before, &m, answered, &a, NULL), 0);
+        assert_int_equal(loop_run_until(l, &a.done, BOUND_USEC), 0);
+        assert_int_equal(a.status, 409);
+        assert_true(a.error < 0);
+        assert_false(node_has(sf.sim, "spot-b", SPOTDRAIN_TAINT_INTERRUPTION));
+
+        /* Read after: the taint beside theirs, their label kept, the record. */
+        a = (struct answer){};
+        assert_int_equal(node_drain_marks(kube, now, &m, answered, &a, NULL), 0);
+        assert_int_equal(loop_run_until(l, &a.done, BOUND_USEC), 0);
+        assert_int_equal(a.error, 0);
+        assert_true(node_has(sf.sim, "spot-b", SPOTDRAIN_TAINT_INTERRUPTION));
+        assert_true(node_has(sf.sim, "spot-b", "team"));
+        cJSON *after = node_now(sf.sim, "spot-b");
+        const cJSON *meta = cJSON_GetObjectItem(after, "metadata");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(meta, "labels"),
+                                                                     SPOTDRAIN_LABEL_EXCLUDE_LB)),
+                            "ops");
+        const cJSON *ann = cJSON_GetObjectItem(meta, "annotations");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(ann, SPOTDRAIN_ANNOTATION_DRAIN)),
+                            "rec-1");
+        cJSON_Delete(after);
+
+        /* Without a resourceVersion there is nothing to make it on. */
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(now, "metadata"), "resourceVersion");
+        assert_int_equal(node_drain_marks(kube, now, &m, answered, &a, NULL), -EINVAL);
+
+        cJSON_Delete(before);
+        cJSON_Delete(now);
+        kube_client_free(kube);
+        loop_free(l);
+        sim_fixture_stop(&sf);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_effects),
+                cmocka_unit_test(test_drain_marks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
