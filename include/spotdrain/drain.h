@@ -369,8 +369,8 @@ struct drain_api_budget {
         uint64_t allowed; /* what qps and burst let through before the deadline less the margin */
         double qps;
 };
-/* Whether the client's rate (qps < 0: unlimited) is too low for node's drain in the plan p of in: 1 (the
- * figures in *ret), 0 enough. */
+/* Whether the client's rate (qps < 0: unlimited) is too low for node's drain in the plan p of in: 1, 0
+ * enough; the figures in *ret either way (needed and allowed 0: nothing judged, the rate unlimited). */
 int drain_api_budget_short(const struct drain_input *in, const struct drain_plan *p, size_t node, double qps,
                            unsigned burst, struct drain_api_budget *ret);
 

@@ -88,6 +88,10 @@ struct kube_client_stats {
         char last_error[256];
 };
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret);
+/* Kubernetes Events give way to the drains until until_usec (engine clock): each is dropped, not sent
+ * (spotdrain_kube_events_dropped_total{reason="short"}), rather than take a request the evictions need. A
+ * later until extends the time; an earlier one changes nothing. */
+void kube_client_events_yield(struct kube_client *c, uint64_t until_usec);
 
 /* A metav1.Status cause. */
 struct kube_cause {

@@ -313,8 +313,13 @@ void exec_judge(struct drain_exec *x, uint64_t now, bool first)
                 double qps;
                 unsigned burst;
                 kube_client_limit(x->c, &qps, &burst);
-                if (drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node, qps, burst,
-                                           &b) > 0) {
+                bool short_ = drain_api_budget_short(drain_inputs_get(x->inputs), x->plan, x->slice.node,
+                                                     qps, burst, &b) > 0;
+                /* Each eviction brings its pod's Event: when the two do not fit the rate before the
+                 * deadline, the Events give way to the evictions (the other sinks still have the alerts). */
+                if (b.needed > 0 && 2 * b.needed > b.allowed)
+                        kube_client_events_yield(x->c, x->deadline);
+                if (short_) {
                         x->result.infeasible = true;
                         judged(x, first, now);
                         drain_api_budget_alert(x->bus, x->node, &b);

@@ -422,6 +422,7 @@ bool drain_input_guesses(const struct drain_input *in)
 int drain_api_budget_short(const struct drain_input *in, const struct drain_plan *p, size_t node, double qps,
                            unsigned burst, struct drain_api_budget *ret)
 {
+        *ret = (struct drain_api_budget){ .qps = qps };
         if (!in || !p || node >= in->n_nodes || qps <= 0)
                 return 0;
         const struct drain_node_in *own = &in->nodes[node];
@@ -440,8 +441,6 @@ int drain_api_budget_short(const struct drain_input *in, const struct drain_plan
         }
         double window = end > in->now_usec ? (double)(end - in->now_usec) / 1e6 : 0;
         uint64_t allowed = (uint64_t)(qps * window) + burst;
-        if (needed <= allowed)
-                return 0;
         *ret = (struct drain_api_budget){ .needed = needed, .allowed = allowed, .qps = qps };
-        return 1;
+        return needed > allowed;
 }

@@ -84,6 +84,18 @@ void kube_client_set_rate(struct kube_client *c, double qps, unsigned burst)
         kube_client_pump_soon(c, 0);
 }
 
+void kube_client_events_yield(struct kube_client *c, uint64_t until_usec)
+{
+        if (c && until_usec > c->events_yield_until) {
+                if (clk_now() >= c->events_yield_until)
+                        log_info(
+                            "kube: the drains need the API's rate until %.1f s from now: Kubernetes Events "
+                            "give way (the other sinks have the alerts)",
+                            (double)(until_usec - clk_now()) / 1e6);
+                c->events_yield_until = until_usec;
+        }
+}
+
 void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ret)
 {
         uint64_t now = clk_now();

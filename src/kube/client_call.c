@@ -683,6 +683,8 @@ const char *kube_event_shed_reason(struct kube_client *c, const struct kube_call
          * 2,000-node run for 13 requests turned away when the climb counted too). */
         if (now < c->paused_until)
                 return "throttled";
+        if (now < c->events_yield_until)
+                return "short";
         if (call && kube_client_rate_held(c, now) > call->held_at + KUBE_EVENT_MAX_WAIT_USEC)
                 return "backlog";
         return NULL;

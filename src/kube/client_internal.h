@@ -58,6 +58,7 @@ struct kube_client {
          * urgent ones until paused_until and lowers the rate (apf_rate; 0 = not lowered, opts.qps
          * applies), which climbs back a step each second without one. */
         uint64_t paused_until;
+        uint64_t events_yield_until; /* kube_client_events_yield() */
         double apf_rate;
         uint64_t apf_changed; /* when apf_rate was last lowered or raised */
         uint64_t apf_cut_at;  /* when it was last lowered */
@@ -164,7 +165,8 @@ double kube_client_current_rate(struct kube_client *c, uint64_t now);
 /* How long the queue has been held by the rate until now, in all. */
 uint64_t kube_client_rate_held(const struct kube_client *c, uint64_t now);
 /* Why an Event is not to be sent now (NULL: it may go): "throttled" while the server's priority and
- * fairness pauses the client, "backlog" when the queue was held by the rate (the client's own or the
+ * fairness pauses the client, "short" while the drains asked Events to give way
+ * (kube_client_events_yield()), "backlog" when the queue was held by the rate (the client's own or the
  * server's) for KUBE_EVENT_MAX_WAIT_USEC since the Event was queued (call NULL: not queued yet). Time
  * spent behind answers that are slow to come (all KUBE_MAX_IN_FLIGHT under way) does not count: the API
  * is not short then, the machine or the network is. Counted in spotdrain_kube_events_dropped_total{reason}.

@@ -481,6 +481,44 @@ static void test_node_marks_conflict(void **state)
         fx_free(f);
 }
 
+/* What kube_event_create() says of an Event once the drain is first judged (bounded wait), as the kube sink
+ * would make a pod's at its eviction. */
+static int event_once_judged(struct fx *f)
+{
+        static const struct kube_event_spec ev = {
+                .involved_kind = "Node", .involved_name = "spot-a", .reason = "Test", .message = "m"
+        };
+        bool never = false;
+        for (int i = 0; i < 2000 && !drain_exec_result(f->x)->judged_usec && !f->done; i++)
+                loop_run_until(f->loop, &never, 10 * 1000);
+        assert_true(drain_exec_result(f->x)->judged_usec > 0);
+        return kube_event_create(f->client, &ev, NULL, NULL, NULL);
+}
+
+/* When a drain's requests and its pods' Events would not fit the client's rate before the deadline, the
+ * Events give way from its first judgement on. With room for both they go. */
+static void test_events_give_way(void **state)
+{
+        /* 3 + 2 requests (the node's, two evictions) where 0.1 a second for 38 s and a burst of 3 allow
+         * 4 to 6, the Events doubling them */
+        struct fx *f = fx_new("name: events-give-way\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        struct drain_exec_options o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        kube_client_set_rate(f->client, 0.1, 3);
+        fx_start(f, &o);
+        assert_int_equal(event_once_judged(f), -EAGAIN);
+        fx_run(f);
+        fx_free(f);
+
+        f = fx_new("name: events-room\n" NODES "workloads:\n" ONE_POD_NO_PDB, 10);
+        o = options(40 * SEC, 2 * SEC, DRAIN_POLICY_FORCE);
+        kube_client_set_rate(f->client, 10, 20);
+        fx_start(f, &o);
+        assert_int_equal(event_once_judged(f), 0);
+        fx_run(f);
+        assert_int_equal(f->result.outcome, DRAIN_EXEC_DRAINED);
+        fx_free(f);
+}
+
 /* The grace the Job pod of namespace ci was deleted with; -1 while it is not deleting. */
 static int64_t job_deleting(struct fx *f)
 {
@@ -1739,6 +1777,7 @@ int main(void)
                 cmocka_unit_test(test_feasible_drain),
                 cmocka_unit_test(test_exclude_label_before_eviction),
                 cmocka_unit_test(test_node_marks_conflict),
+                cmocka_unit_test(test_events_give_way),
                 cmocka_unit_test(test_do_not_disrupt_kept),
                 cmocka_unit_test(test_skip_and_taint_effect),
                 cmocka_unit_test(test_cordon_only),

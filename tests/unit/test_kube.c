@@ -1682,6 +1682,8 @@ static void test_event_create_and_repeat(void **state)
         cJSON_Delete(body);
 }
 
+static void on_flag(void *userdata);
+
 static const struct kube_event_spec shed_event = {
         .involved_kind = "Node", .involved_name = "n1", .reason = "SpotInterruption", .message = "draining"
 };
@@ -1694,8 +1696,9 @@ static bool metric_says(struct metrics *m, const char *line)
 }
 
 /* Events are the first to go when the API is short: while the server's priority and fairness slows the
- * client down no Event is sent (and the drains' requests are), and an Event that waited 10 s behind the rate
- * is dropped when its turn comes; each counted by reason. */
+ * client down no Event is sent (and the drains' requests are), an Event that waited 10 s behind the rate
+ * is dropped when its turn comes, and none goes while the drains ask them to give way; each counted by
+ * reason. */
 static void test_events_shed_first(void **state)
 {
         struct metrics *m = NULL;
@@ -1746,6 +1749,32 @@ static void test_events_shed_first(void **state)
         assert_int_equal(ev.ok, 0);
         assert_int_equal(kfake_count(fx->fake), 1); /* the GET alone */
         assert_true(metric_says(m, "spotdrain_kube_events_dropped_total{reason=\"backlog\"} 1"));
+        fx_teardown(&st);
+
+        /* The drains asked Events to give way (their evictions need the rate): none is sent until then, and
+         * one is again after it. */
+        o.qps = -1;
+        fx_setup_opts(&st, &o);
+        fx = st;
+        kfake_add(fx->fake, &(struct kfake_script){ .method = "POST",
+                                                    .path = "/api/v1/namespaces/default/events",
+                                                    .status = 201,
+                                                    .body = "{}",
+                                                    .sticky = true });
+        uint64_t until = clk_now() + 2 * USEC;
+        kube_client_events_yield(fx->client, until);
+        kube_client_events_yield(fx->client, until - USEC); /* earlier: changes nothing */
+        assert_int_equal(kube_event_create(fx->client, &shed_event, NULL, NULL, NULL), -EAGAIN);
+        assert_true(metric_says(m, "spotdrain_kube_events_dropped_total{reason=\"short\"} 1"));
+        bool past = false;
+        struct timer *t = NULL;
+        assert_int_equal(timer_start_in(fx->loop, until - clk_now() + 1, on_flag, &past, &t), 0);
+        assert_int_equal(loop_run_until(fx->loop, &past, WAIT_USEC), 0);
+        struct count sent = { .want = 1 };
+        assert_int_equal(kube_event_create(fx->client, &shed_event, count_done, &sent, NULL), 0);
+        assert_int_equal(loop_run_until(fx->loop, &sent.reached, WAIT_USEC), 0);
+        assert_int_equal(sent.ok, 1);
+        assert_int_equal(kfake_count(fx->fake), 1);
         fx_teardown(&st);
         metrics_free(m);
 }
