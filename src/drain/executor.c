@@ -619,9 +619,11 @@ static void marks_done(struct kube_client *c, struct kube_result *r, void *userd
                 if (path && kube_get(x->c, path, marks_read_done, x, &x->taint_call) >= 0)
                         return;
         }
-        log_debug("node %s: the drain's taint, label and record in one patch were refused (%s), making them "
-                  "one at a time",
-                  x->node, r->message ? r->message : strerror(-r->error));
+        /* Worth a line: an admission policy or webhook refusing one of them, or a node that keeps changing.
+         */
+        log_info("node %s: the drain's taint, label and record in one patch were refused (%s): making them "
+                 "one at a time",
+                 x->node, r->message ? r->message : strerror(-r->error));
         marks_sent_each(x);
 }
 

@@ -27,6 +27,8 @@ for n in ng-a ng-b ng-c; do
 done
 [ "$(res .pdb_breaches)" -eq 0 ] || fail "PDB breaches: $(res .pdb_breaches)"
 grep -q ' 403\b\|HTTP 403\|forbidden' "$CLOG" && fail "403s in the controller's log: $(grep -m3 -i 'forbidden\|403' "$CLOG")"
+# kube-apiserver takes a drain's taint, label and record in one patch on the node as its cordon answered.
+grep -q 'in one patch were refused' "$CLOG" && fail "the marks' patch was refused: $(grep -m3 'in one patch' "$CLOG")"
 
 # ng-a: drained for the scheduled change, its drain over before the cancellation came; then undone.
 a=$(node ng-a)

@@ -3,7 +3,7 @@
 # DaemonSet pod on spot-a) hears the notice from spot-a's metadata mock, says drain-infeasible at once naming
 # the PDB and the value that would fit, cordons before its first eviction, and every pod is gone before the
 # deadline with none killed: the three it cannot evict in time are deleted at their last safe moment with a
-# grace period that still fits.
+# grace period that still fits; its taint, label and record go in one patch the chart's policy lets through.
 # shellcheck source=tests/realk8s/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -28,5 +28,9 @@ if [ -n "$first_evict" ]; then
 	awk -v c="$cordon" -v e="$first_evict" 'BEGIN { exit !(c <= e) }' || fail "evicted at $first_evict before the cordon at $cordon"
 fi
 jq -e '.pdb_breaches <= .nodes[0].pods_forced' "$CASE_TMP/result.json" >/dev/null || fail "PDB breaches beyond the forced pods"
+# The chart's admission policy lets the agent's one patch of its node's taint, label and record through.
+ALOG=$CASE_TMP/run/agent-spot-a.log
+[ -s "$ALOG" ] || fail "no agent log at $ALOG"
+grep -q 'in one patch were refused' "$ALOG" && fail "the marks' patch was refused: $(grep -m3 'in one patch' "$ALOG")"
 log "notice -> cordon $(jq -r '.cordoned_at - .notice_at' <<<"$node") s; drained at $(jq -r .drained_at <<<"$node") (deadline $(jq -r .deadline_at <<<"$node")); forced $(jq -r .pods_forced <<<"$node")"
 echo ok
