@@ -40,8 +40,8 @@ int node_out_of_service(struct kube_client *c, const char *node, kube_done_fn do
  * resourceVersion: the drain taint (as node_drain_taint() adds it), the drain record (record, NULL: none)
  * and, with lb, the load balancers' label where the node has none (as node_lb_exclude() sets it). One
  * request where the three calls make five, and they do not conflict with each other. A change to the node
- * since answers 409: the caller then makes them one at a time. -EINVAL: node has no name or
- * resourceVersion. */
+ * since answers 409: the caller reads it again and patches again, or makes them one at a time. -EINVAL:
+ * node has no name or resourceVersion. */
 struct node_marks {
         const char *taint_key; /* NULL: SPOTDRAIN_TAINT_INTERRUPTION */
         const char *kind;      /* the taint's value */
