@@ -372,9 +372,9 @@ int kube_node_cordon(struct kube_client *c, const char *node, bool cordon, kube_
  * whose key and effect exist replaces its value; removing matches key and effect (effect NULL: any). */
 int kube_node_taint(struct kube_client *c, const char *node, const struct kube_taint *t, bool add,
                     kube_done_fn done, void *userdata, struct kube_call **ret_call);
-/* The node's spec.taints old (may be NULL) with t added or removed, as kube_node_taint() changes them: a new
- * array, *ret_changed saying whether it differs from old. NULL: out of memory. */
-cJSON *kube_taints_apply(const cJSON *old, const struct kube_taint *t, bool add, bool *ret_changed);
+/* Puts into spec (a patch's) "taints": the node's spec.taints old (may be NULL) with t added or removed, as
+ * kube_node_taint() changes them; *ret_changed (may be NULL) says whether it differs from old. -ENOMEM. */
+int kube_taints_put(cJSON *spec, const cJSON *old, const struct kube_taint *t, bool add, bool *ret_changed);
 /* Read-modify-write of one label that the caller owns by its value: add sets key=value only when the node
  * has no such key (someone else's is left as it is); remove deletes it only while its value is value. The
  * result is the node as patched, or as read when there was nothing to change. Retried on 409 Conflict. */

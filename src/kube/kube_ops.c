@@ -420,7 +420,7 @@ static int node_rmw(struct kube_client *c, const char *node, const char *key, co
         return 0;
 }
 
-cJSON *kube_taints_apply(const cJSON *old, const struct kube_taint *t, bool add, bool *ret_changed)
+int kube_taints_put(cJSON *spec, const cJSON *old, const struct kube_taint *t, bool add, bool *ret_changed)
 {
         cJSON *taints = cJSON_CreateArray();
         bool ok = taints != NULL, changed = false, present = false;
@@ -443,12 +443,13 @@ cJSON *kube_taints_apply(const cJSON *old, const struct kube_taint *t, bool add,
                      cJSON_AddStringToObject(nt, "effect", t->effect);
                 changed = true;
         }
-        if (!ok) {
+        if (!ok || !cJSON_AddItemToObject(spec, "taints", taints)) {
                 cJSON_Delete(taints);
-                return NULL;
+                return -ENOMEM;
         }
-        *ret_changed = changed;
-        return taints;
+        if (ret_changed)
+                *ret_changed = changed;
+        return 0;
 }
 
 static void taint_got_step(struct kube_call *call, struct kube_result *r)
@@ -462,11 +463,8 @@ static void taint_got_step(struct kube_call *call, struct kube_result *r)
         cJSON *patch = cJSON_CreateObject();
         cJSON *meta = patch ? cJSON_AddObjectToObject(patch, "metadata") : NULL;
         cJSON *spec = patch ? cJSON_AddObjectToObject(patch, "spec") : NULL;
-        cJSON *taints = spec ? kube_taints_apply(old, &call->taint, call->add, &changed) : NULL;
-        bool ok = taints && cJSON_AddItemToObject(spec, "taints", taints);
-        if (taints && !ok)
-                cJSON_Delete(taints);
-        ok = ok && meta && (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv));
+        bool ok = spec && kube_taints_put(spec, old, &call->taint, call->add, &changed) >= 0 && meta &&
+                  (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv));
         _cleanup_free_ char *body = ok && changed ? print_json(patch) : NULL;
         cJSON_Delete(patch);
         if (!ok || (changed && !body)) {

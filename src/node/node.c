@@ -73,19 +73,13 @@ int node_drain_marks(struct kube_client *c, const cJSON *node, const struct node
                                 .effect = (char *)(m->no_execute ? "NoExecute" : "NoSchedule") };
         const cJSON *labels =
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "metadata"), "labels");
-        bool changed = false;
+        const cJSON *taints =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(node, "spec"), "taints");
         cJSON *patch = cJSON_CreateObject();
         cJSON *meta = patch ? cJSON_AddObjectToObject(patch, "metadata") : NULL;
         cJSON *spec = patch ? cJSON_AddObjectToObject(patch, "spec") : NULL;
-        cJSON *taints =
-            spec ? kube_taints_apply(cJSON_GetObjectItemCaseSensitive(
-                                         cJSON_GetObjectItemCaseSensitive(node, "spec"), "taints"),
-                                     &t, true, &changed)
-                 : NULL;
-        bool ok = taints && cJSON_AddItemToObject(spec, "taints", taints);
-        if (taints && !ok)
-                cJSON_Delete(taints);
-        ok = ok && meta && cJSON_AddStringToObject(meta, "resourceVersion", rv);
+        bool ok = spec && kube_taints_put(spec, taints, &t, true, NULL) >= 0 && meta &&
+                  cJSON_AddStringToObject(meta, "resourceVersion", rv);
         if (ok && m->record) {
                 cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
                 ok = a && cJSON_AddStringToObject(a, SPOTDRAIN_ANNOTATION_DRAIN, m->record);
