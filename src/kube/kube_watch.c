@@ -365,7 +365,10 @@ int kube_watch_start(struct kube_client *c, const struct kube_watch_options *o,
 
 struct store_entry {
         char *key;
+        /* A compact informer's entry has its object as JSON text, parsed into obj on demand and released
+         * at the loop's next turn (store_release()); an entry without text keeps obj. */
         cJSON *obj;
+        char *text, *rv; /* rv: a compact entry's resourceVersion, read without a parse */
         bool seen;
 };
 
@@ -382,6 +385,9 @@ struct kube_informer {
         bool stopped;
         unsigned long generation; /* moves with every change of the store */
         const char *const *keep_fields;
+        bool compact;          /* kube_watch_options.compact */
+        struct loop *loop;     /* for release */
+        struct timer *release; /* armed while an entry with text holds a parse */
 };
 
 static char *object_key(const cJSON *obj)
@@ -434,7 +440,7 @@ static int store_reindex(struct kube_informer *inf, size_t n_slots)
         return 0;
 }
 
-static int store_add(struct kube_informer *inf, char *key, cJSON *obj)
+static int store_add(struct kube_informer *inf, char *key, cJSON *obj, char *text, char *rv)
 {
         if (inf->n == inf->cap) {
                 size_t cap = inf->cap ? inf->cap * 2 : 16;
@@ -450,7 +456,8 @@ static int store_add(struct kube_informer *inf, char *key, cJSON *obj)
                 if (r < 0)
                         return r;
         }
-        inf->items[inf->n++] = (struct store_entry){ .key = key, .obj = obj, .seen = true };
+        inf->items[inf->n++] =
+            (struct store_entry){ .key = key, .obj = obj, .text = text, .rv = rv, .seen = true };
         *store_slot(inf, key) = inf->n;
         return 0;
 }
@@ -478,6 +485,8 @@ static void store_remove(struct kube_informer *inf, struct store_entry *e)
         store_unslot(inf, store_slot(inf, e->key));
         free(e->key);
         cJSON_Delete(e->obj);
+        free(e->text);
+        free(e->rv);
         inf->n--;
         if (idx != inf->n) {
                 /* The last entry fills the gap; its index slot follows it. */
@@ -489,9 +498,12 @@ static void store_remove(struct kube_informer *inf, struct store_entry *e)
 static void informer_free(struct kube_informer *inf)
 {
         kube_watch_stop(inf->watch);
+        timer_cancel(inf->release);
         for (size_t i = 0; i < inf->n; i++) {
                 free(inf->items[i].key);
                 cJSON_Delete(inf->items[i].obj);
+                free(inf->items[i].text);
+                free(inf->items[i].rv);
         }
         free(inf->items);
         free(inf->slots);
@@ -510,6 +522,34 @@ struct kube_informer *kube_informer_stop(struct kube_informer *inf)
         return NULL;
 }
 
+/* The loop's next turn: what was parsed of the compact entries is released; their text stays. */
+static void store_release(void *userdata)
+{
+        struct kube_informer *inf = userdata;
+        inf->release = NULL; /* released by the loop as it fired */
+        for (size_t i = 0; i < inf->n; i++)
+                if (inf->items[i].text) {
+                        cJSON_Delete(inf->items[i].obj);
+                        inf->items[i].obj = NULL;
+                }
+}
+
+/* An entry with text holds a parse: released at the loop's next turn. Without a timer (no memory) it
+ * stays until a later one. */
+static void store_parsed(struct kube_informer *inf)
+{
+        if (!inf->release && timer_start_in(inf->loop, 0, store_release, inf, &inf->release) < 0)
+                inf->release = NULL;
+}
+
+/* The entry's object: a compact entry's text parsed, until the loop's next turn. NULL without memory. */
+static cJSON *entry_obj(struct kube_informer *inf, struct store_entry *e)
+{
+        if (!e->obj && e->text && (e->obj = cJSON_Parse(e->text)))
+                store_parsed(inf);
+        return e->obj;
+}
+
 static bool informer_leave(struct kube_informer *inf)
 {
         inf->busy--;
@@ -523,6 +563,7 @@ static bool informer_leave(struct kube_informer *inf)
 /* Drops an entry and tells the owner. Returns true when the informer was stopped. */
 static bool informer_delete(struct kube_informer *inf, struct store_entry *e)
 {
+        entry_obj(inf, e);
         cJSON *old = TAKE_PTR(e->obj);
         store_remove(inf, e);
         inf->generation++;
@@ -559,10 +600,24 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
             inf->keep_fields ? kube_object_prune(obj, inf->keep_fields) : cJSON_Duplicate(obj, true);
         if (!dup)
                 return false;
+        /* A compact informer keeps the text; without memory for it, the object. */
+        char *text = inf->compact ? cJSON_PrintUnformatted(dup) : NULL;
+        const char *dup_rv = kube_object_rv(dup);
+        char *rv = text && dup_rv ? strdup(dup_rv) : NULL;
+        if (text && dup_rv && !rv) {
+                free(text);
+                text = NULL;
+        }
         inf->generation++;
         if (e) {
-                cJSON *old = e->obj;
+                cJSON *old = entry_obj(inf, e);
                 e->obj = dup;
+                free(e->text);
+                e->text = text;
+                free(e->rv);
+                e->rv = rv;
+                if (text)
+                        store_parsed(inf);
                 e->seen = true;
                 bool stopped = false;
                 if (inf->ops.modified && !streq_ptr(kube_object_rv(old), kube_object_rv(dup))) {
@@ -573,11 +628,15 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
                 cJSON_Delete(old);
                 return stopped;
         }
-        if (store_add(inf, key, dup) < 0) {
+        if (store_add(inf, key, dup, text, rv) < 0) {
                 cJSON_Delete(dup);
+                free(text);
+                free(rv);
                 return false;
         }
         key = NULL;
+        if (text)
+                store_parsed(inf);
         if (!inf->ops.added)
                 return false;
         inf->busy++;
@@ -628,6 +687,8 @@ int kube_informer_start(struct kube_client *c, const struct kube_watch_options *
         inf->ops = *ops;
         inf->userdata = userdata;
         inf->keep_fields = o->keep_fields;
+        inf->compact = o->compact;
+        inf->loop = kube_client_loop(c);
         struct kube_watch_options wo = *o;
         wo.resource_version = NULL; /* an informer always starts from a full list */
         static const struct kube_watch_ops wops = {
@@ -688,11 +749,21 @@ const cJSON *kube_informer_get(const struct kube_informer *inf, const char *name
         _cleanup_free_ char *key = strprintf("%s/%s", namespace ? namespace : "", name);
         if (!key)
                 return NULL;
+        struct store_entry *e = store_find(inf, key);
+        /* A compact informer's parse is a cache: the informer is const to its readers. */
+        return e ? entry_obj((struct kube_informer *)inf, e) : NULL;
+}
+
+const char *kube_informer_rv(const struct kube_informer *inf, const char *namespace, const char *name)
+{
+        _cleanup_free_ char *key = strprintf("%s/%s", namespace ? namespace : "", name);
+        if (!key)
+                return NULL;
         const struct store_entry *e = store_find(inf, key);
-        return e ? e->obj : NULL;
+        return !e ? NULL : e->text ? e->rv : kube_object_rv(e->obj);
 }
 
 const cJSON *kube_informer_at(const struct kube_informer *inf, size_t i)
 {
-        return i < inf->n ? inf->items[i].obj : NULL;
+        return i < inf->n ? entry_obj((struct kube_informer *)inf, &inf->items[i]) : NULL;
 }

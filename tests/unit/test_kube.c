@@ -588,6 +588,7 @@ struct inf_log {
         int added, modified, deleted;
         bool synced;
         bool done;
+        char old_rv[16], new_rv[16], deleted_rv[16]; /* of the last modified and deleted */
 };
 
 static void il_added(void *userdata, const cJSON *obj)
@@ -597,13 +598,19 @@ static void il_added(void *userdata, const cJSON *obj)
 
 static void il_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 {
-        ((struct inf_log *)userdata)->modified++;
+        struct inf_log *il = userdata;
+        il->modified++;
+        snprintf(il->old_rv, sizeof(il->old_rv), "%s",
+                 kube_object_rv(old_obj) ? kube_object_rv(old_obj) : "");
+        snprintf(il->new_rv, sizeof(il->new_rv), "%s", kube_object_rv(obj) ? kube_object_rv(obj) : "");
 }
 
 static void il_deleted(void *userdata, const cJSON *obj)
 {
         struct inf_log *il = userdata;
         il->deleted++;
+        snprintf(il->deleted_rv, sizeof(il->deleted_rv), "%s",
+                 kube_object_rv(obj) ? kube_object_rv(obj) : "");
         il->done = true;
 }
 
@@ -612,9 +619,10 @@ static void il_synced(void *userdata)
         ((struct inf_log *)userdata)->synced = true;
 }
 
-static void test_informer(void **state)
+/* compact: the store keeps text, parsed when read (kube_watch_options.compact); what every reader sees is
+ * the same. */
+static void informer_run(struct fx *fx, bool compact)
 {
-        struct fx *fx = *state;
         const char *const events[] = {
                 "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"namespace\":\"d\",\"name\":\"a\","
                 "\"resourceVersion\":\"8\"}}}\n",
@@ -635,17 +643,27 @@ static void test_informer(void **state)
         };
         struct inf_log il = { 0 };
         struct kube_informer *inf = NULL;
-        struct kube_watch_options o = { .path = "/api/v1/pods" };
+        struct kube_watch_options o = { .path = "/api/v1/pods", .compact = compact };
         assert_int_equal(kube_informer_start(fx->client, &o, &ops, &il, &inf), 0);
         assert_int_equal(loop_run_until(fx->loop, &il.done, WAIT_USEC), 0);
         assert_true(il.synced);
         assert_true(kube_informer_synced(inf));
         assert_int_equal(il.added, 2);
         assert_int_equal(il.modified, 1);
+        /* The old object as stored (a compact store's text, parsed again), the new one as it came. */
+        assert_string_equal(il.old_rv, "3");
+        assert_string_equal(il.new_rv, "8");
         assert_int_equal(il.deleted, 1);
+        assert_string_equal(il.deleted_rv, "4");
         assert_int_equal(kube_informer_size(inf), 1);
         assert_string_equal(kube_object_rv(kube_informer_get(inf, "d", "a")), "8");
+        /* Within one turn of the loop a compact store parses an object once: what a reader was given stays
+         * valid while it reads others. */
+        assert_ptr_equal(kube_informer_get(inf, "d", "a"), kube_informer_at(inf, 0));
+        assert_string_equal(kube_informer_rv(inf, "d", "a"), "8");
+        assert_string_equal(kube_object_str(kube_informer_at(inf, 0), "metadata.name"), "a");
         assert_null(kube_informer_get(inf, "d", "b"));
+        assert_null(kube_informer_rv(inf, "d", "b"));
 
         /* The resume point expires; the relist no longer has "a" but has "c": the store catches up. */
         const char *const gone[] = {
@@ -662,9 +680,20 @@ static void test_informer(void **state)
         assert_int_equal(il.deleted, 2);
         assert_int_equal(il.added, 3);
         assert_int_equal(kube_informer_size(inf), 1);
-        assert_non_null(kube_informer_get(inf, "d", "c"));
-        assert_non_null(kube_informer_at(inf, 0));
+        assert_string_equal(kube_object_rv(kube_informer_get(inf, "d", "c")), "19");
+        assert_string_equal(kube_informer_rv(inf, "d", "c"), "19");
+        assert_string_equal(kube_object_str(kube_informer_at(inf, 0), "metadata.name"), "c");
         kube_informer_stop(inf);
+}
+
+static void test_informer(void **state)
+{
+        informer_run(*state, false);
+}
+
+static void test_informer_compact(void **state)
+{
+        informer_run(*state, true);
 }
 
 static void test_get_429_retry_after(void **state)
@@ -2126,6 +2155,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_watch_resume_by_owner, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_owner_resume_finds_stall, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_owner_resume_nothing_missed, fx_setup, fx_teardown),
+                cmocka_unit_test_setup_teardown(test_informer_compact, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_informer, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_get_429_retry_after, fx_setup, fx_teardown),
                 cmocka_unit_test_setup_teardown(test_transport_errors_retried, fx_setup, fx_teardown),
