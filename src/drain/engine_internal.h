@@ -230,9 +230,12 @@ struct drain_surge_reads *drain_ledger_surge_reads(struct drain_ledger *l);
  * the watch are recorded by the ledger itself. */
 void drain_ledger_note_starting(struct drain_ledger *l, const cJSON *items);
 /* A drain that ends hands over its pods that are gone but whose replacements are not Ready yet (until):
- * the drains still going plan with the PDB slots they give back. Takes pod (freed on failure too). */
+ * the drains still going plan with the PDB slots they give back. Takes the reference to pod (released on
+ * failure too). */
+struct drain_pod_memo;
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                            uint64_t margin_usec, cJSON *pod, uint64_t gone_usec, uint64_t until_usec);
+                            uint64_t margin_usec, struct drain_pod_memo *pod, uint64_t gone_usec,
+                            uint64_t until_usec);
 /* Until when a pod gone after its delete is still planned (drain_ledger_keep_ghost(), an executor's own):
  * a while after its replacement, deleted at its delete, should be Ready by the owner's startup estimate. */
 uint64_t drain_ledger_ghost_until(const struct drain_ledger *l, const struct kube_pod *kp,

@@ -38,7 +38,10 @@ void exec_pods_modified(void *userdata, const cJSON *old_obj, const cJSON *obj)
 static void keep_ghost(struct drain_exec *x, struct xpod *p, const cJSON *obj, const struct kube_pod *kp,
                        const char *key)
 {
-        p->ghost = cJSON_Duplicate(obj, true);
+        if (drain_pod_memo_update(&p->ghost, obj) < 0) {
+                log_debug("out of memory keeping the last state of %s/%s", p->namespace, p->name);
+                return;
+        }
         p->gone_at = clk_now();
         p->ghost_until = drain_ledger_ghost_until(x->ledger, kp, key, x->default_startup);
 }

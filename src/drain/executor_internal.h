@@ -42,7 +42,7 @@ struct xpod {
         bool leave;
         /* Its last state once it is gone after a delete: until its replacement should be Ready (ghost_until)
          * the plan still sees it as deleting, so that the slot it will give back is foreseen. */
-        cJSON *ghost;
+        struct drain_pod_memo *ghost; /* as parsed for the plans: a fifth of the object */
         uint64_t ghost_until, gone_at;
         /* Engine clock: when our eviction or forced delete of it was accepted (0: not ours), the start of
          * the graceful stop observed when it is gone; forced_grace the grace that delete gave it. */

@@ -34,28 +34,32 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
 {
         for (size_t i = 0; i < x->n_pods; i++) {
                 struct xpod *p = x->pods[i];
-                const cJSON *o;
+                struct drain_pod_memo *m;
+                int r = 0;
                 if (p->leave)
                         continue;
                 if (p->state == XPOD_GONE) {
-                        if (p->ghost && now >= p->ghost_until) {
+                        /* Gone: what it was alive is planned no more. */
+                        p->memo = drain_pod_memo_unref(p->memo);
+                        if (p->ghost && now >= p->ghost_until)
                                 /* Its replacement should be Ready: no slot of it is left to foresee, and a
                                  * thousand drains' ghosts kept to their end held 100 MiB. */
-                                cJSON_Delete(TAKE_PTR(p->ghost));
-                                p->memo = drain_pod_memo_unref(p->memo);
-                        }
-                        if (!p->ghost)
+                                p->ghost = drain_pod_memo_unref(p->ghost);
+                        if (!(m = p->ghost))
                                 continue;
-                        o = p->ghost;
-                } else if (!(o = kube_informer_get(x->pods_inf, p->namespace, p->name)))
-                        continue;
+                } else {
+                        const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
+                        if (!o)
+                                continue;
+                        r = drain_pod_memo_update(&p->memo, o);
+                        m = p->memo;
+                }
                 size_t idx;
-                int r = drain_pod_memo_update(&p->memo, o);
                 if (r >= 0)
-                        r = drain_inputs_add_pod_memo(di, node, p->memo, &idx);
+                        r = drain_inputs_add_pod_memo(di, node, m, &idx);
                 if (r == -ENOMEM)
                         return r;
-                if (r >= 0 && o == p->ghost)
+                if (r >= 0 && m == p->ghost)
                         (void)drain_inputs_set_gone(di, idx, p->gone_at);
                 /* Accepted, though its watch event has yet to say so: at the scale of hundreds of drains
                  * it comes seconds after the answer, and the PDB's status (another watch) may show the

@@ -51,7 +51,7 @@ struct xpod *xpod_free(struct xpod *p)
         drain_postmortem_free(p->pm_killed);
         drain_postmortem_free(p->pm_after);
         drain_pod_memo_unref(p->memo);
-        cJSON_Delete(p->ghost);
+        drain_pod_memo_unref(p->ghost);
         free(p->grant_pdb);
         free(p->key);
         free(p->namespace);

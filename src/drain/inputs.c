@@ -291,6 +291,11 @@ static int memo_parse(const cJSON *obj, struct drain_pod_memo **ret)
         return 0;
 }
 
+const struct kube_pod *drain_pod_memo_pod(const struct drain_pod_memo *m)
+{
+        return &m->pod;
+}
+
 int drain_pod_memo_update(struct drain_pod_memo **memo, const cJSON *obj)
 {
         const char *rv = kube_object_rv(obj);

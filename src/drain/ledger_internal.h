@@ -74,8 +74,7 @@ struct lpdb {
 struct kept_ghost {
         char *node;
         uint64_t deadline, margin, gone_at, until;
-        cJSON *pod;
-        struct drain_pod_memo *memo; /* pod as parsed for the plans */
+        struct drain_pod_memo *memo; /* its last state, as parsed for the plans */
 };
 
 struct startup_ask {

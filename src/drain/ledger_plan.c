@@ -40,20 +40,20 @@ struct lpdb *lpdb_find(struct drain_ledger *l, const char *key)
 void kept_ghost_clear(struct kept_ghost *g)
 {
         free(g->node);
-        cJSON_Delete(g->pod);
         drain_pod_memo_unref(g->memo);
 }
 
 int drain_ledger_keep_ghost(struct drain_ledger *l, const char *node, uint64_t deadline_usec,
-                            uint64_t margin_usec, cJSON *pod, uint64_t gone_usec, uint64_t until_usec)
+                            uint64_t margin_usec, struct drain_pod_memo *pod, uint64_t gone_usec,
+                            uint64_t until_usec)
 {
         struct kept_ghost g = { .deadline = deadline_usec,
                                 .margin = margin_usec,
                                 .gone_at = gone_usec,
                                 .until = until_usec,
                                 .node = strdup(node),
-                                .pod = pod };
-        struct kept_ghost *a = g.node && g.pod ? realloc(l->ghosts, (l->n_ghosts + 1) * sizeof(*a)) : NULL;
+                                .memo = pod };
+        struct kept_ghost *a = g.node && g.memo ? realloc(l->ghosts, (l->n_ghosts + 1) * sizeof(*a)) : NULL;
         if (!a) {
                 kept_ghost_clear(&g);
                 return -ENOMEM;
@@ -82,9 +82,7 @@ static int add_ghosts(struct drain_ledger *l, struct drain_inputs *di)
                             : drain_inputs_add_node(di, g->node, g->deadline, g->margin, &node);
                 if (r < 0)
                         return r;
-                r = drain_pod_memo_update(&g->memo, g->pod);
-                if (r >= 0)
-                        r = drain_inputs_add_pod_memo(di, node, g->memo, &idx);
+                r = drain_inputs_add_pod_memo(di, node, g->memo, &idx);
                 if (r == -ENOMEM)
                         return r;
                 if (r >= 0)
@@ -118,7 +116,7 @@ static int add_pdbs(struct drain_ledger *l, struct drain_inputs *di)
                 if (!a)
                         return -ENOMEM;
                 ns = a;
-                const char *g = kube_object_str(l->ghosts[i].pod, "metadata.namespace");
+                const char *g = drain_pod_memo_pod(l->ghosts[i].memo)->namespace;
                 ns[n++] = g ? g : "";
         }
         if (n > 1)

@@ -221,13 +221,15 @@ static void pods_deleted(void *userdata, const cJSON *obj)
         const struct drain_peers_options *o = &p->ps->o;
         _cleanup_(kube_pod_clear) struct kube_pod kp = { 0 };
         _cleanup_free_ char *key = NULL;
+        struct drain_pod_memo *ghost = NULL;
 
         if (kube_pod_parse(obj, &kp) >= 0 && kp.deletion_usec && (key = drain_owner_key(&kp))) {
                 if (drain_shutdowns_observe_stop(drain_ledger_shutdowns(l), &kp, key, stop_began(p, &kp), 0,
                                                  p->deadline, o->expected_shutdown_fraction) < 0 ||
-                    drain_ledger_keep_ghost(
-                        l, p->node, p->deadline, o->margin_usec, cJSON_Duplicate(obj, true), clk_now(),
-                        drain_ledger_ghost_until(l, &kp, key, o->default_startup_usec)) < 0)
+                    drain_pod_memo_update(&ghost, obj) < 0 ||
+                    drain_ledger_keep_ghost(l, p->node, p->deadline, o->margin_usec, ghost, clk_now(),
+                                            drain_ledger_ghost_until(l, &kp, key, o->default_startup_usec)) <
+                        0)
                         log_debug("out of memory following the pods of %s", p->node);
         }
         pods_changed(p);
