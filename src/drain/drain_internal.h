@@ -34,6 +34,8 @@ struct drain_pod_memo;
 struct drain_pod_memo *drain_pod_memo_unref(struct drain_pod_memo *m);
 /* *memo as obj is: kept when it parsed the same resourceVersion, else parsed anew (the old one released). */
 int drain_pod_memo_update(struct drain_pod_memo **memo, const cJSON *obj);
+/* Whether the memo parsed resourceVersion rv (a NULL rv never matches). */
+bool drain_pod_memo_is(const struct drain_pod_memo *m, const char *rv);
 /* The pod as parsed (borrowed from the memo). */
 const struct kube_pod *drain_pod_memo_pod(const struct drain_pod_memo *m);
 /* drain_inputs_add_pod() of a parsed pod (the inputs take a reference). */

@@ -887,11 +887,13 @@ int drain_exec_start(struct kube_client *c, struct alert_bus *bus, const struct 
                 .planned = exec_planned,
         };
         /* Patient: its pods may be quiet for long while they wait for PDB slots (watch_check resumes it when
-         * it is silent while they stop). */
+         * it is silent while they stop). Compact: a thousand drains' pods held 49 MiB as trees; the
+         * executor reads them within one turn of the loop only. */
         struct kube_watch_options pw = { .path = "/api/v1/pods",
                                          .field_selector = field,
                                          .keep_fields = drain_pod_fields,
-                                         .patient = true };
+                                         .patient = true,
+                                         .compact = true };
         r = kube_informer_start(c, &pw, &pod_ops, x, &x->pods_inf);
         if (r < 0)
                 return r;

@@ -48,10 +48,14 @@ static int add_pods(struct drain_exec *x, struct drain_inputs *di, size_t node, 
                         if (!(m = p->ghost))
                                 continue;
                 } else {
-                        const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
-                        if (!o)
-                                continue;
-                        r = drain_pod_memo_update(&p->memo, o);
+                        /* The store's object is parsed (a compact informer's text) only when it changed. */
+                        const char *rv = kube_informer_rv(x->pods_inf, p->namespace, p->name);
+                        if (!drain_pod_memo_is(p->memo, rv)) {
+                                const cJSON *o = kube_informer_get(x->pods_inf, p->namespace, p->name);
+                                if (!o)
+                                        continue;
+                                r = drain_pod_memo_update(&p->memo, o);
+                        }
                         m = p->memo;
                 }
                 size_t idx;

@@ -291,6 +291,11 @@ static int memo_parse(const cJSON *obj, struct drain_pod_memo **ret)
         return 0;
 }
 
+bool drain_pod_memo_is(const struct drain_pod_memo *m, const char *rv)
+{
+        return m && rv && streq_ptr(m->rv, rv);
+}
+
 const struct kube_pod *drain_pod_memo_pod(const struct drain_pod_memo *m)
 {
         return &m->pod;
