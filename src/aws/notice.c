@@ -15,10 +15,15 @@
 
 static int parse_text(struct ctx *c, const char *text, size_t len);
 
+/* Routes a JSON body to its form's parser. What goes to an IMDS document's parser came from IMDS (its
+ * source, and a notice that names no instance only then): said here, where the form is decided, and nowhere
+ * else. */
 static int dispatch(struct ctx *c, const cJSON *root)
 {
-        if (cJSON_IsArray(root))
+        if (cJSON_IsArray(root)) {
+                c->from_imds = true;
                 return notice_imds_scheduled(c, root, "IMDS events/maintenance/scheduled document");
+        }
         if (!cJSON_IsObject(root))
                 return notice_fail(c, -EBADMSG, "a JSON %s, not an object", notice_json_type_name(root));
 
@@ -37,10 +42,14 @@ static int dispatch(struct ctx *c, const cJSON *root)
         if (notice_get(root, "Messages"))
                 return notice_fail(c, -EOPNOTSUPP,
                                    "a whole SQS ReceiveMessage answer: pass one message Body at a time");
-        if (notice_get(root, "action") && notice_get(root, "time"))
+        if (notice_get(root, "action") && notice_get(root, "time")) {
+                c->from_imds = true;
                 return notice_imds_instance_action(c, root);
-        if (notice_get(root, "noticeTime"))
+        }
+        if (notice_get(root, "noticeTime")) {
+                c->from_imds = true;
                 return notice_imds_rebalance(c, root);
+        }
         return notice_fail(
             c, -EOPNOTSUPP,
             "unrecognized JSON object: no detail-type, Auto Scaling LifecycleTransition/Event, SNS "
@@ -73,10 +82,6 @@ static int parse_text(struct ctx *c, const char *text, size_t len)
         int r = notice_parse_json(c, text, len, &root);
         if (r < 0)
                 return r;
-        if (cJSON_IsArray(root) ||
-            (!notice_get(root, "detail-type") && !notice_get(root, "Type") &&
-             ((notice_get(root, "action") && notice_get(root, "time")) || notice_get(root, "noticeTime"))))
-                c->from_imds = true;
         return dispatch(c, root);
 }
 

@@ -335,6 +335,23 @@ static void test_imds_spot(void **state)
                 }
         }
 
+        /* An instance-action document with a field an SNS envelope has ("Type", but neither TopicArn nor
+         * MessageId) is still read as IMDS: its source says so, and without an instance ID it names none
+         * (fuzz/regressions/fuzz_notice: it was read as IMDS and called a queue's, whose notices always
+         * name their instance). */
+        struct notice *y = NULL;
+        size_t ny = 0;
+        char why[256];
+        struct notice_parse_opts queue = { .now_usec = imds_opts.now_usec };
+        assert_int_equal(
+            parse_str("{\"action\":\"terminate\",\"time\":\"2024-05-14T10:23:53Z\",\"Type\":\"x\"}", &queue,
+                      &y, &ny, why, sizeof(why)),
+            0);
+        assert_int_equal(ny, 1);
+        assert_string_equal(y[0].source, "imds");
+        assert_string_equal(y[0].instance_id, "");
+        free(y);
+
         /* Polled again later: a new notice time, the same id. */
         struct notice_parse_opts later = imds_opts;
         later.now_usec += 5000000ULL;
