@@ -550,6 +550,12 @@ static cJSON *entry_obj(struct kube_informer *inf, struct store_entry *e)
         return e->obj;
 }
 
+/* The entry's resourceVersion, without a parse. */
+static const char *entry_rv(const struct store_entry *e)
+{
+        return e->text ? e->rv : kube_object_rv(e->obj);
+}
+
 static bool informer_leave(struct kube_informer *inf)
 {
         inf->busy--;
@@ -610,7 +616,9 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
         }
         inf->generation++;
         if (e) {
-                cJSON *old = entry_obj(inf, e);
+                /* The old object is parsed again only for an owner to be told of the change. */
+                bool tell = inf->ops.modified && !streq_ptr(entry_rv(e), kube_object_rv(dup));
+                cJSON *old = tell ? entry_obj(inf, e) : e->obj;
                 e->obj = dup;
                 free(e->text);
                 e->text = text;
@@ -620,7 +628,7 @@ static bool informer_apply(struct kube_informer *inf, enum kube_event_type type,
                         store_parsed(inf);
                 e->seen = true;
                 bool stopped = false;
-                if (inf->ops.modified && !streq_ptr(kube_object_rv(old), kube_object_rv(dup))) {
+                if (tell) {
                         inf->busy++;
                         inf->ops.modified(inf->userdata, old, dup);
                         stopped = informer_leave(inf);
@@ -744,23 +752,24 @@ size_t kube_informer_size(const struct kube_informer *inf)
         return inf->n;
 }
 
-const cJSON *kube_informer_get(const struct kube_informer *inf, const char *namespace, const char *name)
+static struct store_entry *entry_named(const struct kube_informer *inf, const char *namespace,
+                                       const char *name)
 {
         _cleanup_free_ char *key = strprintf("%s/%s", namespace ? namespace : "", name);
-        if (!key)
-                return NULL;
-        struct store_entry *e = store_find(inf, key);
+        return key ? store_find(inf, key) : NULL;
+}
+
+const cJSON *kube_informer_get(const struct kube_informer *inf, const char *namespace, const char *name)
+{
+        struct store_entry *e = entry_named(inf, namespace, name);
         /* A compact informer's parse is a cache: the informer is const to its readers. */
         return e ? entry_obj((struct kube_informer *)inf, e) : NULL;
 }
 
 const char *kube_informer_rv(const struct kube_informer *inf, const char *namespace, const char *name)
 {
-        _cleanup_free_ char *key = strprintf("%s/%s", namespace ? namespace : "", name);
-        if (!key)
-                return NULL;
-        const struct store_entry *e = store_find(inf, key);
-        return !e ? NULL : e->text ? e->rv : kube_object_rv(e->obj);
+        const struct store_entry *e = entry_named(inf, namespace, name);
+        return e ? entry_rv(e) : NULL;
 }
 
 const cJSON *kube_informer_at(const struct kube_informer *inf, size_t i)
